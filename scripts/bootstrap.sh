@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Idempotent setup of everything agent-sandbox needs on a Debian/Ubuntu machine:
+# system packages (bubblewrap, socat, podman, runc, runsc, debootstrap, ...),
+# the project virtualenv (.venv) with its Python dependencies, and the npm tools
+# the comparison tests use (srt). Safe to run again: it only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+APT_PACKAGES=(bubblewrap socat ripgrep podman runc runsc debootstrap iproute2 uidmap
+              python3-venv nodejs npm git ca-certificates make curl)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  # nodejs may come from another source that bundles npm: do not fail on npm alone.
+  if ! DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+    rest=()
+    for p in "${missing[@]}"; do [ "$p" = npm ] || rest+=("$p"); done
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${rest[@]}" >/dev/null
+  fi
+fi
+
+# The real interpreter (not a shim), 3.11 or newer.
+PY=""
+for cand in python3.13 python3.12 python3.11 python3; do
+  if command -v "$cand" >/dev/null 2>&1; then
+    real=$("$cand" -c 'import sys; print(sys.executable if sys.version_info >= (3, 11) else "")' 2>/dev/null || true)
+    if [ -n "$real" ]; then PY=$real; break; fi
+  fi
+done
+[ -n "$PY" ] || { echo "bootstrap: Python 3.11+ is required" >&2; exit 1; }
+
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv with $PY"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.deps-stamp
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "bootstrap: installing Python dependencies"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e ".[dev]"
+  echo "$want" > "$stamp"
+fi
+
+# The reference sandbox (srt) for comparison tests and benchmarks.
+if [ ! -x .tools/node_modules/.bin/srt ] && command -v npm >/dev/null 2>&1; then
+  echo "bootstrap: installing @anthropic-ai/sandbox-runtime (reference srt)"
+  mkdir -p .tools
+  (cd .tools && npm install --silent --no-audit --no-fund --prefix . @anthropic-ai/sandbox-runtime >/dev/null 2>&1) \
+    || echo "bootstrap: warning: could not install srt; comparison tests will report it missing" >&2
+fi
+
+for hook in scripts/bootstrap.d/*.sh; do
+  [ -e "$hook" ] || continue
+  bash "$hook"
+done
+echo "bootstrap: ready ($ROOT)"

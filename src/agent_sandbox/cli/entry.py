@@ -1,0 +1,24 @@
+"""Entry point of the ``sandbox`` command.
+
+``sandbox hook ...`` runs on every tool call of every agent, so it takes a fast
+path that imports neither typer nor pydantic: ``agent_sandbox.hooks.entry``
+(stdlib only). Everything else goes to the typer app in ``cli.main``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "hook":
+        try:
+            from agent_sandbox.hooks.entry import main as hook_main
+        except Exception as exc:  # fail closed: a broken install blocks, never allows
+            sys.stderr.write(f"agent-sandbox hook unavailable: {exc}\n")
+            return 2
+        return hook_main(args[1:])
+    from agent_sandbox.cli.main import run
+
+    return run(args)

@@ -1,0 +1,115 @@
+"""The renderer: a pure function from (spec, host facts) to artifacts.
+
+``render(spec, facts)`` returns ``{target path: Artifact}`` for one host. Each
+area (srt settings, agents, macOS, Windows, cluster, ...) is a module listed in
+``RENDERERS`` with a ``render(spec, facts) -> Iterable[Artifact]`` function.
+Same input, same bytes: no clocks, no randomness, no environment lookups, sorted
+keys where order is not meaningful.
+
+It must never write files or start processes; ``write_tree`` (used by the
+CLI) is the only effect here, kept apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..facts import HostFacts
+from ..spec.models import Spec
+
+RENDERERS: tuple[str, ...] = (
+    "agent_sandbox.render.srt",
+    "agent_sandbox.render.agents",
+    "agent_sandbox.render.linux",
+    "agent_sandbox.render.macos",
+    "agent_sandbox.render.windows",
+    "agent_sandbox.render.cluster",
+)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One file to install: where, what, with which mode, and what kind it is."""
+
+    target: str
+    content: bytes
+    mode: int = 0o644
+    kind: str = "file"
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content).hexdigest()
+
+
+class RenderError(Exception):
+    """Two renderers produced the same target, or a renderer failed."""
+
+
+_loaded: list[Callable[[Spec, HostFacts], Iterable[Artifact]]] | None = None
+
+
+def _renderers() -> list[Callable[[Spec, HostFacts], Iterable[Artifact]]]:
+    global _loaded
+    if _loaded is None:
+        _loaded = [importlib.import_module(m).render for m in RENDERERS]
+    return _loaded
+
+
+def render(spec: Spec, facts: HostFacts) -> dict[str, Artifact]:
+    """Every artifact for one host, keyed by target path (sorted)."""
+    out: dict[str, Artifact] = {}
+    for fn in _renderers():
+        for art in fn(spec, facts):
+            if art.target in out:
+                raise RenderError(f"two renderers produce {art.target}")
+            out[art.target] = art
+    return dict(sorted(out.items()))
+
+
+def json_bytes(data: Any, *, sort_keys: bool = True) -> bytes:
+    """Stable, readable JSON (2-space indent, trailing newline)."""
+    return (json.dumps(data, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n").encode()
+
+
+def manifest(artifacts: dict[str, Artifact]) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "artifacts": [
+            {"target": a.target, "kind": a.kind, "mode": f"{a.mode:04o}", "sha256": a.sha256}
+            for a in artifacts.values()
+        ],
+    }
+
+
+def _under(out_dir: str, target: str) -> str:
+    rel = target.replace("\\", "/")
+    if len(rel) > 1 and rel[1] == ":":  # C:/... on Windows targets
+        rel = rel[0].lower() + rel[2:]
+    rel = rel.lstrip("/")
+    path = os.path.normpath(os.path.join(out_dir, rel))
+    if not (path + os.sep).startswith(os.path.normpath(out_dir) + os.sep):
+        raise RenderError(f"target {target!r} escapes the output directory")
+    return path
+
+
+def write_tree(artifacts: dict[str, Artifact], out_dir: str) -> str:
+    """Write artifacts under ``out_dir`` mirroring their targets, plus manifest.json."""
+    os.makedirs(out_dir, exist_ok=True)
+    for art in artifacts.values():
+        path = _under(out_dir, art.target)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(art.content)
+        os.chmod(tmp, art.mode)
+        os.replace(tmp, path)
+    mpath = os.path.join(out_dir, "manifest.json")
+    with open(mpath, "wb") as fh:
+        fh.write(json_bytes(manifest(artifacts)))
+    return mpath

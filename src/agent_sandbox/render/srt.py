@@ -1,0 +1,59 @@
+"""srt-format settings: the Linux runtime's (and srt's) input.
+
+``/etc/agent-sandbox/srt-settings.json`` keeps ``~`` for the runtime to expand
+per user; each user also gets ``~/.srt-settings.json`` with their home filled in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..facts import HostFacts
+from ..spec.models import Spec
+from . import Artifact, json_bytes
+
+SYSTEM_SETTINGS = "/etc/agent-sandbox/srt-settings.json"
+
+
+def srt_settings(spec: Spec, home: str | None = None) -> dict[str, Any]:
+    """The srt settings document for a spec (``home`` expands ``~``)."""
+
+    def exp(items: list[str]) -> list[str]:
+        if home is None:
+            return list(items)
+        return [home + p[1:] if p == "~" or p.startswith("~/") else p for p in items]
+
+    fs, net = spec.filesystem, spec.network
+    network: dict[str, Any] = {
+        "allowedDomains": list(net.allowed_domains),
+        "deniedDomains": list(net.denied_domains),
+        "allowLocalBinding": net.allow_local_binding,
+    }
+    if net.allow_unix_sockets:
+        network["allowUnixSockets"] = list(net.allow_unix_sockets)
+    if net.allow_all_unix_sockets:
+        network["allowAllUnixSockets"] = True
+    if net.http_proxy_port:
+        network["httpProxyPort"] = net.http_proxy_port
+    if net.socks_proxy_port:
+        network["socksProxyPort"] = net.socks_proxy_port
+    filesystem: dict[str, Any] = {
+        "denyRead": exp(fs.deny_read),
+        "allowWrite": exp(fs.allow_write),
+        "denyWrite": exp(fs.deny_write),
+    }
+    if fs.allow_read:
+        filesystem["allowRead"] = exp(fs.allow_read)
+    return {"network": network, "filesystem": filesystem}
+
+
+def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
+    if facts.os != "linux":
+        return
+    yield Artifact(SYSTEM_SETTINGS, json_bytes(srt_settings(spec), sort_keys=False), 0o644,
+                   "srt-settings")
+    for user in facts.users:
+        yield Artifact(f"{user.home}/.srt-settings.json",
+                       json_bytes(srt_settings(spec, user.home), sort_keys=False), 0o644,
+                       "srt-settings")

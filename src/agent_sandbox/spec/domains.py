@@ -1,0 +1,188 @@
+"""Domain names and domain patterns, with srt's rules.
+
+A pattern is a host name (``example.com``), a wildcard over strict subdomains
+(``*.example.com`` matches ``a.example.com`` but not ``example.com``), or an IP
+literal. Patterns carry no scheme, path or port. ``*`` and wildcards over a
+public suffix with a single label (``*.com``) are refused in allow lists; ``*``
+alone is accepted in deny lists (deny everything).
+
+Everything here is a pure function. ``canonical_host`` is what the proxy calls on
+every request: it must never let a disguised name (case, trailing dot, IDNA,
+embedded NUL, decimal/octal/hex or IPv6-mapped IP literals) slip past a match.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
+
+
+class DomainError(ValueError):
+    """A host name or pattern is malformed; the message says how."""
+
+
+def _parse_ipv4_part(part: str) -> int:
+    if part.lower().startswith("0x"):
+        digits = part[2:]
+        if not digits:
+            return 0
+        if not re.fullmatch(r"[0-9a-fA-F]+", digits):
+            raise ValueError(part)
+        return int(digits, 16)
+    if len(part) > 1 and part.startswith("0"):
+        if not re.fullmatch(r"[0-7]+", part):
+            raise ValueError(part)
+        return int(part, 8)
+    if not re.fullmatch(r"[0-9]+", part):
+        raise ValueError(part)
+    return int(part, 10)
+
+
+def parse_ip_literal(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """Parse any IP literal the C resolver would accept (inet_aton forms too).
+
+    ``2130706433``, ``0x7f000001``, ``0177.0.0.1``, ``127.1`` all give 127.0.0.1;
+    ``[::ffff:127.0.0.1]`` gives 127.0.0.1 as well. Returns None for a name.
+    """
+    t = text.strip()
+    if t.startswith("[") and t.endswith("]"):
+        t = t[1:-1]
+    if ":" in t:
+        try:
+            v6 = ipaddress.IPv6Address(t.split("%", 1)[0])
+        except ValueError:
+            return None
+        mapped = v6.ipv4_mapped
+        return mapped if mapped is not None else v6
+    parts = t.split(".")
+    if not 1 <= len(parts) <= 4 or any(p == "" for p in parts):
+        return None
+    try:
+        nums = [_parse_ipv4_part(p) for p in parts]
+    except ValueError:
+        return None
+    # inet_aton: a.b.c.d / a.b.c(16 bits) / a.b(24 bits) / a(32 bits)
+    limits = [0xFF] * (len(nums) - 1)
+    tail_bits = 8 * (5 - len(nums))
+    if any(n > lim for n, lim in zip(nums[:-1], limits)) or nums[-1] >= (1 << tail_bits):
+        return None
+    value = 0
+    for n in nums[:-1]:
+        value = (value << 8) | n
+    value = (value << tail_bits) | nums[-1]
+    return ipaddress.IPv4Address(value)
+
+
+def canonical_host(name: str) -> str:
+    """The canonical form of a host name or IP literal, or DomainError.
+
+    Lower case, no trailing dot, IDNA (punycode) for non-ASCII labels, IP
+    literals in their standard text form (IPv4-mapped IPv6 as IPv4).
+    """
+    if not isinstance(name, str) or not name:
+        raise DomainError("empty host name")
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in name):
+        raise DomainError(f"host name {name!r} contains a control character or space")
+    ip = parse_ip_literal(name)
+    if ip is not None:
+        return str(ip)
+    host = name.rstrip(".") if name.endswith(".") and not name.endswith("..") else name
+    if not host:
+        raise DomainError(f"host name {name!r} is empty")
+    if not host.isascii():
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError as exc:
+            raise DomainError(f"host name {name!r} is not valid IDNA: {exc}") from None
+    host = host.lower()
+    if len(host) > 253:
+        raise DomainError(f"host name {name!r} is longer than 253 characters")
+    labels = host.split(".")
+    for label in labels:
+        if not _LABEL.match(label):
+            raise DomainError(f"host name {name!r} has an invalid label {label!r}")
+    return host
+
+
+def validate_pattern(pattern: str, *, allow_list: bool) -> str:
+    """Check a domain pattern and return its canonical form, or DomainError.
+
+    ``allow_list`` refuses the over-broad patterns that srt refuses there.
+    """
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise DomainError("empty domain pattern")
+    p = pattern.strip()
+    if "://" in p:
+        raise DomainError(f"{pattern!r}: a domain pattern has no scheme (write the host name only)")
+    if "/" in p:
+        raise DomainError(f"{pattern!r}: a domain pattern has no path (write the host name only)")
+    if p == "*":
+        if allow_list:
+            raise DomainError("'*' would allow every domain; list the domains instead")
+        return "*"
+    ip = parse_ip_literal(p)
+    if ip is not None:
+        return str(ip)
+    if ":" in p:
+        raise DomainError(f"{pattern!r}: a domain pattern has no port")
+    if p.startswith("*."):
+        rest = p[2:]
+        if "*" in rest:
+            raise DomainError(f"{pattern!r}: only one leading '*.' wildcard is allowed")
+        base = canonical_host(rest)
+        if "." not in base:
+            raise DomainError(
+                f"{pattern!r} is too broad: a wildcard needs at least two labels after '*.'"
+            )
+        return "*." + base
+    if "*" in p:
+        raise DomainError(f"{pattern!r}: '*' is only allowed as a leading '*.' label")
+    host = canonical_host(p)
+    if "." not in host and host != "localhost" and allow_list and ip is None:
+        raise DomainError(f"{pattern!r}: a domain needs at least one dot (e.g. example.com)")
+    return host
+
+
+def pattern_matches(pattern: str, host: str) -> bool:
+    """Whether a canonical pattern matches a canonical host."""
+    if pattern == "*":
+        return True
+    if pattern.startswith("*."):
+        return host.endswith(pattern[1:]) and len(host) > len(pattern) - 1
+    return pattern == host
+
+
+def any_match(patterns: list[str] | tuple[str, ...], host: str) -> bool:
+    return any(pattern_matches(p, host) for p in patterns)
+
+
+def pattern_covers(upper: str, lower: str) -> bool:
+    """Whether everything ``lower`` matches is also matched by ``upper``."""
+    if upper == "*":
+        return True
+    if lower == "*":
+        return False
+    if upper.startswith("*."):
+        if lower.startswith("*."):
+            return lower[1:].endswith(upper[1:])
+        return pattern_matches(upper, lower)
+    return upper == lower
+
+
+def host_allowed(host: str, allowed: list[str], denied: list[str]) -> tuple[bool, str]:
+    """The proxy's decision for a host name: (allowed, reason).
+
+    Denied patterns win over allowed ones; a name that is not canonical, or not
+    in the allow list, is refused.
+    """
+    try:
+        h = canonical_host(host)
+    except DomainError as exc:
+        return False, f"invalid-host: {exc}"
+    if any_match(denied, h):
+        return False, "blocked-by-denylist"
+    if any_match(allowed, h):
+        return True, "allowed"
+    return False, "blocked-by-allowlist"

@@ -1,0 +1,268 @@
+"""Monotonic merge of spec layers: fleet -> group -> host -> repository.
+
+The first layer is the managed baseline: every value in it counts as set, its
+defaults included (what the security team did not allow is not allowed). Each
+later layer may tighten any value. It may loosen a value only when *every*
+layer above it that set that value lists the key under ``delegate:``.
+An attempt to loosen is a problem that names both places.
+
+How each key merges (the ``RULES`` table):
+
+- ``union``: deny-style lists; lower layers add entries.
+- ``narrow``: allow-style lists; a lower list must be covered by the list above
+  and replaces it (delegated: the lists are joined).
+- ``true_is_looser`` / ``false_is_looser``: booleans with a safe direction.
+- ``min``: numbers where smaller is stricter (TTLs, checkpoint intervals).
+- ``verdict``: commands.default; a lower layer may only pick a stricter one.
+- ``rules``: command rules are joined (the strictest match wins at run time);
+  allow and observe rules from a lower layer need ``commands.allow``.
+- ``servers``: MCP servers; a lower layer adding or changing one needs
+  ``mcp_servers``.
+- everything else: a lower layer's value replaces the one above.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+from ..errors import Problem
+from . import domains, paths
+from .loader import Layer, Path_, dotted, validate_layer
+from .models import Spec
+from .rules import Verdict
+
+RULES: dict[str, str] = {
+    "filesystem.deny_read": "union",
+    "filesystem.deny_write": "union",
+    "filesystem.allow_read": "narrow",
+    "filesystem.allow_write": "narrow",
+    "network.denied_domains": "union",
+    "network.allowed_domains": "narrow",
+    "network.allow_unix_sockets": "narrow",
+    "network.allow_local_binding": "true_is_looser",
+    "network.allow_all_unix_sockets": "true_is_looser",
+    "commands.default": "verdict",
+    "commands.rules": "rules",
+    "commands.codex_rules_files": "union",
+    "approvals.ttl": "min",
+    "approvals.remember_ttl": "min",
+    "approvals.single_use": "false_is_looser",
+    "approvals.approvers": "narrow",
+    "audit.enabled": "false_is_looser",
+    "audit.checkpoint_every": "min",
+    "audit.checkpoint_interval": "min",
+    "platforms.linux.seccomp": "false_is_looser",
+    "mcp_servers": "servers",
+    "delegate": "replace_delegate",
+}
+
+# Which delegate key unlocks loosening of a merge key.
+DELEGATE_KEY = {"commands.rules": "commands.allow"}
+
+_MISSING = object()
+
+
+def _get(data: Any, path: tuple[str, ...]) -> Any:
+    cur = data
+    for part in path:
+        if not isinstance(cur, dict) or part not in cur:
+            return _MISSING
+        cur = cur[part]
+    return cur
+
+
+def _set(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    cur = data
+    for part in path[:-1]:
+        nxt = cur.get(part)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            cur[part] = nxt
+        cur = nxt
+    cur[path[-1]] = value
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any], skip: set[tuple[str, ...]],
+                prefix: tuple[str, ...] = ()) -> None:
+    for key, value in over.items():
+        here = prefix + (key,)
+        if here in skip:
+            continue
+        if isinstance(value, dict) and isinstance(base.get(key), dict) and here != ("mcp_servers",):
+            _deep_merge(base[key], value, skip, here)
+        else:
+            base[key] = copy.deepcopy(value)
+
+
+def _canonical(spec: Spec, path: tuple[str, ...]) -> Any:
+    cur: Any = spec
+    for part in path:
+        cur = cur[part] if isinstance(cur, dict) else getattr(cur, part)
+    return cur
+
+
+def _path_covered(upper: list[str], entry: str) -> bool:
+    return any(paths.rule_covers_rule(u, entry) for u in upper)
+
+
+def _domain_covered(upper: list[str], entry: str) -> bool:
+    return any(domains.pattern_covers(u, entry) for u in upper)
+
+
+def _plain_covered(upper: list[str], entry: str) -> bool:
+    return entry in upper
+
+
+_COVER: dict[str, Callable[[list[str], str], bool]] = {
+    "filesystem.allow_read": _path_covered,
+    "filesystem.allow_write": _path_covered,
+    "network.allowed_domains": _domain_covered,
+    "network.allow_unix_sockets": _path_covered,
+    "approvals.approvers": _plain_covered,
+}
+
+
+class _State:
+    """What the layers above have set: value, where, and who set it."""
+
+    def __init__(self) -> None:
+        self.value: dict[str, Any] = {}
+        self.where: dict[str, tuple[Layer, Path_]] = {}
+        self.setters: dict[str, list[tuple[Layer, list[str]]]] = {}
+
+    def delegated(self, key: str) -> bool:
+        need = DELEGATE_KEY.get(key, key)
+        return all(need in deleg for _, deleg in self.setters.get(key, []))
+
+    def place(self, key: str) -> str:
+        layer, path = self.where[key]
+        line, col = layer.where(path)
+        default = "" if path and layer.positions.get(path) else " (its default)"
+        return f"{layer.source}:{line}:{col}{default}"
+
+    def record(self, key: str, value: Any, layer: Layer, path: Path_, deleg: list[str]) -> None:
+        self.value[key] = value
+        self.where[key] = (layer, path)
+        self.setters.setdefault(key, []).append((layer, deleg))
+
+
+def merge(layers: list[Layer], specs: list[Spec] | None = None
+          ) -> tuple[dict[str, Any], list[Problem]]:
+    """Merge layers (validated already when ``specs`` is given).
+
+    Returns the merged raw mapping and any problems.
+    """
+    problems: list[Problem] = []
+    merged: dict[str, Any] = {}
+    state = _State()
+    skip = {tuple(k.split(".")) for k in RULES}
+    for index, layer in enumerate(layers):
+        if specs is not None:
+            spec: Spec | None = specs[index]
+        else:
+            spec, found = validate_layer(layer)
+            problems.extend(found)
+        if spec is None:
+            continue
+        deleg = list(spec.delegate)
+        for key, kind in RULES.items():
+            path = tuple(key.split("."))
+            explicitly = _get(layer.data, path) is not _MISSING
+            if index > 0 and not explicitly:
+                continue
+            value = _canonical(spec, path)
+            if kind == "replace_delegate":
+                state.value[key] = value
+                continue
+            if index == 0:
+                state.record(key, value, layer, path if explicitly else (), deleg)
+                continue
+            _apply(kind, key, path, value, layer, state, deleg, problems)
+        _deep_merge(merged, layer.data, skip)
+    for key in RULES:
+        if key in state.value:
+            _set(merged, tuple(key.split(".")), _dump(state.value[key]))
+    return merged, problems
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _dump(v) for k, v in value.items()}
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, Verdict):
+        return value.value
+    return value
+
+
+def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
+           state: _State, deleg: list[str], problems: list[Problem]) -> None:
+    upper = state.value.get(key)
+    ok_to_loosen = state.delegated(key)
+    need = DELEGATE_KEY.get(key, key)
+
+    def loosen(sub: Path_, what: str) -> None:
+        problems.append(layer.problem(
+            sub,
+            f"{what} loosens {need} set at {state.place(key)}; a lower layer may only "
+            f"tighten it (unless that layer lists {need!r} under delegate)",
+        ))
+
+    if kind == "union":
+        new = list(upper or [])
+        new += [v for v in value if v not in new]
+        state.record(key, new, layer, path, deleg)
+    elif kind == "narrow":
+        if ok_to_loosen:
+            new = list(upper or [])
+            new += [v for v in value if v not in new]
+            state.record(key, new, layer, path, deleg)
+            return
+        bad = False
+        for i, entry in enumerate(value):
+            if not _COVER[key](list(upper or []), entry):
+                loosen(path + (i,), f"{entry!r} is not covered by the list above and")
+                bad = True
+        if not bad:
+            state.record(key, list(value), layer, path, deleg)
+    elif kind in ("true_is_looser", "false_is_looser"):
+        looser = value is (kind == "true_is_looser")
+        if looser and upper is not value and not ok_to_loosen:
+            loosen(path, f"setting {value!r}")
+        else:
+            state.record(key, value, layer, path, deleg)
+    elif kind == "min":
+        if upper is not None and value > upper and not ok_to_loosen:
+            loosen(path, f"{value!r} is larger than {upper!r} and")
+        else:
+            state.record(key, value, layer, path, deleg)
+    elif kind == "verdict":
+        if upper is not None and value.rank < upper.rank and not ok_to_loosen:
+            loosen(path, f"{value.value!r} is looser than {upper.value!r} and")
+        else:
+            state.record(key, value, layer, path, deleg)
+    elif kind == "rules":
+        bad = False
+        for i, rule in enumerate(value):
+            if rule.verdict in (Verdict.ALLOW, Verdict.OBSERVE) and not ok_to_loosen:
+                loosen(path + (i,), f"an {rule.verdict.value} rule")
+                bad = True
+        if not bad:
+            state.record(key, list(upper or []) + list(value), layer, path, deleg)
+    elif kind == "servers":
+        upper_servers = dict(upper or {})
+        bad = False
+        for name, server in value.items():
+            if (name not in upper_servers or upper_servers[name] != server) and not ok_to_loosen:
+                loosen(path + (name,), f"MCP server {name!r}")
+                bad = True
+        if not bad:
+            upper_servers.update(value)
+            state.record(key, upper_servers, layer, path, deleg)
+
+
+def describe(path: Path_) -> str:
+    return dotted(path)

@@ -1,0 +1,230 @@
+"""Load spec layers from YAML, keeping where every key came from.
+
+``load_layer`` parses one file into a ``Layer``: the raw mapping plus a map from
+key paths to (line, column). ``load_stack`` validates each layer, merges them
+in order (fleet -> group -> host -> repository) with ``layers.merge`` and
+validates the result. Every problem is collected and raised together as one
+``SpecError`` whose lines read ``file:line:column: key.path: message``.
+
+Never raises anything but ``SpecError`` for bad input.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ..errors import Problem, SpecError
+from .models import Spec
+
+Path_ = tuple[str | int, ...]
+
+MAX_NODES = 200_000
+MAX_DEPTH = 64
+MAX_BYTES = 4 * 1024 * 1024
+
+
+@dataclass
+class Layer:
+    """One parsed spec file."""
+
+    source: str
+    data: dict[str, Any]
+    positions: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    name: str = ""
+
+    def where(self, path: Path_) -> tuple[int, int]:
+        """The position of the longest known prefix of ``path``."""
+        p = tuple(path)
+        while p:
+            if p in self.positions:
+                return self.positions[p]
+            p = p[:-1]
+        return self.positions.get((), (1, 1))
+
+    def problem(self, path: Path_, message: str) -> Problem:
+        line, col = self.where(path)
+        return Problem(self.source, line, col, dotted(path), message)
+
+
+def dotted(path: Path_) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct(node: yaml.Node, path: Path_, positions: dict[Path_, tuple[int, int]],
+               counter: list[int], depth: int, source: str) -> Any:
+    counter[0] += 1
+    if counter[0] > MAX_NODES:
+        raise SpecError([Problem(source, node.start_mark.line + 1, node.start_mark.column + 1,
+                                 dotted(path), f"document expands to more than {MAX_NODES} nodes "
+                                 "(aliases?); refusing to load it")])
+    if depth > MAX_DEPTH:
+        raise SpecError([Problem(source, node.start_mark.line + 1, node.start_mark.column + 1,
+                                 dotted(path), f"nesting deeper than {MAX_DEPTH} levels")])
+    positions.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
+    if isinstance(node, yaml.MappingNode):
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = _Loader.construct_object(_LOADER_SINGLETON, key_node, deep=True)  # scalar keys
+            if not isinstance(key, (str, int, float, bool)) or key is None:
+                raise SpecError([Problem(source, key_node.start_mark.line + 1,
+                                         key_node.start_mark.column + 1, dotted(path),
+                                         "mapping keys must be plain scalars")])
+            key = str(key) if not isinstance(key, str) else key
+            if key == "<<":
+                raise SpecError([Problem(source, key_node.start_mark.line + 1,
+                                         key_node.start_mark.column + 1, dotted(path),
+                                         "YAML merge keys (<<) are not supported in specs")])
+            if key in out:
+                raise SpecError([Problem(source, key_node.start_mark.line + 1,
+                                         key_node.start_mark.column + 1, dotted(path + (key,)),
+                                         "duplicate key")])
+            sub = path + (key,)
+            positions[sub] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            out[key] = _construct(value_node, sub, positions, counter, depth + 1, source)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [
+            _construct(item, path + (i,), positions, counter, depth + 1, source)
+            for i, item in enumerate(node.value)
+        ]
+    return _Loader.construct_object(_LOADER_SINGLETON, node, deep=True)
+
+
+_LOADER_SINGLETON = _Loader("")
+
+
+def parse_yaml(text: str, source: str) -> Layer:
+    """Parse YAML text into a Layer, or raise SpecError with the position."""
+    if len(text) > MAX_BYTES:
+        raise SpecError([Problem(source, 1, 1, "", f"file is larger than {MAX_BYTES} bytes")])
+    try:
+        docs = list(yaml.compose_all(text, Loader=_Loader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        msg = " ".join(x for x in (exc.context, exc.problem) if x) or "invalid YAML"
+        raise SpecError([Problem(source, line, col, "", f"invalid YAML: {msg}")]) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([Problem(source, 1, 1, "", f"invalid YAML: {exc}")]) from None
+    except (ValueError, RecursionError) as exc:
+        raise SpecError([Problem(source, 1, 1, "", f"invalid YAML: {exc}")]) from None
+    docs = [d for d in docs if d is not None]
+    if not docs:
+        return Layer(source, {}, {(): (1, 1)})
+    if len(docs) > 1:
+        raise SpecError([Problem(source, docs[1].start_mark.line + 1, 1, "",
+                                 "a spec file holds one YAML document")])
+    root = docs[0]
+    positions: dict[Path_, tuple[int, int]] = {}
+    try:
+        data = _construct(root, (), positions, [0], 0, source)
+    except RecursionError:
+        raise SpecError([Problem(source, 1, 1, "", "document is nested too deeply")]) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([Problem(source, 1, 1, "", f"invalid YAML: {exc}")]) from None
+    except (ValueError, TypeError) as exc:
+        raise SpecError([Problem(source, 1, 1, "", f"invalid YAML value: {exc}")]) from None
+    if not isinstance(data, dict):
+        raise SpecError([Problem(source, root.start_mark.line + 1, root.start_mark.column + 1,
+                                 "", "a spec must be a mapping of keys (filesystem:, network:, ...)")])
+    return Layer(source, data, positions)
+
+
+def load_layer(path: str) -> Layer:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise SpecError([Problem(path, 1, 1, "", "file not found")]) from None
+    except IsADirectoryError:
+        raise SpecError([Problem(path, 1, 1, "", "is a directory, not a spec file")]) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError([Problem(path, 1, 1, "", f"not UTF-8 text: {exc.reason}")]) from None
+    except OSError as exc:
+        raise SpecError([Problem(path, 1, 1, "", f"cannot read: {exc.strerror}")]) from None
+    layer = parse_yaml(text, path)
+    layer.name = os.path.basename(path)
+    return layer
+
+
+def _message(err: Any) -> str:
+    msg = str(err.get("msg", "invalid value"))
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    if err.get("type") == "extra_forbidden":
+        msg = "unknown key"
+    return msg
+
+
+def _clean_loc(loc: tuple[Any, ...]) -> Path_:
+    # Pydantic adds union/function tags to locations; keep only real keys.
+    out: list[str | int] = []
+    for part in loc:
+        if isinstance(part, int):
+            out.append(part)
+        elif isinstance(part, str) and not (
+            part.startswith("function-") or part in ("str", "list[str]", "[key]")
+            or part.startswith("list[") or part.startswith("tuple[")
+        ):
+            out.append(part)
+    return tuple(out)
+
+
+def validate_layer(layer: Layer) -> tuple[Spec | None, list[Problem]]:
+    """Validate one layer on its own."""
+    try:
+        return Spec.model_validate(layer.data), []
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False):
+            problems.append(layer.problem(_clean_loc(err["loc"]), _message(err)))
+        return None, problems
+    except (ValueError, TypeError, RecursionError) as exc:
+        return None, [layer.problem((), f"invalid spec: {exc}")]
+
+
+def load_stack(layers: list[Layer]) -> Spec:
+    """Validate each layer, merge them in order, validate the result."""
+    from .layers import merge
+
+    problems: list[Problem] = []
+    specs: list[Spec] = []
+    for layer in layers:
+        spec, found = validate_layer(layer)
+        problems.extend(found)
+        if spec is not None:
+            specs.append(spec)
+    if problems:
+        raise SpecError(problems)
+    if len(layers) == 1:
+        return specs[0]
+    merged, found = merge(layers, specs)
+    if found:
+        raise SpecError(found)
+    try:
+        return Spec.model_validate(merged)
+    except ValidationError as exc:
+        last = layers[-1] if layers else Layer("<merged>", {})
+        raise SpecError([last.problem(_clean_loc(e["loc"]), _message(e))
+                         for e in exc.errors(include_url=False)]) from None
+
+
+def load_spec(*paths: str) -> Spec:
+    """Load one spec file, or a stack of them (first is the most managed)."""
+    return load_stack([load_layer(p) for p in paths])

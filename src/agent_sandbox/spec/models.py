@@ -1,0 +1,421 @@
+"""The spec: what agents may read, write, reach and run, and who approves the rest.
+
+Pydantic v2 models, every object closed (unknown keys are errors). One spec file
+is one *layer*; ``agent_sandbox.spec.loader`` stacks layers (fleet -> group ->
+host -> repository) and checks that lower layers only tighten.
+
+Validation here is per layer and self-contained: syntax of domains, paths and
+rules, and each rule's own ``match`` / ``not_match`` examples.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from . import domains, paths
+from .rules import (
+    RuleSyntaxError,
+    ToolKind,
+    Verdict,
+    command_matches,
+    parse_claude_rule,
+    prefix_matches,
+    split_argv,
+)
+
+SPEC_VERSION = 1
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False, validate_default=False)
+
+
+def _allowed_domain(v: str) -> str:
+    try:
+        return domains.validate_pattern(v, allow_list=True)
+    except domains.DomainError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _denied_domain(v: str) -> str:
+    try:
+        return domains.validate_pattern(v, allow_list=False)
+    except domains.DomainError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _path_rule(v: str) -> str:
+    try:
+        return paths.validate_path_rule(v)
+    except paths.PathRuleError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _abs_path(v: str) -> str:
+    _path_rule(v)
+    if not v.startswith("/"):
+        raise ValueError(f"{v!r} must be an absolute path")
+    return v
+
+
+AllowedDomain = Annotated[str, AfterValidator(_allowed_domain)]
+DeniedDomain = Annotated[str, AfterValidator(_denied_domain)]
+PathRule = Annotated[str, AfterValidator(_path_rule)]
+AbsPath = Annotated[str, AfterValidator(_abs_path)]
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
+_UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+
+def parse_duration(v: Any) -> float:
+    """``30m``, ``90s``, ``2h``, ``500ms`` or a number of seconds."""
+    if isinstance(v, bool):
+        raise ValueError("expected a duration such as 30m, 90s or 2h")
+    if isinstance(v, (int, float)):
+        if v < 0:
+            raise ValueError("a duration cannot be negative")
+        return float(v)
+    if isinstance(v, str):
+        m = _DURATION.match(v)
+        if m:
+            return int(m.group(1)) * _UNIT[m.group(2)]
+    raise ValueError(f"expected a duration such as 30m, 90s or 2h, got {v!r}")
+
+
+def _duration_field(default: float, description: str) -> Any:
+    return Field(default=default, description=description + " (30m, 90s, 2h or seconds)")
+
+
+class Filesystem(Strict):
+    """Filesystem policy, srt's semantics."""
+
+    deny_read: list[PathRule] = Field(
+        default_factory=list, description="Paths and globs agents may not read."
+    )
+    allow_read: list[PathRule] = Field(
+        default_factory=list,
+        description="Re-allow reading inside a denied region (unless the deny is more specific).",
+    )
+    allow_write: list[PathRule] = Field(
+        default_factory=list, description="The only places agents may write."
+    )
+    deny_write: list[PathRule] = Field(
+        default_factory=list, description="Never writable, even under allow_write."
+    )
+
+
+class Network(Strict):
+    """Network policy: a domain allowlist enforced by the proxy."""
+
+    allowed_domains: list[AllowedDomain] = Field(
+        default_factory=list,
+        description="Domains agents may reach; *.example.com matches strict subdomains.",
+    )
+    denied_domains: list[DeniedDomain] = Field(
+        default_factory=list, description="Domains refused even when allowed; '*' denies all."
+    )
+    allow_local_binding: bool = Field(
+        default=False, description="Let sandboxed programs listen on loopback ports."
+    )
+    allow_unix_sockets: list[AbsPath] = Field(
+        default_factory=list, description="Unix socket paths a sandboxed program may connect to."
+    )
+    allow_all_unix_sockets: bool = Field(
+        default=False, description="Allow every unix socket (disables the seccomp socket filter)."
+    )
+    http_proxy_port: int | None = Field(default=None, ge=1, le=65535)
+    socks_proxy_port: int | None = Field(default=None, ge=1, le=65535)
+
+
+class Rule(Strict):
+    """One command or tool rule.
+
+    Give exactly one of ``pattern`` (with ``tool``), ``prefix`` (Codex argv
+    prefix) or ``claude`` (a Claude Code permission string).
+    """
+
+    verdict: Verdict
+    tool: ToolKind = ToolKind.BASH
+    pattern: str | None = Field(default=None, description="Glob over the command, path or domain.")
+    prefix: list[str | list[str]] | None = Field(
+        default=None, description="Codex prefix_rule: argv prefix, a list for alternatives."
+    )
+    claude: str | None = Field(default=None, description="Claude Code rule, e.g. Bash(npm run *).")
+    reason: str | None = None
+    match: list[str] = Field(default_factory=list, description="Examples that must match.")
+    not_match: list[str] = Field(default_factory=list, description="Examples that must not.")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Rule:
+        given = [k for k in ("pattern", "prefix", "claude") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("a rule needs exactly one of pattern, prefix or claude")
+        if self.claude is not None:
+            try:
+                kind, arg = parse_claude_rule(self.claude)
+            except RuleSyntaxError as exc:
+                raise ValueError(str(exc)) from None
+            self.tool, self.pattern, self.claude = kind, arg or "*", None
+        if self.prefix is not None:
+            if not self.prefix or any(
+                (isinstance(t, list) and not t) or t == "" for t in self.prefix
+            ):
+                raise ValueError("prefix must be a non-empty list of non-empty tokens")
+            if self.tool is not ToolKind.BASH:
+                raise ValueError("prefix rules apply to shell commands (tool: bash)")
+        if self.tool is ToolKind.FETCH and self.pattern not in (None, "*"):
+            try:
+                self.pattern = domains.validate_pattern(self.pattern or "", allow_list=False)
+            except domains.DomainError as exc:
+                raise ValueError(str(exc)) from None
+        for ex in self.match:
+            if not self.matches_example(ex):
+                raise ValueError(f"example {ex!r} is listed under match but the rule does not match it")
+        for ex in self.not_match:
+            if self.matches_example(ex):
+                raise ValueError(f"example {ex!r} is listed under not_match but the rule matches it")
+        return self
+
+    def matches_example(self, subject: str) -> bool:
+        if self.prefix is not None:
+            argv = split_argv(subject)
+            return argv is not None and prefix_matches(self.prefix, argv)
+        pat = self.pattern or "*"
+        if self.tool is ToolKind.BASH:
+            return command_matches(pat, subject)
+        if self.tool is ToolKind.FETCH:
+            if pat == "*":
+                return True
+            try:
+                return domains.pattern_matches(pat, domains.canonical_host(subject))
+            except domains.DomainError:
+                return False
+        if self.tool in (ToolKind.READ, ToolKind.WRITE):
+            return pat == "*" or paths.covers(pat, subject)
+        if self.tool is ToolKind.MCP:
+            return subject == pat or subject.startswith(pat + "__") or (
+                pat.endswith("*") and subject.startswith(pat[:-1])
+            )
+        return True
+
+
+class Commands(Strict):
+    """How tool calls are classified."""
+
+    default: Verdict = Field(
+        default=Verdict.ESCALATE, description="Verdict for a shell command no rule matches."
+    )
+    rules: list[Rule] = Field(default_factory=list)
+    codex_rules_files: list[str] = Field(
+        default_factory=list,
+        description="Codex .rules files whose prefix_rule(...) calls are imported.",
+    )
+
+
+class Approvals(Strict):
+    ttl: float = _duration_field(1800, "How long an approval stays valid")
+    wait: float = _duration_field(120, "How long a hook waits for a decision before denying")
+    single_use: bool = True
+    approvers: list[str] = Field(
+        default_factory=list, description="Users (or group:NAME) who may approve; empty: the owner."
+    )
+    remember_ttl: float = _duration_field(
+        7 * 86400, "How long an 'always allow this command' decision lasts"
+    )
+
+    @field_validator("ttl", "wait", "remember_ttl", mode="before")
+    @classmethod
+    def _dur(cls, v: Any) -> float:
+        return parse_duration(v)
+
+
+class AuditExport(Strict):
+    format: Literal["ocsf", "jsonl"] = "ocsf"
+    path: str | None = None
+
+
+class Audit(Strict):
+    enabled: bool = True
+    path: str = Field(default=".sandbox/audit", description="Log folder (per repository).")
+    host_path: AbsPath = "/var/log/agent-sandbox"
+    checkpoint_every: int = Field(default=1000, ge=1, description="Sign a checkpoint every N records.")
+    checkpoint_interval: float = _duration_field(60, "... or every T seconds")
+    export: AuditExport = Field(default_factory=AuditExport)
+
+    @field_validator("checkpoint_interval", mode="before")
+    @classmethod
+    def _dur(cls, v: Any) -> float:
+        return parse_duration(v)
+
+
+AgentName = Literal["claude", "codex", "cursor", "gemini", "windsurf", "vscode", "claude_desktop"]
+AGENT_NAMES: tuple[str, ...] = AgentName.__args__  # type: ignore[attr-defined]
+
+
+class AgentOptions(Strict):
+    enabled: bool = True
+    hooks: bool = Field(default=True, description="Install the sandbox hooks for this client.")
+    managed_settings: bool = Field(default=True, description="Install system-wide managed settings.")
+    allow_managed_hooks_only: bool = Field(
+        default=True, description="Claude Code: ignore hooks that are not managed."
+    )
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="Client-specific keys merged into its settings."
+    )
+
+
+def _default_agents() -> dict[str, AgentOptions]:
+    return {"claude": AgentOptions()}
+
+
+class McpServer(Strict):
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
+    transport: Literal["stdio", "http", "sse"] | None = None
+    clients: list[AgentName] | None = Field(
+        default=None, description="Register only with these clients (default: all enabled)."
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("an MCP server needs exactly one of command (stdio) or url (remote)")
+        if self.url is not None and not re.match(r"^https?://[^\s/]+", self.url):
+            raise ValueError(f"url {self.url!r} must be an http(s) URL")
+        if self.transport is None:
+            self.transport = "stdio" if self.command else "http"
+        return self
+
+
+class Linux(Strict):
+    backend: Literal["bwrap", "srt", "gvisor"] = "bwrap"
+    apparmor_userns_profile: bool = Field(
+        default=True, description="On Ubuntu 24.04+, install the AppArmor profile bwrap needs."
+    )
+    proxy_socket: AbsPath = "/run/agent-sandbox/proxy.sock"
+    seccomp: bool = True
+
+
+class MacOS(Strict):
+    allow_mach_lookup: list[str] = Field(
+        default_factory=lambda: ["com.apple.trustd.agent"],
+        description="Extra mach services sandboxed tools may look up.",
+    )
+    proxy_port: int = Field(default=3128, ge=1, le=65535)
+    mdm_profile: bool = True
+
+
+class Windows(Strict):
+    account: str = Field(default="agent-sandbox", max_length=20)
+    group: str = Field(default="AgentSandboxUsers", max_length=64)
+    proxy_port_range: tuple[int, int] = (60080, 60089)
+
+    @field_validator("proxy_port_range")
+    @classmethod
+    def _range(cls, v: tuple[int, int]) -> tuple[int, int]:
+        lo, hi = v
+        if not (1 <= lo <= hi <= 65535):
+            raise ValueError("proxy_port_range must be [low, high] within 1..65535 with low <= high")
+        return v
+
+
+class Platforms(Strict):
+    linux: Linux = Field(default_factory=Linux)
+    macos: MacOS = Field(default_factory=MacOS)
+    windows: Windows = Field(default_factory=Windows)
+
+
+class VaultRole(Strict):
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
+    namespaces: list[str] = Field(min_length=1)
+    rules: list[dict[str, Any]] = Field(
+        default_factory=list, description="Kubernetes RBAC rules the minted credential carries."
+    )
+    ttl: float = 600
+
+    @field_validator("ttl", mode="before")
+    @classmethod
+    def _dur(cls, v: Any) -> float:
+        return parse_duration(v)
+
+
+class Vault(Strict):
+    address: str = "http://127.0.0.1:8200"
+    kubernetes_mount: str = "kubernetes"
+    roles: list[VaultRole] = Field(default_factory=list)
+
+
+class Cluster(Strict):
+    enabled: bool = False
+    namespace: str = Field(default="agent-sandbox", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    gvisor: bool = True
+    calico: bool = True
+    api_server: list[str] = Field(default_factory=list, description="API server endpoint CIDRs.")
+    allowed_cidrs: list[str] = Field(default_factory=list)
+    egress_proxy: str | None = Field(default=None, description="host:port of the egress proxy.")
+    vault: Vault = Field(default_factory=Vault)
+
+
+DELEGABLE = (
+    "filesystem.allow_read",
+    "filesystem.allow_write",
+    "network.allowed_domains",
+    "network.allow_local_binding",
+    "network.allow_unix_sockets",
+    "network.allow_all_unix_sockets",
+    "commands.allow",
+    "commands.default",
+    "approvals.ttl",
+    "approvals.approvers",
+    "audit.enabled",
+    "mcp_servers",
+)
+
+
+class Spec(Strict):
+    """One layer of policy, or the merged result of a stack of layers."""
+
+    version: Literal[1] = 1
+    delegate: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Key paths lower layers may loosen (e.g. network.allowed_domains, commands.allow). "
+            "Without it a lower layer can only tighten what this layer set."
+        ),
+    )
+    filesystem: Filesystem = Field(default_factory=Filesystem)
+    network: Network = Field(default_factory=Network)
+    commands: Commands = Field(default_factory=Commands)
+    approvals: Approvals = Field(default_factory=Approvals)
+    audit: Audit = Field(default_factory=Audit)
+    agents: dict[AgentName, AgentOptions] = Field(default_factory=_default_agents)
+    mcp_servers: dict[
+        Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")], McpServer
+    ] = Field(default_factory=dict)
+    platforms: Platforms = Field(default_factory=Platforms)
+    cluster: Cluster = Field(default_factory=Cluster)
+
+    @field_validator("delegate")
+    @classmethod
+    def _delegable(cls, v: list[str]) -> list[str]:
+        for item in v:
+            if item not in DELEGABLE:
+                raise ValueError(
+                    f"{item!r} cannot be delegated (choose from: {', '.join(DELEGABLE)})"
+                )
+        return v
+
+    def enabled_agents(self) -> list[str]:
+        return [n for n in AGENT_NAMES if n in self.agents and self.agents[n].enabled]

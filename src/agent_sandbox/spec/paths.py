@@ -1,0 +1,176 @@
+"""Filesystem path rules with srt's semantics, as pure functions.
+
+- ``~`` expands to the user's home; relative paths are relative to the working
+  directory (the repository for a repository layer).
+- Globs: ``*`` within one component, ``**`` across components, ``?`` one char.
+  A pattern with no ``/`` before its first glob (``**/.env``) may match at any
+  depth.
+- Reads: allowed unless a deny_read entry covers the path; an allow_read entry
+  re-allows it, unless the deny that covers it is more specific (longer).
+- Writes: allowed only under an allow_write entry, and never where a deny_write
+  entry or the mandatory protected set covers the path (deny beats allow).
+
+Nothing here touches the filesystem except ``resolve`` (which follows symlinks
+on purpose, so a link cannot be used to get around a rule).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import posixpath
+import re
+
+GLOB_CHARS = frozenset("*?[")
+
+# Paths that no setting makes writable for an agent (relative names match at any
+# depth under a writable root). The sandbox runtime and the policy engine both
+# enforce this set; it is re-applied on every policy load.
+MANDATORY_DENY_WRITE: tuple[str, ...] = (
+    "**/.bashrc",
+    "**/.bash_profile",
+    "**/.bash_login",
+    "**/.profile",
+    "**/.zshrc",
+    "**/.zshenv",
+    "**/.zprofile",
+    "**/.zlogin",
+    "**/.config/fish/**",
+    "**/.gitconfig",
+    "**/.git/hooks/**",
+    "**/.git/config",
+    "**/.gitmodules",
+    "**/.mcp.json",
+    "**/.claude/**",
+    "**/.codex/**",
+    "**/.cursor/**",
+    "**/.gemini/**",
+    "**/.vscode/**",
+    "**/.idea/**",
+    "**/.sandbox/**",
+)
+
+
+class PathRuleError(ValueError):
+    """A path rule is malformed."""
+
+
+def validate_path_rule(rule: str) -> str:
+    if not isinstance(rule, str) or not rule.strip():
+        raise PathRuleError("empty path")
+    if "\x00" in rule:
+        raise PathRuleError("path contains a NUL byte")
+    if rule != rule.strip():
+        raise PathRuleError(f"path {rule!r} has leading or trailing white space")
+    if rule.startswith("~") and not (rule == "~" or rule.startswith("~/")):
+        raise PathRuleError(f"path {rule!r}: only '~' and '~/...' are expanded (not ~user)")
+    return rule
+
+
+def is_glob(rule: str) -> bool:
+    return any(c in GLOB_CHARS for c in rule)
+
+
+def expand(rule: str, *, home: str, cwd: str) -> str:
+    """Expand ``~`` and make a rule absolute (globs stay globs)."""
+    if rule == "~":
+        return posixpath.normpath(home)
+    if rule.startswith("~/"):
+        return posixpath.normpath(posixpath.join(home, rule[2:]))
+    if rule.startswith("**/") or rule == "**":
+        return rule  # matches at any depth, anchored nowhere
+    if not rule.startswith("/"):
+        return posixpath.normpath(posixpath.join(cwd, rule))
+    return posixpath.normpath(rule)
+
+
+@functools.lru_cache(maxsize=4096)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a path glob (``**`` crosses ``/``, ``*`` does not)."""
+    i, out = 0, []
+    n = len(pattern)
+    while i < n:
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            j = pattern.find("]", i + 1)
+            if j == -1:
+                out.append(re.escape(c))
+                i += 1
+            else:
+                body = pattern[i + 1 : j].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = j + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    prefix = "(?:.*/)?" if not pattern.startswith("/") else ""
+    return re.compile(prefix + "".join(out) + r"(?:/.*)?\Z", re.DOTALL)
+
+
+def covers(rule: str, path: str) -> bool:
+    """Whether an expanded rule covers an absolute, normalised path.
+
+    A plain rule covers the path itself and everything below it; a glob covers
+    what it matches and everything below a match.
+    """
+    if is_glob(rule):
+        return glob_regex(rule).match(path) is not None
+    return path == rule or path.startswith(rule.rstrip("/") + "/")
+
+
+def specificity(rule: str) -> int:
+    """How specific a rule is: the length of its literal part."""
+    return len(rule.replace("**/", "").replace("*", ""))
+
+
+def read_allowed(path: str, deny_read: list[str], allow_read: list[str]) -> bool:
+    """srt's read rule for an absolute path against expanded rules."""
+    denies = [specificity(r) for r in deny_read if covers(r, path)]
+    if not denies:
+        return True
+    allows = [specificity(r) for r in allow_read if covers(r, path)]
+    return bool(allows) and max(allows) >= max(denies)
+
+
+def write_allowed(
+    path: str, allow_write: list[str], deny_write: list[str], *, mandatory: bool = True
+) -> bool:
+    """srt's write rule (deny beats allow) plus the mandatory protected set."""
+    if not any(covers(r, path) for r in allow_write):
+        return False
+    if any(covers(r, path) for r in deny_write):
+        return False
+    if mandatory and any(covers(r, path) for r in MANDATORY_DENY_WRITE):
+        return False
+    return True
+
+
+def resolve(path: str, cwd: str) -> str:
+    """Absolute, normalised, symlinks resolved (the parent when it does not exist)."""
+    full = path if os.path.isabs(path) else os.path.join(cwd, path)
+    return os.path.realpath(full)
+
+
+def rule_covers_rule(upper: str, lower: str) -> bool:
+    """Whether an expanded upper rule covers everything an expanded lower rule does."""
+    if upper == lower:
+        return True
+    if not is_glob(lower):
+        return covers(upper, lower)
+    if not is_glob(upper):
+        return lower.startswith(upper.rstrip("/") + "/")
+    return False
