@@ -14,6 +14,7 @@ from ..spec.models import Spec
 from . import Artifact, json_bytes
 
 SYSTEM_SETTINGS = "/etc/agent-sandbox/srt-settings.json"
+POLICY = "/etc/agent-sandbox/policy.json"
 
 
 def srt_settings(spec: Spec, home: str | None = None) -> dict[str, Any]:
@@ -48,9 +49,16 @@ def srt_settings(spec: Spec, home: str | None = None) -> dict[str, Any]:
     return {"network": network, "filesystem": filesystem}
 
 
+def policy_document(spec: Spec) -> dict[str, Any]:
+    """The effective spec as plain JSON: what the hook and policy engine read
+    (stdlib json only, no pydantic on the hot path)."""
+    return spec.model_dump(mode="json")
+
+
 def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
     if facts.os != "linux":
         return
+    yield Artifact(POLICY, json_bytes(policy_document(spec)), 0o644, "policy")
     yield Artifact(SYSTEM_SETTINGS, json_bytes(srt_settings(spec), sort_keys=False), 0o644,
                    "srt-settings")
     for user in facts.users:

@@ -1,8 +1,25 @@
-"""The spec: models, layered loading, and the pure rules they are made of."""
+"""The spec: models, layered loading, and the pure rules they are made of.
 
-from .loader import Layer, load_layer, load_spec, load_stack, parse_yaml
-from .models import Spec
-from .rules import ToolKind, Verdict
+Submodules ``rules``, ``paths`` and ``domains`` are stdlib-only and safe on the
+hook's hot path; the models and loader (pydantic, yaml) load only when asked.
+"""
 
-__all__ = ["Layer", "Spec", "ToolKind", "Verdict", "load_layer", "load_spec", "load_stack",
-           "parse_yaml"]
+from __future__ import annotations
+
+from typing import Any
+
+_LAZY = {
+    "Layer": "loader", "load_layer": "loader", "load_spec": "loader", "load_stack": "loader",
+    "parse_yaml": "loader", "Spec": "models", "ToolKind": "rules", "Verdict": "rules",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(name)
+
+
+__all__ = sorted(_LAZY)
