@@ -1,16 +1,495 @@
-"""Renderer for the agents artifacts (filled in by its issue).
+"""Agent client configuration: managed settings, hooks and MCP entries.
 
-Pure: (spec, facts) -> artifacts. Never writes files or starts processes.
+For each enabled client in ``spec.agents`` and for the host's OS this renders:
+
+- system-wide: Claude Code ``managed-settings.json`` (sandbox block, permissions,
+  hooks, ``allowManagedHooksOnly``), Gemini CLI system settings, Codex
+  ``requirements.toml``;
+- per user: Claude Desktop config, Cursor and Windsurf MCP configs, Codex
+  ``config.toml`` (``[mcp_servers.NAME]``) and ``hooks.json``;
+- per repository (``project_artifacts``): Claude Code ``.claude/settings.json``
+  and ``.mcp.json``, VS Code ``.vscode/mcp.json``, Cursor ``.cursor/hooks.json``
+  and ``.cursor/mcp.json``, Gemini ``.gemini/settings.json``.
+
+Every hook calls ``"<python>" -I -m agent_sandbox hook <agent> <event>`` through
+the host's absolute interpreter (no PATH lookup, no user site-packages).
+
+Pure: (spec, facts) -> artifacts. It must never write files, start processes
+or read the environment; same input, same bytes.
 """
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterable
+from typing import Any
 
-from ..facts import HostFacts
-from ..spec.models import Spec
-from . import Artifact
+import tomli_w
+
+from ..facts import HostFacts, User
+from ..spec.models import AgentOptions, McpServer, Spec
+from ..spec.rules import ToolKind, Verdict
+from . import Artifact, json_bytes
+
+# ---------------------------------------------------------------------------
+# Where each client reads its configuration, per OS.
+
+CLAUDE_MANAGED = {
+    "linux": "/etc/claude-code/managed-settings.json",
+    "macos": "/Library/Application Support/ClaudeCode/managed-settings.json",
+    "windows": "C:/Program Files/ClaudeCode/managed-settings.json",
+}
+GEMINI_SYSTEM = {
+    "linux": "/etc/gemini-cli/settings.json",
+    "macos": "/Library/Application Support/GeminiCli/settings.json",
+    "windows": "C:/ProgramData/gemini-cli/settings.json",
+}
+CODEX_REQUIREMENTS = {
+    "linux": "/etc/codex/requirements.toml",
+    "macos": "/etc/codex/requirements.toml",
+    "windows": "C:/ProgramData/OpenAI/Codex/requirements.toml",
+}
+CLAUDE_DESKTOP = {
+    "linux": ".config/Claude/claude_desktop_config.json",
+    "macos": "Library/Application Support/Claude/claude_desktop_config.json",
+    "windows": "AppData/Roaming/Claude/claude_desktop_config.json",
+}
+
+# Hook events each client gets, as (client event name, our event name, matcher).
+CLAUDE_EVENTS = (
+    ("PreToolUse", "pre-tool-use", "*"),
+    ("PostToolUse", "post-tool-use", "*"),
+    ("SessionStart", "session-start", None),
+)
+CODEX_EVENTS = CLAUDE_EVENTS
+GEMINI_EVENTS = (
+    ("BeforeTool", "before-tool", "*"),
+    ("AfterTool", "after-tool", "*"),
+    ("SessionStart", "session-start", None),
+)
+CURSOR_EVENTS = (
+    ("beforeShellExecution", "before-shell-execution"),
+    ("beforeMCPExecution", "before-mcp-execution"),
+    ("beforeReadFile", "before-read-file"),
+)
+
+HOOK_TIMEOUT_S = 600  # the hook waits for a human approval (approvals.wait) at most
+
+
+def hook_command(facts: HostFacts, agent: str, event: str) -> str:
+    """The shell command a client runs for one hook event."""
+    return f'"{facts.python}" -I -m agent_sandbox hook {agent} {event}'
+
+
+def _hook_timeout(spec: Spec) -> int:
+    # long enough for the approval wait plus start-up; never shorter than 30 s
+    return max(30, int(spec.approvals.wait) + 30)
+
+
+def _join(base: str, *parts: str) -> str:
+    return posixpath.join(base.replace("\\", "/"), *parts)
+
+
+def _enabled(spec: Spec, agent: str) -> AgentOptions | None:
+    opts = spec.agents.get(agent)  # type: ignore[call-overload]
+    return opts if opts is not None and opts.enabled else None
+
+
+def _servers(spec: Spec, agent: str) -> list[tuple[str, McpServer]]:
+    return [
+        (name, srv)
+        for name, srv in sorted(spec.mcp_servers.items())
+        if srv.clients is None or agent in srv.clients
+    ]
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+# ---------------------------------------------------------------------------
+# MCP entries, one shape per client.
+
+
+def _stdio(srv: McpServer) -> dict[str, Any]:
+    entry: dict[str, Any] = {"command": srv.command, "args": list(srv.args)}
+    if srv.env:
+        entry["env"] = dict(srv.env)
+    return entry
+
+
+def mcp_claude(spec: Spec) -> dict[str, Any]:
+    """Claude Code ``.mcp.json``: ``mcpServers`` with ``type`` for remote servers."""
+    out: dict[str, Any] = {}
+    for name, srv in _servers(spec, "claude"):
+        if srv.url is not None:
+            out[name] = {"type": srv.transport, "url": srv.url}
+        else:
+            out[name] = {"type": "stdio", **_stdio(srv)}
+    return {"mcpServers": out}
+
+
+def mcp_claude_desktop(spec: Spec) -> dict[str, Any]:
+    """Claude Desktop reads stdio servers only from its config file; remote
+    servers are added by users as connectors, so they are left out here."""
+    return {
+        "mcpServers": {
+            name: _stdio(srv)
+            for name, srv in _servers(spec, "claude_desktop")
+            if srv.command is not None
+        }
+    }
+
+
+def mcp_cursor(spec: Spec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, srv in _servers(spec, "cursor"):
+        out[name] = {"url": srv.url} if srv.url is not None else _stdio(srv)
+    return {"mcpServers": out}
+
+
+def mcp_windsurf(spec: Spec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, srv in _servers(spec, "windsurf"):
+        out[name] = {"serverUrl": srv.url} if srv.url is not None else _stdio(srv)
+    return {"mcpServers": out}
+
+
+def mcp_vscode(spec: Spec) -> dict[str, Any]:
+    """VS Code ``.vscode/mcp.json``: a ``servers`` map with an explicit ``type``."""
+    out: dict[str, Any] = {}
+    for name, srv in _servers(spec, "vscode"):
+        if srv.url is not None:
+            out[name] = {"type": "sse" if srv.transport == "sse" else "http", "url": srv.url}
+        else:
+            out[name] = {"type": "stdio", **_stdio(srv)}
+    return {"servers": out}
+
+
+def mcp_gemini(spec: Spec) -> dict[str, Any]:
+    """Gemini CLI: ``httpUrl`` for streamable HTTP, ``url`` for SSE."""
+    out: dict[str, Any] = {}
+    for name, srv in _servers(spec, "gemini"):
+        if srv.url is not None:
+            out[name] = {"url" if srv.transport == "sse" else "httpUrl": srv.url}
+        else:
+            out[name] = _stdio(srv)
+    return out
+
+
+def mcp_codex(spec: Spec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, srv in _servers(spec, "codex"):
+        out[name] = {"url": srv.url} if srv.url is not None else _stdio(srv)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Claude Code settings.
+
+
+def _claude_path(rule: str) -> str:
+    """Our path rule -> Claude Code permission path (``//`` marks absolute)."""
+    if rule.startswith("/"):
+        return "/" + rule
+    return rule  # ~/..., **/..., ./... and relative names read the same
+
+
+def _claude_path_specs(rule: str) -> list[str]:
+    base = _claude_path(rule)
+    if any(c in rule for c in "*?[") or rule.endswith("/**"):
+        return [base]
+    return [base, base.rstrip("/") + "/**"]
+
+
+def _valid_claude_arg(arg: str) -> bool:
+    return bool(arg) and ")" not in arg and "\n" not in arg
+
+
+def claude_permissions(spec: Spec) -> dict[str, list[str]]:
+    """Claude Code allow/ask/deny lists from the spec's rules and paths.
+
+    Only rules with an exact Claude Code equivalent are emitted; everything
+    else is still enforced by the hooks.
+    """
+    allow: list[str] = []
+    ask: list[str] = []
+    deny: list[str] = []
+    buckets = {Verdict.ALLOW: allow, Verdict.OBSERVE: allow, Verdict.ESCALATE: ask,
+               Verdict.DENY: deny}
+
+    def add(bucket: list[str], rule: str) -> None:
+        if rule not in bucket:
+            bucket.append(rule)
+
+    for rule in spec.commands.rules:
+        bucket = buckets[rule.verdict]
+        pattern = rule.pattern or "*"
+        if rule.prefix is not None:
+            if any(isinstance(t, list) for t in rule.prefix):
+                continue  # alternatives have no single Claude form; the hook enforces it
+            words = " ".join(str(t) for t in rule.prefix)
+            if _valid_claude_arg(words):
+                add(bucket, f"Bash({words} *)")
+            continue
+        if rule.tool is ToolKind.BASH:
+            if pattern == "*":
+                add(bucket, "Bash")
+            elif _valid_claude_arg(pattern):
+                add(bucket, f"Bash({pattern})")
+        elif rule.tool in (ToolKind.READ, ToolKind.WRITE):
+            tools = ("Read",) if rule.tool is ToolKind.READ else ("Edit", "Write")
+            for tool in tools:
+                if pattern == "*":
+                    add(bucket, tool)
+                elif _valid_claude_arg(pattern):
+                    add(bucket, f"{tool}({_claude_path(pattern)})")
+        elif rule.tool is ToolKind.FETCH:
+            if pattern == "*":
+                add(bucket, "WebFetch")
+            elif _valid_claude_arg(pattern):
+                add(bucket, f"WebFetch(domain:{pattern})")
+        elif rule.tool is ToolKind.MCP and pattern.startswith("mcp__") and "*" not in pattern:
+            add(bucket, pattern)
+    for path in spec.filesystem.deny_read:
+        for p in _claude_path_specs(path):
+            if _valid_claude_arg(p):
+                add(deny, f"Read({p})")
+    for path in spec.filesystem.deny_write:
+        for p in _claude_path_specs(path):
+            if _valid_claude_arg(p):
+                add(deny, f"Edit({p})")
+    return {"allow": allow, "ask": ask, "deny": deny}
+
+
+def claude_sandbox(spec: Spec) -> dict[str, Any]:
+    """The ``sandbox`` block: Claude Code runs Bash under its own srt with our policy."""
+    net, fs = spec.network, spec.filesystem
+    network: dict[str, Any] = {
+        "allowedDomains": list(net.allowed_domains),
+        "deniedDomains": list(net.denied_domains),
+        "allowLocalBinding": net.allow_local_binding,
+    }
+    if net.allow_unix_sockets:
+        network["allowUnixSockets"] = list(net.allow_unix_sockets)
+    if net.allow_all_unix_sockets:
+        network["allowAllUnixSockets"] = True
+    if net.http_proxy_port:
+        network["httpProxyPort"] = net.http_proxy_port
+    if net.socks_proxy_port:
+        network["socksProxyPort"] = net.socks_proxy_port
+    filesystem: dict[str, Any] = {
+        "allowWrite": [_claude_path(p) for p in fs.allow_write],
+        "denyWrite": [_claude_path(p) for p in fs.deny_write],
+        "denyRead": [_claude_path(p) for p in fs.deny_read],
+    }
+    if fs.allow_read:
+        filesystem["allowRead"] = [_claude_path(p) for p in fs.allow_read]
+    return {
+        "enabled": True,
+        "failIfUnavailable": True,
+        "allowUnsandboxedCommands": False,
+        "autoAllowBashIfSandboxed": False,
+        "network": network,
+        "filesystem": filesystem,
+    }
+
+
+def claude_hooks(spec: Spec, facts: HostFacts) -> dict[str, Any]:
+    timeout = _hook_timeout(spec)
+    hooks: dict[str, Any] = {}
+    for client_event, event, matcher in CLAUDE_EVENTS:
+        group: dict[str, Any] = {}
+        if matcher is not None:
+            group["matcher"] = matcher
+        group["hooks"] = [{"type": "command", "command": hook_command(facts, "claude", event),
+                           "timeout": timeout}]
+        hooks[client_event] = [group]
+    return hooks
+
+
+def claude_settings(spec: Spec, facts: HostFacts, *, managed: bool) -> dict[str, Any]:
+    """Claude Code settings: managed (system-wide) or project ``.claude/settings.json``."""
+    opts = _enabled(spec, "claude") or AgentOptions()
+    doc: dict[str, Any] = {
+        "sandbox": claude_sandbox(spec),
+        "permissions": {**claude_permissions(spec),
+                        "disableBypassPermissionsMode": "disable"},
+    }
+    if opts.hooks:
+        doc["hooks"] = claude_hooks(spec, facts)
+    servers = [name for name, _ in _servers(spec, "claude")]
+    if managed:
+        doc["allowManagedHooksOnly"] = opts.allow_managed_hooks_only
+        doc["allowedMcpServers"] = [{"serverName": n} for n in servers]
+    else:
+        doc["enableAllProjectMcpServers"] = False
+        if servers:
+            doc["enabledMcpjsonServers"] = servers
+    return _deep_merge(doc, opts.extra)
+
+
+# ---------------------------------------------------------------------------
+# Other clients' hooks.
+
+
+def cursor_hooks(spec: Spec, facts: HostFacts) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "hooks": {
+            client_event: [{"command": hook_command(facts, "cursor", event)}]
+            for client_event, event in CURSOR_EVENTS
+        },
+    }
+
+
+def gemini_settings(spec: Spec, facts: HostFacts, *, system: bool) -> dict[str, Any]:
+    opts = _enabled(spec, "gemini") or AgentOptions()
+    doc: dict[str, Any] = {}
+    servers = mcp_gemini(spec)
+    if servers:
+        doc["mcpServers"] = servers
+    if opts.hooks:
+        timeout_ms = _hook_timeout(spec) * 1000
+        hooks: dict[str, Any] = {}
+        for client_event, event, matcher in GEMINI_EVENTS:
+            group: dict[str, Any] = {}
+            if matcher is not None:
+                group["matcher"] = matcher
+            group["hooks"] = [{"type": "command", "name": f"agent-sandbox-{event}",
+                               "command": hook_command(facts, "gemini", event),
+                               "timeout": timeout_ms}]
+            hooks[client_event] = [group]
+        doc["hooks"] = hooks
+    if system:
+        doc["mcp"] = {"allowed": sorted(servers)}
+    return _deep_merge(doc, opts.extra)
+
+
+def codex_hooks(spec: Spec, facts: HostFacts) -> dict[str, Any]:
+    timeout = _hook_timeout(spec)
+    hooks: dict[str, Any] = {}
+    for client_event, event, matcher in CODEX_EVENTS:
+        group: dict[str, Any] = {}
+        if matcher is not None:
+            group["matcher"] = matcher
+        group["hooks"] = [{"type": "command", "command": hook_command(facts, "codex", event),
+                           "timeout": timeout}]
+        hooks[client_event] = [group]
+    return {"hooks": hooks}
+
+
+def codex_config(spec: Spec) -> dict[str, Any]:
+    opts = _enabled(spec, "codex") or AgentOptions()
+    doc: dict[str, Any] = {}
+    if opts.hooks:
+        doc["features"] = {"codex_hooks": True}
+    servers = mcp_codex(spec)
+    if servers:
+        doc["mcp_servers"] = servers
+    return _deep_merge(doc, opts.extra)
+
+
+def codex_requirements(spec: Spec) -> dict[str, Any]:
+    """Managed requirements: what users may not change in their own config."""
+    doc: dict[str, Any] = {
+        "allowed_approval_policies": ["untrusted", "on-request"],
+        "allowed_sandbox_modes": ["read-only", "workspace-write"],
+    }
+    servers = mcp_codex(spec)
+    doc["mcp_servers"] = {
+        name: ({"identity": {"url": e["url"]}} if "url" in e
+               else {"identity": {"command": e["command"]}})
+        for name, e in servers.items()
+    }
+    return doc
+
+
+def toml_bytes(data: dict[str, Any]) -> bytes:
+    return tomli_w.dumps(data).encode()
+
+
+# ---------------------------------------------------------------------------
+# Artifacts.
+
+
+def project_artifacts(spec: Spec, facts: HostFacts, repo: str) -> list[Artifact]:
+    """The repository-level files for one repository (what ``sandbox init`` installs)."""
+    out: list[Artifact] = []
+    if _enabled(spec, "claude"):
+        out.append(Artifact(_join(repo, ".claude", "settings.json"),
+                            json_bytes(claude_settings(spec, facts, managed=False)), 0o644,
+                            "claude-settings"))
+        out.append(Artifact(_join(repo, ".mcp.json"), json_bytes(mcp_claude(spec)), 0o644,
+                            "mcp-config"))
+    if _enabled(spec, "vscode"):
+        out.append(Artifact(_join(repo, ".vscode", "mcp.json"), json_bytes(mcp_vscode(spec)),
+                            0o644, "mcp-config"))
+    cursor = _enabled(spec, "cursor")
+    if cursor:
+        if cursor.hooks:
+            out.append(Artifact(_join(repo, ".cursor", "hooks.json"),
+                                json_bytes(cursor_hooks(spec, facts)), 0o644, "cursor-hooks"))
+        out.append(Artifact(_join(repo, ".cursor", "mcp.json"), json_bytes(mcp_cursor(spec)),
+                            0o644, "mcp-config"))
+    if _enabled(spec, "gemini"):
+        out.append(Artifact(_join(repo, ".gemini", "settings.json"),
+                            json_bytes(gemini_settings(spec, facts, system=False)), 0o644,
+                            "gemini-settings"))
+    return out
+
+
+def user_artifacts(spec: Spec, facts: HostFacts, user: User) -> list[Artifact]:
+    """Per-user client configuration under the user's home."""
+    home = user.home
+    out: list[Artifact] = []
+    if _enabled(spec, "claude_desktop"):
+        out.append(Artifact(_join(home, CLAUDE_DESKTOP[facts.os]),
+                            json_bytes(mcp_claude_desktop(spec)), 0o644, "mcp-config"))
+    if _enabled(spec, "cursor"):
+        out.append(Artifact(_join(home, ".cursor", "mcp.json"), json_bytes(mcp_cursor(spec)),
+                            0o644, "mcp-config"))
+    if _enabled(spec, "windsurf"):
+        out.append(Artifact(_join(home, ".codeium", "windsurf", "mcp_config.json"),
+                            json_bytes(mcp_windsurf(spec)), 0o644, "mcp-config"))
+    codex = _enabled(spec, "codex")
+    if codex:
+        out.append(Artifact(_join(home, ".codex", "config.toml"), toml_bytes(codex_config(spec)),
+                            0o644, "codex-config"))
+        if codex.hooks:
+            out.append(Artifact(_join(home, ".codex", "hooks.json"),
+                                json_bytes(codex_hooks(spec, facts)), 0o644, "codex-hooks"))
+    return out
+
+
+def system_artifacts(spec: Spec, facts: HostFacts) -> list[Artifact]:
+    out: list[Artifact] = []
+    claude = _enabled(spec, "claude")
+    if claude and claude.managed_settings:
+        out.append(Artifact(CLAUDE_MANAGED[facts.os],
+                            json_bytes(claude_settings(spec, facts, managed=True)), 0o644,
+                            "claude-managed-settings"))
+    gemini = _enabled(spec, "gemini")
+    if gemini and gemini.managed_settings:
+        out.append(Artifact(GEMINI_SYSTEM[facts.os],
+                            json_bytes(gemini_settings(spec, facts, system=True)), 0o644,
+                            "gemini-settings"))
+    codex = _enabled(spec, "codex")
+    if codex and codex.managed_settings:
+        out.append(Artifact(CODEX_REQUIREMENTS[facts.os], toml_bytes(codex_requirements(spec)),
+                            0o644, "codex-requirements"))
+    return out
 
 
 def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
-    return ()
+    yield from system_artifacts(spec, facts)
+    for user in facts.users:
+        yield from user_artifacts(spec, facts, user)
+    for repo in facts.repositories:
+        yield from project_artifacts(spec, facts, repo)
