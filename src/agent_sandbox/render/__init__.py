@@ -72,6 +72,36 @@ def render(spec: Spec, facts: HostFacts) -> dict[str, Artifact]:
     return dict(sorted(out.items()))
 
 
+_MEMO: dict[int, tuple[Spec, dict[Any, Any]]] = {}
+_MEMO_SPECS = 256
+_MEMO_ENTRIES = 4096
+
+
+def memo(spec: Spec, key: Any, make: Callable[[], Any]) -> Any:
+    """Cache ``make()`` for this spec object under ``key``.
+
+    A fleet shares a handful of merged specs across thousands of hosts, so most
+    documents (and their bytes) are the same from host to host. The cache is
+    keyed on the spec *object*: a spec must not be mutated once rendering has
+    started (the loader hands out fresh objects). Bounded, so memory stays flat.
+    """
+    entry = _MEMO.get(id(spec))
+    if entry is None or entry[0] is not spec:
+        if len(_MEMO) >= _MEMO_SPECS:
+            _MEMO.pop(next(iter(_MEMO)))
+        entry = (spec, {})
+        _MEMO[id(spec)] = entry
+    cache = entry[1]
+    try:
+        return cache[key]
+    except KeyError:
+        pass
+    if len(cache) >= _MEMO_ENTRIES:
+        cache.clear()
+    value = cache[key] = make()
+    return value
+
+
 def json_bytes(data: Any, *, sort_keys: bool = True) -> bytes:
     """Stable, readable JSON (2-space indent, trailing newline)."""
     return (json.dumps(data, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n").encode()

@@ -21,15 +21,17 @@ or read the environment; same input, same bytes.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import tomli_w
 
 from ..facts import HostFacts, User
 from ..spec.models import AgentOptions, McpServer, Spec
+from ..spec.paths import MANDATORY_DENY_WRITE
 from ..spec.rules import ToolKind, Verdict
-from . import Artifact, json_bytes
+from . import Artifact, json_bytes, memo
+from .templating import render_template
 
 # ---------------------------------------------------------------------------
 # Where each client reads its configuration, per OS.
@@ -261,10 +263,11 @@ def claude_permissions(spec: Spec) -> dict[str, list[str]]:
         for p in _claude_path_specs(path):
             if _valid_claude_arg(p):
                 add(deny, f"Read({p})")
-    for path in spec.filesystem.deny_write:
+    for path in (*spec.filesystem.deny_write, *MANDATORY_DENY_WRITE):
         for p in _claude_path_specs(path):
             if _valid_claude_arg(p):
                 add(deny, f"Edit({p})")
+                add(deny, f"Write({p})")
     return {"allow": allow, "ask": ask, "deny": deny}
 
 
@@ -396,19 +399,20 @@ def codex_config(spec: Spec) -> dict[str, Any]:
     return _deep_merge(doc, opts.extra)
 
 
-def codex_requirements(spec: Spec) -> dict[str, Any]:
-    """Managed requirements: what users may not change in their own config."""
-    doc: dict[str, Any] = {
-        "allowed_approval_policies": ["untrusted", "on-request"],
-        "allowed_sandbox_modes": ["read-only", "workspace-write"],
-    }
+def codex_requirements(spec: Spec) -> bytes:
+    """Managed requirements (``requirements.toml``): what users may not change."""
     servers = mcp_codex(spec)
-    doc["mcp_servers"] = {
-        name: ({"identity": {"url": e["url"]}} if "url" in e
-               else {"identity": {"command": e["command"]}})
+    identities = [
+        (name, [("url", e["url"])] if "url" in e else [("command", e["command"])])
         for name, e in servers.items()
-    }
-    return doc
+    ]
+    return render_template(
+        "agents/codex/requirements.toml.j2",
+        approval_policies=["untrusted", "on-request"],
+        sandbox_modes=["read-only", "workspace-write"],
+        web_search_modes=[],
+        mcp_servers=identities,
+    )
 
 
 def toml_bytes(data: dict[str, Any]) -> bytes:
@@ -419,70 +423,104 @@ def toml_bytes(data: dict[str, Any]) -> bytes:
 # Artifacts.
 
 
+def _json(spec: Spec, key: Any, build: Callable[[], dict[str, Any]]) -> bytes:
+    data: bytes = memo(spec, key, lambda: json_bytes(build()))
+    return data
+
+
+def _toml(spec: Spec, key: Any, build: Callable[[], dict[str, Any]]) -> bytes:
+    data: bytes = memo(spec, key, lambda: toml_bytes(build()))
+    return data
+
+
 def project_artifacts(spec: Spec, facts: HostFacts, repo: str) -> list[Artifact]:
-    """The repository-level files for one repository (what ``sandbox init`` installs)."""
+    """The repository-level files for one repository (what ``sandbox init`` installs).
+
+    Their content does not depend on where the repository is, only on the spec
+    and the host's interpreter, so one rendering serves every repository.
+    """
+    py = facts.python
     out: list[Artifact] = []
     if _enabled(spec, "claude"):
-        out.append(Artifact(_join(repo, ".claude", "settings.json"),
-                            json_bytes(claude_settings(spec, facts, managed=False)), 0o644,
-                            "claude-settings"))
-        out.append(Artifact(_join(repo, ".mcp.json"), json_bytes(mcp_claude(spec)), 0o644,
+        out.append(Artifact(
+            _join(repo, ".claude", "settings.json"),
+            _json(spec, ("claude-project", py),
+                  lambda: claude_settings(spec, facts, managed=False)),
+            0o644, "claude-settings"))
+        out.append(Artifact(_join(repo, ".mcp.json"),
+                            _json(spec, "mcp-claude", lambda: mcp_claude(spec)), 0o644,
                             "mcp-config"))
     if _enabled(spec, "vscode"):
-        out.append(Artifact(_join(repo, ".vscode", "mcp.json"), json_bytes(mcp_vscode(spec)),
-                            0o644, "mcp-config"))
+        out.append(Artifact(_join(repo, ".vscode", "mcp.json"),
+                            _json(spec, "mcp-vscode", lambda: mcp_vscode(spec)), 0o644,
+                            "mcp-config"))
     cursor = _enabled(spec, "cursor")
     if cursor:
         if cursor.hooks:
             out.append(Artifact(_join(repo, ".cursor", "hooks.json"),
-                                json_bytes(cursor_hooks(spec, facts)), 0o644, "cursor-hooks"))
-        out.append(Artifact(_join(repo, ".cursor", "mcp.json"), json_bytes(mcp_cursor(spec)),
-                            0o644, "mcp-config"))
+                                _json(spec, ("cursor-hooks", py),
+                                      lambda: cursor_hooks(spec, facts)),
+                                0o644, "cursor-hooks"))
+        out.append(Artifact(_join(repo, ".cursor", "mcp.json"),
+                            _json(spec, "mcp-cursor", lambda: mcp_cursor(spec)), 0o644,
+                            "mcp-config"))
     if _enabled(spec, "gemini"):
         out.append(Artifact(_join(repo, ".gemini", "settings.json"),
-                            json_bytes(gemini_settings(spec, facts, system=False)), 0o644,
-                            "gemini-settings"))
+                            _json(spec, ("gemini-project", py),
+                                  lambda: gemini_settings(spec, facts, system=False)),
+                            0o644, "gemini-settings"))
     return out
 
 
 def user_artifacts(spec: Spec, facts: HostFacts, user: User) -> list[Artifact]:
     """Per-user client configuration under the user's home."""
-    home = user.home
+    home, py = user.home, facts.python
     out: list[Artifact] = []
     if _enabled(spec, "claude_desktop"):
         out.append(Artifact(_join(home, CLAUDE_DESKTOP[facts.os]),
-                            json_bytes(mcp_claude_desktop(spec)), 0o644, "mcp-config"))
-    if _enabled(spec, "cursor"):
-        out.append(Artifact(_join(home, ".cursor", "mcp.json"), json_bytes(mcp_cursor(spec)),
+                            _json(spec, "mcp-claude-desktop", lambda: mcp_claude_desktop(spec)),
                             0o644, "mcp-config"))
+    if _enabled(spec, "cursor"):
+        out.append(Artifact(_join(home, ".cursor", "mcp.json"),
+                            _json(spec, "mcp-cursor", lambda: mcp_cursor(spec)), 0o644,
+                            "mcp-config"))
     if _enabled(spec, "windsurf"):
         out.append(Artifact(_join(home, ".codeium", "windsurf", "mcp_config.json"),
-                            json_bytes(mcp_windsurf(spec)), 0o644, "mcp-config"))
+                            _json(spec, "mcp-windsurf", lambda: mcp_windsurf(spec)), 0o644,
+                            "mcp-config"))
     codex = _enabled(spec, "codex")
     if codex:
-        out.append(Artifact(_join(home, ".codex", "config.toml"), toml_bytes(codex_config(spec)),
-                            0o644, "codex-config"))
+        out.append(Artifact(_join(home, ".codex", "config.toml"),
+                            _toml(spec, "codex-config", lambda: codex_config(spec)), 0o644,
+                            "codex-config"))
         if codex.hooks:
             out.append(Artifact(_join(home, ".codex", "hooks.json"),
-                                json_bytes(codex_hooks(spec, facts)), 0o644, "codex-hooks"))
+                                _json(spec, ("codex-hooks", py),
+                                      lambda: codex_hooks(spec, facts)),
+                                0o644, "codex-hooks"))
     return out
 
 
 def system_artifacts(spec: Spec, facts: HostFacts) -> list[Artifact]:
+    """System-wide managed settings (need administrator rights to change)."""
+    py = facts.python
     out: list[Artifact] = []
     claude = _enabled(spec, "claude")
     if claude and claude.managed_settings:
         out.append(Artifact(CLAUDE_MANAGED[facts.os],
-                            json_bytes(claude_settings(spec, facts, managed=True)), 0o644,
-                            "claude-managed-settings"))
+                            _json(spec, ("claude-managed", py),
+                                  lambda: claude_settings(spec, facts, managed=True)),
+                            0o644, "claude-managed-settings"))
     gemini = _enabled(spec, "gemini")
     if gemini and gemini.managed_settings:
         out.append(Artifact(GEMINI_SYSTEM[facts.os],
-                            json_bytes(gemini_settings(spec, facts, system=True)), 0o644,
-                            "gemini-settings"))
+                            _json(spec, ("gemini-system", py),
+                                  lambda: gemini_settings(spec, facts, system=True)),
+                            0o644, "gemini-settings"))
     codex = _enabled(spec, "codex")
     if codex and codex.managed_settings:
-        out.append(Artifact(CODEX_REQUIREMENTS[facts.os], toml_bytes(codex_requirements(spec)),
+        out.append(Artifact(CODEX_REQUIREMENTS[facts.os],
+                            memo(spec, "codex-requirements", lambda: codex_requirements(spec)),
                             0o644, "codex-requirements"))
     return out
 

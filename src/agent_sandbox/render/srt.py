@@ -11,7 +11,7 @@ from typing import Any
 
 from ..facts import HostFacts
 from ..spec.models import Spec
-from . import Artifact, json_bytes
+from . import Artifact, json_bytes, memo
 
 SYSTEM_SETTINGS = "/etc/agent-sandbox/srt-settings.json"
 POLICY = "/etc/agent-sandbox/policy.json"
@@ -58,10 +58,18 @@ def policy_document(spec: Spec) -> dict[str, Any]:
 def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
     if facts.os != "linux":
         return
-    yield Artifact(POLICY, json_bytes(policy_document(spec)), 0o644, "policy")
-    yield Artifact(SYSTEM_SETTINGS, json_bytes(srt_settings(spec), sort_keys=False), 0o644,
-                   "srt-settings")
+    yield Artifact(POLICY, memo(spec, "policy.json",
+                                lambda: json_bytes(policy_document(spec))), 0o644, "policy")
+    yield Artifact(SYSTEM_SETTINGS,
+                   memo(spec, "srt-settings",
+                        lambda: json_bytes(srt_settings(spec), sort_keys=False)),
+                   0o644, "srt-settings")
     for user in facts.users:
-        yield Artifact(f"{user.home}/.srt-settings.json",
-                       json_bytes(srt_settings(spec, user.home), sort_keys=False), 0o644,
+        yield Artifact(f"{user.home}/.srt-settings.json", _user_settings(spec, user.home), 0o644,
                        "srt-settings")
+
+
+def _user_settings(spec: Spec, home: str) -> bytes:
+    data: bytes = memo(spec, ("srt-settings", home),
+                       lambda: json_bytes(srt_settings(spec, home), sort_keys=False))
+    return data

@@ -27,7 +27,7 @@ def _find_templates() -> str:
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(_find_templates()),
-        autoescape=False,
+        autoescape=False,  # noqa: S701 - configuration files, not HTML; values go through tojson
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
