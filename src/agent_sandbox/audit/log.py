@@ -1,0 +1,495 @@
+"""The append-only, hash-chained audit log (one JSON line per record).
+
+Every writer (hook, MCP server, approver, proxy, ``sandbox exec``) appends
+through :class:`AuditLog`. Appends take an exclusive ``flock`` on a lock file
+beside the log, so concurrent writers never interleave or fork the chain; the
+kernel drops the lock when its holder dies, so a crashed writer never leaves a
+stale lock behind (the lock file itself is only a rendezvous and may stay).
+
+Each record carries ``seq``, ``ts`` (RFC 3339 UTC), ``event``, the caller's
+fields (redacted first), ``prev`` (hex of the previous chain hash) and
+``hash`` = SHA-256(prev digest || canonical record without ``hash``).
+
+Durability: ``sync="always"`` fsyncs every append; ``sync="batch"`` fsyncs
+every ``batch_size`` records or ``batch_interval`` seconds (checked on
+append), on :meth:`flush`, :meth:`close` and at interpreter exit.
+
+A write interrupted by a crash leaves one torn final line. The next append (or
+``sandbox audit repair``) seals it: a newline ends the torn bytes and an
+explicit ``audit_sealed`` record names their offset, length and SHA-256. This
+module never truncates, rewrites or deletes anything already written.
+
+Import cost matters (the hook imports this on its allow path): stdlib only;
+signing checkpoints imports ``cryptography`` lazily in ``checkpoint``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from agent_sandbox.audit.canonical import GENESIS, canonical, chain_hash, seal_line, split_line
+from agent_sandbox.audit.redact import redact as _redact
+from agent_sandbox.errors import SandboxError
+
+LOG_NAME = "audit.jsonl"
+LOCK_NAME = ".audit.lock"
+CHECKPOINT_DIR = "checkpoints"
+SEAL_EVENT = "audit_sealed"
+RESERVED = frozenset({"seq", "ts", "event", "prev", "hash"})
+_EVENT_RE = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}$")
+_TAIL_SCAN_LIMIT = 8 * 1024 * 1024
+
+SyncMode = Literal["always", "batch", "none"]
+Sink = Callable[[bytes], object] | str
+
+
+class AuditError(SandboxError):
+    """The audit log cannot be written or read as asked (callers must fail closed)."""
+
+
+def rfc3339(ts: float) -> str:
+    """``ts`` (seconds since the epoch) as RFC 3339 UTC with microseconds."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def line_is_self_consistent(line: bytes) -> tuple[int, bytes] | None:
+    """(seq, digest) of a stored line whose hash matches its own ``prev``, else None."""
+    parts = split_line(line)
+    if parts is None:
+        return None
+    body, hexdigest = parts
+    try:
+        rec = json.loads(body)
+        prev = bytes.fromhex(rec["prev"])
+        seq = rec["seq"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(seq, int) or len(prev) != 32:
+        return None
+    digest = chain_hash(prev, body)
+    if digest.hex().encode("ascii") != hexdigest:
+        return None
+    return seq, digest
+
+
+@dataclass(frozen=True)
+class TailState:
+    """Where the chain ends in the file: the state an append continues from."""
+
+    size: int
+    ino: int
+    seq: int
+    digest: bytes
+    torn_offset: int | None = None  # start of an unsealed torn region, if any
+
+
+def read_tail(fd: int) -> TailState:
+    """Find the last intact record at the end of the open log file ``fd``.
+
+    Anything after the last self-consistent line (an interrupted write) is
+    reported as a torn region. Raises AuditError if no intact record is found
+    within the scan limit of a non-empty file.
+    """
+    st = os.fstat(fd)
+    size = st.st_size
+    if size == 0:
+        return TailState(0, st.st_ino, 0, GENESIS)
+    chunk = 4096
+    while True:
+        start = max(0, size - chunk)
+        data = os.pread(fd, size - start, start)
+        pos = data.rfind(b"\n") + 1  # end of the last complete line (0: none here)
+        while pos > 0:
+            nl = data.rfind(b"\n", 0, pos - 1)
+            if nl < 0 and start > 0:
+                break  # this line begins before the chunk: read more
+            found = line_is_self_consistent(data[nl + 1 : pos])
+            if found is not None:
+                end = start + pos
+                return TailState(size, st.st_ino, found[0], found[1], end if end < size else None)
+            pos = nl + 1
+        if start == 0:
+            # No intact record at all: the whole file is one torn region.
+            return TailState(size, st.st_ino, 0, GENESIS, 0)
+        if chunk >= _TAIL_SCAN_LIMIT:
+            raise AuditError(
+                "the end of the audit log is damaged (no intact record in the last "
+                f"{_TAIL_SCAN_LIMIT} bytes); run `sandbox audit verify` to locate it"
+            )
+        chunk *= 4
+
+
+class AuditLog:
+    """An append-only chained audit log in ``directory`` (file ``audit.jsonl``).
+
+    Safe to use from several threads and processes at once. ``append`` returns
+    the record exactly as written.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        sync: SyncMode = "always",
+        batch_size: int = 256,
+        batch_interval: float = 0.2,
+        checkpoint_every: int | None = 1000,
+        checkpoint_interval: float | None = 60.0,
+        key_path: str | os.PathLike[str] | None = None,
+        sink: Sink | None = None,
+        redact: bool = True,
+        lock_timeout: float = 10.0,
+        origin: str | None = None,
+    ) -> None:
+        if sync not in ("always", "batch", "none"):
+            raise AuditError(f"unknown sync mode {sync!r} (use always, batch or none)")
+        self.directory = Path(directory)
+        self.path = self.directory / LOG_NAME
+        self.checkpoint_dir = self.directory / CHECKPOINT_DIR
+        self.key_path = (
+            Path(key_path)
+            if key_path is not None
+            else self.directory.parent / "audit-keys" / f"{self.directory.name}.ed25519"
+        )
+        self.sync: SyncMode = sync
+        self.batch_size = max(1, batch_size)
+        self.batch_interval = batch_interval
+        self.checkpoint_every = checkpoint_every
+        self.checkpoint_interval = checkpoint_interval
+        self.sink = sink
+        self.redact = redact
+        self.lock_timeout = lock_timeout
+        self.origin = origin
+        self.sink_error: str | None = None
+        self._mutex = threading.RLock()
+        self._pid = -1
+        self._fd = -1
+        self._lock_fd = -1
+        self._tail: TailState | None = None
+        self._pending = 0
+        self._pending_since = 0.0
+        self._ckpt_size: int | None = None
+        self._ckpt_time = time.monotonic()
+        self._signer: Any = None
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o750)
+        except OSError as exc:
+            raise AuditError(f"cannot create audit directory {self.directory}: {exc}") from exc
+        _OPEN_LOGS.add(self)
+
+    # -- files and locking -------------------------------------------------
+
+    def _open(self) -> None:
+        pid = os.getpid()
+        if self._pid == pid and self._fd >= 0:
+            return
+        # After fork the inherited descriptors share the parent's lock: reopen.
+        self._fd = self._lock_fd = -1
+        self._tail = None
+        try:
+            created = not self.path.exists()
+            self._fd = os.open(
+                self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640
+            )
+            self._rfd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            self._lock_fd = os.open(
+                self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640
+            )
+            if created:
+                _fsync_dir(self.directory)
+        except OSError as exc:
+            raise AuditError(f"cannot open audit log {self.path}: {exc}") from exc
+        self._pid = pid
+
+    def _lock(self) -> None:
+        deadline = time.monotonic() + self.lock_timeout
+        delay = 0.0005
+        while True:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise AuditError(f"cannot lock audit log {self.path}: {exc}") from exc
+            if time.monotonic() >= deadline:
+                raise AuditError(
+                    f"audit log {self.path} stayed locked for {self.lock_timeout:g}s by a "
+                    "live writer; refusing to write without the lock"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+
+    def _unlock(self) -> None:
+        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _current_tail(self) -> TailState:
+        st = os.fstat(self._fd)
+        try:
+            on_disk = os.stat(self.path)
+        except FileNotFoundError:
+            on_disk = None
+        if on_disk is None or on_disk.st_ino != st.st_ino:
+            # The log was moved away or replaced: follow the path, never write to a ghost.
+            self._close_fds()
+            self._open()
+            st = os.fstat(self._fd)
+        tail = self._tail
+        if tail is not None and tail.size == st.st_size and tail.ino == st.st_ino:
+            return tail
+        return read_tail(self._rfd)
+
+    # -- records -----------------------------------------------------------
+
+    def _build(self, seq: int, prev: bytes, event: str, fields: Mapping[str, Any]) -> bytes:
+        rec: dict[str, Any] = dict(fields)
+        rec["seq"] = seq
+        rec["ts"] = rfc3339(time.time())
+        rec["event"] = event
+        rec["prev"] = prev.hex()
+        try:
+            body = canonical(rec)
+        except (TypeError, ValueError) as exc:
+            raise AuditError(f"audit record for {event!r} is not JSON-encodable: {exc}") from exc
+        return body
+
+    def _prepare(self, event: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+        if not isinstance(event, str) or not _EVENT_RE.match(event):
+            raise AuditError(
+                f"invalid audit event name {event!r}: use lower-case letters, digits and _"
+            )
+        bad = RESERVED.intersection(fields)
+        if bad:
+            raise AuditError(f"audit fields {sorted(bad)} are reserved and set by the log")
+        clean = _redact(dict(fields)) if self.redact else dict(fields)
+        return clean  # type: ignore[no-any-return]
+
+    def append(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one record and return it as written."""
+        return self.append_many([(event, fields)])[0]
+
+    def append_many(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+        """Append several records with one lock, one write and (at most) one fsync."""
+        prepared = [(ev, self._prepare(ev, f)) for ev, f in items]
+        if not prepared:
+            return []
+        with self._mutex:
+            self._open()
+            self._lock()
+            try:
+                return self._append_locked(prepared, sealed_by="append")
+            finally:
+                self._unlock()
+
+    def _append_locked(
+        self, prepared: list[tuple[str, dict[str, Any]]], *, sealed_by: str
+    ) -> list[dict[str, Any]]:
+        tail = self._current_tail()
+        seq, prev = tail.seq, tail.digest
+        chunks: list[bytes] = []
+        out: list[dict[str, Any]] = []
+        items = list(prepared)
+        if tail.torn_offset is not None:
+            torn = os.pread(self._rfd, tail.size - tail.torn_offset, tail.torn_offset)
+            if not torn.endswith(b"\n"):
+                chunks.append(b"\n")
+            items.insert(
+                0,
+                (
+                    SEAL_EVENT,
+                    {
+                        "torn_offset": tail.torn_offset,
+                        "torn_length": len(torn),
+                        "torn_sha256": hashlib.sha256(torn).hexdigest(),
+                        "sealed_by": sealed_by,
+                        "reason": "incomplete write left by an interrupted writer",
+                    },
+                ),
+            )
+        for event, fields in items:
+            seq += 1
+            body = self._build(seq, prev, event, fields)
+            prev = chain_hash(prev, body)
+            line = seal_line(body, prev)
+            chunks.append(line)
+            out.append(json.loads(line))
+        data = b"".join(chunks)
+        _write_all(self._fd, data)
+        self._tail = TailState(tail.size + len(data), tail.ino, seq, prev)
+        now = time.monotonic()
+        if self._pending == 0:
+            self._pending_since = now
+        self._pending += len(items)
+        batch_due = (
+            self._pending >= self.batch_size or now - self._pending_since >= self.batch_interval
+        )
+        if self.sync == "always" or (self.sync == "batch" and batch_due):
+            self._sync()
+        self._maybe_checkpoint(seq, prev, now)
+        return out
+
+    def _sync(self) -> None:
+        if self._pending and self.sync != "none":
+            os.fdatasync(self._fd)
+        self._pending = 0
+
+    def flush(self) -> None:
+        """Make every record appended so far durable."""
+        with self._mutex:
+            if self._fd >= 0 and self._pid == os.getpid():
+                self._sync()
+
+    # -- checkpoints -------------------------------------------------------
+
+    def _last_checkpoint_size(self) -> int:
+        from agent_sandbox.audit.checkpoint import latest_size
+
+        return latest_size(self.checkpoint_dir)
+
+    def _maybe_checkpoint(self, seq: int, head: bytes, now: float) -> None:
+        every, interval = self.checkpoint_every, self.checkpoint_interval
+        if every is None and interval is None:
+            return
+        if self._ckpt_size is None:
+            self._ckpt_size = self._last_checkpoint_size()
+        behind = seq - self._ckpt_size
+        if behind <= 0:
+            return
+        due = (every is not None and behind >= every) or (
+            interval is not None and now - self._ckpt_time >= interval
+        )
+        if not due:
+            return
+        self._ckpt_size = self._last_checkpoint_size()  # another writer may have signed
+        if seq - self._ckpt_size <= 0:
+            return
+        self._write_checkpoint(seq, head)
+
+    def _write_checkpoint(self, seq: int, head: bytes) -> bytes:
+        from agent_sandbox.audit import checkpoint as ck
+
+        self._pending = max(self._pending, 1)
+        self._sync()  # never sign records that are not yet durable
+        if self._signer is None:
+            self._signer = ck.load_or_create_signer(self.key_path, origin=self.origin)
+            ck.publish_verifier(self.checkpoint_dir, self._signer)
+        note = self._signer.sign_checkpoint(seq, head)
+        ck.store(self.checkpoint_dir, seq, note)
+        self._ckpt_size = seq
+        self._ckpt_time = time.monotonic()
+        if self.sink is not None:
+            try:
+                ck.send_to_sink(self.sink, note)
+                self.sink_error = None
+            except Exception as exc:  # the local checkpoint stands; report, never lose records
+                self.sink_error = f"checkpoint sink failed: {exc}"
+        return note
+
+    def checkpoint(self) -> bytes | None:
+        """Sign a checkpoint of the current head now (None for an empty log)."""
+        with self._mutex:
+            self._open()
+            self._lock()
+            try:
+                tail = self._current_tail()
+                if tail.seq == 0:
+                    return None
+                self._tail = tail
+                return self._write_checkpoint(tail.seq, tail.digest)
+            finally:
+                self._unlock()
+
+    # -- repair ------------------------------------------------------------
+
+    def seal_torn_tail(self) -> dict[str, Any] | None:
+        """Seal an interrupted final write with an explicit record; None if there is none."""
+        with self._mutex:
+            self._open()
+            self._lock()
+            try:
+                self._tail = None
+                tail = self._current_tail()
+                if tail.torn_offset is None:
+                    return None
+                written = self._append_locked([], sealed_by="repair")
+                self._sync()
+                return written[0]
+            finally:
+                self._unlock()
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def _close_fds(self) -> None:
+        for fd in (self._fd, getattr(self, "_rfd", -1), self._lock_fd):
+            if fd >= 0 and self._pid == os.getpid():
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._fd = self._lock_fd = self._rfd = -1
+        self._tail = None
+
+    def close(self) -> None:
+        """Flush pending records and release the files."""
+        with self._mutex:
+            if self._fd >= 0 and self._pid == os.getpid():
+                self._sync()
+            self._close_fds()
+
+    def __enter__(self) -> AuditLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: S110 - interpreter teardown; nothing left to report to
+            pass
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except OSError as exc:
+            raise AuditError(f"cannot write audit log: {exc}") from exc
+        view = view[n:]
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+_OPEN_LOGS: weakref.WeakSet[AuditLog] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_all() -> None:
+    for log in list(_OPEN_LOGS):
+        try:
+            log.flush()
+        except Exception:  # noqa: S110 - best effort at exit
+            pass

@@ -1,0 +1,141 @@
+"""Redaction of secrets before anything reaches the audit log.
+
+Walks nested dicts, lists and tuples and returns a redacted copy: values under
+keys named like credentials (``password``, ``api_key``, ``GITHUB_TOKEN`` ...),
+and substrings that look like secrets anywhere in text (JWTs, bearer tokens,
+provider API keys, PEM private keys, ``NAME=value`` assignments of secret-named
+variables, passwords in URLs and ``--token``-style options). Dict keys are
+scanned like text too.
+
+Pure and stdlib-only (imported on the hook's hot path). It errs towards
+redacting too much: it must never return a secret it was given.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MARK = "[REDACTED]"
+
+# Names of fields / environment variables whose values are always secret.
+_SECRET_NAME = re.compile(
+    r"(?i)(?:^|[_\-.])(?:"
+    r"pass(?:word|wd|phrase)?|pwd|secret|token|api[_\-.]?key|apikey|access[_\-.]?key|"
+    r"private[_\-.]?key|secret[_\-.]?key|signing[_\-.]?key|client[_\-.]?secret|credentials?|"
+    r"auth(?:orization)?|cookie|set[_\-.]?cookie|session[_\-.]?(?:key|token|secret)|"
+    r"bearer|jwt|otp|pin|(?:ssh|gpg|pgp)[_\-.]?key|key[_\-.]?material|x[_\-.]?api[_\-.]?key"
+    r")(?:$|[_\-.])"
+)
+_SECRET_NAME_SUFFIX = re.compile(
+    r"(?i)(?:_|-|^)(?:token|secret|password|passwd|pass|pwd|key|apikey|credentials?|auth)$"
+)
+# Names that contain a secret word but name public data.
+_PUBLIC_NAME = re.compile(
+    r"(?i)^(?:token_count|tokens|max_tokens|input_tokens|output_tokens|key_id|keyid|"
+    r"public_key|pubkey|key_name|auth_method|password_policy|secret_name|token_type|"
+    r"credential_id|credential_name|credential_ttl|credential_kind|pwd_dir|pwd|oldpwd|"
+    r"author|authors|key_count|keys)$"
+)
+
+_VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
+    # PEM private keys (any flavour), possibly truncated.
+    (
+        "private_key",
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|$)",
+    ),
+    # JSON Web Tokens / JWS compact form.
+    ("jwt", r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"),
+    ("jwt", r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"),
+    # Authorization header values.
+    ("bearer", r"\b(?i:bearer|basic|token)\s+[A-Za-z0-9_\-.~+/]{8,}=*"),
+    # Provider keys and tokens.
+    ("github", r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+    ("gitlab", r"\bglpat-[A-Za-z0-9_\-]{20,}"),
+    ("aws_access_key", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"),
+    ("openai_anthropic", r"\bsk-(?:ant-|proj-|live-)?[A-Za-z0-9_\-]{16,}"),
+    ("stripe", r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+    ("slack", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
+    ("google_api", r"\bAIza[0-9A-Za-z_\-]{35}"),
+    ("vault", r"\b(?:hv[sbr]|s|b|r)\.[A-Za-z0-9_\-]{24,}"),
+    ("npm", r"\bnpm_[A-Za-z0-9]{36}\b"),
+    ("pypi", r"\bpypi-[A-Za-z0-9_\-]{50,}"),
+    ("hf", r"\bhf_[A-Za-z0-9]{30,}"),
+    # user:password@ in URLs.
+    ("url_password", r"(?<=://)[^\s/:@]+:[^\s/@]+(?=@)"),
+)
+_VALUE_RE = re.compile("|".join(f"(?:{p})" for _, p in _VALUE_PATTERNS))
+
+# NAME=value / NAME: value / --name value where NAME is secret-like.
+_ASSIGN_RE = re.compile(
+    r"(?i)(?P<name>\b[A-Za-z0-9_\-]*?"
+    r"(?:pass(?:word|wd)?|secret|token|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key|"
+    r"credentials?|auth)\b[A-Za-z0-9_]*[\"']?)"
+    r"(?P<sep>\s*[=:]\s*|\s+)"
+    r"(?P<q>[\"']?)(?P<value>[^\s\"'&;|]+)"
+)
+_OPTION_RE = re.compile(
+    r"(?i)(?P<name>--?[A-Za-z0-9\-]*(?:password|passwd|secret|token|api-?key|access-?key|auth)"
+    r"[A-Za-z0-9\-]*)(?P<sep>=|\s+)(?P<q>[\"']?)(?P<value>[^\s\"']+)"
+)
+_QUICK = re.compile(
+    r"(?i)pass|pwd|secret|token|key|auth|cred|eyJ|bearer|basic|gh[pousr]_|github_pat|glpat|"
+    r"AKIA|ASIA|sk-|sk_|rk_|xox|AIza|hv[sbr]\.|[sbr]\.[A-Za-z0-9]{24}|npm_|pypi-|hf_|://[^/\s]*@|"
+    r"-----BEGIN"
+)
+
+
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+
+
+def is_secret_name(name: str) -> bool:
+    """True when a field or variable called ``name`` holds a secret value."""
+    if _PUBLIC_NAME.match(name):
+        return False
+    snake = _CAMEL.sub(r"\1_\2", name)
+    return bool(_SECRET_NAME.search(snake) or _SECRET_NAME_SUFFIX.search(snake))
+
+
+def _assign_sub(m: re.Match[str]) -> str:
+    name = m.group("name")
+    value = m.group("value")
+    if value == MARK or value.startswith("[REDACTED"):
+        return m.group(0)
+    if m.group("sep").strip() == "" and not name.startswith("-"):
+        # "token abc" prose: only redact if the value looks like a credential.
+        if len(value) < 16 or not re.search(r"\d", value):
+            return m.group(0)
+    return f"{name}{m.group('sep')}{m.group('q')}{MARK}"
+
+
+def redact_text(text: str) -> str:
+    """Replace every secret-looking substring of ``text`` with the redaction mark."""
+    if not _QUICK.search(text):
+        return text
+    text = _VALUE_RE.sub(MARK, text)
+    text = _OPTION_RE.sub(_assign_sub, text)
+    return _ASSIGN_RE.sub(_assign_sub, text)
+
+
+def redact(value: Any, *, _depth: int = 0) -> Any:
+    """A redacted deep copy of ``value`` (dicts, lists, tuples, strings, scalars)."""
+    if _depth > 64:
+        return MARK  # pathological nesting: refuse to look further, keep nothing
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            key = k if isinstance(k, str) else str(k)
+            if is_secret_name(key) and v is not None and v != "" and not isinstance(v, bool):
+                out[redact_text(key)] = MARK
+            else:
+                out[redact_text(key)] = redact(v, _depth=_depth + 1)
+        return out
+    if isinstance(value, list | tuple):
+        return [redact(v, _depth=_depth + 1) for v in value]
+    if isinstance(value, bytes | bytearray):
+        return redact_text(bytes(value).decode("utf-8", "replace"))
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return redact_text(str(value))
