@@ -76,8 +76,10 @@ def render_cmd(
     out: Annotated[str, typer.Option("--out", help="Folder to write the files and "
                                                    "manifest.json into.")],
     os_name: Annotated[str, typer.Option("--os", help="Host OS when SPEC is a file.")] = "linux",
-    user: Annotated[list[str], typer.Option("--user", help="NAME[:HOME] when SPEC is a file.")] = [],  # noqa: B006
-    repo: Annotated[list[str], typer.Option("--repo", help="Repository path when SPEC is a file.")] = [],  # noqa: B006
+    user: Annotated[list[str] | None,
+                    typer.Option("--user", help="NAME[:HOME] when SPEC is a file.")] = None,
+    repo: Annotated[list[str] | None,
+                    typer.Option("--repo", help="Repository path when SPEC is a file.")] = None,
 ) -> None:
     """Render every artifact for one host under OUT, with OUT/manifest.json."""
     from agent_sandbox.facts import HostFacts
@@ -90,11 +92,11 @@ def render_cmd(
             artifacts = FleetRenderer.from_path(spec).render_host(host)
         else:
             users = []
-            for u in user:
+            for u in user or []:
                 name, _, home = u.partition(":")
                 users.append({"name": name, "home": home or None})
             facts = HostFacts.from_vars(host, {"sandbox_os": os_name, "sandbox_users": users,
-                                               "sandbox_repositories": repo})
+                                               "sandbox_repositories": repo or []})
             artifacts = render(load_spec(spec), facts)
     except SpecError as exc:
         _problems_out(exc)

@@ -24,7 +24,8 @@ How each key merges (the ``RULES`` table):
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import Problem
 from . import domains, paths
@@ -86,7 +87,7 @@ def _set(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 def _deep_merge(base: dict[str, Any], over: dict[str, Any], skip: set[tuple[str, ...]],
                 prefix: tuple[str, ...] = ()) -> None:
     for key, value in over.items():
-        here = prefix + (key,)
+        here = (*prefix, key)
         if here in skip:
             continue
         if isinstance(value, dict) and isinstance(base.get(key), dict) and here != ("mcp_servers",):
@@ -224,7 +225,7 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
         bad = False
         for i, entry in enumerate(value):
             if not _COVER[key](list(upper or []), entry):
-                loosen(path + (i,), f"{entry!r} is not covered by the list above and")
+                loosen((*path, i), f"{entry!r} is not covered by the list above and")
                 bad = True
         if not bad:
             state.record(key, list(value), layer, path, deleg)
@@ -248,7 +249,7 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
         bad = False
         for i, rule in enumerate(value):
             if rule.verdict in (Verdict.ALLOW, Verdict.OBSERVE) and not ok_to_loosen:
-                loosen(path + (i,), f"an {rule.verdict.value} rule")
+                loosen((*path, i), f"an {rule.verdict.value} rule")
                 bad = True
         if not bad:
             state.record(key, list(upper or []) + list(value), layer, path, deleg)
@@ -257,7 +258,7 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
         bad = False
         for name, server in value.items():
             if (name not in upper_servers or upper_servers[name] != server) and not ok_to_loosen:
-                loosen(path + (name,), f"MCP server {name!r}")
+                loosen((*path, name), f"MCP server {name!r}")
                 bad = True
         if not bad:
             upper_servers.update(value)

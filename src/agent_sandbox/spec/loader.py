@@ -79,7 +79,11 @@ def _construct(node: yaml.Node, path: Path_, positions: dict[Path_, tuple[int, i
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = _Loader.construct_object(_LOADER_SINGLETON, key_node, deep=True)  # scalar keys
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise SpecError([Problem(source, key_node.start_mark.line + 1,
+                                         key_node.start_mark.column + 1, dotted(path),
+                                         "YAML merge keys (<<) are not supported in specs")])
+            key = _scalar(key_node, path, source)
             if not isinstance(key, (str, int, float, bool)) or key is None:
                 raise SpecError([Problem(source, key_node.start_mark.line + 1,
                                          key_node.start_mark.column + 1, dotted(path),
@@ -91,18 +95,34 @@ def _construct(node: yaml.Node, path: Path_, positions: dict[Path_, tuple[int, i
                                          "YAML merge keys (<<) are not supported in specs")])
             if key in out:
                 raise SpecError([Problem(source, key_node.start_mark.line + 1,
-                                         key_node.start_mark.column + 1, dotted(path + (key,)),
+                                         key_node.start_mark.column + 1, dotted((*path, key)),
                                          "duplicate key")])
-            sub = path + (key,)
+            sub = (*path, key)
             positions[sub] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             out[key] = _construct(value_node, sub, positions, counter, depth + 1, source)
         return out
     if isinstance(node, yaml.SequenceNode):
         return [
-            _construct(item, path + (i,), positions, counter, depth + 1, source)
+            _construct(item, (*path, i), positions, counter, depth + 1, source)
             for i, item in enumerate(node.value)
         ]
-    return _Loader.construct_object(_LOADER_SINGLETON, node, deep=True)
+    return _scalar(node, path, source)
+
+
+def _scalar(node: yaml.Node, path: Path_, source: str) -> Any:
+    """Construct one scalar (or a key) with the safe loader; errors keep the node's place."""
+    if not isinstance(node, yaml.ScalarNode):
+        raise SpecError([Problem(source, node.start_mark.line + 1, node.start_mark.column + 1,
+                                 dotted(path), "mapping keys must be plain scalars")])
+    try:
+        return _Loader.construct_object(_LOADER_SINGLETON, node, deep=True)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or "cannot read this value"
+        raise SpecError([Problem(source, node.start_mark.line + 1, node.start_mark.column + 1,
+                                 dotted(path), f"invalid YAML value: {problem}")]) from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise SpecError([Problem(source, node.start_mark.line + 1, node.start_mark.column + 1,
+                                 dotted(path), f"invalid YAML value: {exc}")]) from None
 
 
 _LOADER_SINGLETON = _Loader("")
@@ -141,7 +161,8 @@ def parse_yaml(text: str, source: str) -> Layer:
         raise SpecError([Problem(source, 1, 1, "", f"invalid YAML value: {exc}")]) from None
     if not isinstance(data, dict):
         raise SpecError([Problem(source, root.start_mark.line + 1, root.start_mark.column + 1,
-                                 "", "a spec must be a mapping of keys (filesystem:, network:, ...)")])
+                                 "", "a spec must be a mapping of keys "
+                                 "(filesystem:, network:, ...)")])
     return Layer(source, data, positions)
 
 

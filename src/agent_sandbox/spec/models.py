@@ -180,10 +180,14 @@ class Rule(Strict):
                 raise ValueError(str(exc)) from None
         for ex in self.match:
             if not self.matches_example(ex):
-                raise ValueError(f"example {ex!r} is listed under match but the rule does not match it")
+                raise ValueError(
+                    f"example {ex!r} is listed under match but the rule does not match it"
+                )
         for ex in self.not_match:
             if self.matches_example(ex):
-                raise ValueError(f"example {ex!r} is listed under not_match but the rule matches it")
+                raise ValueError(
+                    f"example {ex!r} is listed under not_match but the rule matches it"
+                )
         return self
 
     def matches_example(self, subject: str) -> bool:
@@ -248,7 +252,9 @@ class Audit(Strict):
     enabled: bool = True
     path: str = Field(default=".sandbox/audit", description="Log folder (per repository).")
     host_path: AbsPath = "/var/log/agent-sandbox"
-    checkpoint_every: int = Field(default=1000, ge=1, description="Sign a checkpoint every N records.")
+    checkpoint_every: int = Field(
+        default=1000, ge=1, description="Sign a checkpoint every N records."
+    )
     checkpoint_interval: float = _duration_field(60, "... or every T seconds")
     export: AuditExport = Field(default_factory=AuditExport)
 
@@ -265,7 +271,9 @@ AGENT_NAMES: tuple[str, ...] = AgentName.__args__  # type: ignore[attr-defined]
 class AgentOptions(Strict):
     enabled: bool = True
     hooks: bool = Field(default=True, description="Install the sandbox hooks for this client.")
-    managed_settings: bool = Field(default=True, description="Install system-wide managed settings.")
+    managed_settings: bool = Field(
+        default=True, description="Install system-wide managed settings."
+    )
     allow_managed_hooks_only: bool = Field(
         default=True, description="Claude Code: ignore hooks that are not managed."
     )
@@ -327,7 +335,9 @@ class Windows(Strict):
     def _range(cls, v: tuple[int, int]) -> tuple[int, int]:
         lo, hi = v
         if not (1 <= lo <= hi <= 65535):
-            raise ValueError("proxy_port_range must be [low, high] within 1..65535 with low <= high")
+            raise ValueError(
+                "proxy_port_range must be [low, high] within 1..65535 with low <= high"
+            )
         return v
 
 

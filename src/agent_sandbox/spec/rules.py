@@ -17,7 +17,7 @@ import shlex
 from typing import Any
 
 
-class Verdict(str, enum.Enum):
+class Verdict(str, enum.Enum):  # noqa: UP042 - str() stays the member name
     """What happens to a call. Ordered: a stricter verdict wins."""
 
     ALLOW = "allow"
@@ -37,7 +37,7 @@ class Verdict(str, enum.Enum):
 _RANK = {Verdict.ALLOW: 0, Verdict.OBSERVE: 1, Verdict.ESCALATE: 2, Verdict.DENY: 3}
 
 
-class ToolKind(str, enum.Enum):
+class ToolKind(str, enum.Enum):  # noqa: UP042
     """The classes of call a rule can be about."""
 
     BASH = "bash"
@@ -126,7 +126,7 @@ def prefix_matches(prefix: list[PrefixToken], argv: list[str]) -> bool:
     is a set of alternatives for that position."""
     if len(argv) < len(prefix):
         return False
-    for tok, arg in zip(prefix, argv):
+    for tok, arg in zip(prefix, argv, strict=False):
         if isinstance(tok, list):
             if arg not in tok:
                 return False
