@@ -1,0 +1,134 @@
+"""Ansible filters that call the agent-sandbox renderer on the controller.
+
+``agent_sandbox_render(inventory_dir, host)`` renders one host with
+``agent_sandbox.fleet.FleetRenderer`` (the same code path as ``sandbox render``
+and the pyinfra deploy) and returns ``{target: {content_b64, mode, kind,
+sha256, owner}}``; the roles install those bytes with ``ansible.builtin.copy``,
+so check mode, ``--diff`` and idempotence come from Ansible itself.
+
+Helpers: ``agent_sandbox_manifest`` (the manifest.json bytes ``sandbox render``
+writes), ``agent_sandbox_select`` (artifacts of some kinds, as a sorted list)
+and ``agent_sandbox_dirs`` (the parent folders to create, with owners).
+
+These filters never touch a host and never fall back to partial output: any
+spec or inventory problem fails the task with the renderer's own message.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+_PROJECT_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
+
+
+def _import_renderer() -> Any:
+    try:
+        from agent_sandbox import fleet  # noqa: PLC0415
+    except ImportError:
+        if os.path.isdir(_PROJECT_SRC) and _PROJECT_SRC not in sys.path:
+            sys.path.insert(0, os.path.abspath(_PROJECT_SRC))
+        try:
+            from agent_sandbox import fleet  # noqa: PLC0415
+        except ImportError as exc:
+            raise AnsibleFilterError(
+                "agent-sandbox is not importable on the controller: install it into the "
+                f"Python that runs Ansible ({sys.executable}): {exc}") from None
+    return fleet
+
+
+_FLEETS: dict[str, Any] = {}
+
+
+def _fleet(inventory_dir: str) -> Any:
+    fleet = _import_renderer()
+    root = os.path.realpath(str(inventory_dir))
+    if root not in _FLEETS:
+        _FLEETS[root] = fleet.FleetRenderer.from_path(root)
+    return _FLEETS[root]
+
+
+def _render(inventory_dir: str, host: str) -> tuple[Any, dict[str, Any]]:
+    from agent_sandbox.errors import SpecError  # noqa: PLC0415
+
+    try:
+        fr = _fleet(inventory_dir)
+        return fr.facts(str(host)), fr.render_host(str(host))
+    except SpecError as exc:
+        problems = "\n".join(str(p) for p in exc.problems)
+        raise AnsibleFilterError(f"agent-sandbox spec problems for {host}:\n{problems}") from None
+    except Exception as exc:  # fail the task, never install a partial rendering
+        raise AnsibleFilterError(f"agent-sandbox could not render {host}: {exc}") from None
+
+
+def _owner(facts: Any, target: str) -> str | None:
+    for user in facts.users:
+        home = user.home.rstrip("/")
+        if target == home or target.startswith(home + "/"):
+            return str(user.name)
+    return None
+
+
+def agent_sandbox_render(inventory_dir: str, host: str) -> dict[str, dict[str, Any]]:
+    """Every artifact for ``host``: ``{target: {content_b64, mode, kind, sha256, owner}}``."""
+    facts, artifacts = _render(inventory_dir, host)
+    return {
+        target: {
+            "content_b64": base64.b64encode(art.content).decode("ascii"),
+            "mode": f"{art.mode:04o}",
+            "kind": art.kind,
+            "sha256": art.sha256,
+            "owner": _owner(facts, target),
+        }
+        for target, art in artifacts.items()
+    }
+
+
+def agent_sandbox_manifest(inventory_dir: str, host: str) -> str:
+    """The manifest.json text ``sandbox render`` writes for ``host`` (same bytes)."""
+    from agent_sandbox.render import json_bytes, manifest  # noqa: PLC0415
+
+    _, artifacts = _render(inventory_dir, host)
+    return json_bytes(manifest(artifacts)).decode("utf-8")
+
+
+def agent_sandbox_select(rendered: dict[str, dict[str, Any]], include: list[str] | None = None,
+                         exclude: list[str] | None = None) -> list[dict[str, Any]]:
+    """Artifacts whose kind is in ``include`` (all when None) and not in ``exclude``,
+    as a list sorted by target, each with its ``target``."""
+    if not isinstance(rendered, dict):
+        raise AnsibleFilterError("agent_sandbox_select expects the output of agent_sandbox_render")
+    inc = None if include is None else set(include)
+    exc = set(exclude or ())
+    return [
+        {"target": target, **art}
+        for target, art in sorted(rendered.items())
+        if (inc is None or art["kind"] in inc) and art["kind"] not in exc
+    ]
+
+
+def agent_sandbox_dirs(selected: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Parent folders of the selected artifacts (sorted, unique), each with the owner
+    of the files in it (None for system folders)."""
+    out: dict[str, str | None] = {}
+    for art in selected:
+        parent = os.path.dirname(art["target"])
+        if parent and parent not in out:
+            out[parent] = art.get("owner")
+    return [{"path": p, "owner": o} for p, o in sorted(out.items())]
+
+
+class FilterModule:
+    """agent-sandbox renderer filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "agent_sandbox_render": agent_sandbox_render,
+            "agent_sandbox_manifest": agent_sandbox_manifest,
+            "agent_sandbox_select": agent_sandbox_select,
+            "agent_sandbox_dirs": agent_sandbox_dirs,
+        }

@@ -1,0 +1,117 @@
+"""Build the wheelhouse a host installs agent-sandbox from, on the controller.
+
+Fleet hosts may have no route to a package index, so the controller builds one
+folder of wheels (the project plus every dependency) that the Ansible role and
+the pyinfra deploy copy to each host and install with ``pip --no-index``.
+
+The project wheel is built from a staged copy of the source (with the
+renderer's templates inside the package) and ``SOURCE_DATE_EPOCH`` pinned, so
+the same source gives the same bytes: copying the wheelhouse again changes
+nothing on a host. Nothing is rebuilt when the source digest is unchanged.
+
+It must never modify the source tree or install anything on the controller.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+STAMP = ".source-digest"
+EPOCH = "315532800"  # 1980-01-01, the earliest date a zip entry can carry
+_SKIP_DIRS = {"__pycache__", ".mypy_cache", ".ruff_cache"}
+
+
+def _source_files(project: Path) -> list[tuple[str, Path]]:
+    """(path inside the staged tree, source path) for everything the wheel needs."""
+    files: list[tuple[str, Path]] = []
+    for name in ("pyproject.toml", "README.md"):
+        if (project / name).is_file():
+            files.append((name, project / name))
+    for base, staged in ((project / "src", "src"),
+                         (project / "templates", "src/agent_sandbox/templates")):
+        if not base.is_dir():
+            continue
+        for root, dirs, names in os.walk(base):
+            dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
+            for n in sorted(names):
+                if n.endswith((".pyc", ".pyo")):
+                    continue
+                src = Path(root) / n
+                files.append((f"{staged}/{src.relative_to(base).as_posix()}", src))
+    return files
+
+
+def source_digest(project: Path) -> str:
+    """SHA-256 over the staged paths and bytes: the wheelhouse's cache key."""
+    h = hashlib.sha256()
+    for rel, src in _source_files(project):
+        h.update(rel.encode() + b"\0" + src.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _pip(args: list[str], env: dict[str, str]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pip", *args], env=env,
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"pip {' '.join(args[:2])} failed:\n{proc.stderr[-3000:]}")
+
+
+def build(project: Path, out: Path) -> bool:
+    """Make ``out`` hold the project wheel and all its dependencies. Returns
+    whether anything changed."""
+    project, out = project.resolve(), out.resolve()
+    digest = source_digest(project)
+    stamp = out / STAMP
+    if stamp.is_file() and stamp.read_text().strip() == digest:
+        return False
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "SOURCE_DATE_EPOCH": EPOCH, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    with tempfile.TemporaryDirectory(prefix="agent-sandbox-wheel.") as tmp:
+        stage, built = Path(tmp) / "src", Path(tmp) / "dist"
+        for rel, src in _source_files(project):
+            dst = stage / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+            os.utime(dst, (int(EPOCH), int(EPOCH)))
+        _pip(["wheel", "--no-deps", "--wheel-dir", str(built), str(stage)], env)
+        wheels = list(built.glob("agent_sandbox-*.whl"))
+        if len(wheels) != 1:
+            raise RuntimeError(f"expected one project wheel, found {wheels}")
+        for old in out.glob("agent_sandbox-*.whl"):
+            old.unlink()
+        target = out / wheels[0].name
+        shutil.copyfile(wheels[0], target)
+    # Dependencies: offline from what is already here when possible.
+    try:
+        _pip(["wheel", "--no-index", "--find-links", str(out), "--wheel-dir", str(out),
+              str(target)], env)
+    except RuntimeError:
+        _pip(["wheel", "--find-links", str(out), "--wheel-dir", str(out), str(target)], env)
+    stamp.write_text(digest + "\n")
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build the offline wheelhouse for fleet hosts.")
+    parser.add_argument("--project", required=True, help="the agent-sandbox source tree")
+    parser.add_argument("--out", required=True, help="the wheelhouse folder")
+    args = parser.parse_args(argv)
+    try:
+        changed = build(Path(args.project), Path(args.out))
+    except (OSError, RuntimeError) as exc:
+        print(f"wheelhouse: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"changed": changed, "wheelhouse": str(Path(args.out).resolve())}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
