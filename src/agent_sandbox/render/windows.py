@@ -1,16 +1,266 @@
-"""Renderer for the windows artifacts (filled in by its issue).
+"""Windows artifacts: PowerShell provisioning for a dedicated sandbox account.
+
+``windows_plan(spec, facts)`` is the pure decision: which account and group,
+which firewall rules, which ACEs, which registry policy. Two things consume it:
+the rendered ``provision.ps1`` (idempotent, ``-CheckMode`` aware, for hosts
+managed without Ansible) and the ``sandbox_windows`` role (which reads the
+rendered ``plan.json`` and applies it with ``ansible.windows`` modules).
+
+What it sets up:
+
+- a local group and a local account for sandboxed runs; the account's password
+  is generated on the host, stored there with DPAPI (machine scope, file readable
+  by SYSTEM and Administrators only) and never leaves it: not in the inventory,
+  not in Ansible's output;
+- outbound firewall rules scoped to the group with ``-LocalUser`` (an SDDL
+  naming the group's SID): block every non-loopback address, and block loopback
+  outside the proxy port range. Windows Firewall rules are compiled into WFP
+  filters conditioned on the process token's user (``ALE_USER_ID``), so the
+  non-loopback block is what a raw WFP filter would do; the differences: block
+  rules always win over allow rules (so the proxy "allow" rule only matters where
+  the default outbound action is Block), loopback traffic of ordinary
+  (non-AppContainer) processes is exempt from the firewall, so the loopback
+  rules are defence in depth rather than a guarantee, and rules live in the
+  firewall's policy store (visible, mergeable by Group Policy) instead of a
+  private WFP sublayer with its own weight that could also filter loopback;
+- ACEs for the group: Modify on writable roots, Deny Read on denied reads, Deny
+  Write/Delete on denied writes and on the mandatory protected names under each
+  writable root; added next to existing ACEs, never replacing them. Glob rules
+  and POSIX-only paths (``/tmp``) have no ACL equivalent and are listed as
+  skipped (the agents' hooks and managed settings still enforce them);
+- Claude Code managed settings under Program Files and the registry policy
+  value ``HKLM\\SOFTWARE\\Policies\\ClaudeCode\\Settings``.
 
 Pure: (spec, facts) -> artifacts. Never writes files or starts processes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import posixpath
+import re
 from collections.abc import Iterable
+from typing import Any
 
-from ..facts import HostFacts
+from ..facts import HostFacts, User
+from ..spec import paths
 from ..spec.models import Spec
-from . import Artifact
+from . import Artifact, RenderError, json_bytes, memo
+from .templating import render_template
+
+STATE_DIR = "C:/ProgramData/agent-sandbox"
+PASSWORD_FILE = f"{STATE_DIR}/account.dpapi"
+REGISTRY_KEY = "HKLM:\\SOFTWARE\\Policies\\ClaudeCode"
+REGISTRY_VALUE = "Settings"
+FIREWALL_GROUP = "agent-sandbox"
+
+# Everything but 127.0.0.0/8 and ::1.
+NON_LOOPBACK_V4 = ("0.0.0.0-126.255.255.255", "128.0.0.0-255.255.255.255")
+NON_LOOPBACK_V6 = ("::-::0", "::2-ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")
+LOOPBACK = ("127.0.0.0/8", "::1")
+
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+_ANY_DEPTH = re.compile(r"^(?:\*\*/)+([^*?\[\]]+?)(?:/\*\*)?$")
+
+
+def plan_target(facts: HostFacts) -> str:
+    return f"{facts.prefix}/provision/plan.json"
+
+
+def script_target(facts: HostFacts) -> str:
+    return f"{facts.prefix}/provision/provision.ps1"
+
+
+def win_path(path: str) -> str:
+    return path.replace("/", "\\")
+
+
+def _expand(rule: str, user: User) -> tuple[str | None, str]:
+    """A spec path rule as a Windows path for one user, or (None, why not)."""
+    if paths.is_glob(rule):
+        return None, "glob rules have no ACL equivalent"
+    home = user.home.replace("\\", "/")
+    if rule == "~":
+        return home, ""
+    if rule.startswith("~/"):
+        return posixpath.normpath(posixpath.join(home, rule[2:])), ""
+    if _DRIVE.match(rule):
+        return rule.replace("\\", "/").rstrip("/"), ""
+    if rule.startswith("/"):
+        return None, "POSIX path with no drive letter"
+    return None, "relative path (depends on the working directory)"
+
+
+def _any_depth_name(rule: str) -> str | None:
+    """``**/NAME`` or ``**/NAME/**`` with a literal NAME, else None."""
+    m = _ANY_DEPTH.match(rule)
+    return m.group(1) if m else None
+
+
+def firewall_rules(spec: Spec) -> list[dict[str, Any]]:
+    lo, hi = spec.platforms.windows.proxy_port_range
+    outside: list[str] = []
+    if lo > 1:
+        outside.append(f"1-{lo - 1}" if lo > 2 else "1")
+    if hi < 65535:
+        outside.append(f"{hi + 1}-65535" if hi < 65534 else "65535")
+    rules: list[dict[str, Any]] = [
+        {"name": "agent-sandbox-block-remote", "display_name": "agent-sandbox: block outbound",
+         "action": "Block", "protocol": "Any",
+         "remote_address": [*NON_LOOPBACK_V4, *NON_LOOPBACK_V6], "remote_port": []},
+    ]
+    if outside:
+        rules.append({"name": "agent-sandbox-block-loopback-tcp",
+                      "display_name": "agent-sandbox: block loopback outside the proxy ports",
+                      "action": "Block", "protocol": "TCP", "remote_address": list(LOOPBACK),
+                      "remote_port": outside})
+    rules.append({"name": "agent-sandbox-block-loopback-udp",
+                  "display_name": "agent-sandbox: block loopback UDP",
+                  "action": "Block", "protocol": "UDP", "remote_address": list(LOOPBACK),
+                  "remote_port": []})
+    rules.append({"name": "agent-sandbox-allow-proxy",
+                  "display_name": "agent-sandbox: allow the proxy on loopback",
+                  "action": "Allow", "protocol": "TCP", "remote_address": list(LOOPBACK),
+                  "remote_port": [f"{lo}-{hi}" if hi > lo else str(lo)]})
+    for r in rules:
+        r["fingerprint"] = hashlib.sha256(
+            json.dumps(r, sort_keys=True).encode()).hexdigest()[:16]
+    return rules
+
+
+def acl_entries(spec: Spec, facts: HostFacts) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """ACEs to add for the sandbox group, and the rules that had no ACL form."""
+    fs = spec.filesystem
+    entries: dict[tuple[str, str, str], dict[str, Any]] = {}
+    skipped: list[dict[str, str]] = []
+
+    def add(path: str, rights: str, kind: str, why: str, *, if_exists: bool) -> None:
+        key = (path.lower(), rights, kind)
+        if key not in entries:
+            entries[key] = {"path": win_path(path), "rights": rights, "type": kind,
+                            "reason": why, "if_exists": if_exists}
+
+    def skip(section: str, rule: str, why: str) -> None:
+        item = {"rule": rule, "section": section, "why": why}
+        if item not in skipped:
+            skipped.append(item)
+
+    for user in facts.users:
+        roots: list[str] = []
+        for rule in fs.allow_write:
+            path, why = _expand(rule, user)
+            if path is None:
+                skip("allow_write", rule, why)
+                continue
+            roots.append(path)
+            add(path, "Modify", "allow", "writable root", if_exists=False)
+        for rule in fs.allow_read:
+            path, why = _expand(rule, user)
+            if path is None:
+                skip("allow_read", rule, why)
+                continue
+            add(path, "ReadAndExecute", "allow", "read carve-out", if_exists=True)
+        deny_sets = (("deny_read", fs.deny_read, "Read"),
+                     ("deny_write", fs.deny_write, "Write, Delete"),
+                     ("mandatory", list(paths.MANDATORY_DENY_WRITE), "Write, Delete"))
+        for section, rules, rights in deny_sets:
+            for rule in rules:
+                name = _any_depth_name(rule)
+                if name is not None:
+                    # Covered wherever it appears: place it at the top of each root.
+                    for root in roots:
+                        add(posixpath.join(root, name), rights, "deny",
+                            f"{section} {rule}", if_exists=True)
+                    continue
+                path, why = _expand(rule, user)
+                if path is None:
+                    if section != "mandatory":
+                        skip(section, rule, why)
+                    continue
+                add(path, rights, "deny", f"{section} {rule}", if_exists=True)
+    return list(entries.values()), skipped
+
+
+def windows_plan(spec: Spec, facts: HostFacts) -> dict[str, Any]:
+    """Everything the provisioning applies, as plain data."""
+    win = spec.platforms.windows
+    for label, value in (("account", win.account), ("group", win.group)):
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 ._-]*", value) or value.endswith("."):
+            raise RenderError(f"platforms.windows.{label}: {value!r} is not a valid local "
+                              "account or group name (letters, digits, space, . _ -)")
+    acl, skipped = acl_entries(spec, facts)
+    settings_file = None
+    registry = None
+    claude = spec.agents.get("claude")
+    if claude is not None and claude.enabled and claude.managed_settings:
+        from . import agents
+
+        settings = agents.claude_settings(spec, facts, managed=True)
+        settings_file = agents.CLAUDE_MANAGED["windows"]
+        registry = {"path": REGISTRY_KEY, "name": REGISTRY_VALUE, "type": "string",
+                    "data": json.dumps(settings, sort_keys=True, separators=(",", ":"))}
+    lo, hi = win.proxy_port_range
+    return {
+        "account": win.account,
+        "group": win.group,
+        "password_file": win_path(PASSWORD_FILE),
+        "state_dir": win_path(STATE_DIR),
+        "proxy_ports": [lo, hi],
+        "firewall_group": FIREWALL_GROUP,
+        "firewall": firewall_rules(spec),
+        "acl": acl,
+        "skipped": skipped,
+        "managed_settings_file": win_path(settings_file) if settings_file else None,
+        "registry": registry,
+    }
+
+
+# ------------------------------------------------------------------ PowerShell
+
+
+def ps_quote(text: str) -> str:
+    """A single-quoted PowerShell string literal (no expansion)."""
+    if "\x00" in text:
+        raise RenderError("a NUL byte cannot be written into a PowerShell script")
+    # PowerShell also treats the typographic single quotes as quote characters.
+    return "'" + re.sub(r"(['\u2018\u2019\u201a\u201b])", r"\1\1", text) + "'"
+
+
+def ps_list(items: Iterable[str]) -> str:
+    return "@(" + ", ".join(ps_quote(i) for i in items) + ")"
+
+
+def here_string(text: str) -> str:
+    if re.search(r"(^|\n)'@", text) or "\r" in text:
+        raise RenderError("managed settings cannot be embedded in a PowerShell here-string")
+    return "@'\n" + text + "\n'@"
+
+
+def provision_script(spec: Spec, facts: HostFacts) -> bytes:
+    plan = windows_plan(spec, facts)
+    settings_text = None
+    if plan["managed_settings_file"]:
+        from . import agents
+
+        settings_text = json_bytes(
+            agents.claude_settings(spec, facts, managed=True)).decode().rstrip("\n")
+    return render_template(
+        "windows/provision.ps1.j2",
+        plan=plan,
+        q=ps_quote,
+        ql=ps_list,
+        here=here_string,
+        settings_text=settings_text,
+    )
 
 
 def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
-    return ()
+    if facts.os != "windows":
+        return
+    key = (facts.name, facts.users, facts.python, facts.prefix)
+    plan = memo(spec, ("windows-plan", key),
+                lambda: json_bytes(windows_plan(spec, facts)))
+    script = memo(spec, ("windows-script", key), lambda: provision_script(spec, facts))
+    yield Artifact(plan_target(facts), plan, 0o644, "windows-plan")
+    yield Artifact(script_target(facts), script, 0o644, "powershell")
