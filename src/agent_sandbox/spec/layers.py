@@ -9,8 +9,10 @@ An attempt to loosen is a problem that names both places.
 How each key merges (the ``RULES`` table):
 
 - ``union``: deny-style lists; lower layers add entries.
-- ``narrow``: allow-style lists; a lower list must be covered by the list above
-  and replaces it (delegated: the lists are joined).
+- ``narrow``: allow-style lists; a lower list replaces the list above, and each
+  of its entries must be covered by that list unless the key is delegated.
+  (Replacing, never joining: a group that narrows a delegated list really
+  narrows it, and the hosts below it are held to the narrower list.)
 - ``true_is_looser`` / ``false_is_looser``: booleans with a safe direction.
 - ``min``: numbers where smaller is stricter (TTLs, checkpoint intervals).
 - ``verdict``: commands.default; a lower layer may only pick a stricter one.
@@ -30,7 +32,7 @@ from typing import Any
 from ..errors import Problem
 from . import domains, paths
 from .loader import Layer, Path_, dotted, validate_layer
-from .models import Spec
+from .models import DELEGABLE, Spec
 from .rules import Verdict
 
 RULES: dict[str, str] = {
@@ -206,10 +208,12 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
     need = DELEGATE_KEY.get(key, key)
 
     def loosen(sub: Path_, what: str) -> None:
+        hint = (f" (unless that layer lists {need!r} under delegate)" if need in DELEGABLE
+                else "")
         problems.append(layer.problem(
             sub,
             f"{what} loosens {need} set at {state.place(key)}; a lower layer may only "
-            f"tighten it (unless that layer lists {need!r} under delegate)",
+            f"tighten it{hint}",
         ))
 
     if kind == "union":
@@ -218,9 +222,7 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
         state.record(key, new, layer, path, deleg)
     elif kind == "narrow":
         if ok_to_loosen:
-            new = list(upper or [])
-            new += [v for v in value if v not in new]
-            state.record(key, new, layer, path, deleg)
+            state.record(key, list(value), layer, path, deleg)
             return
         bad = False
         for i, entry in enumerate(value):

@@ -61,7 +61,7 @@ def dotted(path: Path_) -> str:
     return out
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(yaml.SafeLoader):  # type: ignore[misc]
     pass
 
 

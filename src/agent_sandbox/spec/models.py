@@ -282,7 +282,7 @@ class AgentOptions(Strict):
     )
 
 
-def _default_agents() -> dict[str, AgentOptions]:
+def _default_agents() -> dict[AgentName, AgentOptions]:
     return {"claude": AgentOptions()}
 
 

@@ -1,0 +1,210 @@
+"""Monotonic layering: lower layers tighten freely; every kind of loosening is
+one precise problem naming the lower place and the managed place; ``delegate``
+opens exactly the keys it lists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_sandbox.errors import SpecError
+from agent_sandbox.spec.loader import load_spec
+from agent_sandbox.spec.rules import Verdict
+
+from .conftest import write
+
+FLEET = """
+    delegate: [commands.allow]
+    filesystem:
+      deny_read: ["~/.ssh"]
+      allow_read: ["~/.ssh/known_hosts"]
+      allow_write: ["~/src", /tmp]
+      deny_write: ["**/.env"]
+    network:
+      allowed_domains: [github.com, "*.github.com", pypi.org]
+      denied_domains: [evil.example.com]
+    commands:
+      default: escalate
+      rules:
+        - {pattern: "rm -rf *", verdict: deny}
+    approvals:
+      ttl: 30m
+      approvers: [alice, bob]
+    audit:
+      checkpoint_every: 100
+    mcp_servers:
+      docs: {command: docs-mcp}
+"""
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Path:
+    return write(tmp_path / "fleet.yml", FLEET)
+
+
+def test_tightening_is_accepted_and_merged(fleet: Path, tmp_path: Path) -> None:
+    repo = write(tmp_path / "repo.yml", """
+        filesystem:
+          deny_read: ["~/.aws"]
+          allow_write: ["~/src/app"]
+        network:
+          allowed_domains: [api.github.com, pypi.org]
+          denied_domains: [gist.github.com]
+        commands:
+          default: deny
+          rules:
+            - {pattern: "git push *", verdict: escalate}
+            - {pattern: "make test", verdict: allow}
+        approvals: {ttl: 5m, approvers: [alice]}
+        audit: {checkpoint_every: 10}
+    """)
+    spec = load_spec(str(fleet), str(repo))
+    assert spec.filesystem.deny_read == ["~/.ssh", "~/.aws"]
+    assert spec.filesystem.allow_write == ["~/src/app"]
+    assert spec.filesystem.deny_write == ["**/.env"]
+    assert spec.network.allowed_domains == ["api.github.com", "pypi.org"]
+    assert spec.network.denied_domains == ["evil.example.com", "gist.github.com"]
+    assert spec.commands.default is Verdict.DENY
+    assert [r.pattern for r in spec.commands.rules] == ["rm -rf *", "git push *", "make test"]
+    assert spec.approvals.ttl == 300
+    assert spec.approvals.approvers == ["alice"]
+    assert spec.audit.checkpoint_every == 10
+    assert list(spec.mcp_servers) == ["docs"]
+
+
+def test_lower_layer_cannot_drop_a_managed_deny(fleet: Path, tmp_path: Path) -> None:
+    repo = write(tmp_path / "repo.yml", """
+        filesystem:
+          deny_read: []
+          deny_write: []
+        network:
+          denied_domains: []
+    """)
+    spec = load_spec(str(fleet), str(repo))
+    assert spec.filesystem.deny_read == ["~/.ssh"]
+    assert spec.filesystem.deny_write == ["**/.env"]
+    assert spec.network.denied_domains == ["evil.example.com"]
+
+
+LOOSENINGS = [
+    # (repo layer, key, (repo line, col), fleet place, fragment)
+    ("filesystem:\n  allow_read: ['~/.ssh']\n", "filesystem.allow_read[0]", (2, 16),
+     "fleet.yml:4:3", "'~/.ssh' is not covered"),
+    ("filesystem:\n  allow_write: ['~/work']\n", "filesystem.allow_write[0]", (2, 17),
+     "fleet.yml:5:3", "'~/work' is not covered"),
+    ("network:\n  allowed_domains: [github.com, example.org]\n", "network.allowed_domains[1]",
+     (2, 33), "fleet.yml:8:3", "'example.org' is not covered"),
+    ("network:\n  allow_local_binding: true\n", "network.allow_local_binding", (2, 3),
+     "fleet.yml:1:1 (its default)", "setting True"),
+    ("network:\n  allow_all_unix_sockets: true\n", "network.allow_all_unix_sockets", (2, 3),
+     "fleet.yml:1:1 (its default)", "setting True"),
+    ("network:\n  allow_unix_sockets: [/run/docker.sock]\n", "network.allow_unix_sockets[0]",
+     (2, 24), "fleet.yml:1:1 (its default)", "is not covered"),
+    ("commands:\n  default: allow\n", "commands.default", (2, 3), "fleet.yml:11:3",
+     "'allow' is looser than 'escalate'"),
+    ("approvals:\n  ttl: 2h\n", "approvals.ttl", (2, 3), "fleet.yml:15:3", "larger than"),
+    ("approvals:\n  single_use: false\n", "approvals.single_use", (2, 3),
+     "fleet.yml:1:1 (its default)", "setting False"),
+    ("approvals:\n  approvers: [mallory]\n", "approvals.approvers[0]", (2, 15),
+     "fleet.yml:16:3", "'mallory' is not covered"),
+    ("audit:\n  enabled: false\n", "audit.enabled", (2, 3), "fleet.yml:1:1 (its default)",
+     "setting False"),
+    ("audit:\n  checkpoint_every: 5000\n", "audit.checkpoint_every", (2, 3), "fleet.yml:18:3",
+     "larger than"),
+    ("platforms:\n  linux:\n    seccomp: false\n", "platforms.linux.seccomp", (3, 5),
+     "fleet.yml:1:1 (its default)", "setting False"),
+    ("mcp_servers:\n  shell: {command: sh}\n", "mcp_servers.shell", (2, 3), "fleet.yml:19:1",
+     "MCP server 'shell'"),
+    ("mcp_servers:\n  docs: {command: other-docs}\n", "mcp_servers.docs", (2, 3),
+     "fleet.yml:19:1", "MCP server 'docs'"),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "pos", "place", "fragment"), LOOSENINGS,
+                         ids=[x[1] for x in LOOSENINGS])
+def test_each_loosening_is_one_precise_problem(
+    fleet: Path, tmp_path: Path, text: str, key: str, pos: tuple[int, int], place: str,
+    fragment: str,
+) -> None:
+    repo = tmp_path / "repo.yml"
+    repo.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        load_spec(str(fleet), str(repo))
+    problems = info.value.problems
+    assert len(problems) == 1, problems
+    p = problems[0]
+    assert (p.file, p.line, p.column, p.key) == (str(repo), *pos, key)
+    assert fragment in p.message
+    assert f"{tmp_path}/{place}" in p.message
+    assert "may only tighten" in p.message
+
+
+def test_allow_rule_needs_delegation(tmp_path: Path) -> None:
+    fleet = write(tmp_path / "fleet.yml", "commands: {default: escalate}\n")
+    repo = write(tmp_path / "repo.yml", """
+        commands:
+          rules:
+            - {pattern: "npm test", verdict: allow}
+            - {pattern: "npm publish", verdict: deny}
+    """)
+    with pytest.raises(SpecError) as info:
+        load_spec(str(fleet), str(repo))
+    [p] = info.value.problems
+    assert (p.line, p.key) == (3, "commands.rules[0]")
+    assert "an allow rule loosens commands.allow" in p.message
+    assert "delegate" in p.message
+
+
+def test_delegate_opens_exactly_the_listed_keys(tmp_path: Path) -> None:
+    fleet = write(tmp_path / "fleet.yml", """
+        delegate: [network.allowed_domains, commands.allow]
+        network: {allowed_domains: [github.com]}
+        commands: {default: escalate}
+    """)
+    repo = write(tmp_path / "repo.yml", """
+        network: {allowed_domains: [registry.npmjs.org]}
+        commands:
+          rules:
+            - {pattern: "npm ci", verdict: allow}
+    """)
+    spec = load_spec(str(fleet), str(repo))
+    assert spec.network.allowed_domains == ["registry.npmjs.org"]  # replaces, never joins
+    assert spec.commands.rules[0].verdict is Verdict.ALLOW
+    # ... and nothing else
+    write(repo, "commands: {default: allow}\n")
+    with pytest.raises(SpecError, match=r"commands\.default"):
+        load_spec(str(fleet), str(repo))
+
+
+def test_delegation_must_hold_at_every_managed_layer(tmp_path: Path) -> None:
+    fleet = write(tmp_path / "fleet.yml", """
+        delegate: [network.allowed_domains]
+        network: {allowed_domains: [github.com, pypi.org]}
+    """)
+    group = write(tmp_path / "group.yml", "network: {allowed_domains: [github.com]}\n")
+    host = write(tmp_path / "host.yml", "network: {allowed_domains: [github.com, pypi.org]}\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(str(fleet), str(group), str(host))
+    [p] = info.value.problems
+    assert p.file == str(host) and p.key == "network.allowed_domains[1]"
+    assert f"{group}:1:11" in p.message  # the group's narrower list is the one loosened
+
+
+def test_wildcard_covers_subdomains_but_not_the_apex(tmp_path: Path) -> None:
+    fleet = write(tmp_path / "fleet.yml", "network: {allowed_domains: ['*.github.com']}\n")
+    ok = write(tmp_path / "ok.yml",
+               "network: {allowed_domains: [api.github.com, '*.x.github.com']}\n")
+    assert load_spec(str(fleet), str(ok)).network.allowed_domains == [
+        "api.github.com", "*.x.github.com"]
+    bad = write(tmp_path / "bad.yml", "network: {allowed_domains: [github.com]}\n")
+    with pytest.raises(SpecError, match=r"'github\.com' is not covered"):
+        load_spec(str(fleet), str(bad))
+
+
+def test_problems_in_several_layers_are_all_reported(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.yml", "network: {allowed_domains: ['*']}\n")
+    b = write(tmp_path / "b.yml", "filesystem: {deny_read: 3}\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(str(a), str(b))
+    assert sorted(p.file for p in info.value.problems) == [str(a), str(b)]
