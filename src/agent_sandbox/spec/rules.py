@@ -9,12 +9,14 @@ splitting a compound shell command into segments is the policy engine's job.
 
 from __future__ import annotations
 
-import ast
 import enum
 import functools
 import re
 import shlex
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the hook imports this module: keep typing and ast off its path
+    from typing import Any
 
 
 class Verdict(str, enum.Enum):  # noqa: UP042 - str() stays the member name
@@ -151,6 +153,8 @@ def parse_codex_rules(source: str, filename: str = "<rules>") -> list[dict[str, 
     Returns raw rule dicts in the spec's shape. Only literals are accepted: the
     file is parsed, never executed.
     """
+    import ast
+
     try:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as exc:
