@@ -375,6 +375,8 @@ class Cluster(Strict):
     api_server: list[str] = Field(default_factory=list, description="API server endpoint CIDRs.")
     allowed_cidrs: list[str] = Field(default_factory=list)
     egress_proxy: str | None = Field(default=None, description="host:port of the egress proxy.")
+    runner_image: str = Field(default="localhost/agent-sandbox-runner:latest",
+                              description="Image of the one-shot runner Job.")
     vault: Vault = Field(default_factory=Vault)
 
 
