@@ -1,0 +1,236 @@
+"""The other backends behind the same policy: srt (delegate) and gVisor (one-shot container).
+
+- ``srt``: writes the same settings (srt format, unchanged) to a private file
+  and runs the installed ``srt -s FILE -c CMD``. Found at ``$AGENT_SANDBOX_SRT``
+  or on PATH.
+- ``gvisor``: a one-shot container under ``runsc`` with no network at all,
+  driven through the ``docker`` SDK against podman's Docker API
+  (``$DOCKER_HOST``, or a ``podman system service`` this module starts on a
+  private socket). The root filesystem is the image
+  (``$AGENT_SANDBOX_GVISOR_IMAGE``, default ``localhost/agent-sandbox-base:bookworm``),
+  read-only; the writable roots of the settings are bound in read-write, the
+  working directory read-only otherwise; nothing else of the host is visible, so
+  deny rules hold trivially. gVisor gets no egress proxy: it is the backend for
+  commands that must not reach the network.
+
+Neither ever runs the command outside a sandbox: a missing srt, image or API is
+``SandboxStartError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+from .exec import TIMED_OUT, CompletedRun, SandboxStartError
+from .settings import Settings
+
+GVISOR_IMAGE = "localhost/agent-sandbox-base:bookworm"
+
+
+def find_srt() -> str:
+    env = os.environ.get("AGENT_SANDBOX_SRT")
+    if env and os.access(env, os.X_OK):
+        return env
+    found = shutil.which("srt")
+    if not found:
+        raise SandboxStartError(
+            "srt is not installed: `npm install -g @anthropic-ai/sandbox-runtime` "
+            "(or set AGENT_SANDBOX_SRT), or use --backend bwrap"
+        )
+    return found
+
+
+def _run(argv: list[str], *, cwd: str, env: dict[str, str] | None, timeout: float | None,
+         capture: bool, stdin: bytes | None, backend: str) -> CompletedRun:
+    started = time.monotonic()
+    pipe = subprocess.PIPE if capture else None
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=pipe, stderr=pipe,
+                            stdin=subprocess.PIPE if stdin is not None else None,
+                            start_new_session=capture)
+    try:
+        out, err = proc.communicate(input=stdin, timeout=timeout)
+        return CompletedRun(proc.returncode, out or b"", err or b"",
+                            time.monotonic() - started, False, backend)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, 9)
+        proc.kill()
+        out, err = proc.communicate()
+        return CompletedRun(TIMED_OUT, out or b"", err or b"", time.monotonic() - started,
+                            True, backend)
+
+
+def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | None,
+            capture: bool, env: dict[str, str] | None, stdin: bytes | None) -> CompletedRun:
+    import json
+
+    srt = find_srt()
+    with tempfile.TemporaryDirectory(prefix="agent-sandbox-srt-") as tmp:
+        path = os.path.join(tmp, "srt-settings.json")
+        with open(path, "w") as fh:
+            json.dump(settings.to_srt(), fh)
+        return _run([srt, "-s", path, "-c", shlex.join(argv)], cwd=cwd, env=env,
+                    timeout=timeout, capture=capture, stdin=stdin, backend="srt")
+
+
+def _read(path: str | None) -> str:
+    if not path:
+        return ""
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def gvisor_containers_conf(base: str, wrapper: str) -> str:
+    """A containers.conf: ``base`` with runsc (no network) as the engine's runtime."""
+    import re
+
+    lines = [ln for ln in base.splitlines()
+             if not re.match(r"\s*runtime\s*=", ln)]
+    engine = 'runtime = "runsc-nonet"'
+    out, seen = [], False
+    for ln in lines:
+        out.append(ln)
+        if ln.strip() == "[engine]":
+            out.append(engine)
+            seen = True
+    if not seen:
+        out += ["", "[engine]", engine]
+    out += ["", "[engine.runtimes]", f'runsc-nonet = ["{wrapper}"]', ""]
+    return "\n".join(out)
+
+
+class PodmanService:
+    """A private ``podman system service`` (Docker API) for the gVisor backend."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="agent-sandbox-podman-")
+        self.sock = os.path.join(self.dir, "podman.sock")
+        # runsc with its own network stack disabled, as the default runtime of
+        # this private service (the Docker API has no runtime flags)
+        wrapper = os.path.join(self.dir, "runsc-nonet")
+        runsc = shutil.which("runsc") or "/usr/bin/runsc"
+        with open(wrapper, "w") as fh:
+            fh.write(f'#!/bin/sh\nexec {shlex.quote(runsc)} --network=none "$@"\n')
+        os.chmod(wrapper, 0o700)
+        conf = os.path.join(self.dir, "containers.conf")
+        with open(conf, "w") as fh:
+            fh.write(gvisor_containers_conf(_read(os.environ.get("CONTAINERS_CONF")), wrapper))
+        env = dict(os.environ, CONTAINERS_CONF=conf)
+        self.proc = subprocess.Popen(
+            ["podman", "system", "service", "--time=0", f"unix://{self.sock}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        deadline = time.monotonic() + 15
+        while not os.path.exists(self.sock):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise SandboxStartError("podman system service did not start (is podman "
+                                        "installed and CONTAINERS_CONF set if needed?)")
+            time.sleep(0.02)
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.sock}"
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def gvisor_container_options(argv: list[str], settings: Settings, cwd: str, home: str,
+                             runtime: str | None = "runsc") -> dict[str, Any]:
+    """The docker SDK ``containers.create`` keyword arguments (pure)."""
+    from agent_sandbox.spec.paths import expand
+
+    volumes: dict[str, dict[str, str]] = {}
+    for rule in settings.filesystem.allow_write:
+        p = os.path.realpath(expand(rule, home=home, cwd=cwd))
+        if os.path.exists(p) and p != "/":
+            volumes[p] = {"bind": p, "mode": "rw"}
+    if cwd not in volumes:
+        volumes[cwd] = {"bind": cwd, "mode": "ro"}
+    for rule in settings.filesystem.deny_write:
+        p = os.path.realpath(expand(rule, home=home, cwd=cwd))
+        if p in volumes:
+            volumes[p] = {"bind": p, "mode": "ro"}
+    return {
+        "image": os.environ.get("AGENT_SANDBOX_GVISOR_IMAGE", GVISOR_IMAGE),
+        "command": argv,
+        "working_dir": cwd,
+        "volumes": volumes,
+        "network_mode": "none",
+        **({"runtime": runtime} if runtime else {}),
+        "read_only": True,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "pids_limit": 4096,
+        "detach": True,
+    }
+
+
+def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
+               timeout: float | None, capture: bool) -> CompletedRun:
+    import docker
+
+    started = time.monotonic()
+    service: PodmanService | None = None
+    url = os.environ.get("DOCKER_HOST")
+    if not url:
+        service = PodmanService()
+        url = service.url
+    container = None
+    try:
+        try:
+            client = docker.DockerClient(base_url=url, timeout=max(60, int(timeout or 0) + 30))
+            opts = gvisor_container_options(argv, settings, cwd, home,
+                                            runtime=None if service else "runsc")
+            container = client.containers.create(**opts)
+            container.start()
+        except docker.errors.DockerException as exc:
+            raise SandboxStartError(f"gVisor container could not start: {exc}") from None
+        timed_out = False
+        try:
+            result = container.wait(timeout=timeout)
+            rc = int(result.get("StatusCode", 1))
+        except Exception:  # the wait timed out (requests raises its own types)
+            timed_out = True
+            with contextlib.suppress(Exception):
+                container.kill()
+            rc = TIMED_OUT
+        out = container.logs(stdout=True, stderr=False) or b""
+        err = container.logs(stdout=False, stderr=True) or b""
+        if not capture:
+            os.write(1, out)
+            os.write(2, err)
+        return CompletedRun(rc, out, err, time.monotonic() - started, timed_out, "gvisor")
+    finally:
+        if container is not None:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+        if service is not None:
+            service.close()
+
+
+def run_backend(name: str, argv: list[str], settings: Settings, cwd: str, home: str, *,
+                timeout: float | None, capture: bool, env: dict[str, str] | None = None,
+                stdin: bytes | None = None) -> CompletedRun:
+    if name == "srt":
+        return run_srt(argv, settings, cwd, timeout=timeout, capture=capture, env=env,
+                       stdin=stdin)
+    if name == "gvisor":
+        return run_gvisor(argv, settings, cwd, home, timeout=timeout, capture=capture)
+    raise SandboxStartError(f"unknown backend {name!r} (bwrap, srt or gvisor)")

@@ -1,0 +1,309 @@
+"""The bubblewrap argv builder: settings in, argv out, nothing executed.
+
+``plan(settings, ...)`` turns srt-format settings into an ordered list of mount
+operations and ``build_argv`` turns that into a ``bwrap`` command line. Both are
+pure given a ``FsView`` (what exists on disk); the runtime passes a view of the
+real filesystem, tests pass a dictionary.
+
+The layout:
+
+- the host root read-only (``--ro-bind / /``), a fresh ``/dev`` and ``/proc``;
+- denied reads hidden (an empty read-only tmpfs over a directory, ``/dev/null``
+  over a file), allowed reads inside them bound back;
+- each ``allowWrite`` root bound read-write, ``denyWrite`` and the mandatory
+  protected set bound read-only inside them. Protected names that do not exist
+  yet at the top of a writable root (``.git``, ``.claude``, ``.bashrc``...) get an
+  empty placeholder on the host so a read-only mount can sit on it: the command
+  cannot create them (``git init`` then ``.git/hooks/...`` fails);
+- every namespace unshared (user, pid, net, ipc, uts, cgroup), user namespaces
+  disabled inside, all capabilities dropped, a new session (no TIOCSTI), and
+  ``--die-with-parent``.
+
+Operations are applied shallow to deep, so the most specific rule for a path
+wins, and on the same path in the order hide < allow-read < write < deny-write:
+deny beats allow. Every path is resolved (symlinks followed) before it is
+mounted, so a symlink cannot redirect a rule.
+
+It must never produce an argv that is looser than the settings: unknown or
+unresolvable paths are skipped only when there is nothing on disk to protect.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agent_sandbox.spec.paths import MANDATORY_DENY_WRITE, covers, expand, is_glob
+
+from .settings import Settings
+
+# Protected names that a placeholder is made for at the top of each writable root
+# when they do not exist yet (kind: "f" file, "d" directory).
+PLACEHOLDERS: tuple[tuple[str, str], ...] = (
+    (".bashrc", "f"), (".bash_profile", "f"), (".bash_login", "f"), (".profile", "f"),
+    (".zshrc", "f"), (".zshenv", "f"), (".zprofile", "f"), (".zlogin", "f"),
+    (".gitconfig", "f"), (".gitmodules", "f"), (".mcp.json", "f"),
+    (".git", "d"), (".claude", "d"), (".codex", "d"), (".cursor", "d"), (".gemini", "d"),
+    (".vscode", "d"), (".idea", "d"), (".sandbox", "d"),
+)
+# Names searched for (existing) below each writable root, to a bounded depth.
+PROTECTED_NAMES = frozenset(n for n, _ in PLACEHOLDERS) | {"fish"}
+SEARCH_DEPTH = 3
+
+PROXY_HTTP_PORT = 3128
+PROXY_SOCKS_PORT = 1080
+
+_ORDER = {"hide": 0, "show": 1, "rw": 2, "ro": 3, "sock": 4}
+
+
+class FsView(Protocol):
+    """What the builder needs to know about the filesystem (read-only questions)."""
+
+    def kind(self, path: str) -> str | None:
+        """'d', 'f' (anything not a directory) or None when absent (symlinks followed)."""
+
+    def realpath(self, path: str) -> str: ...
+
+    def glob(self, pattern: str, roots: Sequence[str], depth: int) -> list[str]:
+        """Existing paths matching an absolute or ``**/``-anchored glob."""
+
+    def find(self, root: str, names: frozenset[str], depth: int) -> list[str]:
+        """Existing paths below ``root`` whose last component is in ``names``."""
+
+
+@dataclass(frozen=True)
+class Mount:
+    op: str  # hide | show | rw | ro | sock
+    path: str
+    kind: str  # d | f
+
+    def key(self) -> tuple[int, int, str]:
+        return (self.path.count("/") if self.path != "/" else 0, _ORDER[self.op], self.path)
+
+
+@dataclass(frozen=True)
+class Plan:
+    mounts: tuple[Mount, ...]
+    placeholders: tuple[tuple[str, str], ...]  # (path, kind) to create on the host first
+    writable_roots: tuple[str, ...]
+    hide_unix_dirs: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+
+class RealFs:
+    """``FsView`` over the real filesystem (bounded walks, no writes)."""
+
+    def kind(self, path: str) -> str | None:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            return None
+        return "d" if stat.S_ISDIR(st.st_mode) else "f"
+
+    def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
+
+    def _walk(self, root: str, depth: int) -> Iterable[str]:
+        stack = [(root, 0)]
+        while stack:
+            d, level = stack.pop()
+            try:
+                with os.scandir(d) as it:
+                    entries = list(it)
+            except OSError:
+                continue
+            for e in entries:
+                yield e.path
+                if level + 1 < depth and e.name not in ("node_modules", ".git"):
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append((e.path, level + 1))
+                    except OSError:
+                        pass
+
+    def glob(self, pattern: str, roots: Sequence[str], depth: int) -> list[str]:
+        out: list[str] = []
+        if pattern.startswith("/"):
+            # walk from the longest literal prefix
+            parts = pattern.split("/")
+            lit: list[str] = []
+            for p in parts[1:]:
+                if is_glob(p):
+                    break
+                lit.append(p)
+            base = "/" + "/".join(lit)
+            search = [base] if os.path.isdir(base) else []
+        else:
+            search = list(roots)
+        for r in search:
+            for p in self._walk(r, depth):
+                if covers(pattern, p) and not any(covers(pattern, q) for q in _parents(p, r)):
+                    out.append(p)
+        return out
+
+    def find(self, root: str, names: frozenset[str], depth: int) -> list[str]:
+        return [p for p in self._walk(root, depth) if posixpath.basename(p) in names]
+
+
+def _parents(path: str, stop: str) -> list[str]:
+    out = []
+    p = posixpath.dirname(path)
+    while p.startswith(stop) and p != stop and p != "/":
+        out.append(p)
+        p = posixpath.dirname(p)
+    return out
+
+
+def _concrete(rules: Iterable[str], home: str, cwd: str, fs: FsView,
+              roots: Sequence[str]) -> list[str]:
+    """Expanded, existing, resolved paths for a list of rules (globs expanded)."""
+    out: list[str] = []
+    for rule in rules:
+        path = expand(rule, home=home, cwd=cwd)
+        cands = fs.glob(path, roots, SEARCH_DEPTH) if is_glob(path) else [path]
+        for c in cands:
+            if fs.kind(c) is None:
+                continue
+            out.append(c)
+            real = fs.realpath(c)
+            if real != c:
+                out.append(real)
+    return list(dict.fromkeys(out))
+
+
+def _under(path: str, root: str) -> bool:
+    return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def plan(settings: Settings, *, home: str, cwd: str, fs: FsView) -> Plan:
+    """The mount plan for these settings (pure given ``fs``)."""
+    f, n = settings.filesystem, settings.network
+    mounts: dict[tuple[str, str], Mount] = {}
+
+    def add(op: str, path: str) -> None:
+        kind = fs.kind(path)
+        if kind is None:
+            return
+        mounts[(op, path)] = Mount(op, path, kind)
+
+    writable_in = [fs.realpath(p) for p in _concrete(f.allow_write, home, cwd, fs, [cwd])]
+    writable = list(dict.fromkeys(p for p in writable_in if p != "/"))
+    search_roots = list(dict.fromkeys([cwd, *[w for w in writable if fs.kind(w) == "d"]]))
+    for p in _concrete(f.deny_read, home, cwd, fs, search_roots):
+        add("hide", fs.realpath(p))
+    for p in _concrete(f.allow_read, home, cwd, fs, search_roots):
+        add("show", fs.realpath(p))
+    for w in writable:
+        add("rw", w)
+    deny_write = _concrete(f.deny_write, home, cwd, fs, search_roots)
+    for p in deny_write:
+        rp = fs.realpath(p)
+        if any(_under(rp, w) for w in writable):
+            add("ro", rp)
+    # the mandatory protected set, inside every writable root
+    placeholders: list[tuple[str, str]] = []
+    for w in writable:
+        if fs.kind(w) != "d":
+            if any(covers(r, w) for r in MANDATORY_DENY_WRITE):
+                mounts.pop(("rw", w), None)
+            continue
+        for p in fs.find(w, PROTECTED_NAMES, SEARCH_DEPTH):
+            if posixpath.basename(p) == "fish" and not p.endswith("/.config/fish"):
+                continue
+            rp = fs.realpath(p)
+            if posixpath.basename(p) == ".git" and fs.kind(rp) == "d":
+                for sub, kind in (("hooks", "d"), ("config", "f")):
+                    target = posixpath.join(rp, sub)
+                    if fs.kind(target) is None:
+                        placeholders.append((target, kind))
+                        mounts[("ro", target)] = Mount("ro", target, kind)
+                    else:
+                        add("ro", target)
+                continue
+            add("ro", rp)
+        for name, kind in PLACEHOLDERS:
+            target = posixpath.join(w, name)
+            if fs.kind(target) is None and fs.realpath(target) == target:
+                placeholders.append((target, kind))
+                mounts[("ro", target)] = Mount("ro", target, kind)
+    # a protected file named directly as writable stays read-only
+    hide_unix = False
+    if n.allow_unix_sockets and not n.allow_all_unix_sockets:
+        hide_unix = True
+        for s in n.allow_unix_sockets:
+            p = expand(s, home=home, cwd=cwd)
+            if fs.kind(p) is not None:
+                mounts[("sock", fs.realpath(p))] = Mount("sock", fs.realpath(p), "f")
+    ordered = tuple(sorted(mounts.values(), key=Mount.key))
+    return Plan(ordered, tuple(placeholders), tuple(writable), hide_unix)
+
+
+@dataclass(frozen=True)
+class Fds:
+    seccomp: int | None = None
+    info: int | None = None
+    block: int | None = None
+
+
+def build_argv(
+    p: Plan,
+    command: Sequence[str],
+    *,
+    cwd: str,
+    fds: Fds = Fds(),
+    bwrap: str = "bwrap",
+    is_root: bool = False,
+) -> list[str]:
+    """The ``bwrap`` command line for a plan (pure)."""
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    if p.hide_unix_dirs:
+        for d in ("/run", "/tmp"):
+            argv += ["--tmpfs", d]
+    for m in p.mounts:
+        if m.op == "hide":
+            if m.kind == "d":
+                argv += ["--tmpfs", m.path, "--remount-ro", m.path]
+            else:
+                argv += ["--ro-bind", "/dev/null", m.path]
+        elif m.op in ("show", "ro"):
+            argv += ["--ro-bind", m.path, m.path]
+        elif m.op == "rw":
+            argv += ["--bind", m.path, m.path]
+        elif m.op == "sock":
+            argv += ["--bind", m.path, m.path]
+    argv += [
+        "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net",
+        "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+    ]
+    if fds.seccomp is not None:
+        argv += ["--seccomp", str(fds.seccomp)]
+    if fds.info is not None:
+        argv += ["--info-fd", str(fds.info)]
+    if fds.block is not None:
+        argv += ["--block-fd", str(fds.block)]
+    argv += ["--chdir", cwd, "--", *command]
+    return argv
+
+
+def proxy_env(http_port: int = PROXY_HTTP_PORT, socks_port: int = PROXY_SOCKS_PORT,
+              connect_helper: Sequence[str] | None = None) -> dict[str, str]:
+    """The proxy variables set inside the sandbox (both cases; loopback bypasses)."""
+    http = f"http://127.0.0.1:{http_port}"
+    socks = f"socks5h://127.0.0.1:{socks_port}"
+    env: dict[str, str] = {}
+    for k, v in (("HTTP_PROXY", http), ("HTTPS_PROXY", http), ("ALL_PROXY", socks),
+                 ("FTP_PROXY", http), ("NO_PROXY", "localhost,127.0.0.1,::1")):
+        env[k] = v
+        env[k.lower()] = v
+    env["GRPC_PROXY"] = http
+    env["grpc_proxy"] = http
+    env["SANDBOX_RUNTIME"] = "1"
+    if connect_helper:
+        cmd = " ".join(connect_helper)
+        env["GIT_SSH_COMMAND"] = f"ssh -o ProxyCommand='{cmd} %h %p'"
+    return env

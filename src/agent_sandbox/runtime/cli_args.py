@@ -1,0 +1,75 @@
+"""Argument parsing for ``sandbox exec`` (stdlib only, for a fast start).
+
+Never guesses: an unknown option, a missing value or a missing ``--`` command
+is a usage error, and nothing runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class UsageError(ValueError):
+    """The command line is wrong; the message says how."""
+
+
+@dataclass
+class ExecArgs:
+    settings: str | None = None
+    spec: str | None = None
+    host: str | None = None
+    cwd: str | None = None
+    backend: str = "bwrap"
+    timeout: float | None = None
+    help: bool = False
+    command: list[str] = field(default_factory=list)
+
+
+_VALUED = {"--settings", "--spec", "--host", "--cwd", "--backend", "--timeout"}
+
+
+def parse_exec_args(args: list[str]) -> ExecArgs:
+    out = ExecArgs()
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            out.command = args[i + 1:]
+            break
+        if a in ("-h", "--help"):
+            out.help = True
+            return out
+        name, eq, value = a.partition("=")
+        if name in _VALUED:
+            if not eq:
+                if i + 1 >= len(args):
+                    raise UsageError(f"{name} needs a value")
+                value = args[i + 1]
+                i += 1
+            key = name[2:]
+            if key == "timeout":
+                try:
+                    out.timeout = float(value)
+                except ValueError:
+                    raise UsageError(f"--timeout: not a number: {value!r}") from None
+                if out.timeout <= 0:
+                    raise UsageError("--timeout must be positive")
+            else:
+                setattr(out, key, value)
+            i += 1
+            continue
+        if a.startswith("-"):
+            raise UsageError(f"unknown option {a!r} (options go before `--`)")
+        out.command = args[i:]
+        break
+    if out.help:
+        return out
+    if out.settings and out.spec:
+        raise UsageError("give either --settings or --spec, not both")
+    if out.host and not out.spec:
+        raise UsageError("--host needs --spec")
+    if out.backend not in ("bwrap", "srt", "gvisor"):
+        raise UsageError(f"--backend must be bwrap, srt or gvisor (got {out.backend!r})")
+    if not out.command:
+        raise UsageError("no command: sandbox exec [OPTIONS] -- CMD [ARG...]")
+    return out

@@ -1,0 +1,577 @@
+"""Run one command in the sandbox: the orchestration behind ``sandbox exec``.
+
+``run_sandboxed(argv, settings, cwd, timeout, capture=True)`` is the stable
+Python API (the approval loop runs approved commands through it) and
+``exec_passthrough`` is what the CLI calls (stdin/stdout/stderr inherited,
+signals forwarded, exit status passed through).
+
+The bwrap backend, step by step: plan the mounts (``bwrap.plan``), create the
+protected-name placeholders under a lock, start ``bwrap`` held at
+``--block-fd``, open the proxy ports inside its network namespace
+(``netns.open_listeners``), release the command, serve the proxy lazily (on
+the first connection, so a command that never connects pays nothing), wait,
+clean up. ``--die-with-parent`` and the pid namespace make every process the
+command started end with it.
+
+It never runs a command unsandboxed: every failure before the command starts
+raises ``SandboxStartError`` (exit status ``SANDBOX_FAILED``, 125, with the
+cause and the remedy).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from . import bwrap as bw
+from .settings import Settings, SettingsError, default_path, load
+
+SANDBOX_FAILED = 125
+TIMED_OUT = 124
+BACKENDS = ("bwrap", "srt", "gvisor")
+LOCK_DIR_ENV = "AGENT_SANDBOX_LOCK_DIR"
+HOSTS_ENV = "AGENT_SANDBOX_HOSTS"
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
+                     signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH, signal.SIGCONT)
+
+
+class SandboxStartError(RuntimeError):
+    """The sandbox could not start; the message names the cause and the remedy."""
+
+
+@dataclass(frozen=True)
+class CompletedRun:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    duration: float
+    timed_out: bool = False
+    backend: str = "bwrap"
+
+
+# -- settings ------------------------------------------------------------------
+
+
+def resolve_settings(settings: Settings | str | os.PathLike[str] | dict[str, Any] | None,
+                     home: str) -> Settings:
+    if isinstance(settings, Settings):
+        return settings
+    if isinstance(settings, dict):
+        from .settings import parse
+
+        return parse(settings)
+    if settings is None:
+        return load(default_path(home))
+    return load(os.fspath(settings))
+
+
+def home_dir() -> str:
+    home = os.environ.get("HOME")
+    if home and os.path.isabs(home):
+        return os.path.realpath(home)
+    import pwd
+
+    return os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)
+
+
+# -- diagnostics ---------------------------------------------------------------
+
+APPARMOR_PROFILE = "/etc/apparmor.d/agent-sandbox-bwrap"
+
+
+def diagnose_userns() -> str:
+    """Why user namespaces may be unavailable here, and what to do (or '')."""
+
+    def read(path: str) -> str | None:
+        try:
+            with open(path) as fh:
+                return fh.read().strip()
+        except OSError:
+            return None
+
+    if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+        return (
+            "AppArmor restricts unprivileged user namespaces on this host (Ubuntu 24.04+). "
+            f"Install the profile rendered by `sandbox render` at {APPARMOR_PROFILE} "
+            "(it grants `userns` to /usr/bin/bwrap) and run "
+            f"`sudo apparmor_parser -r {APPARMOR_PROFILE}`"
+        )
+    if read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+        return ("unprivileged user namespaces are disabled: "
+                "`sudo sysctl -w kernel.unprivileged_userns_clone=1`")
+    if read("/proc/sys/user/max_user_namespaces") == "0":
+        return "user namespaces are disabled: `sudo sysctl -w user.max_user_namespaces=15000`"
+    return ""
+
+
+def find_bwrap() -> str:
+    for d in ("/usr/bin", "/usr/local/bin", "/bin"):
+        p = os.path.join(d, "bwrap")
+        if os.access(p, os.X_OK):
+            return p
+    import shutil
+
+    found = shutil.which("bwrap")
+    if not found:
+        raise SandboxStartError(
+            "bubblewrap (bwrap) is not installed: install it (`apt-get install bubblewrap`, "
+            "`dnf install bubblewrap`) or run `make setup`"
+        )
+    return found
+
+
+# -- placeholders for protected names that do not exist yet --------------------
+
+
+def _lock_dir() -> str:
+    d = os.environ.get(LOCK_DIR_ENV) or os.path.join(
+        os.environ.get("XDG_RUNTIME_DIR") or "/tmp", f"agent-sandbox-{os.getuid()}")
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    return d
+
+
+class Placeholders:
+    """Create empty protected-name placeholders; remove ours when the last user ends.
+
+    A shared flock per writable root is held for the whole run; cleanup happens
+    only when an exclusive lock can be taken (no other sandbox uses the root),
+    so a placeholder is never removed while another sandbox relies on it.
+    """
+
+    def __init__(self, items: Sequence[tuple[str, str]]) -> None:
+        self.items = list(items)
+        self.locks: dict[str, int] = {}
+
+    def _lock_for(self, path: str) -> int:
+        root = os.path.dirname(path)
+        if os.path.basename(root) == ".git":
+            root = os.path.dirname(root)
+        if root not in self.locks:
+            name = hashlib.sha256(root.encode()).hexdigest()[:24]
+            fd = os.open(os.path.join(_lock_dir(), name + ".lock"),
+                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self.locks[root] = fd
+        return self.locks[root]
+
+    def create(self) -> None:
+        if not self.items:
+            return
+        for path, _ in self.items:
+            self._lock_for(path)
+        for fd in self.locks.values():
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            for path, kind in self.items:
+                state = self._state_file(path)
+                try:
+                    if kind == "d":
+                        os.mkdir(path, 0o755)
+                    else:
+                        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                                         | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
+                except FileExistsError:
+                    continue
+                except OSError as exc:
+                    raise SandboxStartError(
+                        f"cannot create the protected placeholder {path}: {exc.strerror}; "
+                        "make the directory writable or remove it from allowWrite"
+                    ) from None
+                with open(state, "a") as fh:
+                    fh.write(json.dumps([path, kind]) + "\n")
+        finally:
+            for fd in self.locks.values():
+                fcntl.flock(fd, fcntl.LOCK_SH)
+
+    def _state_file(self, path: str) -> str:
+        fd = self._lock_for(path)
+        return f"/proc/self/fd/{fd}"
+
+    def cleanup(self) -> None:
+        for fd in self.locks.values():
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            try:
+                os.lseek(fd, 0, os.SEEK_SET)
+                data = b""
+                while chunk := os.read(fd, 65536):
+                    data += chunk
+                for line in data.decode(errors="replace").splitlines():
+                    with contextlib.suppress(ValueError, OSError, TypeError):
+                        path, kind = json.loads(line)
+                        if kind == "d":
+                            os.rmdir(path)
+                        elif os.lstat(path).st_size == 0:
+                            os.unlink(path)
+                os.ftruncate(fd, 0)
+            finally:
+                os.close(fd)
+        self.locks.clear()
+
+
+# -- the bwrap backend -----------------------------------------------------------
+
+
+def _connect_helper() -> list[str]:
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [sys.executable, "-I", "-S", os.path.join(here, "connect.py")]
+
+
+def prepare(settings: Settings, command: Sequence[str], cwd: str, home: str,
+            env: dict[str, str] | None, fds: bw.Fds) -> tuple[bw.Plan, list[str], dict[str, str]]:
+    """The plan, argv and environment for a run (no effects)."""
+    p = bw.plan(settings, home=home, cwd=cwd, fs=bw.RealFs())
+    argv = bw.build_argv(p, command, cwd=cwd, fds=fds, bwrap=find_bwrap(),
+                         is_root=os.geteuid() == 0)
+    full_env = dict(os.environ if env is None else env)
+    full_env.update(bw.proxy_env(connect_helper=_connect_helper()))
+    return p, argv, full_env
+
+
+class BwrapRun:
+    """One sandboxed process (bwrap backend), from start to cleanup."""
+
+    def __init__(self, settings: Settings, command: Sequence[str], *, cwd: str, home: str,
+                 env: dict[str, str] | None = None, audit_dir: str | None = None,
+                 record: Callable[[dict[str, Any]], None] | None = None) -> None:
+        if not command:
+            raise SandboxStartError("no command given: sandbox exec -- CMD [ARG...]")
+        self.settings, self.command, self.cwd, self.home = settings, list(command), cwd, home
+        self.env, self.audit_dir, self._record = env, audit_dir, record
+        self.proc: Any = None
+        self.pid1: int | None = None
+        self.listeners: list[Any] = []
+        self.proxy: Any = None
+        self.placeholders: Placeholders | None = None
+        self._audit_close: Callable[[], None] | None = None
+
+    # start -----------------------------------------------------------------
+
+    def start(self, *, stdin: Any = None, stdout: Any = None, stderr: Any = None) -> None:
+        import subprocess
+
+        from . import seccomp
+
+        n = self.settings.network
+        try:
+            sfd = seccomp.program_fd(allow_unix=bool(n.allow_unix_sockets)
+                                     or n.allow_all_unix_sockets)
+        except seccomp.SeccompError as exc:
+            raise SandboxStartError(str(exc)) from None
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        fds = bw.Fds(seccomp=sfd, info=info_w, block=block_r)
+        try:
+            p, argv, env = prepare(self.settings, self.command, self.cwd, self.home,
+                                   self.env, fds)
+            self.placeholders = Placeholders(p.placeholders)
+            self.placeholders.create()
+            try:
+                self.proc = subprocess.Popen(
+                    argv, env=env, pass_fds=(sfd, info_w, block_r), stdin=stdin,
+                    stdout=stdout, stderr=stderr)
+            except OSError as exc:
+                raise SandboxStartError(f"cannot start bwrap: {exc}") from None
+            os.close(info_w)
+            info_w = -1
+            os.close(block_r)
+            block_r = -1
+            os.close(sfd)
+            sfd = -1
+            info = _read_all(info_r)
+            try:
+                self.pid1 = int(json.loads(info)["child-pid"])
+            except (ValueError, KeyError, TypeError):
+                self.proc.wait()
+                hint = diagnose_userns()
+                raise SandboxStartError(
+                    "bubblewrap could not create the sandbox (see its message above)"
+                    + (f"; {hint}" if hint else "; check that user namespaces are enabled")
+                ) from None
+            from .netns import NamespaceError, open_listeners
+
+            try:
+                self.listeners = open_listeners(self.pid1, (bw.PROXY_HTTP_PORT,
+                                                            bw.PROXY_SOCKS_PORT))
+            except NamespaceError as exc:
+                self.proc.kill()
+                self.proc.wait()
+                raise SandboxStartError(f"{exc}; {diagnose_userns() or 'check /proc access'}"
+                                        ) from None
+            os.write(block_w, b"1")
+        except BaseException:
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.cleanup()
+            raise
+        finally:
+            for fd in (info_r, info_w, block_r, block_w, sfd):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+
+    # proxy -----------------------------------------------------------------
+
+    def start_proxy(self) -> None:
+        if self.proxy is not None or not self.listeners:
+            return
+        from .proxy import Proxy, ProxyConfig, audit_recorder, load_hosts, own_addresses
+
+        record = self._record
+        if record is None:
+            record, self._audit_close = audit_recorder(self.audit_dir)
+        hosts: dict[str, list[str]] = {}
+        hosts_file = os.environ.get(HOSTS_ENV)
+        if hosts_file:
+            with contextlib.suppress(OSError):
+                hosts = load_hosts(hosts_file)
+        n = self.settings.network
+        cfg = ProxyConfig(allowed=n.allowed_domains, denied=n.denied_domains, hosts=hosts,
+                          own=own_addresses(), session=f"exec-{os.getpid()}")
+        self.proxy = Proxy(cfg, record)
+        for s in self.listeners:
+            s.setblocking(False)
+        self.proxy.start_in_thread([self.listeners[0]], [self.listeners[1]])
+
+    # waiting ---------------------------------------------------------------
+
+    def forward(self, signum: int) -> None:
+        """Send a signal to the command (the children of the sandbox's init)."""
+        targets: list[int] = []
+        if self.pid1 is not None:
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{self.pid1}/task/{self.pid1}/children") as fh:
+                    targets = [int(x) for x in fh.read().split()]
+        for pid in targets or ([self.pid1] if self.pid1 else []):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signum)
+
+    def wait(self, timeout: float | None = None, *, lazy_proxy: bool = True) -> tuple[int, bool]:
+        """Wait for the command; (returncode, timed_out)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not lazy_proxy:
+            self.start_proxy()
+        pidfd = os.pidfd_open(self.proc.pid)
+        try:
+            poller = select.poll()
+            poller.register(pidfd, select.POLLIN)
+            watching = self.proxy is None and bool(self.listeners)
+            if watching:
+                for s in self.listeners:
+                    poller.register(s.fileno(), select.POLLIN)
+            while True:
+                ms = None if deadline is None else max(0, int((deadline - time.monotonic())
+                                                              * 1000))
+                try:
+                    events = poller.poll(ms)
+                except InterruptedError:
+                    continue
+                if not events:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        self.kill()
+                        return self.proc.wait(), True
+                    continue
+                fds = {fd for fd, _ in events}
+                if pidfd in fds:
+                    return self.proc.wait(), False
+                if watching:
+                    for s in self.listeners:
+                        poller.unregister(s.fileno())
+                    watching = False
+                    self.start_proxy()
+        finally:
+            os.close(pidfd)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()  # --die-with-parent and the pid namespace take the rest
+
+    def cleanup(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
+        for s in self.listeners:
+            with contextlib.suppress(OSError):
+                s.close()
+        self.listeners = []
+        if self._audit_close is not None:
+            self._audit_close()
+            self._audit_close = None
+        if self.placeholders is not None:
+            self.placeholders.cleanup()
+            self.placeholders = None
+
+
+def _read_all(fd: int) -> bytes:
+    data = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except InterruptedError:
+            continue
+        if not chunk:
+            return data
+        data += chunk
+        if data.rstrip().endswith(b"}"):
+            return data
+
+
+# -- public API ------------------------------------------------------------------
+
+
+def run_sandboxed(
+    argv: Sequence[str],
+    settings: Settings | str | os.PathLike[str] | dict[str, Any] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    timeout: float | None = None,
+    capture: bool = True,
+    *,
+    backend: str = "bwrap",
+    env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
+    audit_dir: str | None = None,
+) -> CompletedRun:
+    """Run ``argv`` in the sandbox and return its result.
+
+    ``settings`` is srt-format settings (a path, a parsed ``Settings`` or a
+    dict; None: the host default). Raises ``SandboxStartError`` when the sandbox
+    cannot start (the command never runs unsandboxed) and ``SettingsError`` for
+    bad settings. A timeout kills every process of the command.
+    """
+    started = time.monotonic()
+    home = home_dir()
+    s = resolve_settings(settings, home)
+    wd = os.path.realpath(os.fspath(cwd) if cwd is not None else os.getcwd())
+    if not os.path.isdir(wd):
+        raise SandboxStartError(f"working directory {wd} does not exist")
+    if backend != "bwrap":
+        from .backends import run_backend
+
+        return run_backend(backend, list(argv), s, wd, home, timeout=timeout, capture=capture,
+                           env=env, stdin=stdin)
+    import subprocess
+
+    run = BwrapRun(s, argv, cwd=wd, home=home, env=env, audit_dir=audit_dir)
+    pipe = subprocess.PIPE if capture else None
+    run.start(stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+              stdout=pipe, stderr=pipe)
+    out, err = b"", b""
+    timed_out = False
+    try:
+        run.start_proxy()
+        try:
+            out_b, err_b = run.proc.communicate(input=stdin, timeout=timeout)
+            out, err = out_b or b"", err_b or b""
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            run.kill()
+            out_b, err_b = run.proc.communicate()
+            out, err = out_b or b"", err_b or b""
+        rc = run.proc.returncode
+    finally:
+        run.kill()
+        run.cleanup()
+    return CompletedRun(TIMED_OUT if timed_out else rc, out, err,
+                        time.monotonic() - started, timed_out, "bwrap")
+
+
+def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
+                     backend: str = "bwrap", timeout: float | None = None,
+                     err: IO[str] | None = None) -> int:
+    """Run with the terminal attached; return the command's exit status."""
+    home = home_dir()
+    if backend != "bwrap":
+        from .backends import run_backend
+
+        return run_backend(backend, list(argv), settings, cwd, home, timeout=timeout,
+                           capture=False).returncode
+    run = BwrapRun(settings, argv, cwd=cwd, home=home)
+    run.start()
+    previous: dict[int, Any] = {}
+    try:
+        for sig in FORWARDED_SIGNALS:
+            with contextlib.suppress(OSError, ValueError):
+                previous[sig] = signal.signal(sig, lambda signum, _f: run.forward(signum))
+        rc, timed_out = run.wait(timeout)
+        if timed_out:
+            return TIMED_OUT
+        return rc if rc >= 0 else 128 - rc
+    finally:
+        for sig, handler in previous.items():
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                signal.signal(sig, handler)
+        run.kill()
+        run.cleanup()
+
+
+def main(args: Sequence[str], err: IO[str] | None = None) -> int:
+    """``sandbox exec`` without typer (the fast path)."""
+    err = err or sys.stderr
+    from .cli_args import UsageError, parse_exec_args
+
+    try:
+        opts = parse_exec_args(list(args))
+    except UsageError as exc:
+        err.write(f"sandbox exec: {exc}\n")
+        return 2
+    if opts.help:
+        err.write(USAGE)
+        return 0
+    try:
+        home = home_dir()
+        if opts.spec:
+            settings = settings_from_spec(opts.spec, opts.host, home)
+        else:
+            settings = resolve_settings(opts.settings, home)
+        cwd = os.path.realpath(opts.cwd or os.getcwd())
+        if not os.path.isdir(cwd):
+            raise SandboxStartError(f"--cwd {cwd} is not a directory")
+        return exec_passthrough(opts.command, settings, cwd, backend=opts.backend,
+                                timeout=opts.timeout)
+    except SettingsError as exc:
+        err.write(f"sandbox exec: {exc}\n")
+        return SANDBOX_FAILED
+    except SandboxStartError as exc:
+        err.write(f"sandbox exec: the sandbox could not start: {exc}\n")
+        return SANDBOX_FAILED
+
+
+def settings_from_spec(spec_path: str, host: str | None, home: str) -> Settings:
+    """srt settings rendered from a spec (the same document the renderer writes)."""
+    from agent_sandbox.errors import SandboxError
+    from agent_sandbox.render.srt import srt_settings
+    from agent_sandbox.spec import load_spec
+
+    from .settings import parse
+
+    try:
+        spec = load_spec(spec_path)
+    except SandboxError as exc:
+        raise SettingsError(f"{spec_path}: invalid spec:\n{exc}") from None
+    except OSError as exc:
+        raise SettingsError(f"cannot read spec {spec_path}: {exc}") from None
+    _ = host  # host-specific layers are merged by the loader when the spec names them
+    return parse(srt_settings(spec, home), source=f"{spec_path} (rendered)")
+
+
+USAGE = """usage: sandbox exec [--settings FILE | --spec SPEC [--host NAME]] [--cwd DIR]
+                    [--backend bwrap|srt|gvisor] [--timeout SECONDS] -- CMD [ARG...]
+
+Run CMD with the filesystem and network policy of srt-format settings enforced.
+Settings default to /etc/agent-sandbox/srt-settings.json, then ~/.srt-settings.json.
+The exit status is CMD's; 125 means the sandbox itself could not start
+(the message names the cause and the remedy); 124 means --timeout expired.
+"""

@@ -1,0 +1,122 @@
+"""Open the proxy's listening sockets inside the sandbox's network namespace.
+
+The sandbox's only network is its own loopback. Its proxy ports (127.0.0.1:3128
+HTTP, :1080 SOCKS5) are listening sockets created *in that namespace* and then
+carried over a unix socket (``SCM_RIGHTS``) to the host side, which serves them:
+a connection a sandboxed process makes to its loopback proxy port is accepted
+by the host proxy, and nothing else in the sandbox can reach the host.
+
+The sockets are created before the command is released (``bwrap --block-fd``),
+so the ports are ready when the command starts. Creating them needs to enter the
+namespace: directly when this process may (root), otherwise in a short-lived
+child that first joins the sandbox's user namespace (its owner has every
+capability there). This module must never leave the calling process in another
+namespace: the in-process path switches back before returning, or fails.
+"""
+
+from __future__ import annotations
+
+import array
+import os
+import socket
+from collections.abc import Sequence
+
+CLONE_NEWNET = 0x40000000
+CLONE_NEWUSER = 0x10000000
+
+
+class NamespaceError(OSError):
+    """The sandbox's network namespace could not be entered."""
+
+
+def _setns(fd: int, nstype: int) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, nstype) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def _listeners(ports: Sequence[int]) -> list[socket.socket]:
+    out = []
+    for port in ports:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.setsockopt(socket.IPPROTO_IP, 15, 1)  # IP_FREEBIND: lo may come up a moment later
+        s.bind(("127.0.0.1", port))
+        s.listen(128)
+        out.append(s)
+    return out
+
+
+def _in_process(pid: int, ports: Sequence[int]) -> list[socket.socket]:
+    own = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        _setns(target, CLONE_NEWNET)
+        try:
+            return _listeners(ports)
+        finally:
+            try:
+                _setns(own, CLONE_NEWNET)
+            except OSError:
+                os._exit(125)  # never keep running inside the sandbox's namespace
+    finally:
+        os.close(own)
+        os.close(target)
+
+
+def _via_child(pid: int, ports: Sequence[int]) -> list[socket.socket]:
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    userns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    netns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    kid = os.fork()
+    if kid == 0:  # pragma: no cover - runs in the forked child
+        code = 1
+        try:
+            parent.close()
+            _setns(userns, CLONE_NEWUSER)
+            _setns(netns, CLONE_NEWNET)
+            socks = _listeners(ports)
+            fds = array.array("i", [s.fileno() for s in socks])
+            child.sendmsg([b"ok"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+            code = 0
+        except BaseException as exc:
+            try:
+                child.sendall(f"er{exc}".encode()[:500])
+            except OSError:
+                pass
+        os._exit(code)
+    os.close(userns)
+    os.close(netns)
+    child.close()
+    try:
+        msg, anc, _, _ = parent.recvmsg(512, socket.CMSG_SPACE(4 * len(ports)))
+    finally:
+        parent.close()
+        os.waitpid(kid, 0)
+    fds: list[int] = []
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            a = array.array("i")
+            a.frombytes(data[: len(data) - (len(data) % a.itemsize)])
+            fds.extend(a)
+    if not msg.startswith(b"ok") or len(fds) != len(ports):
+        for fd in fds:
+            os.close(fd)
+        raise NamespaceError(f"cannot open the proxy ports in the sandbox: {msg[2:].decode()}")
+    return [socket.socket(fileno=fd) for fd in fds]
+
+
+def open_listeners(pid: int, ports: Sequence[int]) -> list[socket.socket]:
+    """Listening TCP sockets on 127.0.0.1:<ports> in the network namespace of ``pid``."""
+    if os.geteuid() == 0:
+        try:
+            return _in_process(pid, ports)
+        except PermissionError:
+            pass
+    try:
+        return _via_child(pid, ports)
+    except OSError as exc:
+        raise NamespaceError(f"cannot open the proxy ports in the sandbox: {exc}") from None

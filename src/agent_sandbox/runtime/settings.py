@@ -1,0 +1,192 @@
+"""srt-format sandbox settings: parse, validate and expand them.
+
+The runtime's input is the JSON document srt reads (camelCase keys)::
+
+    {"network": {"allowedDomains": [...], "deniedDomains": [...],
+                 "allowLocalBinding": false, "allowUnixSockets": [...],
+                 "allowAllUnixSockets": false, "httpProxyPort": 3128, "socksProxyPort": 1080},
+     "filesystem": {"denyRead": [...], "allowRead": [...],
+                    "allowWrite": [...], "denyWrite": [...]}}
+
+Semantics are srt's: reads are allowed unless ``denyRead`` covers the path (an
+``allowRead`` entry re-opens a more specific part); writes are allowed only under
+``allowWrite`` and never under ``denyWrite`` (deny wins); ``~`` is the user's home;
+``**/.env``-style globs match at any depth. Unknown keys srt also ignores
+(``ignoreViolations``, ``enableWeakerNestedSandbox``, ...) are accepted and
+ignored so a user's srt file works unchanged; wrong *types* are refused.
+
+The parser is stdlib-only on purpose: ``sandbox exec`` must start in a few
+milliseconds, and importing pydantic would cost more than the sandbox itself.
+It never returns settings that are looser than the file says: any malformed
+value raises ``SettingsError`` naming the key and what to write instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_sandbox.spec import domains
+
+SYSTEM_SETTINGS = "/etc/agent-sandbox/srt-settings.json"
+USER_SETTINGS = "~/.srt-settings.json"
+
+_NETWORK_BOOL = ("allowLocalBinding", "allowAllUnixSockets")
+_NETWORK_LIST = ("allowedDomains", "deniedDomains", "allowUnixSockets")
+_NETWORK_PORT = ("httpProxyPort", "socksProxyPort")
+_FS_LIST = ("denyRead", "allowRead", "allowWrite", "denyWrite")
+
+
+class SettingsError(ValueError):
+    """A settings file is missing or malformed; the message says where and how."""
+
+
+@dataclass(frozen=True)
+class NetworkSettings:
+    allowed_domains: tuple[str, ...] = ()
+    denied_domains: tuple[str, ...] = ()
+    allow_local_binding: bool = False
+    allow_unix_sockets: tuple[str, ...] = ()
+    allow_all_unix_sockets: bool = False
+    http_proxy_port: int | None = None
+    socks_proxy_port: int | None = None
+
+
+@dataclass(frozen=True)
+class FilesystemSettings:
+    deny_read: tuple[str, ...] = ()
+    allow_read: tuple[str, ...] = ()
+    allow_write: tuple[str, ...] = ()
+    deny_write: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Parsed srt settings. Paths are as written (``~`` not yet expanded)."""
+
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    filesystem: FilesystemSettings = field(default_factory=FilesystemSettings)
+    source: str = "<memory>"
+
+    def to_srt(self) -> dict[str, Any]:
+        """The srt JSON document for these settings (round-trips through parse)."""
+        n, f = self.network, self.filesystem
+        net: dict[str, Any] = {
+            "allowedDomains": list(n.allowed_domains),
+            "deniedDomains": list(n.denied_domains),
+            "allowLocalBinding": n.allow_local_binding,
+        }
+        if n.allow_unix_sockets:
+            net["allowUnixSockets"] = list(n.allow_unix_sockets)
+        if n.allow_all_unix_sockets:
+            net["allowAllUnixSockets"] = True
+        if n.http_proxy_port is not None:
+            net["httpProxyPort"] = n.http_proxy_port
+        if n.socks_proxy_port is not None:
+            net["socksProxyPort"] = n.socks_proxy_port
+        fs: dict[str, Any] = {
+            "denyRead": list(f.deny_read),
+            "allowWrite": list(f.allow_write),
+            "denyWrite": list(f.deny_write),
+        }
+        if f.allow_read:
+            fs["allowRead"] = list(f.allow_read)
+        return {"network": net, "filesystem": fs}
+
+
+def _str_list(section: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = section.get(key, [])
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SettingsError(f"{where}.{key}: expected a list of strings, got {value!r}")
+    for v in value:
+        if not v.strip():
+            raise SettingsError(f"{where}.{key}: empty entry")
+        if "\x00" in v:
+            raise SettingsError(f"{where}.{key}: entry {v!r} contains a NUL byte")
+    return tuple(value)
+
+
+def _path_list(section: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    items = _str_list(section, key, where)
+    for v in items:
+        if v.startswith("~") and not (v == "~" or v.startswith("~/")):
+            raise SettingsError(f"{where}.{key}: {v!r}: only '~' and '~/...' are expanded")
+    return items
+
+
+def parse(data: Any, source: str = "<memory>") -> Settings:
+    """Validate an srt settings document (already JSON-decoded)."""
+    if not isinstance(data, dict):
+        raise SettingsError(f"{source}: the settings must be a JSON object")
+    net_raw = data.get("network", {}) or {}
+    fs_raw = data.get("filesystem", {}) or {}
+    if not isinstance(net_raw, dict):
+        raise SettingsError(f"{source}: network: expected an object")
+    if not isinstance(fs_raw, dict):
+        raise SettingsError(f"{source}: filesystem: expected an object")
+    where = f"{source}: network"
+    for key in _NETWORK_BOOL:
+        if key in net_raw and not isinstance(net_raw[key], bool):
+            raise SettingsError(f"{where}.{key}: expected true or false, got {net_raw[key]!r}")
+    ports: dict[str, int | None] = {}
+    for key in _NETWORK_PORT:
+        v = net_raw.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535):
+            raise SettingsError(f"{where}.{key}: expected a port number 1-65535, got {v!r}")
+        ports[key] = v
+    allowed = _str_list(net_raw, "allowedDomains", where)
+    denied = _str_list(net_raw, "deniedDomains", where)
+    try:
+        allowed_c = tuple(domains.validate_pattern(p, allow_list=True) for p in allowed)
+        denied_c = tuple(domains.validate_pattern(p, allow_list=False) for p in denied)
+    except domains.DomainError as exc:
+        raise SettingsError(f"{where}: {exc}") from None
+    unix = _path_list(net_raw, "allowUnixSockets", where)
+    fwhere = f"{source}: filesystem"
+    fs = FilesystemSettings(
+        deny_read=_path_list(fs_raw, "denyRead", fwhere),
+        allow_read=_path_list(fs_raw, "allowRead", fwhere),
+        allow_write=_path_list(fs_raw, "allowWrite", fwhere),
+        deny_write=_path_list(fs_raw, "denyWrite", fwhere),
+    )
+    net = NetworkSettings(
+        allowed_domains=allowed_c,
+        denied_domains=denied_c,
+        allow_local_binding=bool(net_raw.get("allowLocalBinding", False)),
+        allow_unix_sockets=unix,
+        allow_all_unix_sockets=bool(net_raw.get("allowAllUnixSockets", False)),
+        http_proxy_port=ports["httpProxyPort"],
+        socks_proxy_port=ports["socksProxyPort"],
+    )
+    return Settings(network=net, filesystem=fs, source=source)
+
+
+def load(path: str) -> Settings:
+    """Read and validate a settings file."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise SettingsError(f"cannot read settings file {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{path}: not valid JSON: {exc}") from None
+    return parse(data, source=path)
+
+
+def default_path(home: str | None = None) -> str:
+    """The settings file used when none is named, or SettingsError."""
+    if os.path.isfile(SYSTEM_SETTINGS):
+        return SYSTEM_SETTINGS
+    user = os.path.join(home or os.path.expanduser("~"), ".srt-settings.json")
+    if os.path.isfile(user):
+        return user
+    raise SettingsError(
+        f"no sandbox settings: neither {SYSTEM_SETTINGS} nor {user} exists; "
+        "pass --settings FILE (srt format) or --spec SPEC --host NAME"
+    )
