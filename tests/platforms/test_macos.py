@@ -1,0 +1,329 @@
+"""macOS: Seatbelt profiles read as s-expressions and evaluated rule by rule,
+the LaunchDaemon and the .mobileconfig read with plistlib, golden files.
+
+No macOS host exists here, so ``sandbox-exec`` itself is not run: the profile is
+checked by evaluating it with SBPL's own rule (last match wins) against the
+spec's path semantics in ``agent_sandbox.spec.paths``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import plistlib
+import posixpath
+
+import pytest
+
+from agent_sandbox.facts import HostFacts, User
+from agent_sandbox.render import RenderError, macos, render
+from agent_sandbox.spec import paths
+from agent_sandbox.spec.models import Spec
+
+from .conftest import GOLDEN, hosts_of
+from .sbpl import Profile, Query, Str, Sym, parse
+
+MAC_HOSTS = hosts_of("macos")
+CWD = "/Users/erin/src/app"
+
+
+def _private(p: str) -> str:
+    for link in ("/tmp", "/var", "/etc"):
+        if p == link or p.startswith(link + "/"):
+            return "/private" + p
+    return p
+
+
+def _profile(spec: Spec, home: str) -> Profile:
+    return Profile(macos.seatbelt_profile(spec, home), {"CWD": CWD})
+
+
+def _expanded(rules: list[str], home: str) -> list[str]:
+    return [paths.expand(r, home=home, cwd=CWD) for r in rules]
+
+
+def _sample_paths(spec: Spec, home: str) -> list[str]:
+    """Paths around every rule: the path, a child, a sibling, glob hits and misses."""
+    fs = spec.filesystem
+    out = {home, f"{home}/notes.txt", "/usr/bin/git", "/etc/passwd", "/tmp/x/y", "/private/var/z",
+           "/var/lib/runner/work/job/out.txt", "/srv/src/app/main.py", "/opt/other"}
+    rules = [*fs.deny_read, *fs.allow_read, *fs.allow_write, *fs.deny_write,
+             *paths.MANDATORY_DENY_WRITE]
+    for rule in rules:
+        exp = paths.expand(rule, home=home, cwd=CWD)
+        if exp.startswith("**"):
+            tail = exp.replace("**/", "").replace("/**", "").replace("*", "x")
+            for base in (f"{home}/src/app", f"{home}/work", "/tmp/w", home):
+                out |= {f"{base}/{tail}", f"{base}/{tail}/inner", f"{base}/{tail}.bak",
+                        f"{base}/sub/{tail}"}
+            continue
+        lit = exp.replace("**", "a/b").replace("*", "x").replace("?", "q")
+        out |= {lit, f"{lit}/child", f"{lit}/deep/er/file", lit + "-sibling",
+                posixpath.dirname(lit) or "/"}
+    return sorted(p for p in out if p.startswith("/"))
+
+
+# ----------------------------------------------------------------- syntax
+
+
+@pytest.mark.parametrize("host", MAC_HOSTS)
+def test_profiles_parse_as_s_expressions(fleet, host):
+    facts = fleet.facts(host)
+    arts = fleet.render_host(host)
+    assert facts.users
+    for user in facts.users:
+        art = arts[macos.seatbelt_target(facts, user)]
+        assert art.kind == "seatbelt"
+        forms = parse(art.content.decode())
+        assert forms[0] == [Sym("version"), 1]
+        assert forms[1] == [Sym("deny"), Sym("default")], "deny by default, first"
+        for form in forms:
+            assert isinstance(form, list) and form[0] in (Sym("version"), Sym("allow"),
+                                                          Sym("deny"))
+
+
+def test_reader_rejects_broken_profiles():
+    from .sbpl import SbplSyntaxError
+
+    for bad in ['(allow file-read* (literal "/a")', '(allow "x" ))', '(deny file-read* #"abc)']:
+        with pytest.raises(SbplSyntaxError):
+            parse(bad)
+
+
+# --------------------------------------------------------- rule classes
+
+
+@pytest.mark.parametrize("host", MAC_HOSTS)
+def test_reads_follow_srt_semantics(fleet, host):
+    spec, facts = fleet.spec_for(host), fleet.facts(host)
+    for user in facts.users:
+        prof = _profile(spec, user.home)
+        deny = _expanded(spec.filesystem.deny_read, user.home)
+        allow = _expanded(spec.filesystem.allow_read, user.home)
+        checked = 0
+        for p in _sample_paths(spec, user.home):
+            want = "allow" if paths.read_allowed(p, deny, allow) else "deny"
+            got = prof.decide(Query("file-read-data", path=_private(p)))
+            assert got == want, f"read {p}: profile says {got}, spec says {want}"
+            checked += 1
+        assert checked > 50
+        # the carve-out and the deny both really occur
+        assert prof.decide(Query("file-read-data", path=f"{user.home}/.ssh/id_ed25519")) == "deny"
+        assert prof.decide(Query("file-read-data",
+                                 path=f"{user.home}/.ssh/known_hosts")) == "allow"
+
+
+@pytest.mark.parametrize("host", MAC_HOSTS)
+def test_writes_follow_srt_semantics_and_protected_set(fleet, host):
+    spec, facts = fleet.spec_for(host), fleet.facts(host)
+    for user in facts.users:
+        prof = _profile(spec, user.home)
+        allow = _expanded(spec.filesystem.allow_write, user.home)
+        deny = _expanded(spec.filesystem.deny_write, user.home)
+        for p in _sample_paths(spec, user.home):
+            want = "allow" if paths.write_allowed(p, allow, deny) else "deny"
+            for op in ("file-write-data", "file-write-create"):
+                got = prof.decide(Query(op, path=_private(p)))
+                assert got == want, f"{op} {p}: profile says {got}, spec says {want}"
+        repo = f"{user.home}/src/app"
+        assert prof.decide(Query("file-write-data", path=f"{repo}/main.py")) == "allow"
+        for protected in (".git/hooks/pre-commit", ".claude/settings.json", ".sandbox/x",
+                          ".mcp.json", ".git/config", ".env"):
+            assert prof.decide(Query("file-write-data", path=f"{repo}/{protected}")) == "deny"
+        assert prof.decide(Query("file-write-data", path=f"{user.home}/.zshrc")) == "deny"
+
+
+@pytest.mark.parametrize("host", MAC_HOSTS)
+def test_moves_cannot_carry_a_denied_path_away(fleet, host):
+    spec, facts = fleet.spec_for(host), fleet.facts(host)
+    for user in facts.users:
+        prof = _profile(spec, user.home)
+        home = user.home
+        # the denied path, what is below it, and every directory above it
+        for p in (f"{home}/.ssh", f"{home}/.ssh/id_rsa", home, posixpath.dirname(home),
+                  f"{home}/.config", f"{home}/src/app/.git", f"{home}/src/app/.git/hooks",
+                  f"{home}/src/app/.env", f"{home}/src/app/.claude"):
+            assert prof.decide(Query("file-write-unlink", path=_private(p))) == "deny", p
+        # ordinary files in a writable root can still be removed and renamed
+        for p in (f"{home}/src/app/build.log", f"{home}/work/tmp", "/tmp/scratch"):
+            assert prof.decide(Query("file-write-unlink", path=_private(p))) == "allow", p
+
+
+@pytest.mark.parametrize("host", MAC_HOSTS)
+def test_network_only_reaches_the_proxy(fleet, host):
+    spec, facts = fleet.spec_for(host), fleet.facts(host)
+    port = spec.platforms.macos.proxy_port
+    prof = _profile(spec, facts.users[0].home)
+    assert prof.decide(Query("network-outbound", remote=f"localhost:{port}")) == "allow"
+    for remote in ("localhost:22", "localhost:8080", "*:443", "localhost:" + str(port + 1)):
+        assert prof.decide(Query("network-outbound", remote=remote)) == "deny", remote
+    assert prof.decide(Query("network-bind", local="localhost:8000")) == "deny"
+    assert prof.decide(Query("network-outbound", unix_socket="/var/run/docker.sock")) == "deny"
+
+
+def test_network_options_open_exactly_what_they_say():
+    spec = Spec.model_validate({"network": {"allow_local_binding": True,
+                                            "allow_unix_sockets": ["/var/run/app.sock"],
+                                            "socks_proxy_port": 1080}})
+    prof = _profile(spec, "/Users/x")
+    assert prof.decide(Query("network-bind", local="localhost:8000")) == "allow"
+    assert prof.decide(Query("network-outbound", remote="localhost:1080")) == "allow"
+    assert prof.decide(Query("network-outbound",
+                             unix_socket="/private/var/run/app.sock")) == "allow"
+    assert prof.decide(Query("network-outbound",
+                             unix_socket="/private/var/run/docker.sock")) == "deny"
+
+
+@pytest.mark.parametrize("host", MAC_HOSTS)
+def test_mach_lookup_allowlist(fleet, host):
+    spec, facts = fleet.spec_for(host), fleet.facts(host)
+    prof = _profile(spec, facts.users[0].home)
+    for name in ("com.apple.trustd.agent", "com.apple.system.opendirectoryd.libinfo",
+                 "com.apple.system.logger"):
+        assert prof.decide(Query("mach-lookup", name=name)) == "allow", name
+    for name in ("com.apple.pasteboard.1", "com.apple.windowserver.active",
+                 "com.apple.coreservices.appleevents"):
+        assert prof.decide(Query("mach-lookup", name=name)) == "deny", name
+
+
+def test_trustd_can_be_removed_and_names_are_checked():
+    spec = Spec.model_validate({"platforms": {"macos": {"allow_mach_lookup": []}}})
+    prof = _profile(spec, "/Users/x")
+    assert prof.decide(Query("mach-lookup", name="com.apple.trustd.agent")) == "deny"
+    bad = Spec.model_validate(
+        {"platforms": {"macos": {"allow_mach_lookup": ['x") (allow default']}}})
+    with pytest.raises(RenderError, match="mach service name"):
+        macos.seatbelt_profile(bad, "/Users/x")
+
+
+def test_default_deny_and_processes():
+    prof = _profile(Spec(), "/Users/x")
+    assert prof.decide(Query("process-exec", path="/usr/bin/git")) == "allow"
+    assert prof.decide(Query("signal", same_sandbox=True)) == "allow"
+    assert prof.decide(Query("signal", same_sandbox=False)) == "deny"
+    for op in ("iokit-open", "system-socket", "process-info-pidinfo", "file-write-data"):
+        assert prof.decide(Query(op, path="/Users/x/a")) == "deny", op
+
+
+def test_private_links_relative_rules_and_globs_fail_closed():
+    spec = Spec.model_validate({"filesystem": {
+        "allow_write": ["/tmp", "build", "gen/*.out"],
+        "deny_read": ["secrets/*.key", "/etc/ssl/private"],
+    }})
+    prof = _profile(spec, "/Users/x")
+    # /tmp is /private/tmp to Seatbelt
+    assert prof.decide(Query("file-write-data", path="/private/tmp/a")) == "allow"
+    assert prof.decide(Query("file-read-data", path="/private/etc/ssl/private/k")) == "deny"
+    # a relative literal is anchored at -D CWD=...
+    assert prof.decide(Query("file-write-data", path=f"{CWD}/build/o.o")) == "allow"
+    assert prof.decide(Query("file-write-data", path="/Users/x/other/build/o.o")) == "deny"
+    # a relative allow glob is dropped (allows less) ...
+    assert prof.decide(Query("file-write-data", path=f"{CWD}/gen/a.out")) == "deny"
+    # ... a relative deny glob matches at any depth (denies more)
+    assert prof.decide(Query("file-read-data", path=f"{CWD}/secrets/a.key")) == "deny"
+    assert prof.decide(Query("file-read-data", path="/opt/x/secrets/a.key")) == "deny"
+    with pytest.raises(KeyError):
+        Profile(macos.seatbelt_profile(spec, "/Users/x")).decide(
+            Query("file-write-data", path="/a"))
+
+
+def test_unquotable_paths_are_refused():
+    spec = Spec.model_validate({"filesystem": {"deny_read": ['/Users/x/a") (allow default']}})
+    with pytest.raises(RenderError, match="double quote"):
+        macos.seatbelt_profile(spec, "/Users/x")
+
+
+# ------------------------------------------------------------- golden files
+
+
+def _golden(name: str, data: bytes) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") == "1" or not path.exists():
+        if os.environ.get("CI") and not path.exists():
+            pytest.fail(f"golden file {path} is missing")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    assert data == path.read_bytes(), f"{name} differs from its golden file " \
+                                      "(UPDATE_GOLDEN=1 to accept a deliberate change)"
+
+
+def test_golden_files(fleet):
+    arts = fleet.render_host("dev-mac-01")
+    facts = fleet.facts("dev-mac-01")
+    _golden("dev-mac-01/erin.sb", arts[macos.seatbelt_target(facts, facts.users[0])].content)
+    _golden("dev-mac-01/com.agent-sandbox.proxy.plist", arts[macos.LAUNCHD_PLIST].content)
+    _golden("dev-mac-01/agent-sandbox.mobileconfig",
+            arts[macos.mobileconfig_target(facts)].content)
+
+
+# ------------------------------------------------------- plist and mobileconfig
+
+
+@pytest.mark.parametrize("host", MAC_HOSTS)
+def test_launch_daemon_plist(fleet, host):
+    spec, facts = fleet.spec_for(host), fleet.facts(host)
+    doc = plistlib.loads(fleet.render_host(host)[macos.LAUNCHD_PLIST].content)
+    assert doc["Label"] == "com.agent-sandbox.proxy"
+    argv = doc["ProgramArguments"]
+    assert argv[0] == facts.python and os.path.isabs(argv[0])
+    assert argv[1:5] == ["-I", "-m", "agent_sandbox", "proxy"]
+    assert argv[argv.index("--listen") + 1] == f"127.0.0.1:{spec.platforms.macos.proxy_port}"
+    assert argv[argv.index("--settings") + 1] in fleet.render_host(host)
+    assert doc["RunAtLoad"] is True and doc["KeepAlive"] is True
+    assert doc["UserName"] != "root"
+
+
+@pytest.mark.parametrize("host", MAC_HOSTS)
+def test_mobileconfig_carries_the_managed_settings(fleet, host):
+    facts = fleet.facts(host)
+    arts = fleet.render_host(host)
+    doc = plistlib.loads(arts[macos.mobileconfig_target(facts)].content)
+    assert doc["PayloadType"] == "Configuration"
+    assert doc["PayloadScope"] == "System"
+    payloads = {p["PayloadType"]: p for p in doc["PayloadContent"]}
+    assert set(payloads) == {"com.anthropic.claudecode", "com.openai.codex"}
+    uuids = [doc["PayloadUUID"]] + [p["PayloadUUID"] for p in doc["PayloadContent"]]
+    assert len(set(uuids)) == len(uuids)
+    # Claude Code: the same settings as the file-based managed-settings.json
+    claude = dict(payloads["com.anthropic.claudecode"])
+    for key in [k for k in claude if k.startswith("Payload")]:
+        del claude[key]
+    file_settings = json.loads(
+        arts["/Library/Application Support/ClaudeCode/managed-settings.json"].content)
+    assert claude == file_settings
+    assert claude["allowManagedHooksOnly"] is True
+    # Codex: requirements.toml, base64, the same bytes as the file-based one
+    req = base64.b64decode(payloads["com.openai.codex"]["requirements_toml_base64"])
+    assert req == arts["/etc/codex/requirements.toml"].content
+
+
+def test_mobileconfig_is_stable_and_follows_the_spec():
+    facts = HostFacts("m1", "macos", (User("a", "/Users/a"),))
+    spec = Spec.model_validate({"agents": {"claude": {}, "codex": {}}})
+    assert macos.mobileconfig(spec, facts) == macos.mobileconfig(spec, facts)
+    other = HostFacts("m2", "macos", (User("a", "/Users/a"),))
+    assert plistlib.loads(macos.mobileconfig(spec, facts))["PayloadUUID"] != \
+        plistlib.loads(macos.mobileconfig(spec, other))["PayloadUUID"]
+    only_claude = Spec.model_validate({"agents": {"claude": {}}})
+    doc = plistlib.loads(macos.mobileconfig(only_claude, facts))
+    assert [p["PayloadType"] for p in doc["PayloadContent"]] == ["com.anthropic.claudecode"]
+    no_mdm = Spec.model_validate({"platforms": {"macos": {"mdm_profile": False}}})
+    assert macos.mobileconfig_target(facts) not in render(no_mdm, facts)
+
+
+def test_only_macos_hosts_get_macos_artifacts(fleet):
+    for host in fleet.inventory:
+        kinds = {a.kind for a in fleet.render_host(host).values()}
+        is_mac = fleet.facts(host).os == "macos"
+        assert ({"seatbelt", "launchd", "mobileconfig"} <= kinds) == is_mac, host
+        assert not is_mac or "seatbelt" in kinds
+
+
+def test_strings_in_profile_are_escaped():
+    text = macos.seatbelt_profile(Spec.model_validate(
+        {"filesystem": {"deny_read": ["/Users/x/back\\slash"]}}), "/Users/x")
+    forms = parse(text)
+    found = [f for f in forms if isinstance(f, list) and f[0] == Sym("deny") and
+             f[1] == Sym("file-read*")]
+    assert [Str("/Users/x/back\\slash")] == [f[2][1] for f in found if f[2][0] == Sym("subpath")]
