@@ -1,0 +1,249 @@
+"""``sandbox hook <agent> <event>``: the hook every agent tool call goes through.
+
+Reads the agent's hook JSON on stdin, classifies the call with the repository's
+effective policy (``.sandbox/policy.json``, else the managed
+``/etc/agent-sandbox/policy.json``), and answers in the agent's protocol.
+
+This is the hot path: stdlib only, no typer, no pydantic, no dataclasses, no
+typing at import. Escalation, audit and the queue are imported only when a call
+needs them.
+
+It fails closed: malformed JSON, an unknown agent, event or tool, a missing or
+broken policy, a missing ``.sandbox/``, a timeout or any internal error gives a
+deny with a reason, and exit status 2 where the agent's protocol would treat
+another failure as non-blocking.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..policy.engine import Call, Decision
+
+MAX_INPUT = 8 * 1024 * 1024
+MANAGED_POLICY = "/etc/agent-sandbox/policy.json"
+AGENTS = {
+    "claude": ("pre-tool-use", "post-tool-use", "session-start"),
+    "codex": ("pre-tool-use", "post-tool-use", "session-start"),
+    "gemini": ("before-tool", "after-tool", "session-start"),
+    "cursor": ("before-shell-execution", "before-mcp-execution", "before-read-file"),
+}
+PRE_EVENTS = frozenset({"pre-tool-use", "before-tool", "before-shell-execution",
+                        "before-mcp-execution", "before-read-file"})
+OUTPUT_LIMITS = {"claude": 20_000, "codex": 20_000, "gemini": 20_000, "cursor": 10_000}
+
+
+class Refusal(Exception):
+    """Deny with this message (bad input, missing policy ...)."""
+
+
+# -- answering in each protocol ----------------------------------------------
+
+def answer(agent: str, event: str, allow: bool, message: str, *, error: bool = False,
+           ask: bool = False) -> tuple[str, int]:
+    """(stdout, exit status) for a pre-tool decision."""
+    if agent in ("claude", "codex"):
+        if allow and agent == "codex":
+            return "", 0
+        decision = "ask" if ask else ("allow" if allow else "deny")
+        out = {"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                                      "permissionDecision": decision,
+                                      "permissionDecisionReason": message}}
+        return json.dumps(out), (2 if error else 0)
+    if agent == "gemini":
+        out = {"decision": "allow" if allow else "deny", "reason": message}
+        if not allow:
+            out["systemMessage"] = message[:500]
+        return json.dumps(out), (2 if error else 0)
+    # cursor
+    perm = "allow" if allow else "deny"
+    out = {"permission": perm, "user_message": message[:1000], "agent_message": message,
+           "userMessage": message[:1000], "agentMessage": message}
+    if event == "before-read-file":
+        out = {"permission": perm}
+    return json.dumps(out), (2 if error else 0)
+
+
+def _emit(out: str, code: int, err: str = "") -> int:
+    if out:
+        sys.stdout.write(out + "\n")
+    if err:
+        sys.stderr.write(err + "\n")
+    sys.stdout.flush()
+    return code
+
+
+def refuse(agent: str, event: str, message: str) -> int:
+    """A fail-closed answer: deny in the protocol, the reason on stderr, exit 2."""
+    msg = f"agent-sandbox: {message}"
+    if agent not in AGENTS or event not in PRE_EVENTS:
+        return _emit("", 2, msg)
+    out, _ = answer(agent, event, False, msg, error=True)
+    return _emit(out, 2, msg)
+
+
+# -- policy ----------------------------------------------------------------
+
+def find_repo(cwd: str) -> str | None:
+    """The nearest directory at or above ``cwd`` holding ``.sandbox/``."""
+    d = cwd
+    for _ in range(256):
+        if os.path.isdir(os.path.join(d, ".sandbox")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+    return None
+
+
+def load_policy(cwd: str) -> tuple[Any, str | None]:
+    from ..policy.engine import Policy, PolicyError
+
+    repo = find_repo(cwd)
+    path = os.path.join(repo, ".sandbox", "policy.json") if repo else MANAGED_POLICY
+    try:
+        with open(path, "rb") as fh:
+            doc = json.loads(fh.read())
+    except FileNotFoundError:
+        if repo:
+            raise Refusal(f"{path} is missing: run `sandbox init {repo}`") from None
+        raise Refusal(f"no .sandbox/ above {cwd} and no managed policy at {MANAGED_POLICY}: "
+                      "run `sandbox init`") from None
+    except (OSError, ValueError) as exc:
+        raise Refusal(f"cannot read the policy {path}: {exc}") from None
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    try:
+        policy = Policy(doc, repo=repo, home=home,
+                        remembered_path=os.path.join(repo, ".sandbox", "state",
+                                                     "remembered.json") if repo else None)
+    except PolicyError as exc:
+        raise Refusal(f"the policy {path} is invalid: {exc}") from None
+    return policy, repo
+
+
+def to_call(agent: str, event: str, data: dict[str, Any]) -> Call:
+    from .calls import claude_call, cursor_call, gemini_call
+
+    if agent in ("claude", "codex"):
+        return claude_call(data)
+    if agent == "gemini":
+        return gemini_call(data)
+    return cursor_call(event, data)
+
+
+# -- events ------------------------------------------------------------------
+
+def pre_tool(agent: str, event: str, data: dict[str, Any]) -> int:
+    from .calls import BadInput, cwd_of
+
+    try:
+        cwd = cwd_of(data)
+        call = to_call(agent, event, data)
+    except BadInput as exc:
+        raise Refusal(f"malformed hook input: {exc}") from None
+    policy, repo = load_policy(cwd)
+    decision = policy.classify(call)
+    verdict = decision.verdict.value
+    if verdict in ("allow", "observe"):
+        if verdict == "observe" and repo:
+            _audit(repo, "decision", verdict="observe", tool=call.tool, agent=agent,
+                   summary=decision.summary, session=str(data.get("session_id") or ""))
+        out, code = answer(agent, event, True, "allowed by agent-sandbox policy"
+                           + (" (remembered approval)" if decision.remembered else ""))
+        return _emit(out, code)
+    if verdict == "deny":
+        msg = f"agent-sandbox denied this call: {decision.reason_text()}"
+        if repo:
+            _audit(repo, "denial", tool=call.tool, agent=agent, summary=decision.summary,
+                   reasons=decision.reasons, session=str(data.get("session_id") or ""))
+        out, code = answer(agent, event, False, msg)
+        return _emit(out, code)
+    # escalate
+    if repo is None:
+        out, code = answer(agent, event, False,
+                           "agent-sandbox: this call needs approval, but there is no approval "
+                           f"queue here ({decision.reason_text()}); run `sandbox init`")
+        return _emit(out, code)
+    return _escalate(agent, event, data, policy, repo, call, decision)
+
+
+def _escalate(agent: str, event: str, data: dict[str, Any], policy: Any, repo: str,
+              call: Call, decision: Decision) -> int:
+    from .escalate import escalate
+
+    outcome = escalate(repo, call, decision, agent=agent,
+                       session=str(data.get("session_id") or ""), wait=policy.wait,
+                       ttl=policy.ttl, limit=OUTPUT_LIMITS[agent])
+    out, code = answer(agent, event, outcome.allow, outcome.message)
+    return _emit(out, code)
+
+
+def _audit(repo: str, event: str, **fields: Any) -> None:
+    from ..queue.runner import audit
+
+    audit(repo, event, **fields)
+
+
+def post_tool(agent: str, data: dict[str, Any]) -> int:
+    from .calls import cwd_of
+
+    try:
+        cwd = cwd_of(data)
+    except ValueError:
+        return _emit("", 0)
+    repo = find_repo(cwd)
+    if repo:
+        resp = data.get("tool_response")
+        ok = not (isinstance(resp, dict) and (resp.get("error") or resp.get("is_error")))
+        _audit(repo, "result", agent=agent, tool=str(data.get("tool_name") or ""),
+               session=str(data.get("session_id") or ""), ok=ok)
+    return _emit("{}" if agent != "codex" else "", 0)
+
+
+def session_start(agent: str, data: dict[str, Any]) -> int:
+    from .calls import cwd_of
+    from .escalate import session_summary
+
+    try:
+        cwd = cwd_of(data)
+    except ValueError:
+        cwd = os.getcwd()
+    text = session_summary(find_repo(cwd))
+    out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+    return _emit(json.dumps(out), 0)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in AGENTS or argv[1] not in AGENTS[argv[0]]:
+        known = "; ".join(f"{a}: {', '.join(ev)}" for a, ev in AGENTS.items())
+        sys.stderr.write(f"usage: sandbox hook AGENT EVENT ({known})\n")
+        return 2
+    agent, event = argv
+    try:
+        raw = sys.stdin.buffer.read(MAX_INPUT + 1)
+        if len(raw) > MAX_INPUT:
+            raise Refusal("hook input is larger than 8 MiB")
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise Refusal(f"hook input is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise Refusal("hook input must be a JSON object")
+        if event in PRE_EVENTS:
+            return pre_tool(agent, event, data)
+        if event in ("post-tool-use", "after-tool"):
+            return post_tool(agent, data)
+        return session_start(agent, data)
+    except Refusal as exc:
+        return refuse(agent, event, str(exc))
+    except BaseException as exc:  # fail closed, whatever happened
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)) and event not in PRE_EVENTS:
+            raise
+        return refuse(agent, event, f"internal error: {type(exc).__name__}: {exc}")

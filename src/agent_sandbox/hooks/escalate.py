@@ -1,0 +1,193 @@
+"""The escalation round trip shared by the hooks and the MCP server.
+
+submit the request to the folder queue -> wait (bounded, woken by inotify) for
+the one decision -> on approval run it outside the agent (detached runner,
+inside the sandbox) and wait for its terminal record, or for tools the agent
+must run itself consume the single-use grant -> an ``Outcome``.
+
+It never returns ``allow`` unless a human approval for this exact call was
+consumed by this process.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ..queue import FolderQueue, QueueError
+from ..queue.notify import Watcher
+from ..queue.runner import audit, fork_runner, queue_for
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..policy.engine import Call, Decision
+
+RUN_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "write_file"})
+OUTPUT_LIMIT = 20_000  # characters of command output returned to the model
+RUN_WAIT = 900.0
+
+
+class Outcome:
+    """What the hook tells the agent: allow, or deny with a message."""
+
+    __slots__ = ("allow", "message", "record", "request_id", "status")
+
+    def __init__(self, allow: bool, message: str, *, request_id: str = "", status: str = "",
+                 record: dict[str, Any] | None = None) -> None:
+        self.allow, self.message, self.request_id = allow, message, request_id
+        self.status, self.record = status, record
+
+
+def mode_for(call: Call) -> str:
+    if call.kind == "bash" or (call.kind == "write" and call.tool in RUN_TOOLS):
+        return "run"
+    return "grant"
+
+
+def trim(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    return text[:head] + f"\n[... {len(text) - limit} characters trimmed ...]\n" + text[-tail:]
+
+
+def describe_result(rec: dict[str, Any], limit: int = OUTPUT_LIMIT) -> str:
+    """The message returned to the model for a finished request."""
+    rid = rec.get("id", "?")
+    status = rec.get("status")
+    dec = rec.get("decision") or {}
+    req = rec.get("request") or {}
+    by = dec.get("by") or "a human"
+    if status == "completed":
+        out, err = str(rec.get("stdout") or ""), str(rec.get("stderr") or "")
+        budget = max(1000, limit - 400)
+        out_limit = budget if not err else budget * 2 // 3
+        parts = [
+            f"Approved by {by} and run by agent-sandbox outside the agent, inside the sandbox "
+            f"(request {rid}). The tool itself did not run; this is its result.",
+            f"exit status: {rec.get('exit_code')}"
+            + (" (timed out)" if rec.get("timed_out") else ""),
+        ]
+        parts.append("--- stdout ---\n" + trim(out, out_limit))
+        if err:
+            parts.append("--- stderr ---\n" + trim(err, budget - min(len(out), out_limit)))
+        return "\n".join(parts)
+    if status == "denied":
+        why = dec.get("reason") or "no reason given"
+        return f"Denied by {by} (request {rid}): {why}. Do not retry the same call."
+    if status == "timed_out":
+        return (f"No decision arrived in time (request {rid}); the call did not run. A human "
+                f"can approve it with `sandbox approve` and you may retry afterwards.")
+    if status == "granted":
+        return f"Approved by {by} (request {rid})."
+    reason = rec.get("reason") or status
+    return f"Request {rid} ({req.get('summary', '')!s}) ended {status}: {reason}."
+
+
+def _wait_for(q: FolderQueue, rid: str, state: str, deadline: float) -> dict[str, Any] | None:
+    get = q.decision if state == "decided" else q.result
+    with Watcher([q.dir("decided"), q.dir("done")]) as w:
+        while True:
+            rec = get(rid)
+            if rec is not None:
+                return rec
+            now = time.monotonic()
+            if now >= deadline:
+                return None
+            w.wait(deadline - now)
+
+
+def escalate(repo: str, call: Call, decision: Decision, *, agent: str, session: str = "",
+             wait: float = 120.0, ttl: float = 1800.0, detach: bool = False,
+             run_wait: float = RUN_WAIT, limit: int = OUTPUT_LIMIT) -> Outcome:
+    """Submit, wait for the decision, act on it. ``detach`` returns as soon as
+    the request is stored (the MCP server follows it with ``check_request``)."""
+    q = queue_for(repo)
+    if not q.exists():
+        return Outcome(False, f"the approval queue {q.root} is missing: run `sandbox init`",
+                       status="failed")
+    mode = mode_for(call)
+    now = time.time()
+    req = q.submit({
+        "tool": call.tool, "params": call.params, "cwd": call.cwd, "kind": call.kind,
+        "summary": decision.summary, "verdict": decision.verdict.value,
+        "reasons": decision.reasons, "risk": decision.risk, "agent": agent,
+        "session_id": session, "mode": mode, "repo": repo,
+        "wait_until": now + (ttl if detach else wait),
+    })
+    rid = req["id"]
+    audit(repo, "request", request_id=rid, agent=agent, session=session, tool=call.tool,
+          summary=decision.summary, cwd=call.cwd)
+    audit(repo, "decision", request_id=rid, verdict="escalate", risk=decision.risk,
+          reasons=decision.reasons)
+    audit(repo, "escalation", request_id=rid, mode=mode, wait=wait)
+    if detach:
+        return Outcome(False, f"waiting for approval: request {rid}", request_id=rid,
+                       status="pending")
+    return follow(repo, rid, wait_deadline=time.monotonic() + wait, run_wait=run_wait,
+                  limit=limit, timeout_on_expiry=True)
+
+
+def follow(repo: str, rid: str, *, wait_deadline: float, run_wait: float = RUN_WAIT,
+           limit: int = OUTPUT_LIMIT, timeout_on_expiry: bool = True) -> Outcome:
+    """Wait for the decision on ``rid`` and see it through."""
+    q = queue_for(repo)
+    dec = _wait_for(q, rid, "decided", wait_deadline)
+    if dec is None:
+        if not timeout_on_expiry:
+            return Outcome(False, f"still waiting for approval: request {rid}", request_id=rid,
+                           status="pending")
+        try:
+            q.decide(rid, "timeout", by="hook", reason="no decision before the hook's deadline")
+            audit(repo, "denial", request_id=rid, reason="timed out waiting for approval")
+        except QueueError:
+            pass  # a decision arrived at the last moment: honour it
+        dec = q.decision(rid)
+        if dec is None:
+            return Outcome(False, f"request {rid} vanished from the queue", request_id=rid,
+                           status="failed")
+    if dec.get("decision") != "approve":
+        rec = _wait_for(q, rid, "done", time.monotonic() + 5.0) or {
+            "id": rid, "status": "denied", "decision": dec}
+        return Outcome(False, describe_result(rec, limit), request_id=rid,
+                       status=str(rec.get("status")), record=rec)
+    req = q.request(rid) or {}
+    if req.get("mode") == "grant":
+        if q.consume(rid):
+            audit(repo, "approval", request_id=rid, by=dec.get("by"), used="granted")
+            return Outcome(True, f"approved by {dec.get('by') or 'a human'} (request {rid})",
+                           request_id=rid, status="granted")
+        rec = q.result(rid) or {"id": rid, "status": "refused", "decision": dec}
+        return Outcome(False, describe_result(rec, limit), request_id=rid,
+                       status=str(rec.get("status")), record=rec)
+    if q.result(rid) is None and q.state(rid) == "pending":
+        fork_runner(repo, rid)
+    rec = _wait_for(q, rid, "done", time.monotonic() + run_wait)
+    if rec is None:
+        return Outcome(False, f"request {rid} was approved and is still running; "
+                              f"`sandbox status` shows its result when it ends",
+                       request_id=rid, status="running")
+    return Outcome(False, describe_result(rec, limit), request_id=rid,
+                   status=str(rec.get("status")), record=rec)
+
+
+def session_summary(repo: str | None) -> str:
+    """What SessionStart tells the agent."""
+    lines = [
+        "This session runs under agent-sandbox. Every tool call is checked against the "
+        "repository's policy: allowed calls run normally, denied ones are refused, and "
+        "privileged ones wait for a human to approve them outside this session.",
+        "When a call is approved, agent-sandbox runs it itself inside the sandbox and returns "
+        "its output to you in the refusal message (the tool did not run; read its output "
+        "there). Never try to approve, edit .sandbox/, agent settings, hooks or MCP "
+        "configuration: those writes are always refused.",
+    ]
+    if repo:
+        q = FolderQueue(os.path.join(repo, ".sandbox", "escalations"))
+        c = q.counts()
+        lines.append(f"Repository {repo}: {c['pending']} request(s) waiting for approval, "
+                     f"{c['running']} running.")
+    return "\n".join(lines)

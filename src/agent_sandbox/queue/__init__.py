@@ -1,0 +1,458 @@
+"""The folder queue: escalated requests, their decisions and their results,
+coordinated only through atomic file operations under ``.sandbox/escalations``.
+
+Layout (every record is one JSON file named ``<id>.json``)::
+
+    pending/   a request waiting for a decision            (created by rename)
+    decided/   the one decision on it: approve, deny,       (created by link:
+               timeout, cancel                               the first one wins)
+    claimed/   an approved request taken by one executor    (rename from pending:
+               ``<id>.owner.<pid>`` names the executor,       one executor wins)
+               ``<id>.started`` is written just before it runs
+    done/      the terminal record: request, decision and   (created by link:
+               result, with a ``status``                     written exactly once)
+
+Guarantees, with any process killed at any moment:
+
+- a decision is made once (``link`` fails for the second decider), is bound to
+  the SHA-256 of the exact tool, parameters and working directory, and expires;
+- an approval is consumed once: claiming is a ``rename`` out of ``pending/``,
+  which exactly one process can win, and ``started`` is created exclusively;
+- every request reaches exactly one terminal record in ``done/``;
+  ``recover()`` (run by every approver and server, safe to run concurrently)
+  finishes what a killed process left: an approval whose executor died before
+  starting goes back to ``pending/`` to be run, one that died after starting
+  is recorded as ``interrupted`` (never run a second time).
+
+Statuses in ``done/``: completed, granted, denied, timed_out, expired, refused,
+interrupted, failed.
+
+Nothing here decides policy and nothing here runs a command: the executor
+function is passed in (``runner.execute_request``).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+STATES = ("pending", "decided", "claimed", "done")
+DECISIONS = ("approve", "deny", "timeout", "cancel")
+TERMINAL = ("completed", "granted", "denied", "timed_out", "expired", "refused", "interrupted",
+            "failed")
+_DECISION_STATUS = {"deny": "denied", "timeout": "timed_out", "cancel": "denied"}
+
+
+class QueueError(Exception):
+    """A queue operation was refused; the message says why."""
+
+
+def request_hash(tool: str, params: Any, cwd: str) -> str:
+    """SHA-256 over the canonical JSON of exactly what will run."""
+    import hashlib
+
+    body = json.dumps({"tool": tool, "params": params, "cwd": cwd}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def new_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + os.urandom(6).hex()
+
+
+def valid_id(rid: Any) -> bool:
+    if not isinstance(rid, str) or not 20 <= len(rid) <= 40:
+        return False
+    return all(c.isalnum() or c in "-T" for c in rid) and not rid.startswith(".")
+
+
+def proc_start(pid: int) -> str | None:
+    """The kernel start time of ``pid`` (guards against pid reuse), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    try:
+        rest = data[data.rindex(b")") + 2 :].split()
+        return rest[19].decode()
+    except (ValueError, IndexError):
+        return None
+
+
+def alive(pid: Any, start: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    now = proc_start(pid)
+    if now is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+        if state in (b"Z", b"X"):
+            return False
+    except (OSError, IndexError):
+        return False
+    return start is None or now == str(start)
+
+
+def me() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"pid": pid, "start": proc_start(pid)}
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class FolderQueue:
+    """The queue in one ``.sandbox/escalations`` directory."""
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(root)
+
+    # -- paths and primitives --------------------------------------------
+    def dir(self, state: str) -> str:
+        return os.path.join(self.root, state)
+
+    def path(self, state: str, rid: str) -> str:
+        if not valid_id(rid):
+            raise QueueError(f"{rid!r} is not a request id")
+        return os.path.join(self.root, state, rid + ".json")
+
+    def ensure(self) -> None:
+        for s in STATES:
+            os.makedirs(self.dir(s), mode=0o700, exist_ok=True)
+
+    def exists(self) -> bool:
+        return all(os.path.isdir(self.dir(s)) for s in STATES)
+
+    def _tmp(self, state: str, rid: str, data: dict[str, Any], sync: bool) -> str:
+        tmp = os.path.join(self.dir(state), f".tmp-{rid}-{os.getpid()}-{os.urandom(4).hex()}")
+        body = json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8",
+                                                                            "surrogatepass")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, body)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        return tmp
+
+    def _create_once(self, state: str, rid: str, data: dict[str, Any], sync: bool = True
+                     ) -> bool:
+        """Create ``state/rid.json`` complete, or not at all if it exists."""
+        tmp = self._tmp(state, rid, data, sync)
+        try:
+            os.link(tmp, self.path(state, rid))
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    # -- reading ---------------------------------------------------------
+    def ids(self, state: str) -> list[str]:
+        try:
+            names = os.listdir(self.dir(state))
+        except OSError:
+            return []
+        return sorted(n[:-5] for n in names if n.endswith(".json") and not n.startswith("."))
+
+    def request(self, rid: str) -> dict[str, Any] | None:
+        for state in ("pending", "claimed", "done"):
+            rec = _read_json(self.path(state, rid))
+            if rec is not None:
+                return rec.get("request", rec) if state == "done" else rec
+        return None
+
+    def decision(self, rid: str) -> dict[str, Any] | None:
+        return _read_json(self.path("decided", rid))
+
+    def result(self, rid: str) -> dict[str, Any] | None:
+        return _read_json(self.path("done", rid))
+
+    def state(self, rid: str) -> str | None:
+        """done, claimed, pending (with or without a decision), or None."""
+        for state in ("done", "claimed", "pending"):
+            if os.path.exists(self.path(state, rid)):
+                return state
+        return None
+
+    def pending(self) -> list[dict[str, Any]]:
+        """Requests still waiting for a human (no decision yet), oldest first."""
+        out = []
+        decided = set(self.ids("decided"))
+        for rid in self.ids("pending"):
+            if rid in decided:
+                continue
+            rec = _read_json(self.path("pending", rid))
+            if rec is not None:
+                out.append(rec)
+        return out
+
+    # -- the life of a request -------------------------------------------
+    def submit(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Store a new request; fills in id, hash, created and requester."""
+        rec = dict(request)
+        rec.setdefault("id", new_id())
+        rid = rec["id"]
+        if not valid_id(rid):
+            raise QueueError(f"{rid!r} is not a request id")
+        rec["hash"] = request_hash(rec["tool"], rec["params"], rec["cwd"])
+        rec.setdefault("created", time.time())
+        rec.setdefault("requester", me())
+        tmp = self._tmp("pending", rid, rec, sync=False)
+        try:
+            os.link(tmp, self.path("pending", rid))
+        finally:
+            os.unlink(tmp)
+        return rec
+
+    def decide(self, rid: str, decision: str, *, by: str = "", reason: str = "",
+               ttl: float = 1800.0, remember: bool = False, expect_hash: str | None = None
+               ) -> dict[str, Any]:
+        """Record the one decision on a pending request. Raises QueueError when
+        the request is gone or someone decided first (the message says what)."""
+        if decision not in DECISIONS:
+            raise QueueError(f"unknown decision {decision!r}")
+        req = _read_json(self.path("pending", rid))
+        if req is None:
+            done = self.result(rid)
+            if done is not None:
+                raise QueueError(f"request {rid} is already finished ({done.get('status')})")
+            if os.path.exists(self.path("claimed", rid)):
+                raise QueueError(f"request {rid} is already approved and running")
+            raise QueueError(f"no pending request {rid}")
+        if expect_hash is not None and req.get("hash") != expect_hash:
+            raise QueueError(f"request {rid} does not match the approved parameters")
+        now = time.time()
+        rec = {"id": rid, "decision": decision, "hash": req.get("hash"), "by": by,
+               "reason": reason, "at": now, "remember": bool(remember)}
+        if decision == "approve":
+            rec["expires_at"] = now + ttl
+        if not self._create_once("decided", rid, rec):
+            prior = self.decision(rid) or {}
+            raise QueueError(f"request {rid} was already decided: {prior.get('decision', '?')}")
+        if decision != "approve":
+            self.finalize(rid, _DECISION_STATUS[decision], request=req, decision=rec)
+        return rec
+
+    def finalize(self, rid: str, status: str, *, request: dict[str, Any] | None = None,
+                 decision: dict[str, Any] | None = None, **result: Any) -> bool:
+        """Write the terminal record once; clean every other trace of ``rid``."""
+        if status not in TERMINAL:
+            raise QueueError(f"unknown terminal status {status!r}")
+        req = request or self.request(rid) or {"id": rid}
+        rec = {"id": rid, "status": status, "request": req,
+               "decision": decision or self.decision(rid), "finished": time.time(), **result}
+        won = self._create_once("done", rid, rec)
+        self._cleanup(rid)
+        return won
+
+    def _cleanup(self, rid: str) -> None:
+        for p in (self.path("pending", rid), self.path("claimed", rid)):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        cdir = self.dir("claimed")
+        try:
+            names = os.listdir(cdir)
+        except OSError:
+            return
+        for n in names:
+            if n.startswith(rid + ".") and not n.endswith(".json"):
+                try:
+                    os.unlink(os.path.join(cdir, n))
+                except OSError:
+                    pass
+
+    def claim(self, rid: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """Take an approved request for execution. Returns (request, decision),
+        or None when it is not ours to run (not approved, already claimed or
+        finished, hash mismatch, expired: the last two are finalized here)."""
+        dec = self.decision(rid)
+        if dec is None or dec.get("decision") != "approve":
+            return None
+        owner = os.path.join(self.dir("claimed"), f"{rid}.owner.{os.getpid()}")
+        with open(owner, "w") as fh:
+            fh.write(str(proc_start(os.getpid())))
+        try:
+            os.rename(self.path("pending", rid), self.path("claimed", rid))
+        except OSError as exc:
+            try:
+                os.unlink(owner)
+            except OSError:
+                pass
+            if exc.errno == errno.ENOENT:
+                return None
+            raise
+        req = _read_json(self.path("claimed", rid))
+        if req is None:
+            self.finalize(rid, "refused", reason="the request record is unreadable")
+            return None
+        actual = request_hash(req.get("tool", ""), req.get("params"), req.get("cwd", ""))
+        if actual != req.get("hash") or actual != dec.get("hash") or dec.get("id") != rid:
+            self.finalize(rid, "refused", request=req, decision=dec,
+                          reason="the approval does not match this exact tool, parameters "
+                                 "and working directory")
+            return None
+        if float(dec.get("expires_at", 0)) < time.time():
+            self.finalize(rid, "expired", request=req, decision=dec,
+                          reason="the approval expired before it was used")
+            return None
+        try:
+            fd = os.open(os.path.join(self.dir("claimed"), rid + ".started"),
+                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            return None  # somebody already started it: never twice
+        os.write(fd, json.dumps(me()).encode())
+        os.close(fd)
+        return req, dec
+
+    def execute(self, rid: str, run: Callable[[dict[str, Any]], dict[str, Any]]
+                ) -> dict[str, Any] | None:
+        """Claim and run an approved request once; returns the terminal record
+        this process wrote, or None when it was not ours to run."""
+        claimed = self.claim(rid)
+        if claimed is None:
+            return None
+        req, dec = claimed
+        try:
+            result = run(req)
+        except Exception as exc:  # the command could not be run: say so, once
+            result = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+        status = result.pop("status", "completed")
+        self.finalize(rid, status, request=req, decision=dec, **result)
+        return self.result(rid)
+
+    def consume(self, rid: str) -> bool:
+        """Use an approval for a tool the agent runs itself (``grant`` mode)."""
+        claimed = self.claim(rid)
+        if claimed is None:
+            return False
+        req, dec = claimed
+        return self.finalize(rid, "granted", request=req, decision=dec)
+
+    # -- crash recovery --------------------------------------------------
+    def recover(self, now: float | None = None, grace: float = 2.0) -> list[str]:
+        """Finish what killed processes left. Returns ids of approved requests
+        that have no live executor or requester and should be run now."""
+        now = time.time() if now is None else now
+        to_run: list[str] = []
+        done = set(self.ids("done"))
+        for rid in done:
+            if os.path.exists(self.path("pending", rid)) or os.path.exists(
+                    self.path("claimed", rid)):
+                self._cleanup(rid)
+        for rid in self.ids("claimed"):
+            if rid in done:
+                continue
+            owners = self._owners(rid)
+            if any(alive(pid, start) for pid, start in owners):
+                continue
+            try:
+                ctime = os.stat(self.path("claimed", rid)).st_ctime
+            except OSError:
+                continue
+            if not owners and now - ctime < grace:
+                continue
+            if os.path.exists(os.path.join(self.dir("claimed"), rid + ".started")):
+                self.finalize(rid, "interrupted",
+                              reason="the executor stopped while the command ran; it is not "
+                                     "run again")
+                continue
+            for pid, _ in owners:
+                try:
+                    os.unlink(os.path.join(self.dir("claimed"), f"{rid}.owner.{pid}"))
+                except OSError:
+                    pass
+            try:  # back to pending, to be claimed again (one recoverer wins)
+                os.rename(self.path("claimed", rid), self.path("pending", rid))
+            except OSError:
+                continue
+        for rid in self.ids("pending"):
+            if rid in done:
+                continue
+            req = _read_json(self.path("pending", rid))
+            if req is None:
+                continue
+            dec = self.decision(rid)
+            requester = req.get("requester") or {}
+            waiting = alive(requester.get("pid"), requester.get("start"))
+            if dec is None:
+                deadline = float(req.get("wait_until", 0) or 0)
+                if deadline and now > deadline + (grace if waiting else 0):
+                    try:
+                        self.decide(rid, "timeout", by="recovery",
+                                    reason="nobody decided before the request's deadline")
+                    except QueueError:
+                        pass
+                continue
+            kind = dec.get("decision")
+            if kind != "approve":
+                self.finalize(rid, _DECISION_STATUS.get(str(kind), "denied"), request=req,
+                              decision=dec)
+                continue
+            if float(dec.get("expires_at", 0)) < now:
+                if self.claim(rid) is None and self.state(rid) != "done":
+                    pass
+                continue
+            if req.get("mode", "run") == "grant":
+                if not waiting:
+                    # nobody is left to use a grant: record it unused
+                    try:
+                        os.rename(self.path("pending", rid), self.path("claimed", rid))
+                    except OSError:
+                        continue
+                    self.finalize(rid, "expired", request=req, decision=dec,
+                                  reason="approved after the agent stopped waiting")
+                continue
+            if not waiting or now - float(dec.get("at", now)) > grace:
+                to_run.append(rid)
+        return to_run
+
+    def _owners(self, rid: str) -> list[tuple[int, str | None]]:
+        out: list[tuple[int, str | None]] = []
+        prefix = rid + ".owner."
+        try:
+            names = os.listdir(self.dir("claimed"))
+        except OSError:
+            return out
+        for n in names:
+            if n.startswith(prefix):
+                try:
+                    pid = int(n[len(prefix):])
+                    with open(os.path.join(self.dir("claimed"), n)) as fh:
+                        start = fh.read().strip() or None
+                except (ValueError, OSError):
+                    continue
+                out.append((pid, start))
+        return out
+
+    def counts(self) -> dict[str, int]:
+        decided = set(self.ids("decided"))
+        pend = self.ids("pending")
+        return {
+            "pending": sum(1 for r in pend if r not in decided),
+            "approved": sum(1 for r in pend if r in decided),
+            "running": len(self.ids("claimed")),
+            "done": len(self.ids("done")),
+        }

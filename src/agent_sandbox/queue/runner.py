@@ -1,0 +1,197 @@
+"""Run approved requests: the only place an escalated action is carried out.
+
+A shell command runs through the Linux sandbox runtime
+(``agent_sandbox.runtime.exec.run_sandboxed``) with the repository's srt
+settings (``.sandbox/srt-settings.json``), never with the agent's rights and
+never unsandboxed: if the sandbox cannot start the request ends ``failed``. An
+approved file write (Write, Edit, MultiEdit) is applied exactly as approved.
+
+The executor runs detached from whoever started it (its own session), so a
+killed hook or approver does not stop an approved command halfway:
+``python -I -m agent_sandbox.queue.runner REPO ID`` or ``fork_runner``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from . import FolderQueue
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+OUTPUT_KEEP = 64 * 1024  # bytes of each stream kept in the done record
+DEFAULT_TIMEOUT = 600.0
+
+
+def sandbox_dir(repo: str) -> str:
+    return os.path.join(repo, ".sandbox")
+
+
+def queue_for(repo: str) -> FolderQueue:
+    return FolderQueue(os.path.join(repo, ".sandbox", "escalations"))
+
+
+def audit(repo: str, event: str, **fields: Any) -> None:
+    """Append to the repository's audit log; an audit failure is reported on
+    stderr and never turns a refusal into an allow."""
+    try:
+        from agent_sandbox.audit import AuditLog
+
+        log = AuditLog(os.path.join(repo, ".sandbox", "audit"), sync="always")
+        try:
+            log.append(event, **fields)
+        finally:
+            log.close()
+    except Exception as exc:
+        sys.stderr.write(f"agent-sandbox: audit write failed: {exc}\n")
+
+
+def _keep(data: bytes) -> str:
+    text = data.decode("utf-8", "replace")
+    if len(text) > OUTPUT_KEEP:
+        half = OUTPUT_KEEP // 2
+        text = text[:half] + f"\n[... {len(text) - OUTPUT_KEEP} characters trimmed ...]\n" + \
+            text[-half:]
+    return text
+
+
+def run_command(repo: str, req: dict[str, Any]) -> dict[str, Any]:
+    from agent_sandbox.runtime.exec import SandboxStartError, run_sandboxed
+
+    command = req["params"].get("command")
+    if not isinstance(command, str) or not command:
+        return {"status": "failed", "reason": "the request has no command"}
+    settings = os.path.join(repo, ".sandbox", "srt-settings.json")
+    if not os.path.isfile(settings):
+        return {"status": "failed", "reason": f"{settings} is missing: run sandbox init"}
+    cwd = req.get("cwd") or repo
+    timeout = float(req.get("timeout") or DEFAULT_TIMEOUT)
+    audit(repo, "sandbox_started", request_id=req["id"], command=command, cwd=cwd)
+    try:
+        run = run_sandboxed(["bash", "-c", command], settings, cwd=cwd, timeout=timeout,
+                            capture=True)
+    except SandboxStartError as exc:
+        return {"status": "failed", "reason": f"the sandbox could not start: {exc}"}
+    return {"status": "completed", "exit_code": run.returncode, "stdout": _keep(run.stdout),
+            "stderr": _keep(run.stderr), "duration": round(run.duration, 4),
+            "timed_out": run.timed_out}
+
+
+def apply_write(repo: str, req: dict[str, Any]) -> dict[str, Any]:
+    """Apply an approved Write/Edit/MultiEdit exactly as the agent asked."""
+    from agent_sandbox.policy.protect import protected_paths
+    from agent_sandbox.spec.paths import covers
+
+    params = req["params"]
+    tool = req["tool"]
+    path = params.get("file_path")
+    if not isinstance(path, str) or not path:
+        return {"status": "failed", "reason": "no file_path"}
+    full = os.path.realpath(path if os.path.isabs(path) else os.path.join(req["cwd"], path))
+    if any(covers(r, full) for r in protected_paths(repo, os.path.expanduser("~"))):
+        return {"status": "refused", "reason": f"{full} is protected"}
+    if tool in ("Write", "write_file"):
+        content = params.get("content")
+        if not isinstance(content, str):
+            return {"status": "failed", "reason": "no content"}
+        new = content
+    else:
+        try:
+            with open(full, encoding="utf-8") as fh:
+                new = fh.read()
+        except OSError as exc:
+            return {"status": "failed", "reason": f"cannot read {full}: {exc}"}
+        edits = params.get("edits") if tool == "MultiEdit" else [params]
+        if not isinstance(edits, list):
+            return {"status": "failed", "reason": "edits must be a list"}
+        for e in edits:
+            old, rep = e.get("old_string"), e.get("new_string")
+            if not isinstance(old, str) or not isinstance(rep, str) or old not in new:
+                return {"status": "failed", "reason": "old_string not found in the file"}
+            new = new.replace(old, rep) if e.get("replace_all") else new.replace(old, rep, 1)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    tmp = f"{full}.sandbox-tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(new)
+    os.replace(tmp, full)
+    return {"status": "completed", "exit_code": 0, "stdout": f"wrote {full} ({len(new)} chars)",
+            "stderr": "", "duration": 0.0}
+
+
+def execute_request(repo: str, req: dict[str, Any]) -> dict[str, Any]:
+    if req.get("kind") == "bash":
+        result = run_command(repo, req)
+    elif req.get("kind") == "write":
+        result = apply_write(repo, req)
+    else:
+        result = {"status": "failed", "reason": f"{req.get('tool')} cannot run outside the agent"}
+    audit(repo, "completed", request_id=req["id"], status=result.get("status"),
+          exit_code=result.get("exit_code"), duration_ms=round(
+              float(result.get("duration") or 0) * 1000, 3))
+    return result
+
+
+def run_one(repo: str, rid: str) -> dict[str, Any] | None:
+    """Claim and run ``rid`` if it is approved and nobody else has it."""
+    q = queue_for(repo)
+    return q.execute(rid, lambda req: execute_request(repo, req))
+
+
+def fork_runner(repo: str, rid: str) -> int:
+    """Run ``rid`` in a detached child (double fork, own session); returns the
+    pid of the intermediate child (already reaped)."""
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            os.setsid()
+            if os.fork() != 0:
+                os._exit(0)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            run_one(repo, rid)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+def spawn_runner(repo: str, rid: str) -> None:
+    """Start ``python -I -m agent_sandbox.queue.runner REPO ID`` detached."""
+    import subprocess
+
+    subprocess.Popen([sys.executable, "-I", "-m", "agent_sandbox.queue.runner", repo, rid],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+
+
+def recover_and_run(repo: str) -> list[str]:
+    """One recovery pass; starts a runner for each orphaned approval."""
+    q = queue_for(repo)
+    ids = q.recover()
+    for rid in ids:
+        spawn_runner(repo, rid)
+    return ids
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        sys.stderr.write("usage: python -m agent_sandbox.queue.runner REPO ID\n")
+        return 2
+    repo, rid = argv
+    started = time.monotonic()
+    rec = run_one(os.path.abspath(repo), rid)
+    if rec is not None:
+        sys.stdout.write(json.dumps({"id": rid, "status": rec.get("status"),
+                                     "seconds": round(time.monotonic() - started, 3)}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
