@@ -290,9 +290,10 @@ class AuditLog:
             self._open()
             self._lock()
             try:
-                return self._append_locked(prepared, sealed_by="append")
+                written = self._append_locked(prepared, sealed_by="append")
             finally:
                 self._unlock()
+        return written[len(written) - len(prepared) :]  # without a seal record, if any
 
     def _append_locked(
         self, prepared: list[tuple[str, dict[str, Any]]], *, sealed_by: str

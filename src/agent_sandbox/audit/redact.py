@@ -96,6 +96,14 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(snake) or _SECRET_NAME_SUFFIX.search(snake))
 
 
+_OPTION_NAME = re.compile(r"^--?[A-Za-z][A-Za-z0-9_\-]*$")
+
+
+def _is_secret_option(arg: str) -> bool:
+    """``--api-token`` style argv items whose next item is the secret."""
+    return bool(_OPTION_NAME.match(arg)) and is_secret_name(arg.lstrip("-"))
+
+
 def _assign_sub(m: re.Match[str]) -> str:
     name = m.group("name")
     value = m.group("value")
@@ -133,7 +141,16 @@ def redact(value: Any, *, _depth: int = 0) -> Any:
                 out[redact_text(key)] = redact(v, _depth=_depth + 1)
         return out
     if isinstance(value, list | tuple):
-        return [redact(v, _depth=_depth + 1) for v in value]
+        items: list[Any] = []
+        secret_next = False
+        for v in value:
+            if secret_next and isinstance(v, str) and v:
+                items.append(MARK)
+                secret_next = False
+                continue
+            secret_next = isinstance(v, str) and _is_secret_option(v)
+            items.append(redact(v, _depth=_depth + 1))
+        return items
     if isinstance(value, bytes | bytearray):
         return redact_text(bytes(value).decode("utf-8", "replace"))
     if value is None or isinstance(value, bool | int | float):

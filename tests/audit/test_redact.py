@@ -1,0 +1,91 @@
+"""Secrets are redacted before anything is written: none reaches the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent_sandbox.audit import AuditLog
+from agent_sandbox.audit.redact import MARK, is_secret_name, redact, redact_text
+
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
+    "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+PEM = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+    "-----END OPENSSH PRIVATE KEY-----\n"
+)
+SECRETS = {
+    "gh": "ghp_Zq8d7Yw2Lm4Np6Rt1Vx3Bc5Df7Gh9Jk1Mn3P",
+    "aws_id": "AKIAIOSFODNN7EXAMPLE",
+    "aws_secret": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "anthropic": "sk-ant-api03-Qw3rTy8uIo9pAs0dFg1hJk2lZx3cVb4nM5",
+    "slack": "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "vault": "hvs.CAESIJq8d7Yw2Lm4Np6Rt1Vx3Bc5Df7Gh9Jk1Mn3PqRs",
+    "pw": "correct-horse-battery-staple",
+    "url_pw": "s3cr3tP4ss",
+    "bearer": "AbCdEf0123456789xyz",
+    "cookie": "sessionid=abc123def456",
+    "nested_env": "n3st3d-v4lu3-very-private",
+    "opt": "opt-t0k3n-v4lue-9988",
+    "google": "AIzaSyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI",
+}
+
+
+def event_with_secrets() -> dict[str, object]:
+    s = SECRETS
+    return {
+        "request_id": "req-1",
+        "session_id": "7f0c2b1e-2f6a-4c1b-9d3e-1a2b3c4d5e6f",
+        "cwd": "/home/dev/repo",
+        "env": {
+            "GITHUB_TOKEN": s["gh"],
+            "AWS_ACCESS_KEY_ID": s["aws_id"],
+            "AWS_SECRET_ACCESS_KEY": s["aws_secret"],
+            "PATH": "/usr/bin:/bin",
+            "PWD": "/home/dev/repo",
+        },
+        "command": f"curl -H 'Authorization: Bearer {s['bearer']}' https://user:{s['url_pw']}@example.com/x",
+        "argv": ["deploy", "--api-token", s["opt"], f"--password={s['pw']}"],
+        "tool_input": {
+            "headers": [{"name": "Cookie", "value": "x"}, {"Cookie": s["cookie"]}],
+            "config": {"deep": {"deeper": {"clientSecret": s["nested_env"]}}},
+            "text": f"here is a jwt {JWT} and a key {PEM} and {s['anthropic']}",
+        },
+        "output": f"export SLACK_TOKEN={s['slack']}\nVAULT_TOKEN={s['vault']} key={s['google']}",
+        ("tuple",): None,
+    }
+
+
+def test_no_secret_reaches_the_file(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit", sync="none", checkpoint_every=None, checkpoint_interval=None)
+    fields = event_with_secrets()
+    fields.pop(("tuple",))
+    rec = log.append("tool_result", **fields)
+    raw = (tmp_path / "audit" / "audit.jsonl").read_bytes()
+    for name, secret in [*SECRETS.items(), ("jwt", JWT), ("pem", "b3BlbnNzaC1rZXktdjEAAAAABG5v")]:
+        assert secret.encode() not in raw, name
+        assert secret not in str(rec), name
+    # public context survives for correlation
+    assert b"7f0c2b1e-2f6a-4c1b-9d3e-1a2b3c4d5e6f" in raw
+    assert b"/usr/bin:/bin" in raw and b'"PWD":"/home/dev/repo"' in raw
+    assert raw.count(MARK.encode()) >= len(SECRETS)
+
+
+def test_redaction_is_recursive_and_keeps_structure() -> None:
+    out = redact({"a": [{"b": ({"token": "x" * 30},)}], "n": 3, "ok": True, "none": None})
+    assert out == {"a": [{"b": [{"token": MARK}]}], "n": 3, "ok": True, "none": None}
+
+
+def test_secret_names() -> None:
+    for name in ["password", "DB_PASSWORD", "api_key", "apiKey", "GITHUB_TOKEN", "client_secret",
+                 "Authorization", "private_key", "AWS_SECRET_ACCESS_KEY", "x-api-key", "cookie"]:
+        assert is_secret_name(name), name
+    for name in ["PATH", "PWD", "cwd", "session_id", "request_id", "max_tokens", "public_key",
+                 "author", "verdict", "tool", "keyboard", "monkey"]:
+        assert not is_secret_name(name), name
+
+
+def test_plain_text_is_left_alone() -> None:
+    text = "git commit -m 'fix the token parser' && ls -la /home/dev"
+    assert redact_text(text) == text
