@@ -1,0 +1,355 @@
+"""Windows: the provisioning script read with a PowerShell parser, each cmdlet
+call checked argument by argument against the plan and the cmdlets' real
+parameter sets, the plan's firewall and ACL decisions checked as data.
+
+The parser is tree-sitter-powershell (PyPI); it is a grammar, not PowerShell's
+own parser: Debian has no PowerShell and the package registries reachable here
+carry none, so the script is parsed but not run. No Windows host exists here.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+
+import pytest
+
+from agent_sandbox.facts import HostFacts, User
+from agent_sandbox.render import RenderError, render, windows
+from agent_sandbox.spec.models import Spec
+
+from .conftest import hosts_of
+from .psast import Block, Script, Var
+
+WIN_HOSTS = hosts_of("windows")
+COMMON = {"erroraction", "whatif", "confirm", "verbose", "warningaction"}
+
+# Parameters of the cmdlets the script calls (Microsoft's documentation), and
+# which of them are switches and which are mandatory in the parameter set used.
+CMDLETS: dict[str, tuple[set[str], set[str], set[str]]] = {
+    # name: (parameters, switches, mandatory)
+    "Get-LocalGroup": ({"name", "sid"}, set(), set()),
+    "New-LocalGroup": ({"name", "description"}, set(), {"name"}),
+    "Get-LocalUser": ({"name", "sid"}, set(), set()),
+    "New-LocalUser": ({"name", "password", "nopassword", "description", "accountneverexpires",
+                       "accountexpires", "passwordneverexpires", "usermaynotchangepassword",
+                       "disabled", "fullname"},
+                      {"nopassword", "accountneverexpires", "passwordneverexpires",
+                       "usermaynotchangepassword", "disabled"}, {"name", "password"}),
+    "Set-LocalUser": ({"name", "password", "description", "accountneverexpires",
+                       "passwordneverexpires", "usermaychangepassword", "fullname"},
+                      {"accountneverexpires"}, {"name"}),
+    "Get-LocalGroupMember": ({"group", "member", "name", "sid"}, set(), set()),
+    "Add-LocalGroupMember": ({"group", "member", "name", "sid"}, set(), {"member"}),
+    "Get-NetFirewallRule": ({"name", "displayname", "group", "all"}, {"all"}, set()),
+    "New-NetFirewallRule": ({"name", "displayname", "description", "group", "direction",
+                             "action", "protocol", "remoteaddress", "remoteport", "localuser",
+                             "profile", "enabled", "localaddress", "localport", "program"},
+                            set(), {"displayname"}),
+    "Remove-NetFirewallRule": ({"name", "displayname", "group"}, set(), set()),
+    "Get-NetFirewallSecurityFilter": ({"associatednetfirewallrule", "all"}, {"all"}, set()),
+    "Get-Acl": ({"path", "literalpath"}, set(), set()),
+    "Set-Acl": ({"path", "literalpath", "aclobject"}, set(), {"aclobject"}),
+    "Test-Path": ({"path", "literalpath", "pathtype"}, set(), set()),
+    "New-Item": ({"path", "itemtype", "force", "name", "value"}, {"force"}, set()),
+    "Split-Path": ({"path", "parent", "leaf"}, {"parent", "leaf"}, set()),
+    "Get-ItemProperty": ({"path", "literalpath", "name"}, set(), set()),
+    "New-ItemProperty": ({"path", "name", "propertytype", "value", "force"}, {"force"},
+                         {"name"}),
+    "ConvertTo-SecureString": ({"string", "asplaintext", "force"}, {"asplaintext", "force"},
+                               {"string"}),
+    "Remove-Variable": ({"name", "scope"}, set(), {"name"}),
+    "Add-Type": ({"assemblyname", "typedefinition"}, set(), set()),
+    "New-Object": ({"typename", "argumentlist"}, set(), set()),
+    "Out-Null": (set(), set(), set()),
+    "Where-Object": (set(), set(), set()),
+    "Get-Variable": ({"name", "scope"}, set(), set()),
+    "ConvertTo-Json": ({"compress", "depth"}, {"compress"}, set()),
+    "Set-StrictMode": ({"version"}, set(), set()),
+}
+MUTATING = {"New-LocalUser", "Set-LocalUser", "New-LocalGroup", "Add-LocalGroupMember",
+            "New-NetFirewallRule", "Remove-NetFirewallRule", "Set-Acl", "New-ItemProperty",
+            "New-Item"}
+FILESYSTEM_RIGHTS = {"ReadData", "ListDirectory", "WriteData", "CreateFiles", "AppendData",
+                     "CreateDirectories", "ReadExtendedAttributes", "WriteExtendedAttributes",
+                     "ExecuteFile", "Traverse", "DeleteSubdirectoriesAndFiles", "ReadAttributes",
+                     "WriteAttributes", "Delete", "ReadPermissions", "ChangePermissions",
+                     "TakeOwnership", "Synchronize", "FullControl", "Read", "ReadAndExecute",
+                     "Write", "Modify"}
+
+
+def _script(fleet, host) -> tuple[Script, dict, dict]:
+    facts = fleet.facts(host)
+    arts = fleet.render_host(host)
+    text = arts[windows.script_target(facts)].content
+    plan = json.loads(arts[windows.plan_target(facts)].content)
+    switches = {k: v[1] for k, v in CMDLETS.items()}
+    return Script(text, switches), plan, arts
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_script_parses(fleet, host):
+    script, _, _ = _script(fleet, host)
+    assert script.errors() == []
+    assert {"invoke-change", "set-sandboxfirewallrule", "add-sandboxace",
+            "save-sandboxsecret"} <= set(script.functions)
+
+
+def test_parser_catches_broken_scripts():
+    assert Script(b"if ($x { Write-Host 'a' ").errors()
+    assert not Script(b"if ($x) { Write-Host 'a' }").errors()
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_every_call_uses_real_parameters(fleet, host):
+    script, _, _ = _script(fleet, host)
+    calls = script.calls()
+    assert len(calls) > 50
+    for call in calls:
+        if call.name == "$ChangeBlock":  # & $ChangeBlock inside Invoke-Change
+            continue
+        fn = script.functions.get(call.name.lower())
+        if fn is not None:
+            allowed = set(fn.params)
+            mandatory = {p for p, a in fn.params.items() if a["mandatory"]}
+        else:
+            assert call.name in CMDLETS, f"unexpected command {call.name}"
+            allowed, _, mandatory = CMDLETS[call.name]
+        for p in call.params:
+            assert p in allowed | COMMON, f"{call.name} has no parameter -{p}"
+        if call.name == "Invoke-Change":
+            assert len(call.positional) == 2 and isinstance(call.positional[1], Block)
+            continue
+        given = set(call.params)
+        if Var("@params") in call.positional:  # splatted: the hashtable's keys
+            (table,) = [h for h in script.hashtables() if "Direction" in h]
+            given |= {k.lower() for k in table}
+        missing = mandatory - given
+        if call.name == "New-Object" and call.positional:
+            missing -= {"typename"}
+        assert not missing, f"{call.name} lacks {missing}"
+        if "erroraction" in call.params:
+            assert call.params["erroraction"] in (["SilentlyContinue"], ["Stop"])
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_firewall_calls_match_the_plan_argument_by_argument(fleet, host):
+    script, plan, _ = _script(fleet, host)
+    calls = script.calls("Set-SandboxFirewallRule")
+    assert len(calls) == len(plan["firewall"]) == 4
+    for call, rule in zip(calls, plan["firewall"], strict=True):
+        p = call.params
+        assert p["name"] == [rule["name"]]
+        assert p["displayname"] == [rule["display_name"]]
+        assert p["action"] == [rule["action"]] and rule["action"] in ("Block", "Allow")
+        assert p["protocol"] == [rule["protocol"]]
+        assert p["remoteaddress"] == [rule["remote_address"]]
+        assert p.get("remoteport", [[]]) == [rule["remote_port"]]
+        assert p["fingerprint"] == [rule["fingerprint"]]
+        assert p["localuser"] == [Var("sddl")], "scoped to the group's SID, resolved on the host"
+    # the splatted New-NetFirewallRule: real parameters, outbound, scoped by LocalUser
+    tables = [h for h in script.hashtables() if "Direction" in h]
+    assert len(tables) == 1
+    keys = {k.lower() for k in tables[0]}
+    assert keys <= CMDLETS["New-NetFirewallRule"][0]
+    assert tables[0]["Direction"] == "'Outbound'" and tables[0]["LocalUser"] == "$LocalUser"
+    sddl = [c for c in script.calls("Get-SandboxGroupSddl")]
+    assert sddl and sddl[0].params["name"] == [plan["group"]]
+    assert "'D:(A;;CC;;;' + $group.SID.Value + ')'" in script.src.decode()
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_acl_calls_match_the_plan_argument_by_argument(fleet, host):
+    script, plan, _ = _script(fleet, host)
+    calls = script.calls("Add-SandboxAce")
+    assert len(calls) == len(plan["acl"]) > 0
+    for call, ace in zip(calls, plan["acl"], strict=True):
+        p = call.params
+        assert p["path"] == [ace["path"]] and re.match(r"^[A-Z]:\\", ace["path"])
+        assert p["identity"] == [plan["group"]]
+        assert p["rights"] == [ace["rights"]]
+        assert {r.strip() for r in ace["rights"].split(",")} <= FILESYSTEM_RIGHTS
+        assert p["type"] == [ace["type"].capitalize()]
+        assert ("ifexists" in p) == ace["if_exists"]
+    # ACEs are added to the existing list, never replacing it
+    body = script.functions["add-sandboxace"]
+    text = script.src[body.node.start_byte:body.node.end_byte].decode()
+    assert "AddAccessRule" in text
+    assert "SetAccessRule" not in text and "RemoveAccessRule" not in text
+    assert "SetAccessRuleProtection" not in text
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_account_group_and_secret(fleet, host):
+    script, plan, _ = _script(fleet, host)
+    (group,) = script.calls("New-LocalGroup")
+    assert group.params["name"] == [plan["group"]]
+    (user,) = script.calls("New-LocalUser")
+    assert user.params["name"] == [plan["account"]]
+    assert user.params["password"] == [Var("secure")], "password only from the generated secret"
+    assert {"accountneverexpires", "passwordneverexpires", "usermaynotchangepassword"} <= \
+        set(user.params)
+    (member,) = script.calls("Add-LocalGroupMember")
+    assert member.params == {"group": [plan["group"]], "member": [plan["account"]]}
+    (secure,) = script.calls("ConvertTo-SecureString")
+    assert secure.params["string"] == [Var("secret")]
+    (save,) = script.calls("Save-SandboxSecret")
+    assert save.params == {"path": [plan["password_file"]], "secret": [Var("secret")]}
+    # the secret goes to exactly these two calls and nowhere else (never printed)
+    uses = [c.name for c in script.calls() for vals in c.params.values() for v in vals
+            if v == Var("secret")]
+    assert sorted(uses) == ["ConvertTo-SecureString", "Save-SandboxSecret"]
+    text = script.src.decode()
+    assert "[System.Security.Cryptography.DataProtectionScope]::LocalMachine" in text
+    assert "ProtectedData]::Protect(" in text
+    assert "S-1-5-18" in text and "S-1-5-32-544" in text  # SYSTEM and Administrators only
+    assert plan["password_file"].startswith("C:\\ProgramData\\agent-sandbox\\")
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_every_change_is_guarded_for_check_mode(fleet, host):
+    script, _, _ = _script(fleet, host)
+    text = script.src.decode()
+    assert "[CmdletBinding(SupportsShouldProcess = $true)]" in text
+    assert "if ($WhatIfPreference) { $CheckMode = $true }" in text
+    guarded_functions = set()
+    # functions whose every call site is inside an Invoke-Change block
+    for name in script.functions:
+        sites = script.calls(name)
+        if sites and all(("block-of", "Invoke-Change") in script.enclosing(c.node)
+                         for c in sites):
+            guarded_functions.add(name)
+    assert "save-sandboxsecret" in guarded_functions
+    mutating = [c for c in script.calls() if c.name in MUTATING]
+    mutating += [n for n in script.nodes("invokation_expression")
+                 if re.search(rb"WriteAll(Text|Bytes)", script.src[n.start_byte:n.end_byte])]
+    assert len(mutating) > 8
+    for item in mutating:
+        node = getattr(item, "node", item)
+        scopes = script.enclosing(node)
+        ok = ("block-of", "Invoke-Change") in scopes or any(
+            kind == "function" and name.lower() in guarded_functions for kind, name in scopes)
+        line = node.start_point[0] + 1
+        assert ok, f"line {line}: a change outside Invoke-Change runs in check mode"
+    # and Invoke-Change runs the block only outside check mode
+    fn = script.functions["invoke-change"]
+    assert "if (-not $CheckMode) { & $ChangeBlock }" in \
+        script.src[fn.node.start_byte:fn.node.end_byte].decode()
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_managed_settings_file_and_registry(fleet, host):
+    script, plan, arts = _script(fleet, host)
+    settings_file = arts["C:/Program Files/ClaudeCode/managed-settings.json"].content
+    assert plan["managed_settings_file"] == "C:\\Program Files\\ClaudeCode\\managed-settings.json"
+    text = script.src.decode()
+    embedded = re.search(r"\$settings = @'\n(.*?)\n'@", text, re.S).group(1)
+    assert (embedded + "\n").encode() == settings_file
+    reg = plan["registry"]
+    assert reg["path"] == "HKLM:\\SOFTWARE\\Policies\\ClaudeCode" and reg["name"] == "Settings"
+    assert json.loads(reg["data"]) == json.loads(settings_file)
+    policy = re.search(r"\$policy = @'\n(.*?)\n'@", text, re.S).group(1)
+    assert policy == reg["data"]
+    (prop,) = script.calls("New-ItemProperty")
+    assert prop.params["path"] == [reg["path"]] and prop.params["name"] == ["Settings"]
+    assert prop.params["propertytype"] == ["String"] and prop.params["value"] == [Var("policy")]
+
+
+# ----------------------------------------------------------------- the plan
+
+
+def _ranges(items):
+    nets = []
+    for item in items:
+        if "-" in item:
+            lo, hi = (ipaddress.ip_address(x) for x in item.split("-"))
+            nets += list(ipaddress.summarize_address_range(lo, hi))
+        else:
+            nets.append(ipaddress.ip_network(item))
+    return nets
+
+
+def test_firewall_blocks_everything_but_loopback_to_the_proxy_ports():
+    rules = windows.firewall_rules(Spec())
+    remote = _ranges(rules[0]["remote_address"])
+    v4 = [n for n in remote if n.version == 4]
+    v6 = [n for n in remote if n.version == 6]
+    assert sum(n.num_addresses for n in v4) == 2**32 - 2**24
+    assert not any(n.overlaps(ipaddress.ip_network("127.0.0.0/8")) for n in v4)
+    assert sum(n.num_addresses for n in v6) == 2**128 - 1
+    assert not any(ipaddress.ip_address("::1") in n for n in v6)
+    by_name = {r["name"]: r for r in rules}
+    lo, hi = Spec().platforms.windows.proxy_port_range
+    blocked = set()
+    for part in by_name["agent-sandbox-block-loopback-tcp"]["remote_port"]:
+        a, _, b = part.partition("-")
+        blocked |= set(range(int(a), int(b or a) + 1))
+    assert blocked | set(range(lo, hi + 1)) == set(range(1, 65536))
+    assert not blocked & set(range(lo, hi + 1))
+    assert by_name["agent-sandbox-allow-proxy"]["remote_port"] == [f"{lo}-{hi}"]
+    assert all(r["action"] == "Block" for n, r in by_name.items() if "block" in n)
+
+
+def test_port_range_edges():
+    spec = Spec.model_validate({"platforms": {"windows": {"proxy_port_range": [1, 65535]}}})
+    names = [r["name"] for r in windows.firewall_rules(spec)]
+    assert "agent-sandbox-block-loopback-tcp" not in names
+    spec = Spec.model_validate({"platforms": {"windows": {"proxy_port_range": [2, 65534]}}})
+    tcp = next(r for r in windows.firewall_rules(spec) if r["name"].endswith("tcp"))
+    assert tcp["remote_port"] == ["1", "65535"]
+
+
+def test_acl_plan_maps_paths_and_says_what_it_skips():
+    facts = HostFacts("w", "windows", (User("ann", "C:/Users/ann"),))
+    spec = Spec.model_validate({"filesystem": {
+        "allow_write": ["~/src", "D:/builds", "/tmp", "out/*.log"],
+        "deny_read": ["~/.ssh", "**/.env", "**/*.pem"],
+        "allow_read": ["~/.ssh/known_hosts"],
+        "deny_write": ["D:/builds/release"],
+    }})
+    acl, skipped = windows.acl_entries(spec, facts)
+    got = {(a["path"], a["rights"], a["type"]) for a in acl}
+    assert ("C:\\Users\\ann\\src", "Modify", "allow") in got
+    assert ("D:\\builds", "Modify", "allow") in got
+    assert ("C:\\Users\\ann\\.ssh", "Read", "deny") in got
+    assert ("C:\\Users\\ann\\.ssh\\known_hosts", "ReadAndExecute", "allow") in got
+    assert ("C:\\Users\\ann\\src\\.env", "Read", "deny") in got
+    assert ("D:\\builds\\release", "Write, Delete", "deny") in got
+    assert ("C:\\Users\\ann\\src\\.git\\hooks", "Write, Delete", "deny") in got
+    assert ("D:\\builds\\.claude", "Write, Delete", "deny") in got
+    skipped_rules = {(s["section"], s["rule"]) for s in skipped}
+    assert skipped_rules == {("allow_write", "/tmp"), ("allow_write", "out/*.log"),
+                             ("deny_read", "**/*.pem")}
+    roots = [a for a in acl if a["type"] == "allow" and a["rights"] == "Modify"]
+    assert all(not a["if_exists"] for a in roots)
+    assert all(a["if_exists"] for a in acl if a["type"] == "deny")
+
+
+def test_bad_names_and_strings_are_refused():
+    facts = HostFacts("w", "windows", (User("ann", "C:/Users/ann"),))
+    spec = Spec.model_validate({"platforms": {"windows": {"account": "a;b"}}})
+    with pytest.raises(RenderError, match=r"platforms\.windows\.account"):
+        windows.windows_plan(spec, facts)
+    assert windows.ps_quote("it's") == "'it''s'"
+    assert windows.ps_quote("a\u2019b") == "'a\u2019\u2019b'"
+    with pytest.raises(RenderError):
+        windows.here_string("x\n'@\nWrite-Host pwned")
+    spec = Spec.model_validate({"filesystem": {"allow_write": ["~/it's here"]}})
+    script = Script(windows.provision_script(spec, facts))
+    assert script.errors() == []
+    paths = [c.params["path"][0] for c in script.calls("Add-SandboxAce")]
+    assert "C:\\Users\\ann\\it's here" in paths
+
+
+def test_only_windows_hosts_get_windows_artifacts(fleet):
+    for host in fleet.inventory:
+        kinds = {a.kind for a in fleet.render_host(host).values()}
+        assert ({"windows-plan", "powershell"} <= kinds) == (fleet.facts(host).os == "windows")
+
+
+def test_rendering_is_deterministic():
+    facts = HostFacts("w", "windows", (User("ann", "C:/Users/ann"),))
+    a = render(Spec(), facts)
+    b = render(Spec(), facts)
+    assert {t: x.content for t, x in a.items()} == {t: x.content for t, x in b.items()}
