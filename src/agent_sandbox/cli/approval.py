@@ -1,9 +1,163 @@
-"""CLI commands for this area (filled in by its issue)."""
+"""CLI for the approval loop: init, uninstall, watch, pending, approve, deny,
+mcp, status. Thin shells over ``connector``, ``approver`` and ``mcp_server``;
+every refusal is a one-line message and exit status 1, never a traceback."""
 
 from __future__ import annotations
 
+import json
+import os
+from typing import Any
+
 import typer
+
+from ..errors import SandboxError
+
+
+def _fail(msg: str) -> None:
+    typer.echo(f"sandbox: {msg}", err=True)
+    raise typer.Exit(1)
+
+
+def _split(args: list[str], what: str) -> tuple[str, str]:
+    """``[DIR] ID``: DIR defaults to the current directory."""
+    if len(args) == 1:
+        return ".", args[0]
+    if len(args) == 2:
+        return args[0], args[1]
+    _fail(f"usage: sandbox {what} [DIR] ID")
+    raise AssertionError
 
 
 def register(app: typer.Typer) -> None:
-    return None
+    @app.command("init")
+    def init_cmd(
+        directory: str = typer.Argument(".", help="The repository to connect."),
+        claude: bool = typer.Option(False, "--claude", help="Install Claude Code hooks."),
+        codex: bool = typer.Option(False, "--codex", help="Install Codex hooks."),
+        cursor: bool = typer.Option(False, "--cursor", help="Install Cursor hooks."),
+        gemini: bool = typer.Option(False, "--gemini", help="Install Gemini CLI hooks."),
+        mcp: bool = typer.Option(False, "--mcp", help="Register the sandbox MCP server."),
+    ) -> None:
+        """Install the connector: .sandbox/ plus each chosen agent's hooks and MCP entries."""
+        from ..connector import init
+
+        agents = [n for n, on in (("claude", claude), ("codex", codex), ("cursor", cursor),
+                                  ("gemini", gemini)) if on]
+        try:
+            res = init(directory, agents, mcp)
+        except SandboxError as exc:
+            _fail(str(exc))
+        changed = res["changed"]
+        typer.echo(f"connected {res['repo']} for {', '.join(res['agents'])}"
+                   + (" with the MCP server" if mcp else "") + ": "
+                   + (f"{len(changed)} file(s) written" if changed else "nothing to change"))
+        for c in changed:
+            typer.echo(f"  {c}")
+
+    @app.command("uninstall")
+    def uninstall_cmd(directory: str = typer.Argument(".")) -> None:
+        """Restore the files init replaced and remove what it added."""
+        from ..connector import uninstall
+
+        try:
+            res = uninstall(directory)
+        except SandboxError as exc:
+            _fail(str(exc))
+        typer.echo(f"restored {len(res['restored'])}, removed {len(res['removed'])} file(s)"
+                   + ("; kept .sandbox/audit (it holds audit records)" if res["kept_audit"]
+                      else ""))
+
+    @app.command("pending")
+    def pending_cmd(directory: str = typer.Argument("."),
+                    as_json: bool = typer.Option(False, "--json")) -> None:
+        """List requests waiting for a decision."""
+        from ..approver import Approver, age
+
+        try:
+            ap = Approver(directory)
+            ap.recover()
+            items = ap.pending()
+        except SandboxError as exc:
+            _fail(str(exc))
+        if as_json:
+            keys = ("id", "created", "agent", "kind", "tool", "summary", "risk", "reasons",
+                    "cwd", "hash", "mode", "wait_until")
+            typer.echo(json.dumps([{k: r.get(k) for k in keys} for r in items], indent=2))
+            return
+        if not items:
+            typer.echo("no pending requests")
+        for r in items:
+            typer.echo(f"{r['id']}  {age(r.get('created')):>4}  {r.get('risk', '?'):6}  "
+                       f"{r.get('kind', '')}: {r.get('summary', '')}")
+
+    @app.command("approve")
+    def approve_cmd(args: list[str] = typer.Argument(..., help="[DIR] ID"),
+                    always: bool = typer.Option(False, "--always",
+                                                help="Also always allow this exact call here.")
+                    ) -> None:
+        """Approve one pending request (single use, bound to its exact parameters)."""
+        from ..approver import Approver
+
+        directory, rid = _split(args, "approve")
+        try:
+            dec = Approver(directory).approve(rid, always=always)
+        except SandboxError as exc:
+            _fail(str(exc))
+        typer.echo(f"approved {dec['id']}")
+
+    @app.command("deny")
+    def deny_cmd(args: list[str] = typer.Argument(..., help="[DIR] ID"),
+                 reason: str = typer.Option("", "--reason")) -> None:
+        """Deny one pending request."""
+        from ..approver import Approver
+
+        directory, rid = _split(args, "deny")
+        try:
+            dec = Approver(directory).deny(rid, reason)
+        except SandboxError as exc:
+            _fail(str(exc))
+        typer.echo(f"denied {dec['id']}")
+
+    @app.command("watch")
+    def watch_cmd(directory: str = typer.Argument(".")) -> None:
+        """Interactive approver: live list, keys to approve, deny or always allow."""
+        from ..approver import watch
+
+        try:
+            raise typer.Exit(watch(directory))
+        except SandboxError as exc:
+            _fail(str(exc))
+
+    @app.command("mcp")
+    def mcp_cmd(directory: str = typer.Argument(".")) -> None:
+        """Serve the sandbox MCP tools over stdio."""
+        from ..mcp_server import serve
+
+        try:
+            serve(directory)
+        except SandboxError as exc:
+            _fail(str(exc))
+
+    @app.command("status")
+    def status_cmd(directory: str = typer.Argument("."),
+                   as_json: bool = typer.Option(False, "--json")) -> None:
+        """The connector and its queue in one view."""
+        from ..connector import status
+
+        try:
+            st: dict[str, Any] = status(os.path.abspath(directory))
+        except SandboxError as exc:
+            _fail(str(exc))
+        if as_json:
+            typer.echo(json.dumps(st, indent=2))
+            return
+        if not st["installed"]:
+            typer.echo(f"{st['repo']}: not connected (run `sandbox init`)")
+            return
+        q = st["queue"] or {}
+        typer.echo(f"{st['repo']}: agents {', '.join(st['agents'])}"
+                   + (", MCP server" if st["mcp"] else ""))
+        typer.echo(f"queue: {q.get('pending', 0)} pending, {q.get('approved', 0)} approved, "
+                   f"{q.get('running', 0)} running, {q.get('done', 0)} done")
+        for r in st["recent"]:
+            typer.echo(f"  {r['id']}  {r['status']:<11} {r['summary']}")

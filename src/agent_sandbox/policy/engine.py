@@ -122,6 +122,7 @@ PACKAGE_REGISTRIES = {
 }
 _INSTALL_WORDS = frozenset({"install", "add", "i", "update", "upgrade", "download", "fetch", "sync"})
 _GIT_NET = frozenset({"clone", "fetch", "pull", "push", "ls-remote", "submodule"})
+APPROVER_COMMANDS = frozenset({"approve", "deny", "watch", "init", "uninstall", "pending"})
 INTERNAL_TOOLS = frozenset({
     "TodoWrite", "Task", "ExitPlanMode", "BashOutput", "KillShell", "KillBash", "AskUserQuestion",
     "SlashCommand", "Skill", "ListMcpResourcesTool", "ReadMcpResourceTool", "EnterPlanMode",
@@ -395,6 +396,11 @@ class Policy:
         if name == "eval" and any(seg.dynamic[1:]):
             d.add(ESCALATE, "eval of text decided at run time")
             _raise_risk(d, "high")
+        if (name == "sandbox" and len(argv) > 1 and argv[1] in APPROVER_COMMANDS) or (
+                "agent_sandbox" in argv[1:3] and any(a in APPROVER_COMMANDS for a in argv)):
+            d.add(DENY, "approvals are out of band: an agent cannot run the approver or "
+                        "change the connector")
+            d.risk = "high"
         if name == "source" or name == ".":
             d.add(ESCALATE, "sources a script into the shell")
         # paths in arguments: protected reads, protected writes

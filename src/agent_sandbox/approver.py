@@ -1,0 +1,265 @@
+"""The human side of the approval loop: decide on queued requests.
+
+``Approver(repo)`` lists pending requests and approves, denies or always-allows
+them (the functions behind ``sandbox approve``/``deny``/``pending`` and the
+keys of ``sandbox watch``). ``watch(repo)`` is the interactive terminal: a
+rich table of pending requests with the classification, the risk and the exact
+command, updated live through watchdog (inotify) events on the queue folders.
+
+Approving is out of band: nothing here is reachable from an agent's tools
+(the policy engine denies ``sandbox approve`` and writes under ``.sandbox/``),
+and an approval only ever names one request id, bound to that request's hash.
+It never approves anything by itself.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import getpass
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from .errors import SandboxError
+from .policy.engine import Policy, PolicyError
+from .queue import FolderQueue, QueueError
+from .queue.runner import audit, queue_for, recover_and_run, spawn_runner
+
+
+class ApprovalError(SandboxError):
+    """An approval action was refused; the message says why."""
+
+
+def find_repo(start: str) -> str:
+    d = os.path.abspath(start)
+    while True:
+        if os.path.isdir(os.path.join(d, ".sandbox", "escalations")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            raise ApprovalError(f"no .sandbox/ at or above {start}: run `sandbox init DIR` first")
+        d = parent
+
+
+class Approver:
+    def __init__(self, repo: str, *, user: str | None = None) -> None:
+        self.repo = find_repo(repo)
+        self.queue: FolderQueue = queue_for(self.repo)
+        self.user = user or getpass.getuser()
+        self.policy_doc = self._policy_doc()
+        try:
+            self.policy = Policy(self.policy_doc, repo=self.repo,
+                                 home=os.path.expanduser("~"))
+        except PolicyError as exc:
+            raise ApprovalError(f"the policy in {self.repo}/.sandbox is invalid: {exc}") from None
+        approvers = (self.policy_doc.get("approvals") or {}).get("approvers") or []
+        if approvers and self.user not in approvers and os.geteuid() != 0:
+            raise ApprovalError(f"{self.user} is not among approvals.approvers "
+                                f"({', '.join(approvers)})")
+
+    def _policy_doc(self) -> dict[str, Any]:
+        path = os.path.join(self.repo, ".sandbox", "policy.json")
+        try:
+            with open(path, "rb") as fh:
+                doc = json.loads(fh.read())
+        except (OSError, ValueError) as exc:
+            raise ApprovalError(f"cannot read {path}: {exc}") from None
+        if not isinstance(doc, dict):
+            raise ApprovalError(f"{path} is not a JSON object")
+        return doc
+
+    def recover(self) -> list[str]:
+        return recover_and_run(self.repo)
+
+    def pending(self) -> list[dict[str, Any]]:
+        return self.queue.pending()
+
+    def _resolve(self, rid: str) -> str:
+        if _valid(rid) and self.queue.state(rid) is not None:
+            return rid
+        matches = [r for r in self.queue.ids("pending") if r.endswith(rid) or r.startswith(rid)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise ApprovalError(f"no pending request {rid!r} (see `sandbox pending`)")
+        raise ApprovalError(f"{rid!r} matches {len(matches)} requests; give more of the id")
+
+    def approve(self, rid: str, *, always: bool = False, ttl: float | None = None
+                ) -> dict[str, Any]:
+        rid = self._resolve(rid)
+        req = self.queue.request(rid)
+        try:
+            dec = self.queue.decide(rid, "approve", by=self.user, remember=always,
+                                    ttl=self.policy.ttl if ttl is None else ttl)
+        except QueueError as exc:
+            raise ApprovalError(str(exc)) from None
+        audit(self.repo, "approval", request_id=rid, by=self.user, always=always)
+        if always and req is not None:
+            self.remember(req)
+        if req is not None and req.get("mode", "run") == "run":
+            spawn_runner(self.repo, rid)
+        return dec
+
+    def deny(self, rid: str, reason: str = "") -> dict[str, Any]:
+        rid = self._resolve(rid)
+        try:
+            dec = self.queue.decide(rid, "deny", by=self.user, reason=reason or "denied")
+        except QueueError as exc:
+            raise ApprovalError(str(exc)) from None
+        audit(self.repo, "denial", request_id=rid, by=self.user, reason=reason)
+        return dec
+
+    def remember(self, req: dict[str, Any]) -> None:
+        """Always allow this exact call in this repository (until remember_ttl)."""
+        state = os.path.join(self.repo, ".sandbox", "state")
+        os.makedirs(state, exist_ok=True)
+        path = os.path.join(state, "remembered.json")
+        with open(os.path.join(state, ".remembered.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                with open(path, "rb") as fh:
+                    data = json.loads(fh.read())
+            except (OSError, ValueError):
+                data = {}
+            now = time.time()
+            entries = [e for e in (data.get("entries") or [])
+                       if isinstance(e, dict) and float(e.get("expires", 0)) > now]
+            entries.append({"kind": req.get("kind"), "subject": req.get("summary"),
+                            "repo": self.repo, "tool": req.get("tool"), "by": self.user,
+                            "created": now, "expires": now + self.policy.remember_ttl})
+            tmp = path + f".tmp-{os.getpid()}"
+            with open(tmp, "w") as fh:
+                json.dump({"entries": entries}, fh, indent=2)
+            os.replace(tmp, path)
+
+
+def _valid(rid: str) -> bool:
+    from .queue import valid_id
+
+    return valid_id(rid)
+
+
+def age(ts: Any) -> str:
+    try:
+        s = max(0, int(time.time() - float(ts)))
+    except (TypeError, ValueError):
+        return "?"
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    return f"{s // 3600}h"
+
+
+# -- the interactive terminal ---------------------------------------------------
+
+def _table(approver: Approver, items: list[dict[str, Any]], selected: int, note: str) -> Any:
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(expand=True, show_lines=True, title=f"agent-sandbox: {approver.repo}")
+    table.add_column("#", width=3)
+    table.add_column("id", no_wrap=True)
+    table.add_column("age", width=5)
+    table.add_column("agent", width=8)
+    table.add_column("kind", width=6)
+    table.add_column("risk", width=6)
+    table.add_column("exact call", ratio=3)
+    table.add_column("why", ratio=2)
+    colours = {"high": "bold red", "medium": "yellow", "low": "green"}
+    for i, r in enumerate(items):
+        style = "reverse" if i == selected else ""
+        risk = str(r.get("risk", "?"))
+        table.add_row(str(i + 1), str(r.get("id", ""))[-12:], age(r.get("created")),
+                      str(r.get("agent", "")), str(r.get("kind", "")),
+                      Text(risk, style=colours.get(risk, "")),
+                      Text(str(r.get("summary", "")), overflow="fold"),
+                      "; ".join(r.get("reasons") or []), style=style)
+    c = approver.queue.counts()
+    help_text = Text(
+        f"{c['pending']} pending, {c['running']} running, {c['done']} done.   "
+        "keys: up/down or j/k select · a approve · A always allow · d deny · r refresh · q quit"
+    )
+    parts: list[Any] = [table, help_text]
+    if note:
+        parts.append(Panel(note))
+    return Group(*parts)
+
+
+def watch(repo: str, *, stdin: Any = None) -> int:
+    """``sandbox watch``: live list, keys to approve, deny or always-allow."""
+    import select
+    import termios
+    import tty
+
+    from rich.console import Console
+    from rich.live import Live
+    from watchdog.events import FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    approver = Approver(repo)
+    approver.recover()
+    changed = threading.Event()
+    changed.set()
+
+    class Handler(FileSystemEventHandler):
+        def on_any_event(self, event: Any) -> None:
+            changed.set()
+
+    observer = Observer()
+    for state in ("pending", "decided", "done"):
+        observer.schedule(Handler(), approver.queue.dir(state), recursive=False)
+    observer.start()
+    inp = stdin or sys.stdin
+    fd = inp.fileno()
+    interactive = os.isatty(fd)
+    old = termios.tcgetattr(fd) if interactive else None
+    console = Console()
+    selected, note, items = 0, "", []
+    last_recover = time.monotonic()
+    try:
+        if interactive:
+            tty.setcbreak(fd)
+        with Live(console=console, auto_refresh=False, screen=False) as live:
+            while True:
+                if changed.is_set():
+                    changed.clear()
+                    items = approver.pending()
+                    selected = min(selected, max(0, len(items) - 1))
+                    live.update(_table(approver, items, selected, note), refresh=True)
+                r, _, _ = select.select([fd], [], [], 0.05)
+                if time.monotonic() - last_recover > 5:
+                    approver.recover()
+                    last_recover = time.monotonic()
+                if not r:
+                    continue
+                key = os.read(fd, 8).decode(errors="replace")
+                if not key or key in ("q", "\x03", "\x04"):
+                    break
+                if key in ("j", "\x1b[B"):
+                    selected = min(selected + 1, max(0, len(items) - 1))
+                elif key in ("k", "\x1b[A"):
+                    selected = max(selected - 1, 0)
+                elif key in ("a", "A", "d") and items:
+                    rid = str(items[selected]["id"])
+                    try:
+                        if key == "d":
+                            approver.deny(rid, "denied in sandbox watch")
+                            note = f"denied {rid}"
+                        else:
+                            approver.approve(rid, always=key == "A")
+                            note = f"approved {rid}" + (" (always)" if key == "A" else "")
+                    except ApprovalError as exc:
+                        note = str(exc)
+                changed.set()
+    finally:
+        if old is not None:
+            termios.tcsetattr(fd, termios.TCSADRAIN, old)
+        observer.stop()
+        observer.join(timeout=2)
+    return 0

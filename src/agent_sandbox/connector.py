@@ -1,0 +1,375 @@
+"""``sandbox init`` / ``sandbox uninstall``: install the per-repository connector.
+
+``init`` creates ``.sandbox/`` (the effective policy the hook reads, the srt
+settings approved commands run under, the escalation queue, audit, originals,
+state) and, for each chosen agent, its hook and MCP entries as rendered by
+``agent_sandbox.render.agents``. An agent file that already exists is merged
+(its own keys kept, ours added) and its original bytes are saved under
+``.sandbox/originals/`` first; ``.sandbox/state/installed.json`` lists what init
+wrote. ``uninstall`` restores every original byte for byte and removes only
+what init added. Running ``init`` twice changes nothing the second time.
+
+Hook commands use the absolute interpreter running ``sandbox`` (never a bare
+``python`` from PATH). Every file is written atomically; nothing is written
+before the whole plan has been computed and validated.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+import shutil
+import socket
+import sys
+import tomllib
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import SandboxError
+
+AGENT_FLAGS = ("claude", "codex", "cursor", "gemini")
+QUEUE_DIRS = ("pending", "decided", "claimed", "done")
+MCP_NAME = "agent-sandbox"
+MANAGED_POLICY = "/etc/agent-sandbox/policy.json"
+STARTER_POLICY = """\
+# Repository policy for agent-sandbox (a spec layer; see `sandbox schema`).
+# Layers above this one (fleet, group, host) may only be tightened here.
+version: 1
+filesystem:
+  allow_write: ["."]
+  deny_read: ["~/.ssh", "~/.aws", "~/.gnupg", "~/.config/gcloud", "**/.env"]
+commands:
+  default: escalate
+  rules:
+    - claude: "Bash(ls *)"
+      verdict: allow
+    - claude: "Bash(pwd)"
+      verdict: allow
+    - claude: "Bash(cat *)"
+      verdict: allow
+    - claude: "Bash(head *)"
+      verdict: allow
+    - claude: "Bash(tail *)"
+      verdict: allow
+    - claude: "Bash(wc *)"
+      verdict: allow
+    - claude: "Bash(grep *)"
+      verdict: allow
+    - claude: "Bash(rg *)"
+      verdict: allow
+    - claude: "Bash(find *)"
+      verdict: allow
+    - claude: "Bash(echo *)"
+      verdict: allow
+    - claude: "Bash(git status *)"
+      verdict: allow
+    - claude: "Bash(git diff *)"
+      verdict: allow
+    - claude: "Bash(git log *)"
+      verdict: allow
+    - claude: "Read"
+      verdict: allow
+    - pattern: "rm -rf /*"
+      verdict: deny
+      reason: removes the filesystem root
+approvals:
+  ttl: 30m
+  wait: 10m
+"""
+
+
+class ConnectorError(SandboxError):
+    """init or uninstall cannot proceed; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    path: str  # absolute
+    content: bytes
+    mode: int
+    merge: str  # "json" | "toml" | "own" (ours alone; never merged)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _rel(repo: str, path: str) -> str:
+    rel = os.path.relpath(path, repo)
+    if rel.startswith(".."):
+        raise ConnectorError(f"{path} is outside {repo}")
+    return rel
+
+
+def merge_json(original: Any, ours: Any) -> Any:
+    """Ours added to theirs: objects merged key by key, lists joined without
+    duplicates, scalars of ours win."""
+    if isinstance(original, dict) and isinstance(ours, dict):
+        out = dict(original)
+        for k, v in ours.items():
+            out[k] = merge_json(original[k], v) if k in original else v
+        return out
+    if isinstance(original, list) and isinstance(ours, list):
+        out_l = list(original)
+        for item in ours:
+            if item not in out_l:
+                out_l.append(item)
+        return out_l
+    return ours
+
+
+def _json_bytes(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def _load_spec(repo: str, agents: list[str], mcp: bool) -> Any:
+    from .spec.loader import load_spec
+    from .spec.models import AgentOptions, McpServer
+
+    repo_layer = os.path.join(repo, ".sandbox", "policy.yml")
+    layers = [p for p in (MANAGED_POLICY,) if os.path.isfile(p)]
+    if os.path.isfile(repo_layer):
+        layers.append(repo_layer)
+    if not layers:
+        raise ConnectorError("internal: no policy layer")  # init writes the starter first
+    spec = load_spec(*layers)
+    spec.agents = {name: spec.agents.get(name, AgentOptions()) for name in agents}  # type: ignore[misc]
+    for opts in spec.agents.values():
+        opts.enabled = True
+    if mcp:
+        spec.mcp_servers = {**spec.mcp_servers, MCP_NAME: McpServer(
+            command=sys.executable, args=["-I", "-m", "agent_sandbox", "mcp", repo])}
+    return spec
+
+
+def plan(repo: str, agents: list[str], mcp: bool) -> list[Planned]:
+    """Everything init would write (pure apart from reading the spec layers)."""
+    from .facts import HostFacts, User
+    from .render import agents as agent_render
+    from .render.srt import policy_document, srt_settings
+
+    spec = _load_spec(repo, agents, mcp)
+    home = os.path.expanduser("~")
+    facts = HostFacts(name=socket.gethostname(), os="linux", python=sys.executable,
+                      users=(User(getpass.getuser(), home),), repositories=(repo,))
+    out: list[Planned] = []
+    sb = os.path.join(repo, ".sandbox")
+    out.append(Planned(os.path.join(sb, "policy.json"), _json_bytes(policy_document(spec)),
+                       0o644, "own"))
+    settings = srt_settings(spec, home)
+    fs = settings["filesystem"]
+    for key in ("denyRead", "allowRead", "allowWrite", "denyWrite"):
+        if key in fs:
+            fs[key] = [p if p.startswith(("/", "~", "**")) else
+                       os.path.normpath(os.path.join(repo, p)) for p in fs[key]]
+    out.append(Planned(os.path.join(sb, "srt-settings.json"), _json_bytes(settings), 0o644,
+                       "own"))
+    for art in agent_render.project_artifacts(spec, facts, repo):
+        out.append(Planned(art.target, art.content, art.mode, "json"))
+    if "codex" in agents:
+        opts = spec.agents["codex"]
+        if opts.hooks:
+            out.append(Planned(os.path.join(repo, ".codex", "hooks.json"),
+                               _json_bytes(agent_render.codex_hooks(spec, facts)), 0o644,
+                               "json"))
+        cfg = agent_render.codex_config(spec)
+        if cfg:
+            out.append(Planned(os.path.join(repo, ".codex", "config.toml"),
+                               agent_render.toml_bytes(cfg), 0o644, "toml"))
+    seen: set[str] = set()
+    for p in out:
+        if p.path in seen:
+            raise ConnectorError(f"two artifacts for {p.path}")
+        seen.add(p.path)
+        _rel(repo, p.path)
+    return out
+
+
+def _write_atomic(path: str, data: bytes, mode: int) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.sandbox-init-{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def _merged(p: Planned, original: bytes) -> bytes:
+    if p.merge == "json":
+        try:
+            theirs = json.loads(original)
+        except ValueError as exc:
+            raise ConnectorError(f"{p.path} is not valid JSON ({exc}); fix or move it, then "
+                                 "run init again") from None
+        return _json_bytes(merge_json(theirs, json.loads(p.content)))
+    if p.merge == "toml":
+        import tomli_w
+
+        try:
+            theirs = tomllib.loads(original.decode())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ConnectorError(f"{p.path} is not valid TOML ({exc})") from None
+        return tomli_w.dumps(merge_json(theirs, tomllib.loads(p.content.decode()))).encode()
+    return p.content
+
+
+def init(repo: str, agents: list[str] | None = None, mcp: bool = False) -> dict[str, Any]:
+    """Install the connector in ``repo``. Returns a summary of what changed."""
+    repo = os.path.realpath(repo)
+    if not os.path.isdir(repo):
+        raise ConnectorError(f"{repo} is not a directory")
+    chosen = [a for a in AGENT_FLAGS if a in (agents or [])] or ["claude"]
+    unknown = [a for a in (agents or []) if a not in AGENT_FLAGS]
+    if unknown:
+        raise ConnectorError(f"unknown agent(s): {', '.join(unknown)}")
+    sb = os.path.join(repo, ".sandbox")
+    state_path = os.path.join(sb, "state", "installed.json")
+    state = _read_state(state_path)
+    created_dirs: list[str] = list(state.get("dirs", []))
+    if not os.path.isdir(sb):
+        created_dirs.append(".sandbox")
+    # agent directories that do not exist yet are ours to remove later
+    for d in (".claude", ".cursor", ".gemini", ".codex", ".vscode"):
+        if not os.path.exists(os.path.join(repo, d)) and d not in created_dirs:
+            created_dirs.append(d)
+    for d in ("escalations", *[f"escalations/{q}" for q in QUEUE_DIRS], "audit", "originals",
+              "state"):
+        os.makedirs(os.path.join(sb, d), mode=0o700, exist_ok=True)
+    starter = os.path.join(sb, "policy.yml")
+    files: dict[str, dict[str, Any]] = {f["path"]: f for f in state.get("files", [])}
+    if not os.path.exists(starter):
+        _write_atomic(starter, STARTER_POLICY.encode(), 0o644)
+        files[".sandbox/policy.yml"] = {"path": ".sandbox/policy.yml", "created": True}
+    try:
+        planned = plan(repo, chosen, mcp)
+    except SandboxError:
+        raise
+    changed: list[str] = []
+    for p in planned:
+        rel = _rel(repo, p.path)
+        entry = files.get(rel)
+        orig_copy = os.path.join(sb, "originals", rel)
+        if entry is None:
+            if os.path.lexists(p.path):
+                if os.path.islink(p.path) or not os.path.isfile(p.path):
+                    raise ConnectorError(f"{p.path} is not a regular file; move it away first")
+                os.makedirs(os.path.dirname(orig_copy), exist_ok=True)
+                shutil.copy2(p.path, orig_copy)
+                entry = {"path": rel, "created": False,
+                         "mode": os.stat(p.path).st_mode & 0o7777}
+            else:
+                entry = {"path": rel, "created": True}
+        if entry.get("created"):
+            desired = p.content
+        else:
+            with open(orig_copy, "rb") as fh:
+                desired = _merged(p, fh.read())
+        try:
+            with open(p.path, "rb") as fh:
+                current: bytes | None = fh.read()
+        except OSError:
+            current = None
+        if current != desired:
+            _write_atomic(p.path, desired, p.mode)
+            changed.append(rel)
+        entry["sha256"] = _sha(desired)
+        files[rel] = entry
+    new_state = {"version": 1, "agents": chosen, "mcp": mcp, "dirs": created_dirs,
+                 "files": sorted(files.values(), key=lambda f: f["path"])}
+    if _read_state(state_path) != new_state:
+        _write_atomic(state_path, _json_bytes(new_state), 0o600)
+    return {"repo": repo, "agents": chosen, "mcp": mcp, "changed": changed}
+
+
+def _read_state(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ConnectorError(f"{path} is unreadable ({exc}); restore it before continuing"
+                             ) from None
+    return data if isinstance(data, dict) else {}
+
+
+def uninstall(repo: str) -> dict[str, Any]:
+    """Restore the originals and remove what init added."""
+    repo = os.path.realpath(repo)
+    sb = os.path.join(repo, ".sandbox")
+    state = _read_state(os.path.join(sb, "state", "installed.json"))
+    if not state:
+        raise ConnectorError(f"no connector installed in {repo} (no .sandbox/state/installed.json)")
+    restored, removed = [], []
+    for f in state.get("files", []):
+        rel = f["path"]
+        target = os.path.join(repo, rel)
+        if rel.startswith(".sandbox/"):
+            continue
+        if f.get("created"):
+            if os.path.lexists(target):
+                os.unlink(target)
+                removed.append(rel)
+        else:
+            orig = os.path.join(sb, "originals", rel)
+            with open(orig, "rb") as fh:
+                data = fh.read()
+            _write_atomic(target, data, int(f.get("mode", 0o644)))
+            shutil.copystat(orig, target)
+            restored.append(rel)
+    kept_audit = False
+    audit_dir = os.path.join(sb, "audit")
+    for d in sorted(state.get("dirs", []), key=lambda x: -x.count("/")):
+        path = os.path.join(repo, d)
+        if d == ".sandbox":
+            if os.path.isdir(audit_dir) and any(os.scandir(audit_dir)):
+                kept_audit = True
+                for name in os.listdir(sb):
+                    if name != "audit" and not name.startswith("audit-keys"):
+                        p = os.path.join(sb, name)
+                        shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) \
+                            else os.unlink(p)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+            continue
+        try:
+            _remove_empty_tree(path)
+        except OSError:
+            pass
+    if ".sandbox" not in state.get("dirs", []):
+        # .sandbox existed before init (a policy.yml the user wrote): keep that, drop ours
+        for name in ("escalations", "originals", "state", "policy.json", "srt-settings.json"):
+            p = os.path.join(sb, name)
+            if os.path.isdir(p):
+                shutil.rmtree(p, ignore_errors=True)
+            elif os.path.lexists(p):
+                os.unlink(p)
+    return {"repo": repo, "restored": restored, "removed": removed, "kept_audit": kept_audit}
+
+
+def _remove_empty_tree(path: str) -> None:
+    if not os.path.isdir(path) or os.path.islink(path):
+        return
+    for name in os.listdir(path):
+        _remove_empty_tree(os.path.join(path, name))
+    os.rmdir(path)
+
+
+def status(repo: str) -> dict[str, Any]:
+    from .queue import FolderQueue
+
+    repo = os.path.realpath(repo)
+    sb = os.path.join(repo, ".sandbox")
+    state = _read_state(os.path.join(sb, "state", "installed.json"))
+    q = FolderQueue(os.path.join(sb, "escalations"))
+    recent = []
+    for rid in q.ids("done")[-10:]:
+        rec = q.result(rid) or {}
+        recent.append({"id": rid, "status": rec.get("status"),
+                       "summary": (rec.get("request") or {}).get("summary"),
+                       "exit_code": rec.get("exit_code")})
+    return {"repo": repo, "installed": bool(state), "agents": state.get("agents", []),
+            "mcp": state.get("mcp", False), "queue": q.counts() if q.exists() else None,
+            "recent": recent}
