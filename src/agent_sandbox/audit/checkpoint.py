@@ -77,7 +77,7 @@ class Verifier:
 
 def parse_verifier(text: str) -> Verifier:
     """Parse a verifier key string; raises CheckpointError on any inconsistency."""
-    parts = text.strip().split("+")
+    parts = text.strip().split("+", 2)
     if len(parts) != 3:
         raise CheckpointError("verifier key must look like NAME+KEYID+BASE64KEY")
     name, hexid, enc = parts

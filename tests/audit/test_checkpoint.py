@@ -1,0 +1,154 @@
+"""Signed checkpoints: C2SP note format, keys kept apart, remote sink, tampered notes."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from agent_sandbox.audit import AuditLog, verify
+from agent_sandbox.audit.checkpoint import (
+    CheckpointError,
+    load_or_create_signer,
+    open_note,
+    parse_verifier,
+)
+
+from .conftest import make_log, read_lines
+
+
+def test_checkpoint_is_a_signed_note_in_tlog_checkpoint_form(logdir: Path) -> None:
+    make_log(logdir, 10, checkpoint_every=4)  # signed at 4 and 8
+    note = (logdir / "checkpoints" / "latest").read_bytes()
+    text, sigs = note.split(b"\n\n")
+    origin, size, head = text.decode().split("\n")
+    assert size == "8"
+    last8 = read_lines(logdir)[7]
+    assert base64.b64decode(head).hex().encode() in last8  # the chain head after record 8
+    # signature line: em dash, space, key name, space, base64(key id || Ed25519 signature)
+    assert sigs.startswith("\u2014 ".encode()) and sigs.endswith(b"\n")
+    name, b64 = sigs[:-1].decode()[2:].split(" ")
+    assert name == origin
+    blob = base64.b64decode(b64)
+    verifier = parse_verifier((logdir / "checkpoints" / "verifier.key").read_text())
+    pub = verifier.public_key
+    assert blob[:4] == hashlib.sha256(name.encode() + b"\n\x01" + pub).digest()[:4]
+    Ed25519PublicKey.from_public_bytes(pub).verify(blob[4:], text + b"\n")
+    assert sorted(p.name for p in (logdir / "checkpoints").glob("*.note")) == [
+        "00000000000000000004.note", "00000000000000000008.note"]
+
+
+def test_private_key_is_kept_apart_and_private(logdir: Path) -> None:
+    make_log(logdir, 3, checkpoint_every=2)
+    key = logdir.parent / "audit-keys" / "audit.ed25519"
+    assert key.is_file()
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert not any(p.suffix == ".ed25519" for p in logdir.rglob("*"))
+    assert b"PRIVATE" not in b"".join(p.read_bytes() for p in logdir.rglob("*") if p.is_file())
+
+
+def test_a_configured_key_path_is_used(tmp_path: Path) -> None:
+    key = tmp_path / "keys" / "host.ed25519"
+    log = AuditLog(tmp_path / "log", key_path=key, checkpoint_every=1, sync="none")
+    log.append("session_start")
+    assert key.is_file()
+    assert verify(tmp_path / "log", key_path=key).checkpoints == 1
+
+
+def test_checkpoints_every_t_seconds(logdir: Path) -> None:
+    log = AuditLog(logdir, sync="none", checkpoint_every=None, checkpoint_interval=0.05)
+    log.append("request")
+    import time
+
+    time.sleep(0.1)
+    log.append("request")
+    assert verify(logdir).checkpoint_size == 2
+
+
+def test_a_tampered_checkpoint_fails_verification(logdir: Path) -> None:
+    make_log(logdir, 6, checkpoint_every=5)
+    p = logdir / "checkpoints" / "00000000000000000005.note"
+    p.write_bytes(p.read_bytes().replace(b"\n5\n", b"\n6\n"))
+    r = verify(logdir)
+    assert not r.ok and r.problem is not None and "signature does not verify" in r.problem.reason
+
+
+def test_checkpoints_forged_with_another_key_are_rejected_by_the_pinned_key(
+    logdir: Path, tmp_path: Path
+) -> None:
+    """An attacker who rewrites the log and re-signs with a key of their own is caught,
+    because verification uses the key kept apart, not the one beside the checkpoints."""
+    make_log(logdir, 6, checkpoint_every=5)
+    pinned = (logdir / "checkpoints" / "verifier.key").read_text()
+    evil = load_or_create_signer(tmp_path / "evil.key", origin=pinned.split("+", 1)[0])
+    for note in (logdir / "checkpoints").glob("*.note"):
+        note.write_bytes(evil.sign_checkpoint(1, b"\x11" * 32))
+    (logdir / "checkpoints" / "verifier.key").write_text(str(evil.verifier) + "\n")
+    r = verify(logdir, verifier=pinned)
+    assert not r.ok and r.problem is not None and "not signed by the trusted key" in r.problem.reason
+
+
+def test_open_note_rejects_unknown_keys_and_garbage(tmp_path: Path) -> None:
+    a = load_or_create_signer(tmp_path / "a.key", origin="example.test/a")
+    b = load_or_create_signer(tmp_path / "b.key", origin="example.test/a")
+    note = a.sign_checkpoint(3, b"\x01" * 32)
+    assert open_note(note, a.verifier).size == 3
+    with pytest.raises(CheckpointError, match="not signed by the trusted key"):
+        open_note(note, b.verifier)  # same name, different key: ignored, so unsigned
+    with pytest.raises(CheckpointError):
+        open_note(b"garbage", a.verifier)
+    with pytest.raises(CheckpointError):
+        parse_verifier("example.test/a+00000000+AAAA")
+
+
+def test_checkpoints_go_to_a_remote_sink_over_http(logdir: Path) -> None:
+    received: list[bytes] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            received.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/checkpoints"
+        log = AuditLog(logdir, sync="none", checkpoint_every=3, checkpoint_interval=None,
+                       sink=url)
+        for i in range(7):
+            log.append("request", i=i)
+    finally:
+        server.shutdown()
+    assert len(received) == 2 and log.sink_error is None
+    assert received[-1] == (logdir / "checkpoints" / "latest").read_bytes()
+    # The sink's copy still proves truncation after local checkpoints are deleted.
+    for p in (logdir / "checkpoints").glob("*.note"):
+        p.unlink()
+    (logdir / "audit.jsonl").write_bytes(b"".join(read_lines(logdir)[:4]))
+    assert verify(logdir).ok  # locally, the cut is invisible
+    r = verify(logdir, extra_checkpoints=[("sink", received[-1])])
+    assert not r.ok and r.problem is not None and r.problem.kind == "truncated"
+
+
+def test_an_unreachable_sink_never_loses_records(logdir: Path) -> None:
+    calls: list[bytes] = []
+
+    def sink(note: bytes) -> None:
+        calls.append(note)
+        raise OSError("sink down")
+
+    log = AuditLog(logdir, sync="none", checkpoint_every=2, checkpoint_interval=None, sink=sink)
+    for i in range(4):
+        log.append("request", i=i)
+    assert len(calls) == 2 and log.sink_error and "sink down" in log.sink_error
+    assert verify(logdir).ok and verify(logdir).checkpoint_size == 4
