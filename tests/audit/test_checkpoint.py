@@ -91,7 +91,8 @@ def test_checkpoints_forged_with_another_key_are_rejected_by_the_pinned_key(
         note.write_bytes(evil.sign_checkpoint(1, b"\x11" * 32))
     (logdir / "checkpoints" / "verifier.key").write_text(str(evil.verifier) + "\n")
     r = verify(logdir, verifier=pinned)
-    assert not r.ok and r.problem is not None and "not signed by the trusted key" in r.problem.reason
+    assert not r.ok and r.problem is not None
+    assert "not signed by the trusted key" in r.problem.reason
 
 
 def test_open_note_rejects_unknown_keys_and_garbage(tmp_path: Path) -> None:
@@ -111,7 +112,7 @@ def test_checkpoints_go_to_a_remote_sink_over_http(logdir: Path) -> None:
     received: list[bytes] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             received.append(self.rfile.read(int(self.headers["Content-Length"])))
             self.send_response(204)
             self.end_headers()

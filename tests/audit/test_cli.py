@@ -89,7 +89,8 @@ def test_a_full_action_is_correlated_with_who_where_and_timing(logdir: Path) -> 
     got = json.loads(r.stdout)
     assert [x["event"] for x in got] == [e for e in LIFECYCLE if e != "denial"]
     for x in got:
-        assert (x["actor"], x["agent"], x["session"], x["cwd"]) == ("alice", "claude", "s-9", "/repo")
+        who = (x["actor"], x["agent"], x["session"], x["cwd"])
+        assert who == ("alice", "claude", "s-9", "/repo")
     elapsed = [x["elapsed_ms"] for x in got]
     assert elapsed == sorted(elapsed)
     completed = next(x for x in got if x["event"] == "completed")

@@ -274,8 +274,8 @@ class AuditLog:
         bad = RESERVED.intersection(fields)
         if bad:
             raise AuditError(f"audit fields {sorted(bad)} are reserved and set by the log")
-        clean = _redact(dict(fields)) if self.redact else dict(fields)
-        return clean  # type: ignore[no-any-return]
+        clean: dict[str, Any] = _redact(dict(fields)) if self.redact else dict(fields)
+        return clean
 
     def append(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one record and return it as written."""
@@ -387,7 +387,7 @@ class AuditLog:
         if self._signer is None:
             self._signer = ck.load_or_create_signer(self.key_path, origin=self.origin)
             ck.publish_verifier(self.checkpoint_dir, self._signer)
-        note = self._signer.sign_checkpoint(seq, head)
+        note: bytes = self._signer.sign_checkpoint(seq, head)
         ck.store(self.checkpoint_dir, seq, note)
         self._ckpt_size = seq
         self._ckpt_time = time.monotonic()
