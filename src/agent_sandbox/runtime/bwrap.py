@@ -52,7 +52,10 @@ PLACEHOLDERS: tuple[tuple[str, str], ...] = (
 )
 # Names searched for (existing) below each writable root, to a bounded depth.
 PROTECTED_NAMES = frozenset(n for n, _ in PLACEHOLDERS) | {"fish"}
-SEARCH_DEPTH = 3
+SEARCH_DEPTH = 5
+# Large trees that hold no agent or shell configuration worth the walk.
+SKIP_DIRS = frozenset({"node_modules", ".git", ".venv", "venv", "__pycache__", ".tox",
+                       ".mypy_cache", ".ruff_cache", ".pytest_cache"})
 
 PROXY_HTTP_PORT = 3128
 PROXY_SOCKS_PORT = 1080
@@ -118,7 +121,7 @@ class RealFs:
                 continue
             for e in entries:
                 yield e.path
-                if level + 1 < depth and e.name not in ("node_modules", ".git"):
+                if level + 1 < depth and e.name not in SKIP_DIRS:
                     try:
                         if e.is_dir(follow_symlinks=False):
                             stack.append((e.path, level + 1))
@@ -230,7 +233,21 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView) -> Plan:
             if fs.kind(target) is None and fs.realpath(target) == target:
                 placeholders.append((target, kind))
                 mounts[("ro", target)] = Mount("ro", target, kind)
-    # a protected file named directly as writable stays read-only
+    # Pin every directory between a writable root and a read-only mount inside it
+    # (bind it onto itself): a mount point cannot be renamed (EBUSY), so moving a
+    # parent away and recreating the protected path beneath a new one fails.
+    locked = [m for m in mounts.values() if m.op in ("hide", "ro")]
+    for m in list(locked):
+        if m.op != "ro":
+            continue
+        for w in writable:
+            if not _under(m.path, w) or m.path == w:
+                continue
+            a = posixpath.dirname(m.path)
+            while a != w and _under(a, w):
+                if not any(_under(a, x.path) for x in locked):
+                    mounts[("rw", a)] = Mount("rw", a, "d")
+                a = posixpath.dirname(a)
     hide_unix = False
     if n.allow_unix_sockets and not n.allow_all_unix_sockets:
         hide_unix = True

@@ -255,6 +255,9 @@ class BwrapRun:
         self.listeners: list[Any] = []
         self.proxy: Any = None
         self.placeholders: Placeholders | None = None
+        self.plan: bw.Plan | None = None
+        self.started = 0.0
+        self.quarantined: list[tuple[str, str]] = []
         self._audit_close: Callable[[], None] | None = None
 
     # start -----------------------------------------------------------------
@@ -276,6 +279,8 @@ class BwrapRun:
         try:
             p, argv, env = prepare(self.settings, self.command, self.cwd, self.home,
                                    self.env, fds)
+            self.plan = p
+            self.started = time.time()
             self.placeholders = Placeholders(p.placeholders)
             self.placeholders.create()
             try:
@@ -399,7 +404,38 @@ class BwrapRun:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()  # --die-with-parent and the pid namespace take the rest
 
+    def sweep(self) -> None:
+        """Disarm protected names the command created below the writable roots."""
+        if self.plan is None or self.proc is None or self.proc.poll() is None:
+            return
+        from .sweep import disarm, find_new
+
+        roots = [w for w in self.plan.writable_roots if os.path.isdir(w)]
+        skip = [m.path for m in self.plan.mounts]
+        new, complete = find_new(roots, self.started, skip)
+        self.quarantined = disarm(new)
+        for old, moved in self.quarantined:
+            sys.stderr.write(f"sandbox: the command created the protected path {old}; "
+                             f"moved to {moved}\n")
+        if not complete:
+            sys.stderr.write("sandbox: warning: the writable roots are too large to check "
+                             "completely for new protected paths\n")
+        if self.quarantined:
+            try:
+                record = self._record
+                if record is None:
+                    from .proxy import audit_recorder
+
+                    record, close = audit_recorder(self.audit_dir)
+                    self._audit_close = self._audit_close or close
+                for old, moved in self.quarantined:
+                    record({"event_kind": "quarantine", "path": old, "moved_to": moved})
+            except Exception as exc:  # the rename already happened; report, do not hide
+                sys.stderr.write(f"sandbox: cannot record the quarantine in the audit: {exc}\n")
+
     def cleanup(self) -> None:
+        with contextlib.suppress(Exception):
+            self.sweep()
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None

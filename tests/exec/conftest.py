@@ -1,0 +1,285 @@
+# ruff: noqa: E501
+"""Fixtures for the sandbox runtime tests: a private network namespace with an
+upstream server, host-side listeners that count what reaches them, and workspaces.
+
+Everything here is created by the fixtures and removed afterwards; no address
+outside loopback and the namespaces made here is ever used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SRT = REPO / ".tools" / "node_modules" / ".bin" / "srt"
+PY = sys.executable
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
+                                reason="needs root and iproute2 to create a network namespace")
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")
+
+UPSTREAM_SERVER = textwrap.dedent(
+    """
+    import socket, sys, threading, os
+    ip, http_port, raw_port, udp_port, log = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    lock = threading.Lock()
+    def note(text):
+        with lock, open(log, "a") as fh:
+            fh.write(text.replace("\\n", " ") + "\\n")
+    def http(conn):
+        with conn:
+            data = b""
+            while b"\\r\\n\\r\\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            line = data.split(b"\\r\\n", 1)[0].decode("latin-1")
+            note("HTTP " + line)
+            parts = line.split(" ")
+            path = parts[1] if len(parts) > 1 else "/"
+            if path.startswith("/bytes/"):
+                n = int(path.split("/")[2])
+                conn.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n" % n)
+                chunk = b"x" * 1048576
+                while n > 0:
+                    conn.sendall(chunk[: min(n, len(chunk))])
+                    n -= min(n, len(chunk))
+                return
+            body = b"upstream-ok " + path.encode()
+            conn.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n" % len(body) + body)
+    def raw(conn):
+        with conn:
+            conn.sendall(b"SSH-2.0-upstream-test\\r\\n")
+            conn.settimeout(5)
+            try:
+                data = conn.recv(4096)
+            except OSError:
+                data = b""
+            note("RAW " + data.decode("latin-1", "replace").strip()[:80])
+    def serve(port, handler):
+        s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((ip, port)); s.listen(64)
+        while True:
+            c, _ = s.accept()
+            threading.Thread(target=handler, args=(c,), daemon=True).start()
+    def udp():
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind((ip, udp_port))
+        while True:
+            data, _ = u.recvfrom(4096)
+            note("UDP " + data.decode("latin-1", "replace")[:80])
+    threading.Thread(target=serve, args=(raw_port, raw), daemon=True).start()
+    threading.Thread(target=udp, daemon=True).start()
+    open(log + ".ready", "w").close()
+    serve(http_port, http)
+    """
+)
+
+
+@dataclass
+class Net:
+    """The upstream network: a namespace reachable from the host over a veth pair."""
+
+    ns: str
+    host_ip: str
+    up_ip: str
+    http_port: int
+    raw_port: int
+    udp_port: int
+    log: Path
+    hosts_file: Path
+    names: dict[str, str] = field(default_factory=dict)
+
+    def upstream_lines(self) -> list[str]:
+        try:
+            return self.log.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def saw(self, marker: str) -> bool:
+        return any(marker in line for line in self.upstream_lines())
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Net]:
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("needs root and iproute2 to create a network namespace")
+    tag = secrets.token_hex(3)
+    ns, vh, vn = f"asx{tag}", f"asx{tag}h", f"asx{tag}n"
+    octet = 100 + secrets.randbelow(150)
+    host_ip, up_ip = f"10.231.{octet}.1", f"10.231.{octet}.2"
+    d = tmp_path_factory.mktemp("net")
+    log = d / "upstream.log"
+    _ip("netns", "add", ns)
+    proc = None
+    try:
+        _ip("link", "add", vh, "type", "veth", "peer", "name", vn)
+        _ip("link", "set", vn, "netns", ns)
+        _ip("addr", "add", f"{host_ip}/24", "dev", vh)
+        _ip("link", "set", vh, "up")
+        _ip("netns", "exec", ns, "ip", "addr", "add", f"{up_ip}/24", "dev", vn)
+        _ip("netns", "exec", ns, "ip", "link", "set", vn, "up")
+        _ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        script = d / "upstream.py"
+        script.write_text(UPSTREAM_SERVER)
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, PY, str(script), up_ip, "8080",
+                                 "2222", "5353", str(log)])
+        deadline = time.monotonic() + 10
+        while not Path(str(log) + ".ready").exists():
+            assert time.monotonic() < deadline, "upstream server did not start"
+            time.sleep(0.02)
+        names = {
+            "up.example.com": up_ip,
+            "also.up.example.com": up_ip,
+            "bad.example.com": up_ip,
+            "up.example.com.attacker.test": up_ip,
+            "attackerup.example.com": up_ip,
+            "attacker.test": up_ip,
+            "xn--p-0tbb.example.com": up_ip,
+            "rebind.example.com": "127.0.0.1",
+            "rebind6.example.com": "::ffff:127.0.0.1",
+            "meta.example.com": "169.254.169.254",
+            "self.example.com": host_ip,
+        }
+        hosts = d / "hosts"
+        hosts.write_text("".join(f"{ip} {name}\n" for name, ip in names.items()))
+        yield Net(ns, host_ip, up_ip, 8080, 2222, 5353, log, hosts, names)
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["ip", "netns", "pids", ns], capture_output=True)
+        with contextlib.suppress(Exception):
+            for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                                      text=True).stdout.split():
+                os.kill(int(pid), 9)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        subprocess.run(["ip", "link", "del", vh], capture_output=True)
+
+
+class Listener:
+    """A host-side listener that counts what reaches it (TCP, UDP or unix)."""
+
+    def __init__(self, family: int, kind: int, address: object) -> None:
+        self.sock = socket.socket(family, kind)
+        if family != socket.AF_UNIX:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(address)
+        if kind == socket.SOCK_STREAM:
+            self.sock.listen(64)
+        self.address = self.sock.getsockname()
+        self.hits = 0
+        self.data: list[bytes] = []
+        self._stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self.address[1])  # type: ignore[index]
+
+    def _run(self) -> None:
+        self.sock.settimeout(0.2)
+        while not self._stop:
+            try:
+                if self.sock.type == socket.SOCK_STREAM:
+                    c, _ = self.sock.accept()
+                    self.hits += 1
+                    c.settimeout(0.5)
+                    with contextlib.suppress(OSError):
+                        self.data.append(c.recv(4096))
+                    c.close()
+                else:
+                    data, _ = self.sock.recvfrom(4096)
+                    self.hits += 1
+                    self.data.append(data)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self._stop = True
+        self.sock.close()
+
+
+@dataclass
+class HostListeners:
+    tcp_lo: Listener
+    udp_lo: Listener
+    unix: Listener
+    unix_path: str
+    abstract: Listener
+    abstract_name: str
+    tcp_host: Listener | None
+
+    def total(self) -> int:
+        items = [self.tcp_lo, self.udp_lo, self.unix, self.abstract]
+        if self.tcp_host:
+            items.append(self.tcp_host)
+        return sum(x.hits for x in items)
+
+
+@pytest.fixture(scope="session")
+def host_listeners(tmp_path_factory: pytest.TempPathFactory, net: Net) -> Iterator[HostListeners]:
+    d = tmp_path_factory.mktemp("sock")
+    unix_path = str(d / "host.sock")
+    abstract_name = f"\0agent-sandbox-test-{secrets.token_hex(4)}"
+    ls = HostListeners(
+        tcp_lo=Listener(socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", 0)),
+        udp_lo=Listener(socket.AF_INET, socket.SOCK_DGRAM, ("127.0.0.1", 0)),
+        unix=Listener(socket.AF_UNIX, socket.SOCK_STREAM, unix_path),
+        unix_path=unix_path,
+        abstract=Listener(socket.AF_UNIX, socket.SOCK_STREAM, abstract_name),
+        abstract_name=abstract_name,
+        tcp_host=Listener(socket.AF_INET, socket.SOCK_STREAM, (net.host_ip, 0)),
+    )
+    os.chmod(unix_path, 0o777)
+    yield ls
+    for x in (ls.tcp_lo, ls.udp_lo, ls.unix, ls.abstract, ls.tcp_host):
+        if x:
+            x.close()
+
+
+@pytest.fixture
+def audit_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "audit"
+    return d
+
+
+@pytest.fixture
+def proxy_env(net: Net, audit_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Net:
+    monkeypatch.setenv("AGENT_SANDBOX_HOSTS", str(net.hosts_file))
+    monkeypatch.setenv("AGENT_SANDBOX_AUDIT_DIR", str(audit_dir))
+    return net
+
+
+def write_settings(path: Path, data: dict) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+def audit_records(directory: Path) -> list[dict]:
+    f = directory / "audit.jsonl"
+    if not f.exists():
+        return []
+    return [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
