@@ -4,6 +4,7 @@ problem names the right key and line."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -370,3 +371,17 @@ def test_every_problem_is_reported_at_once() -> None:
           ttl: later
     """)
     assert [line for line, _, _ in found] == [2, 4, 6]
+
+
+def test_keys_cannot_forge_report_lines() -> None:
+    found = problems('agents:\n  "evil\\nspec.yml:9:9: ok: fine": {}\n  "\\x1e": {}\n')
+    for _, key, _ in found:
+        assert "\n" not in key and "\x1e" not in key
+    assert {k for _, k, _ in found} >= {'agents."evil\\nspec.yml:9:9: ok: fine"',
+                                        'agents."\\u001e"'}
+
+
+@pytest.mark.parametrize("entry", ['/Users/u/wo"rk', "/tmp/a\nb", "/tmp/\x1b[31m"])
+def test_paths_that_no_backend_can_express_are_refused(entry: str) -> None:
+    found = problems(f"filesystem:\n  allow_write: [{json.dumps(entry)}]\n")
+    assert found[0][:2] == (2, "filesystem.allow_write[0]")

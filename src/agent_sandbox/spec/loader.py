@@ -11,6 +11,7 @@ Never raises anything but ``SpecError`` for bad input.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,12 +53,17 @@ class Layer:
 
 
 def dotted(path: Path_) -> str:
+    """``network.allowed_domains[2]``; keys that are empty or not printable are
+    quoted and escaped, so a key can never forge a line of the report."""
     out = ""
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            text = str(part)
+            if not text or not text.isprintable() or text != text.strip():
+                text = json.dumps(text)
+            out += ("." if out else "") + text
     return out
 
 

@@ -60,6 +60,11 @@ def validate_path_rule(rule: str) -> str:
         raise PathRuleError("empty path")
     if "\x00" in rule:
         raise PathRuleError("path contains a NUL byte")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in rule):
+        raise PathRuleError(f"path {rule!r} contains a control character")
+    if '"' in rule:
+        # not expressible in every backend's policy language (Seatbelt, PowerShell)
+        raise PathRuleError(f"path {rule!r} contains a double quote")
     if rule != rule.strip():
         raise PathRuleError(f"path {rule!r} has leading or trailing white space")
     if rule.startswith("~") and not (rule == "~" or rule.startswith("~/")):
