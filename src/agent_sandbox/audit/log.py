@@ -36,7 +36,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -61,9 +60,16 @@ class AuditError(SandboxError):
     """The audit log cannot be written or read as asked (callers must fail closed)."""
 
 
+_second_cache: list[Any] = [-1, ""]
+
+
 def rfc3339(ts: float) -> str:
     """``ts`` (seconds since the epoch) as RFC 3339 UTC with microseconds."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    sec, usec = divmod(round(ts * 1_000_000), 1_000_000)
+    if _second_cache[0] != sec:
+        _second_cache[1] = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _second_cache[0] = sec
+    return f"{_second_cache[1]}.{usec:06d}Z"
 
 
 def line_is_self_consistent(line: bytes) -> tuple[int, bytes] | None:
@@ -86,15 +92,19 @@ def line_is_self_consistent(line: bytes) -> tuple[int, bytes] | None:
     return seq, digest
 
 
-@dataclass(frozen=True)
 class TailState:
     """Where the chain ends in the file: the state an append continues from."""
 
-    size: int
-    ino: int
-    seq: int
-    digest: bytes
-    torn_offset: int | None = None  # start of an unsealed torn region, if any
+    __slots__ = ("digest", "ino", "seq", "size", "torn_offset")
+
+    def __init__(
+        self, size: int, ino: int, seq: int, digest: bytes, torn_offset: int | None = None
+    ) -> None:
+        self.size = size
+        self.ino = ino
+        self.seq = seq
+        self.digest = digest
+        self.torn_offset = torn_offset  # start of an unsealed torn region, if any
 
 
 def read_tail(fd: int) -> TailState:
@@ -182,6 +192,7 @@ class AuditLog:
         self._tail: TailState | None = None
         self._pending = 0
         self._pending_since = 0.0
+        self._path_checked = 0.0
         self._ckpt_size: int | None = None
         self._ckpt_time = time.monotonic()
         self._signer: Any = None
@@ -238,10 +249,15 @@ class AuditLog:
 
     def _current_tail(self) -> TailState:
         st = os.fstat(self._fd)
-        try:
-            on_disk = os.stat(self.path)
-        except FileNotFoundError:
-            on_disk = None
+        now = time.monotonic()
+        if now - self._path_checked >= 0.25 or self._tail is None:
+            self._path_checked = now
+            try:
+                on_disk: os.stat_result | None = os.stat(self.path)
+            except FileNotFoundError:
+                on_disk = None
+        else:
+            on_disk = st
         if on_disk is None or on_disk.st_ino != st.st_ino:
             # The log was moved away or replaced: follow the path, never write to a ghost.
             self._close_fds()
@@ -254,7 +270,9 @@ class AuditLog:
 
     # -- records -----------------------------------------------------------
 
-    def _build(self, seq: int, prev: bytes, event: str, fields: Mapping[str, Any]) -> bytes:
+    def _build(
+        self, seq: int, prev: bytes, event: str, fields: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], bytes]:
         rec: dict[str, Any] = dict(fields)
         rec["seq"] = seq
         rec["ts"] = rfc3339(time.time())
@@ -264,7 +282,7 @@ class AuditLog:
             body = canonical(rec)
         except (TypeError, ValueError) as exc:
             raise AuditError(f"audit record for {event!r} is not JSON-encodable: {exc}") from exc
-        return body
+        return rec, body
 
     def _prepare(self, event: str, fields: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(event, str) or not _EVENT_RE.match(event):
@@ -322,11 +340,11 @@ class AuditLog:
             )
         for event, fields in items:
             seq += 1
-            body = self._build(seq, prev, event, fields)
+            rec, body = self._build(seq, prev, event, fields)
             prev = chain_hash(prev, body)
-            line = seal_line(body, prev)
-            chunks.append(line)
-            out.append(json.loads(line))
+            chunks.append(seal_line(body, prev))
+            rec["hash"] = prev.hex()
+            out.append(rec)
         data = b"".join(chunks)
         _write_all(self._fd, data)
         self._tail = TailState(tail.size + len(data), tail.ino, seq, prev)

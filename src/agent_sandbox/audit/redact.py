@@ -14,6 +14,7 @@ redacting too much: it must never return a secret it was given.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 MARK = "[REDACTED]"
@@ -88,6 +89,7 @@ _QUICK = re.compile(
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 
 
+@lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     """True when a field or variable called ``name`` holds a secret value."""
     if _PUBLIC_NAME.match(name):
@@ -118,6 +120,17 @@ def _assign_sub(m: re.Match[str]) -> str:
 
 def redact_text(text: str) -> str:
     """Replace every secret-looking substring of ``text`` with the redaction mark."""
+    if len(text) <= 128:
+        return _redact_short(text)
+    return _redact_text(text)
+
+
+@lru_cache(maxsize=8192)
+def _redact_short(text: str) -> str:
+    return _redact_text(text)
+
+
+def _redact_text(text: str) -> str:
     if not _QUICK.search(text):
         return text
     text = _VALUE_RE.sub(MARK, text)
@@ -125,20 +138,31 @@ def redact_text(text: str) -> str:
     return _ASSIGN_RE.sub(_assign_sub, text)
 
 
+@lru_cache(maxsize=4096)
+def _key_info(key: str) -> tuple[str, bool]:
+    return redact_text(key), is_secret_name(key)
+
+
 def redact(value: Any, *, _depth: int = 0) -> Any:
     """A redacted deep copy of ``value`` (dicts, lists, tuples, strings, scalars)."""
     if _depth > 64:
         return MARK  # pathological nesting: refuse to look further, keep nothing
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
+    tv = type(value)
+    if tv is str:
+        return _redact_short(value) if len(value) <= 128 else _redact_text(value)
+    if tv is dict or isinstance(value, dict):
         out: dict[str, Any] = {}
         for k, v in value.items():
-            key = k if isinstance(k, str) else str(k)
-            if is_secret_name(key) and v is not None and v != "" and not isinstance(v, bool):
-                out[redact_text(key)] = MARK
+            rkey, secret = _key_info(k if type(k) is str else str(k))
+            tvv = type(v)
+            if secret and v is not None and v != "" and tvv is not bool:
+                out[rkey] = MARK
+            elif tvv is str:
+                out[rkey] = _redact_short(v) if len(v) <= 128 else _redact_text(v)
+            elif tvv is int or tvv is float or tvv is bool or v is None:
+                out[rkey] = v
             else:
-                out[redact_text(key)] = redact(v, _depth=_depth + 1)
+                out[rkey] = redact(v, _depth=_depth + 1)
         return out
     if isinstance(value, list | tuple):
         items: list[Any] = []
@@ -151,6 +175,8 @@ def redact(value: Any, *, _depth: int = 0) -> Any:
             secret_next = isinstance(v, str) and _is_secret_option(v)
             items.append(redact(v, _depth=_depth + 1))
         return items
+    if isinstance(value, str):
+        return redact_text(str(value))
     if isinstance(value, bytes | bytearray):
         return redact_text(bytes(value).decode("utf-8", "replace"))
     if value is None or isinstance(value, bool | int | float):
