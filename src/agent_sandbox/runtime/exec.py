@@ -89,15 +89,16 @@ def home_dir() -> str:
 APPARMOR_PROFILE = "/etc/apparmor.d/agent-sandbox-bwrap"
 
 
-def diagnose_userns() -> str:
-    """Why user namespaces may be unavailable here, and what to do (or '')."""
+def _read_proc(path: str) -> str | None:
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
 
-    def read(path: str) -> str | None:
-        try:
-            with open(path) as fh:
-                return fh.read().strip()
-        except OSError:
-            return None
+
+def diagnose_userns(read: Callable[[str], str | None] = _read_proc) -> str:
+    """Why user namespaces may be unavailable here, and what to do (or '')."""
 
     if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
         return (
@@ -115,6 +116,11 @@ def diagnose_userns() -> str:
 
 
 def find_bwrap() -> str:
+    override = os.environ.get("AGENT_SANDBOX_BWRAP")
+    if override:
+        if not os.access(override, os.X_OK):
+            raise SandboxStartError(f"AGENT_SANDBOX_BWRAP={override} is not executable")
+        return override
     for d in ("/usr/bin", "/usr/local/bin", "/bin"):
         p = os.path.join(d, "bwrap")
         if os.access(p, os.X_OK):
@@ -143,82 +149,102 @@ def _lock_dir() -> str:
 class Placeholders:
     """Create empty protected-name placeholders; remove ours when the last user ends.
 
-    A shared flock per writable root is held for the whole run; cleanup happens
-    only when an exclusive lock can be taken (no other sandbox uses the root),
-    so a placeholder is never removed while another sandbox relies on it.
+    Per writable root there are two lock files: ``.users`` (a shared flock held
+    by every run for its whole duration; it also lists the placeholders we
+    created) and ``.mutex`` (held briefly while placeholders are created or
+    removed). Cleanup removes placeholders only when it can take ``.users``
+    exclusively, i.e. no other sandbox relies on them, and never blocks a run.
     """
 
     def __init__(self, items: Sequence[tuple[str, str]]) -> None:
         self.items = list(items)
-        self.locks: dict[str, int] = {}
+        self.users: dict[str, int] = {}
+        self.mutex: dict[str, int] = {}
 
-    def _lock_for(self, path: str) -> int:
+    @staticmethod
+    def _root(path: str) -> str:
         root = os.path.dirname(path)
-        if os.path.basename(root) == ".git":
+        while os.path.basename(root) == ".git":
             root = os.path.dirname(root)
-        if root not in self.locks:
-            name = hashlib.sha256(root.encode()).hexdigest()[:24]
-            fd = os.open(os.path.join(_lock_dir(), name + ".lock"),
-                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            self.locks[root] = fd
-        return self.locks[root]
+        return root
+
+    def _open(self, root: str) -> None:
+        if root in self.users:
+            return
+        base = os.path.join(_lock_dir(), hashlib.sha256(root.encode()).hexdigest()[:24])
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+        self.mutex[root] = os.open(base + ".mutex", flags, 0o600)
+        self.users[root] = os.open(base + ".users", flags | os.O_APPEND, 0o600)
 
     def create(self) -> None:
         if not self.items:
             return
-        for path, _ in self.items:
-            self._lock_for(path)
-        for fd in self.locks.values():
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            for path, kind in self.items:
-                state = self._state_file(path)
-                try:
-                    if kind == "d":
-                        os.mkdir(path, 0o755)
-                    else:
-                        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                                         | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
-                except FileExistsError:
-                    continue
-                except OSError as exc:
-                    raise SandboxStartError(
-                        f"cannot create the protected placeholder {path}: {exc.strerror}; "
-                        "make the directory writable or remove it from allowWrite"
-                    ) from None
-                with open(state, "a") as fh:
-                    fh.write(json.dumps([path, kind]) + "\n")
-        finally:
-            for fd in self.locks.values():
-                fcntl.flock(fd, fcntl.LOCK_SH)
-
-    def _state_file(self, path: str) -> str:
-        fd = self._lock_for(path)
-        return f"/proc/self/fd/{fd}"
+        by_root: dict[str, list[tuple[str, str]]] = {}
+        for path, kind in self.items:
+            by_root.setdefault(self._root(path), []).append((path, kind))
+        for root, items in sorted(by_root.items()):
+            self._open(root)
+            fcntl.flock(self.mutex[root], fcntl.LOCK_EX)
+            try:
+                fcntl.flock(self.users[root], fcntl.LOCK_SH)
+                for path, kind in items:
+                    for made, made_kind in _make(path, kind, root):
+                        os.write(self.users[root], (json.dumps([made, made_kind]) + "\n").encode())
+            finally:
+                fcntl.flock(self.mutex[root], fcntl.LOCK_UN)
 
     def cleanup(self) -> None:
-        for fd in self.locks.values():
+        for root in list(self.users):
+            users, mutex = self.users.pop(root), self.mutex.pop(root)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                continue
-            try:
-                os.lseek(fd, 0, os.SEEK_SET)
+                fcntl.flock(mutex, fcntl.LOCK_EX)
+                try:
+                    fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue  # another sandbox still relies on the placeholders
+                os.lseek(users, 0, os.SEEK_SET)
                 data = b""
-                while chunk := os.read(fd, 65536):
+                while chunk := os.read(users, 65536):
                     data += chunk
-                for line in data.decode(errors="replace").splitlines():
+                for line in reversed(data.decode(errors="replace").splitlines()):
                     with contextlib.suppress(ValueError, OSError, TypeError):
                         path, kind = json.loads(line)
                         if kind == "d":
                             os.rmdir(path)
                         elif os.lstat(path).st_size == 0:
                             os.unlink(path)
-                os.ftruncate(fd, 0)
+                os.ftruncate(users, 0)
             finally:
-                os.close(fd)
-        self.locks.clear()
+                os.close(users)
+                os.close(mutex)
+
+
+def _make(path: str, kind: str, root: str) -> list[tuple[str, str]]:
+    """Create a placeholder (and missing parents up to ``root``); what was created."""
+    made: list[tuple[str, str]] = []
+    parent = os.path.dirname(path)
+    missing = []
+    while parent != root and not os.path.lexists(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    try:
+        for d in reversed(missing):
+            os.mkdir(d, 0o755)
+            made.append((d, "d"))
+        if kind == "d":
+            os.mkdir(path, 0o755)
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o644))
+        made.append((path, kind))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise SandboxStartError(
+            f"cannot create the protected placeholder {path}: {exc.strerror}; "
+            "make the directory writable or remove it from allowWrite"
+        ) from None
+    return made
 
 
 # -- the bwrap backend -----------------------------------------------------------
@@ -258,6 +284,7 @@ class BwrapRun:
         self.plan: bw.Plan | None = None
         self.started = 0.0
         self.quarantined: list[tuple[str, str]] = []
+        self.notices: list[str] = []
         self._audit_close: Callable[[], None] | None = None
 
     # start -----------------------------------------------------------------
@@ -415,11 +442,11 @@ class BwrapRun:
         new, complete = find_new(roots, self.started, skip)
         self.quarantined = disarm(new)
         for old, moved in self.quarantined:
-            sys.stderr.write(f"sandbox: the command created the protected path {old}; "
-                             f"moved to {moved}\n")
+            self.notices.append(f"sandbox: the command created the protected path {old}; "
+                                f"moved to {moved}\n")
         if not complete:
-            sys.stderr.write("sandbox: warning: the writable roots are too large to check "
-                             "completely for new protected paths\n")
+            self.notices.append("sandbox: warning: the writable roots are too large to check "
+                                "completely for new protected paths\n")
         if self.quarantined:
             try:
                 record = self._record
@@ -431,7 +458,7 @@ class BwrapRun:
                 for old, moved in self.quarantined:
                     record({"event_kind": "quarantine", "path": old, "moved_to": moved})
             except Exception as exc:  # the rename already happened; report, do not hide
-                sys.stderr.write(f"sandbox: cannot record the quarantine in the audit: {exc}\n")
+                self.notices.append(f"sandbox: cannot record the quarantine in the audit: {exc}\n")
 
     def cleanup(self) -> None:
         with contextlib.suppress(Exception):
@@ -520,6 +547,7 @@ def run_sandboxed(
     finally:
         run.kill()
         run.cleanup()
+    err += "".join(run.notices).encode()
     return CompletedRun(TIMED_OUT if timed_out else rc, out, err,
                         time.monotonic() - started, timed_out, "bwrap")
 
@@ -551,6 +579,8 @@ def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
                 signal.signal(sig, handler)
         run.kill()
         run.cleanup()
+        for note in run.notices:
+            (err or sys.stderr).write(note)
 
 
 def main(args: Sequence[str], err: IO[str] | None = None) -> int:
@@ -586,20 +616,33 @@ def main(args: Sequence[str], err: IO[str] | None = None) -> int:
 
 
 def settings_from_spec(spec_path: str, host: str | None, home: str) -> Settings:
-    """srt settings rendered from a spec (the same document the renderer writes)."""
+    """srt settings rendered from a spec (the same document the renderer writes).
+
+    ``spec_path`` is a spec file, or an inventory folder with ``--host`` naming
+    the host whose layered spec applies.
+    """
     from agent_sandbox.errors import SandboxError
     from agent_sandbox.render.srt import srt_settings
-    from agent_sandbox.spec import load_spec
 
     from .settings import parse
 
     try:
-        spec = load_spec(spec_path)
+        if os.path.isdir(spec_path):
+            if not host:
+                raise SettingsError(f"{spec_path} is an inventory folder: add --host NAME")
+            from agent_sandbox.fleet import FleetRenderer
+
+            spec = FleetRenderer.from_path(spec_path).spec_for(host)
+        else:
+            from agent_sandbox.spec.loader import load_spec
+
+            spec = load_spec(spec_path)
+    except SettingsError:
+        raise
     except SandboxError as exc:
         raise SettingsError(f"{spec_path}: invalid spec:\n{exc}") from None
-    except OSError as exc:
-        raise SettingsError(f"cannot read spec {spec_path}: {exc}") from None
-    _ = host  # host-specific layers are merged by the loader when the spec names them
+    except (OSError, KeyError) as exc:
+        raise SettingsError(f"cannot use spec {spec_path} (host {host}): {exc}") from None
     return parse(srt_settings(spec, home), source=f"{spec_path} (rendered)")
 
 

@@ -122,8 +122,10 @@ def parse(data: Any, source: str = "<memory>") -> Settings:
     """Validate an srt settings document (already JSON-decoded)."""
     if not isinstance(data, dict):
         raise SettingsError(f"{source}: the settings must be a JSON object")
-    net_raw = data.get("network", {}) or {}
-    fs_raw = data.get("filesystem", {}) or {}
+    net_raw = data.get("network")
+    fs_raw = data.get("filesystem")
+    net_raw = {} if net_raw is None else net_raw
+    fs_raw = {} if fs_raw is None else fs_raw
     if not isinstance(net_raw, dict):
         raise SettingsError(f"{source}: network: expected an object")
     if not isinstance(fs_raw, dict):

@@ -1,0 +1,207 @@
+"""The bwrap argv builder as a pure function over a fake filesystem: no processes."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+
+import pytest
+
+from agent_sandbox.runtime import bwrap as bw
+from agent_sandbox.runtime.settings import parse
+from agent_sandbox.spec.paths import covers
+
+
+class FakeFs:
+    """``FsView`` over a dict {path: 'd'|'f'} plus symlinks {path: target}."""
+
+    def __init__(self, entries: dict[str, str], links: dict[str, str] | None = None) -> None:
+        self.entries = dict(entries)
+        self.links = links or {}
+        for p in list(self.entries):
+            while p != "/":
+                p = posixpath.dirname(p)
+                self.entries.setdefault(p, "d")
+
+    def realpath(self, path: str) -> str:
+        parts = path.strip("/").split("/")
+        cur = "/"
+        for part in parts:
+            cur = posixpath.join(cur, part)
+            if cur in self.links:
+                cur = self.links[cur]
+        return cur
+
+    def kind(self, path: str) -> str | None:
+        return self.entries.get(self.realpath(path))
+
+    def glob(self, pattern: str, roots: Sequence[str], depth: int) -> list[str]:
+        return sorted(p for p in self.entries if covers(pattern, p)
+                      and not any(covers(pattern, q) for q in _ancestors(p)))
+
+    def find(self, root: str, names: frozenset[str], depth: int) -> list[str]:
+        return sorted(p for p in self.entries if p.startswith(root + "/")
+                      and posixpath.basename(p) in names)
+
+
+def _ancestors(p: str) -> list[str]:
+    out = []
+    while p != "/":
+        p = posixpath.dirname(p)
+        out.append(p)
+    return out
+
+
+HOME = "/home/u"
+CWD = "/home/u/proj"
+BASE = {
+    "/home/u/proj/src/main.py": "f",
+    "/home/u/proj/.env": "f",
+    "/home/u/proj/sub/.env": "f",
+    "/home/u/.ssh/id_ed25519": "f",
+    "/home/u/.ssh/config": "f",
+    "/home/u/.bashrc": "f",
+    "/etc/passwd": "f",
+}
+
+
+def plan_for(settings: dict, entries: dict[str, str] | None = None,
+             links: dict[str, str] | None = None) -> bw.Plan:
+    fs = FakeFs({**BASE, **(entries or {})}, links)
+    return bw.plan(parse(settings), home=HOME, cwd=CWD, fs=fs)
+
+
+def ops(p: bw.Plan) -> list[tuple[str, str]]:
+    return [(m.op, m.path) for m in p.mounts]
+
+
+def test_read_only_root_and_namespaces() -> None:
+    p = plan_for({})
+    argv = bw.build_argv(p, ["true"], cwd=CWD)
+    assert argv[:8] == ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for flag in ("--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net",
+                 "--die-with-parent", "--new-session", "--unshare-ipc"):
+        assert flag in argv
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
+    assert argv[-4:] == ["--chdir", CWD, "--", "true"]
+    assert "--bind" not in argv  # nothing writable unless allowWrite says so
+
+
+def test_deny_read_dir_is_empty_readonly_tmpfs_and_file_is_dev_null() -> None:
+    p = plan_for({"filesystem": {"denyRead": ["~/.ssh", "/etc/passwd"]}})
+    argv = bw.build_argv(p, ["true"], cwd=CWD)
+    i = argv.index("/home/u/.ssh")
+    assert argv[i - 1] == "--tmpfs" and argv[i + 1:i + 3] == ["--remount-ro", "/home/u/.ssh"]
+    j = argv.index("/etc/passwd")
+    assert argv[j - 2:j] == ["--ro-bind", "/dev/null"]
+
+
+def test_allow_read_reopens_inside_deny_and_is_applied_after_it() -> None:
+    p = plan_for({"filesystem": {"denyRead": ["~/.ssh"], "allowRead": ["~/.ssh/config"]}})
+    assert ops(p).index(("hide", "/home/u/.ssh")) < ops(p).index(("show", "/home/u/.ssh/config"))
+
+
+def test_glob_deny_read_matches_at_any_depth() -> None:
+    p = plan_for({"filesystem": {"denyRead": ["**/.env"]}})
+    hidden = {path for op, path in ops(p) if op == "hide"}
+    assert {"/home/u/proj/.env", "/home/u/proj/sub/.env"} <= hidden
+
+
+def test_deny_write_beats_allow_write_and_comes_after() -> None:
+    p = plan_for({"filesystem": {"allowWrite": ["."], "denyWrite": ["src"]}})
+    o = ops(p)
+    assert ("rw", CWD) in o and ("ro", CWD + "/src") in o
+    assert o.index(("rw", CWD)) < o.index(("ro", CWD + "/src"))
+
+
+def test_tilde_and_relative_paths_expand() -> None:
+    p = plan_for({"filesystem": {"allowWrite": ["~/proj", "src"]}})
+    assert ("rw", CWD) in ops(p) and ("rw", CWD + "/src") in ops(p)
+
+
+def test_missing_paths_are_skipped_not_created() -> None:
+    p = plan_for({"filesystem": {"denyRead": ["/nope"], "allowWrite": ["/also-nope"]}})
+    assert not any(path.startswith(("/nope", "/also-nope")) for _, path in ops(p))
+
+
+def test_mandatory_set_in_writable_root_gets_placeholders() -> None:
+    p = plan_for({"filesystem": {"allowWrite": ["."]}})
+    ph = dict(p.placeholders)
+    for name, kind in (("/.git", "d"), ("/.claude", "d"), ("/.bashrc", "f"),
+                       ("/.mcp.json", "f"), ("/.gitmodules", "f"), ("/.sandbox", "d"),
+                       ("/.vscode", "d"), ("/.idea", "d"), ("/.codex", "d"),
+                       ("/.cursor", "d"), ("/.gemini", "d"), ("/.gitconfig", "f")):
+        assert ph[CWD + name] == kind
+        assert ("ro", CWD + name) in ops(p)
+
+
+def test_mandatory_set_cannot_be_turned_off_by_settings() -> None:
+    # allowWrite naming a protected path directly still leaves it read-only
+    p = plan_for({"filesystem": {"allowWrite": [".", ".claude"]}},
+                 {CWD + "/.claude/settings.json": "f"})
+    o = ops(p)
+    assert o.index(("rw", CWD + "/.claude")) < o.index(("ro", CWD + "/.claude"))
+
+
+def test_existing_repo_pins_git_and_protects_hooks_and_config() -> None:
+    p = plan_for({"filesystem": {"allowWrite": ["."]}},
+                 {CWD + "/.git/config": "f", CWD + "/.git/HEAD": "f"})
+    o = ops(p)
+    assert ("ro", CWD + "/.git/config") in o
+    assert ("ro", CWD + "/.git/hooks") in o
+    assert (CWD + "/.git/hooks", "d") in p.placeholders
+    assert ("rw", CWD + "/.git") in o  # a mount point: renaming .git away fails
+
+
+def test_parents_of_deep_protected_paths_are_pinned() -> None:
+    p = plan_for({"filesystem": {"allowWrite": ["."]}}, {CWD + "/a/b/.vscode/x.json": "f"})
+    o = ops(p)
+    assert ("ro", CWD + "/a/b/.vscode") in o
+    assert ("rw", CWD + "/a") in o and ("rw", CWD + "/a/b") in o
+
+
+def test_pins_never_reopen_a_denied_read() -> None:
+    p = plan_for({"filesystem": {"allowWrite": ["."], "denyRead": ["secret"]}},
+                 {CWD + "/secret/.claude/x": "f"})
+    assert ("rw", CWD + "/secret") not in ops(p)
+
+
+def test_symlinked_rules_resolve_to_the_target() -> None:
+    p = plan_for({"filesystem": {"denyRead": ["~/link"]}}, {"/data/secret": "f"},
+                 links={"/home/u/link": "/data/secret"})
+    assert ("hide", "/data/secret") in ops(p)
+
+
+def test_protected_file_as_writable_root_is_dropped() -> None:
+    p = plan_for({"filesystem": {"allowWrite": ["~/.bashrc"]}})
+    assert ("rw", "/home/u/.bashrc") not in ops(p)
+
+
+def test_unix_socket_paths_hide_run_and_tmp_then_bind_back() -> None:
+    p = plan_for({"network": {"allowUnixSockets": ["/run/app.sock"]}},
+                 {"/run/app.sock": "f"})
+    argv = bw.build_argv(p, ["true"], cwd=CWD)
+    assert ["--tmpfs", "/run"] == argv[8:10]
+    i = argv.index("/run/app.sock")
+    assert argv[i - 1] == "--bind"
+
+
+@pytest.mark.parametrize("fd_flag,value", [("--seccomp", 5), ("--info-fd", 6), ("--block-fd", 7)])
+def test_fds_are_passed(fd_flag: str, value: int) -> None:
+    argv = bw.build_argv(plan_for({}), ["true"], cwd=CWD, fds=bw.Fds(5, 6, 7))
+    assert argv[argv.index(fd_flag) + 1] == str(value)
+
+
+def test_proxy_env_both_cases_and_no_proxy() -> None:
+    env = bw.proxy_env(connect_helper=["/py", "connect.py"])
+    for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        assert env[k] == env[k.lower()]
+    assert env["HTTP_PROXY"] == "http://127.0.0.1:3128"
+    assert env["ALL_PROXY"] == "socks5h://127.0.0.1:1080"
+    assert "127.0.0.1" in env["NO_PROXY"] and "localhost" in env["NO_PROXY"]
+    assert "ProxyCommand='/py connect.py %h %p'" in env["GIT_SSH_COMMAND"]
+
+
+def test_argv_is_deterministic() -> None:
+    s = {"filesystem": {"allowWrite": ["."], "denyRead": ["**/.env", "~/.ssh"]}}
+    assert bw.build_argv(plan_for(s), ["x"], cwd=CWD) == bw.build_argv(plan_for(s), ["x"], cwd=CWD)

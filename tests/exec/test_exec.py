@@ -1,0 +1,365 @@
+"""``sandbox exec`` end to end with real bubblewrap, real sockets, real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import PY, REPO, Net, audit_records, needs_bwrap, write_settings
+
+from agent_sandbox.runtime.exec import (
+    SANDBOX_FAILED,
+    TIMED_OUT,
+    SandboxStartError,
+    diagnose_userns,
+    run_sandboxed,
+)
+
+pytestmark = needs_bwrap
+SANDBOX = [PY, "-m", "agent_sandbox"]
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    w = tmp_path / "work"
+    w.mkdir()
+    return w
+
+
+@pytest.fixture
+def settings(tmp_path: Path, work: Path) -> Path:
+    return write_settings(tmp_path / "s.json", {
+        "network": {"allowedDomains": ["up.example.com"], "deniedDomains": ["bad.example.com"]},
+        "filesystem": {"denyRead": [str(tmp_path / "secret")], "allowWrite": [str(work)]},
+    })
+
+
+def cli(settings: Path, *cmd: str, cwd: Path, **kw: object) -> subprocess.CompletedProcess:
+    return subprocess.run([*SANDBOX, "exec", "--settings", str(settings), "--", *cmd],
+                          cwd=cwd, capture_output=True, timeout=60, **kw)  # type: ignore[call-overload]
+
+
+def test_exit_status_and_streams_pass_through(settings: Path, work: Path) -> None:
+    r = cli(settings, "sh", "-c", "read x; echo out:$x; echo err >&2; exit 7", cwd=work,
+            input=b"hello\n")
+    assert r.returncode == 7
+    assert r.stdout == b"out:hello\n"
+    assert r.stderr == b"err\n"
+
+
+def test_api_returns_completed_run(settings: Path, work: Path) -> None:
+    r = run_sandboxed(["sh", "-c", "pwd; echo e >&2; exit 3"], settings, work)
+    assert (r.returncode, r.stdout, r.stderr) == (3, f"{work}\n".encode(), b"e\n")
+    assert r.duration > 0 and not r.timed_out
+
+
+def test_signal_is_forwarded(settings: Path, work: Path) -> None:
+    script = ("trap 'echo term > sig; exit 42' TERM; echo ready > ready; "
+              "while :; do sleep 0.05; done")
+    p = subprocess.Popen([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
+                          script], cwd=work)
+    deadline = time.monotonic() + 20
+    while not (work / "ready").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(20) == 42
+    assert (work / "sig").read_text() == "term\n"
+
+
+def _marked(marker: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if marker.encode() in (d / "cmdline").read_bytes():
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_every_process_ends_with_the_command(settings: Path, work: Path) -> None:
+    m = f"{secrets.randbelow(9000) + 1000}"
+    r = cli(settings, "sh", "-c", f"sleep 4{m} & setsid sleep 5{m} & echo started", cwd=work)
+    assert r.returncode == 0
+    time.sleep(0.2)
+    assert _marked(f"sleep 4{m}") == [] and _marked(f"sleep 5{m}") == []
+
+
+def test_killing_sandbox_exec_kills_the_sandbox(settings: Path, work: Path) -> None:
+    m = f"{secrets.randbelow(9000) + 1000}"
+    p = subprocess.Popen([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
+                          f"echo x > ready; sleep 6{m}"], cwd=work)
+    deadline = time.monotonic() + 20
+    while not _marked(f"sleep 6{m}"):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    p.kill()
+    p.wait()
+    deadline = time.monotonic() + 5
+    while _marked(f"sleep 6{m}"):
+        assert time.monotonic() < deadline, "the sandboxed process outlived sandbox exec"
+        time.sleep(0.05)
+
+
+def test_timeout_kills_everything(settings: Path, work: Path) -> None:
+    started = time.monotonic()
+    r = run_sandboxed(["sh", "-c", "sleep 30 & sleep 31"], settings, work, timeout=0.5)
+    assert r.timed_out and r.returncode == TIMED_OUT
+    assert time.monotonic() - started < 10
+    time.sleep(0.2)
+    assert _marked("sleep 31") == []
+
+
+@pytest.mark.parametrize("args,status,fragment", [
+    (["--settings", "/nonexistent.json", "--", "true"], SANDBOX_FAILED, "cannot read settings"),
+    (["--bogus", "--", "true"], 2, "unknown option"),
+    (["--settings", "x.json"], 2, "no command"),
+    (["--backend", "docker", "--", "true"], 2, "--backend must be"),
+])
+def test_usage_and_settings_errors(args: list[str], status: int, fragment: str,
+                                   tmp_path: Path) -> None:
+    r = subprocess.run([*SANDBOX, "exec", *args], cwd=tmp_path, capture_output=True, timeout=30)
+    assert r.returncode == status
+    assert fragment in r.stderr.decode()
+    assert b"Traceback" not in r.stderr
+
+
+def test_invalid_settings_never_run_the_command(tmp_path: Path) -> None:
+    bad = write_settings(tmp_path / "bad.json", {"network": {"allowedDomains": ["*"]}})
+    r = subprocess.run([*SANDBOX, "exec", "--settings", str(bad), "--", "touch",
+                        str(tmp_path / "ran")], capture_output=True, timeout=30)
+    assert r.returncode == SANDBOX_FAILED
+    assert not (tmp_path / "ran").exists()
+    assert b"would allow every domain" in r.stderr
+
+
+def test_no_default_settings_fails_clearly(tmp_path: Path) -> None:
+    if Path("/etc/agent-sandbox/srt-settings.json").exists():
+        pytest.skip("this host has system settings")
+    env = dict(os.environ, HOME=str(tmp_path))
+    r = subprocess.run([*SANDBOX, "exec", "--", "touch", str(tmp_path / "ran")], env=env,
+                       capture_output=True, timeout=30)
+    assert r.returncode == SANDBOX_FAILED
+    assert b"--settings FILE" in r.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_default_user_settings_are_used(tmp_path: Path, work: Path) -> None:
+    if Path("/etc/agent-sandbox/srt-settings.json").exists():
+        pytest.skip("this host has system settings")
+    write_settings(tmp_path / ".srt-settings.json", {"filesystem": {"allowWrite": [str(work)]}})
+    env = dict(os.environ, HOME=str(tmp_path))
+    r = subprocess.run([*SANDBOX, "exec", "--", "sh", "-c", "echo y > f; echo z > ../g"],
+                       cwd=work, env=env, capture_output=True, timeout=30)
+    assert r.returncode != 0
+    assert (work / "f").read_text() == "y\n" and not (tmp_path / "g").exists()
+
+
+def test_bwrap_failure_is_125_with_cause_and_never_unsandboxed(tmp_path: Path, settings: Path,
+                                                                work: Path) -> None:
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, AGENT_SANDBOX_BWRAP=str(fake))
+    r = subprocess.run([*SANDBOX, "exec", "--settings", str(settings), "--", "touch",
+                        str(work / "ran")], env=env, capture_output=True, timeout=30)
+    assert r.returncode == SANDBOX_FAILED
+    assert b"could not start" in r.stderr and b"No permissions" in r.stderr
+    assert not (work / "ran").exists()
+
+
+def test_apparmor_diagnosis_names_the_profile() -> None:
+    procfs = {"/proc/sys/kernel/apparmor_restrict_unprivileged_userns": "1"}
+    msg = diagnose_userns(procfs.get)
+    assert "AppArmor" in msg and "/etc/apparmor.d/agent-sandbox-bwrap" in msg
+    assert "apparmor_parser -r" in msg
+    assert "unprivileged_userns_clone" in diagnose_userns(
+        {"/proc/sys/kernel/unprivileged_userns_clone": "0"}.get)
+    assert diagnose_userns({}.get) == ""
+
+
+def test_bad_cwd_is_refused(settings: Path) -> None:
+    with pytest.raises(SandboxStartError):
+        run_sandboxed(["true"], settings, "/nonexistent-dir")
+
+
+def test_placeholders_are_removed_after_the_run(settings: Path, work: Path) -> None:
+    r = run_sandboxed(["sh", "-c", "ls -A"], settings, work)
+    assert b".bashrc" in r.stdout and b".git" in r.stdout  # present during the run
+    assert sorted(os.listdir(work)) == []
+
+
+def test_placeholders_survive_while_another_sandbox_runs(settings: Path, work: Path) -> None:
+    long = subprocess.Popen([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
+                             "echo x > ready; sleep 3; echo evil > .bashrc; echo rc=$?"],
+                            cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while not (work / "ready").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert run_sandboxed(["true"], settings, work).returncode == 0  # ends first
+    out, _ = long.communicate(timeout=30)
+    assert b"rc=0" not in out
+    assert not (work / ".bashrc").exists()
+
+
+def test_deep_new_repository_is_quarantined(settings: Path, work: Path) -> None:
+    r = run_sandboxed(["sh", "-c", "mkdir -p a/b && cd a/b && git init -q . && "
+                       "echo evil > .git/hooks/pre-commit"], settings, work)
+    assert r.returncode == 0
+    assert not (work / "a" / "b" / ".git").exists()
+    assert next(p.name for p in (work / "a" / "b").iterdir()).startswith(".git.sandbox-quarantine")
+    assert b"protected path" in r.stderr
+
+
+def test_pre_existing_deep_repository_is_left_alone(settings: Path, work: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(work / "x" / "y")], check=True)
+    r = run_sandboxed(["sh", "-c", "echo ok > x/y/file; echo evil > x/y/.git/hooks/pre-commit"],
+                      settings, work)
+    assert (work / "x" / "y" / ".git").is_dir()
+    assert not (work / "x" / "y" / ".git" / "hooks" / "pre-commit").exists()
+    assert (work / "x" / "y" / "file").read_text() == "ok\n"
+    assert r.returncode != 0
+
+
+# -- network ---------------------------------------------------------------------
+
+
+def test_proxy_variables_are_set(settings: Path, work: Path) -> None:
+    r = run_sandboxed(["env"], settings, work)
+    env = dict(line.split("=", 1) for line in r.stdout.decode().splitlines() if "=" in line)
+    for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        assert env[k] == env[k.lower()]
+    assert env["HTTP_PROXY"] == "http://127.0.0.1:3128"
+    assert "ProxyCommand" in env["GIT_SSH_COMMAND"]
+
+
+def test_allowed_http_and_socks_reach_upstream_and_are_audited(
+        settings: Path, work: Path, proxy_env: Net, audit_dir: Path) -> None:
+    m = secrets.token_hex(6)
+    r = run_sandboxed(["sh", "-c",
+                       f"curl -s -m 5 http://up.example.com:8080/h{m}; echo; "
+                       f"curl -s -m 5 -x socks5h://127.0.0.1:1080 http://UP.example.com.:8080/s{m}"],
+                      settings, work)
+    assert f"upstream-ok /h{m}".encode() in r.stdout
+    assert f"upstream-ok /s{m}".encode() in r.stdout
+    assert proxy_env.saw(f"/h{m}") and proxy_env.saw(f"/s{m}")
+    recs = [x for x in audit_records(audit_dir) if x.get("event") == "proxy.decision"]
+    kinds = {(x["protocol"], x["allowed"], x["host"]) for x in recs}
+    assert ("http", True, "up.example.com") in kinds
+    assert ("socks5", True, "up.example.com") in kinds
+
+
+def test_denied_http_is_403_with_reason_and_socks_not_allowed(
+        settings: Path, work: Path, proxy_env: Net, audit_dir: Path) -> None:
+    m = secrets.token_hex(6)
+    r = run_sandboxed(["sh", "-c",
+                       f"curl -si -m 5 http://bad.example.com:8080/{m}; "
+                       f"curl -si -m 5 -p https://other.test/{m}; "
+                       f"curl -s -m 5 -x socks5h://127.0.0.1:1080 http://other.test/{m}; "
+                       "echo socks=$?"], settings, work)
+    out = r.stdout.decode()
+    assert "403 Forbidden" in out
+    assert "X-Proxy-Error: blocked-by-denylist" in out
+    assert "X-Proxy-Error: blocked-by-allowlist" in out
+    assert "socks=97" in out  # curl: the SOCKS5 server refused (reply 0x02)
+    assert not proxy_env.saw(m)
+    denied = {(x["host"], x["reason"]) for x in audit_records(audit_dir)
+              if x.get("event") == "proxy.decision" and not x["allowed"]}
+    assert ("bad.example.com", "blocked-by-denylist") in denied
+    assert ("other.test", "blocked-by-allowlist") in denied
+
+
+def test_https_connect_tunnel_reaches_allowed_host(settings: Path, work: Path,
+                                                    proxy_env: Net) -> None:
+    m = secrets.token_hex(6)
+    r = run_sandboxed(["sh", "-c", f"curl -s -m 5 -p http://up.example.com:8080/c{m}"],
+                      settings, work)
+    assert f"upstream-ok /c{m}".encode() in r.stdout
+
+
+def test_rebinding_to_loopback_is_refused_with_reason(tmp_path: Path, work: Path,
+                                                      proxy_env: Net) -> None:
+    s = write_settings(tmp_path / "r.json", {"network": {"allowedDomains": [
+        "rebind.example.com", "meta.example.com", "self.example.com"]}})
+    r = run_sandboxed(["sh", "-c", "for h in rebind meta self; do curl -si -m 5 "
+                       "http://$h.example.com:8080/ | grep X-Proxy-Error; done"], s, work)
+    out = r.stdout.decode()
+    assert "blocked-by-address: loopback" in out
+    assert "blocked-by-address: metadata" in out
+    assert "blocked-by-address: host-address" in out
+
+
+def test_git_over_ssh_goes_through_the_proxy(settings: Path, work: Path, proxy_env: Net) -> None:
+    run_sandboxed(["sh", "-c", "GIT_SSH_COMMAND=\"$GIT_SSH_COMMAND -o BatchMode=yes "
+                   "-o StrictHostKeyChecking=no -o ConnectTimeout=5\" "
+                   "git ls-remote ssh://git@up.example.com:2222/repo.git"], settings, work,
+                  timeout=30)
+    assert any(line.startswith("RAW SSH-2.0-OpenSSH") for line in proxy_env.upstream_lines())
+
+
+def test_spec_renders_to_the_same_settings(tmp_path: Path, work: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "k").write_text("TOPSECRET")
+    spec = tmp_path / "spec.yml"
+    spec.write_text(f"version: 1\nfilesystem:\n  deny_read: [\"{secret}\"]\n"
+                    f"  allow_write: [\"{work}\"]\nnetwork:\n  allowed_domains: [example.com]\n")
+    r = subprocess.run([*SANDBOX, "exec", "--spec", str(spec), "--", "sh", "-c",
+                        f"cat {secret}/k; echo w > {work}/f; echo x > {tmp_path}/g"],
+                       cwd=work, capture_output=True, timeout=60)
+    assert b"TOPSECRET" not in r.stdout
+    assert (work / "f").exists() and not (tmp_path / "g").exists()
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="agent-sandbox-nb-"))
+    d.chmod(0o777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_unprivileged_user_gets_the_same_sandbox(open_dir: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("switching to an unprivileged user needs root")
+    d = open_dir
+    s = write_settings(d / "s.json", {"network": {"allowedDomains": ["example.com"]},
+                                      "filesystem": {"allowWrite": [str(d)]}})
+    s.chmod(0o644)
+    env = dict(os.environ, HOME=str(d), AGENT_SANDBOX_AUDIT_DIR=str(d / "audit"))
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        *SANDBOX, "exec", "--settings", str(s), "--", "sh", "-c",
+                        "id -u; echo hi > f; echo no > /tmp/nb-escape-$$; "
+                        "curl -s -m 5 -o /dev/null -w '%{http_code}' http://other.test/"],
+                       cwd=d, env=env, capture_output=True, timeout=60)
+    assert r.stdout.decode().split()[:2] == ["65534", "403"], r.stderr
+    assert (d / "f").read_text() == "hi\n"
+    recs = audit_records(d / "audit")
+    assert any(x.get("host") == "other.test" and not x["allowed"] for x in recs)
+
+
+def test_settings_file_is_srt_compatible(tmp_path: Path, work: Path) -> None:
+    """A file using every srt key (and srt-only keys) runs unchanged."""
+    s = write_settings(tmp_path / "srt.json", {
+        "network": {"allowedDomains": ["example.com"], "deniedDomains": [],
+                    "allowLocalBinding": True, "allowAllUnixSockets": False},
+        "filesystem": {"denyRead": ["~/.ssh"], "allowRead": [], "allowWrite": [str(work)],
+                       "denyWrite": []},
+        "ignoreViolations": {}, "enableWeakerNestedSandbox": False,
+    })
+    assert run_sandboxed(["true"], s, work).returncode == 0
+    json.loads(s.read_text())  # unchanged on disk
+    assert REPO.exists()
