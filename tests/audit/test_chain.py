@@ -169,7 +169,9 @@ def test_deleting_the_whole_log_is_detected_by_checkpoints(logdir: Path) -> None
 
 def test_a_long_log_survives_many_appends_and_reopens(logdir: Path) -> None:
     for _ in range(3):
-        with AuditLog(logdir, sync="none", checkpoint_every=50) as log:
+        with AuditLog(
+            logdir, sync="none", checkpoint_every=50, checkpoint_interval=None
+        ) as log:
             log.append_many([("tool_result", {"i": i}) for i in range(40)])
     r = verify(logdir)
     assert r.ok and r.records == 120 and r.checkpoint_size == 80  # signed at 80 (>= 50 behind)

@@ -153,3 +153,31 @@ def test_an_unreachable_sink_never_loses_records(logdir: Path) -> None:
         log.append("request", i=i)
     assert len(calls) == 2 and log.sink_error and "sink down" in log.sink_error
     assert verify(logdir).ok and verify(logdir).checkpoint_size == 4
+
+
+def test_an_unusable_key_never_fails_an_append(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    log = AuditLog(tmp_path / "log", key_path=blocker / "k.ed25519", sync="none",
+                   checkpoint_every=1)
+    rec = log.append("request", i=1)
+    log.append("request", i=2)
+    assert rec["seq"] == 1 and log.checkpoint_error and "cannot sign" in log.checkpoint_error
+    r = verify(tmp_path / "log")
+    assert r.ok and r.records == 2 and any("no signed checkpoint" in w for w in r.warnings)
+
+
+def test_time_based_checkpoints_are_shared_by_short_lived_writers(logdir: Path) -> None:
+    """Each hook call is a new process with a new AuditLog: the interval still holds."""
+    import os
+    import time
+
+    for i in range(3):
+        AuditLog(logdir, sync="none", checkpoint_every=None, checkpoint_interval=3600).append(
+            "request", i=i)
+    assert verify(logdir).checkpoint_size == 1  # the first record ever is signed at once
+    latest = logdir / "checkpoints" / "latest"
+    old = time.time() - 7200
+    os.utime(latest, (old, old))  # as if the last checkpoint were two hours old
+    AuditLog(logdir, sync="none", checkpoint_every=None, checkpoint_interval=3600).append("x")
+    assert verify(logdir).checkpoint_size == 4

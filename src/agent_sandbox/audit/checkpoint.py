@@ -24,7 +24,6 @@ import base64
 import hashlib
 import os
 import re
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,6 +260,8 @@ def send_to_sink(sink: Callable[[bytes], object] | str, note: bytes) -> None:
     if callable(sink):
         sink(note)
         return
+    import urllib.request
+
     if not sink.startswith(("http://", "https://")):
         raise CheckpointError(f"checkpoint sink {sink!r} must be an http(s) URL or a callable")
     req = urllib.request.Request(  # noqa: S310 - scheme checked above

@@ -194,7 +194,9 @@ class AuditLog:
         self._pending_since = 0.0
         self._path_checked = 0.0
         self._ckpt_size: int | None = None
-        self._ckpt_time = time.monotonic()
+        self._ckpt_wall = 0.0
+        self._ckpt_retry_at = 0.0
+        self.checkpoint_error: str | None = None
         self._signer: Any = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o750)
@@ -373,29 +375,45 @@ class AuditLog:
 
     # -- checkpoints -------------------------------------------------------
 
-    def _last_checkpoint_size(self) -> int:
+    def _last_checkpoint(self) -> tuple[int, float]:
+        """(size, wall-clock time) of the newest stored checkpoint; (0, 0.0) if none."""
         from agent_sandbox.audit.checkpoint import latest_size
 
-        return latest_size(self.checkpoint_dir)
+        size = latest_size(self.checkpoint_dir)
+        try:
+            when = os.stat(self.checkpoint_dir / "latest").st_mtime if size else 0.0
+        except OSError:
+            when = 0.0
+        return size, when
 
     def _maybe_checkpoint(self, seq: int, head: bytes, now: float) -> None:
         every, interval = self.checkpoint_every, self.checkpoint_interval
         if every is None and interval is None:
             return
         if self._ckpt_size is None:
-            self._ckpt_size = self._last_checkpoint_size()
+            # Shared across writers through the stored checkpoint, so short-lived
+            # writers (one hook call each) still checkpoint every N records or T seconds.
+            self._ckpt_size, self._ckpt_wall = self._last_checkpoint()
         behind = seq - self._ckpt_size
-        if behind <= 0:
+        if behind <= 0 or now < self._ckpt_retry_at:
             return
         due = (every is not None and behind >= every) or (
-            interval is not None and now - self._ckpt_time >= interval
+            interval is not None and time.time() - self._ckpt_wall >= interval
         )
         if not due:
             return
-        self._ckpt_size = self._last_checkpoint_size()  # another writer may have signed
+        self._ckpt_size, self._ckpt_wall = self._last_checkpoint()  # another writer may have signed
         if seq - self._ckpt_size <= 0:
             return
-        self._write_checkpoint(seq, head)
+        try:
+            self._write_checkpoint(seq, head)
+            self.checkpoint_error = None
+        except Exception as exc:
+            # The records are written and durable; a checkpoint that cannot be signed
+            # (unreadable key, full disk) must not make the append look failed. It is
+            # reported here and by `verify` (records not covered by a checkpoint).
+            self.checkpoint_error = f"cannot sign checkpoint: {exc}"
+            self._ckpt_retry_at = now + 30.0  # retry later, not on every append
 
     def _write_checkpoint(self, seq: int, head: bytes) -> bytes:
         from agent_sandbox.audit import checkpoint as ck
@@ -408,7 +426,7 @@ class AuditLog:
         note: bytes = self._signer.sign_checkpoint(seq, head)
         ck.store(self.checkpoint_dir, seq, note)
         self._ckpt_size = seq
-        self._ckpt_time = time.monotonic()
+        self._ckpt_wall = time.time()
         if self.sink is not None:
             try:
                 ck.send_to_sink(self.sink, note)
