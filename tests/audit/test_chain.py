@@ -175,3 +175,22 @@ def test_a_long_log_survives_many_appends_and_reopens(logdir: Path) -> None:
             log.append_many([("tool_result", {"i": i}) for i in range(40)])
     r = verify(logdir)
     assert r.ok and r.records == 120 and r.checkpoint_size == 80  # signed at 80 (>= 50 behind)
+
+
+def test_repo_and_host_logs_follow_the_spec(tmp_path: Path) -> None:
+    from agent_sandbox.audit import host_log, repo_log
+    from agent_sandbox.spec.models import Audit
+
+    cfg = Audit(path=".sandbox/trail", host_path=str(tmp_path / "host"), checkpoint_every=2,
+                checkpoint_interval="1h")
+    repo = repo_log(tmp_path / "repo", cfg, sync="none")
+    assert repo.directory == tmp_path / "repo" / ".sandbox" / "trail"
+    assert (repo.checkpoint_every, repo.checkpoint_interval) == (2, 3600)
+    host = host_log(cfg, key_path=tmp_path / "keys" / "host.ed25519", sync="none")
+    assert host.directory == tmp_path / "host"
+    for log in (repo, host):
+        log.append("session_start")  # the first record is signed at once (no checkpoint yet)
+        log.append("proxy_decision", host="pypi.org", verdict="allow")
+        assert verify(log.directory).checkpoint_size == 1
+        log.append("proxy_decision", host="pypi.org", verdict="allow")
+        assert verify(log.directory).checkpoint_size == 3  # then every 2 records

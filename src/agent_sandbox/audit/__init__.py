@@ -14,7 +14,47 @@ from agent_sandbox.audit.log import LOG_NAME, AuditError, AuditLog
 if TYPE_CHECKING:
     from agent_sandbox.audit.verify import VerifyResult
 
-__all__ = ["LOG_NAME", "AuditError", "AuditLog", "VerifyResult", "verify"]
+__all__ = [
+    "HOST_LOG_DIR",
+    "LOG_NAME",
+    "AuditError",
+    "AuditLog",
+    "VerifyResult",
+    "host_log",
+    "repo_log",
+    "verify",
+]
+
+HOST_LOG_DIR = "/var/log/agent-sandbox"
+HOST_KEY = "/var/lib/agent-sandbox/audit-keys/host.ed25519"
+
+
+def _schedule(audit: Any) -> dict[str, Any]:
+    if audit is None:
+        return {}
+    return {
+        "checkpoint_every": audit.checkpoint_every,
+        "checkpoint_interval": audit.checkpoint_interval,
+    }
+
+
+def repo_log(repo: Any, audit: Any = None, **kwargs: Any) -> AuditLog:
+    """The log of one repository connector: ``<repo>/<audit.path>`` (``.sandbox/audit``).
+
+    ``audit`` is the spec's ``Audit`` section (or None for defaults); keyword
+    arguments go to :class:`AuditLog` (e.g. ``key_path``, ``sink``).
+    """
+    from pathlib import Path
+
+    rel = audit.path if audit is not None else ".sandbox/audit"
+    return AuditLog(Path(repo) / rel, **{**_schedule(audit), **kwargs})
+
+
+def host_log(audit: Any = None, **kwargs: Any) -> AuditLog:
+    """The host's log for ``sandbox exec`` and the proxy (``audit.host_path``)."""
+    directory = audit.host_path if audit is not None else HOST_LOG_DIR
+    kwargs.setdefault("key_path", HOST_KEY)
+    return AuditLog(directory, **{**_schedule(audit), **kwargs})
 
 
 def verify(directory: Any, **kwargs: Any) -> VerifyResult:
