@@ -34,6 +34,7 @@ Pure: (spec, facts) -> artifacts. Never writes files or starts processes.
 from __future__ import annotations
 
 import base64
+import functools
 import plistlib
 import posixpath
 import re
@@ -45,7 +46,7 @@ from ..facts import HostFacts, User
 from ..spec import paths
 from ..spec.models import Spec
 from . import Artifact, RenderError, json_bytes, memo, srt
-from .templating import render_template
+from .templating import environment
 
 LAUNCHD_LABEL = "com.agent-sandbox.proxy"
 LAUNCHD_PLIST = f"/Library/LaunchDaemons/{LAUNCHD_LABEL}.plist"
@@ -107,6 +108,7 @@ def _quote(text: str) -> str:
 _ERE_SPECIAL = set(".^$+?()[]{}|\\*")
 
 
+@functools.lru_cache(maxsize=4096)
 def glob_to_ere(pattern: str) -> str:
     """A path glob (``paths`` semantics) as a POSIX extended regex for SBPL.
 
@@ -165,27 +167,37 @@ def _expand(rule: str, home: str) -> str:
     return rule
 
 
-def _filters(rule: str, home: str, *, deny: bool) -> list[str]:
-    """SBPL filters covering an (unexpanded) rule; ``[]`` when it must be dropped."""
+def _filters(rule: str, home: str, *, deny: bool) -> tuple[str, ...]:
+    """SBPL filters covering an (unexpanded) rule; ``()`` when it must be dropped."""
+    return _filters_for(rule, home if rule.startswith("~") else "", deny)
+
+
+@functools.lru_cache(maxsize=16384)
+def _filters_for(rule: str, home: str, deny: bool) -> tuple[str, ...]:
     exp = _expand(rule, home)
     glob = paths.is_glob(exp)
     if exp.startswith("/"):
         real = _private(exp)
         if glob:
-            return [_regex(real)]
-        return [f"(subpath {_quote(real)})"]
+            return (_regex(real),)
+        return (f"(subpath {_quote(real)})",)
     if exp.startswith("**"):
-        return [_regex(exp)]
+        return (_regex(exp),)
     # relative to the working directory
     rel = posixpath.normpath(exp)
     if glob:
-        return [_regex(rel)] if deny else []
+        return (_regex(rel),) if deny else ()
     if rel == ".":
-        return ['(subpath (param "CWD"))']
-    return [f'(subpath (string-append (param "CWD") {_quote("/" + rel)}))']
+        return ('(subpath (param "CWD"))',)
+    return (f'(subpath (string-append (param "CWD") {_quote("/" + rel)}))',)
 
 
-def _ancestors(rule: str, home: str) -> list[str]:
+def _ancestors(rule: str, home: str) -> tuple[str, ...]:
+    return _ancestors_for(rule, home if rule.startswith("~") else "")
+
+
+@functools.lru_cache(maxsize=16384)
+def _ancestors_for(rule: str, home: str) -> tuple[str, ...]:
     """SBPL filters for the directories above a denied path, root excluded.
 
     An anchored rule yields its literal ancestors (for a glob: the fixed
@@ -204,7 +216,7 @@ def _ancestors(rule: str, home: str) -> list[str]:
         while cur and cur != "/":
             chain.append(_private(cur))
             cur = posixpath.dirname(cur)
-        return [f"(literal {_quote(p)})" for p in chain]
+        return tuple(f"(literal {_quote(p)})" for p in chain)
     body = exp
     while body.startswith("**/"):
         body = body[3:]
@@ -216,7 +228,7 @@ def _ancestors(rule: str, home: str) -> list[str]:
             break
         ere = glob_to_ere("/".join(prefix))[: -len("(/.*)?$")] + "$"
         out.append(f'(regex #"{ere}")')
-    return out
+    return tuple(out)
 
 
 def _proxy_ports(spec: Spec) -> list[int]:
@@ -254,22 +266,31 @@ def seatbelt_profile(spec: Spec, home: str) -> str:
     move_guard = [f for r in guarded for f in _filters(r, home, deny=True)]
     ancestors = [a for r in guarded for a in _ancestors(r, home)]
 
-    unix_sockets = [_quote(_private(p)) for p in net.allow_unix_sockets]
-    return render_template(
-        "macos/sandbox.sb.j2",
+    def lines(fmt: str, items: Iterable[str]) -> str:
+        return "".join(fmt.format(x) + "\n" for x in items)
+
+    services = sorted(set(BASE_MACH_LOOKUP) | set(mac.allow_mach_lookup))
+    text: str = _template().render(
         home=home,
-        mach_services=sorted(set(BASE_MACH_LOOKUP) | set(mac.allow_mach_lookup)),
-        read_rules=read_rules,
-        write_allow=_dedupe(write_allow),
-        write_deny=_dedupe(write_deny),
-        mandatory=_dedupe(mandatory),
-        move_guard=_dedupe(move_guard),
-        ancestors=_dedupe(ancestors),
-        proxy_ports=_proxy_ports(spec),
+        mach_services=lines('  (global-name "{}")', services),
+        read_rules="".join(f"({action} file-read* {f})\n" for _, _, action, f in read_rules),
+        write_allow=lines("(allow file-write* {})", _dedupe(write_allow)),
+        write_deny=lines("(deny file-write* {})", _dedupe(write_deny)),
+        mandatory=lines("(deny file-write* {})", _dedupe(mandatory)),
+        move_guard=lines("(deny file-write-unlink {})", _dedupe(move_guard + ancestors)),
+        proxy_ports=lines('(allow network-outbound (remote ip "localhost:{}"))',
+                          map(str, _proxy_ports(spec))),
         allow_local_binding=net.allow_local_binding,
-        unix_sockets=unix_sockets,
+        unix_sockets=lines("(allow network-outbound (remote unix-socket (path-literal {})))",
+                           [_quote(_private(p)) for p in net.allow_unix_sockets]),
         allow_all_unix_sockets=net.allow_all_unix_sockets,
-    ).decode()
+    )
+    return text
+
+
+@functools.lru_cache(maxsize=1)
+def _template() -> Any:
+    return environment().get_template("macos/sandbox.sb.j2")
 
 
 def _dedupe(items: list[str]) -> list[str]:
@@ -339,7 +360,24 @@ def _payload_uuid(facts: HostFacts, name: str) -> str:
     return str(uuid.uuid5(_UUID_NS, f"{facts.name}/{name}")).upper()
 
 
+_UUID_SLOTS = ("Configuration", CLAUDE_DOMAIN, CODEX_DOMAIN)
+
+
+def _slot(name: str) -> str:
+    """A placeholder for a payload UUID, replaced per host after the plist is built."""
+    return f"@@uuid:{name}@@"
+
+
 def mobileconfig(spec: Spec, facts: HostFacts) -> bytes:
+    """The configuration profile for one host (see ``_mobileconfig_shared``)."""
+    data: bytes = memo(spec, ("mobileconfig", facts.python, facts.os),
+                       lambda: _mobileconfig_shared(spec, facts))
+    for name in _UUID_SLOTS:
+        data = data.replace(_slot(name).encode(), _payload_uuid(facts, name).encode())
+    return data
+
+
+def _mobileconfig_shared(spec: Spec, facts: HostFacts) -> bytes:
     """A configuration profile carrying Claude Code and Codex managed settings.
 
     Each payload's PayloadType is the application's preference domain (the form
@@ -354,7 +392,7 @@ def mobileconfig(spec: Spec, facts: HostFacts) -> bytes:
             **claude,
             "PayloadType": CLAUDE_DOMAIN,
             "PayloadIdentifier": f"{MOBILECONFIG_IDENTIFIER}.claudecode",
-            "PayloadUUID": _payload_uuid(facts, CLAUDE_DOMAIN),
+            "PayloadUUID": _slot(CLAUDE_DOMAIN),
             "PayloadVersion": 1,
             "PayloadDisplayName": "Claude Code managed settings",
         })
@@ -364,7 +402,7 @@ def mobileconfig(spec: Spec, facts: HostFacts) -> bytes:
             "requirements_toml_base64": base64.b64encode(req).decode(),
             "PayloadType": CODEX_DOMAIN,
             "PayloadIdentifier": f"{MOBILECONFIG_IDENTIFIER}.codex",
-            "PayloadUUID": _payload_uuid(facts, CODEX_DOMAIN),
+            "PayloadUUID": _slot(CODEX_DOMAIN),
             "PayloadVersion": 1,
             "PayloadDisplayName": "Codex requirements",
         })
@@ -372,7 +410,7 @@ def mobileconfig(spec: Spec, facts: HostFacts) -> bytes:
         "PayloadType": "Configuration",
         "PayloadVersion": 1,
         "PayloadIdentifier": MOBILECONFIG_IDENTIFIER,
-        "PayloadUUID": _payload_uuid(facts, "Configuration"),
+        "PayloadUUID": _slot("Configuration"),
         "PayloadDisplayName": "Agent sandbox managed settings",
         "PayloadDescription": "Managed settings for AI coding agents, rendered by agent-sandbox.",
         "PayloadOrganization": "agent-sandbox",
@@ -400,9 +438,9 @@ def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
     for user in facts.users:
         yield Artifact(seatbelt_target(facts, user), _profile_bytes(spec, user.home), 0o644,
                        "seatbelt")
-    yield Artifact(proxy_settings_target(facts), json_bytes(srt.srt_settings(spec),
-                                                            sort_keys=False), 0o644,
-                   "srt-settings")
+    settings: bytes = memo(spec, "macos-proxy-settings",
+                           lambda: json_bytes(srt.srt_settings(spec), sort_keys=False))
+    yield Artifact(proxy_settings_target(facts), settings, 0o644, "srt-settings")
     yield Artifact(LAUNCHD_PLIST, memo(spec, ("launchd", facts.python, facts.prefix),
                                        lambda: launch_daemon(spec, facts)), 0o644, "launchd")
     if spec.platforms.macos.mdm_profile:

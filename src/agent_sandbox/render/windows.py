@@ -182,14 +182,12 @@ def acl_entries(spec: Spec, facts: HostFacts) -> tuple[list[dict[str, Any]], lis
     return list(entries.values()), skipped
 
 
-def windows_plan(spec: Spec, facts: HostFacts) -> dict[str, Any]:
-    """Everything the provisioning applies, as plain data."""
+def _plan_shared(spec: Spec, facts: HostFacts) -> dict[str, Any]:
     win = spec.platforms.windows
     for label, value in (("account", win.account), ("group", win.group)):
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 ._-]*", value) or value.endswith("."):
             raise RenderError(f"platforms.windows.{label}: {value!r} is not a valid local "
                               "account or group name (letters, digits, space, . _ -)")
-    acl, skipped = acl_entries(spec, facts)
     settings_file = None
     registry = None
     claude = spec.agents.get("claude")
@@ -209,14 +207,25 @@ def windows_plan(spec: Spec, facts: HostFacts) -> dict[str, Any]:
         "proxy_ports": [lo, hi],
         "firewall_group": FIREWALL_GROUP,
         "firewall": firewall_rules(spec),
-        "acl": acl,
-        "skipped": skipped,
         "managed_settings_file": win_path(settings_file) if settings_file else None,
         "registry": registry,
     }
 
 
+def windows_plan(spec: Spec, facts: HostFacts) -> dict[str, Any]:
+    """Everything the provisioning applies, as plain data."""
+    acl, skipped = acl_entries(spec, facts)
+    shared = _shared(spec, facts)
+    plan = {k: v for k, v in shared.items() if k not in ("managed_settings_file", "registry")}
+    plan.update(acl=acl, skipped=skipped, managed_settings_file=shared["managed_settings_file"],
+                registry=shared["registry"])
+    return plan
+
+
 # ------------------------------------------------------------------ PowerShell
+
+
+_PS_QUOTES = re.compile("['\u2018\u2019\u201a\u201b]")
 
 
 def ps_quote(text: str) -> str:
@@ -224,7 +233,9 @@ def ps_quote(text: str) -> str:
     if "\x00" in text:
         raise RenderError("a NUL byte cannot be written into a PowerShell script")
     # PowerShell also treats the typographic single quotes as quote characters.
-    return "'" + re.sub(r"(['\u2018\u2019\u201a\u201b])", r"\1\1", text) + "'"
+    if _PS_QUOTES.search(text) is None:
+        return "'" + text + "'"
+    return "'" + _PS_QUOTES.sub(lambda m: m.group(0) * 2, text) + "'"
 
 
 def ps_list(items: Iterable[str]) -> str:
@@ -237,30 +248,63 @@ def here_string(text: str) -> str:
     return "@'\n" + text + "\n'@"
 
 
-def provision_script(spec: Spec, facts: HostFacts) -> bytes:
-    plan = windows_plan(spec, facts)
+_ACL_SLOT = "@@acl-block@@"
+
+
+def _acl_block(plan: dict[str, Any]) -> str:
+    group = ps_quote(plan["group"])
+    out: list[str] = []
+    for ace in plan["acl"]:
+        out.append(f"    # {ace['reason']}\n")
+        out.append(f"    Add-SandboxAce -Path {ps_quote(ace['path'])} -Identity {group} "
+                   f"-Rights {ps_quote(ace['rights'])} -Type {ps_quote(ace['type'].capitalize())}"
+                   + (" -IfExists" if ace["if_exists"] else "") + "\n")
+    for item in plan["skipped"]:
+        out.append(f"    # skipped {item['section']} {item['rule']}: {item['why']}\n")
+    return "".join(out).replace("\r", " ")
+
+
+def _script_frame(spec: Spec, facts: HostFacts, plan: dict[str, Any]) -> tuple[str, str]:
+    """The script around the ACL block: the same for every host sharing spec and paths."""
     settings_text = None
     if plan["managed_settings_file"]:
         from . import agents
 
         settings_text = json_bytes(
             agents.claude_settings(spec, facts, managed=True)).decode().rstrip("\n")
-    return render_template(
+    text = render_template(
         "windows/provision.ps1.j2",
         plan=plan,
         q=ps_quote,
         ql=ps_list,
         here=here_string,
         settings_text=settings_text,
-    )
+        acl_block=_ACL_SLOT,
+    ).decode()
+    head, _, tail = text.partition(_ACL_SLOT)
+    return head, tail
+
+
+def provision_script(spec: Spec, facts: HostFacts, plan: dict[str, Any] | None = None) -> bytes:
+    plan = plan if plan is not None else windows_plan(spec, facts)
+    frame: tuple[str, str] = memo(spec, ("windows-frame", facts.python, facts.prefix),
+                                  lambda: _script_frame(spec, facts, plan))
+    return (frame[0] + _acl_block(plan) + frame[1]).encode()
+
+
+def _shared(spec: Spec, facts: HostFacts) -> dict[str, Any]:
+    """The parts of the plan that do not depend on the host's users."""
+    shared: dict[str, Any] = memo(spec, ("windows-shared", facts.python),
+                                  lambda: _plan_shared(spec, facts))
+    return shared
 
 
 def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
     if facts.os != "windows":
         return
-    key = (facts.name, facts.users, facts.python, facts.prefix)
-    plan = memo(spec, ("windows-plan", key),
-                lambda: json_bytes(windows_plan(spec, facts)))
-    script = memo(spec, ("windows-script", key), lambda: provision_script(spec, facts))
-    yield Artifact(plan_target(facts), plan, 0o644, "windows-plan")
-    yield Artifact(script_target(facts), script, 0o644, "powershell")
+    plan = windows_plan(spec, facts)
+    # Compact JSON (machine-read, and the C encoder keeps a large fleet fast).
+    plan_bytes = (json.dumps(plan, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    yield Artifact(plan_target(facts), plan_bytes, 0o644, "windows-plan")
+    yield Artifact(script_target(facts), provision_script(spec, facts, plan), 0o644,
+                   "powershell")
