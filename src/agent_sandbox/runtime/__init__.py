@@ -8,7 +8,9 @@ until a run starts).
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["SANDBOX_FAILED", "CompletedRun", "SandboxStartError", "run_sandboxed"]
 

@@ -33,13 +33,29 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
 
 from agent_sandbox.spec.paths import MANDATORY_DENY_WRITE, covers, expand, is_glob
 
-from .settings import Settings
+from .settings import Settings, _Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Protocol
+
+    class FsView(Protocol):
+        """What the builder needs to know about the filesystem (read-only questions)."""
+
+        def kind(self, path: str) -> str | None:
+            """'d', 'f' (anything not a directory) or None when absent (symlinks followed)."""
+
+        def realpath(self, path: str) -> str: ...
+
+        def glob(self, pattern: str, roots: Sequence[str], depth: int) -> list[str]:
+            """Existing paths matching an absolute or ``**/``-anchored glob."""
+
+        def find(self, root: str, names: frozenset[str], depth: int) -> list[str]:
+            """Existing paths below ``root`` whose last component is in ``names``."""
 
 # Protected names that a placeholder is made for at the top of each writable root
 # when they do not exist yet (kind: "f" file, "d" directory).
@@ -63,38 +79,30 @@ PROXY_SOCKS_PORT = 1080
 _ORDER = {"hide": 0, "show": 1, "rw": 2, "ro": 3, "sock": 4}
 
 
-class FsView(Protocol):
-    """What the builder needs to know about the filesystem (read-only questions)."""
+class Mount(_Record):
+    """One mount operation: op is hide | show | rw | ro | sock; kind is d | f."""
 
-    def kind(self, path: str) -> str | None:
-        """'d', 'f' (anything not a directory) or None when absent (symlinks followed)."""
-
-    def realpath(self, path: str) -> str: ...
-
-    def glob(self, pattern: str, roots: Sequence[str], depth: int) -> list[str]:
-        """Existing paths matching an absolute or ``**/``-anchored glob."""
-
-    def find(self, root: str, names: frozenset[str], depth: int) -> list[str]:
-        """Existing paths below ``root`` whose last component is in ``names``."""
-
-
-@dataclass(frozen=True)
-class Mount:
-    op: str  # hide | show | rw | ro | sock
+    __slots__ = ("kind", "op", "path")
+    op: str
     path: str
-    kind: str  # d | f
+    kind: str
+
+    def __init__(self, op: str, path: str, kind: str) -> None:
+        super().__init__(op=op, path=path, kind=kind)
 
     def key(self) -> tuple[int, int, str]:
         return (self.path.count("/") if self.path != "/" else 0, _ORDER[self.op], self.path)
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(_Record):
+    """The mounts, the placeholders to create on the host first, the writable roots."""
+
+    __slots__ = ("hide_unix_dirs", "mounts", "placeholders", "writable_roots")
     mounts: tuple[Mount, ...]
-    placeholders: tuple[tuple[str, str], ...]  # (path, kind) to create on the host first
+    placeholders: tuple[tuple[str, str], ...]
     writable_roots: tuple[str, ...]
-    hide_unix_dirs: bool = False
-    notes: tuple[str, ...] = field(default=())
+    hide_unix_dirs: bool
+    _hide_unix_dirs = False
 
 
 class RealFs:
@@ -256,14 +264,22 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView) -> Plan:
             if fs.kind(p) is not None:
                 mounts[("sock", fs.realpath(p))] = Mount("sock", fs.realpath(p), "f")
     ordered = tuple(sorted(mounts.values(), key=Mount.key))
-    return Plan(ordered, tuple(placeholders), tuple(writable), hide_unix)
+    return Plan(mounts=ordered, placeholders=tuple(placeholders),
+                writable_roots=tuple(writable), hide_unix_dirs=hide_unix)
 
 
-@dataclass(frozen=True)
-class Fds:
-    seccomp: int | None = None
-    info: int | None = None
-    block: int | None = None
+class Fds(_Record):
+    """Descriptors handed to bwrap: the seccomp program, info and block pipes."""
+
+    __slots__ = ("block", "info", "seccomp")
+    seccomp: int | None
+    info: int | None
+    block: int | None
+    _seccomp = _info = _block = None
+
+    def __init__(self, seccomp: int | None = None, info: int | None = None,
+                 block: int | None = None) -> None:
+        super().__init__(seccomp=seccomp, info=info, block=block)
 
 
 def build_argv(
@@ -271,7 +287,7 @@ def build_argv(
     command: Sequence[str],
     *,
     cwd: str,
-    fds: Fds = Fds(),
+    fds: Fds | None = None,
     bwrap: str = "bwrap",
     is_root: bool = False,
 ) -> list[str]:
@@ -292,6 +308,7 @@ def build_argv(
             argv += ["--bind", m.path, m.path]
         elif m.op == "sock":
             argv += ["--bind", m.path, m.path]
+    fds = fds or Fds()
     argv += [
         "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net",
         "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",

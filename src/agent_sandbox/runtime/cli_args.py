@@ -6,23 +6,23 @@ is a usage error, and nothing runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 
 class UsageError(ValueError):
     """The command line is wrong; the message says how."""
 
 
-@dataclass
 class ExecArgs:
-    settings: str | None = None
-    spec: str | None = None
-    host: str | None = None
-    cwd: str | None = None
-    backend: str = "bwrap"
-    timeout: float | None = None
-    help: bool = False
-    command: list[str] = field(default_factory=list)
+    """The parsed command line."""
+
+    def __init__(self) -> None:
+        self.settings: str | None = None
+        self.spec: str | None = None
+        self.host: str | None = None
+        self.cwd: str | None = None
+        self.backend = "bwrap"
+        self.timeout: float | None = None
+        self.help = False
+        self.command: list[str] = []
 
 
 _VALUED = {"--settings", "--spec", "--host", "--cwd", "--backend", "--timeout"}

@@ -20,21 +20,22 @@ cause and the remedy).
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import select
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import IO, Any
 
 from . import bwrap as bw
-from .settings import Settings, SettingsError, default_path, load
+from .settings import Settings, SettingsError, _Record, default_path, load
+
+# Imports for annotations only: the typing module costs startup time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import IO, Any
 
 SANDBOX_FAILED = 125
 TIMED_OUT = 124
@@ -49,14 +50,74 @@ class SandboxStartError(RuntimeError):
     """The sandbox could not start; the message names the cause and the remedy."""
 
 
-@dataclass(frozen=True)
-class CompletedRun:
+class CompletedRun(_Record):
+    """The result of a sandboxed run."""
+
+    __slots__ = ("backend", "duration", "returncode", "stderr", "stdout", "timed_out")
     returncode: int
     stdout: bytes
     stderr: bytes
     duration: float
-    timed_out: bool = False
-    backend: str = "bwrap"
+    timed_out: bool
+    backend: str
+    _timed_out = False
+    _backend = "bwrap"
+
+    def __init__(self, returncode: int, stdout: bytes, stderr: bytes, duration: float,
+                 timed_out: bool = False, backend: str = "bwrap") -> None:
+        super().__init__(returncode=returncode, stdout=stdout, stderr=stderr,
+                         duration=duration, timed_out=timed_out, backend=backend)
+
+
+class _suppress:
+    """``contextlib.suppress`` without importing contextlib on the fast path."""
+
+    def __init__(self, *exc: type[BaseException]) -> None:
+        self.exc = exc
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> bool:
+        return kind is not None and issubclass(kind, self.exc)
+
+
+class _Spawned:
+    """A child started with posix_spawn (no subprocess import): pid, poll, wait, kill."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        # Python ignores SIGPIPE and SIGXFSZ; the command gets the defaults back
+        self.pid = os.posix_spawn(argv[0], argv, env,
+                                  setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+        self.returncode: int | None = None
+
+    def _status(self, status: int) -> int:
+        self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self._status(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        while self.returncode is None:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                self.returncode = SANDBOX_FAILED
+                break
+            self._status(status)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with _suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
 
 
 # -- settings ------------------------------------------------------------------
@@ -171,7 +232,12 @@ class Placeholders:
     def _open(self, root: str) -> None:
         if root in self.users:
             return
-        base = os.path.join(_lock_dir(), hashlib.sha256(root.encode()).hexdigest()[:24])
+        name = root.replace("%", "%25").replace("/", "%2F")
+        if len(name) > 200:
+            import zlib
+
+            name = f"{name[:150]}-{zlib.crc32(root.encode()):08x}-{len(root)}"
+        base = os.path.join(_lock_dir(), name)
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
         self.mutex[root] = os.open(base + ".mutex", flags, 0o600)
         self.users[root] = os.open(base + ".users", flags | os.O_APPEND, 0o600)
@@ -207,7 +273,7 @@ class Placeholders:
                 while chunk := os.read(users, 65536):
                     data += chunk
                 for line in reversed(data.decode(errors="replace").splitlines()):
-                    with contextlib.suppress(ValueError, OSError, TypeError):
+                    with _suppress(ValueError, OSError, TypeError):
                         path, kind = json.loads(line)
                         if kind == "d":
                             os.rmdir(path)
@@ -289,9 +355,8 @@ class BwrapRun:
 
     # start -----------------------------------------------------------------
 
-    def start(self, *, stdin: Any = None, stdout: Any = None, stderr: Any = None) -> None:
-        import subprocess
-
+    def start(self, *, capture: bool = False, stdin: Any = None, stdout: Any = None,
+              stderr: Any = None) -> None:
         from . import seccomp
 
         n = self.settings.network
@@ -311,9 +376,16 @@ class BwrapRun:
             self.placeholders = Placeholders(p.placeholders)
             self.placeholders.create()
             try:
-                self.proc = subprocess.Popen(
-                    argv, env=env, pass_fds=(sfd, info_w, block_r), stdin=stdin,
-                    stdout=stdout, stderr=stderr)
+                if capture:
+                    import subprocess
+
+                    self.proc = subprocess.Popen(
+                        argv, env=env, pass_fds=(sfd, info_w, block_r), stdin=stdin,
+                        stdout=stdout, stderr=stderr)
+                else:
+                    for fd in (sfd, info_w, block_r):
+                        os.set_inheritable(fd, True)
+                    self.proc = _Spawned(argv, env)
             except OSError as exc:
                 raise SandboxStartError(f"cannot start bwrap: {exc}") from None
             os.close(info_w)
@@ -352,7 +424,7 @@ class BwrapRun:
         finally:
             for fd in (info_r, info_w, block_r, block_w, sfd):
                 if fd >= 0:
-                    with contextlib.suppress(OSError):
+                    with _suppress(OSError):
                         os.close(fd)
 
     # proxy -----------------------------------------------------------------
@@ -368,12 +440,15 @@ class BwrapRun:
         hosts: dict[str, list[str]] = {}
         hosts_file = os.environ.get(HOSTS_ENV)
         if hosts_file:
-            with contextlib.suppress(OSError):
+            with _suppress(OSError):
                 hosts = load_hosts(hosts_file)
         n = self.settings.network
         cfg = ProxyConfig(allowed=n.allowed_domains, denied=n.denied_domains, hosts=hosts,
                           own=own_addresses(), session=f"exec-{os.getpid()}")
         self.proxy = Proxy(cfg, record)
+        import socket
+
+        self.listeners = [socket.socket(fileno=s.detach()) for s in self.listeners]
         for s in self.listeners:
             s.setblocking(False)
         self.proxy.start_in_thread([self.listeners[0]], [self.listeners[1]])
@@ -384,11 +459,11 @@ class BwrapRun:
         """Send a signal to the command (the children of the sandbox's init)."""
         targets: list[int] = []
         if self.pid1 is not None:
-            with contextlib.suppress(OSError):
+            with _suppress(OSError):
                 with open(f"/proc/{self.pid1}/task/{self.pid1}/children") as fh:
                     targets = [int(x) for x in fh.read().split()]
         for pid in targets or ([self.pid1] if self.pid1 else []):
-            with contextlib.suppress(OSError):
+            with _suppress(OSError):
                 os.kill(pid, signum)
 
     def wait(self, timeout: float | None = None, *, lazy_proxy: bool = True) -> tuple[int, bool]:
@@ -461,13 +536,13 @@ class BwrapRun:
                 self.notices.append(f"sandbox: cannot record the quarantine in the audit: {exc}\n")
 
     def cleanup(self) -> None:
-        with contextlib.suppress(Exception):
+        with _suppress(Exception):
             self.sweep()
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None
         for s in self.listeners:
-            with contextlib.suppress(OSError):
+            with _suppress(OSError):
                 s.close()
         self.listeners = []
         if self._audit_close is not None:
@@ -529,7 +604,7 @@ def run_sandboxed(
 
     run = BwrapRun(s, argv, cwd=wd, home=home, env=env, audit_dir=audit_dir)
     pipe = subprocess.PIPE if capture else None
-    run.start(stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+    run.start(capture=True, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
               stdout=pipe, stderr=pipe)
     out, err = b"", b""
     timed_out = False
@@ -567,7 +642,7 @@ def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
     previous: dict[int, Any] = {}
     try:
         for sig in FORWARDED_SIGNALS:
-            with contextlib.suppress(OSError, ValueError):
+            with _suppress(OSError, ValueError):
                 previous[sig] = signal.signal(sig, lambda signum, _f: run.forward(signum))
         rc, timed_out = run.wait(timeout)
         if timed_out:
@@ -575,7 +650,7 @@ def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
         return rc if rc >= 0 else 128 - rc
     finally:
         for sig, handler in previous.items():
-            with contextlib.suppress(OSError, ValueError, TypeError):
+            with _suppress(OSError, ValueError, TypeError):
                 signal.signal(sig, handler)
         run.kill()
         run.cleanup()

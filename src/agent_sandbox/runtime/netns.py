@@ -16,10 +16,14 @@ namespace: the in-process path switches back before returning, or fails.
 
 from __future__ import annotations
 
-import array
+# ``socket`` and ``ctypes`` cost more to import than the sandbox takes to start;
+# their C halves do all that is needed here.
+import _socket as socket
 import os
-import socket
-from collections.abc import Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
@@ -29,13 +33,17 @@ class NamespaceError(OSError):
     """The sandbox's network namespace could not be entered."""
 
 
-def _setns(fd: int, nstype: int) -> None:
-    import ctypes
+_SETNS: int | None = None
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.setns(fd, nstype) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
+
+def _setns(fd: int, nstype: int) -> None:
+    global _SETNS
+    import _ctypes
+
+    if _SETNS is None:
+        _SETNS = _ctypes.dlsym(_ctypes.dlopen(None, 0), "setns")
+    if _ctypes.call_function(_SETNS, (fd, nstype)) != 0:
+        raise PermissionError(1, f"setns({nstype:#x}) failed")
 
 
 def _listeners(ports: Sequence[int]) -> list[socket.socket]:
@@ -79,7 +87,7 @@ def _via_child(pid: int, ports: Sequence[int]) -> list[socket.socket]:
             _setns(userns, CLONE_NEWUSER)
             _setns(netns, CLONE_NEWNET)
             socks = _listeners(ports)
-            fds = array.array("i", [s.fileno() for s in socks])
+            fds = b"".join(s.fileno().to_bytes(4, "little", signed=True) for s in socks)
             child.sendmsg([b"ok"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
             code = 0
         except BaseException as exc:
@@ -99,9 +107,9 @@ def _via_child(pid: int, ports: Sequence[int]) -> list[socket.socket]:
     fds: list[int] = []
     for level, kind, data in anc:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            a = array.array("i")
-            a.frombytes(data[: len(data) - (len(data) % a.itemsize)])
-            fds.extend(a)
+            usable = len(data) - len(data) % 4
+            fds.extend(int.from_bytes(data[i:i + 4], "little", signed=True)
+                       for i in range(0, usable, 4))
     if not msg.startswith(b"ok") or len(fds) != len(ports):
         for fd in fds:
             os.close(fd)

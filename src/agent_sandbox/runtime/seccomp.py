@@ -21,7 +21,6 @@ raises ``SeccompError`` there and the sandbox refuses to start.
 from __future__ import annotations
 
 import os
-import platform
 import struct
 
 # BPF opcodes
@@ -113,10 +112,11 @@ def _rel(target: int | str, here: int, labels: dict[str, int]) -> int:
 
 def program(*, allow_unix: bool = False, machine: str | None = None) -> bytes:
     """The filter as bytes of ``struct sock_filter`` records (pure)."""
-    arch = ARCHES.get(machine or platform.machine())
+    machine = machine or os.uname().machine
+    arch = ARCHES.get(machine)
     if arch is None:
         raise SeccompError(
-            f"no seccomp filter for architecture {machine or platform.machine()!r}; "
+            f"no seccomp filter for architecture {machine!r}; "
             "the sandbox supports x86_64 and aarch64"
         )
     nr: dict[str, int] = arch["nr"]  # type: ignore[assignment]

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
-from typing import Any
 
 from agent_sandbox.spec import domains
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 SYSTEM_SETTINGS = "/etc/agent-sandbox/srt-settings.json"
 USER_SETTINGS = "~/.srt-settings.json"
@@ -43,32 +45,88 @@ class SettingsError(ValueError):
     """A settings file is missing or malformed; the message says where and how."""
 
 
-@dataclass(frozen=True)
-class NetworkSettings:
-    allowed_domains: tuple[str, ...] = ()
-    denied_domains: tuple[str, ...] = ()
-    allow_local_binding: bool = False
-    allow_unix_sockets: tuple[str, ...] = ()
-    allow_all_unix_sockets: bool = False
-    http_proxy_port: int | None = None
-    socks_proxy_port: int | None = None
+class _Record:
+    """A small immutable record (plain class: dataclasses cost startup time)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __init__(self, **kw: Any) -> None:
+        for name in self.__slots__:
+            if name in kw:
+                value = kw.pop(name)
+            elif hasattr(type(self), "_" + name):
+                value = getattr(type(self), "_" + name)
+            else:
+                raise TypeError(f"{type(self).__name__}: missing field {name!r}")
+            object.__setattr__(self, name, value)
+        if kw:
+            raise TypeError(f"unknown fields {sorted(kw)}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, n) for n in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"{type(self).__name__}({fields})"
 
 
-@dataclass(frozen=True)
-class FilesystemSettings:
-    deny_read: tuple[str, ...] = ()
-    allow_read: tuple[str, ...] = ()
-    allow_write: tuple[str, ...] = ()
-    deny_write: tuple[str, ...] = ()
+class NetworkSettings(_Record):
+    __slots__ = (
+        "allow_all_unix_sockets",
+        "allow_local_binding",
+        "allow_unix_sockets",
+        "allowed_domains",
+        "denied_domains",
+        "http_proxy_port",
+        "socks_proxy_port",
+    )
+    allowed_domains: tuple[str, ...]
+    denied_domains: tuple[str, ...]
+    allow_local_binding: bool
+    allow_unix_sockets: tuple[str, ...]
+    allow_all_unix_sockets: bool
+    http_proxy_port: int | None
+    socks_proxy_port: int | None
+    _allowed_domains: tuple[str, ...] = ()
+    _denied_domains: tuple[str, ...] = ()
+    _allow_local_binding = False
+    _allow_unix_sockets: tuple[str, ...] = ()
+    _allow_all_unix_sockets = False
+    _http_proxy_port = None
+    _socks_proxy_port = None
 
 
-@dataclass(frozen=True)
-class Settings:
+class FilesystemSettings(_Record):
+    __slots__ = ("allow_read", "allow_write", "deny_read", "deny_write")
+    deny_read: tuple[str, ...]
+    allow_read: tuple[str, ...]
+    allow_write: tuple[str, ...]
+    deny_write: tuple[str, ...]
+    _deny_read: tuple[str, ...] = ()
+    _allow_read: tuple[str, ...] = ()
+    _allow_write: tuple[str, ...] = ()
+    _deny_write: tuple[str, ...] = ()
+
+
+class Settings(_Record):
     """Parsed srt settings. Paths are as written (``~`` not yet expanded)."""
 
-    network: NetworkSettings = field(default_factory=NetworkSettings)
-    filesystem: FilesystemSettings = field(default_factory=FilesystemSettings)
-    source: str = "<memory>"
+    __slots__ = ("filesystem", "network", "source")
+    network: NetworkSettings
+    filesystem: FilesystemSettings
+    source: str
+    _network = NetworkSettings()
+    _filesystem = FilesystemSettings()
+    _source = "<memory>"
 
     def to_srt(self) -> dict[str, Any]:
         """The srt JSON document for these settings (round-trips through parse)."""
