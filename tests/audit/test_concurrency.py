@@ -188,6 +188,79 @@ def test_a_sealed_region_cannot_hide_an_edit(logdir: Path) -> None:
     assert not r.ok and r.problem is not None and r.problem.line == 2
 
 
+FSIZE_CRASHER = textwrap.dedent(
+    """
+    import os, resource, signal, sys
+    from agent_sandbox.audit import AuditLog
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it by default
+    path = os.path.join(sys.argv[1], "audit.jsonl")
+    size = os.path.getsize(path) if os.path.exists(path) else 0
+    limit = size + int(sys.argv[2])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    log = AuditLog(sys.argv[1], sync="always", checkpoint_every=None, checkpoint_interval=None)
+    i = 0
+    while True:  # the kernel cuts the write that crosses the limit, then kills us (SIGXFSZ)
+        log.append("tool_result", i=i, output="y" * 300)
+        i += 1
+    """
+)
+
+
+@pytest.mark.parametrize("cut", [1, 777, 4099])
+def test_writer_killed_mid_write_leaves_one_torn_line_that_repair_seals(
+    logdir: Path, cut: int
+) -> None:
+    """A real crash inside write(2): the file size limit makes the kernel write only part of
+    a record and then kill the writer with SIGXFSZ."""
+    AuditLog(logdir, checkpoint_every=None, checkpoint_interval=None).append("session_start")
+    size0 = (logdir / "audit.jsonl").stat().st_size
+    p = subprocess.run([sys.executable, "-c", FSIZE_CRASHER, str(logdir), str(cut)],
+                       capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGXFSZ
+    data = (logdir / "audit.jsonl").read_bytes()
+    assert len(data) == size0 + cut and not data.endswith(b"\n")
+    r = verify(logdir)
+    assert not r.ok and r.problem is not None and r.problem.kind == "torn"
+    assert r.problem.line == data.count(b"\n") + 1  # exactly the partial last line
+    out = subprocess.run(
+        [sys.executable, "-m", "agent_sandbox", "audit", "repair", str(logdir)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert (logdir / "audit.jsonl").read_bytes().startswith(data)  # nothing lost or rewritten
+    r = verify(logdir)
+    assert r.ok and r.sealed == 1
+
+
+FULL_DISK = textwrap.dedent(
+    """
+    import os, resource, sys
+    from agent_sandbox.audit import AuditError, AuditLog
+    path = os.path.join(sys.argv[1], "audit.jsonl")
+    limit = os.path.getsize(path) + 1000
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    log = AuditLog(sys.argv[1], sync="always", checkpoint_every=None, checkpoint_interval=None)
+    try:
+        for i in range(100):
+            log.append("tool_result", i=i, output="z" * 300)
+    except AuditError as exc:
+        print(exc)
+        sys.exit(3)
+    """
+)
+
+
+def test_a_failed_write_raises_and_the_next_writer_seals_the_remains(logdir: Path) -> None:
+    AuditLog(logdir, checkpoint_every=None, checkpoint_interval=None).append("session_start")
+    p = subprocess.run([sys.executable, "-c", FULL_DISK, str(logdir)], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 3 and "File too large" in p.stdout  # the caller learns it failed
+    rec = AuditLog(logdir, checkpoint_every=None, checkpoint_interval=None).append("request")
+    lines = read_lines(logdir)
+    assert json.loads(lines[-2])["event"] == "audit_sealed" and rec["seq"] == len(lines) - 1
+    assert verify(logdir).ok
+
+
 CRASHER = textwrap.dedent(
     """
     import sys
