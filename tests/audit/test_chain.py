@@ -194,3 +194,17 @@ def test_repo_and_host_logs_follow_the_spec(tmp_path: Path) -> None:
         assert verify(log.directory).checkpoint_size == 1
         log.append("proxy_decision", host="pypi.org", verdict="allow")
         assert verify(log.directory).checkpoint_size == 3  # then every 2 records
+
+
+def test_a_record_inserted_in_the_middle_is_named(logdir: Path) -> None:
+    make_log(logdir, 8)
+    lines = read_lines(logdir)
+    prev = json.loads(lines[3])["hash"]
+    fake = {"event": "approval", "prev": prev, "seq": 5, "ts": "2025-01-01T00:00:00.000000Z"}
+    body = canonical(fake)
+    digest = hashlib.sha256(bytes.fromhex(prev) + body).hexdigest()
+    lines.insert(4, body[:-1] + b',"hash":"' + digest.encode() + b'"}\n')
+    write_lines(logdir, lines)
+    r = verify(logdir)
+    assert not r.ok and r.problem is not None
+    assert (r.problem.kind, r.problem.line) == ("inserted", 5)

@@ -37,7 +37,8 @@ _LOOKAHEAD_LINES = 10_000
 class Problem:
     """The first thing wrong with a log."""
 
-    kind: str  # edited | deleted | reordered | relinked | forged | truncated | torn | invalid
+    # edited | deleted | inserted | reordered | relinked | forged | truncated | torn | invalid
+    kind: str
     line: int  # 1-based line number in audit.jsonl (0: not tied to a line)
     seq: int | None
     reason: str
@@ -391,6 +392,14 @@ def _explain(ahead: list[bytes], lineno: int, prev: bytes, expected: int) -> Pro
             lineno,
             rseq_i,
             f"records {expected}..{rseq_i - 1} were removed before this record",
+        )
+    if rseq_i is not None and rseq_i == expected - 1:
+        return Problem(
+            "inserted",
+            max(lineno - 1, 1),
+            None,
+            f"a record was inserted before line {lineno}: seq {rseq_i} appears twice and the "
+            "original no longer links to its predecessor",
         )
     if rseq_i is not None and rseq_i < expected:
         return Problem(
