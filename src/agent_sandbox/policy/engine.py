@@ -102,9 +102,13 @@ DECODERS = {("base64", "-d"), ("base64", "--decode"), ("base64", "-D"), ("xxd", 
 MUTATORS = frozenset({
     "rm", "mv", "cp", "tee", "chmod", "chown", "chgrp", "ln", "truncate", "touch", "mkdir",
     "rmdir", "install", "dd", "rsync", "unlink", "shred", "patch", "sed", "perl", "tar", "unzip",
-    "git", "curl", "wget", "python", "python3", "node", "setfacl", "chattr", "cat", "echo",
-    "printf", "sponge", "ed", "ex", "vi", "vim", "nano", "emacs",
+    "git", "curl", "wget", "python", "python3", "node", "setfacl", "chattr", "sponge", "ed",
+    "ex", "vi", "vim", "nano", "emacs",
 })
+# Shell builtins that change nothing outside the shell itself: allowed when no
+# rule names them (their redirects and substitutions are still judged).
+INERT = frozenset({"true", "false", "exit", ":", "cd", "pwd", "test", "[", "[[", "return",
+                   "shift", "wait", "set", "unset", "local", "read", "break", "continue"})
 DESTRUCTIVE = frozenset({"rm", "dd", "mkfs", "shred", "wipefs", "fdisk", "parted", "sudo", "su",
                          "doas", "chown", "kill", "pkill", "killall", "reboot", "shutdown"})
 NETWORK_TOOLS = frozenset({"curl", "wget", "http", "https", "aria2c", "lynx", "links", "w3m"})
@@ -376,7 +380,8 @@ class Policy:
             _raise_risk(d, "high")
         # the segment itself, against the rules
         text = normalise_command(" ".join(argv))
-        self._apply_rules(d, "bash", text, argv, self.default)
+        inert = name in INERT and not any(seg.dynamic)
+        self._apply_rules(d, "bash", text, argv, None if inert else self.default)
         if name in DESTRUCTIVE:
             _raise_risk(d, "high")
         # code from a pipe or a here-document into a shell or interpreter

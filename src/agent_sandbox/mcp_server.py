@@ -1,0 +1,161 @@
+"""``sandbox mcp DIR``: the approval loop as MCP tools, over stdio.
+
+Built on the official SDK's ``MCPServer``. Tools:
+
+- ``run_privileged(command, cwd?, wait_seconds?)``: classify the command with
+  the repository's policy; allowed ones run in the sandbox at once, denied ones
+  are refused, the rest go to the same folder queue as the hooks and wait
+  (bounded) for a human; a long wait returns the request id.
+- ``check_request(request_id, wait_seconds?)``: follow a request: still pending,
+  denied, or its output once approved and run.
+- ``sandbox_status()``: the queue and the policy in brief.
+
+There is deliberately no tool that approves, denies or changes policy:
+approvals come only from ``sandbox watch`` / ``sandbox approve`` outside the
+agent. Every command runs inside ``sandbox exec``, never in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from .errors import SandboxError
+from .hooks.escalate import describe_result, escalate, follow
+from .policy.engine import Call, Policy, PolicyError
+from .queue import valid_id
+from .queue.runner import audit, queue_for, recover_and_run, run_command
+
+MAX_WAIT = 600.0
+DEFAULT_WAIT = 30.0
+
+
+class McpSetupError(SandboxError):
+    pass
+
+
+def _load(repo: str) -> Policy:
+    path = os.path.join(repo, ".sandbox", "policy.json")
+    try:
+        with open(path, "rb") as fh:
+            doc = json.loads(fh.read())
+        return Policy(doc, repo=repo, home=os.path.expanduser("~"),
+                      remembered_path=os.path.join(repo, ".sandbox", "state",
+                                                   "remembered.json"))
+    except (OSError, ValueError, PolicyError) as exc:
+        raise McpSetupError(f"cannot load {path}: {exc}") from None
+
+
+def _inside(repo: str, cwd: str) -> bool:
+    real = os.path.realpath(cwd)
+    return real == repo or real.startswith(repo + os.sep)
+
+
+def build(repo: str) -> Any:
+    from mcp.server.mcpserver import MCPServer
+
+    repo = os.path.realpath(repo)
+    if not os.path.isdir(os.path.join(repo, ".sandbox", "escalations")):
+        raise McpSetupError(f"{repo} has no .sandbox/escalations: run `sandbox init {repo}`")
+    _load(repo)  # fail at start, not on the first call
+    server = MCPServer(
+        name="agent-sandbox",
+        instructions=(
+            "Run privileged shell commands through run_privileged. Commands the policy allows "
+            "run in the sandbox at once; others wait for a human to approve them outside this "
+            "session. If the wait ends first you get a request id: follow it with "
+            "check_request. You cannot approve anything yourself."
+        ),
+    )
+
+    @server.tool(description="Run a shell command in the sandbox, with human approval when "
+                             "the policy requires it.")
+    async def run_privileged(command: str, cwd: str = "",
+                             wait_seconds: float = DEFAULT_WAIT) -> str:
+        import anyio
+
+        wd = os.path.realpath(cwd or repo)
+        if not _inside(repo, wd):
+            return f"refused: cwd {wd} is outside the repository {repo}"
+        if not isinstance(command, str) or not command.strip():
+            return "refused: empty command"
+        wait = max(0.0, min(float(wait_seconds), MAX_WAIT))
+        policy = _load(repo)
+        call = Call("bash", "run_privileged", {"command": command}, wd, command=command)
+        decision = policy.classify(call)
+        verdict = decision.verdict.value
+        if verdict == "deny":
+            audit(repo, "denial", tool="run_privileged", agent="mcp", summary=command,
+                  reasons=decision.reasons)
+            return f"denied by policy: {decision.reason_text()}"
+        if verdict in ("allow", "observe"):
+            req = {"id": "direct", "params": {"command": command}, "cwd": wd}
+            res = await anyio.to_thread.run_sync(run_command, repo, req)
+            audit(repo, "completed", tool="run_privileged", agent="mcp", summary=command,
+                  status=res.get("status"), exit_code=res.get("exit_code"))
+            rec = {"id": "(policy allows it; no approval needed)", **res,
+                   "decision": {"by": "the policy"}}
+            return describe_result(rec)
+
+        def go() -> str:
+            out = escalate(repo, call, decision, agent="mcp", detach=True, ttl=policy.ttl)
+            if not out.request_id:
+                return out.message
+            res = follow(repo, out.request_id, wait_deadline=time.monotonic() + wait,
+                         timeout_on_expiry=False)
+            if res.status == "pending":
+                return (f"Waiting for a human to approve request {out.request_id} "
+                        f"({decision.reason_text()}). Call check_request with this id to "
+                        "follow it.")
+            return res.message
+
+        return await anyio.to_thread.run_sync(go)
+
+    @server.tool(description="Follow a request returned by run_privileged.")
+    async def check_request(request_id: str, wait_seconds: float = 0.0) -> str:
+        import anyio
+
+        if not valid_id(request_id):
+            return f"refused: {request_id!r} is not a request id"
+        q = queue_for(repo)
+        if q.state(request_id) is None:
+            return f"no request {request_id} in this repository"
+        wait = max(0.0, min(float(wait_seconds), MAX_WAIT))
+
+        def go() -> str:
+            rec = q.result(request_id)
+            if rec is not None:
+                return describe_result(rec)
+            res = follow(repo, request_id, wait_deadline=time.monotonic() + wait,
+                         timeout_on_expiry=False)
+            if res.status == "pending":
+                return f"request {request_id} is still waiting for approval"
+            return res.message
+
+        return await anyio.to_thread.run_sync(go)
+
+    @server.tool(description="How the sandbox is set up and what is waiting.")
+    def sandbox_status() -> str:
+        q = queue_for(repo)
+        recover_and_run(repo)
+        c = q.counts()
+        policy = _load(repo)
+        return json.dumps({
+            "repository": repo,
+            "queue": c,
+            "pending": [{"id": r.get("id"), "summary": r.get("summary"), "risk": r.get("risk")}
+                        for r in q.pending()],
+            "default_verdict": policy.default.value,
+            "approval_ttl_seconds": policy.ttl,
+            "allowed_domains": policy.allowed_domains,
+        }, indent=2)
+
+    return server
+
+
+def serve(repo: str) -> None:
+    server = build(repo)
+    recover_and_run(os.path.realpath(repo))
+    server.run("stdio")
