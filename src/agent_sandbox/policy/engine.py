@@ -402,7 +402,7 @@ class Policy:
             d.add(ESCALATE, "eval of text decided at run time")
             _raise_risk(d, "high")
         if (name == "sandbox" and len(argv) > 1 and argv[1] in APPROVER_COMMANDS) or (
-                "agent_sandbox" in argv[1:3] and any(a in APPROVER_COMMANDS for a in argv)):
+                "agent_sandbox" in argv[1:6] and any(a in APPROVER_COMMANDS for a in argv)):
             d.add(DENY, "approvals are out of band: an agent cannot run the approver or "
                         "change the connector")
             d.risk = "high"

@@ -610,7 +610,7 @@ def _expand_nested(seg: Segment, result: Parse, depth: int) -> None:
     if name in WRAPPERS:
         inner = _unwrap(name, argv[1:])
         if inner:
-            sub = Segment(inner, [False] * len(inner), [], origin=name)
+            sub = Segment(inner, seg.dynamic[len(argv) - len(inner):], [], origin=name)
             if name == "xargs":
                 sub.stdin_from_pipe = seg.stdin_from_pipe
             result.segments.append(sub)
@@ -618,7 +618,10 @@ def _expand_nested(seg: Segment, result: Parse, depth: int) -> None:
         return
     if name in SHELLS:
         script = _shell_c_arg(argv[1:])
-        if script is not None:
+        if script is not None and script in argv:
+            if seg.dynamic[argv.index(script)]:
+                result.problems.append(f"{name} -c runs a script decided at run time")
+                return
             _parse_into(script, result, depth + 1, f"{name} -c")
         elif seg.heredoc is not None:
             _parse_into(seg.heredoc, result, depth + 1, f"{name} <<")
@@ -633,12 +636,14 @@ def _expand_nested(seg: Segment, result: Parse, depth: int) -> None:
                            "--exec-batch"):
                 j = i + 1
                 inner: list[str] = []
+                dyn: list[bool] = []
                 while j < len(argv) and argv[j] not in (";", "+"):
-                    inner.append(argv[j])
+                    if argv[j] != "{}":
+                        inner.append(argv[j])
+                        dyn.append(seg.dynamic[j])
                     j += 1
-                inner = [a for a in inner if a != "{}"] or inner
                 if inner:
-                    sub = Segment(inner, [False] * len(inner), [], origin="find -exec")
+                    sub = Segment(inner, dyn, [], origin="find -exec")
                     result.segments.append(sub)
                     _expand_nested(sub, result, depth)
                 i = j
