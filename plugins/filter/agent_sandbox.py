@@ -7,8 +7,9 @@ sha256, owner}}``; the roles install those bytes with ``ansible.builtin.copy``,
 so check mode, ``--diff`` and idempotence come from Ansible itself.
 
 Helpers: ``agent_sandbox_manifest`` (the manifest.json bytes ``sandbox render``
-writes), ``agent_sandbox_select`` (artifacts of some kinds, as a sorted list)
-and ``agent_sandbox_dirs`` (the parent folders to create, with owners).
+writes), ``agent_sandbox_select`` (artifacts of some kinds, as a sorted list),
+``agent_sandbox_dirs`` (the parent folders to create, with owners) and
+``agent_sandbox_init_flags`` (``sandbox init`` flags for the enabled agents).
 
 These filters never touch a host and never fall back to partial output: any
 spec or inventory problem fails the task with the renderer's own message.
@@ -28,12 +29,12 @@ _PROJECT_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".
 
 def _import_renderer() -> Any:
     try:
-        from agent_sandbox import fleet  # noqa: PLC0415
+        from agent_sandbox import fleet
     except ImportError:
         if os.path.isdir(_PROJECT_SRC) and _PROJECT_SRC not in sys.path:
             sys.path.insert(0, os.path.abspath(_PROJECT_SRC))
         try:
-            from agent_sandbox import fleet  # noqa: PLC0415
+            from agent_sandbox import fleet
         except ImportError as exc:
             raise AnsibleFilterError(
                 "agent-sandbox is not importable on the controller: install it into the "
@@ -53,7 +54,7 @@ def _fleet(inventory_dir: str) -> Any:
 
 
 def _render(inventory_dir: str, host: str) -> tuple[Any, dict[str, Any]]:
-    from agent_sandbox.errors import SpecError  # noqa: PLC0415
+    from agent_sandbox.errors import SpecError
 
     try:
         fr = _fleet(inventory_dir)
@@ -90,10 +91,25 @@ def agent_sandbox_render(inventory_dir: str, host: str) -> dict[str, dict[str, A
 
 def agent_sandbox_manifest(inventory_dir: str, host: str) -> str:
     """The manifest.json text ``sandbox render`` writes for ``host`` (same bytes)."""
-    from agent_sandbox.render import json_bytes, manifest  # noqa: PLC0415
+    from agent_sandbox.render import json_bytes, manifest
 
     _, artifacts = _render(inventory_dir, host)
     return json_bytes(manifest(artifacts)).decode("utf-8")
+
+
+_INIT_AGENTS = ("claude", "codex", "cursor", "gemini")
+
+
+def agent_sandbox_init_flags(inventory_dir: str, host: str) -> list[str]:
+    """``sandbox init`` flags for the agents the host's spec enables (and ``--mcp``)."""
+    try:
+        spec = _fleet(inventory_dir).spec_for(str(host))
+    except Exception as exc:
+        raise AnsibleFilterError(
+            f"agent-sandbox could not load the spec of {host}: {exc}") from None
+    flags = [f"--{name}" for name in _INIT_AGENTS
+             if name in spec.agents and getattr(spec.agents[name], "enabled", True)]
+    return [*flags, "--mcp"]
 
 
 def agent_sandbox_select(rendered: dict[str, dict[str, Any]], include: list[str] | None = None,
@@ -130,5 +146,6 @@ class FilterModule:
             "agent_sandbox_render": agent_sandbox_render,
             "agent_sandbox_manifest": agent_sandbox_manifest,
             "agent_sandbox_select": agent_sandbox_select,
+            "agent_sandbox_init_flags": agent_sandbox_init_flags,
             "agent_sandbox_dirs": agent_sandbox_dirs,
         }

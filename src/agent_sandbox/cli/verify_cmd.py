@@ -1,9 +1,67 @@
-"""CLI commands for this area (filled in by its issue)."""
+"""``sandbox verify``: run the isolation self-check on this host, or with
+``--drift`` compare the installed files with the render manifest.
+
+Exit status: 0 when every check passed (or nothing drifted), 1 otherwise.
+"""
 
 from __future__ import annotations
+
+import json
+from typing import Annotated
 
 import typer
 
 
+def verify(
+    host_only: Annotated[bool, typer.Option(
+        "--host-only", help="Only the host's enforcement (reads, writes, network); skip the "
+                            "checks that need a connected repository.")] = False,
+    drift: Annotated[bool, typer.Option(
+        "--drift", help="Compare installed files with the render manifest instead.")] = False,
+    settings: Annotated[str | None, typer.Option(
+        "--settings", help="srt-format settings to check (default: the host's).")] = None,
+    check: Annotated[list[str] | None, typer.Option(
+        "--check", help="Run only this check (repeatable).")] = None,
+    manifest: Annotated[str, typer.Option(
+        "--manifest", help="Render manifest for --drift.")] = "/etc/agent-sandbox/manifest.json",
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Isolation self-check: denied read, protected write, denied and allowed domains,
+    escalation through the hook, audit; exit 1 on any failure."""
+    from agent_sandbox import verify as v
+
+    if drift:
+        try:
+            items = v.drift(manifest)
+        except v.VerifyError as exc:
+            typer.echo(f"sandbox verify: {exc}", err=True)
+            raise typer.Exit(1) from None
+        if as_json:
+            typer.echo(json.dumps({"drift": [i.__dict__ for i in items]}, indent=2))
+        elif items:
+            for i in items:
+                extra = f"  ({i.detail})" if i.detail else ""
+                typer.echo(f"DRIFT {i.problem:8} {i.target}{extra}")
+            typer.echo(f"{len(items)} managed file(s) differ from {manifest}")
+        else:
+            typer.echo(f"no drift: every file in {manifest} is as rendered")
+        raise typer.Exit(1 if items else 0)
+
+    try:
+        results = v.run(settings, only=check or None, host_only=host_only)
+    except v.VerifyError as exc:
+        typer.echo(f"sandbox verify: {exc}", err=True)
+        raise typer.Exit(1) from None
+    passed = sum(r.passed for r in results)
+    if as_json:
+        typer.echo(json.dumps({"passed": passed, "total": len(results),
+                               "checks": [r.__dict__ for r in results]}, indent=2))
+    else:
+        for r in results:
+            typer.echo(f"{'PASS' if r.passed else 'FAIL'}  {r.name:16} {r.detail}")
+        typer.echo(f"{passed}/{len(results)} checks passed")
+    raise typer.Exit(0 if results and passed == len(results) else 1)
+
+
 def register(app: typer.Typer) -> None:
-    return None
+    app.command("verify")(verify)

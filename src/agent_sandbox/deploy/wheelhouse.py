@@ -21,10 +21,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
 STAMP = ".source-digest"
+ARCHIVE = "wheelhouse.tar"
 EPOCH = "315532800"  # 1980-01-01, the earliest date a zip entry can carry
 _SKIP_DIRS = {"__pycache__", ".mypy_cache", ".ruff_cache"}
 
@@ -64,13 +66,29 @@ def _pip(args: list[str], env: dict[str, str]) -> None:
         raise RuntimeError(f"pip {' '.join(args[:2])} failed:\n{proc.stderr[-3000:]}")
 
 
+def write_archive(out: Path) -> Path:
+    """One tar of the wheels (sorted, fixed owner and time): the single file a
+    host receives, so an unchanged wheelhouse is one checksum comparison."""
+    archive = out / ARCHIVE
+    tmp = out / (ARCHIVE + ".tmp")
+    with tarfile.open(tmp, "w", format=tarfile.GNU_FORMAT) as tar:
+        for wheel in sorted(out.glob("*.whl")):
+            info = tar.gettarinfo(str(wheel), arcname=wheel.name)
+            info.mtime, info.uid, info.gid, info.uname, info.gname = int(EPOCH), 0, 0, "", ""
+            info.mode = 0o644
+            with open(wheel, "rb") as fh:
+                tar.addfile(info, fh)
+    os.replace(tmp, archive)
+    return archive
+
+
 def build(project: Path, out: Path) -> bool:
-    """Make ``out`` hold the project wheel and all its dependencies. Returns
-    whether anything changed."""
+    """Make ``out`` hold the project wheel, all its dependencies and
+    ``wheelhouse.tar`` of them. Returns whether anything changed."""
     project, out = project.resolve(), out.resolve()
     digest = source_digest(project)
     stamp = out / STAMP
-    if stamp.is_file() and stamp.read_text().strip() == digest:
+    if stamp.is_file() and stamp.read_text().strip() == digest and (out / ARCHIVE).is_file():
         return False
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SOURCE_DATE_EPOCH": EPOCH, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
@@ -95,6 +113,7 @@ def build(project: Path, out: Path) -> bool:
               str(target)], env)
     except RuntimeError:
         _pip(["wheel", "--find-links", str(out), "--wheel-dir", str(out), str(target)], env)
+    write_archive(out)
     stamp.write_text(digest + "\n")
     return True
 
@@ -109,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, RuntimeError) as exc:
         print(f"wheelhouse: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps({"changed": changed, "wheelhouse": str(Path(args.out).resolve())}))
+    out = Path(args.out).resolve()
+    print(json.dumps({"changed": changed, "wheelhouse": str(out), "archive": str(out / ARCHIVE)}))
     return 0
 
 

@@ -1,0 +1,114 @@
+"""The pyinfra deploy: the same artifacts as the Ansible roles, from the same renderer.
+
+Usage (see deploy/pyinfra/ for an example inventory and deploy file)::
+
+    from agent_sandbox.deploy.pyinfra import agent_sandbox
+    agent_sandbox(inventory_dir="inventories/demo")
+
+``agent_sandbox`` renders the current host with ``FleetRenderer`` (the code
+``sandbox render`` and the Ansible filter use), installs every artifact with
+``files.put`` (root-owned, the rendered mode), the render manifest that
+``sandbox verify --drift`` reads, and optionally the runtime from the
+controller-built wheelhouse. Host data: ``sandbox_render_host`` names the host
+in the inventory folder (default: the pyinfra host name without its connector
+prefix).
+
+It never renders on the host and never installs a partial rendering: spec
+problems stop the deploy before any operation is queued.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+from pyinfra import host  # type: ignore[attr-defined]
+from pyinfra.api import deploy  # type: ignore[attr-defined]
+from pyinfra.operations import files, server
+
+from agent_sandbox.fleet import FleetRenderer
+from agent_sandbox.render import Artifact, json_bytes, manifest
+
+MANIFEST = "/etc/agent-sandbox/manifest.json"
+PREFIX = "/opt/agent-sandbox"
+_FLEETS: dict[str, FleetRenderer] = {}
+
+
+def render_host_name(name: str, data: Any) -> str:
+    """The inventory name to render: ``sandbox_render_host`` or the pyinfra name
+    without its connector (``@podman/demo-1`` -> ``demo-1``)."""
+    explicit = getattr(data, "sandbox_render_host", None)
+    if explicit:
+        return str(explicit)
+    return name.rsplit("/", 1)[-1] if name.startswith("@") else name
+
+
+def rendered(inventory_dir: str, name: str) -> tuple[Any, dict[str, Artifact]]:
+    root = os.path.realpath(inventory_dir)
+    fleet = _FLEETS.get(root)
+    if fleet is None:
+        fleet = _FLEETS[root] = FleetRenderer.from_path(root)
+    return fleet.facts(name), fleet.render_host(name)
+
+
+def owner_of(facts: Any, path: str) -> str | None:
+    for user in facts.users:
+        home = user.home.rstrip("/")
+        if path == home or path.startswith(home + "/"):
+            return str(user.name)
+    return None
+
+
+@deploy("agent-sandbox")
+def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
+                  wheelhouse: str | None = None, prefix: str = PREFIX,
+                  manifest_path: str = MANIFEST) -> None:
+    """Install this host's rendered artifacts (and, if asked, the runtime)."""
+    name = render_host_name(host.name, host.data)
+    facts, artifacts = rendered(inventory_dir, name)
+    if install_runtime:
+        _runtime(wheelhouse, prefix)
+    parents: dict[str, str | None] = {}
+    for target in artifacts:
+        parent = os.path.dirname(target)
+        parents.setdefault(parent, owner_of(facts, target))
+    for parent, owner in sorted(parents.items()):
+        files.directory(name=f"Folder {parent}", path=parent, present=True,
+                        user=owner, _no_check_owner_mode=owner is None)
+    for target, art in artifacts.items():
+        files.put(name=f"Install {target}", src=io.BytesIO(art.content), dest=target,
+                  user="root", group="root", mode=f"{art.mode:04o}")
+    files.directory(name=f"Folder {os.path.dirname(manifest_path)}",
+                    path=os.path.dirname(manifest_path), present=True,
+                    _no_check_owner_mode=True)
+    files.put(name=f"Install {manifest_path}", src=io.BytesIO(json_bytes(manifest(artifacts))),
+              dest=manifest_path, user="root", group="root", mode="0644")
+
+
+def _runtime(wheelhouse: str | None, prefix: str) -> None:
+    """The virtualenv from the controller's wheelhouse (see deploy.wheelhouse)."""
+    from agent_sandbox.deploy import wheelhouse as wh
+
+    project = Path(__file__).resolve().parents[3]
+    out = Path(wheelhouse or project / "build" / "wheelhouse")
+    wh.build(project, out)
+    files.directory(name=f"Folder {prefix}", path=prefix, present=True, mode="0755")
+    put = files.put(name="Copy the wheelhouse", src=str(out / wh.ARCHIVE),
+                    dest=f"{prefix}/wheelhouse.tar", mode="0644")
+    server.shell(
+        name="Install agent-sandbox offline from the wheelhouse",
+        commands=[
+            f"test -x {prefix}/venv/bin/python3 || python3 -m venv {prefix}/venv",
+            f"cd {prefix} && rm -rf wheelhouse && mkdir -m 0755 wheelhouse "
+            "&& tar -xf wheelhouse.tar -C wheelhouse",
+            f"{prefix}/venv/bin/python3 -m pip install -q --no-index --find-links "
+            f"{prefix}/wheelhouse agent-sandbox",
+            f"{prefix}/venv/bin/python3 -m pip install -q --no-index --no-deps "
+            f"--force-reinstall {prefix}/wheelhouse/agent_sandbox-*.whl",
+        ],
+        _if=put.did_change,
+    )
+    files.link(name="Link the sandbox command", path="/usr/local/bin/sandbox",
+               target=f"{prefix}/venv/bin/sandbox")

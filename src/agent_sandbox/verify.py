@@ -1,0 +1,602 @@
+"""``sandbox verify``: the isolation self-check of one host.
+
+Each check is a function that exercises the real components installed on the
+host and judges the outcome from outside the sandbox (file contents on the
+host, what an upstream server received, the approval queue), never from the
+sandboxed command's own exit status:
+
+- ``denied_read``: a canary in a ``denyRead`` path cannot be read through
+  ``sandbox exec`` while a control file can;
+- ``protected_write``: inside a writable root, an ordinary write lands but
+  writes to protected names (agent settings, ``.git/hooks``, shell rc files)
+  do not;
+- ``denied_domain`` / ``allowed_domain``: through the egress proxy, a denied
+  name is refused and nothing reaches the upstream server, while an allowed
+  name reaches it (an upstream server in a private network namespace, named
+  through the proxy's hosts file, so no resolver or internet is involved);
+- ``escalation``: real Claude Code PreToolUse JSON for a privileged command fed
+  to ``sandbox hook claude pre-tool-use`` queues an escalation, and the hook
+  does not allow the call (the check denies the request as the approver);
+- ``audit``: the audit chains written during the checks verify.
+
+``drift`` compares installed files with the render manifest the roles install.
+
+It must never pass a check it could not run: a missing component, a missing
+privilege or an internal error is a failure with the reason. Everything it
+creates lives in one scratch folder (and one network namespace) removed at
+the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+SYSTEM_SETTINGS = "/etc/agent-sandbox/srt-settings.json"
+MANIFEST = "/etc/agent-sandbox/manifest.json"
+VERIFY_ALLOWED_NAME = "allowed.verify.agent-sandbox.test"
+UNLISTED_NAME = "unlisted.verify.agent-sandbox.test"
+PRIVILEGED_COMMAND = "sudo apt-get install -y jq"
+EXEC_TIMEOUT = 60.0
+GLOB_CHARS = set("*?[")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass
+class Context:
+    """What every check needs: the settings under test and a scratch folder."""
+
+    settings_path: str
+    python: str
+    home: str
+    scratch: str = ""
+    host_only: bool = False
+    timeout: float = EXEC_TIMEOUT
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def settings(self) -> dict[str, Any]:
+        with open(self.settings_path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        if not isinstance(data, dict):
+            raise VerifyError(f"{self.settings_path} is not a JSON object")
+        return data
+
+
+class VerifyError(Exception):
+    """A check could not be carried out; the message says why."""
+
+
+# -- pure helpers --------------------------------------------------------------
+
+
+def expand(path: str, home: str) -> str:
+    if path == "~":
+        return home
+    if path.startswith("~/"):
+        return os.path.join(home, path[2:])
+    return path
+
+
+def concrete_paths(patterns: list[str], home: str) -> list[str]:
+    """The absolute, glob-free entries of a settings path list."""
+    out = []
+    for p in patterns:
+        full = expand(p, home)
+        if os.path.isabs(full) and not (GLOB_CHARS & set(full)):
+            out.append(os.path.normpath(full))
+    return out
+
+
+def denied_name(denied: list[str]) -> str:
+    """A concrete host name the denied patterns cover (one outside every
+    allowed pattern when the settings deny nothing explicitly)."""
+    for pattern in denied:
+        name = pattern[2:] if pattern.startswith("*.") else pattern
+        if pattern.startswith("*."):
+            name = "verify." + name
+        if name and not (GLOB_CHARS & set(name)):
+            return name.rstrip(".").lower()
+    return UNLISTED_NAME
+
+
+def with_allowed(settings: dict[str, Any], name: str) -> dict[str, Any]:
+    """A copy of srt settings that also allows ``name`` (nothing else changes)."""
+    doc: dict[str, Any] = json.loads(json.dumps(settings))
+    net = doc.setdefault("network", {})
+    net["allowedDomains"] = [*net.get("allowedDomains", []), name]
+    net["deniedDomains"] = [d for d in net.get("deniedDomains", []) if d != name]
+    return doc
+
+
+@dataclass(frozen=True)
+class DriftItem:
+    target: str
+    problem: str  # missing | modified | mode
+    detail: str = ""
+
+
+def compare_manifest(manifest: dict[str, Any],
+                     read: Callable[[str], tuple[bytes, int] | None]) -> list[DriftItem]:
+    """Every difference between the manifest and what ``read(target)`` returns
+    (content and permission bits, or None when the file is missing)."""
+    out: list[DriftItem] = []
+    for art in manifest.get("artifacts", []):
+        target = str(art["target"])
+        found = read(target)
+        if found is None:
+            out.append(DriftItem(target, "missing"))
+            continue
+        content, mode = found
+        digest = hashlib.sha256(content).hexdigest()
+        if digest != art["sha256"]:
+            out.append(DriftItem(target, "modified",
+                                 f"sha256 {digest[:12]} != {art['sha256'][:12]}"))
+        want = int(str(art["mode"]), 8)
+        if mode != want:
+            out.append(DriftItem(target, "mode", f"{mode:04o} != {want:04o}"))
+    return out
+
+
+def read_host_file(target: str) -> tuple[bytes, int] | None:
+    try:
+        st = os.lstat(target)
+        if not stat.S_ISREG(st.st_mode):
+            return (b"", -1)
+        with open(target, "rb") as fh:
+            return fh.read(), stat.S_IMODE(st.st_mode)
+    except FileNotFoundError:
+        return None
+
+
+def drift(manifest_path: str = MANIFEST) -> list[DriftItem]:
+    try:
+        with open(manifest_path, encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except FileNotFoundError:
+        raise VerifyError(f"no render manifest at {manifest_path}: provision the host "
+                          "(ansible-playbook site.yml or the pyinfra deploy) first") from None
+    except ValueError as exc:
+        raise VerifyError(f"{manifest_path} is not valid JSON: {exc}") from None
+    return compare_manifest(manifest, read_host_file)
+
+
+# -- running the real components -------------------------------------------------
+
+
+def _module_available(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require(module: str, feature: str) -> None:
+    if not _module_available(module):
+        raise VerifyError(f"not available: {feature} ({module} is not installed)")
+
+
+def sandbox_cli(ctx: Context, args: list[str], *, cwd: str | None = None,
+                env: dict[str, str] | None = None, stdin: bytes | None = None,
+                timeout: float | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([ctx.python, "-I", "-m", "agent_sandbox", *args], cwd=cwd,
+                          input=stdin, capture_output=True, timeout=timeout or ctx.timeout,
+                          env={**os.environ, **(env or {})}, check=False)
+
+
+def sandboxed(ctx: Context, settings: str, argv: list[str], *, cwd: str,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    require("agent_sandbox.runtime.exec", "sandbox exec")
+    proc = sandbox_cli(ctx, ["exec", "--settings", settings, "--cwd", cwd, "--", *argv],
+                       cwd=cwd, env=env)
+    if proc.returncode == 2 and b"No such command" in proc.stderr:
+        raise VerifyError("not available: sandbox exec is not a command of this install")
+    return proc
+
+
+def _text(proc: subprocess.CompletedProcess[bytes]) -> str:
+    return (proc.stdout + proc.stderr).decode("utf-8", "replace")
+
+
+def _short(text: str, n: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+# -- the checks ----------------------------------------------------------------
+
+
+def check_denied_read(ctx: Context) -> str:
+    settings = ctx.settings()
+    fs = settings.get("filesystem", {})
+    allowed_read = concrete_paths(list(fs.get("allowRead", [])), ctx.home)
+    candidates = concrete_paths(list(fs.get("denyRead", [])), ctx.home)
+    target_dir = next((p for p in candidates if os.path.isdir(p) or not os.path.exists(p)), None)
+    if target_dir is None:
+        raise VerifyError("the settings deny no concrete folder to test (denyRead)")
+    secret = "canary-" + secrets.token_hex(16)
+    created_dir = not os.path.exists(target_dir)
+    canary = os.path.join(target_dir, f".agent-sandbox-verify-{secrets.token_hex(4)}")
+    if any(canary == a or canary.startswith(a + "/") for a in allowed_read):
+        raise VerifyError(f"{canary} is re-allowed by allowRead; cannot test {target_dir}")
+    control = os.path.join(ctx.scratch, "control.txt")
+    token = "control-" + secrets.token_hex(8)
+    with open(control, "w", encoding="utf-8") as fh:
+        fh.write(token)
+    try:
+        os.makedirs(target_dir, mode=0o700, exist_ok=True)
+        with open(canary, "w", encoding="utf-8") as fh:
+            fh.write(secret)
+        proc = sandboxed(ctx, ctx.settings_path,
+                         ["/bin/sh", "-c", f'cat "{control}"; echo; cat "{canary}"'],
+                         cwd=ctx.scratch)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(canary)
+        if created_dir:
+            with contextlib.suppress(OSError):
+                os.rmdir(target_dir)
+    out = _text(proc)
+    if secret in out:
+        raise AssertionError(f"{canary} was read through the sandbox")
+    if token not in out:
+        raise VerifyError(f"the sandbox did not run the control read: {_short(out)}")
+    return f"{target_dir} hidden, control file read"
+
+
+def _writable_root(ctx: Context) -> str:
+    fs = ctx.settings().get("filesystem", {})
+    for root in concrete_paths(list(fs.get("allowWrite", [])), ctx.home):
+        if os.path.isdir(root) and os.access(root, os.W_OK):
+            return root
+    raise VerifyError("no existing folder among the settings' allowWrite roots")
+
+
+PROTECTED = (".claude/settings.json", ".sandbox/policy.json", ".git/hooks/pre-commit",
+             ".git/config", ".bashrc", ".mcp.json", ".vscode/settings.json")
+
+
+def check_protected_write(ctx: Context) -> str:
+    work = tempfile.mkdtemp(prefix="agent-sandbox-verify-", dir=_writable_root(ctx))
+    try:
+        script = ["cd \"$1\"", "echo ok > ok.txt"]
+        for rel in PROTECTED:
+            parent = os.path.dirname(rel)
+            if parent:
+                script.append(f"mkdir -p {parent} 2>/dev/null")
+            script.append(f"echo pwned > {rel} 2>/dev/null")
+        script.append("true")
+        proc = sandboxed(ctx, ctx.settings_path,
+                         ["/bin/sh", "-c", "; ".join(script), "sh", work], cwd=work)
+        ok = os.path.join(work, "ok.txt")
+        if not os.path.isfile(ok) or open(ok, encoding="utf-8").read().strip() != "ok":
+            raise VerifyError(f"the control write in {work} did not land: {_short(_text(proc))}")
+        written = []
+        for rel in PROTECTED:
+            path = os.path.join(work, rel)
+            with contextlib.suppress(OSError):
+                if "pwned" in open(path, encoding="utf-8", errors="replace").read():
+                    written.append(rel)
+        if written:
+            raise AssertionError("protected files were written: " + ", ".join(written))
+        return (f"{len(PROTECTED)} protected names refused in {os.path.dirname(work)}, "
+                "control write landed")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+UPSTREAM = r"""
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(sys.argv[3], "a") as fh:
+            fh.write(self.headers.get("Host", "") + " " + self.path + "\n")
+        body = b"upstream-ok " + self.path.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), H)
+open(sys.argv[3] + ".ready", "w").close()
+srv.serve_forever()
+"""
+
+CLIENT = r"""
+import sys, urllib.request, urllib.error
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=15) as r:
+        print("STATUS", r.status, r.read().decode())
+except urllib.error.HTTPError as e:
+    print("STATUS", e.code, e.headers.get("X-Proxy-Error", ""))
+except Exception as e:
+    print("ERROR", type(e).__name__, e)
+"""
+
+
+@dataclass
+class Upstream:
+    ns: str
+    ip: str
+    port: int
+    log: str
+    hosts: str
+
+    def requests(self) -> str:
+        try:
+            with open(self.log, encoding="utf-8") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return ""
+
+
+def _ip(*args: str) -> None:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise VerifyError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
+
+
+@contextlib.contextmanager
+def upstream_network(ctx: Context, names: list[str]) -> Iterator[Upstream]:
+    """An HTTP server in a private network namespace joined to this host by a
+    veth pair, and a hosts file naming it (read by the proxy only)."""
+    if os.geteuid() != 0:
+        raise VerifyError("the network checks need root (they create a network namespace)")
+    if shutil.which("ip") is None:
+        raise VerifyError("the network checks need iproute2 (the ip command)")
+    tag = secrets.token_hex(3)
+    ns, veth_host, veth_ns = f"asv{tag}", f"asv{tag}h", f"asv{tag}n"
+    octet = 16 + secrets.randbelow(200)
+    host_ip, up_ip = f"10.232.{octet}.1", f"10.232.{octet}.2"
+    log = os.path.join(ctx.scratch, "upstream.log")
+    hosts = os.path.join(ctx.scratch, "hosts")
+    with open(hosts, "w", encoding="utf-8") as fh:
+        fh.writelines(f"{up_ip} {n}\n" for n in names)
+    server: subprocess.Popen[bytes] | None = None
+    _ip("netns", "add", ns)
+    try:
+        _ip("link", "add", veth_host, "type", "veth", "peer", "name", veth_ns)
+        _ip("link", "set", veth_ns, "netns", ns)
+        _ip("addr", "add", f"{host_ip}/24", "dev", veth_host)
+        _ip("link", "set", veth_host, "up")
+        _ip("netns", "exec", ns, "ip", "addr", "add", f"{up_ip}/24", "dev", veth_ns)
+        _ip("netns", "exec", ns, "ip", "link", "set", veth_ns, "up")
+        _ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        script = os.path.join(ctx.scratch, "upstream.py")
+        with open(script, "w", encoding="utf-8") as fh:
+            fh.write(UPSTREAM)
+        server = subprocess.Popen(["ip", "netns", "exec", ns, ctx.python, "-I", script, up_ip,
+                                   "8080", log], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(log + ".ready"):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise VerifyError("the upstream test server did not start")
+            time.sleep(0.02)
+        yield Upstream(ns, up_ip, 8080, log, hosts)
+    finally:
+        if server is not None:
+            server.send_signal(signal.SIGKILL)
+            server.wait()
+        subprocess.run(["ip", "link", "del", veth_host], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+
+
+def _fetch(ctx: Context, settings: str, up: Upstream, name: str, token: str) -> str:
+    client = os.path.join(ctx.scratch, "client.py")
+    with open(client, "w", encoding="utf-8") as fh:
+        fh.write(CLIENT)
+    proc = sandboxed(ctx, settings,
+                     [ctx.python, "-I", client, f"http://{name}:{up.port}/{token}"],
+                     cwd=ctx.scratch, env={"AGENT_SANDBOX_HOSTS": up.hosts})
+    return _text(proc)
+
+
+def check_denied_domain(ctx: Context) -> str:
+    name = denied_name(list(ctx.settings().get("network", {}).get("deniedDomains", [])))
+    token = "denied-" + secrets.token_hex(6)
+    with upstream_network(ctx, [name]) as up:
+        out = _fetch(ctx, ctx.settings_path, up, name, token)
+        reached = token in up.requests()
+    if reached:
+        raise AssertionError(f"a request to {name} reached the upstream server")
+    if "STATUS 403" not in out:
+        raise AssertionError(f"{name} was not refused by the proxy with 403: {_short(out)}")
+    return f"{name} refused (403), nothing reached the upstream server"
+
+
+def check_allowed_domain(ctx: Context) -> str:
+    settings = with_allowed(ctx.settings(), VERIFY_ALLOWED_NAME)
+    path = os.path.join(ctx.scratch, "allowed-settings.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(settings, fh)
+    token = "allowed-" + secrets.token_hex(6)
+    with upstream_network(ctx, [VERIFY_ALLOWED_NAME]) as up:
+        out = _fetch(ctx, path, up, VERIFY_ALLOWED_NAME, token)
+        reached = token in up.requests()
+    if not reached or f"upstream-ok /{token}" not in out:
+        raise AssertionError(f"{VERIFY_ALLOWED_NAME} did not pass the proxy: {_short(out)}")
+    return f"{VERIFY_ALLOWED_NAME} (allowed for this check) reached the upstream server"
+
+
+def _repo(ctx: Context) -> str:
+    repo = ctx.notes.get("repo")
+    if repo:
+        return str(repo)
+    require("agent_sandbox.connector", "sandbox init")
+    repo = tempfile.mkdtemp(prefix="agent-sandbox-verify-repo-", dir=_writable_root(ctx))
+    ctx.notes["cleanup"] = [*ctx.notes.get("cleanup", []), repo]
+    # An empty repository layer: the host's managed policy is what is under test.
+    os.makedirs(os.path.join(repo, ".sandbox"), exist_ok=True)
+    with open(os.path.join(repo, ".sandbox", "policy.yml"), "w", encoding="utf-8") as fh:
+        fh.write("version: 1\n")
+    proc = sandbox_cli(ctx, ["init", repo, "--claude"])
+    if proc.returncode != 0:
+        raise VerifyError(f"sandbox init failed: {_short(_text(proc))}")
+    ctx.notes["repo"] = repo
+    return repo
+
+
+def _pending(repo: str) -> list[str]:
+    pending = os.path.join(repo, ".sandbox", "escalations", "pending")
+    try:
+        return sorted(os.listdir(pending))
+    except FileNotFoundError:
+        return []
+
+
+def check_escalation(ctx: Context) -> str:
+    require("agent_sandbox.hooks.entry", "the agent hooks")
+    repo = _repo(ctx)
+    event = {
+        "session_id": "verify-" + secrets.token_hex(8),
+        "transcript_path": os.path.join(ctx.scratch, "transcript.jsonl"),
+        "cwd": repo,
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": PRIVILEGED_COMMAND,
+                       "description": "Install jq system-wide"},
+    }
+    hook = subprocess.Popen([ctx.python, "-I", "-m", "agent_sandbox", "hook", "claude",
+                             "pre-tool-use"], cwd=repo, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert hook.stdin is not None
+    hook.stdin.write(json.dumps(event).encode())
+    hook.stdin.close()
+    hook.stdin = None  # communicate() must not flush the closed pipe
+    try:
+        deadline = time.monotonic() + 20
+        queued: list[str] = []
+        while time.monotonic() < deadline and hook.poll() is None:
+            proc = sandbox_cli(ctx, ["pending", repo, "--json"])
+            with contextlib.suppress(ValueError):
+                queued = [str(r["id"]) for r in json.loads(proc.stdout or b"[]")
+                          if PRIVILEGED_COMMAND in json.dumps(r)]
+            if queued:
+                break
+            time.sleep(0.2)
+        if not queued:
+            hook.kill()
+            out = hook.communicate()[0].decode("utf-8", "replace")
+            raise AssertionError(f"no escalation was queued for {PRIVILEGED_COMMAND!r}: "
+                                 f"{_short(out)}")
+        deny = sandbox_cli(ctx, ["deny", repo, queued[0], "--reason",
+                                 "sandbox verify: escalation check"])
+        if deny.returncode != 0:
+            raise VerifyError(f"sandbox deny failed: {_short(_text(deny))}")
+        out_b, err_b = hook.communicate(timeout=30)
+    finally:
+        if hook.poll() is None:
+            hook.kill()
+            hook.wait()
+    out = out_b.decode("utf-8", "replace")
+    try:
+        decision = json.loads(out)["hookSpecificOutput"]["permissionDecision"]
+    except (ValueError, KeyError, TypeError):
+        raise AssertionError(f"the hook gave no decision: {_short(out + err_b.decode())}") from None
+    if decision == "allow":
+        raise AssertionError("the hook allowed a denied escalation")
+    return (f"{PRIVILEGED_COMMAND!r} escalated ({queued[0]}), denied by the approver, "
+            f"hook said {decision}")
+
+
+def check_audit(ctx: Context) -> str:
+    require("agent_sandbox.audit", "the audit log")
+    dirs = []
+    repo_audit = os.path.join(_repo(ctx), ".sandbox", "audit")
+    dirs.append(repo_audit)
+    host_audit = os.environ.get("AGENT_SANDBOX_AUDIT_DIR", "/var/log/agent-sandbox")
+    if os.path.isfile(os.path.join(host_audit, "audit.jsonl")):
+        dirs.append(host_audit)
+    details = []
+    for d in dirs:
+        if not os.path.isfile(os.path.join(d, "audit.jsonl")):
+            raise AssertionError(f"{d} holds no audit log")
+        proc = sandbox_cli(ctx, ["audit", "verify", d])
+        if proc.returncode != 0:
+            raise AssertionError(f"audit verify {d} failed: {_short(_text(proc))}")
+        details.append(d)
+    with open(os.path.join(repo_audit, "audit.jsonl"), encoding="utf-8") as fh:
+        events = {json.loads(line).get("event") for line in fh if line.strip()}
+    if "escalation" not in events:
+        raise AssertionError("the repository audit has no escalation record "
+                             f"(events: {sorted(events)})")
+    return "chains verify: " + ", ".join(details)
+
+
+REPOSITORY_CHECKS = ("escalation", "audit")
+
+CHECKS: tuple[tuple[str, Callable[[Context], str]], ...] = (
+    ("denied_read", check_denied_read),
+    ("protected_write", check_protected_write),
+    ("denied_domain", check_denied_domain),
+    ("allowed_domain", check_allowed_domain),
+    ("escalation", check_escalation),
+    ("audit", check_audit),
+)
+
+
+def run_check(ctx: Context, name: str, fn: Callable[[Context], str]) -> CheckResult:
+    """One check; anything but a clean return is a failure (fail closed)."""
+    try:
+        return CheckResult(name, True, fn(ctx))
+    except AssertionError as exc:
+        return CheckResult(name, False, str(exc) or "assertion failed")
+    except VerifyError as exc:
+        return CheckResult(name, False, str(exc))
+    except subprocess.TimeoutExpired as exc:
+        return CheckResult(name, False, f"timed out: {' '.join(map(str, exc.cmd))[:200]}")
+    except Exception as exc:
+        return CheckResult(name, False, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def default_settings() -> str:
+    if os.path.isfile(SYSTEM_SETTINGS):
+        return SYSTEM_SETTINGS
+    user = os.path.expanduser("~/.srt-settings.json")
+    if os.path.isfile(user):
+        return user
+    raise VerifyError(f"no sandbox settings: neither {SYSTEM_SETTINGS} nor {user} exists "
+                      "(provision this host or pass --settings)")
+
+
+def run(settings_path: str | None = None, *, only: list[str] | None = None,
+        host_only: bool = False) -> list[CheckResult]:
+    """Run the checks (all, or those named in ``only``) and clean up after them.
+    ``host_only`` leaves out the checks that need a repository connected with
+    ``sandbox init`` (the approval loop and its audit)."""
+    names = [n for n, _ in CHECKS]
+    unknown = [n for n in (only or []) if n not in names]
+    if unknown:
+        raise VerifyError(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(names)}")
+    ctx = Context(settings_path or default_settings(), sys.executable,
+                  os.path.expanduser("~"), host_only=host_only)
+    ctx.scratch = tempfile.mkdtemp(prefix="agent-sandbox-verify-")
+    try:
+        return [run_check(ctx, n, fn) for n, fn in CHECKS
+                if (not only or n in only) and not (host_only and n in REPOSITORY_CHECKS)]
+    finally:
+        for path in ctx.notes.get("cleanup", []):
+            shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(ctx.scratch, ignore_errors=True)

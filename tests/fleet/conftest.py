@@ -1,0 +1,65 @@
+"""Shared helpers for the fleet tests: paths, the environment Ansible and podman
+need, and running the project's commands."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+DEMO = REPO / "inventories" / "demo"
+EXAMPLE_FLEET = REPO / "inventories" / "example-fleet"
+BASE_IMAGE = "localhost/agent-sandbox-base:bookworm"
+
+
+def env(**extra: str) -> dict[str, str]:
+    """The environment `make` gives Ansible, podman and Molecule."""
+    return {
+        **os.environ,
+        "CONTAINERS_CONF": str(REPO / "containers.conf"),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+        **extra,
+    }
+
+
+def run(argv: list[str], *, timeout: float = 600, check: bool = True,
+        **extra_env: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(argv, cwd=REPO, env=env(**extra_env), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} exited {proc.returncode}\n"
+                             f"--- stdout\n{proc.stdout[-6000:]}\n"
+                             f"--- stderr\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def tool(name: str) -> str:
+    return str(VENV_BIN / name)
+
+
+@pytest.fixture(scope="session")
+def collections() -> Path:
+    """The Ansible collections unpacked by bootstrap (run it if they are missing)."""
+    run(["bash", "scripts/bootstrap.d/10-collections.sh"], timeout=300)
+    path = REPO / ".collections" / "ansible_collections" / "containers" / "podman"
+    assert path.is_dir()
+    return path
+
+
+@pytest.fixture(scope="session")
+def base_image(collections: Path) -> str:
+    """The locally built base image (built here when missing, about a minute)."""
+    if shutil.which("podman") is None or shutil.which("debootstrap") is None:
+        pytest.fail("podman and debootstrap are needed (scripts/bootstrap.sh installs them)")
+    run(["bash", "scripts/base-image.sh"], timeout=900)
+    return BASE_IMAGE
