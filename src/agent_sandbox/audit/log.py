@@ -273,9 +273,9 @@ class AuditLog:
     # -- records -----------------------------------------------------------
 
     def _build(
-        self, seq: int, prev: bytes, event: str, fields: Mapping[str, Any]
+        self, seq: int, prev: bytes, event: str, fields: dict[str, Any]
     ) -> tuple[dict[str, Any], bytes]:
-        rec: dict[str, Any] = dict(fields)
+        rec = fields  # the caller's private copy (see _prepare)
         rec["seq"] = seq
         rec["ts"] = rfc3339(time.time())
         rec["event"] = event
@@ -294,8 +294,10 @@ class AuditLog:
         bad = RESERVED.intersection(fields)
         if bad:
             raise AuditError(f"audit fields {sorted(bad)} are reserved and set by the log")
-        clean: dict[str, Any] = _redact(dict(fields)) if self.redact else dict(fields)
-        return clean
+        if not isinstance(fields, dict):
+            fields = dict(fields)
+        clean: dict[str, Any] = _redact(fields) if self.redact else dict(fields)
+        return clean  # a private copy: _build may fill it in place
 
     def append(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one record and return it as written."""
