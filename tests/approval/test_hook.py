@@ -1,0 +1,204 @@
+"""The hook as the agents run it: a subprocess reading real hook JSON."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_sandbox.hooks import entry
+
+from .conftest import claude_pre, decision_of, make_repo, run_hook
+
+
+def test_allow_and_deny_answer_at_once(repo: Path) -> None:
+    p = run_hook("claude", "pre-tool-use", claude_pre("ls -la", repo))
+    assert p.returncode == 0 and decision_of(p)[0] == "allow"
+    p = run_hook("claude", "pre-tool-use", claude_pre("ls; rm -rf /", repo))
+    assert p.returncode == 0
+    verdict, reason = decision_of(p)
+    assert verdict == "deny" and "no rm -rf" in reason
+    assert not any(Path(repo, ".sandbox/escalations/pending").iterdir())
+
+
+def test_writes_to_protected_paths_are_denied_whatever_the_tool(repo: Path) -> None:
+    for tool, ti in [("Write", {"file_path": str(repo / ".sandbox/policy.json"), "content": "{}"}),
+                     ("Edit", {"file_path": ".claude/settings.json", "old_string": "a",
+                               "new_string": "b"}),
+                     ("MultiEdit", {"file_path": ".mcp.json", "edits": []}),
+                     ("Bash", {"command": "echo '{}' > .sandbox/escalations/decided/x.json"})]:
+        p = run_hook("claude", "pre-tool-use", claude_pre("", repo, tool=tool, tool_input=ti))
+        assert decision_of(p)[0] == "deny", (tool, p.stdout)
+
+
+@pytest.mark.parametrize("payload,why", [
+    (b"not json", "not valid JSON"),
+    (b"[1, 2]", "JSON object"),
+    (b'{"tool_name": 5, "cwd": "/"}', "tool_name"),
+    (b'{"tool_name": "Bash", "tool_input": "ls", "cwd": "/"}', "tool_input"),
+    (b'{"tool_name": "Bash", "tool_input": {}, "cwd": "/"}', "command"),
+])
+def test_malformed_input_denies_with_exit_2(payload: bytes, why: str) -> None:
+    p = run_hook("claude", "pre-tool-use", payload)
+    assert p.returncode == 2
+    verdict, reason = decision_of(p)
+    assert verdict == "deny" and why in reason
+    assert why in p.stderr.decode()
+
+
+def test_unknown_tool_is_denied(repo: Path) -> None:
+    p = run_hook("claude", "pre-tool-use",
+                 claude_pre("", repo, tool="Teleport", tool_input={"where": "prod"}))
+    assert decision_of(p) == ("deny", "agent-sandbox denied this call: deny: unknown tool "
+                                      "'Teleport'")
+
+
+def test_missing_sandbox_denies(tmp_path: Path) -> None:
+    p = run_hook("claude", "pre-tool-use", claude_pre("ls", tmp_path))
+    assert p.returncode == 2 and decision_of(p)[0] == "deny"
+    assert "sandbox init" in decision_of(p)[1]
+
+
+def test_broken_policy_denies(repo: Path) -> None:
+    (repo / ".sandbox/policy.json").write_text('{"commands": {"default": "sure"}}')
+    p = run_hook("claude", "pre-tool-use", claude_pre("ls", repo))
+    assert p.returncode == 2 and "invalid" in decision_of(p)[1]
+
+
+def test_unknown_agent_or_event_fails_closed() -> None:
+    assert run_hook("claude", "before-tool", b"{}").returncode == 2
+    assert run_hook("windsurf", "pre-tool-use", b"{}").returncode == 2
+
+
+def test_codex_uses_the_claude_shape(repo: Path) -> None:
+    p = run_hook("codex", "pre-tool-use", claude_pre("rm -rf /x", repo))
+    assert decision_of(p)[0] == "deny"
+    p = run_hook("codex", "pre-tool-use", claude_pre("ls", repo))
+    assert p.returncode == 0 and p.stdout.strip() == b""
+    patch = "*** Begin Patch\n*** Update File: .codex/config.toml\n@@\n-a\n+b\n*** End Patch"
+    p = run_hook("codex", "pre-tool-use", claude_pre("", repo, tool="apply_patch",
+                                                     tool_input={"command": patch}))
+    assert decision_of(p)[0] == "deny"
+
+
+def test_gemini_before_tool(repo: Path) -> None:
+    base = {"session_id": "s", "transcript_path": "/t", "cwd": str(repo),
+            "hook_event_name": "BeforeTool", "timestamp": "2026-01-01T00:00:00Z"}
+    p = run_hook("gemini", "before-tool", {**base, "tool_name": "run_shell_command",
+                                           "tool_input": {"command": "ls"}})
+    assert json.loads(p.stdout)["decision"] == "allow"
+    p = run_hook("gemini", "before-tool", {**base, "tool_name": "write_file",
+                                           "tool_input": {"file_path": ".gemini/settings.json",
+                                                          "content": "{}"}})
+    out = json.loads(p.stdout)
+    assert out["decision"] == "deny" and "protected" in out["reason"]
+    p = run_hook("gemini", "before-tool", {**base, "tool_name": "read_file",
+                                           "tool_input": {"file_path": "a/.env"}})
+    assert json.loads(p.stdout)["decision"] == "deny"
+    p = run_hook("gemini", "before-tool", b"{")
+    assert p.returncode == 2 and json.loads(p.stdout)["decision"] == "deny"
+
+
+def test_cursor_events(repo: Path) -> None:
+    base = {"conversation_id": "c", "generation_id": "g", "workspace_roots": [str(repo)],
+            "hook_event_name": "beforeShellExecution"}
+    p = run_hook("cursor", "before-shell-execution", {**base, "command": "ls", "cwd": str(repo)})
+    assert json.loads(p.stdout)["permission"] == "allow"
+    p = run_hook("cursor", "before-shell-execution",
+                 {**base, "command": "rm -rf /", "cwd": str(repo)})
+    assert json.loads(p.stdout)["permission"] == "deny"
+    p = run_hook("cursor", "before-read-file", {**base, "file_path": str(repo / "x/.env"),
+                                                "content": "SECRET=1"})
+    assert json.loads(p.stdout) == {"permission": "deny"}
+    p = run_hook("cursor", "before-mcp-execution",
+                 {**base, "tool_name": "list_issues", "server": "github",
+                  "tool_input": json.dumps({"repo": "a/b"})})
+    assert json.loads(p.stdout)["permission"] == "allow"
+
+
+def test_session_start_and_post_tool_use(repo: Path) -> None:
+    p = run_hook("claude", "session-start", {"session_id": "s", "cwd": str(repo),
+                                             "hook_event_name": "SessionStart",
+                                             "source": "startup"})
+    ctx = json.loads(p.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "agent-sandbox" in ctx and "0 request(s) waiting" in ctx
+    p = run_hook("claude", "post-tool-use", {**claude_pre("ls", repo),
+                                             "hook_event_name": "PostToolUse",
+                                             "tool_response": {"stdout": "x"}})
+    assert p.returncode == 0
+    log = (repo / ".sandbox/audit/audit.jsonl").read_text()
+    assert '"result"' in log
+
+
+def test_escalation_times_out_plainly(tmp_path: Path) -> None:
+    from .conftest import BASE_POLICY
+
+    doc = json.loads(json.dumps(BASE_POLICY))
+    doc["approvals"]["wait"] = 0.5
+    repo = make_repo(tmp_path / "r", doc)
+    p = run_hook("claude", "pre-tool-use", claude_pre("make deploy", repo))
+    verdict, reason = decision_of(p)
+    assert verdict == "deny" and "No decision arrived in time" in reason
+    done = list((repo / ".sandbox/escalations/done").iterdir())
+    assert len(done) == 1 and json.loads(done[0].read_text())["status"] == "timed_out"
+
+
+# -- fuzzing: garbage never yields an allow ----------------------------------------
+
+def _run_in_process(agent: str, event: str, data: bytes, monkeypatch: Any) -> tuple[str, int]:
+    stdin = io.TextIOWrapper(io.BytesIO(data))
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    monkeypatch.setattr(entry, "MANAGED_POLICY", "/nonexistent/agent-sandbox/policy.json")
+    code = entry.main([agent, event])
+    return out.getvalue(), code
+
+
+def _allowed(agent: str, out: str, code: int) -> bool:
+    if agent == "codex" and code == 0 and not out.strip():
+        return True
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        return False
+    return (doc.get("hookSpecificOutput", {}).get("permissionDecision") == "allow"
+            or doc.get("decision") == "allow" or doc.get("permission") == "allow")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                    HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=300))
+def test_fuzz_random_bytes_never_allow(data: bytes, monkeypatch: Any) -> None:
+    for agent, event in (("claude", "pre-tool-use"), ("gemini", "before-tool"),
+                         ("cursor", "before-shell-execution"), ("codex", "pre-tool-use")):
+        out, code = _run_in_process(agent, event, data, monkeypatch)
+        assert not _allowed(agent, out, code)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                    HealthCheck.function_scoped_fixture])
+@given(tool=st.sampled_from(["Bash", "Write", "Edit", "Read", "WebFetch", "mcp__x__y", "Nope",
+                             "", "apply_patch"]),
+       tool_input=json_values, cwd=st.one_of(st.just("/nonexistent/dir"), json_values))
+def test_fuzz_structured_garbage_never_allows(tool: str, tool_input: Any, cwd: Any,
+                                              monkeypatch: Any) -> None:
+    """Well-formed JSON with nonsense fields, where no .sandbox/ exists: never allow."""
+    data = json.dumps({"tool_name": tool, "tool_input": tool_input, "cwd": cwd}).encode()
+    for agent, event in (("claude", "pre-tool-use"), ("gemini", "before-tool")):
+        out, code = _run_in_process(agent, event, data, monkeypatch)
+        assert not _allowed(agent, out, code)
