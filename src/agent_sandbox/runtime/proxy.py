@@ -1,9 +1,10 @@
 """The domain-filtering egress proxy: HTTP (absolute-URI and CONNECT) and SOCKS5.
 
 The sandbox has no network but its own loopback; the proxy is its only way out.
-``Proxy.serve_sockets`` accepts on listening sockets (in the runtime these live in
-the sandbox's network namespace and were handed over a unix socket), decides
-each request with pure functions, and relays allowed connections.
+``Proxy.start_in_thread`` accepts on listening sockets (in the runtime these
+live in the sandbox's network namespace), decides each request with pure
+functions, and relays allowed connections (``splice``: the bytes never enter
+Python).
 
 Decisions, in order (all must pass):
 
@@ -24,7 +25,6 @@ has not allowed, and any error while deciding is a denial.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ipaddress
 import os
@@ -32,7 +32,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,17 +135,103 @@ class ProxyConfig:
     own: frozenset[IPAddress] = field(default_factory=frozenset)
     connect_timeout: float = 10.0
     session: str = ""
+    # Addresses the operator exempts from the address checks, programmatically or
+    # with --allow-address on the standalone proxy; never read from settings files.
+    exempt: frozenset[IPAddress] = field(default_factory=frozenset)
+
+
+class _Conn:
+    """A blocking client socket with the bytes read past what was parsed."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+
+    def read_until(self, marker: bytes, limit: int = HEAD_LIMIT) -> bytes | None:
+        while marker not in self.buf:
+            if len(self.buf) > limit:
+                return None
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.buf += chunk
+        head, _, self.buf = self.buf.partition(marker)
+        return head + marker
+
+    def read_exactly(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("client closed the connection")
+            self.buf += chunk
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    """Copy src to dst until EOF (splice through a pipe: the bytes stay in the kernel)."""
+    try:
+        try:
+            r, w = os.pipe()
+        except OSError:
+            r = w = -1
+        else:
+            with contextlib.suppress(OSError):
+                import fcntl
+
+                fcntl.fcntl(w, 1031, BUF)  # F_SETPIPE_SZ: move more per splice
+        try:
+            sfd, dfd = src.fileno(), dst.fileno()
+            while r >= 0:
+                try:
+                    n = os.splice(sfd, w, BUF)
+                except OSError as exc:
+                    if exc.errno in (22, 95):  # EINVAL/EOPNOTSUPP: fall back to copying
+                        break
+                    raise
+                if n == 0:
+                    return
+                while n:
+                    n -= os.splice(r, dfd, n)
+            while True:
+                data = src.recv(BUF)
+                if not data:
+                    return
+                dst.sendall(data)
+        finally:
+            if r >= 0:
+                os.close(r)
+                os.close(w)
+    except OSError:
+        with contextlib.suppress(OSError):
+            src.shutdown(socket.SHUT_RD)
+    finally:
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+
+def relay(a: socket.socket, b: socket.socket) -> None:
+    """Relay both directions until both ends have finished; then close both."""
+    t = threading.Thread(target=_pump, args=(b, a), daemon=True)
+    t.start()
+    _pump(a, b)
+    t.join()
+    a.close()
+    b.close()
 
 
 class Proxy:
-    """One proxy instance: policy + relay. Thread-safe start/stop."""
+    """One proxy instance: policy + relay, a thread per connection.
+
+    Decisions are made before a byte is relayed; after that the bytes move
+    between the two sockets inside the kernel (``splice``).
+    """
 
     def __init__(self, config: ProxyConfig, record: Recorder | None = None) -> None:
         self.config = config
         self.record = record or (lambda event: None)
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._servers: list[asyncio.base_events.Server] = []
+        self._listeners: list[socket.socket] = []
+        self._stopping = False
         self.decisions: list[Decision] = []
 
     # -- decisions -------------------------------------------------------
@@ -159,69 +245,47 @@ class Proxy:
         }
         try:
             self.record(event)
-        except Exception:  # noqa: S110 - recording failures must not stop the relay of a denial
+        except Exception:  # noqa: S110 - a recording failure must not turn a denial into a hang
             pass
 
-    async def _resolve(self, host: str, port: int) -> list[IPAddress]:
+    def _resolve(self, host: str, port: int) -> list[IPAddress]:
         ip = domains.parse_ip_literal(host)
         if ip is not None:
             return [ip]
         if host in self.config.hosts:
             return [ipaddress.ip_address(a) for a in self.config.hosts[host]]
-        assert self.loop is not None
-        infos = await self.loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        return list(dict.fromkeys(ipaddress.ip_address(i[4][0].split("%", 1)[0]) for i in infos))
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        return list(dict.fromkeys(ipaddress.ip_address(str(i[4][0]).split("%", 1)[0])
+                                  for i in infos))
 
-    async def decide(self, host: str, port: int) -> Decision:
-        d = decide_name(host, port, self.config.allowed, self.config.denied)
-        if not d.allowed:
-            return d
+    def decide(self, host: str, port: int) -> Decision:
+        """The full decision: names, then every resolved address (fails closed)."""
         try:
-            addrs = await self._resolve(d.host, port)
-        except (OSError, ValueError, UnicodeError):
-            return Decision(False, "resolve-failed", d.host, port)
-        if not addrs:
-            return Decision(False, "resolve-failed", d.host, port)
-        for a in addrs:
-            why = address_refusal(a, self.config.own)
-            if why is not None:
-                return Decision(False, f"blocked-by-address: {why}", d.host, port, str(a))
-        return Decision(True, "allowed", d.host, port, str(addrs[0]))
+            d = decide_name(host, port, self.config.allowed, self.config.denied)
+            if not d.allowed:
+                return d
+            try:
+                addrs = self._resolve(d.host, port)
+            except (OSError, ValueError, UnicodeError):
+                return Decision(False, "resolve-failed", d.host, port)
+            if not addrs:
+                return Decision(False, "resolve-failed", d.host, port)
+            for a in addrs:
+                if a in self.config.exempt:
+                    continue
+                why = address_refusal(a, self.config.own)
+                if why is not None:
+                    return Decision(False, f"blocked-by-address: {why}", d.host, port, str(a))
+            return Decision(True, "allowed", d.host, port, str(addrs[0]))
+        except Exception as exc:  # fail closed
+            return Decision(False, f"internal-error: {type(exc).__name__}", host, port)
 
-    async def _open(self, d: Decision) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    def _open(self, d: Decision) -> socket.socket:
         assert d.address is not None
-        return await asyncio.wait_for(
-            asyncio.open_connection(d.address, d.port, limit=BUF),
-            self.config.connect_timeout,
-        )
-
-    # -- relay -----------------------------------------------------------
-
-    @staticmethod
-    async def _pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                data = await r.read(BUF)
-                if not data:
-                    break
-                w.write(data)
-                if w.transport.get_write_buffer_size() > BUF:
-                    await w.drain()
-            with contextlib.suppress(OSError, RuntimeError):
-                if w.can_write_eof():
-                    w.write_eof()
-        except (OSError, asyncio.IncompleteReadError, RuntimeError):
-            with contextlib.suppress(Exception):
-                w.close()
-
-    async def _relay(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter,
-                     ur: asyncio.StreamReader, uw: asyncio.StreamWriter) -> None:
-        try:
-            await asyncio.gather(self._pipe(cr, uw), self._pipe(ur, cw))
-        finally:
-            for w in (uw, cw):
-                with contextlib.suppress(Exception):
-                    w.close()
+        s = socket.create_connection((d.address, d.port), timeout=self.config.connect_timeout)
+        s.settimeout(None)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
 
     # -- HTTP ------------------------------------------------------------
 
@@ -234,178 +298,158 @@ class Proxy:
             + b"\r\nConnection: close\r\n\r\n" + body
         )
 
-    async def handle_http(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
-        started = time.monotonic()
-        try:
-            try:
-                head = await cr.readuntil(b"\r\n\r\n")
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-                cw.write(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
-                return
-            lines = head.split(b"\r\n")
-            try:
-                method, target, version = lines[0].decode("latin-1").split(" ")
-            except ValueError:
-                cw.write(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
-                return
-            if method.upper() == "CONNECT":
-                host, port = _split_hostport(target, 443)
-                d = await self._check(host, port)
-                self._log(d, "http-connect", started)
-                if not d.allowed:
-                    cw.write(self._forbidden(d.reason))
-                    return
-                try:
-                    ur, uw = await self._open(d)
-                except (TimeoutError, OSError):
-                    cw.write(b"HTTP/1.1 502 Bad Gateway\r\nX-Proxy-Error: connect-failed\r\n"
-                             b"Content-Length: 0\r\nConnection: close\r\n\r\n")
-                    return
-                cw.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-                await self._relay(cr, cw, ur, uw)
-                return
-            if not target.lower().startswith("http://"):
-                d = Decision(False, "not-a-proxy-request", target[:200], 0)
-                self._log(d, "http", started)
-                cw.write(self._forbidden(d.reason))
-                return
-            rest = target[7:]
-            authority, _, path = rest.partition("/")
-            authority = authority.rsplit("@", 1)[-1]
-            host, port = _split_hostport(authority, 80)
-            d = await self._check(host, port)
-            self._log(d, "http", started)
-            if not d.allowed:
-                cw.write(self._forbidden(d.reason))
-                return
-            try:
-                ur, uw = await self._open(d)
-            except (TimeoutError, OSError):
-                cw.write(b"HTTP/1.1 502 Bad Gateway\r\nX-Proxy-Error: connect-failed\r\n"
-                         b"Content-Length: 0\r\nConnection: close\r\n\r\n")
-                return
-            out = [f"{method} /{path} {version}".encode("latin-1")]
-            for line in lines[1:]:
-                if not line:
-                    continue
-                name = line.split(b":", 1)[0].strip().lower()
-                if name in (b"host", b"connection", b"proxy-connection", b"keep-alive",
-                            b"proxy-authorization"):
-                    continue
-                out.append(line)
-            out.append(b"Host: " + authority.encode("latin-1"))
-            out.append(b"Connection: close")
-            uw.write(b"\r\n".join(out) + b"\r\n\r\n")
-            await self._relay(cr, cw, ur, uw)
-        except Exception:  # noqa: S110 - any failure closes the connection
-            pass
-        finally:
-            with contextlib.suppress(Exception):
-                await cw.drain()
-            with contextlib.suppress(Exception):
-                cw.close()
+    _BAD_GATEWAY = (b"HTTP/1.1 502 Bad Gateway\r\nX-Proxy-Error: connect-failed\r\n"
+                    b"Content-Length: 0\r\nConnection: close\r\n\r\n")
 
-    async def _check(self, host: str, port: int) -> Decision:
+    def handle_http(self, sock: socket.socket) -> None:
+        started = time.monotonic()
+        c = _Conn(sock)
+        head = c.read_until(b"\r\n\r\n")
+        if head is None:
+            sock.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+            return
+        lines = head[:-4].split(b"\r\n")
         try:
-            return await self.decide(host, port)
-        except Exception as exc:
-            return Decision(False, f"internal-error: {type(exc).__name__}", host, port)
+            method, target, version = lines[0].decode("latin-1").split(" ")
+        except ValueError:
+            sock.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+            return
+        if method.upper() == "CONNECT":
+            host, port = _split_hostport(target, 443)
+            d = self.decide(host, port)
+            self._log(d, "http-connect", started)
+            if not d.allowed:
+                sock.sendall(self._forbidden(d.reason))
+                return
+            try:
+                up = self._open(d)
+            except OSError:
+                sock.sendall(self._BAD_GATEWAY)
+                return
+            sock.sendall(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            if c.buf:
+                up.sendall(c.buf)
+            relay(sock, up)
+            return
+        if not target.lower().startswith("http://"):
+            d = Decision(False, "not-a-proxy-request", target[:200], 0)
+            self._log(d, "http", started)
+            sock.sendall(self._forbidden(d.reason))
+            return
+        authority, _, path = target[7:].partition("/")
+        authority = authority.rsplit("@", 1)[-1]
+        host, port = _split_hostport(authority, 80)
+        d = self.decide(host, port)
+        self._log(d, "http", started)
+        if not d.allowed:
+            sock.sendall(self._forbidden(d.reason))
+            return
+        try:
+            up = self._open(d)
+        except OSError:
+            sock.sendall(self._BAD_GATEWAY)
+            return
+        out = [f"{method} /{path} {version}".encode("latin-1")]
+        for line in lines[1:]:
+            name = line.split(b":", 1)[0].strip().lower()
+            if name in (b"host", b"connection", b"proxy-connection", b"keep-alive",
+                        b"proxy-authorization"):
+                continue
+            out.append(line)
+        out.append(b"Host: " + authority.encode("latin-1"))
+        out.append(b"Connection: close")
+        up.sendall(b"\r\n".join(out) + b"\r\n\r\n" + c.buf)
+        relay(sock, up)
 
     # -- SOCKS5 ----------------------------------------------------------
 
-    async def handle_socks(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+    def handle_socks(self, sock: socket.socket) -> None:
         started = time.monotonic()
-        try:
-            ver, n = await cr.readexactly(2)
-            methods = await cr.readexactly(n)
-            if ver != 5 or 0 not in methods:
-                cw.write(b"\x05\xff")
-                return
-            cw.write(b"\x05\x00")
-            ver, cmd, _, atyp = await cr.readexactly(4)
-            if atyp == 1:
-                host = str(ipaddress.IPv4Address(await cr.readexactly(4)))
-            elif atyp == 4:
-                host = str(ipaddress.IPv6Address(await cr.readexactly(16)))
-            elif atyp == 3:
-                (ln,) = await cr.readexactly(1)
-                raw = await cr.readexactly(ln)
-                host = raw.decode("utf-8", "replace") if b"\x00" not in raw else raw.decode(
-                    "latin-1")
-            else:
-                cw.write(b"\x05\x08\x00\x01" + b"\x00" * 6)
-                return
-            port = int.from_bytes(await cr.readexactly(2), "big")
-            if ver != 5 or cmd != 1:
-                d = Decision(False, "command-not-supported", host, port)
-                self._log(d, "socks5", started)
-                cw.write(b"\x05\x07\x00\x01" + b"\x00" * 6)
-                return
-            d = await self._check(host, port)
+        c = _Conn(sock)
+        ver, n = c.read_exactly(2)
+        methods = c.read_exactly(n)
+        if ver != 5 or 0 not in methods:
+            sock.sendall(b"\x05\xff")
+            return
+        sock.sendall(b"\x05\x00")
+        ver, cmd, _, atyp = c.read_exactly(4)
+        if atyp == 1:
+            host = str(ipaddress.IPv4Address(c.read_exactly(4)))
+        elif atyp == 4:
+            host = str(ipaddress.IPv6Address(c.read_exactly(16)))
+        elif atyp == 3:
+            (ln,) = c.read_exactly(1)
+            host = c.read_exactly(ln).decode("latin-1")
+        else:
+            sock.sendall(b"\x05\x08\x00\x01" + b"\x00" * 6)
+            return
+        port = int.from_bytes(c.read_exactly(2), "big")
+        if ver != 5 or cmd != 1:  # no BIND, no UDP ASSOCIATE
+            d = Decision(False, "command-not-supported", host, port)
             self._log(d, "socks5", started)
-            if not d.allowed:
-                cw.write(b"\x05\x02\x00\x01" + b"\x00" * 6)  # not allowed by ruleset
-                return
-            try:
-                ur, uw = await self._open(d)
-            except (TimeoutError, OSError):
-                cw.write(b"\x05\x05\x00\x01" + b"\x00" * 6)
-                return
-            cw.write(b"\x05\x00\x00\x01" + b"\x00" * 6)
-            await self._relay(cr, cw, ur, uw)
-        except Exception:  # noqa: S110 - any failure closes the connection
-            pass
-        finally:
-            with contextlib.suppress(Exception):
-                await cw.drain()
-            with contextlib.suppress(Exception):
-                cw.close()
+            sock.sendall(b"\x05\x07\x00\x01" + b"\x00" * 6)
+            return
+        d = self.decide(host, port)
+        self._log(d, "socks5", started)
+        if not d.allowed:
+            sock.sendall(b"\x05\x02\x00\x01" + b"\x00" * 6)  # not allowed by ruleset
+            return
+        try:
+            up = self._open(d)
+        except OSError:
+            sock.sendall(b"\x05\x05\x00\x01" + b"\x00" * 6)
+            return
+        sock.sendall(b"\x05\x00\x00\x01" + b"\x00" * 6)
+        if c.buf:
+            up.sendall(c.buf)
+        relay(sock, up)
 
     # -- lifecycle -------------------------------------------------------
 
-    async def _start(self, http: Iterable[socket.socket], socks: Iterable[socket.socket]) -> None:
-        for s in http:
-            self._servers.append(await asyncio.start_server(self.handle_http, sock=s, limit=BUF))
-        for s in socks:
-            self._servers.append(await asyncio.start_server(self.handle_socks, sock=s, limit=BUF))
+    def _serve_one(self, handler: Callable[[socket.socket], None], sock: socket.socket) -> None:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass  # unix sockets
+        try:
+            handler(sock)
+        except Exception:  # noqa: S110 - any failure closes the connection
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _accept_loop(self, listener: socket.socket,
+                     handler: Callable[[socket.socket], None]) -> None:
+        listener.setblocking(True)
+        while not self._stopping:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                if self._stopping:
+                    return
+                time.sleep(0.01)
+                continue
+            conn.setblocking(True)
+            threading.Thread(target=self._serve_one, args=(handler, conn), daemon=True).start()
 
     def start_in_thread(self, http: Sequence[socket.socket], socks: Sequence[socket.socket]
                         ) -> None:
-        """Serve the listening sockets from a daemon thread (returns once serving)."""
-        ready = threading.Event()
-        errors: list[BaseException] = []
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self.loop = loop
-            try:
-                loop.run_until_complete(self._start(http, socks))
-            except BaseException as exc:
-                errors.append(exc)
-                ready.set()
-                return
-            ready.set()
-            loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name="agent-sandbox-proxy", daemon=True)
-        self._thread.start()
-        ready.wait()
-        if errors:
-            raise errors[0]
+        """Serve the listening sockets from daemon threads (returns at once)."""
+        for group, handler in ((http, self.handle_http), (socks, self.handle_socks)):
+            for lst in group:
+                self._listeners.append(lst)
+                threading.Thread(target=self._accept_loop, args=(lst, handler),
+                                 name="agent-sandbox-proxy", daemon=True).start()
 
     def stop(self) -> None:
-        loop = self.loop
-        if loop is None or not loop.is_running():
-            return
-
-        def _close() -> None:
-            for s in self._servers:
-                s.close()
-            loop.stop()
-
-        loop.call_soon_threadsafe(_close)
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+        self._stopping = True
+        for lst in self._listeners:
+            with contextlib.suppress(OSError):
+                lst.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                lst.close()
+        self._listeners = []
 
 
 def _split_hostport(text: str, default: int) -> tuple[str, int]:
@@ -455,3 +499,77 @@ def default_audit_dir() -> str:
         return system
     state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
     return os.path.join(state, "agent-sandbox", "audit")
+
+
+def _listen(spec: str) -> socket.socket:
+    """A listening socket for ``HOST:PORT`` or ``unix:PATH``."""
+    if spec.startswith("unix:"):
+        path = spec[5:]
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(path)
+        os.chmod(path, 0o666)  # noqa: S103 - every local user's sandbox may connect
+    else:
+        host, port = _split_hostport(spec, -1)
+        if port < 0:
+            raise ValueError(f"{spec!r}: expected HOST:PORT or unix:PATH")
+        s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, port))
+    s.listen(512)
+    s.setblocking(False)
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The standalone proxy (the systemd unit, srt's external proxy ports, benchmarks)."""
+    import argparse
+    import signal
+    import sys
+
+    from .settings import SettingsError, load
+
+    ap = argparse.ArgumentParser(prog="python -m agent_sandbox.runtime.proxy",
+                                 description="Domain-filtering HTTP/SOCKS5 egress proxy.")
+    ap.add_argument("--settings", required=True, help="srt-format settings (network section)")
+    ap.add_argument("--http", action="append", default=[], help="HOST:PORT or unix:PATH")
+    ap.add_argument("--socks", action="append", default=[], help="HOST:PORT or unix:PATH")
+    ap.add_argument("--allow-address", action="append", default=[],
+                    help="exempt this address from the address checks (testing, benchmarks)")
+    ap.add_argument("--audit-dir", default=None)
+    ap.add_argument("--no-audit", action="store_true", help="do not record decisions")
+    args = ap.parse_args(argv)
+    try:
+        settings = load(args.settings)
+        exempt = frozenset(ipaddress.ip_address(a) for a in args.allow_address)
+        http = [_listen(x) for x in args.http]
+        socks = [_listen(x) for x in args.socks]
+    except (SettingsError, ValueError, OSError) as exc:
+        sys.stderr.write(f"proxy: {exc}\n")
+        return 2
+    if not http and not socks:
+        sys.stderr.write("proxy: give at least one --http or --socks address\n")
+        return 2
+    close: Callable[[], None] = lambda: None  # noqa: E731
+    record: Recorder | None = None
+    if not args.no_audit:
+        record, close = audit_recorder(args.audit_dir)
+    n = settings.network
+    proxy = Proxy(ProxyConfig(allowed=n.allowed_domains, denied=n.denied_domains,
+                              own=own_addresses(), exempt=exempt, session="proxy-service"),
+                  record)
+    proxy.start_in_thread(http, socks)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    stop.wait()
+    proxy.stop()
+    close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

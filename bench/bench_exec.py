@@ -1,0 +1,81 @@
+"""Cold start of ``sandbox exec -- true`` against ``srt -c true`` and bare bwrap.
+
+Each round runs the three commands once, in turn, so load on the machine falls
+on all of them alike; the table shows the median and 90th percentile wall time
+and the ratios the goals are stated in (at most 1/5 of srt, at most 3x bwrap).
+
+    .venv/bin/python bench/bench_exec.py [ROUNDS]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SANDBOX = REPO / ".venv" / "bin" / "sandbox"
+SRT = REPO / ".tools" / "node_modules" / ".bin" / "srt"
+BWRAP = shutil.which("bwrap") or "bwrap"
+
+
+def timed(argv: list[str], cwd: str) -> float:
+    t = time.perf_counter()
+    r = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - t
+    if r.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({r.returncode}): {r.stderr.decode()[-500:]}")
+    return elapsed * 1000
+
+
+def main() -> int:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 25
+    work = tempfile.mkdtemp(prefix="bench-exec-")
+    settings = Path(work) / "srt-settings.json"
+    settings.write_text(json.dumps({
+        "network": {"allowedDomains": ["github.com", "*.github.com", "pypi.org",
+                                       "files.pythonhosted.org"], "deniedDomains": []},
+        "filesystem": {"denyRead": ["~/.ssh", "~/.aws", "**/.env"], "allowWrite": [work],
+                       "denyWrite": []},
+    }))
+    cmds: dict[str, list[str]] = {
+        "sandbox exec -- true": [str(SANDBOX), "exec", "--settings", str(settings), "--", "true"],
+        "bwrap --unshare-net ... true": [BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc",
+                                         "/proc", "--unshare-net", "--unshare-pid",
+                                         "--die-with-parent", "true"],
+    }
+    if SRT.exists():
+        cmds["srt -c true"] = [str(SRT), "-s", str(settings), "-c", "true"]
+    else:
+        print(f"note: {SRT} missing (make setup installs it); srt column skipped")
+    times: dict[str, list[float]] = {k: [] for k in cmds}
+    for argv in cmds.values():  # warm the page cache once
+        timed(argv, work)
+    for _ in range(rounds):
+        for name, argv in cmds.items():
+            times[name].append(timed(argv, work))
+    shutil.rmtree(work, ignore_errors=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    p90 = {k: sorted(v)[int(0.9 * (len(v) - 1))] for k, v in times.items()}
+    ours, bare = med["sandbox exec -- true"], med["bwrap --unshare-net ... true"]
+    print(f"cold start, {rounds} rounds, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+    print(f"{'command':32} {'median ms':>10} {'p90 ms':>8}")
+    for k in cmds:
+        print(f"{k:32} {med[k]:10.1f} {p90[k]:8.1f}")
+    print()
+    print(f"sandbox exec / bare bwrap : {ours / bare:5.2f}x   (goal <= 3x)")
+    if "srt -c true" in med:
+        srt = med["srt -c true"]
+        print(f"sandbox exec / srt        : {ours / srt:5.3f}    (goal <= 0.200, i.e. 1/5)")
+        print(f"srt / sandbox exec        : {srt / ours:5.1f}x faster")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

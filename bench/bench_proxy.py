@@ -1,0 +1,238 @@
+# ruff: noqa: E501
+"""The egress proxy: throughput and added latency per connection.
+
+1. Throughput: a 200 MB download from a loopback server, direct and through our
+   proxy (HTTP CONNECT and absolute-URI GET), measured with curl. Goal: at least
+   half of direct throughput. The proxy runs as its own process, as the systemd
+   unit does; the loopback server address is exempted explicitly
+   (``--allow-address``), since the proxy refuses loopback by policy.
+2. Added latency per connection: 200 sequential requests to an upstream server in
+   a network namespace made here (root only), from inside ``sandbox exec`` (our
+   proxy) and from inside ``srt`` (srt's proxy), minus the same requests made
+   directly from the host. Goal: at most a third of srt's added latency.
+
+    .venv/bin/python bench/bench_proxy.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import textwrap
+import threading
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PY = str(REPO / ".venv" / "bin" / "python")
+SANDBOX = str(REPO / ".venv" / "bin" / "sandbox")
+SRT = REPO / ".tools" / "node_modules" / ".bin" / "srt"
+SIZE = 200 * 1024 * 1024
+
+SERVER = textwrap.dedent("""
+    import socket, sys, threading
+    host, port = sys.argv[1], int(sys.argv[2])
+    chunk = b"x" * (1 << 20)
+    def handle(c):
+        with c:
+            data = b""
+            while b"\\r\\n\\r\\n" not in data:
+                d = c.recv(65536)
+                if not d:
+                    return
+                data += d
+            path = data.split(b" ", 2)[1].decode()
+            n = int(path.rsplit("/", 1)[1]) if path.startswith("/bytes/") else 2
+            c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n" % n)
+            if n == 2:
+                c.sendall(b"ok")
+                return
+            view = memoryview(chunk)
+            while n > 0:
+                k = min(n, len(chunk))
+                c.sendall(view[:k])
+                n -= k
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, port)); s.listen(256)
+    print("ready", flush=True)
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=handle, args=(c,), daemon=True).start()
+""")
+
+CLIENT = textwrap.dedent("""
+    import os, socket, sys, time, json, base64, urllib.parse
+    host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    proxy = os.environ.get("http_proxy", "") if sys.argv[4] == "proxy" else ""
+    auth = b""
+    if "@" in proxy:  # srt's proxy wants the credentials it put in http_proxy
+        cred = urllib.parse.unquote(proxy.split("://", 1)[-1].rsplit("@", 1)[0])
+        auth = b"Proxy-Authorization: Basic " + base64.b64encode(cred.encode()) + b"\\r\\n"
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        if proxy:
+            hp = proxy.rsplit("@", 1)[-1].split("://", 1)[-1].rstrip("/")
+            ph, pp = hp.rsplit(":", 1)
+            s = socket.create_connection((ph, int(pp)))
+            s.sendall(b"GET http://%s:%d/ HTTP/1.1\\r\\nHost: %s\\r\\n%s\\r\\n" % (host.encode(), port, host.encode(), auth))
+        else:
+            s = socket.create_connection((host, port))
+            s.sendall(b"GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n")
+        data = b""
+        while not data.endswith(b"ok"):
+            d = s.recv(4096)
+            if not d:
+                break
+            data += d
+        s.close()
+        assert data.endswith(b"ok"), data[:200]
+        times.append(time.perf_counter() - t)
+    print(json.dumps(times))
+""")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(argv: list[str], **kw: object) -> subprocess.Popen:
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, **kw)  # type: ignore[call-overload]
+    line = p.stdout.readline() if p.stdout else ""
+    if "ready" not in line:
+        p.kill()
+        raise SystemExit(f"{argv[:3]} did not start")
+    return p
+
+
+def curl_speed(url: str, proxy: str | None, tunnel: bool = False) -> float:
+    argv = ["curl", "-s", "-o", "/dev/null", "-w", "%{speed_download} %{size_download}"]
+    if proxy:
+        argv += ["-x", proxy] + (["-p"] if tunnel else [])
+    else:
+        argv += ["--noproxy", "*"]
+    out = subprocess.run([*argv, url], capture_output=True, text=True, check=True).stdout.split()
+    if int(float(out[1])) != SIZE:
+        raise SystemExit(f"short transfer: {out}")
+    return float(out[0]) / 1e6
+
+
+def throughput(work: Path) -> None:
+    sport, pport = free_port(), free_port()
+    (work / "server.py").write_text(SERVER)
+    settings = work / "proxy-settings.json"
+    settings.write_text(json.dumps({"network": {"allowedDomains": ["127.0.0.1"]}}))
+    server = start([PY, str(work / "server.py"), "127.0.0.1", str(sport)])
+    proxy = start([PY, "-m", "agent_sandbox.runtime.proxy", "--settings", str(settings),
+                   "--http", f"127.0.0.1:{pport}", "--allow-address", "127.0.0.1",
+                   "--audit-dir", str(work / "audit")])
+    try:
+        url = f"http://127.0.0.1:{sport}/bytes/{SIZE}"
+        p = f"http://127.0.0.1:{pport}"
+        rows = {"direct": [], "proxy, absolute URI": [], "proxy, CONNECT tunnel": []}
+        for _ in range(3):
+            rows["direct"].append(curl_speed(url, None))
+            rows["proxy, absolute URI"].append(curl_speed(url, p))
+            rows["proxy, CONNECT tunnel"].append(curl_speed(url, p, tunnel=True))
+    finally:
+        proxy.terminate()
+        server.kill()
+        proxy.wait()
+        server.wait()
+    direct = statistics.median(rows["direct"])
+    print(f"throughput: {SIZE // (1 << 20)} MB from a loopback server (curl), median of 3")
+    print(f"{'path':26} {'MB/s':>9} {'of direct':>10}")
+    for k, v in rows.items():
+        m = statistics.median(v)
+        print(f"{k:26} {m:9.0f} {m / direct:9.0%}")
+    print("goal: proxy >= 50% of direct")
+    print()
+
+
+def latency(work: Path) -> None:
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        print("latency: skipped (needs root to create a network namespace)")
+        return
+    tag = secrets.token_hex(3)
+    ns, vh, vn = f"asb{tag}", f"asb{tag}h", f"asb{tag}n"
+    octet = 100 + secrets.randbelow(150)
+    host_ip, up_ip = f"10.232.{octet}.1", f"10.232.{octet}.2"
+
+    def ip(*a: str) -> None:
+        subprocess.run(["ip", *a], check=True, capture_output=True)
+
+    ip("netns", "add", ns)
+    server = None
+    try:
+        ip("link", "add", vh, "type", "veth", "peer", "name", vn)
+        ip("link", "set", vn, "netns", ns)
+        ip("addr", "add", f"{host_ip}/24", "dev", vh)
+        ip("link", "set", vh, "up")
+        ip("netns", "exec", ns, "ip", "addr", "add", f"{up_ip}/24", "dev", vn)
+        ip("netns", "exec", ns, "ip", "link", "set", vn, "up")
+        (work / "server.py").write_text(SERVER)
+        (work / "client.py").write_text(CLIENT)
+        server = start(["ip", "netns", "exec", ns, PY, str(work / "server.py"), up_ip, "8080"])
+        n = 200
+        settings = work / "lat-settings.json"
+        wd = work / "wd"
+        wd.mkdir()
+        settings.write_text(json.dumps({  # every key: srt refuses files without them
+            "network": {"allowedDomains": [up_ip], "deniedDomains": []},
+            "filesystem": {"denyRead": [], "allowWrite": [str(wd)], "denyWrite": []}}))
+        client = [PY, "-I", "-S", str(work / "client.py"), up_ip, "8080", str(n)]
+        env = dict(os.environ, AGENT_SANDBOX_AUDIT_DIR=str(work / "audit"))
+
+        def run(argv: list[str]) -> list[float]:
+            out = subprocess.run(argv, capture_output=True, text=True, cwd=wd, env=env)
+            try:
+                return [t * 1000 for t in json.loads(out.stdout.strip().splitlines()[-1])]
+            except (ValueError, IndexError):
+                raise SystemExit(f"client failed: {argv[:3]} {out.stderr[-800:]}") from None
+
+        direct = run([*client, "direct"])
+        ours = run([SANDBOX, "exec", "--settings", str(settings), "--", *client, "proxy"])
+        srt = None
+        if SRT.exists():
+            srt = run([str(SRT), "-s", str(settings), "-c",
+                       " ".join([*client, "proxy"])])
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        subprocess.run(["ip", "link", "del", vh], capture_output=True)
+    d = statistics.median(direct)
+    print(f"latency: {n} sequential connections + 1 request each, to a server in a netns")
+    print(f"{'path':34} {'median ms':>10} {'added ms':>9}")
+    print(f"{'direct from the host':34} {d:10.3f} {'':>9}")
+    o = statistics.median(ours)
+    print(f"{'inside sandbox exec (our proxy)':34} {o:10.3f} {o - d:9.3f}")
+    if srt:
+        s = statistics.median(srt)
+        print(f"{'inside srt (srt proxy)':34} {s:10.3f} {s - d:9.3f}")
+        print(f"added latency, ours / srt: {(o - d) / (s - d):.2f}   (goal <= 0.33)")
+    else:
+        print("srt missing: no comparison (make setup installs it)")
+
+
+def main() -> int:
+    work = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
+    try:
+        throughput(work)
+        latency(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    threading.stack_size(0)
+    raise SystemExit(main())
