@@ -353,3 +353,31 @@ def test_rendering_is_deterministic():
     a = render(Spec(), facts)
     b = render(Spec(), facts)
     assert {t: x.content for t, x in a.items()} == {t: x.content for t, x in b.items()}
+
+
+def test_per_spec_acl_template_matches_direct_expansion():
+    spec = Spec.model_validate({"filesystem": {
+        "allow_write": ["~/src", "~", "D:/builds"], "deny_read": ["~/.ssh", "**/.env"],
+        "allow_read": ["~/.ssh/known_hosts"], "deny_write": ["~/src/vendor"]}})
+    users = (User("ann", "C:/Users/ann"), User("bob", "D:\\Home\\bob\\"))
+    facts = HostFacts("w", "windows", users)
+    fast, _ = windows.acl_entries(spec, facts)
+    direct: dict = {}
+    for u in users:
+        for e in windows._user_acl(spec, u.home)[0]:
+            direct.setdefault((e["path"].lower(), e["rights"], e["type"]), e)
+    assert fast == list(direct.values())
+    assert any(e["path"] == "D:\\Home\\bob\\src" for e in fast)
+    # a rule that needs folding ('..') takes the direct path
+    odd = Spec.model_validate({"filesystem": {"allow_write": ["~/../shared"]}})
+    (entry, *_), _ = windows.acl_entries(odd, facts)
+    assert entry["path"] == "C:\\Users\\shared"
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_plan_artifact_is_the_plan(fleet, host):
+    spec, facts = fleet.spec_for(host), fleet.facts(host)
+    text = fleet.render_host(host)[windows.plan_target(facts)].content
+    assert json.loads(text) == windows.windows_plan(spec, facts)
+    assert text == (json.dumps(windows.windows_plan(spec, facts), sort_keys=True,
+                               ensure_ascii=False) + "\n").encode()

@@ -36,6 +36,7 @@ Pure: (spec, facts) -> artifacts. Never writes files or starts processes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import posixpath
@@ -82,7 +83,7 @@ def _expand(rule: str, user: User) -> tuple[str | None, str]:
         return None, "glob rules have no ACL equivalent"
     home = user.home.replace("\\", "/")
     if rule == "~":
-        return home, ""
+        return posixpath.normpath(home), ""
     if rule.startswith("~/"):
         return posixpath.normpath(posixpath.join(home, rule[2:])), ""
     if _DRIVE.match(rule):
@@ -129,9 +130,13 @@ def firewall_rules(spec: Spec) -> list[dict[str, Any]]:
     return rules
 
 
-def acl_entries(spec: Spec, facts: HostFacts) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    """ACEs to add for the sandbox group, and the rules that had no ACL form."""
+_HOME = "@@home@@"  # stands for a user's home while the per-spec ACL template is built
+
+
+def _user_acl(spec: Spec, home: str) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """ACEs for one user's home, and the rules that had no ACL form."""
     fs = spec.filesystem
+    user = User("", home)
     entries: dict[tuple[str, str, str], dict[str, Any]] = {}
     skipped: list[dict[str, str]] = []
 
@@ -146,39 +151,70 @@ def acl_entries(spec: Spec, facts: HostFacts) -> tuple[list[dict[str, Any]], lis
         if item not in skipped:
             skipped.append(item)
 
+    roots: list[str] = []
+    for rule in fs.allow_write:
+        path, why = _expand(rule, user)
+        if path is None:
+            skip("allow_write", rule, why)
+            continue
+        roots.append(path)
+        add(path, "Modify", "allow", "writable root", if_exists=False)
+    for rule in fs.allow_read:
+        path, why = _expand(rule, user)
+        if path is None:
+            skip("allow_read", rule, why)
+            continue
+        add(path, "ReadAndExecute", "allow", "read carve-out", if_exists=True)
+    deny_sets = (("deny_read", fs.deny_read, "Read"),
+                 ("deny_write", fs.deny_write, "Write, Delete"),
+                 ("mandatory", list(paths.MANDATORY_DENY_WRITE), "Write, Delete"))
+    for section, rules, rights in deny_sets:
+        for rule in rules:
+            name = _any_depth_name(rule)
+            if name is not None:
+                # Covered wherever it appears: place it at the top of each root.
+                for root in roots:
+                    add(posixpath.join(root, name), rights, "deny",
+                        f"{section} {rule}", if_exists=True)
+                continue
+            path, why = _expand(rule, user)
+            if path is None:
+                if section != "mandatory":
+                    skip(section, rule, why)
+                continue
+            add(path, rights, "deny", f"{section} {rule}", if_exists=True)
+    return list(entries.values()), skipped
+
+
+def _templatable(spec: Spec) -> bool:
+    """Whether ``~`` expands by plain substitution (no ``..`` to fold, no clash)."""
+    fs = spec.filesystem
+    rules = [*fs.allow_write, *fs.allow_read, *fs.deny_read, *fs.deny_write]
+    return not any(".." in r or _HOME in r for r in rules)
+
+
+def acl_entries(spec: Spec, facts: HostFacts) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """ACEs to add for the sandbox group (all users), and the rules with no ACL form.
+
+    The per-user list is built once per spec with a stand-in home and the real
+    home substituted per user, which keeps a large fleet fast.
+    """
+    template = _templatable(spec)
+    entries: dict[tuple[str, str, str], dict[str, Any]] = {}
+    skipped: list[dict[str, str]] = []
     for user in facts.users:
-        roots: list[str] = []
-        for rule in fs.allow_write:
-            path, why = _expand(rule, user)
-            if path is None:
-                skip("allow_write", rule, why)
-                continue
-            roots.append(path)
-            add(path, "Modify", "allow", "writable root", if_exists=False)
-        for rule in fs.allow_read:
-            path, why = _expand(rule, user)
-            if path is None:
-                skip("allow_read", rule, why)
-                continue
-            add(path, "ReadAndExecute", "allow", "read carve-out", if_exists=True)
-        deny_sets = (("deny_read", fs.deny_read, "Read"),
-                     ("deny_write", fs.deny_write, "Write, Delete"),
-                     ("mandatory", list(paths.MANDATORY_DENY_WRITE), "Write, Delete"))
-        for section, rules, rights in deny_sets:
-            for rule in rules:
-                name = _any_depth_name(rule)
-                if name is not None:
-                    # Covered wherever it appears: place it at the top of each root.
-                    for root in roots:
-                        add(posixpath.join(root, name), rights, "deny",
-                            f"{section} {rule}", if_exists=True)
-                    continue
-                path, why = _expand(rule, user)
-                if path is None:
-                    if section != "mandatory":
-                        skip(section, rule, why)
-                    continue
-                add(path, rights, "deny", f"{section} {rule}", if_exists=True)
+        if template:
+            base: tuple[list[dict[str, Any]], list[dict[str, str]]] = memo(
+                spec, "windows-acl-template", lambda: _user_acl(spec, _HOME))
+            home = win_path(posixpath.normpath(user.home.replace("\\", "/")))
+            mine = [e if _HOME not in e["path"] else {**e, "path": e["path"].replace(_HOME, home)}
+                    for e in base[0]]
+            gaps = base[1]
+        else:
+            mine, gaps = _user_acl(spec, user.home)
+        for e in mine:
+            entries.setdefault((e["path"].lower(), e["rights"], e["type"]), e)
+        skipped += [g for g in gaps if g not in skipped]
     return list(entries.values()), skipped
 
 
@@ -253,12 +289,13 @@ _ACL_SLOT = "@@acl-block@@"
 
 def _acl_block(plan: dict[str, Any]) -> str:
     group = ps_quote(plan["group"])
+    fixed = functools.lru_cache(maxsize=256)(ps_quote)  # rights and types repeat
     out: list[str] = []
     for ace in plan["acl"]:
-        out.append(f"    # {ace['reason']}\n")
-        out.append(f"    Add-SandboxAce -Path {ps_quote(ace['path'])} -Identity {group} "
-                   f"-Rights {ps_quote(ace['rights'])} -Type {ps_quote(ace['type'].capitalize())}"
-                   + (" -IfExists" if ace["if_exists"] else "") + "\n")
+        out.append(f"    # {ace['reason']}\n    Add-SandboxAce -Path {ps_quote(ace['path'])} "
+                   f"-Identity {group} -Rights {fixed(ace['rights'])} "
+                   f"-Type {fixed(ace['type'].capitalize())}"
+                   + (" -IfExists\n" if ace["if_exists"] else "\n"))
     for item in plan["skipped"]:
         out.append(f"    # skipped {item['section']} {item['rule']}: {item['why']}\n")
     return "".join(out).replace("\r", " ")
@@ -303,8 +340,24 @@ def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
     if facts.os != "windows":
         return
     plan = windows_plan(spec, facts)
-    # Compact JSON (machine-read, and the C encoder keeps a large fleet fast).
-    plan_bytes = (json.dumps(plan, sort_keys=True, ensure_ascii=False) + "\n").encode()
-    yield Artifact(plan_target(facts), plan_bytes, 0o644, "windows-plan")
+    yield Artifact(plan_target(facts), _plan_json(spec, facts, plan), 0o644, "windows-plan")
     yield Artifact(script_target(facts), provision_script(spec, facts, plan), 0o644,
                    "powershell")
+
+
+def _plan_json(spec: Spec, facts: HostFacts, plan: dict[str, Any]) -> bytes:
+    """``json.dumps(plan, sort_keys=True)``, with the shared part encoded once per spec.
+
+    Single-line JSON: machine-read, and the C encoder keeps a large fleet fast.
+    """
+    def frame() -> str:
+        doc = {**plan, "acl": "@@acl@@", "skipped": "@@skipped@@"}
+        return json.dumps(doc, sort_keys=True, ensure_ascii=False)
+
+    text: str = memo(spec, ("windows-plan-json", facts.python), frame)
+    text = text.replace('"@@acl@@"', json.dumps(plan["acl"], sort_keys=True, ensure_ascii=False))
+    text = text.replace('"@@skipped@@"',
+                        json.dumps(plan["skipped"], sort_keys=True, ensure_ascii=False))
+    return (text + "\n").encode()
+
+
