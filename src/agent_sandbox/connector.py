@@ -125,16 +125,22 @@ def _json_bytes(data: Any) -> bytes:
 
 
 def _load_spec(repo: str, agents: list[str], mcp: bool) -> Any:
+    import tempfile
+
     from .spec.loader import load_spec
     from .spec.models import AgentOptions, McpServer
 
     repo_layer = os.path.join(repo, ".sandbox", "policy.yml")
     layers = [p for p in (MANAGED_POLICY,) if os.path.isfile(p)]
-    if os.path.isfile(repo_layer):
-        layers.append(repo_layer)
-    if not layers:
-        raise ConnectorError("internal: no policy layer")  # init writes the starter first
-    spec = load_spec(*layers)
+    with tempfile.TemporaryDirectory() as tmp:
+        if os.path.isfile(repo_layer):
+            layers.append(repo_layer)
+        else:  # the starter init will write, validated before anything is written
+            starter = os.path.join(tmp, "policy.yml")
+            with open(starter, "w") as fh:
+                fh.write(STARTER_POLICY)
+            layers.append(starter)
+        spec = load_spec(*layers)
     spec.agents = {name: spec.agents.get(name, AgentOptions()) for name in agents}  # type: ignore[misc]
     for opts in spec.agents.values():
         opts.enabled = True
@@ -234,38 +240,44 @@ def init(repo: str, agents: list[str] | None = None, mcp: bool = False) -> dict[
     for d in (".claude", ".cursor", ".gemini", ".codex", ".vscode"):
         if not os.path.exists(os.path.join(repo, d)) and d not in created_dirs:
             created_dirs.append(d)
-    for d in ("escalations", *[f"escalations/{q}" for q in QUEUE_DIRS], "audit", "originals",
-              "state"):
-        os.makedirs(os.path.join(sb, d), mode=0o700, exist_ok=True)
-    starter = os.path.join(sb, "policy.yml")
     files: dict[str, dict[str, Any]] = {f["path"]: f for f in state.get("files", [])}
-    if not os.path.exists(starter):
-        _write_atomic(starter, STARTER_POLICY.encode(), 0o644)
-        files[".sandbox/policy.yml"] = {"path": ".sandbox/policy.yml", "created": True}
-    try:
-        planned = plan(repo, chosen, mcp)
-    except SandboxError:
-        raise
-    changed: list[str] = []
+    starter = os.path.join(sb, "policy.yml")
+    # 1. compute everything; any bad input stops here, before a single write
+    planned = plan(repo, chosen, mcp)
+    work: list[tuple[Planned, str, dict[str, Any], bytes, bool]] = []
     for p in planned:
         rel = _rel(repo, p.path)
         entry = files.get(rel)
-        orig_copy = os.path.join(sb, "originals", rel)
+        save_original = False
         if entry is None:
             if os.path.lexists(p.path):
                 if os.path.islink(p.path) or not os.path.isfile(p.path):
                     raise ConnectorError(f"{p.path} is not a regular file; move it away first")
-                os.makedirs(os.path.dirname(orig_copy), exist_ok=True)
-                shutil.copy2(p.path, orig_copy)
                 entry = {"path": rel, "created": False,
                          "mode": os.stat(p.path).st_mode & 0o7777}
+                save_original = True
             else:
                 entry = {"path": rel, "created": True}
         if entry.get("created"):
             desired = p.content
         else:
-            with open(orig_copy, "rb") as fh:
+            src = p.path if save_original else os.path.join(sb, "originals", rel)
+            with open(src, "rb") as fh:
                 desired = _merged(p, fh.read())
+        work.append((p, rel, entry, desired, save_original))
+    # 2. write
+    for d in ("escalations", *[f"escalations/{q}" for q in QUEUE_DIRS], "audit", "originals",
+              "state"):
+        os.makedirs(os.path.join(sb, d), mode=0o700, exist_ok=True)
+    if not os.path.exists(starter):
+        _write_atomic(starter, STARTER_POLICY.encode(), 0o644)
+        files[".sandbox/policy.yml"] = {"path": ".sandbox/policy.yml", "created": True}
+    changed: list[str] = []
+    for p, rel, entry, desired, save_original in work:
+        if save_original:
+            orig_copy = os.path.join(sb, "originals", rel)
+            os.makedirs(os.path.dirname(orig_copy), exist_ok=True)
+            shutil.copy2(p.path, orig_copy)
         try:
             with open(p.path, "rb") as fh:
                 current: bytes | None = fh.read()

@@ -1,0 +1,110 @@
+"""sandbox init / uninstall: what is written, idempotence, byte-for-byte restore."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from .conftest import SCHEMAS
+
+
+def sandbox(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    return subprocess.run([sys.executable, "-I", "-m", "agent_sandbox", *args],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, int]]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() or p.is_symlink():
+            out[str(p.relative_to(root))] = (hashlib.sha256(p.read_bytes()).hexdigest(),
+                                             p.stat().st_mode)
+        else:
+            out[str(p.relative_to(root)) + "/"] = ("dir", p.stat().st_mode)
+    return out
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / ".claude").mkdir(parents=True)
+    (root / ".claude/settings.json").write_text(
+        '{\n "model": "opus",\n "permissions": {"allow": ["Bash(make *)"]}\n}')
+    os.chmod(root / ".claude/settings.json", 0o600)
+    (root / ".cursor").mkdir()
+    (root / ".cursor/mcp.json").write_text('{"mcpServers": {"mine": {"command": "x"}}}')
+    (root / "src").mkdir()
+    (root / "src/main.py").write_text("print('hi')\n")
+    return root
+
+
+def test_init_installs_hooks_with_an_absolute_interpreter(project: Path) -> None:
+    p = sandbox("init", str(project), "--claude", "--codex", "--cursor", "--gemini", "--mcp")
+    assert p.returncode == 0, p.stderr
+    sb = project / ".sandbox"
+    for d in ("escalations/pending", "escalations/claimed", "escalations/done", "audit",
+              "originals", "state"):
+        assert (sb / d).is_dir()
+    policy = json.loads((sb / "policy.json").read_text())
+    assert policy["commands"]["default"] == "escalate"
+    settings = json.loads((project / ".claude/settings.json").read_text())
+    assert settings["model"] == "opus"                         # theirs kept
+    assert "Bash(make *)" in settings["permissions"]["allow"]
+    cmds = [h["command"] for groups in settings["hooks"].values() for g in groups
+            for h in g["hooks"]]
+    assert cmds and all(c.startswith(f'"{sys.executable}" -I -m agent_sandbox hook claude ')
+                        for c in cmds)
+    assert os.path.isabs(sys.executable)
+    schema = json.loads((SCHEMAS / "claude-code" / "claude-code-settings.schema.json").read_text())
+    jsonschema.validate(settings, schema)
+    codex_hooks = json.loads((project / ".codex/hooks.json").read_text())
+    jsonschema.validate(codex_hooks, json.loads(
+        (SCHEMAS / "codex" / "codex-hooks.schema.json").read_text()))
+    assert "mcp" in tomllib.loads((project / ".codex/config.toml").read_text())["mcp_servers"][
+        "agent-sandbox"]["args"]
+    cursor_mcp = json.loads((project / ".cursor/mcp.json").read_text())
+    assert set(cursor_mcp["mcpServers"]) == {"mine", "agent-sandbox"}
+    mcp = json.loads((project / ".mcp.json").read_text())["mcpServers"]["agent-sandbox"]
+    assert mcp["command"] == sys.executable and mcp["args"][-1] == str(project)
+    assert (sb / "originals/.claude/settings.json").read_text().startswith('{\n "model"')
+    gem = json.loads((project / ".gemini/settings.json").read_text())
+    assert gem["hooks"]["BeforeTool"][0]["hooks"][0]["timeout"] >= 1000  # milliseconds
+
+
+def test_second_init_changes_nothing(project: Path) -> None:
+    assert sandbox("init", str(project), "--claude", "--cursor", "--mcp").returncode == 0
+    before = snapshot(project)
+    p = sandbox("init", str(project), "--claude", "--cursor", "--mcp")
+    assert p.returncode == 0 and "nothing to change" in p.stdout
+    assert snapshot(project) == before
+
+
+def test_uninstall_restores_byte_for_byte(project: Path) -> None:
+    before = snapshot(project)
+    assert sandbox("init", str(project), "--claude", "--codex", "--cursor", "--gemini",
+                   "--mcp").returncode == 0
+    assert snapshot(project) != before
+    p = sandbox("uninstall", str(project))
+    assert p.returncode == 0, p.stderr
+    assert snapshot(project) == before
+
+
+def test_bad_input_is_one_clear_line(tmp_path: Path, project: Path) -> None:
+    p = sandbox("init", str(tmp_path / "missing"))
+    assert p.returncode == 1 and "not a directory" in p.stderr and "Traceback" not in p.stderr
+    (project / ".cursor/mcp.json").write_text("{ not json")
+    before = snapshot(project)
+    p = sandbox("init", str(project), "--cursor")
+    assert p.returncode == 1 and "not valid JSON" in p.stderr
+    assert snapshot(project) == before
+    p = sandbox("uninstall", str(tmp_path))
+    assert p.returncode == 1 and "no connector" in p.stderr
