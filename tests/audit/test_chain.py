@@ -208,3 +208,11 @@ def test_a_record_inserted_in_the_middle_is_named(logdir: Path) -> None:
     r = verify(logdir)
     assert not r.ok and r.problem is not None
     assert (r.problem.kind, r.problem.line) == ("inserted", 5)
+
+
+def test_undecodable_text_is_logged_not_refused(logdir: Path) -> None:
+    weird = b"caf\xe9 \xff".decode("utf-8", "surrogateescape")
+    log = AuditLog(logdir, sync="none", checkpoint_every=None, checkpoint_interval=None)
+    rec = log.append("tool_result", output=weird)
+    assert json.loads(read_lines(logdir)[0])["output"] == weird == rec["output"]
+    assert verify(logdir).ok

@@ -31,8 +31,16 @@ _encoder = json.JSONEncoder(
 
 
 def canonical(obj: Any) -> bytes:
-    """Canonical UTF-8 JSON bytes of ``obj`` (sorted keys, compact, no NaN)."""
-    return _encoder.encode(obj).encode("utf-8")
+    """Canonical UTF-8 JSON bytes of ``obj`` (sorted keys, compact, no NaN).
+
+    Lone surrogates (undecodable bytes smuggled into text) cannot be UTF-8; they
+    are written as JSON ``\\uXXXX`` escapes, which parse back to the same string.
+    """
+    text = _encoder.encode(obj)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace")
 
 
 def chain_hash(prev: bytes, body: bytes) -> bytes:
