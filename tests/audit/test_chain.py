@@ -216,3 +216,18 @@ def test_undecodable_text_is_logged_not_refused(logdir: Path) -> None:
     rec = log.append("tool_result", output=weird)
     assert json.loads(read_lines(logdir)[0])["output"] == weird == rec["output"]
     assert verify(logdir).ok
+
+
+def test_a_writer_follows_a_replaced_log_and_verify_flags_it(logdir: Path) -> None:
+    log = AuditLog(logdir, sync="none", checkpoint_every=2, checkpoint_interval=None)
+    for i in range(4):
+        log.append("request", i=i)
+    (logdir / "audit.jsonl").rename(logdir.parent / "moved.jsonl")
+    import time
+
+    time.sleep(0.3)  # the writer rechecks the path at most every 0.25 s
+    rec = log.append("request", i=99)
+    assert rec["seq"] == 1  # a new file: the writer never writes into the moved one
+    assert len((logdir.parent / "moved.jsonl").read_bytes().splitlines()) == 4
+    r = verify(logdir)
+    assert not r.ok and r.problem is not None and r.problem.kind == "truncated"

@@ -188,6 +188,7 @@ class AuditLog:
         self._mutex = threading.RLock()
         self._pid = -1
         self._fd = -1
+        self._rfd = -1
         self._lock_fd = -1
         self._tail: TailState | None = None
         self._pending = 0
@@ -210,8 +211,15 @@ class AuditLog:
         pid = os.getpid()
         if self._pid == pid and self._fd >= 0:
             return
-        # After fork the inherited descriptors share the parent's lock: reopen.
-        self._fd = self._lock_fd = -1
+        # After fork the inherited descriptors share the parent's open file (and
+        # its lock): close this process's copies and open our own.
+        for fd in (self._fd, self._rfd, self._lock_fd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._fd = self._rfd = self._lock_fd = -1
         self._tail = None
         try:
             created = not self.path.exists()
@@ -262,8 +270,17 @@ class AuditLog:
             on_disk = st
         if on_disk is None or on_disk.st_ino != st.st_ino:
             # The log was moved away or replaced: follow the path, never write to a ghost.
-            self._close_fds()
-            self._open()
+            # (The lock file is separate and stays held.)
+            try:
+                fd = os.open(
+                    self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640
+                )
+                rfd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as exc:
+                raise AuditError(f"cannot reopen audit log {self.path}: {exc}") from exc
+            os.close(self._fd)
+            os.close(self._rfd)
+            self._fd, self._rfd, self._tail = fd, rfd, None
             st = os.fstat(self._fd)
         tail = self._tail
         if tail is not None and tail.size == st.st_size and tail.ino == st.st_ino:
@@ -472,7 +489,7 @@ class AuditLog:
     # -- lifecycle -----------------------------------------------------------
 
     def _close_fds(self) -> None:
-        for fd in (self._fd, getattr(self, "_rfd", -1), self._lock_fd):
+        for fd in (self._fd, self._rfd, self._lock_fd):
             if fd >= 0 and self._pid == os.getpid():
                 try:
                     os.close(fd)
