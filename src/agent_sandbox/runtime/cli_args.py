@@ -20,6 +20,7 @@ class ExecArgs:
         self.host: str | None = None
         self.cwd: str | None = None
         self.backend = "bwrap"
+        self.backend_given = False
         self.timeout: float | None = None
         self.help = False
         self.command: list[str] = []
@@ -47,6 +48,8 @@ def parse_exec_args(args: list[str]) -> ExecArgs:
                 value = args[i + 1]
                 i += 1
             key = name[2:]
+            if key == "backend":
+                out.backend_given = True
             if key == "timeout":
                 try:
                     out.timeout = float(value)

@@ -658,6 +658,27 @@ def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
             (err or sys.stderr).write(note)
 
 
+EXEC_PROFILE = "/etc/agent-sandbox/exec.json"
+
+
+def host_profile(path: str = EXEC_PROFILE) -> dict[str, Any]:
+    """The rendered host profile (backend, audit folder, seccomp), or {} when absent.
+
+    A profile that exists but cannot be read is an error: the host's policy
+    must not be silently ignored.
+    """
+    try:
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise SandboxStartError(f"cannot read the host profile {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SandboxStartError(f"{path}: expected a JSON object")
+    return data
+
+
 def main(args: Sequence[str], err: IO[str] | None = None) -> int:
     """``sandbox exec`` without typer (the fast path)."""
     err = err or sys.stderr
@@ -672,6 +693,11 @@ def main(args: Sequence[str], err: IO[str] | None = None) -> int:
         err.write(USAGE)
         return 0
     try:
+        profile = host_profile()
+        if opts.backend_given is False and profile.get("backend") in ("bwrap", "srt", "gvisor"):
+            opts.backend = profile["backend"]
+        if profile.get("auditDir") and "AGENT_SANDBOX_AUDIT_DIR" not in os.environ:
+            os.environ["AGENT_SANDBOX_AUDIT_DIR"] = str(profile["auditDir"])
         home = home_dir()
         if opts.spec:
             settings = settings_from_spec(opts.spec, opts.host, home)
