@@ -269,8 +269,8 @@ def test_launch_daemon_plist(fleet, host):
     assert doc["Label"] == "com.agent-sandbox.proxy"
     argv = doc["ProgramArguments"]
     assert argv[0] == facts.python and os.path.isabs(argv[0])
-    assert argv[1:5] == ["-I", "-m", "agent_sandbox", "proxy"]
-    assert argv[argv.index("--listen") + 1] == f"127.0.0.1:{spec.platforms.macos.proxy_port}"
+    assert argv[1:4] == ["-I", "-m", "agent_sandbox.runtime.proxy"]
+    assert argv[argv.index("--http") + 1] == f"127.0.0.1:{spec.platforms.macos.proxy_port}"
     assert argv[argv.index("--settings") + 1] in fleet.render_host(host)
     assert doc["RunAtLoad"] is True and doc["KeepAlive"] is True
     assert doc["UserName"] != "root"
@@ -329,3 +329,36 @@ def test_strings_in_profile_are_escaped():
     found = [f for f in forms if isinstance(f, list) and f[0] == Sym("deny") and
              f[1] == Sym("file-read*")]
     assert [Str("/Users/x/back\\slash")] == [f[2][1] for f in found if f[2][0] == Sym("subpath")]
+
+
+def test_launch_daemon_command_runs_the_real_proxy(fleet, tmp_path):
+    """The LaunchDaemon's command line, run here (interpreter, files and port swapped
+    for local ones): the proxy starts, refuses a denied domain and lets nothing else
+    than loopback clients in."""
+    import socket
+    import subprocess
+    import sys
+
+    facts = fleet.facts("dev-mac-01")
+    arts = fleet.render_host("dev-mac-01")
+    argv = plistlib.loads(arts[macos.LAUNCHD_PLIST].content)["ProgramArguments"]
+    settings = tmp_path / "proxy-settings.json"
+    settings.write_bytes(arts[macos.proxy_settings_target(facts)].content)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [sys.executable, *argv[1:]]
+    argv[argv.index("--settings") + 1] = str(settings)
+    argv[argv.index("--http") + 1] = f"127.0.0.1:{port}"
+    argv[argv.index("--audit-dir") + 1] = str(tmp_path / "audit")
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+            c.sendall(b"CONNECT metadata.google.internal:443 HTTP/1.1\r\n"
+                      b"Host: metadata.google.internal:443\r\n\r\n")
+            reply = c.recv(4096).decode(errors="replace")
+        assert reply.startswith("HTTP/1.1 403"), reply
+    finally:
+        proc.terminate()
+        proc.wait(10)

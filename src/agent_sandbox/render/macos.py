@@ -303,11 +303,20 @@ def _dedupe(items: list[str]) -> list[str]:
 
 def proxy_argv(spec: Spec, facts: HostFacts) -> list[str]:
     """How launchd starts the host's filtering proxy (loopback only)."""
-    return [
-        facts.python, "-I", "-m", "agent_sandbox", "proxy",
-        "--listen", f"127.0.0.1:{spec.platforms.macos.proxy_port}",
-        "--settings", proxy_settings_target(facts),
-    ]
+    argv = [facts.python, "-I", "-m", "agent_sandbox.runtime.proxy",
+            "--settings", proxy_settings_target(facts)]
+    http = {spec.platforms.macos.proxy_port}
+    if spec.network.http_proxy_port:
+        http.add(spec.network.http_proxy_port)
+    for port in sorted(http):
+        argv += ["--http", f"127.0.0.1:{port}"]
+    if spec.network.socks_proxy_port:
+        argv += ["--socks", f"127.0.0.1:{spec.network.socks_proxy_port}"]
+    if spec.audit.enabled:
+        argv += ["--audit-dir", f"{spec.audit.host_path}/proxy"]
+    else:
+        argv.append("--no-audit")
+    return argv
 
 
 def launch_daemon(spec: Spec, facts: HostFacts) -> bytes:
