@@ -100,6 +100,10 @@ def sample_records(tmp_path: Path) -> list[dict[str, Any]]:
                    verdict="allow"),
         log.append("decision", tool="Read", path="/repo/README.md", verdict="allow"),
         log.append("session_start", agent="codex"),
+        # as the runtime proxy writes them
+        log.append("proxy.decision", protocol="connect", host="github.com", port=443,
+                   allowed=False, reason="blocked-by-allowlist", address="140.82.112.3",
+                   session="s-1", ms=0.4),
         log.append("tool_result", tool="Bash", output="ok"),
     ]
     return out
@@ -138,6 +142,9 @@ def test_mapping_picks_the_right_class_and_activity(tmp_path: Path) -> None:
     assert got[("credential_issued", None, None)] == (6003, 1)
     assert got[("credential_revoked", None, None)] == (6003, 4)
     assert got[("request", None, "Bash")] == (6003, 1)
+    proxy = to_ocsf(recs[("proxy.decision", None, None)])
+    assert (proxy["class_uid"], proxy["activity_id"], proxy["status_id"]) == (4001, 5, 2)
+    assert proxy["dst_endpoint"] == {"hostname": "github.com", "port": 443, "ip": "140.82.112.3"}
 
 
 def test_the_validator_rejects_wrong_events(tmp_path: Path) -> None:
@@ -164,7 +171,7 @@ def test_cli_export_writes_ocsf_json_lines(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     lines = out.read_text().splitlines()
-    assert len(lines) == 16
+    assert len(lines) == 17
     for line in lines:
         ev = json.loads(line)
         MODELS[ev["class_uid"]].model_validate(ev)

@@ -19,6 +19,7 @@ never reads secrets back in and never changes the log.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 from collections.abc import Iterable, Iterator
@@ -63,16 +64,19 @@ _CORE = frozenset({"seq", "ts", "event", "prev", "hash", "request_id"})
 _DENY = frozenset({"deny", "denied", "block", "blocked", "refuse", "refused"})
 
 
+def _denied(rec: dict[str, Any]) -> bool:
+    return str(rec.get("verdict", "")).lower() in _DENY or rec.get("allowed") is False
+
+
 def _classify(rec: dict[str, Any]) -> tuple[tuple[str, int, int, str], int]:
     """(class, activity_id) for a record (pure)."""
-    event = str(rec.get("event", ""))
-    verdict = str(rec.get("verdict", "")).lower()
+    event = str(rec.get("event", "")).replace(".", "_")
     if event in ("sandbox_started", "process_started"):
         return PROCESS, 1
     if event in ("completed", "process_exited"):
         return PROCESS, 2
     if event == "proxy_decision":
-        return NETWORK, 5 if verdict in _DENY else 1
+        return NETWORK, 5 if _denied(rec) else 1
     kind = str(rec.get("kind") or rec.get("tool") or "").lower()
     if event in ("decision", "request") and kind in _FILE_TOOLS and _path(rec):
         return FILE, _FILE_TOOLS[kind]
@@ -98,7 +102,7 @@ def _severity(rec: dict[str, Any]) -> int:
     verdict = str(rec.get("verdict", "")).lower()
     if event == "audit_sealed":
         return 4
-    if verdict in _DENY or event == "denial":
+    if _denied(rec) or event == "denial":
         return 3
     if verdict == "escalate" or event == "escalation":
         return 2
@@ -113,6 +117,13 @@ def _actor(rec: dict[str, Any]) -> dict[str, Any]:
     if session:
         actor["session"] = {"uid": str(session)}
     return actor
+
+
+def _ip(v: Any) -> str | None:
+    try:
+        return str(ipaddress.ip_address(str(v))) if v else None
+    except ValueError:
+        return None
 
 
 def _int(v: Any) -> int | None:
@@ -155,8 +166,10 @@ def to_ocsf(rec: dict[str, Any], *, hostname: str | None = None) -> dict[str, An
         "message": _message(rec),
     }
     verdict = rec.get("verdict")
+    if not isinstance(verdict, str) and isinstance(rec.get("allowed"), bool):
+        verdict = "allow" if rec["allowed"] else "deny"
     if isinstance(verdict, str):
-        denied = verdict.lower() in _DENY
+        denied = _denied(rec) or verdict.lower() in _DENY
         out["status_id"] = 2 if denied else 1
         out["status"] = "Failure" if denied else "Success"
         detail = f"verdict={verdict}"
@@ -195,11 +208,15 @@ def to_ocsf(rec: dict[str, Any], *, hostname: str | None = None) -> dict[str, An
             dst["hostname"] = str(rec["host"])
         if _int(rec.get("port")) is not None:
             dst["port"] = rec["port"]
-        if rec.get("ip"):
-            dst["ip"] = str(rec["ip"])
+        for key in ("ip", "address"):
+            ip = _ip(rec.get(key))
+            if ip:
+                dst["ip"] = ip
+                used.add(key)
+                break
         out["dst_endpoint"] = dst
         out["src_endpoint"] = {"hostname": host}
-        used |= {"host", "port", "ip"}
+        used |= {"host", "port", "allowed"}
     else:
         api: dict[str, Any] = {"operation": str(rec.get("event"))}
         if rec.get("tool"):
