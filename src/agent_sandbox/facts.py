@@ -73,6 +73,25 @@ class HostFacts:
         )
 
 
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _spec_files(root: str) -> frozenset[str]:
+    """Every spec layer file under ``root/sandbox`` (fleet.yml, groups/, hosts/)."""
+    base = os.path.join(root, "sandbox")
+    found = set()
+    if os.path.isfile(os.path.join(base, "fleet.yml")):
+        found.add(os.path.join(base, "fleet.yml"))
+    for sub in ("groups", "hosts"):
+        folder = os.path.join(base, sub)
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        found.update(os.path.join(folder, n) for n in names if n.endswith(".yml"))
+    return frozenset(found)
+
+
 def _default_home(os_name: str, user: str) -> str:
     if os_name == "macos":
         return f"/Users/{user}"
@@ -89,18 +108,24 @@ class Inventory:
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
     host_groups: dict[str, list[str]] = field(default_factory=dict)
     group_order: list[str] = field(default_factory=list)
+    _layer_files: frozenset[str] | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, root: str) -> Inventory:
         path = os.path.join(root, "hosts.yml")
         try:
             with open(path, encoding="utf-8") as fh:
-                data = yaml.safe_load(fh) or {}
+                data = yaml.load(fh, Loader=_YAML_LOADER) or {}  # noqa: S506 - a safe loader
         except FileNotFoundError:
             raise SpecError([Problem(path, 1, 1, "", "inventory has no hosts.yml")]) from None
         except yaml.YAMLError as exc:
             raise SpecError([Problem(path, 1, 1, "", f"invalid YAML: {exc}")]) from None
+        except UnicodeDecodeError as exc:
+            raise SpecError([Problem(path, 1, 1, "", f"not UTF-8 text: {exc.reason}")]) from None
+        if not isinstance(data, dict):
+            raise SpecError([Problem(path, 1, 1, "", "an inventory must be a mapping (all: ...)")])
         inv = cls(root)
+        inv._layer_files = _spec_files(root)
         inv._walk("all", data.get("all", data), {}, [])
         return inv
 
@@ -126,12 +151,16 @@ class Inventory:
         return HostFacts.from_vars(host, self.hosts[host], tuple(self.host_groups.get(host, [])))
 
     def layer_paths(self, host: str) -> list[str]:
-        """Spec files for a host, most managed first; missing files are skipped."""
+        """Spec files for a host, most managed first; missing files are skipped.
+
+        The folder is listed once when the inventory loads (not stat'ed per host).
+        """
         base = os.path.join(self.root, "sandbox")
         out = [os.path.join(base, "fleet.yml")]
         out += [os.path.join(base, "groups", f"{g}.yml") for g in self.host_groups.get(host, [])]
         out.append(os.path.join(base, "hosts", f"{host}.yml"))
-        return [p for p in out if os.path.exists(p)]
+        files = self._layer_files if self._layer_files is not None else _spec_files(self.root)
+        return [p for p in out if p in files]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.hosts)

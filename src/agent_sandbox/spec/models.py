@@ -253,7 +253,7 @@ class Audit(Strict):
     path: str = Field(default=".sandbox/audit", description="Log folder (per repository).")
     host_path: AbsPath = "/var/log/agent-sandbox"
     checkpoint_every: int = Field(
-        default=1000, ge=1, description="Sign a checkpoint every N records."
+        default=1000, ge=1, le=10**9, description="Sign a checkpoint every N records."
     )
     checkpoint_interval: float = _duration_field(60, "... or every T seconds")
     export: AuditExport = Field(default_factory=AuditExport)
@@ -268,6 +268,28 @@ AgentName = Literal["claude", "codex", "cursor", "gemini", "windsurf", "vscode",
 AGENT_NAMES: tuple[str, ...] = AgentName.__args__  # type: ignore[attr-defined]
 
 
+def _check_json(value: Any, where: str) -> None:
+    """Values that every client's JSON and TOML can carry exactly."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValueError(f"{where}: keys must be strings")
+            _check_json(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_json(v, f"{where}[{i}]")
+    elif isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    elif isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise ValueError(f"{where}: integer out of the 64-bit range")
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"{where}: not a finite number")
+    else:
+        raise ValueError(f"{where}: unsupported value {value!r}")
+
+
 class AgentOptions(Strict):
     enabled: bool = True
     hooks: bool = Field(default=True, description="Install the sandbox hooks for this client.")
@@ -280,6 +302,12 @@ class AgentOptions(Strict):
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Client-specific keys merged into its settings."
     )
+
+    @field_validator("extra")
+    @classmethod
+    def _plain_json(cls, v: dict[str, Any]) -> dict[str, Any]:
+        _check_json(v, "extra")
+        return v
 
 
 def _default_agents() -> dict[AgentName, AgentOptions]:
