@@ -250,13 +250,17 @@ def _golden(name: str, data: bytes) -> None:
                                       "(UPDATE_GOLDEN=1 to accept a deliberate change)"
 
 
-def test_golden_files(fleet):
-    arts = fleet.render_host("dev-mac-01")
-    facts = fleet.facts("dev-mac-01")
-    _golden("dev-mac-01/erin.sb", arts[macos.seatbelt_target(facts, facts.users[0])].content)
-    _golden("dev-mac-01/com.agent-sandbox.proxy.plist", arts[macos.LAUNCHD_PLIST].content)
-    _golden("dev-mac-01/agent-sandbox.mobileconfig",
-            arts[macos.mobileconfig_target(facts)].content)
+def test_golden_files():
+    from agent_sandbox.render import cluster
+    from agent_sandbox.spec.loader import load_layer, load_stack
+
+    spec = load_stack([load_layer(str(GOLDEN / "spec.yml"))])
+    facts = HostFacts("golden-mac", "macos", (User("erin", "/Users/erin"),),
+                      python="/opt/agent-sandbox/venv/bin/python3")
+    _golden("erin.sb", macos.seatbelt_profile(spec, "/Users/erin").encode())
+    _golden("com.agent-sandbox.proxy.plist", macos.launch_daemon(spec, facts))
+    for art in cluster.render(spec, facts):
+        _golden("cluster/" + art.target.rsplit("/cluster/", 1)[1], art.content)
 
 
 # ------------------------------------------------------- plist and mobileconfig
@@ -362,3 +366,25 @@ def test_launch_daemon_command_runs_the_real_proxy(fleet, tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_golden_spec_semantics():
+    """Reads and writes of the golden spec (relative rules, /etc, two carve-outs)."""
+    from agent_sandbox.spec.loader import load_layer, load_stack
+
+    spec = load_stack([load_layer(str(GOLDEN / "spec.yml"))])
+    home = "/Users/erin"
+    prof = _profile(spec, home)
+    rd = _expanded(spec.filesystem.deny_read, home)
+    ra = _expanded(spec.filesystem.allow_read, home)
+    wa = _expanded(spec.filesystem.allow_write, home)
+    wd = _expanded(spec.filesystem.deny_write, home)
+    for p in _sample_paths(spec, home):
+        if paths.is_glob(p) or not p.startswith("/"):
+            continue
+        if any(paths.covers(r, p) for r in rd if "secrets/*.key" in r):
+            continue  # relative deny glob: matched at any depth on purpose (tested above)
+        want_r = "allow" if paths.read_allowed(p, rd, ra) else "deny"
+        assert prof.decide(Query("file-read-data", path=_private(p))) == want_r, p
+        want_w = "allow" if paths.write_allowed(p, wa, wd) else "deny"
+        assert prof.decide(Query("file-write-create", path=_private(p))) == want_w, p
