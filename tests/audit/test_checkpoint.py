@@ -181,3 +181,20 @@ def test_time_based_checkpoints_are_shared_by_short_lived_writers(logdir: Path) 
     os.utime(latest, (old, old))  # as if the last checkpoint were two hours old
     AuditLog(logdir, sync="none", checkpoint_every=None, checkpoint_interval=3600).append("x")
     assert verify(logdir).checkpoint_size == 4
+
+
+def test_a_custom_origin_verifies_with_the_kept_key(tmp_path: Path) -> None:
+    key = tmp_path / "keys" / "proxy.ed25519"
+    log = AuditLog(tmp_path / "log", key_path=key, origin="example.test/proxy", sync="none",
+                   checkpoint_interval=None,
+                   checkpoint_every=2)
+    for i in range(3):
+        log.append("proxy.decision", i=i)
+    note = (tmp_path / "log" / "checkpoints" / "latest").read_bytes()
+    assert note.startswith(b"example.test/proxy\n2\n")
+    (tmp_path / "log" / "checkpoints" / "verifier.key").unlink()  # only the kept key remains
+    r = verify(tmp_path / "log", key_path=key)
+    assert r.ok and r.checkpoint_size == 2 and r.warnings[-1].startswith("records 3..3")
+    assert (key.parent / ".gitignore").read_text() == "*\n"
+    r = verify(tmp_path / "log", verifier=str(key))  # --key may name the signing key file
+    assert r.ok and r.checkpoints == 1

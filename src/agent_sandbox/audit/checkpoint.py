@@ -139,6 +139,9 @@ def load_or_create_signer(key_path: Path, origin: str | None = None) -> Signer:
     key_path = Path(key_path)
     if not key_path.exists():
         key_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ignore = key_path.parent / ".gitignore"
+        if not ignore.exists():  # keys may sit inside a repository: never let git pick them up
+            ignore.write_text("*\n")
         pem = Ed25519PrivateKey.generate().private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,

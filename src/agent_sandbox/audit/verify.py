@@ -100,18 +100,24 @@ def _load_verifier(
         if "+" not in text or p.is_file():
             try:
                 text = p.read_text()
-            except OSError as exc:
+            except (OSError, UnicodeDecodeError) as exc:
                 raise AuditError(f"cannot read verifier key {p}: {exc}") from exc
+            if "PRIVATE KEY" in text:  # the signing key itself: use its public half
+                try:
+                    return _named(directory, ck.load_or_create_signer(p).public_key)
+                except ck.CheckpointError as exc:
+                    raise AuditError(str(exc)) from exc
         try:
             return ck.parse_verifier(text)
         except ck.CheckpointError as exc:
             raise AuditError(f"bad verifier key: {exc}") from exc
-    kp = key_path or directory.parent / "audit-keys" / f"{directory.name}.ed25519"
-    if kp.is_file():
-        try:
-            return ck.load_or_create_signer(kp).verifier
-        except (ck.CheckpointError, OSError) as exc:
-            warnings.append(f"cannot read the signing key {kp} ({exc}); using the published key")
+    candidates = [key_path] if key_path else default_key_paths(directory)
+    for kp in candidates:
+        if kp is not None and kp.is_file():
+            try:
+                return _named(directory, ck.load_or_create_signer(kp).public_key)
+            except (ck.CheckpointError, OSError) as exc:
+                warnings.append(f"cannot read the signing key {kp} ({exc}); trying the next")
     pub = directory / CHECKPOINT_DIR / ck.VERIFIER_FILE
     if pub.is_file():
         warnings.append(
@@ -123,6 +129,38 @@ def _load_verifier(
         except ck.CheckpointError as exc:
             raise AuditError(f"published verifier key {pub} is malformed: {exc}") from exc
     return None
+
+
+def _named(directory: Path, public_key: bytes) -> Any:
+    """The verifier for ``public_key`` under the key name the log signs with.
+
+    Trust comes from the public key; the name (the log's origin) is read from the
+    published verifier or the newest checkpoint, else the default origin.
+    """
+    from agent_sandbox.audit import checkpoint as ck
+
+    name = ck.default_origin(public_key)
+    try:
+        published = ck.parse_verifier((directory / CHECKPOINT_DIR / ck.VERIFIER_FILE).read_text())
+        if published.public_key == public_key:
+            name = published.name
+    except (OSError, ck.CheckpointError):
+        try:
+            latest = (directory / CHECKPOINT_DIR / ck.LATEST_FILE).read_bytes()
+            name = latest.split(b"\n", 1)[0].decode()
+        except (OSError, UnicodeDecodeError):
+            pass
+    return ck.Verifier(name, ck.key_id(name, public_key), public_key)
+
+
+def default_key_paths(directory: Path) -> list[Path]:
+    """Where the signing key of the log in ``directory`` is kept by default."""
+    from agent_sandbox.audit import HOST_KEY, HOST_LOG_DIR
+
+    paths = [directory.parent / "audit-keys" / f"{directory.name}.ed25519"]
+    if directory.resolve() == Path(HOST_LOG_DIR):
+        paths.insert(0, Path(HOST_KEY))
+    return paths
 
 
 def _checkpoints(
