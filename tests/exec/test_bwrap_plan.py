@@ -205,3 +205,12 @@ def test_proxy_env_both_cases_and_no_proxy() -> None:
 def test_argv_is_deterministic() -> None:
     s = {"filesystem": {"allowWrite": ["."], "denyRead": ["**/.env", "~/.ssh"]}}
     assert bw.build_argv(plan_for(s), ["x"], cwd=CWD) == bw.build_argv(plan_for(s), ["x"], cwd=CWD)
+
+
+def test_new_session_unless_interactive_with_seccomp() -> None:
+    p = plan_for({})
+    assert "--new-session" in bw.build_argv(p, ["sh"], cwd=CWD)
+    assert "--new-session" not in bw.build_argv(p, ["sh"], cwd=CWD, fds=bw.Fds(seccomp=3),
+                                                 new_session=False)
+    # without the seccomp filter (which refuses TIOCSTI) the session is always new
+    assert "--new-session" in bw.build_argv(p, ["sh"], cwd=CWD, new_session=False)

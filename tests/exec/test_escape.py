@@ -463,3 +463,69 @@ def test_srt_recorded(case: Case, tmp_path: Path, net: Net, host_listeners: Host
         _record("srt", case, None, "timeout")
         return
     _record("srt", case, escaped)
+
+
+# -- the judges can tell an escape from a block ------------------------------------
+
+
+def _host_attack(kind: str, ctx: Ctx) -> None:
+    """Do, from the host and unsandboxed, what a successful attack would leave behind."""
+    import socket as s
+
+    if kind == "leak":
+        (ctx.W / "out").write_text(ctx.token)
+    elif kind == "write-outside":
+        (ctx.O / "target.txt").write_text(ctx.token)
+    elif kind == "hook":
+        hook = ctx.W / ".git" / "hooks" / "pre-commit"
+        hook.parent.mkdir(parents=True)
+        hook.write_text(ctx.token)
+    elif kind == "upstream":
+        subprocess.run(["curl", "-s", "-m", "5", "--noproxy", "*", "-o", "/dev/null",
+                        f"http://{ctx.net.up_ip}:8080/{ctx.marker}"], check=True)
+    elif kind == "tcp_lo":
+        s.create_connection(("127.0.0.1", ctx.ls.tcp_lo.port)).close()
+    elif kind == "udp_lo":
+        s.socket(s.AF_INET, s.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", ctx.ls.udp_lo.port))
+    elif kind == "unix":
+        c = s.socket(s.AF_UNIX)
+        c.connect(ctx.ls.unix_path)
+        c.close()
+    elif kind == "abstract":
+        c = s.socket(s.AF_UNIX)
+        c.connect(ctx.ls.abstract_name)
+        c.close()
+    elif kind == "process":
+        subprocess.Popen(["sh", "-c", "sleep 30", ctx.marker], start_new_session=True)
+    elif kind == "victim":
+        ctx.state["victim_proc"].kill()
+        ctx.state["victim_proc"].wait()
+
+
+JUDGE_CONTROLS = [
+    ("leak", leaked, None),
+    ("write-outside", content_changed("outside/target.txt", "original\n"), None),
+    ("hook", exists_with_token("work/.git/hooks/pre-commit"), None),
+    ("upstream", upstream_saw, None),
+    ("tcp_lo", listener_hit("tcp_lo"), None),
+    ("udp_lo", listener_hit("udp_lo"), None),
+    ("unix", listener_hit("unix"), None),
+    ("abstract", listener_hit("abstract"), None),
+    ("process", process_alive, None),
+    ("victim", host_victim_dead, start_victim),
+]
+
+
+@pytest.mark.parametrize("kind,judge,setup", JUDGE_CONTROLS, ids=[k for k, _, _ in JUDGE_CONTROLS])
+def test_judge_detects_a_real_escape(kind: str, judge: Callable[[Ctx], bool],
+                                     setup: Callable[[Ctx], None] | None, tmp_path: Path,
+                                     net: Net, host_listeners: HostListeners) -> None:
+    case = Case(f"control-{kind}", "control", "true", judge, setup=setup)
+    ctx, _ = make_ctx(tmp_path, net, host_listeners, case)
+    if kind != "victim":  # this judge reaps the victim, so it can only be asked once
+        assert not judge(ctx), f"the {kind} judge sees an escape before any attack"
+    _host_attack(kind, ctx)
+    try:
+        assert judge(ctx), f"the {kind} judge missed an escape done from the host"
+    finally:
+        _kill_markers(ctx.marker)

@@ -363,3 +363,77 @@ def test_settings_file_is_srt_compatible(tmp_path: Path, work: Path) -> None:
     assert run_sandboxed(["true"], s, work).returncode == 0
     json.loads(s.read_text())  # unchanged on disk
     assert REPO.exists()
+
+
+SYSCALL_PROBE = r'''
+import ctypes, errno, fcntl, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+def sc(*args):
+    r = libc.syscall(*args)
+    return 0 if r >= 0 else ctypes.get_errno()
+def sock(fam, typ):
+    try:
+        socket.socket(fam, typ).close(); return 0
+    except OSError as e:
+        return e.errno
+out = {
+    "unix": sock(socket.AF_UNIX, socket.SOCK_STREAM),
+    "udp": sock(socket.AF_INET, socket.SOCK_DGRAM),
+    "udp6": sock(socket.AF_INET6, socket.SOCK_DGRAM),
+    "raw": sock(socket.AF_INET, socket.SOCK_RAW),
+    "netlink": sock(socket.AF_NETLINK, socket.SOCK_RAW),
+    "tcp": sock(socket.AF_INET, socket.SOCK_STREAM),
+    "socketpair": 0 if socket.socketpair() else 1,
+    "io_uring_setup": sc(425, 1, ctypes.create_string_buffer(120)),
+    "unshare_user": sc(272, 0x10000000),
+    "clone3": sc(435, 0, 0),
+    "mount": sc(165, b"none", b"/tmp", b"tmpfs", 0, 0),
+    "ptrace": sc(101, 16, 1, 0, 0),
+}
+try:
+    fcntl.ioctl(0, 0x5412, b"x"); out["tiocsti"] = 0
+except OSError as e:
+    out["tiocsti"] = e.errno
+print(out)
+'''
+
+
+def test_seccomp_filter_is_live(settings: Path, work: Path) -> None:
+    """The errnos only the filter gives (EAFNOSUPPORT for unix, EPERM for TIOCSTI on
+    /dev/null where the kernel says ENOTTY, ENOSYS for clone3)."""
+    r = run_sandboxed([PY, "-I", "-c", SYSCALL_PROBE], settings, work, stdin=b"")
+    got = eval(r.stdout.decode())  # a dict literal printed by the probe
+    assert got["unix"] == 97 and got["netlink"] == 97
+    assert got["udp"] == got["udp6"] == got["raw"] == 1
+    assert got["tcp"] == 0 and got["socketpair"] == 0
+    assert got["io_uring_setup"] == 1 and got["unshare_user"] == 1 and got["mount"] == 1
+    assert got["clone3"] == 38
+    assert got["ptrace"] == 1
+    assert got["tiocsti"] == 1
+
+
+def test_allowed_unix_socket_by_path(tmp_path: Path, work: Path) -> None:
+    import socket as _s
+
+    sock_dir = tmp_path / "run"
+    sock_dir.mkdir()
+    allowed, other = str(sock_dir / "ok.sock"), str(sock_dir / "no.sock")
+    servers = []
+    for path in (allowed, other):
+        s = _s.socket(_s.AF_UNIX)
+        s.bind(path)
+        s.listen(4)
+        servers.append(s)
+    cfg = write_settings(tmp_path / "u.json", {
+        "network": {"allowUnixSockets": [allowed]},
+        "filesystem": {"allowWrite": [str(work)]}})
+    probe = ("import socket,sys\nfor p in sys.argv[1:]:\n s=socket.socket(socket.AF_UNIX)\n"
+             " try:\n  s.connect(p); print('ok', p)\n except OSError as e: print('no', p, e.errno)")
+    try:
+        r = run_sandboxed([PY, "-I", "-c", probe, allowed, other], cfg, work)
+    finally:
+        for s in servers:
+            s.close()
+    lines = r.stdout.decode().splitlines()
+    assert f"ok {allowed}" in lines
+    assert not any(line.startswith(f"ok {other}") for line in lines)

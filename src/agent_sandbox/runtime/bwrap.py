@@ -290,8 +290,13 @@ def build_argv(
     fds: Fds | None = None,
     bwrap: str = "bwrap",
     is_root: bool = False,
+    new_session: bool = True,
 ) -> list[str]:
-    """The ``bwrap`` command line for a plan (pure)."""
+    """The ``bwrap`` command line for a plan (pure).
+
+    ``new_session=False`` keeps an interactive command on its terminal; only
+    safe with the seccomp filter, which refuses TIOCSTI and TIOCLINUX.
+    """
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     if p.hide_unix_dirs:
         for d in ("/run", "/tmp"):
@@ -312,8 +317,10 @@ def build_argv(
     argv += [
         "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net",
         "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--die-with-parent", "--cap-drop", "ALL",
     ]
+    if new_session or fds.seccomp is None:
+        argv.append("--new-session")
     if fds.seccomp is not None:
         argv += ["--seccomp", str(fds.seccomp)]
     if fds.info is not None:

@@ -322,11 +322,12 @@ def _connect_helper() -> list[str]:
 
 
 def prepare(settings: Settings, command: Sequence[str], cwd: str, home: str,
-            env: dict[str, str] | None, fds: bw.Fds) -> tuple[bw.Plan, list[str], dict[str, str]]:
+            env: dict[str, str] | None, fds: bw.Fds, interactive: bool = False
+            ) -> tuple[bw.Plan, list[str], dict[str, str]]:
     """The plan, argv and environment for a run (no effects)."""
     p = bw.plan(settings, home=home, cwd=cwd, fs=bw.RealFs())
     argv = bw.build_argv(p, command, cwd=cwd, fds=fds, bwrap=find_bwrap(),
-                         is_root=os.geteuid() == 0)
+                         is_root=os.geteuid() == 0, new_session=not interactive)
     full_env = dict(os.environ if env is None else env)
     full_env.update(bw.proxy_env(connect_helper=_connect_helper()))
     return p, argv, full_env
@@ -370,7 +371,7 @@ class BwrapRun:
         fds = bw.Fds(seccomp=sfd, info=info_w, block=block_r)
         try:
             p, argv, env = prepare(self.settings, self.command, self.cwd, self.home,
-                                   self.env, fds)
+                                   self.env, fds, interactive=not capture and os.isatty(0))
             self.plan = p
             self.started = time.time()
             self.placeholders = Placeholders(p.placeholders)
@@ -649,9 +650,9 @@ def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
             return TIMED_OUT
         return rc if rc >= 0 else 128 - rc
     finally:
-        for sig, handler in previous.items():
+        for signum, handler in previous.items():
             with _suppress(OSError, ValueError, TypeError):
-                signal.signal(sig, handler)
+                signal.signal(signum, handler)
         run.kill()
         run.cleanup()
         for note in run.notices:

@@ -41,7 +41,7 @@ def _setns(fd: int, nstype: int) -> None:
     import _ctypes
 
     if _SETNS is None:
-        _SETNS = _ctypes.dlsym(_ctypes.dlopen(None, 0), "setns")
+        _SETNS = _ctypes.dlsym(_ctypes.dlopen(None, 0), "setns")  # type: ignore[arg-type]
     if _ctypes.call_function(_SETNS, (fd, nstype)) != 0:
         raise PermissionError(1, f"setns({nstype:#x}) failed")
 
@@ -87,8 +87,8 @@ def _via_child(pid: int, ports: Sequence[int]) -> list[socket.socket]:
             _setns(userns, CLONE_NEWUSER)
             _setns(netns, CLONE_NEWNET)
             socks = _listeners(ports)
-            fds = b"".join(s.fileno().to_bytes(4, "little", signed=True) for s in socks)
-            child.sendmsg([b"ok"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+            payload = b"".join(s.fileno().to_bytes(4, "little", signed=True) for s in socks)
+            child.sendmsg([b"ok"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, payload)])
             code = 0
         except BaseException as exc:
             try:

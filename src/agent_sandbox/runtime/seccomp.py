@@ -120,7 +120,10 @@ def program(*, allow_unix: bool = False, machine: str | None = None) -> bytes:
             "the sandbox supports x86_64 and aarch64"
         )
     nr: dict[str, int] = arch["nr"]  # type: ignore[assignment]
-    errno = lambda e: RET_ERRNO | e  # noqa: E731
+
+    def errno(e: int) -> int:
+        return RET_ERRNO | e
+
     code: list[Insn] = []
     labels: dict[str, int] = {}
 

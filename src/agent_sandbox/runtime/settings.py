@@ -69,7 +69,7 @@ class _Record:
         return tuple(getattr(self, n) for n in self.__slots__)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._values() == other._values()  # type: ignore[attr-defined]
+        return type(other) is type(self) and self._values() == other._values()
 
     def __hash__(self) -> int:
         return hash(self._values())

@@ -1,0 +1,113 @@
+"""The srt and gVisor backends behind the same settings."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import SRT, HostListeners, write_settings
+
+from agent_sandbox.runtime.backends import gvisor_container_options, gvisor_containers_conf
+from agent_sandbox.runtime.exec import TIMED_OUT, SandboxStartError, run_sandboxed
+from agent_sandbox.runtime.settings import parse
+
+REPO = Path(__file__).resolve().parents[2]
+IMAGE = "localhost/agent-sandbox-base:bookworm"
+
+
+def test_gvisor_options_bind_only_the_writable_roots(tmp_path: Path) -> None:
+    w = tmp_path / "w"
+    locked = w / "locked"
+    locked.mkdir(parents=True)
+    s = parse({"filesystem": {"allowWrite": [str(w)], "denyWrite": [str(locked)]}})
+    opts = gvisor_container_options(["true"], s, str(tmp_path), "/home/u")
+    assert opts["volumes"] == {str(w): {"bind": str(w), "mode": "rw"},
+                               str(tmp_path): {"bind": str(tmp_path), "mode": "ro"}}
+    assert opts["network_mode"] == "none" and opts["read_only"] is True
+    assert opts["cap_drop"] == ["ALL"] and opts["runtime"] == "runsc"
+
+
+def test_gvisor_containers_conf_sets_runsc_without_network() -> None:
+    base = '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n'
+    conf = gvisor_containers_conf(base, "/x/runsc-nonet")
+    assert 'runtime = "runc"' not in conf
+    assert conf.count("[engine]") == 1
+    assert 'runtime = "runsc-nonet"' in conf and 'runsc-nonet = ["/x/runsc-nonet"]' in conf
+    assert "default_ulimits = []" in conf
+    assert "[engine]" in gvisor_containers_conf("", "/w")
+
+
+def test_missing_srt_is_a_start_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_SANDBOX_SRT", str(tmp_path / "nope"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SandboxStartError, match="srt is not installed"):
+        run_sandboxed(["true"], {"filesystem": {}}, tmp_path, backend="srt")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SRT.exists(), reason="srt is not installed (make setup)")
+def test_srt_backend_gets_the_same_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                            ) -> None:
+    monkeypatch.setenv("AGENT_SANDBOX_SRT", str(SRT))
+    work, secret = tmp_path / "w", tmp_path / "s"
+    work.mkdir()
+    secret.mkdir()
+    (secret / "k").write_text("TOPSECRET")
+    s = write_settings(tmp_path / "s.json", {
+        "network": {"allowedDomains": ["example.com"], "deniedDomains": []},
+        "filesystem": {"denyRead": [str(secret)], "allowWrite": [str(work)], "denyWrite": []}})
+    r = run_sandboxed(["sh", "-c", f"cat {secret}/k; echo hi > {work}/f; "
+                       f"echo no > {tmp_path}/g; exit 5"], s, work, backend="srt")
+    assert r.backend == "srt" and r.returncode == 5
+    assert b"TOPSECRET" not in r.stdout
+    assert (work / "f").exists() and not (tmp_path / "g").exists()
+
+
+def _gvisor_ready() -> bool:
+    if not (shutil.which("podman") and shutil.which("runsc")):
+        return False
+    env = dict(os.environ, CONTAINERS_CONF=str(REPO / "containers.conf"))
+    r = subprocess.run(["podman", "image", "exists", IMAGE], env=env, capture_output=True)
+    return r.returncode == 0
+
+
+@pytest.fixture
+def gvisor_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not _gvisor_ready():
+        pytest.skip(f"podman, runsc or the image {IMAGE} missing (scripts/base-image.sh)")
+    monkeypatch.setenv("CONTAINERS_CONF", str(REPO / "containers.conf"))
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+
+
+@pytest.mark.slow
+def test_gvisor_backend_isolates_and_passes_status(tmp_path: Path, gvisor_env: None,
+                                                   host_listeners: HostListeners) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    outside = tmp_path / "outside.txt"
+    token = secrets.token_hex(8)
+    outside.write_text(token)
+    before = host_listeners.tcp_host.hits if host_listeners.tcp_host else 0
+    host = host_listeners.tcp_host.address[0] if host_listeners.tcp_host else "127.0.0.1"
+    port = host_listeners.tcp_host.port if host_listeners.tcp_host else 9
+    s = write_settings(tmp_path / "s.json", {"filesystem": {"allowWrite": [str(work)]}})
+    script = (f"dmesg | head -1; cat {outside} 2>&1; echo hi > {work}/f; "
+              f"echo no > /etc/x 2>&1; "
+              f"timeout 3 bash -c 'echo x > /dev/tcp/{host}/{port}' 2>&1; exit 6")
+    r = run_sandboxed(["sh", "-c", script], s, work, backend="gvisor", timeout=120)
+    assert r.backend == "gvisor" and r.returncode == 6, r.stderr
+    assert b"gVisor" in r.stdout
+    assert token.encode() not in r.stdout
+    assert (work / "f").read_text() == "hi\n"
+    assert (host_listeners.tcp_host.hits if host_listeners.tcp_host else 0) == before
+
+
+@pytest.mark.slow
+def test_gvisor_backend_timeout(tmp_path: Path, gvisor_env: None) -> None:
+    s = write_settings(tmp_path / "s.json", {"filesystem": {}})
+    r = run_sandboxed(["sleep", "60"], s, tmp_path, backend="gvisor", timeout=3)
+    assert r.timed_out and r.returncode == TIMED_OUT
