@@ -90,3 +90,31 @@ def test_secret_names() -> None:
 def test_plain_text_is_left_alone() -> None:
     text = "git commit -m 'fix the token parser' && ls -la /home/dev"
     assert redact_text(text) == text
+
+
+def test_secrets_anywhere_in_nested_data_never_survive() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from agent_sandbox.audit.canonical import canonical
+
+    token = st.sampled_from([
+        "ghp_" + "A1b2C3d4E5" * 4, "AKIA" + "ABCDEFGHIJ234567", "xoxb-" + "1234567890-abcdef",
+        "sk-ant-" + "q" * 30, JWT, "hvs." + "x" * 30,
+    ])
+    words = st.text(alphabet="abcdefgh _-/.", max_size=12)
+    leaf = st.one_of(words, st.integers(), st.none(), st.booleans(),
+                     st.tuples(words, token, words).map(lambda t: f"{t[0]} {t[1]} {t[2]}"))
+    tree = st.recursive(leaf, lambda kids: st.one_of(
+        st.lists(kids, max_size=4), st.dictionaries(words, kids, max_size=4)), max_leaves=12)
+
+    @settings(max_examples=100, deadline=None)
+    @given(tree, st.lists(token, min_size=1, max_size=3))
+    def check(data: object, extra: list[str]) -> None:
+        wrapped = {"data": data, "env": {f"X_{i}_TOKEN": t for i, t in enumerate(extra)}}
+        out = canonical(redact(wrapped)).decode()
+        for t in [*extra, "A1b2C3d4E5" * 4, "ABCDEFGHIJ234567", "1234567890-abcdef", "q" * 30,
+                  JWT, "x" * 30]:
+            assert t not in out
+
+    check()
