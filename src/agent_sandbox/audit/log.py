@@ -17,7 +17,19 @@ append), on :meth:`flush`, :meth:`close` and at interpreter exit.
 A write interrupted by a crash leaves one torn final line. The next append (or
 ``sandbox audit repair``) seals it: a newline ends the torn bytes and an
 explicit ``audit_sealed`` record names their offset, length and SHA-256. This
-module never truncates, rewrites or deletes anything already written.
+module never truncates, rewrites or deletes anything already written. (Any
+non-record bytes after the last intact record are sealed this way; records a
+signed checkpoint covers cannot be hidden by it, since the seal takes their
+place in the chain and the checkpoint no longer matches.)
+
+Checkpoints are signed by whichever writer finds one due: every
+``checkpoint_every`` records or ``checkpoint_interval`` seconds, measured from
+the newest stored checkpoint so that one-shot writers (a hook call) share the
+schedule. Signing imports ``cryptography`` (tens of milliseconds), so a
+latency-critical one-shot writer may pass ``checkpoint_interval=None`` and
+leave the timed checkpoints to a long-running writer or ``sandbox audit
+checkpoint``. A checkpoint that cannot be signed never fails an append; it is
+reported in ``checkpoint_error`` and by ``verify``.
 
 Import cost matters (the hook imports this on its allow path): stdlib only;
 signing checkpoints imports ``cryptography`` lazily in ``checkpoint``.
