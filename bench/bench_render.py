@@ -69,11 +69,11 @@ def breakdown(fleet: FleetRenderer, n: int) -> dict[str, float]:
     pairs = [(fleet.spec_for(h), fleet.facts(h)) for h in hosts]
     for name in RENDERERS:
         fn = importlib.import_module(name).render
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         for spec, facts in pairs:
             for _ in fn(spec, facts):
                 pass
-        out[name.rsplit(".", 1)[1]] = (time.perf_counter() - t0) / n * 1e6
+        out[name.rsplit(".", 1)[1]] = (time.process_time() - t0) / n * 1e6
     return out
 
 
@@ -90,12 +90,13 @@ def measure(n: int) -> dict[str, object]:
         first_s = time.perf_counter() - t0
         files, size = len(first), sum(len(a.content) for a in first.values())
         del first
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for host in hosts:  # streaming: nothing is kept
             artifacts = fleet.render_host(host)
             files += len(artifacts)
             size += sum(len(a.content) for a in artifacts.values())
         render_s = time.perf_counter() - t0
+        cpu_s = time.process_time() - c0
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         modules = breakdown(fleet, min(n, 1000))
 
@@ -108,7 +109,8 @@ def measure(n: int) -> dict[str, object]:
         heap_mb = (tracemalloc.get_traced_memory()[1] - base) / 2**20
         tracemalloc.stop()
     return {"hosts": n, "load_s": load_s, "first_s": first_s, "render_s": render_s,
-            "hosts_per_s": (n - 1) / render_s, "modules": modules,
+            "hosts_per_s": (n - 1) / render_s, "cpu_hosts_per_s": (n - 1) / cpu_s,
+            "modules": modules,
             "files": files, "mb_rendered": size / 2**20, "peak_rss_mb": rss_mb,
             "render_heap_mb": heap_mb}
 
@@ -130,18 +132,25 @@ def main() -> int:
             return 1
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     print(f"{'hosts':>7} {'load s':>7} {'1st host s':>10} {'render s':>9} {'hosts/s':>8} "
+          f"{'CPU hosts/s':>11} "
           f"{'files':>8} {'MB out':>7} {'peak RSS MB':>12} {'render heap MB':>15}")
     for r in rows:
         print(f"{r['hosts']:>7} {r['load_s']:>7.2f} {r['first_s']:>10.3f} {r['render_s']:>9.2f} "
-              f"{r['hosts_per_s']:>8.0f} {r['files']:>8} {r['mb_rendered']:>7.1f} "
+              f"{r['hosts_per_s']:>8.0f} {r['cpu_hosts_per_s']:>11.0f} {r['files']:>8} "
+              f"{r['mb_rendered']:>7.1f} "
               f"{r['peak_rss_mb']:>12.1f} {r['render_heap_mb']:>15.2f}")
-    print("\nmicroseconds per host by renderer module (first 1,000 hosts):")
+    print("\nCPU microseconds per host by renderer module (first 1,000 hosts):")
     for name, us in rows[-1]["modules"].items():
         print(f"  {name:<10} {us:>8.0f}")
     worst = min(r["hosts_per_s"] for r in rows)
+    worst_cpu = min(r["cpu_hosts_per_s"] for r in rows)
     load1 = os.getloadavg()[0]
-    print(f"\ngoal >= {GOAL:.0f} hosts/s: {'met' if worst >= GOAL else 'NOT met'} "
-          f"(slowest run {worst:.0f} hosts/s; {os.cpu_count()} CPUs, load average {load1:.1f})")
+    print(f"\ngoal >= {GOAL:.0f} hosts/s: wall {'met' if worst >= GOAL else 'NOT met'} "
+          f"(slowest {worst:.0f} hosts/s), CPU {'met' if worst_cpu >= GOAL else 'NOT met'} "
+          f"(slowest {worst_cpu:.0f} hosts/s of one core); {os.cpu_count()} CPUs, "
+          f"load average {load1:.1f}")
+    print("CPU hosts/s counts only this process's CPU time: it is what the wall rate is on "
+          "an otherwise idle machine.")
     print("load s: parsing hosts.yml; peak RSS includes the parsed inventory; render heap is "
           "the Python heap peak while rendering every host (tracemalloc)")
     return 0

@@ -20,8 +20,7 @@ or read the environment; same input, same bytes.
 
 from __future__ import annotations
 
-import posixpath
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import tomli_w
@@ -86,10 +85,6 @@ def hook_command(facts: HostFacts, agent: str, event: str) -> str:
 def _hook_timeout(spec: Spec) -> int:
     # long enough for the approval wait plus start-up; never shorter than 30 s
     return max(30, int(spec.approvals.wait) + 30)
-
-
-def _join(base: str, *parts: str) -> str:
-    return posixpath.join(base.replace("\\", "/"), *parts)
 
 
 def _enabled(spec: Spec, agent: str) -> AgentOptions | None:
@@ -423,111 +418,109 @@ def toml_bytes(data: dict[str, Any]) -> bytes:
 # Artifacts.
 
 
-def _json(spec: Spec, key: Any, build: Callable[[], dict[str, Any]]) -> bytes:
-    data: bytes = memo(spec, key, lambda: json_bytes(build()))
-    return data
+Entry = tuple[str, bytes, int, str]  # (path, content, mode, kind)
 
 
-def _toml(spec: Spec, key: Any, build: Callable[[], dict[str, Any]]) -> bytes:
-    data: bytes = memo(spec, key, lambda: toml_bytes(build()))
-    return data
+def _system_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
+    out: list[Entry] = []
+    claude = _enabled(spec, "claude")
+    if claude and claude.managed_settings:
+        out.append((CLAUDE_MANAGED[facts.os],
+                    json_bytes(claude_settings(spec, facts, managed=True)), 0o644,
+                    "claude-managed-settings"))
+    gemini = _enabled(spec, "gemini")
+    if gemini and gemini.managed_settings:
+        out.append((GEMINI_SYSTEM[facts.os],
+                    json_bytes(gemini_settings(spec, facts, system=True)), 0o644,
+                    "gemini-settings"))
+    codex = _enabled(spec, "codex")
+    if codex and codex.managed_settings:
+        out.append((CODEX_REQUIREMENTS[facts.os], codex_requirements(spec), 0o644,
+                    "codex-requirements"))
+    return out
 
 
-def project_artifacts(spec: Spec, facts: HostFacts, repo: str) -> list[Artifact]:
-    """The repository-level files for one repository (what ``sandbox init`` installs).
+def _user_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
+    """Paths relative to the user's home."""
+    out: list[Entry] = []
+    if _enabled(spec, "claude_desktop"):
+        out.append((CLAUDE_DESKTOP[facts.os], json_bytes(mcp_claude_desktop(spec)), 0o644,
+                    "mcp-config"))
+    if _enabled(spec, "cursor"):
+        out.append((".cursor/mcp.json", json_bytes(mcp_cursor(spec)), 0o644, "mcp-config"))
+    if _enabled(spec, "windsurf"):
+        out.append((".codeium/windsurf/mcp_config.json", json_bytes(mcp_windsurf(spec)), 0o644,
+                    "mcp-config"))
+    codex = _enabled(spec, "codex")
+    if codex:
+        out.append((".codex/config.toml", toml_bytes(codex_config(spec)), 0o644,
+                    "codex-config"))
+        if codex.hooks:
+            out.append((".codex/hooks.json", json_bytes(codex_hooks(spec, facts)), 0o644,
+                        "codex-hooks"))
+    return out
 
-    Their content does not depend on where the repository is, only on the spec
-    and the host's interpreter, so one rendering serves every repository.
-    """
-    py = facts.python
-    out: list[Artifact] = []
+
+def _project_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
+    """Paths relative to the repository root."""
+    out: list[Entry] = []
     if _enabled(spec, "claude"):
-        out.append(Artifact(
-            _join(repo, ".claude", "settings.json"),
-            _json(spec, ("claude-project", py),
-                  lambda: claude_settings(spec, facts, managed=False)),
-            0o644, "claude-settings"))
-        out.append(Artifact(_join(repo, ".mcp.json"),
-                            _json(spec, "mcp-claude", lambda: mcp_claude(spec)), 0o644,
-                            "mcp-config"))
+        out.append((".claude/settings.json",
+                    json_bytes(claude_settings(spec, facts, managed=False)), 0o644,
+                    "claude-settings"))
+        out.append((".mcp.json", json_bytes(mcp_claude(spec)), 0o644, "mcp-config"))
     if _enabled(spec, "vscode"):
-        out.append(Artifact(_join(repo, ".vscode", "mcp.json"),
-                            _json(spec, "mcp-vscode", lambda: mcp_vscode(spec)), 0o644,
-                            "mcp-config"))
+        out.append((".vscode/mcp.json", json_bytes(mcp_vscode(spec)), 0o644, "mcp-config"))
     cursor = _enabled(spec, "cursor")
     if cursor:
         if cursor.hooks:
-            out.append(Artifact(_join(repo, ".cursor", "hooks.json"),
-                                _json(spec, ("cursor-hooks", py),
-                                      lambda: cursor_hooks(spec, facts)),
-                                0o644, "cursor-hooks"))
-        out.append(Artifact(_join(repo, ".cursor", "mcp.json"),
-                            _json(spec, "mcp-cursor", lambda: mcp_cursor(spec)), 0o644,
-                            "mcp-config"))
+            out.append((".cursor/hooks.json", json_bytes(cursor_hooks(spec, facts)), 0o644,
+                        "cursor-hooks"))
+        out.append((".cursor/mcp.json", json_bytes(mcp_cursor(spec)), 0o644, "mcp-config"))
     if _enabled(spec, "gemini"):
-        out.append(Artifact(_join(repo, ".gemini", "settings.json"),
-                            _json(spec, ("gemini-project", py),
-                                  lambda: gemini_settings(spec, facts, system=False)),
-                            0o644, "gemini-settings"))
+        out.append((".gemini/settings.json",
+                    json_bytes(gemini_settings(spec, facts, system=False)), 0o644,
+                    "gemini-settings"))
     return out
+
+
+def _plans(spec: Spec, facts: HostFacts) -> tuple[list[Entry], list[Entry], list[Entry]]:
+    """Everything but the base folders depends only on the spec, the OS and the
+    interpreter path, so a fleet renders each document once per spec."""
+    plans: tuple[list[Entry], list[Entry], list[Entry]] = memo(
+        spec, ("agents", facts.os, facts.python),
+        lambda: (_system_plan(spec, facts), _user_plan(spec, facts),
+                 _project_plan(spec, facts)))
+    return plans
+
+
+def _under(base: str, rel: str) -> str:
+    return base.replace("\\", "/").rstrip("/") + "/" + rel
+
+
+def project_artifacts(spec: Spec, facts: HostFacts, repo: str) -> list[Artifact]:
+    """The repository-level files for one repository (what ``sandbox init`` installs)."""
+    return [Artifact(_under(repo, rel), content, mode, kind)
+            for rel, content, mode, kind in _plans(spec, facts)[2]]
 
 
 def user_artifacts(spec: Spec, facts: HostFacts, user: User) -> list[Artifact]:
     """Per-user client configuration under the user's home."""
-    home, py = user.home, facts.python
-    out: list[Artifact] = []
-    if _enabled(spec, "claude_desktop"):
-        out.append(Artifact(_join(home, CLAUDE_DESKTOP[facts.os]),
-                            _json(spec, "mcp-claude-desktop", lambda: mcp_claude_desktop(spec)),
-                            0o644, "mcp-config"))
-    if _enabled(spec, "cursor"):
-        out.append(Artifact(_join(home, ".cursor", "mcp.json"),
-                            _json(spec, "mcp-cursor", lambda: mcp_cursor(spec)), 0o644,
-                            "mcp-config"))
-    if _enabled(spec, "windsurf"):
-        out.append(Artifact(_join(home, ".codeium", "windsurf", "mcp_config.json"),
-                            _json(spec, "mcp-windsurf", lambda: mcp_windsurf(spec)), 0o644,
-                            "mcp-config"))
-    codex = _enabled(spec, "codex")
-    if codex:
-        out.append(Artifact(_join(home, ".codex", "config.toml"),
-                            _toml(spec, "codex-config", lambda: codex_config(spec)), 0o644,
-                            "codex-config"))
-        if codex.hooks:
-            out.append(Artifact(_join(home, ".codex", "hooks.json"),
-                                _json(spec, ("codex-hooks", py),
-                                      lambda: codex_hooks(spec, facts)),
-                                0o644, "codex-hooks"))
-    return out
+    return [Artifact(_under(user.home, rel), content, mode, kind)
+            for rel, content, mode, kind in _plans(spec, facts)[1]]
 
 
 def system_artifacts(spec: Spec, facts: HostFacts) -> list[Artifact]:
     """System-wide managed settings (need administrator rights to change)."""
-    py = facts.python
-    out: list[Artifact] = []
-    claude = _enabled(spec, "claude")
-    if claude and claude.managed_settings:
-        out.append(Artifact(CLAUDE_MANAGED[facts.os],
-                            _json(spec, ("claude-managed", py),
-                                  lambda: claude_settings(spec, facts, managed=True)),
-                            0o644, "claude-managed-settings"))
-    gemini = _enabled(spec, "gemini")
-    if gemini and gemini.managed_settings:
-        out.append(Artifact(GEMINI_SYSTEM[facts.os],
-                            _json(spec, ("gemini-system", py),
-                                  lambda: gemini_settings(spec, facts, system=True)),
-                            0o644, "gemini-settings"))
-    codex = _enabled(spec, "codex")
-    if codex and codex.managed_settings:
-        out.append(Artifact(CODEX_REQUIREMENTS[facts.os],
-                            memo(spec, "codex-requirements", lambda: codex_requirements(spec)),
-                            0o644, "codex-requirements"))
-    return out
+    return [Artifact(*entry) for entry in _plans(spec, facts)[0]]
 
 
 def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
-    yield from system_artifacts(spec, facts)
+    system, per_user, per_repo = _plans(spec, facts)
+    out = [Artifact(*entry) for entry in system]
     for user in facts.users:
-        yield from user_artifacts(spec, facts, user)
+        home = user.home
+        out += [Artifact(_under(home, rel), c, m, k) for rel, c, m, k in per_user]
     for repo in facts.repositories:
-        yield from project_artifacts(spec, facts, repo)
+        out += [Artifact(_under(repo, rel), c, m, k) for rel, c, m, k in per_repo]
+    return out
