@@ -214,3 +214,18 @@ def test_new_session_unless_interactive_with_seccomp() -> None:
                                                  new_session=False)
     # without the seccomp filter (which refuses TIOCSTI) the session is always new
     assert "--new-session" in bw.build_argv(p, ["sh"], cwd=CWD, new_session=False)
+
+
+def test_root_as_writable_is_refused() -> None:
+    from agent_sandbox.runtime.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="makes '/' writable"):
+        plan_for({"filesystem": {"allowWrite": ["/"]}})
+
+
+def test_without_drops_placeholders_and_their_mounts() -> None:
+    p = plan_for({"filesystem": {"allowWrite": ["."]}})
+    q = bw.without(p, {CWD + "/.bashrc"})
+    assert ("ro", CWD + "/.bashrc") not in ops(q)
+    assert (CWD + "/.bashrc", "f") not in q.placeholders
+    assert len(q.mounts) == len(p.mounts) - 1

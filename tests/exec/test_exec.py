@@ -437,3 +437,22 @@ def test_allowed_unix_socket_by_path(tmp_path: Path, work: Path) -> None:
     lines = r.stdout.decode().splitlines()
     assert f"ok {allowed}" in lines
     assert not any(line.startswith(f"ok {other}") for line in lines)
+
+
+def test_writable_root_the_user_cannot_write_still_runs(open_dir: Path) -> None:
+    """Placeholders that this user cannot create are skipped (the command cannot
+    create those names either), instead of failing the run."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch users")
+    ro = open_dir / "ro"
+    ro.mkdir()
+    ro.chmod(0o755)  # root-owned: not writable by nobody
+    s = write_settings(open_dir / "s.json", {"filesystem": {"allowWrite": [str(ro)]}})
+    s.chmod(0o644)
+    env = dict(os.environ, HOME=str(open_dir), AGENT_SANDBOX_AUDIT_DIR=str(open_dir / "a"))
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        *SANDBOX, "exec", "--settings", str(s), "--", "sh", "-c",
+                        f"echo ran; echo x > {ro}/.bashrc"], cwd=open_dir, env=env,
+                       capture_output=True, timeout=60)
+    assert r.stdout == b"ran\n", r.stderr
+    assert r.returncode != 0 and not (ro / ".bashrc").exists()

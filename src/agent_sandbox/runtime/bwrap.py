@@ -36,7 +36,7 @@ import stat
 
 from agent_sandbox.spec.paths import MANDATORY_DENY_WRITE, covers, expand, is_glob
 
-from .settings import Settings, _Record
+from .settings import Settings, SettingsError, _Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -202,7 +202,12 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView) -> Plan:
         mounts[(op, path)] = Mount(op, path, kind)
 
     writable_in = [fs.realpath(p) for p in _concrete(f.allow_write, home, cwd, fs, [cwd])]
-    writable = list(dict.fromkeys(p for p in writable_in if p != "/"))
+    if "/" in writable_in:
+        raise SettingsError(
+            f"{settings.source}: filesystem.allowWrite makes '/' writable; list the "
+            "directories the command may write instead"
+        )
+    writable = list(dict.fromkeys(writable_in))
     search_roots = list(dict.fromkeys([cwd, *[w for w in writable if fs.kind(w) == "d"]]))
     for p in _concrete(f.deny_read, home, cwd, fs, search_roots):
         add("hide", fs.realpath(p))
@@ -266,6 +271,15 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView) -> Plan:
     ordered = tuple(sorted(mounts.values(), key=Mount.key))
     return Plan(mounts=ordered, placeholders=tuple(placeholders),
                 writable_roots=tuple(writable), hide_unix_dirs=hide_unix)
+
+
+def without(p: Plan, paths: set[str]) -> Plan:
+    """The plan minus the placeholders (and their mounts) that could not be created."""
+    if not paths:
+        return p
+    return Plan(mounts=tuple(m for m in p.mounts if m.path not in paths),
+                placeholders=tuple(x for x in p.placeholders if x[0] not in paths),
+                writable_roots=p.writable_roots, hide_unix_dirs=p.hide_unix_dirs)
 
 
 class Fds(_Record):

@@ -242,9 +242,12 @@ class Placeholders:
         self.mutex[root] = os.open(base + ".mutex", flags, 0o600)
         self.users[root] = os.open(base + ".users", flags | os.O_APPEND, 0o600)
 
-    def create(self) -> None:
+    def create(self) -> set[str]:
+        """Create what is missing; the placeholders that cannot exist (not writable
+        by this user, so the command cannot create them either)."""
+        impossible: set[str] = set()
         if not self.items:
-            return
+            return impossible
         by_root: dict[str, list[tuple[str, str]]] = {}
         for path, kind in self.items:
             by_root.setdefault(self._root(path), []).append((path, kind))
@@ -253,11 +256,18 @@ class Placeholders:
             fcntl.flock(self.mutex[root], fcntl.LOCK_EX)
             try:
                 fcntl.flock(self.users[root], fcntl.LOCK_SH)
+                lines = []
                 for path, kind in items:
-                    for made, made_kind in _make(path, kind, root):
-                        os.write(self.users[root], (json.dumps([made, made_kind]) + "\n").encode())
+                    made = _make(path, kind, root)
+                    if made is None:
+                        impossible.add(path)
+                        continue
+                    lines += [json.dumps([m, k]) + "\n" for m, k in made]
+                if lines:
+                    os.write(self.users[root], "".join(lines).encode())
             finally:
                 fcntl.flock(self.mutex[root], fcntl.LOCK_UN)
+        return impossible
 
     def cleanup(self) -> None:
         for root in list(self.users):
@@ -285,8 +295,9 @@ class Placeholders:
                 os.close(mutex)
 
 
-def _make(path: str, kind: str, root: str) -> list[tuple[str, str]]:
-    """Create a placeholder (and missing parents up to ``root``); what was created."""
+def _make(path: str, kind: str, root: str) -> list[tuple[str, str]] | None:
+    """Create a placeholder (and missing parents up to ``root``); what was created,
+    or None when this user may not create it (neither can the sandboxed command)."""
     made: list[tuple[str, str]] = []
     parent = os.path.dirname(path)
     missing = []
@@ -305,7 +316,9 @@ def _make(path: str, kind: str, root: str) -> list[tuple[str, str]]:
         made.append((path, kind))
     except FileExistsError:
         pass
-    except OSError as exc:
+    except (PermissionError, OSError) as exc:
+        if exc.errno in (1, 13, 30) and not made:  # EPERM, EACCES, EROFS
+            return None
         raise SandboxStartError(
             f"cannot create the protected placeholder {path}: {exc.strerror}; "
             "make the directory writable or remove it from allowWrite"
@@ -321,16 +334,14 @@ def _connect_helper() -> list[str]:
     return [sys.executable, "-I", "-S", os.path.join(here, "connect.py")]
 
 
-def prepare(settings: Settings, command: Sequence[str], cwd: str, home: str,
-            env: dict[str, str] | None, fds: bw.Fds, interactive: bool = False
-            ) -> tuple[bw.Plan, list[str], dict[str, str]]:
-    """The plan, argv and environment for a run (no effects)."""
-    p = bw.plan(settings, home=home, cwd=cwd, fs=bw.RealFs())
+def prepare(p: bw.Plan, command: Sequence[str], cwd: str, env: dict[str, str] | None,
+            fds: bw.Fds, interactive: bool = False) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment for a run (no effects)."""
     argv = bw.build_argv(p, command, cwd=cwd, fds=fds, bwrap=find_bwrap(),
                          is_root=os.geteuid() == 0, new_session=not interactive)
     full_env = dict(os.environ if env is None else env)
     full_env.update(bw.proxy_env(connect_helper=_connect_helper()))
-    return p, argv, full_env
+    return argv, full_env
 
 
 class BwrapRun:
@@ -370,12 +381,13 @@ class BwrapRun:
         block_r, block_w = os.pipe()
         fds = bw.Fds(seccomp=sfd, info=info_w, block=block_r)
         try:
-            p, argv, env = prepare(self.settings, self.command, self.cwd, self.home,
-                                   self.env, fds, interactive=not capture and os.isatty(0))
-            self.plan = p
+            p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=bw.RealFs())
             self.started = time.time()
             self.placeholders = Placeholders(p.placeholders)
-            self.placeholders.create()
+            p = bw.without(p, self.placeholders.create())
+            self.plan = p
+            argv, env = prepare(p, self.command, self.cwd, self.env, fds,
+                                interactive=not capture and os.isatty(0))
             try:
                 if capture:
                     import subprocess
