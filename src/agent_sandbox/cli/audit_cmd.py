@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -78,7 +79,7 @@ def verify_cmd(
     raise typer.Exit(0 if result.ok else 1)
 
 
-def _records(directory: Path):  # type: ignore[no-untyped-def]
+def _records(directory: Path) -> Iterator[dict[str, Any]]:
     from agent_sandbox.audit.query import iter_records, log_path
 
     path = log_path(directory)
