@@ -53,7 +53,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def bao_server(tmp_path_factory):
     port = _free_port()
     log = tmp_path_factory.mktemp("bao") / "server.log"

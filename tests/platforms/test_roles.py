@@ -54,6 +54,7 @@ def _env(collections: list[Path], **extra: str) -> dict[str, str]:
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
         "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(str(c) for c in collections),
         "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_PIPELINING": "1",
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_LOCAL_TEMP": extra.pop("tmp", "/tmp"),
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
