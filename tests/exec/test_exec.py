@@ -456,3 +456,18 @@ def test_writable_root_the_user_cannot_write_still_runs(open_dir: Path) -> None:
                        capture_output=True, timeout=60)
     assert r.stdout == b"ran\n", r.stderr
     assert r.returncode != 0 and not (ro / ".bashrc").exists()
+
+
+def test_descriptors_of_the_caller_do_not_leak_in(settings: Path, work: Path,
+                                                  tmp_path: Path) -> None:
+    secret = tmp_path / "secret-fd"
+    secret.write_text("FD-SECRET")
+    fd = os.open(secret, os.O_RDONLY)
+    try:
+        r = subprocess.run([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
+                            f"cat <&{fd}; ls /proc/self/fd"], cwd=work, pass_fds=(fd,),
+                           capture_output=True, timeout=60)
+    finally:
+        os.close(fd)
+    assert b"FD-SECRET" not in r.stdout
+    assert str(fd).encode() not in r.stdout.split()

@@ -82,6 +82,18 @@ class _suppress:
         return kind is not None and issubclass(kind, self.exc)
 
 
+def _no_inherited_fds() -> None:
+    """Keep descriptors this process inherited (beyond stdio) out of the sandbox."""
+    try:
+        fds = [int(x) for x in os.listdir("/proc/self/fd")]
+    except OSError:
+        return
+    for fd in fds:
+        if fd > 2:
+            with _suppress(OSError):
+                os.set_inheritable(fd, False)
+
+
 class _Spawned:
     """A child started with posix_spawn (no subprocess import): pid, poll, wait, kill."""
 
@@ -396,6 +408,7 @@ class BwrapRun:
                         argv, env=env, pass_fds=(sfd, info_w, block_r), stdin=stdin,
                         stdout=stdout, stderr=stderr)
                 else:
+                    _no_inherited_fds()
                     for fd in (sfd, info_w, block_r):
                         os.set_inheritable(fd, True)
                     self.proc = _Spawned(argv, env)

@@ -421,7 +421,10 @@ class Proxy:
 
     def _accept_loop(self, listener: socket.socket,
                      handler: Callable[[socket.socket], None]) -> None:
-        listener.setblocking(True)
+        try:
+            listener.setblocking(True)
+        except OSError:
+            return  # stopped (and closed) before this thread got going
         while not self._stopping:
             try:
                 conn, _ = listener.accept()
