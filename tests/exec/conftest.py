@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -283,3 +284,13 @@ def audit_records(directory: Path) -> list[dict]:
     if not f.exists():
         return []
     return [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the escape suite's side-by-side table (also in build/escape-results.md)."""
+    mod = sys.modules.get("test_escape")
+    lines = getattr(mod, "SUMMARY", None)
+    if lines:
+        terminalreporter.write_sep("=", "escape suite: sandbox exec vs srt")
+        for line in lines:
+            terminalreporter.write_line(line)

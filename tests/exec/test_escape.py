@@ -28,6 +28,7 @@ from conftest import PY, REPO, SRT, HostListeners, Net, needs_bwrap
 from agent_sandbox.runtime.exec import run_sandboxed
 
 RESULTS: dict[str, dict[str, str]] = {}
+SUMMARY: list[str] = []
 CATEGORY: dict[str, str] = {}
 
 
@@ -436,7 +437,7 @@ def results_table() -> Any:
     lines += ["", f"sandbox exec: {ours.count('blocked')}/{len(ours)} blocked; "
               f"srt: {srt.count('blocked')}/{len(srt)} blocked", ""]
     out.write_text("\n".join(lines))
-    print("\n" + "\n".join(lines))
+    SUMMARY[:] = lines  # printed at the end of the session by conftest
 
 
 pytestmark = [needs_bwrap]
