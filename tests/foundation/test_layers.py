@@ -208,3 +208,15 @@ def test_problems_in_several_layers_are_all_reported(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         load_spec(str(a), str(b))
     assert sorted(p.file for p in info.value.problems) == [str(a), str(b)]
+
+
+def test_loosening_above_a_broken_layer_is_still_reported(tmp_path: Path) -> None:
+    fleet = write(tmp_path / "fleet.yml", "network: {allowed_domains: [github.com]}\n")
+    group = write(tmp_path / "group.yml", "network: {allow_local_binding: true}\n")
+    host = write(tmp_path / "host.yml", "network: {allowed_domains: ['*']}\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(str(fleet), str(group), str(host))
+    assert sorted((Path(p.file).name, p.key) for p in info.value.problems) == [
+        ("group.yml", "network.allow_local_binding"),
+        ("host.yml", "network.allowed_domains[0]"),
+    ]

@@ -238,6 +238,14 @@ def load_stack(layers: list[Layer]) -> Spec:
         if spec is not None:
             specs.append(spec)
     if problems:
+        # The layers above the first broken one can still be merged soundly:
+        # report their loosenings too, so one run shows every problem it can.
+        valid = 0
+        while valid < len(layers) and valid < len(specs) and \
+                specs[valid] is not None and not _has_problem(layers[valid], problems):
+            valid += 1
+        if valid >= 2:
+            problems.extend(merge(layers[:valid], specs[:valid])[1])
         raise SpecError(problems)
     if len(layers) == 1:
         return specs[0]
@@ -250,6 +258,10 @@ def load_stack(layers: list[Layer]) -> Spec:
         last = layers[-1] if layers else Layer("<merged>", {})
         raise SpecError([last.problem(_clean_loc(e["loc"]), _message(e))
                          for e in exc.errors(include_url=False)]) from None
+
+
+def _has_problem(layer: Layer, problems: list[Problem]) -> bool:
+    return any(p.file == layer.source for p in problems)
 
 
 def load_spec(*paths: str) -> Spec:
