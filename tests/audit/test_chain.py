@@ -231,3 +231,36 @@ def test_a_writer_follows_a_replaced_log_and_verify_flags_it(logdir: Path) -> No
     assert len((logdir.parent / "moved.jsonl").read_bytes().splitlines()) == 4
     r = verify(logdir)
     assert not r.ok and r.problem is not None and r.problem.kind == "truncated"
+
+
+def test_strict_mode_checks_form_and_fields(logdir: Path) -> None:
+    make_log(logdir, 4)
+    assert verify(logdir, strict=True).ok
+    lines = read_lines(logdir)
+    # A writer bug (not an attack): a well-chained record with a wrong seq field.
+    rec = json.loads(lines[2])
+    rec.pop("hash")
+    rec["seq"] = 30
+    body = canonical(rec)
+    prev = bytes.fromhex(json.loads(lines[1])["hash"])
+    digest = hashlib.sha256(prev + body).hexdigest()
+    write_lines(logdir, [*lines[:2], body[:-1] + b',"hash":"' + digest.encode() + b'"}\n'])
+    assert verify(logdir).ok  # every byte is chained ...
+    r = verify(logdir, strict=True)  # ... but strict mode reads the fields
+    assert not r.ok and r.problem is not None and (r.problem.kind, r.problem.line) == ("invalid", 3)
+
+
+def test_importing_and_appending_stays_light() -> None:
+    """The hook imports this on its allow path: no cryptography, pydantic or typer."""
+    import subprocess
+    import sys
+    import tempfile
+
+    code = (
+        "import sys; from agent_sandbox.audit import AuditLog; "
+        f"AuditLog({tempfile.mkdtemp()!r}, checkpoint_interval=None).append('decision'); "
+        "print(sorted(m for m in ('cryptography', 'pydantic', 'typer', 'urllib.request') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

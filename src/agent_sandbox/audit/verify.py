@@ -201,8 +201,13 @@ def verify(
     verifier: Any = None,
     key_path: str | os.PathLike[str] | None = None,
     extra_checkpoints: list[tuple[str, bytes]] | None = None,
+    strict: bool = False,
 ) -> VerifyResult:
     """Verify the audit log in ``directory``.
+
+    ``strict`` also parses every record and checks that it is in canonical form
+    and that its ``seq`` and ``prev`` fields agree with its place in the chain
+    (slower; the chain check alone already covers every stored byte).
 
     ``verifier``: a pinned note verifier key (string, file path or Verifier);
     otherwise the signing key's public half, else the key published beside the
@@ -243,6 +248,10 @@ def verify(
             if line[-tail : 9 - tail] == _HASH_OPEN and line[-3:] == b'"}\n':
                 digest = sha256(prev + line[:-tail] + b"}").digest()
                 if digest.hex().encode() == line[9 - tail : -3]:
+                    if strict:
+                        bad = _strict_problem(line[:-tail] + b"}", seq + 1, prev, lineno)
+                        if bad is not None:
+                            return _fail(result, bad, seq, lineno)
                     seq += 1
                     prev = digest
                     offset += len(line)
@@ -294,6 +303,29 @@ def verify(
             "cannot be detected until one is signed"
         )
     return result
+
+
+def _strict_problem(body: bytes, seq: int, prev: bytes, lineno: int) -> Problem | None:
+    from agent_sandbox.audit.canonical import canonical
+
+    try:
+        rec = json.loads(body)
+    except ValueError:
+        return Problem("invalid", lineno, None, "record is not JSON")
+    if not isinstance(rec, dict):
+        return Problem("invalid", lineno, None, "record is not a JSON object")
+    if rec.get("seq") != seq:
+        return Problem(
+            "invalid", lineno, seq, f"record says seq {rec.get('seq')!r}, expected {seq}"
+        )
+    if rec.get("prev") != prev.hex():
+        return Problem("invalid", lineno, seq, "record's prev field is not the previous hash")
+    try:
+        if canonical(rec) != body:
+            return Problem("invalid", lineno, seq, "record is not in canonical JSON form")
+    except (TypeError, ValueError):
+        return Problem("invalid", lineno, seq, "record cannot be canonicalised")
+    return None
 
 
 def _fail(result: VerifyResult, problem: Problem, seq: int = 0, lineno: int = 0) -> VerifyResult:

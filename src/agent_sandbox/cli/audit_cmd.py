@@ -46,6 +46,9 @@ def verify_cmd(
         typer.Option("--checkpoint", help="Extra signed checkpoint (e.g. a remote sink's copy)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Also check each record's form, seq and prev fields.")
+    ] = False,
 ) -> None:
     """Check the chain, torn writes and signed checkpoints; exit 1 naming the first bad record."""
     from agent_sandbox.audit import verify
@@ -57,7 +60,7 @@ def verify_cmd(
         except OSError as exc:
             _die(f"cannot read checkpoint {p}: {exc.strerror}")
     try:
-        result = verify(directory, verifier=key, extra_checkpoints=extra)
+        result = verify(directory, verifier=key, extra_checkpoints=extra, strict=strict)
     except SandboxError as exc:
         _die(str(exc))
         return
