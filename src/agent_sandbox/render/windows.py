@@ -58,7 +58,7 @@ FIREWALL_GROUP = "agent-sandbox"
 
 # Everything but 127.0.0.0/8 and ::1.
 NON_LOOPBACK_V4 = ("0.0.0.0-126.255.255.255", "128.0.0.0-255.255.255.255")
-NON_LOOPBACK_V6 = ("::-::0", "::2-ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")
+NON_LOOPBACK_V6 = ("::", "::2-ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")
 LOOPBACK = ("127.0.0.0/8", "::1")
 
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
