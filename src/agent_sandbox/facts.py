@@ -53,27 +53,118 @@ class HostFacts:
             object.__setattr__(self, "python", py)
 
     @staticmethod
-    def from_vars(name: str, hostvars: dict[str, Any], groups: tuple[str, ...] = ()) -> HostFacts:
-        os_name = str(hostvars.get("sandbox_os", "linux"))
+    def from_vars(name: str, hostvars: dict[str, Any], groups: tuple[str, ...] = (),
+                  source: str = "<inventory>") -> HostFacts:
+        def bad(key: str, message: str) -> SpecError:
+            return SpecError([Problem(source, 1, 1, f"{name}.{key}", message)])
+
+        os_name = hostvars.get("sandbox_os", "linux")
         if os_name not in ("linux", "macos", "windows"):
-            raise SpecError([Problem("<inventory>", 1, 1, f"{name}.sandbox_os",
-                                     f"unknown OS {os_name!r} (linux, macos or windows)")])
-        users = tuple(
-            User(str(u["name"]), str(u.get("home") or _default_home(os_name, str(u["name"]))))
-            for u in hostvars.get("sandbox_users", []) or []
-        )
+            raise bad("sandbox_os", f"unknown OS {os_name!r} (linux, macos or windows)")
+        users = []
+        raw_users = hostvars.get("sandbox_users") or []
+        if not isinstance(raw_users, list):
+            raise bad("sandbox_users", "expected a list of {name: ..., home: ...}")
+        for i, u in enumerate(raw_users):
+            if not isinstance(u, dict) or not isinstance(u.get("name"), str) or not u["name"]:
+                raise bad(f"sandbox_users[{i}]", "expected {name: USER, home: PATH}")
+            home = u.get("home") or _default_home(os_name, u["name"])
+            if not isinstance(home, str):
+                raise bad(f"sandbox_users[{i}].home", "expected a path")
+            users.append(User(u["name"], home))
+        repos = hostvars.get("sandbox_repositories") or []
+        if not isinstance(repos, list) or not all(isinstance(r, str) and r for r in repos):
+            raise bad("sandbox_repositories", "expected a list of repository paths")
+        for key in ("sandbox_prefix", "sandbox_python"):
+            if not isinstance(hostvars.get(key, ""), str):
+                raise bad(key, "expected a path")
         return HostFacts(
             name=name,
-            os=os_name,  # type: ignore[arg-type]
-            users=users,
-            repositories=tuple(str(r) for r in hostvars.get("sandbox_repositories", []) or []),
+            os=os_name,
+            users=tuple(users),
+            repositories=tuple(repos),
             groups=groups,
-            prefix=str(hostvars.get("sandbox_prefix", "")),
-            python=str(hostvars.get("sandbox_python", "")),
+            prefix=hostvars.get("sandbox_prefix", ""),
+            python=hostvars.get("sandbox_python", ""),
         )
 
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_RESOLVER = yaml.resolver.Resolver()
+_SCALARS = yaml.constructor.SafeConstructor()
+
+
+def lean_yaml(stream: Any) -> Any:
+    """Load a YAML document straight from parser events (safe types only).
+
+    ``yaml.safe_load`` first builds a node graph with source marks for every
+    scalar; for a 10,000-host inventory that graph is five times the size of
+    the data. Building the data from the events keeps the peak close to the
+    data itself. Same results as ``safe_load`` for inventories (anchors and
+    aliases included; merge keys are not supported).
+    """
+    anchors: dict[str, Any] = {}
+    stack: list[Any] = []  # containers being filled; dicts carry a pending key
+    keys: list[Any] = []
+    root: Any = None
+    done = False
+
+    def put(value: Any, anchor: str | None) -> None:
+        nonlocal root, done
+        if anchor:
+            anchors[anchor] = value
+        if not stack:
+            root, done = value, True
+            return
+        top = stack[-1]
+        if isinstance(top, list):
+            top.append(value)
+        elif keys[-1] is _NO_KEY:
+            if isinstance(value, (dict, list)):
+                raise yaml.YAMLError("mapping keys must be plain scalars")
+            keys[-1] = value
+        else:
+            top[keys[-1]] = value
+            keys[-1] = _NO_KEY
+
+    for event in yaml.parse(stream, Loader=_YAML_LOADER):
+        if isinstance(event, yaml.ScalarEvent):
+            put(_scalar(event), event.anchor)
+        elif isinstance(event, yaml.MappingStartEvent):
+            value: Any = {}
+            put(value, event.anchor)
+            stack.append(value)
+            keys.append(_NO_KEY)
+        elif isinstance(event, yaml.SequenceStartEvent):
+            value = []
+            put(value, event.anchor)
+            stack.append(value)
+            keys.append(None)
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            stack.pop()
+            keys.pop()
+        elif isinstance(event, yaml.AliasEvent):
+            if event.anchor not in anchors:
+                raise yaml.YAMLError(f"unknown alias *{event.anchor}")
+            put(anchors[event.anchor], None)
+        elif isinstance(event, yaml.DocumentStartEvent) and done:
+            raise yaml.YAMLError("an inventory holds one YAML document")
+    return root
+
+
+_NO_KEY = object()
+
+
+def _scalar(event: Any) -> Any:
+    tag = event.tag
+    if tag is None or tag == "!":
+        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
+    if tag == "tag:yaml.org,2002:str":
+        return event.value
+    node = yaml.ScalarNode(tag, event.value, style=event.style)
+    if tag in _SCALARS.yaml_constructors and not tag.endswith((":binary", ":timestamp")):
+        return _SCALARS.yaml_constructors[tag](_SCALARS, node)
+    return event.value
 
 
 def _spec_files(root: str) -> frozenset[str]:
@@ -115,13 +206,19 @@ class Inventory:
         path = os.path.join(root, "hosts.yml")
         try:
             with open(path, encoding="utf-8") as fh:
-                data = yaml.load(fh, Loader=_YAML_LOADER) or {}  # noqa: S506 - a safe loader
+                data = lean_yaml(fh)
         except FileNotFoundError:
             raise SpecError([Problem(path, 1, 1, "", "inventory has no hosts.yml")]) from None
         except yaml.YAMLError as exc:
             raise SpecError([Problem(path, 1, 1, "", f"invalid YAML: {exc}")]) from None
         except UnicodeDecodeError as exc:
             raise SpecError([Problem(path, 1, 1, "", f"not UTF-8 text: {exc.reason}")]) from None
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise SpecError([Problem(path, 1, 1, "", f"invalid YAML value: {exc}")]) from None
+        except OSError as exc:
+            raise SpecError([Problem(path, 1, 1, "", f"cannot read: {exc.strerror}")]) from None
+        if data is None:
+            data = {}
         if not isinstance(data, dict):
             raise SpecError([Problem(path, 1, 1, "", "an inventory must be a mapping (all: ...)")])
         inv = cls(root)
@@ -130,25 +227,40 @@ class Inventory:
         return inv
 
     def _walk(self, group: str, node: Any, inherited: dict[str, Any], chain: list[str]) -> None:
+        if node is None:
+            node = {}
+        where = os.path.join(self.root, "hosts.yml")
+        if len(chain) > 32:
+            raise SpecError([Problem(where, 1, 1, group, "groups nested more than 32 deep "
+                                     "(a cycle through aliases?)")])
         if not isinstance(node, dict):
-            return
+            raise SpecError([Problem(where, 1, 1, group, "a group must be a mapping "
+                                     "(hosts:, vars:, children:)")])
         if group not in self.group_order:
             self.group_order.append(group)
-        gvars = {**inherited, **(node.get("vars") or {})}
+        parts = {k: node.get(k) or {} for k in ("vars", "hosts", "children")}
+        for key, value in parts.items():
+            if not isinstance(value, dict):
+                raise SpecError([Problem(where, 1, 1, f"{group}.{key}", "expected a mapping")])
+        gvars = {**inherited, **parts["vars"]}
         here = chain + ([group] if group != "all" else [])
-        for host, hvars in (node.get("hosts") or {}).items():
-            merged = {**gvars, **self.hosts.get(host, {}), **(hvars or {})}
-            self.hosts[host] = merged
-            groups = self.host_groups.setdefault(host, [])
+        for host, hvars in parts["hosts"].items():
+            if hvars is not None and not isinstance(hvars, dict):
+                raise SpecError([Problem(where, 1, 1, f"{group}.hosts.{host}",
+                                         "host variables must be a mapping")])
+            name = str(host)
+            self.hosts[name] = {**gvars, **self.hosts.get(name, {}), **(hvars or {})}
+            groups = self.host_groups.setdefault(name, [])
             groups.extend(g for g in here if g not in groups)
-        for child, sub in (node.get("children") or {}).items():
-            self._walk(child, sub or {}, gvars, here)
+        for child, sub in parts["children"].items():
+            self._walk(str(child), sub, gvars, here)
 
     def facts(self, host: str) -> HostFacts:
         if host not in self.hosts:
             raise SpecError([Problem(os.path.join(self.root, "hosts.yml"), 1, 1, "",
                                      f"host {host!r} is not in the inventory")])
-        return HostFacts.from_vars(host, self.hosts[host], tuple(self.host_groups.get(host, [])))
+        return HostFacts.from_vars(host, self.hosts[host], tuple(self.host_groups.get(host, [])),
+                                   os.path.join(self.root, "hosts.yml"))
 
     def layer_paths(self, host: str) -> list[str]:
         """Spec files for a host, most managed first; missing files are skipped.
