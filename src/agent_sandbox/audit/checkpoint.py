@@ -284,7 +284,10 @@ def _atomic_write(path: Path, data: bytes, mode: int) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        dfd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return  # Windows cannot open directories
     try:
         os.fsync(dfd)
     finally:

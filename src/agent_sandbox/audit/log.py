@@ -39,11 +39,11 @@ from __future__ import annotations
 
 import atexit
 import errno
-import fcntl
 import hashlib
 import json
 import os
 import re
+import sys
 import threading
 import time
 import weakref
@@ -55,6 +55,18 @@ from typing import Any, Literal
 from agent_sandbox.audit.canonical import GENESIS, canonical, chain_hash, seal_line, split_line
 from agent_sandbox.audit.redact import redact as _redact
 from agent_sandbox.errors import SandboxError
+
+if sys.platform == "win32":  # pragma: no cover - exercised on Windows hosts only
+    import msvcrt
+
+    fcntl: Any = None
+else:
+    import fcntl
+
+    msvcrt: Any = None
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_BINARY = getattr(os, "O_BINARY", 0)  # Windows: never translate newlines
 
 LOG_NAME = "audit.jsonl"
 LOCK_NAME = ".audit.lock"
@@ -133,7 +145,7 @@ def read_tail(fd: int) -> TailState:
     chunk = 4096
     while True:
         start = max(0, size - chunk)
-        data = os.pread(fd, size - start, start)
+        data = _pread(fd, size - start, start)
         pos = data.rfind(b"\n") + 1  # end of the last complete line (0: none here)
         while pos > 0:
             nl = data.rfind(b"\n", 0, pos - 1)
@@ -236,11 +248,11 @@ class AuditLog:
         try:
             created = not self.path.exists()
             self._fd = os.open(
-                self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640
+                self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _CLOEXEC | _BINARY, 0o640
             )
-            self._rfd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            self._rfd = os.open(self.path, os.O_RDONLY | _CLOEXEC | _BINARY)
             self._lock_fd = os.open(
-                self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640
+                self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | _CLOEXEC | _BINARY, 0o640
             )
             if created:
                 _fsync_dir(self.directory)
@@ -253,11 +265,10 @@ class AuditLog:
         delay = 0.0005
         while True:
             try:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
+                if _try_lock(self._lock_fd):
+                    return
             except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise AuditError(f"cannot lock audit log {self.path}: {exc}") from exc
+                raise AuditError(f"cannot lock audit log {self.path}: {exc}") from exc
             if time.monotonic() >= deadline:
                 raise AuditError(
                     f"audit log {self.path} stayed locked for {self.lock_timeout:g}s by a "
@@ -267,7 +278,7 @@ class AuditLog:
             delay = min(delay * 2, 0.02)
 
     def _unlock(self) -> None:
-        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        _unlock(self._lock_fd)
 
     def _current_tail(self) -> TailState:
         st = os.fstat(self._fd)
@@ -285,9 +296,9 @@ class AuditLog:
             # (The lock file is separate and stays held.)
             try:
                 fd = os.open(
-                    self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640
+                    self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _CLOEXEC | _BINARY, 0o640
                 )
-                rfd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+                rfd = os.open(self.path, os.O_RDONLY | _CLOEXEC | _BINARY)
             except OSError as exc:
                 raise AuditError(f"cannot reopen audit log {self.path}: {exc}") from exc
             os.close(self._fd)
@@ -355,7 +366,7 @@ class AuditLog:
         out: list[dict[str, Any]] = []
         items = list(prepared)
         if tail.torn_offset is not None:
-            torn = os.pread(self._rfd, tail.size - tail.torn_offset, tail.torn_offset)
+            torn = _pread(self._rfd, tail.size - tail.torn_offset, tail.torn_offset)
             if not torn.endswith(b"\n"):
                 chunks.append(b"\n")
             items.insert(
@@ -395,7 +406,7 @@ class AuditLog:
 
     def _sync(self) -> None:
         if self._pending and self.sync != "none":
-            os.fdatasync(self._fd)
+            _datasync(self._fd)
         self._pending = 0
 
     def flush(self) -> None:
@@ -530,6 +541,52 @@ class AuditLog:
             pass
 
 
+def _pread(fd: int, n: int, offset: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, n, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # pragma: no cover - Windows; the fd is ours alone
+    return os.read(fd, n)  # pragma: no cover
+
+
+def _datasync(fd: int) -> None:
+    """Make written data durable (macOS needs F_FULLFSYNC to reach the disk)."""
+    if sys.platform == "darwin":  # pragma: no cover - macOS hosts
+        fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
+    elif hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:  # pragma: no cover - Windows
+        os.fsync(fd)
+
+
+def _try_lock(fd: int) -> bool:
+    """Take the exclusive writer lock without waiting; False if another holds it.
+
+    flock locks die with their holder, so a crashed writer never leaves a stale lock.
+    """
+    if fcntl is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                return False
+            raise
+    try:  # pragma: no cover - Windows: byte-range lock, released by the OS on exit
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        return True
+    except OSError:  # pragma: no cover
+        return False
+
+
+def _unlock(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    else:  # pragma: no cover - Windows
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -542,9 +599,9 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _fsync_dir(path: Path) -> None:
     try:
-        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        dfd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
-        return
+        return  # Windows cannot open directories; NTFS journals the rename
     try:
         os.fsync(dfd)
     finally:
