@@ -10,17 +10,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent_sandbox.audit.log import LOG_NAME, AuditError, AuditLog
+from agent_sandbox.audit.trail import LIFECYCLE, Trail, new_request_id
 
 if TYPE_CHECKING:
     from agent_sandbox.audit.verify import VerifyResult
 
 __all__ = [
     "HOST_LOG_DIR",
+    "LIFECYCLE",
     "LOG_NAME",
     "AuditError",
     "AuditLog",
+    "Trail",
     "VerifyResult",
     "host_log",
+    "new_request_id",
     "repo_log",
     "verify",
 ]
