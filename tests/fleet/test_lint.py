@@ -1,0 +1,26 @@
+"""The roles and playbooks pass ansible-lint's production profile, and site.yml
+parses against both inventories (the demo fleet and the example fleet)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import DEMO, EXAMPLE_FLEET, run, tool
+
+OWN = ["site.yml", "roles/sandbox_runtime", "roles/sandbox_linux", "roles/sandbox_agents",
+       "playbooks/linux.yml", "playbooks/demo-up.yml", "playbooks/demo-down.yml",
+       "molecule/default"]
+
+
+@pytest.mark.slow
+def test_ansible_lint_production_profile(collections: object) -> None:
+    proc = run([tool("ansible-lint"), "--profile", "production", "--nocolor", *OWN],
+               timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+
+@pytest.mark.parametrize("inventory", [DEMO, EXAMPLE_FLEET], ids=["demo", "example-fleet"])
+def test_site_yml_parses_against_the_inventory(inventory: object, collections: object) -> None:
+    run([tool("ansible-playbook"), "-i", str(inventory), "site.yml", "--syntax-check"],
+        timeout=120)
+
