@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import itertools
 import json
 import os
 import secrets
@@ -412,6 +413,37 @@ def _fetch(ctx: Context, settings: str, up: Upstream, name: str, token: str) -> 
     return _text(proc)
 
 
+PROXY_UNIT = "/etc/systemd/system/agent-sandbox-proxy.service"
+
+
+def service_http_address(unit_text: str) -> tuple[str, int] | None:
+    """The loopback ``--http HOST:PORT`` listener in a proxy unit's ExecStart."""
+    for line in unit_text.splitlines():
+        if not line.startswith("ExecStart="):
+            continue
+        words = line.split()
+        for flag, value in itertools.pairwise(words):
+            host, _, port = value.rpartition(":")
+            if flag == "--http" and not value.startswith("unix:") and port.isdigit():
+                return host, int(port)
+    return None
+
+
+def refused_by_service(address: tuple[str, int], name: str) -> str:
+    """Ask the host's proxy service to CONNECT to ``name``; return its status line."""
+    import socket
+
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(f"CONNECT {name}:443 HTTP/1.1\r\nHost: {name}:443\r\n\r\n".encode())
+        reply = b""
+        while b"\r\n\r\n" not in reply and len(reply) < 65536:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    return reply.decode("latin-1").split("\r\n", 1)[0]
+
+
 def check_denied_domain(ctx: Context) -> str:
     name = denied_name(list(ctx.settings().get("network", {}).get("deniedDomains", [])))
     token = "denied-" + secrets.token_hex(6)
@@ -422,7 +454,21 @@ def check_denied_domain(ctx: Context) -> str:
         raise AssertionError(f"a request to {name} reached the upstream server")
     if "STATUS 403" not in out:
         raise AssertionError(f"{name} was not refused by the proxy with 403: {_short(out)}")
-    return f"{name} refused (403), nothing reached the upstream server"
+    detail = f"{name} refused (403), nothing reached the upstream server"
+    if os.path.isfile(PROXY_UNIT):
+        with open(PROXY_UNIT, encoding="utf-8") as fh:
+            address = service_http_address(fh.read())
+        if address is None:
+            raise VerifyError(f"{PROXY_UNIT} names no TCP --http listener to test")
+        try:
+            status = refused_by_service(address, name)
+        except OSError as exc:
+            raise AssertionError(f"the proxy service at {address[0]}:{address[1]} is not "
+                                 f"answering: {exc}") from None
+        if " 403" not in status:
+            raise AssertionError(f"the proxy service did not refuse {name}: {status!r}")
+        detail += f"; the proxy service ({address[0]}:{address[1]}) refused it too"
+    return detail
 
 
 def check_allowed_domain(ctx: Context) -> str:

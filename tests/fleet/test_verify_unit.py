@@ -109,3 +109,12 @@ def test_unknown_check_name_is_refused() -> None:
     proc = _cli("--check", "no_such_check", "--settings", "/dev/null")
     assert proc.returncode == 1
     assert "unknown check" in proc.stderr
+
+
+def test_service_address_from_the_rendered_unit() -> None:
+    unit = ("[Service]\nExecStart=/opt/agent-sandbox/venv/bin/python3 -m "
+            "agent_sandbox.runtime.proxy --settings /etc/x.json --http unix:/run/p.sock "
+            "--http 127.0.0.1:3128 --socks "
+            "127.0.0.1:1080\n")
+    assert v.service_http_address(unit) == ("127.0.0.1", 3128)
+    assert v.service_http_address("[Service]\nExecStart=/bin/true\n") is None
