@@ -174,3 +174,21 @@ def test_schema_is_a_valid_json_schema(tmp_path: Path) -> None:
     assert list(v.iter_errors({"network": {"allowed_domain": []}}))  # unknown key
     assert list(v.iter_errors({"commands": {"default": "sometimes"}}))
     assert "filesystem" in schema["properties"]
+
+
+def test_validate_inventory_checks_host_facts_and_every_stack(tmp_path: Path) -> None:
+    import shutil
+
+    inv = tmp_path / "fleet"
+    shutil.copytree(EXAMPLE_FLEET, inv)
+    hosts = (inv / "hosts.yml").read_text().replace("sandbox_os: windows", "sandbox_os: win11")
+    (inv / "hosts.yml").write_text(hosts)
+    write(inv / "sandbox" / "hosts" / "ds-mac-01.yml",
+          "network: {allowed_domains: [example.org]}\n")
+    result = run_cli("validate", str(inv))
+    assert result.returncode == 1
+    found = problem_lines(result.stderr)
+    assert sorted(key for *_, key, _ in found) == [
+        "dev-win-01.sandbox_os", "ds-win-01.sandbox_os", "network.allowed_domains[0]"]
+    loosen = next(msg for f, *_, msg in found if f == "ds-mac-01.yml")
+    assert "groups/data_science.yml:4:3" in loosen

@@ -36,6 +36,10 @@ def validate(
             fleet = FleetRenderer.from_path(folder)
             seen: set[tuple[str, ...]] = set()
             for host in fleet.inventory:
+                try:
+                    fleet.facts(host)
+                except SpecError as exc:
+                    problems.append(exc)
                 key = tuple(fleet.inventory.layer_paths(host))
                 if key in seen:
                     continue
