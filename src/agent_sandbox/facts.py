@@ -12,6 +12,7 @@ streams quickly. Host variables used: ``sandbox_os``, ``sandbox_users``
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -76,8 +77,13 @@ class HostFacts:
         if not isinstance(repos, list) or not all(isinstance(r, str) and r for r in repos):
             raise bad("sandbox_repositories", "expected a list of repository paths")
         for key in ("sandbox_prefix", "sandbox_python"):
-            if not isinstance(hostvars.get(key, ""), str):
+            value = hostvars.get(key, "")
+            if not isinstance(value, str):
                 raise bad(key, "expected a path")
+            if value and not _safe_interpreter_path(value):
+                raise bad(key, f"{value!r} must be an absolute path with forward slashes and "
+                               "no quotes, '$', backquotes or control characters (hooks run "
+                               "it through a shell)")
         return HostFacts(
             name=name,
             os=os_name,
@@ -181,6 +187,15 @@ def _spec_files(root: str) -> frozenset[str]:
             continue
         found.update(os.path.join(folder, n) for n in names if n.endswith(".yml"))
     return frozenset(found)
+
+
+_ABSOLUTE = re.compile(r"^(/|[A-Za-z]:/)")
+
+
+def _safe_interpreter_path(path: str) -> bool:
+    return bool(_ABSOLUTE.match(path)) and not any(
+        c in '"$`\\' or ord(c) < 0x20 or ord(c) == 0x7F for c in path
+    )
 
 
 def _default_home(os_name: str, user: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 from pathlib import Path
 
 import jsonschema
@@ -177,8 +178,6 @@ def test_schema_is_a_valid_json_schema(tmp_path: Path) -> None:
 
 
 def test_validate_inventory_checks_host_facts_and_every_stack(tmp_path: Path) -> None:
-    import shutil
-
     inv = tmp_path / "fleet"
     shutil.copytree(EXAMPLE_FLEET, inv)
     hosts = (inv / "hosts.yml").read_text().replace("sandbox_os: windows", "sandbox_os: win11")
