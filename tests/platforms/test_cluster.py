@@ -272,7 +272,7 @@ def test_vault_plan_one_role_per_action_scope():
     assert "read-prod" not in hcl
 
 
-@pytest.mark.parametrize("over, message", [
+BAD = [
     ({"api_server": ["10.0.0.300"]}, "cluster.api_server"),
     ({"allowed_cidrs": ["example.com"]}, "cluster.allowed_cidrs"),
     ({"egress_proxy": "proxy"}, "host:port"),
@@ -282,10 +282,41 @@ def test_vault_plan_one_role_per_action_scope():
                           {"name": "x", "namespaces": ["b"], "rules": [{"verbs": ["get"]}]}]}},
      "listed twice"),
     ({"vault": {"kubernetes_mount": "../sys"}}, "mount path"),
-])
-def test_bad_cluster_settings_are_refused(over, message):
+]
+
+
+@pytest.mark.parametrize("over, message", BAD)
+def test_bad_cluster_settings_are_refused_by_the_spec(tmp_path, over, message):
+    from agent_sandbox.errors import SpecError
+    from agent_sandbox.spec.loader import load_layer, load_stack
+
+    data = copy.deepcopy(CLUSTER)
+    data.update(over)
+    layer = tmp_path / "layer.yml"
+    layer.write_text(yaml.safe_dump({"cluster": data}))
+    with pytest.raises(SpecError) as err:
+        load_stack([load_layer(str(layer))])
+    text = str(err.value)
+    assert text.startswith(str(layer) + ":") and "cluster." in text
+
+
+@pytest.mark.parametrize("over, message", BAD)
+def test_bad_cluster_settings_are_refused_by_the_renderer(over, message):
+    """Defence in depth: a spec built without validation still renders nothing bad."""
+    spec = _spec()
+    raw = copy.deepcopy(CLUSTER)
+    raw.update(over)
+    vault = raw.pop("vault", {})
+    for key, value in raw.items():
+        setattr(spec.cluster, key, value)
+    if "kubernetes_mount" in vault:
+        spec.cluster.vault.kubernetes_mount = vault["kubernetes_mount"]
+    if "roles" in vault:
+        from agent_sandbox.spec.models import VaultRole
+
+        spec.cluster.vault.roles = [VaultRole.model_construct(**r) for r in vault["roles"]]
     with pytest.raises(RenderError, match=message):
-        list(cluster.render(_spec(**over), HostFacts("controller")))
+        list(cluster.render(spec, HostFacts("controller")))
 
 
 def test_disabled_cluster_renders_nothing(fleet):

@@ -191,8 +191,11 @@ def test_trustd_can_be_removed_and_names_are_checked():
     spec = Spec.model_validate({"platforms": {"macos": {"allow_mach_lookup": []}}})
     prof = _profile(spec, "/Users/x")
     assert prof.decide(Query("mach-lookup", name="com.apple.trustd.agent")) == "deny"
-    bad = Spec.model_validate(
-        {"platforms": {"macos": {"allow_mach_lookup": ['x") (allow default']}}})
+    with pytest.raises(ValueError, match="mach service name"):
+        Spec.model_validate(
+            {"platforms": {"macos": {"allow_mach_lookup": ['x") (allow default']}}})
+    bad = Spec()
+    bad.platforms.macos.allow_mach_lookup = ['x") (allow default']
     with pytest.raises(RenderError, match="mach service name"):
         macos.seatbelt_profile(bad, "/Users/x")
 

@@ -328,7 +328,10 @@ def test_acl_plan_maps_paths_and_says_what_it_skips():
 
 def test_bad_names_and_strings_are_refused():
     facts = HostFacts("w", "windows", (User("ann", "C:/Users/ann"),))
-    spec = Spec.model_validate({"platforms": {"windows": {"account": "a;b"}}})
+    with pytest.raises(ValueError, match="not a valid local account"):
+        Spec.model_validate({"platforms": {"windows": {"account": "a;b"}}})
+    spec = Spec()
+    spec.platforms.windows.account = "a;b"  # unvalidated: the renderer refuses too
     with pytest.raises(RenderError, match=r"platforms\.windows\.account"):
         windows.windows_plan(spec, facts)
     assert windows.ps_quote("it's") == "'it''s'"

@@ -352,11 +352,27 @@ class MacOS(Strict):
     proxy_port: int = Field(default=3128, ge=1, le=65535)
     mdm_profile: bool = True
 
+    @field_validator("allow_mach_lookup")
+    @classmethod
+    def _services(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+                raise ValueError(f"{name!r} is not a mach service name (letters, digits, . _ -)")
+        return v
+
 
 class Windows(Strict):
     account: str = Field(default="agent-sandbox", max_length=20)
     group: str = Field(default="AgentSandboxUsers", max_length=64)
     proxy_port_range: tuple[int, int] = (60080, 60089)
+
+    @field_validator("account", "group")
+    @classmethod
+    def _local_name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 ._-]*", v) or v.endswith("."):
+            raise ValueError(f"{v!r} is not a valid local account or group name "
+                             "(letters, digits, space, . _ -)")
+        return v
 
     @field_validator("proxy_port_range")
     @classmethod
@@ -386,13 +402,33 @@ class VaultRole(Strict):
     @field_validator("ttl", mode="before")
     @classmethod
     def _dur(cls, v: Any) -> float:
-        return parse_duration(v)
+        ttl = parse_duration(v)
+        if ttl < 1:
+            raise ValueError("a credential TTL must be at least 1s")
+        return ttl
+
+    @field_validator("rules")
+    @classmethod
+    def _some_rules(cls, v: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if not v:
+            raise ValueError("a role needs at least one Kubernetes RBAC rule")
+        return v
 
 
 class Vault(Strict):
     address: str = "http://127.0.0.1:8200"
-    kubernetes_mount: str = "kubernetes"
+    kubernetes_mount: str = Field(default="kubernetes",
+                                  pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)*$")
     roles: list[VaultRole] = Field(default_factory=list)
+
+    @field_validator("roles")
+    @classmethod
+    def _unique(cls, v: list[VaultRole]) -> list[VaultRole]:
+        names = [r.name for r in v]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"role {dupes[0]!r} is listed twice")
+        return v
 
 
 class Cluster(Strict):
@@ -406,6 +442,29 @@ class Cluster(Strict):
     runner_image: str = Field(default="localhost/agent-sandbox-runner:latest",
                               description="Image of the one-shot runner Job.")
     vault: Vault = Field(default_factory=Vault)
+
+    @field_validator("api_server", "allowed_cidrs")
+    @classmethod
+    def _cidrs(cls, v: list[str]) -> list[str]:
+        import ipaddress
+
+        for item in v:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"{item!r} is not an IP address or CIDR") from None
+        return v
+
+    @field_validator("egress_proxy")
+    @classmethod
+    def _proxy(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[0-9.]+|[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+                         r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+):(\d{1,5})", v)
+        if not m or not 1 <= int(m.group(5)) <= 65535:
+            raise ValueError(f"{v!r} must be IP:port or service.namespace[.svc...]:port")
+        return v
 
 
 DELEGABLE = (
@@ -421,6 +480,7 @@ DELEGABLE = (
     "approvals.approvers",
     "audit.enabled",
     "mcp_servers",
+    "agents",
 )
 
 
