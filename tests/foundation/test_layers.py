@@ -114,6 +114,14 @@ LOOSENINGS = [
      "larger than"),
     ("platforms:\n  linux:\n    seccomp: false\n", "platforms.linux.seccomp", (3, 5),
      "fleet.yml:1:1 (its default)", "setting False"),
+    ("agents:\n  claude:\n    hooks: false\n", "agents.claude.hooks", (3, 5),
+     "fleet.yml:1:1 (its default)", "turning hooks off for claude"),
+    ("agents:\n  claude: {enabled: false}\n", "agents.claude.enabled", (2, 12),
+     "fleet.yml:1:1 (its default)", "turning enabled off"),
+    ("agents:\n  claude:\n    extra: {permissions: {defaultMode: bypassPermissions}}\n",
+     "agents.claude.extra", (3, 5), "fleet.yml:1:1 (its default)", "extra settings"),
+    ("cluster:\n  gvisor: false\n", "cluster.gvisor", (2, 3), "fleet.yml:1:1 (its default)",
+     "setting False"),
     ("mcp_servers:\n  shell: {command: sh}\n", "mcp_servers.shell", (2, 3), "fleet.yml:19:1",
      "MCP server 'shell'"),
     ("mcp_servers:\n  docs: {command: other-docs}\n", "mcp_servers.docs", (2, 3),
@@ -220,3 +228,23 @@ def test_loosening_above_a_broken_layer_is_still_reported(tmp_path: Path) -> Non
         ("group.yml", "network.allow_local_binding"),
         ("host.yml", "network.allowed_domains[0]"),
     ]
+
+
+def test_agents_can_be_added_and_tightened(tmp_path: Path) -> None:
+    fleet = write(tmp_path / "fleet.yml", """
+        agents:
+          claude: {allow_managed_hooks_only: false, extra: {model: opus}}
+    """)
+    repo = write(tmp_path / "repo.yml", """
+        agents:
+          claude: {allow_managed_hooks_only: true}
+          codex: {hooks: true}
+    """)
+    spec = load_spec(str(fleet), str(repo))
+    assert spec.enabled_agents() == ["claude", "codex"]
+    assert spec.agents["claude"].allow_managed_hooks_only is True
+    assert spec.agents["claude"].extra == {"model": "opus"}  # kept from above
+    delegating = write(tmp_path / "delegating.yml", "delegate: [agents]\nagents: {claude: {}}\n")
+    off = write(tmp_path / "off.yml", "agents: {claude: {hooks: false, extra: {a: 1}}}\n")
+    spec = load_spec(str(delegating), str(off))
+    assert spec.agents["claude"].hooks is False and spec.agents["claude"].extra == {"a": 1}

@@ -20,6 +20,9 @@ How each key merges (the ``RULES`` table):
   allow and observe rules from a lower layer need ``commands.allow``.
 - ``servers``: MCP servers; a lower layer adding or changing one needs
   ``mcp_servers``.
+- ``agents``: a lower layer may add a client or switch protections on; turning
+  ``enabled``, ``hooks``, ``managed_settings`` or ``allow_managed_hooks_only``
+  off for a client set above, or changing its ``extra`` keys, needs ``agents``.
 - everything else: a lower layer's value replaces the one above.
 """
 
@@ -57,8 +60,16 @@ RULES: dict[str, str] = {
     "audit.checkpoint_interval": "min",
     "platforms.linux.seccomp": "false_is_looser",
     "mcp_servers": "servers",
+    "agents": "agents",
+    "platforms.macos.allow_mach_lookup": "narrow",
+    "cluster.gvisor": "false_is_looser",
+    "cluster.calico": "false_is_looser",
+    "cluster.allowed_cidrs": "narrow",
     "delegate": "replace_delegate",
 }
+
+# AgentOptions switches that a lower layer may turn on but not off.
+AGENT_SWITCHES = ("enabled", "hooks", "managed_settings", "allow_managed_hooks_only")
 
 # Which delegate key unlocks loosening of a merge key.
 DELEGATE_KEY = {"commands.rules": "commands.allow"}
@@ -123,6 +134,8 @@ _COVER: dict[str, Callable[[list[str], str], bool]] = {
     "network.allowed_domains": _domain_covered,
     "network.allow_unix_sockets": _path_covered,
     "approvals.approvers": _plain_covered,
+    "platforms.macos.allow_mach_lookup": _plain_covered,
+    "cluster.allowed_cidrs": _plain_covered,
 }
 
 
@@ -255,6 +268,32 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
                 bad = True
         if not bad:
             state.record(key, list(upper or []) + list(value), layer, path, deleg)
+    elif kind == "agents":
+        merged_agents = dict(upper or {})
+        raw = _get(layer.data, path)
+        bad = False
+        for name, opts in value.items():
+            above = merged_agents.get(name)
+            given = raw.get(name) if isinstance(raw, dict) else None
+            if above is None or not isinstance(given, dict):
+                merged_agents[name] = opts
+                continue
+            new = above.model_copy(deep=True)
+            for field in given:
+                lower_value = getattr(opts, field)
+                if field in AGENT_SWITCHES:
+                    if getattr(above, field) and not lower_value and not ok_to_loosen:
+                        loosen((*path, name, field), f"turning {field} off for {name}")
+                        bad = True
+                        continue
+                elif field == "extra" and lower_value != above.extra and not ok_to_loosen:
+                    loosen((*path, name, field), f"changing {name}'s extra settings")
+                    bad = True
+                    continue
+                setattr(new, field, lower_value)
+            merged_agents[name] = new
+        if not bad:
+            state.record(key, merged_agents, layer, path, deleg)
     elif kind == "servers":
         upper_servers = dict(upper or {})
         bad = False
