@@ -206,6 +206,7 @@ def test_hooks_call_the_absolute_interpreter(arts: dict[str, Artifact]) -> None:
         "SessionStart": f"{py} gemini session-start",
     }
     assert gemini["BeforeTool"][0]["hooks"][0]["timeout"] == 75_000  # milliseconds
+    assert "matcher" not in gemini["BeforeTool"][0]  # a regex there; none matches every tool
     cursor = doc(arts, "/home/alice/app/.cursor/hooks.json")
     assert cursor["version"] == 1
     assert {e: h[0]["command"] for e, h in cursor["hooks"].items()} == {
@@ -338,3 +339,17 @@ def test_render_is_pure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_make_demo_inventory_is_the_documented_one() -> None:
     assert (REPO / "inventories" / "example-fleet" / "hosts.yml").is_file()
+
+
+def test_each_claude_rule_lands_in_its_strictest_list() -> None:
+    spec = spec_from("""
+commands:
+  rules:
+    - {pattern: "git push *", verdict: escalate}
+    - {pattern: "git push *", verdict: deny}
+    - {pattern: "make", verdict: allow}
+    - {pattern: "make", verdict: escalate}
+""")
+    perms = A.claude_permissions(spec)
+    assert "Bash(git push *)" in perms["deny"] and "Bash(git push *)" not in perms["ask"]
+    assert perms["ask"] == ["Bash(make)"] and perms["allow"] == []

@@ -63,9 +63,11 @@ CLAUDE_EVENTS = (
     ("SessionStart", "session-start", None),
 )
 CODEX_EVENTS = CLAUDE_EVENTS
+# Gemini matchers are regular expressions ("*" alone is not one): no matcher
+# means every tool.
 GEMINI_EVENTS = (
-    ("BeforeTool", "before-tool", "*"),
-    ("AfterTool", "after-tool", "*"),
+    ("BeforeTool", "before-tool", None),
+    ("AfterTool", "after-tool", None),
     ("SessionStart", "session-start", None),
 )
 CURSOR_EVENTS = (
@@ -73,9 +75,6 @@ CURSOR_EVENTS = (
     ("beforeMCPExecution", "before-mcp-execution"),
     ("beforeReadFile", "before-read-file"),
 )
-
-HOOK_TIMEOUT_S = 600  # the hook waits for a human approval (approvals.wait) at most
-
 
 def hook_command(facts: HostFacts, agent: str, event: str) -> str:
     """The shell command a client runs for one hook event."""
@@ -263,6 +262,9 @@ def claude_permissions(spec: Spec) -> dict[str, list[str]]:
             if _valid_claude_arg(p):
                 add(deny, f"Edit({p})")
                 add(deny, f"Write({p})")
+    # the strictest list wins in Claude Code too; keep each rule in one list only
+    ask[:] = [r for r in ask if r not in deny]
+    allow[:] = [r for r in allow if r not in deny and r not in ask]
     return {"allow": allow, "ask": ask, "deny": deny}
 
 
