@@ -207,6 +207,7 @@ def test_hooks_call_the_absolute_interpreter(arts: dict[str, Artifact]) -> None:
     }
     assert gemini["BeforeTool"][0]["hooks"][0]["timeout"] == 75_000  # milliseconds
     assert "matcher" not in gemini["BeforeTool"][0]  # a regex there; none matches every tool
+    assert doc(arts, "/etc/gemini-cli/settings.json")["hooksConfig"] == {"enabled": True}
     cursor = doc(arts, "/home/alice/app/.cursor/hooks.json")
     assert cursor["version"] == 1
     assert {e: h[0]["command"] for e, h in cursor["hooks"].items()} == {

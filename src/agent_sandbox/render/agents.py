@@ -368,7 +368,11 @@ def gemini_settings(spec: Spec, facts: HostFacts, *, system: bool) -> dict[str, 
             hooks[client_event] = [group]
         doc["hooks"] = hooks
     if system:
+        # system settings override user and project ones: keep hooks on, and
+        # only the listed MCP servers
         doc["mcp"] = {"allowed": sorted(servers)}
+        if opts.hooks:
+            doc["hooksConfig"] = {"enabled": True}
     return _deep_merge(doc, opts.extra)
 
 
