@@ -7,12 +7,13 @@ only when a checkpoint is signed or verified.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from agent_sandbox.audit.log import LOG_NAME, AuditError, AuditLog
 from agent_sandbox.audit.trail import LIFECYCLE, Trail, new_request_id
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from agent_sandbox.audit.verify import VerifyResult
 
 __all__ = [

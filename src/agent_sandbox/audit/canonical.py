@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 GENESIS: bytes = b"\x00" * 32
 GENESIS_HEX: str = GENESIS.hex()

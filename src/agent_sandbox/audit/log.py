@@ -37,6 +37,7 @@ signing checkpoints imports ``cryptography`` lazily in ``checkpoint``.
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import errno
 import hashlib
@@ -44,17 +45,22 @@ import json
 import os
 import re
 import sys
-import threading
 import time
-import weakref
-from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Literal
 
 from agent_sandbox.audit.canonical import GENESIS, canonical, chain_hash, seal_line, split_line
 from agent_sandbox.audit.redact import redact as _redact
 from agent_sandbox.errors import SandboxError
+
+# Kept off the import path (the hook imports this module): typing, pathlib,
+# datetime and threading are only named in annotations or imported on demand.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+    from pathlib import Path
+    from typing import Any, Literal
+
+    SyncMode = Literal["always", "batch", "none"]
+    Sink = Callable[[bytes], object] | str
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows hosts only
     import msvcrt
@@ -76,8 +82,6 @@ RESERVED = frozenset({"seq", "ts", "event", "prev", "hash"})
 _EVENT_RE = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}$")
 _TAIL_SCAN_LIMIT = 8 * 1024 * 1024
 
-SyncMode = Literal["always", "batch", "none"]
-Sink = Callable[[bytes], object] | str
 
 
 class AuditError(SandboxError):
@@ -91,7 +95,7 @@ def rfc3339(ts: float) -> str:
     """``ts`` (seconds since the epoch) as RFC 3339 UTC with microseconds."""
     sec, usec = divmod(round(ts * 1_000_000), 1_000_000)
     if _second_cache[0] != sec:
-        _second_cache[1] = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _second_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
         _second_cache[0] = sec
     return f"{_second_cache[1]}.{usec:06d}Z"
 
@@ -191,13 +195,14 @@ class AuditLog:
     ) -> None:
         if sync not in ("always", "batch", "none"):
             raise AuditError(f"unknown sync mode {sync!r} (use always, batch or none)")
-        self.directory = Path(directory)
-        self.path = self.directory / LOG_NAME
-        self.checkpoint_dir = self.directory / CHECKPOINT_DIR
-        self.key_path = (
-            Path(key_path)
+        self._dir = os.path.abspath(os.fspath(directory))
+        self._log = os.path.join(self._dir, LOG_NAME)
+        self._key = (
+            os.fspath(key_path)
             if key_path is not None
-            else self.directory.parent / "audit-keys" / f"{self.directory.name}.ed25519"
+            else os.path.join(
+                os.path.dirname(self._dir), "audit-keys", f"{os.path.basename(self._dir)}.ed25519"
+            )
         )
         self.sync: SyncMode = sync
         self.batch_size = max(1, batch_size)
@@ -209,7 +214,7 @@ class AuditLog:
         self.lock_timeout = lock_timeout
         self.origin = origin
         self.sink_error: str | None = None
-        self._mutex = threading.RLock()
+        self._mutex = _thread.RLock()
         self._pid = -1
         self._fd = -1
         self._rfd = -1
@@ -224,10 +229,34 @@ class AuditLog:
         self.checkpoint_error: str | None = None
         self._signer: Any = None
         try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o750)
+            os.makedirs(self._dir, mode=0o750, exist_ok=True)
         except OSError as exc:
-            raise AuditError(f"cannot create audit directory {self.directory}: {exc}") from exc
-        _OPEN_LOGS.add(self)
+            raise AuditError(f"cannot create audit directory {self._dir}: {exc}") from exc
+
+    # Paths as pathlib objects for callers (pathlib is imported only when asked).
+    @property
+    def directory(self) -> Path:
+        from pathlib import Path
+
+        return Path(self._dir)
+
+    @property
+    def path(self) -> Path:
+        from pathlib import Path
+
+        return Path(self._log)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        from pathlib import Path
+
+        return Path(self._dir) / CHECKPOINT_DIR
+
+    @property
+    def key_path(self) -> Path:
+        from pathlib import Path
+
+        return Path(self._key)
 
     # -- files and locking -------------------------------------------------
 
@@ -246,18 +275,20 @@ class AuditLog:
         self._fd = self._rfd = self._lock_fd = -1
         self._tail = None
         try:
-            created = not self.path.exists()
+            created = not os.path.exists(self._log)
             self._fd = os.open(
-                self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _CLOEXEC | _BINARY, 0o640
+                self._log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _CLOEXEC | _BINARY, 0o640
             )
-            self._rfd = os.open(self.path, os.O_RDONLY | _CLOEXEC | _BINARY)
+            self._rfd = os.open(self._log, os.O_RDONLY | _CLOEXEC | _BINARY)
             self._lock_fd = os.open(
-                self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | _CLOEXEC | _BINARY, 0o640
+                os.path.join(self._dir, LOCK_NAME),
+                os.O_RDWR | os.O_CREAT | _CLOEXEC | _BINARY,
+                0o640,
             )
             if created:
-                _fsync_dir(self.directory)
+                _fsync_dir(self._dir)
         except OSError as exc:
-            raise AuditError(f"cannot open audit log {self.path}: {exc}") from exc
+            raise AuditError(f"cannot open audit log {self._log}: {exc}") from exc
         self._pid = pid
 
     def _lock(self) -> None:
@@ -268,10 +299,10 @@ class AuditLog:
                 if _try_lock(self._lock_fd):
                     return
             except OSError as exc:
-                raise AuditError(f"cannot lock audit log {self.path}: {exc}") from exc
+                raise AuditError(f"cannot lock audit log {self._log}: {exc}") from exc
             if time.monotonic() >= deadline:
                 raise AuditError(
-                    f"audit log {self.path} stayed locked for {self.lock_timeout:g}s by a "
+                    f"audit log {self._log} stayed locked for {self.lock_timeout:g}s by a "
                     "live writer; refusing to write without the lock"
                 )
             time.sleep(delay)
@@ -286,7 +317,7 @@ class AuditLog:
         if now - self._path_checked >= 0.25 or self._tail is None:
             self._path_checked = now
             try:
-                on_disk: os.stat_result | None = os.stat(self.path)
+                on_disk: os.stat_result | None = os.stat(self._log)
             except FileNotFoundError:
                 on_disk = None
         else:
@@ -296,11 +327,11 @@ class AuditLog:
             # (The lock file is separate and stays held.)
             try:
                 fd = os.open(
-                    self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _CLOEXEC | _BINARY, 0o640
+                    self._log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _CLOEXEC | _BINARY, 0o640
                 )
-                rfd = os.open(self.path, os.O_RDONLY | _CLOEXEC | _BINARY)
+                rfd = os.open(self._log, os.O_RDONLY | _CLOEXEC | _BINARY)
             except OSError as exc:
-                raise AuditError(f"cannot reopen audit log {self.path}: {exc}") from exc
+                raise AuditError(f"cannot reopen audit log {self._log}: {exc}") from exc
             os.close(self._fd)
             os.close(self._rfd)
             self._fd, self._rfd, self._tail = fd, rfd, None
@@ -395,6 +426,8 @@ class AuditLog:
         now = time.monotonic()
         if self._pending == 0:
             self._pending_since = now
+            if self.sync == "batch":
+                _BATCHING.add(self)  # flushed at exit if still pending
         self._pending += len(items)
         batch_due = (
             self._pending >= self.batch_size or now - self._pending_since >= self.batch_interval
@@ -408,6 +441,7 @@ class AuditLog:
         if self._pending and self.sync != "none":
             _datasync(self._fd)
         self._pending = 0
+        _BATCHING.discard(self)
 
     def flush(self) -> None:
         """Make every record appended so far durable."""
@@ -418,14 +452,18 @@ class AuditLog:
     # -- checkpoints -------------------------------------------------------
 
     def _last_checkpoint(self) -> tuple[int, float]:
-        """(size, wall-clock time) of the newest stored checkpoint; (0, 0.0) if none."""
-        from agent_sandbox.audit.checkpoint import latest_size
+        """(size, wall-clock time) of the newest stored checkpoint; (0, 0.0) if none.
 
-        size = latest_size(self.checkpoint_dir)
+        Read without the checkpoint module (and so without cryptography or pathlib):
+        this runs on a hook's first append. Unverified: it only schedules signing.
+        """
+        latest = os.path.join(self._dir, CHECKPOINT_DIR, "latest")
         try:
-            when = os.stat(self.checkpoint_dir / "latest").st_mtime if size else 0.0
-        except OSError:
-            when = 0.0
+            with open(latest, "rb") as f:
+                when = os.fstat(f.fileno()).st_mtime
+                size = int(f.read(4096).split(b"\n", 2)[1])
+        except (OSError, ValueError, IndexError):
+            return 0, 0.0
         return size, when
 
     def _maybe_checkpoint(self, seq: int, head: bytes, now: float) -> None:
@@ -597,7 +635,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync_dir(path: str) -> None:
     try:
         dfd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
@@ -608,12 +646,12 @@ def _fsync_dir(path: Path) -> None:
         os.close(dfd)
 
 
-_OPEN_LOGS: weakref.WeakSet[AuditLog] = weakref.WeakSet()
+_BATCHING: set[AuditLog] = set()  # writers with records not yet fsynced
 
 
 @atexit.register
 def _flush_all() -> None:
-    for log in list(_OPEN_LOGS):
+    for log in list(_BATCHING):
         try:
             log.flush()
         except Exception:  # noqa: S110 - best effort at exit

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 MARK = "[REDACTED]"
 

@@ -12,11 +12,14 @@ Stdlib only; never writes anything except through ``AuditLog.append``.
 
 from __future__ import annotations
 
-import secrets
+import os
 import time
-from typing import Any
 
 from agent_sandbox.audit.log import AuditLog
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 LIFECYCLE: tuple[str, ...] = (
     "request",
@@ -34,7 +37,7 @@ LIFECYCLE: tuple[str, ...] = (
 
 def new_request_id() -> str:
     """A fresh, unguessable request id."""
-    return "req-" + secrets.token_hex(12)
+    return "req-" + os.urandom(12).hex()
 
 
 class Trail:
