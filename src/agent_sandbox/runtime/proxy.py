@@ -49,6 +49,7 @@ METADATA_ADDRESSES = frozenset(
 _THIS_NET = ipaddress.ip_network("0.0.0.0/8")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 HEAD_LIMIT = 64 * 1024
+HANDSHAKE_TIMEOUT = 30.0
 BUF = 256 * 1024
 
 
@@ -59,6 +60,8 @@ class Decision:
     host: str  # canonical host (or the raw text when it could not be canonicalised)
     port: int
     address: str | None = None
+    # every checked address, tried in order when connecting (never a new lookup)
+    addresses: tuple[str, ...] = ()
 
 
 def address_refusal(ip: IPAddress, own: frozenset[IPAddress]) -> str | None:
@@ -212,6 +215,8 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
 
 def relay(a: socket.socket, b: socket.socket) -> None:
     """Relay both directions until both ends have finished; then close both."""
+    a.settimeout(None)  # the handshake deadline no longer applies
+    b.settimeout(None)
     t = threading.Thread(target=_pump, args=(b, a), daemon=True)
     t.start()
     _pump(a, b)
@@ -276,16 +281,25 @@ class Proxy:
                 why = address_refusal(a, self.config.own)
                 if why is not None:
                     return Decision(False, f"blocked-by-address: {why}", d.host, port, str(a))
-            return Decision(True, "allowed", d.host, port, str(addrs[0]))
+            return Decision(True, "allowed", d.host, port, str(addrs[0]),
+                            tuple(str(a) for a in addrs))
         except Exception as exc:  # fail closed
             return Decision(False, f"internal-error: {type(exc).__name__}", host, port)
 
     def _open(self, d: Decision) -> socket.socket:
-        assert d.address is not None
-        s = socket.create_connection((d.address, d.port), timeout=self.config.connect_timeout)
-        s.settimeout(None)
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return s
+        """Connect to the first reachable checked address."""
+        error: OSError = OSError("no address")
+        for address in d.addresses or ((d.address,) if d.address else ()):
+            try:
+                s = socket.create_connection((address, d.port),
+                                             timeout=self.config.connect_timeout)
+            except OSError as exc:
+                error = exc
+                continue
+            s.settimeout(None)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return s
+        raise error
 
     # -- HTTP ------------------------------------------------------------
 
@@ -411,6 +425,7 @@ class Proxy:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:
             pass  # unix sockets
+        sock.settimeout(HANDSHAKE_TIMEOUT)  # a client that stalls mid-request is dropped
         try:
             handler(sock)
         except Exception:  # noqa: S110 - any failure closes the connection
