@@ -83,7 +83,6 @@ _EVENT_RE = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}$")
 _TAIL_SCAN_LIMIT = 8 * 1024 * 1024
 
 
-
 class AuditError(SandboxError):
     """The audit log cannot be written or read as asked (callers must fail closed)."""
 
@@ -176,6 +175,17 @@ class AuditLog:
 
     Safe to use from several threads and processes at once. ``append`` returns
     the record exactly as written.
+
+    - ``sync``: ``always`` (fsync each append), ``batch`` (every ``batch_size``
+      records or ``batch_interval`` seconds, and on flush/close/exit) or ``none``.
+    - ``checkpoint_every`` / ``checkpoint_interval``: sign a checkpoint every N
+      records or T seconds (None disables either).
+    - ``key_path``: the Ed25519 signing key (created 0600 on first use); default
+      ``<directory>/../audit-keys/<directory name>.ed25519``, apart from the log.
+    - ``sink``: also send each checkpoint to a callable or POST it to a URL.
+    - ``redact``: redact secrets before writing (leave on; off only for benchmarks).
+    - ``lock_timeout``: how long to wait for a live writer before failing closed.
+    - ``origin``: the checkpoint origin / key name (default derived from the key).
     """
 
     def __init__(
