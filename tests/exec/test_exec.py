@@ -471,3 +471,26 @@ def test_descriptors_of_the_caller_do_not_leak_in(settings: Path, work: Path,
         os.close(fd)
     assert b"FD-SECRET" not in r.stdout
     assert str(fd).encode() not in r.stdout.split()
+
+
+def test_spec_inventory_with_host_layers(tmp_path: Path, work: Path) -> None:
+    """--spec INVENTORY --host NAME applies the layered spec of that host."""
+    inv = tmp_path / "inv"
+    (inv / "sandbox" / "hosts").mkdir(parents=True)
+    (inv / "hosts.yml").write_text("all:\n  hosts:\n    h1: {}\n    h2: {}\n")
+    (inv / "sandbox" / "fleet.yml").write_text(
+        f"version: 1\nfilesystem:\n  allow_write: [\"{work}\", \"{tmp_path}\"]\n")
+    (inv / "sandbox" / "hosts" / "h1.yml").write_text(
+        f"version: 1\nfilesystem:\n  deny_write: [\"{tmp_path}/locked\"]\n")
+    (tmp_path / "locked").mkdir()
+    script = f"echo a > {tmp_path}/locked/x; echo b > {work}/y"
+    r1 = subprocess.run([*SANDBOX, "exec", "--spec", str(inv), "--host", "h1", "--", "sh",
+                         "-c", script], cwd=work, capture_output=True, timeout=60)
+    assert not (tmp_path / "locked" / "x").exists(), r1.stderr
+    assert (work / "y").exists()
+    r2 = subprocess.run([*SANDBOX, "exec", "--spec", str(inv), "--host", "h2", "--", "sh",
+                         "-c", script], cwd=work, capture_output=True, timeout=60)
+    assert (tmp_path / "locked" / "x").exists(), r2.stderr
+    r3 = subprocess.run([*SANDBOX, "exec", "--spec", str(inv), "--", "true"], cwd=work,
+                        capture_output=True, timeout=60)
+    assert r3.returncode == SANDBOX_FAILED and b"--host" in r3.stderr

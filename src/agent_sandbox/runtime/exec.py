@@ -716,7 +716,7 @@ def main(args: Sequence[str], err: IO[str] | None = None) -> int:
         err.write(f"sandbox exec: {exc}\n")
         return 2
     if opts.help:
-        err.write(USAGE)
+        sys.stdout.write(USAGE)
         return 0
     try:
         profile = host_profile()
