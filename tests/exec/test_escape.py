@@ -335,6 +335,18 @@ CASES: list[Case] = [
          CURL + " http://self.example.com:{HOSTPORT}/{M}; " + CURL + " http://{HOSTIP}:{HOSTPORT}/",
          listener_hit("tcp_host"), settings=lambda c, s: s["network"].update(
              allowedDomains=["self.example.com", c.net.host_ip])),
+    Case("allowed-loopback-ipv6-mapped", "domain trick",
+         CURL + " -g 'http://[::ffff:127.0.0.1]:{LOPORT}/{M}'; " + CURL
+         + " -g -x socks5h://127.0.0.1:1080 'http://[::ffff:7f00:1]:{LOPORT}/'",
+         listener_hit("tcp_lo"), settings=allow("127.0.0.1")),
+    Case("socks-udp-associate", "proxy bypass",
+         "{PY} -c \"import socket,struct; s=socket.create_connection(('127.0.0.1',1080),3); "
+         "s.sendall(b'\\x05\\x01\\x00'); s.recv(2); "
+         "s.sendall(b'\\x05\\x03\\x00\\x01'+socket.inet_aton('127.0.0.1')+struct.pack('>H',{UDPPORT})); "
+         "r=s.recv(10); u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); "
+         "u.sendto(b'\\x00\\x00\\x00\\x01'+socket.inet_aton('127.0.0.1')+struct.pack('>H',{UDPPORT})+b'{M}', "
+         "(socket.inet_ntoa(r[4:8]), struct.unpack('>H', r[8:10])[0]))\"",
+         listener_hit("udp_lo"), settings=allow("127.0.0.1")),
     # -- processes ------------------------------------------------------------------
     Case("outlive-background", "processes", "(sleep 30 {M} &) ; nohup sleep 31 {M} >/dev/null 2>&1 &",
          process_alive, setup=lambda c: None),
