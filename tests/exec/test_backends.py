@@ -111,3 +111,30 @@ def test_gvisor_backend_timeout(tmp_path: Path, gvisor_env: None) -> None:
     s = write_settings(tmp_path / "s.json", {"filesystem": {}})
     r = run_sandboxed(["sleep", "60"], s, tmp_path, backend="gvisor", timeout=3)
     assert r.timed_out and r.returncode == TIMED_OUT
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SRT.exists(), reason="srt is not installed (make setup)")
+def test_srt_backend_timeout_takes_the_sandbox_down(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setenv("AGENT_SANDBOX_SRT", str(SRT))
+    m = secrets.randbelow(9000) + 1000
+    s = write_settings(tmp_path / "s.json", {
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {"denyRead": [], "allowWrite": [str(tmp_path)], "denyWrite": []}})
+    r = run_sandboxed(["sh", "-c", f"sleep 8{m} & sleep 9{m}"], s, tmp_path, backend="srt",
+                      timeout=3)
+    assert r.timed_out and r.returncode == TIMED_OUT
+    time.sleep(0.5)
+    alive = [d for d in Path("/proc").iterdir() if d.name.isdigit()
+             and f"{m}".encode() in _cmdline(d)]
+    assert alive == []
+
+
+def _cmdline(d: Path) -> bytes:
+    try:
+        return (d / "cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -402,8 +402,7 @@ def run_case(engine: str, case: Case, tmp: Path, net: Net, ls: HostListeners,
         monkeypatch.setenv("AGENT_SANDBOX_AUDIT_DIR", str(tmp / "audit"))
         run_sandboxed(["sh", "-c", script], settings_file, ctx.W, timeout=30)
     else:
-        subprocess.run([str(SRT), "-s", str(settings_file), "-c", script], cwd=ctx.W,
-                       timeout=60, capture_output=True)
+        run_srt_killing_stragglers([str(SRT), "-s", str(settings_file), "-c", script], ctx.W)
     try:
         return case.judge(ctx)
     finally:
@@ -411,6 +410,24 @@ def run_case(engine: str, case: Case, tmp: Path, net: Net, ls: HostListeners,
         if victim is not None and victim.poll() is None:
             victim.kill()
         _kill_markers(ctx.marker)
+
+
+def run_srt_killing_stragglers(argv: list[str], cwd: Path, timeout: float = 30) -> None:
+    """Run srt; on a timeout kill srt and everything it started (srt leaves them)."""
+    import psutil
+
+    p = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        kids = psutil.Process(p.pid).children(recursive=True)
+        for k in [psutil.Process(p.pid), *kids]:
+            try:
+                k.kill()
+            except psutil.Error:
+                pass
+        p.wait()
+        raise
 
 
 def _kill_markers(marker: str) -> None:

@@ -47,6 +47,19 @@ def find_srt() -> str:
     return found
 
 
+def _kill_tree(pid: int) -> None:
+    """Kill a process and all its descendants (srt does not take its sandbox down)."""
+    import psutil
+
+    try:
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+
+
 def _run(argv: list[str], *, cwd: str, env: dict[str, str] | None, timeout: float | None,
          capture: bool, stdin: bytes | None, backend: str) -> CompletedRun:
     started = time.monotonic()
@@ -59,8 +72,7 @@ def _run(argv: list[str], *, cwd: str, env: dict[str, str] | None, timeout: floa
         return CompletedRun(proc.returncode, out or b"", err or b"",
                             time.monotonic() - started, False, backend)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, 9)
+        _kill_tree(proc.pid)
         proc.kill()
         out, err = proc.communicate()
         return CompletedRun(TIMED_OUT, out or b"", err or b"", time.monotonic() - started,
