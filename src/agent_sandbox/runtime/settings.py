@@ -8,6 +8,11 @@ The runtime's input is the JSON document srt reads (camelCase keys)::
      "filesystem": {"denyRead": [...], "allowRead": [...],
                     "allowWrite": [...], "denyWrite": [...]}}
 
+On Linux ``allowLocalBinding`` changes nothing: the sandbox has its own network
+namespace, so a port bound inside is invisible to the host either way.
+``httpProxyPort``/``socksProxyPort`` are carried through for the srt backend
+(srt then uses the proxy service on those host ports instead of its own).
+
 Semantics are srt's: reads are allowed unless ``denyRead`` covers the path (an
 ``allowRead`` entry re-opens a more specific part); writes are allowed only under
 ``allowWrite`` and never under ``denyWrite`` (deny wins); ``~`` is the user's home;
