@@ -136,7 +136,8 @@ def test_checkpoints_go_to_a_remote_sink_over_http(logdir: Path) -> None:
     for p in (logdir / "checkpoints").glob("*.note"):
         p.unlink()
     (logdir / "audit.jsonl").write_bytes(b"".join(read_lines(logdir)[:4]))
-    assert verify(logdir).ok  # locally, the cut is invisible
+    r = verify(logdir)  # locally the cut is invisible, but the missing checkpoints are not
+    assert not r.ok and r.problem is not None and "no checkpoints" in r.problem.reason
     r = verify(logdir, extra_checkpoints=[("sink", received[-1])])
     assert not r.ok and r.problem is not None and r.problem.kind == "truncated"
 
@@ -198,3 +199,14 @@ def test_a_custom_origin_verifies_with_the_kept_key(tmp_path: Path) -> None:
     assert (key.parent / ".gitignore").read_text() == "*\n"
     r = verify(tmp_path / "log", verifier=str(key))  # --key may name the signing key file
     assert r.ok and r.checkpoints == 1
+
+
+def test_removing_all_checkpoints_is_itself_detected(logdir: Path) -> None:
+    import shutil
+
+    make_log(logdir, 12, checkpoint_every=5)
+    shutil.rmtree(logdir / "checkpoints")
+    (logdir / "audit.jsonl").write_bytes(b"".join(read_lines(logdir)[:3]))
+    r = verify(logdir)
+    assert not r.ok and r.problem is not None
+    assert "holds no checkpoints: they were removed" in r.problem.reason

@@ -88,7 +88,7 @@ class VerifyResult:
 
 
 def _load_verifier(
-    directory: Path, verifier: Any, key_path: Path | None, warnings: list[str]
+    directory: Path, verifier: Any, key_path: Path | None, warnings: list[str], kept: list[Path]
 ) -> Any:
     from agent_sandbox.audit import checkpoint as ck
 
@@ -115,7 +115,9 @@ def _load_verifier(
     for kp in candidates:
         if kp is not None and kp.is_file():
             try:
-                return _named(directory, ck.load_or_create_signer(kp).public_key)
+                ver = _named(directory, ck.load_or_create_signer(kp).public_key)
+                kept.append(kp)
+                return ver
             except (ck.CheckpointError, OSError) as exc:
                 warnings.append(f"cannot read the signing key {kp} ({exc}); trying the next")
     pub = directory / CHECKPOINT_DIR / ck.VERIFIER_FILE
@@ -219,12 +221,29 @@ def verify(
     result = VerifyResult(ok=True)
     if not directory.is_dir():
         raise AuditError(f"{directory} is not a directory")
-    ver = _load_verifier(directory, verifier, Path(key_path) if key_path else None, result.warnings)
+    kept: list[Path] = []
+    ver = _load_verifier(
+        directory, verifier, Path(key_path) if key_path else None, result.warnings, kept
+    )
     if ver is not None:
         result.verifier = str(ver)
     heads = _checkpoints(directory, ver, extra_checkpoints or [], result)
     if isinstance(heads, Problem):
         return _fail(result, heads)
+    if not heads and kept:
+        # The key is created when the first checkpoint is signed: a key without
+        # checkpoints means they were removed.
+        return _fail(
+            result,
+            Problem(
+                "invalid",
+                0,
+                None,
+                f"the log's signing key {kept[0]} exists but {directory / CHECKPOINT_DIR} holds "
+                "no checkpoints: they were removed, so truncation of the tail cannot be ruled "
+                "out (verify with --checkpoint copies from the remote sink)",
+            ),
+        )
     max_ck = max(heads, default=0)
     if not path.exists():
         if max_ck:
