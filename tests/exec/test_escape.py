@@ -195,6 +195,10 @@ CASES: list[Case] = [
          leaked),
     Case("read-glob-env", "denied read", "cat {W}/app/.env > {W}/out", leaked,
          settings=deny_read_glob, setup=mk("work/app/.env", "KEY={TOKEN}\n")),
+    Case("read-rename-parent", "denied read",
+         "mv {W}/a {W}/b; cat {W}/b/secret.txt > {W}/out; mv {W}/b/secret.txt {W}/s2; "
+         "cat {W}/s2 >> {W}/out", leaked, setup=mk("work/a/secret.txt", "{TOKEN}\n"),
+         settings=lambda c, s: s["filesystem"]["denyRead"].append(str(c.W / "a" / "secret.txt"))),
     Case("read-find-grep", "denied read", "grep -rs {TOKEN} {S} /proc/self/root{S} /proc/1/root{S} | head > {W}/out",
          leaked),
     # -- protected writes --------------------------------------------------------
