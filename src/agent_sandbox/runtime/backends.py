@@ -194,6 +194,20 @@ def gvisor_container_options(argv: list[str], settings: Settings, cwd: str, home
     }
 
 
+_SERVICE: PodmanService | None = None
+
+
+def _service() -> PodmanService:
+    """One private podman service per process, started on first use, stopped at exit."""
+    global _SERVICE
+    if _SERVICE is None or _SERVICE.proc.poll() is not None:
+        import atexit
+
+        _SERVICE = PodmanService()
+        atexit.register(_SERVICE.close)
+    return _SERVICE
+
+
 def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
                timeout: float | None, capture: bool) -> CompletedRun:
     import docker
@@ -202,7 +216,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     service: PodmanService | None = None
     url = os.environ.get("DOCKER_HOST")
     if not url:
-        service = PodmanService()
+        service = _service()
         url = service.url
     container = None
     try:
@@ -233,8 +247,6 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
         if container is not None:
             with contextlib.suppress(Exception):
                 container.remove(force=True)
-        if service is not None:
-            service.close()
 
 
 def run_backend(name: str, argv: list[str], settings: Settings, cwd: str, home: str, *,
