@@ -309,3 +309,30 @@ def test_sigkill_during_writes_then_verify_and_repair(logdir: Path) -> None:
     assert final.ok and final.records > 0 and final.sealed == torn_rounds
     assert torn_rounds >= 1  # a kill landed inside write(2) at least once (p(miss) ~ 1e-4)
     print(f"rounds with a torn final line: {torn_rounds}/{rounds}")
+
+
+BIG_WRITER = textwrap.dedent(
+    """
+    import sys
+    from agent_sandbox.audit import AuditLog
+    log = AuditLog(sys.argv[1], sync="none", checkpoint_every=None, checkpoint_interval=None,
+                   redact=False)
+    for i in range(int(sys.argv[2])):
+        log.append_many([("tool_result", {"i": i, "output": "o" * 100_000})] * 8)
+    """
+)
+
+
+def test_verify_while_writers_append(logdir: Path) -> None:
+    """A record being written during verification is never reported as torn."""
+    procs = [subprocess.Popen([sys.executable, "-c", BIG_WRITER, str(logdir), "60"])
+             for _ in range(2)]
+    try:
+        while all(p.poll() is None for p in procs):
+            if (logdir / "audit.jsonl").exists():
+                r = verify(logdir)
+                assert r.ok, r.problem
+    finally:
+        for p in procs:
+            p.wait(120)
+    assert verify(logdir).records == 960

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -260,9 +261,14 @@ def verify(
     last_ok_ck = 0
     sha256 = hashlib.sha256
     tail = HASH_SUFFIX_LEN
+    size = _snapshot_size(directory, path)
     with open(path, "rb") as f:
         lines = iter(f)
         for line in lines:
+            if offset + len(line) > size:  # bytes a writer appended after the snapshot
+                if offset >= size:
+                    break
+                line = line[: size - offset]
             lineno += 1
             if line[-tail : 9 - tail] == _HASH_OPEN and line[-3:] == b'"}\n':
                 digest = sha256(prev + line[:-tail] + b"}").digest()
@@ -345,6 +351,35 @@ def _strict_problem(body: bytes, seq: int, prev: bytes, lineno: int) -> Problem 
     except (TypeError, ValueError):
         return Problem("invalid", lineno, seq, "record cannot be canonicalised")
     return None
+
+
+def _snapshot_size(directory: Path, path: Path) -> int:
+    """The log's size at a moment when no writer is mid-append.
+
+    Taken under the writers' lock (held only for the stat), so a record being
+    written while we verify is neither read half-way nor reported as torn.
+    Without permission to take the lock, the current size is used.
+    """
+    from agent_sandbox.audit.log import LOCK_NAME, _try_lock, _unlock
+
+    try:
+        fd = os.open(directory / LOCK_NAME, os.O_RDWR)
+    except OSError:
+        return path.stat().st_size
+    try:
+        deadline = time.monotonic() + 2.0
+        while not _try_lock(fd):
+            if time.monotonic() > deadline:
+                return path.stat().st_size
+            time.sleep(0.005)
+        try:
+            return path.stat().st_size
+        finally:
+            _unlock(fd)
+    except OSError:
+        return path.stat().st_size
+    finally:
+        os.close(fd)
 
 
 def _fail(result: VerifyResult, problem: Problem, seq: int = 0, lineno: int = 0) -> VerifyResult:
