@@ -210,3 +210,19 @@ def test_removing_all_checkpoints_is_itself_detected(logdir: Path) -> None:
     r = verify(logdir)
     assert not r.ok and r.problem is not None
     assert "holds no checkpoints: they were removed" in r.problem.reason
+
+
+def test_a_checkpoint_timer_signs_an_idle_log(logdir: Path) -> None:
+    import time
+
+    log = AuditLog(logdir, sync="batch", checkpoint_every=None, checkpoint_interval=3600)
+    for i in range(3):
+        log.append("proxy_decision", i=i)  # the first is signed at once, 2..3 wait
+    assert verify(logdir).checkpoint_size == 1
+    log.checkpoint_interval = 0.3  # as if an hour had passed: now due, with no append
+    log.start_checkpoint_timer()
+    deadline = time.monotonic() + 10
+    while verify(logdir).checkpoint_size != 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert verify(logdir).checkpoint_size == 3
+    log.close()

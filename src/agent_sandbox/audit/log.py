@@ -238,6 +238,7 @@ class AuditLog:
         self._ckpt_retry_at = 0.0
         self.checkpoint_error: str | None = None
         self._signer: Any = None
+        self._timer: Any = None  # threading.Event stopping the checkpoint timer
         try:
             os.makedirs(self._dir, mode=0o750, exist_ok=True)
         except OSError as exc:
@@ -539,6 +540,45 @@ class AuditLog:
             finally:
                 self._unlock()
 
+    def start_checkpoint_timer(self) -> None:
+        """Sign due checkpoints from a background thread, even while no one appends.
+
+        For long-running writers (proxy, MCP server, approver): without it, the
+        records of an idle log stay unsigned until the next append.
+        """
+        import threading
+
+        interval = self.checkpoint_interval
+        if interval is None or interval <= 0:
+            raise AuditError("a checkpoint timer needs checkpoint_interval > 0")
+        if self._timer is not None:
+            return
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(min(interval / 4, 5.0)):
+                try:
+                    self._timer_tick(interval)
+                except Exception as exc:  # keep ticking; report like any signing failure
+                    self.checkpoint_error = f"cannot sign checkpoint: {exc}"
+
+        thread = threading.Thread(target=run, name="audit-checkpoints", daemon=True)
+        self._timer = stop
+        thread.start()
+
+    def _timer_tick(self, interval: float) -> None:
+        with self._mutex:
+            self._open()
+            self._lock()
+            try:
+                tail = self._current_tail()
+                size, when = self._last_checkpoint()
+                if tail.seq > size and time.time() - when >= interval:
+                    self._tail = tail
+                    self._write_checkpoint(tail.seq, tail.digest)
+            finally:
+                self._unlock()
+
     # -- repair ------------------------------------------------------------
 
     def seal_torn_tail(self) -> dict[str, Any] | None:
@@ -570,7 +610,10 @@ class AuditLog:
         self._tail = None
 
     def close(self) -> None:
-        """Flush pending records and release the files."""
+        """Flush pending records, stop the checkpoint timer and release the files."""
+        if self._timer is not None:
+            self._timer.set()
+            self._timer = None
         with self._mutex:
             if self._fd >= 0 and self._pid == os.getpid():
                 self._sync()
