@@ -121,7 +121,7 @@ def test_live_lock_holder_blocks_and_a_dead_one_does_not(logdir: Path) -> None:
         log.lock_timeout = 5.0
         t0 = time.monotonic()
         log.append("request", request_id="after")
-        assert time.monotonic() - t0 < 1.0  # the dead holder's lock is gone at once
+        assert time.monotonic() - t0 < 2.0  # the dead holder's lock is gone at once
     finally:
         if holder.poll() is None:
             holder.kill()
