@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -25,13 +26,17 @@ SRT = REPO / ".tools" / "node_modules" / ".bin" / "srt"
 BWRAP = shutil.which("bwrap") or "bwrap"
 
 
-def timed(argv: list[str], cwd: str) -> float:
+def timed(argv: list[str], cwd: str) -> tuple[float, float]:
+    """(wall ms, CPU ms of the whole process tree: user + system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     r = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     elapsed = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         raise SystemExit(f"{argv[0]} failed ({r.returncode}): {r.stderr.decode()[-500:]}")
-    return elapsed * 1000
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed * 1000, cpu * 1000
 
 
 def main() -> int:
@@ -55,25 +60,33 @@ def main() -> int:
     else:
         print(f"note: {SRT} missing (make setup installs it); srt column skipped")
     times: dict[str, list[float]] = {k: [] for k in cmds}
+    cpu: dict[str, list[float]] = {k: [] for k in cmds}
     for argv in cmds.values():  # warm the page cache once
         timed(argv, work)
+    load = os.getloadavg()[0]
     for _ in range(rounds):
         for name, argv in cmds.items():
-            times[name].append(timed(argv, work))
+            wall, used = timed(argv, work)
+            times[name].append(wall)
+            cpu[name].append(used)
     shutil.rmtree(work, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in times.items()}
     p90 = {k: sorted(v)[int(0.9 * (len(v) - 1))] for k, v in times.items()}
+    cmed = {k: statistics.median(v) for k, v in cpu.items()}
     ours, bare = med["sandbox exec -- true"], med["bwrap --unshare-net ... true"]
-    print(f"cold start, {rounds} rounds, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
-    print(f"{'command':32} {'median ms':>10} {'p90 ms':>8}")
+    print(f"cold start, {rounds} rounds, {os.cpu_count()} CPUs, "
+          f"load average {load:.2f} -> {os.getloadavg()[0]:.2f}")
+    print(f"{'command':32} {'median ms':>10} {'p90 ms':>8} {'CPU ms':>8}")
     for k in cmds:
-        print(f"{k:32} {med[k]:10.1f} {p90[k]:8.1f}")
+        print(f"{k:32} {med[k]:10.1f} {p90[k]:8.1f} {cmed[k]:8.1f}")
     print()
     print(f"sandbox exec / bare bwrap : {ours / bare:5.2f}x   (goal <= 3x)")
     if "srt -c true" in med:
         srt = med["srt -c true"]
         print(f"sandbox exec / srt        : {ours / srt:5.3f}    (goal <= 0.200, i.e. 1/5)")
         print(f"srt / sandbox exec        : {srt / ours:5.1f}x faster")
+        ratio = cmed["sandbox exec -- true"] / cmed["srt -c true"]
+        print(f"CPU time, sandbox exec / srt: {ratio:.3f}")
     return 0
 
 
