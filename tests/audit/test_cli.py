@@ -136,6 +136,12 @@ def test_repair_seals_a_torn_write_and_refuses_other_damage(logdir: Path) -> Non
     assert (logdir / "audit.jsonl").read_bytes() == before  # evidence untouched
 
 
+def test_a_repository_path_finds_its_log(tmp_path: Path) -> None:
+    make_log(tmp_path / ".sandbox" / "audit", 2)
+    r = sandbox("verify", str(tmp_path))
+    assert r.returncode == 0 and r.stdout.startswith("OK: 2 records")
+
+
 def test_checkpoint_command_signs_now(logdir: Path) -> None:
     make_log(logdir, 3)
     r = sandbox("checkpoint", str(logdir))

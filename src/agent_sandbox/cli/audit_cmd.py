@@ -29,6 +29,15 @@ audit_app = typer.Typer(
 DirArg = Annotated[Path, typer.Argument(help="Audit log folder (holds audit.jsonl).")]
 
 
+def _dir(directory: Path) -> Path:
+    """Accept a repository too: its log lives in ``.sandbox/audit``."""
+    if not (directory / "audit.jsonl").exists():
+        inner = directory / ".sandbox" / "audit"
+        if (inner / "audit.jsonl").exists():
+            return inner
+    return directory
+
+
 def _die(msg: str, code: int = 2) -> None:
     typer.echo(f"sandbox audit: {msg}", err=True)
     raise typer.Exit(code)
@@ -51,6 +60,7 @@ def verify_cmd(
     ] = False,
 ) -> None:
     """Check the chain, torn writes and signed checkpoints; exit 1 naming the first bad record."""
+    directory = _dir(directory)
     from agent_sandbox.audit import verify
 
     extra: list[tuple[str, bytes]] = []
@@ -108,6 +118,7 @@ def show_cmd(
     fmt: Annotated[str, typer.Option("--format", help="table, json or jsonl.")] = "table",
 ) -> None:
     """List records, filtered by request id, time range, verdict or event."""
+    directory = _dir(directory)
     from agent_sandbox.audit.query import Filter, format_table, parse_time
 
     if fmt not in ("table", "json", "jsonl"):
@@ -143,6 +154,7 @@ def export_cmd(
     ] = None,
 ) -> None:
     """Export records as OCSF 1.x JSON lines (or the raw chained JSON lines)."""
+    directory = _dir(directory)
     if fmt not in ("ocsf", "jsonl"):
         _die(f"unknown export format {fmt!r}: use ocsf or jsonl")
     try:
@@ -178,6 +190,7 @@ def tail_cmd(
     lines: Annotated[int, typer.Option("--lines", "-n", help="How many recent records.")] = 10,
 ) -> None:
     """Print the last records; with -f, keep printing new ones as they are appended."""
+    directory = _dir(directory)
     from agent_sandbox.audit.query import follow as follow_lines
     from agent_sandbox.audit.query import log_path
 
@@ -202,6 +215,7 @@ def tail_cmd(
 @audit_app.command("repair")
 def repair_cmd(directory: DirArg) -> None:
     """Seal an interrupted final write with an explicit record (never rewrites anything)."""
+    directory = _dir(directory)
     from agent_sandbox.audit import AuditLog, verify
 
     try:
@@ -233,6 +247,7 @@ def repair_cmd(directory: DirArg) -> None:
 @audit_app.command("checkpoint")
 def checkpoint_cmd(directory: DirArg) -> None:
     """Sign a checkpoint of the log's current head now."""
+    directory = _dir(directory)
     from agent_sandbox.audit import AuditLog
     from agent_sandbox.audit.query import log_path
 
