@@ -16,7 +16,9 @@ TEMPLATES = os.environ.get(
 
 
 def _find_templates() -> str:
-    candidates = [TEMPLATES, os.path.join(os.path.dirname(__file__), "templates")]
+    candidates = [TEMPLATES, os.path.join(os.path.dirname(__file__), "templates"),
+                  # an installed wheel carries them as package data: agent_sandbox/templates
+                  os.path.join(os.path.dirname(__file__), "..", "templates")]
     for c in candidates:
         if os.path.isdir(c):
             return os.path.abspath(c)
