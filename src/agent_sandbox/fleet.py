@@ -2,8 +2,9 @@
 
 The CLI, the Ansible plugin, the pyinfra deploy and the benchmark all go
 through ``FleetRenderer`` so they produce the same bytes. Hosts that share the
-same layer files share one merged spec (a fleet has few distinct stacks), which
-keeps memory flat however many hosts there are.
+same layer files share one merged spec (a fleet has few distinct stacks); the
+cache is a small LRU, so memory stays flat however many hosts (and host layer
+files) there are.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from .facts import HostFacts, Inventory
 from .render import Artifact, render
 from .spec.loader import load_layer, load_stack
 from .spec.models import Spec
+
+MAX_STACKS = 256  # distinct layer stacks kept merged (hosts with their own file add one each)
 
 
 class FleetRenderer:
@@ -28,10 +31,12 @@ class FleetRenderer:
 
     def spec_for(self, host: str) -> Spec:
         key = tuple(self.inventory.layer_paths(host)) + self.extra_layers
-        spec = self._stacks.get(key)
+        spec = self._stacks.pop(key, None)
         if spec is None:
             spec = load_stack([load_layer(p) for p in key])
-            self._stacks[key] = spec
+            if len(self._stacks) >= MAX_STACKS:
+                self._stacks.pop(next(iter(self._stacks)))
+        self._stacks[key] = spec  # most recently used last
         return spec
 
     def facts(self, host: str) -> HostFacts:
