@@ -352,10 +352,15 @@ CASES: list[Case] = [
          "(socket.inet_ntoa(r[4:8]), struct.unpack('>H', r[8:10])[0]))\"",
          listener_hit("udp_lo"), settings=allow("127.0.0.1")),
     # -- processes ------------------------------------------------------------------
-    Case("outlive-background", "processes", "(sleep 30 {M} &) ; nohup sleep 31 {M} >/dev/null 2>&1 &",
-         process_alive, setup=lambda c: None),
+    Case("outlive-background", "processes",
+         "(sh -c 'sleep 30; true' {M} &) ; nohup sh -c 'sleep 31; true' {M} >/dev/null 2>&1 &",
+         process_alive),
     Case("outlive-setsid-daemon", "processes",
-         "setsid sh -c 'sleep 32 {M} & sleep 33 {M}' >/dev/null 2>&1 < /dev/null & true",
+         "setsid sh -c 'sleep 32 & sleep 33; true' {M} >/dev/null 2>&1 < /dev/null & sleep 0.3",
+         process_alive),
+    Case("outlive-double-fork-python", "processes",
+         "{PY} -c \"import os,time\nif os.fork(): os._exit(0)\nos.setsid()\nif os.fork(): os._exit(0)\n"
+         "os.execvp('sh', ['sh', '-c', 'sleep 34; true', '{M}'])\"; sleep 0.3",
          process_alive),
     Case("signal-host-process", "processes",
          "kill -9 {VICTIM}; pkill -9 -f 'sleep 3' ; kill -9 -1", host_victim_dead,
@@ -530,7 +535,7 @@ def _host_attack(kind: str, ctx: Ctx) -> None:
         c.connect(ctx.ls.abstract_name)
         c.close()
     elif kind == "process":
-        subprocess.Popen(["sh", "-c", "sleep 30", ctx.marker], start_new_session=True)
+        subprocess.Popen(["sh", "-c", "sleep 30; true", ctx.marker], start_new_session=True)
     elif kind == "victim":
         ctx.state["victim_proc"].kill()
         ctx.state["victim_proc"].wait()

@@ -77,11 +77,12 @@ def test_signal_is_forwarded(settings: Path, work: Path) -> None:
 
 
 def _marked(marker: str) -> list[int]:
+    """Processes whose command line (arguments joined by spaces) contains marker."""
     pids = []
     for d in Path("/proc").iterdir():
-        if d.name.isdigit():
+        if d.name.isdigit() and int(d.name) != os.getpid():
             try:
-                if marker.encode() in (d / "cmdline").read_bytes():
+                if marker.encode() in (d / "cmdline").read_bytes().replace(b"\0", b" "):
                     pids.append(int(d.name))
             except OSError:
                 continue
@@ -90,6 +91,12 @@ def _marked(marker: str) -> list[int]:
 
 def test_every_process_ends_with_the_command(settings: Path, work: Path) -> None:
     m = f"{secrets.randbelow(9000) + 1000}"
+    control = subprocess.Popen(["sleep", f"3{m}"])
+    try:
+        assert _marked(f"sleep 3{m}") == [control.pid]  # the search does find a sleep
+    finally:
+        control.kill()
+        control.wait()
     r = cli(settings, "sh", "-c", f"sleep 4{m} & setsid sleep 5{m} & echo started", cwd=work)
     assert r.returncode == 0
     time.sleep(0.2)
