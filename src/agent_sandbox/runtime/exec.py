@@ -10,8 +10,19 @@ protected-name placeholders under a lock, start ``bwrap`` held at
 ``--block-fd``, open the proxy ports inside its network namespace
 (``netns.open_listeners``), release the command, serve the proxy lazily (on
 the first connection, so a command that never connects pays nothing), wait,
-clean up. ``--die-with-parent`` and the pid namespace make every process the
-command started end with it.
+clean up (after the command: ``sweep`` disarms protected names it created deep
+in a writable root, then our placeholders go). ``--die-with-parent`` and the pid
+namespace make every process the command started end with it.
+
+Why no bridge process inside the sandbox (srt runs socat there, connected to a
+unix socket bound in): the proxy's listening sockets are created in the
+sandbox's network namespace and held by this process, so the sandbox's
+loopback ports lead straight to the host proxy. Nothing inside can kill,
+replace or impersonate the bridge, ``socket(AF_UNIX)`` can be refused outright
+by seccomp, and the ports are ready before the command starts.
+
+Exit statuses: the command's own; 125 when the sandbox could not start; 124
+when a timeout expired; 128+N when the command died of signal N.
 
 It never runs a command unsandboxed: every failure before the command starts
 raises ``SandboxStartError`` (exit status ``SANDBOX_FAILED``, 125, with the
