@@ -138,3 +138,30 @@ def _cmdline(d: Path) -> bytes:
         return (d / "cmdline").read_bytes()
     except OSError:
         return b""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SRT.exists(), reason="srt is not installed (make setup)")
+def test_rendered_settings_are_accepted_by_srt_and_by_us(tmp_path: Path) -> None:
+    """The document the renderer writes is a valid srt config, and ours reads it too."""
+    import json
+
+    from agent_sandbox.render.srt import srt_settings
+    from agent_sandbox.runtime.settings import load
+    from agent_sandbox.spec.models import Spec
+
+    spec = Spec.model_validate({
+        "version": 1,
+        "filesystem": {"deny_read": ["~/.ssh", "**/.env"], "allow_read": ["~/.ssh/known_hosts"],
+                       "allow_write": [str(tmp_path)], "deny_write": ["**/secrets/**"]},
+        "network": {"allowed_domains": ["github.com", "*.github.com"],
+                    "denied_domains": ["gist.github.com"]},
+    })
+    f = tmp_path / "rendered.json"
+    f.write_text(json.dumps(srt_settings(spec, str(tmp_path))))
+    r = subprocess.run([str(SRT), "-s", str(f), "-c", "true"], cwd=tmp_path,
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()[-500:]
+    ours = load(str(f))
+    assert ours.network.denied_domains == ("gist.github.com",)
+    assert run_sandboxed(["true"], ours, tmp_path).returncode == 0
