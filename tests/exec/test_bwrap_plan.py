@@ -91,7 +91,8 @@ def test_deny_read_dir_is_empty_readonly_tmpfs_and_file_is_dev_null() -> None:
     p = plan_for({"filesystem": {"denyRead": ["~/.ssh", "/etc/passwd"]}})
     argv = bw.build_argv(p, ["true"], cwd=CWD)
     i = argv.index("/home/u/.ssh")
-    assert argv[i - 1] == "--tmpfs" and argv[i + 1:i + 3] == ["--remount-ro", "/home/u/.ssh"]
+    assert argv[i - 1] == "--tmpfs"
+    assert argv[argv.index("--remount-ro") + 1] == "/home/u/.ssh"
     j = argv.index("/etc/passwd")
     assert argv[j - 2:j] == ["--ro-bind", "/dev/null"]
 
@@ -229,3 +230,13 @@ def test_without_drops_placeholders_and_their_mounts() -> None:
     assert ("ro", CWD + "/.bashrc") not in ops(q)
     assert (CWD + "/.bashrc", "f") not in q.placeholders
     assert len(q.mounts) == len(p.mounts) - 1
+
+
+def test_hidden_dir_is_made_read_only_after_the_mounts_inside_it() -> None:
+    p = plan_for({"filesystem": {"denyRead": ["~"], "allowWrite": ["~/proj"],
+                                 "allowRead": ["~/.bashrc"]}})
+    argv = bw.build_argv(p, ["true"], cwd=CWD)
+    ro = argv.index("--remount-ro")
+    assert argv[ro + 1] == HOME
+    assert argv.index("--tmpfs") < argv.index(CWD) < ro
+    assert argv.index("/home/u/.bashrc") < ro

@@ -501,3 +501,19 @@ def test_spec_inventory_with_host_layers(tmp_path: Path, work: Path) -> None:
     r3 = subprocess.run([*SANDBOX, "exec", "--spec", str(inv), "--", "true"], cwd=work,
                         capture_output=True, timeout=60)
     assert r3.returncode == SANDBOX_FAILED and b"--host" in r3.stderr
+
+
+def test_writable_root_inside_a_denied_read(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "proj").mkdir(parents=True)
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id").write_text("KEY-SECRET")
+    (home / ".gitconfig").write_text("[user]\n")
+    s = write_settings(tmp_path / "s.json", {"filesystem": {
+        "denyRead": [str(home)], "allowRead": [str(home / ".gitconfig")],
+        "allowWrite": [str(home / "proj")]}})
+    r = run_sandboxed(["sh", "-c", f"echo hi > f; cat {home}/.ssh/id; cat {home}/.gitconfig; "
+                       f"touch {home}/new"], s, home / "proj")
+    assert (home / "proj" / "f").read_text() == "hi\n"
+    assert b"KEY-SECRET" not in r.stdout and b"[user]" in r.stdout
+    assert not (home / "new").exists()

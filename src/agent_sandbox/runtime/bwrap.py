@@ -315,10 +315,12 @@ def build_argv(
     if p.hide_unix_dirs:
         for d in ("/run", "/tmp"):
             argv += ["--tmpfs", d]
+    remount: list[str] = []
     for m in p.mounts:
         if m.op == "hide":
             if m.kind == "d":
-                argv += ["--tmpfs", m.path, "--remount-ro", m.path]
+                argv += ["--tmpfs", m.path]
+                remount.append(m.path)  # after the mounts inside it are in place
             else:
                 argv += ["--ro-bind", "/dev/null", m.path]
         elif m.op in ("show", "ro"):
@@ -327,6 +329,8 @@ def build_argv(
             argv += ["--bind", m.path, m.path]
         elif m.op == "sock":
             argv += ["--bind", m.path, m.path]
+    for path in remount:
+        argv += ["--remount-ro", path]
     fds = fds or Fds()
     argv += [
         "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net",
