@@ -141,7 +141,7 @@ def test_mandatory_set_cannot_be_turned_off_by_settings() -> None:
     p = plan_for({"filesystem": {"allowWrite": [".", ".claude"]}},
                  {CWD + "/.claude/settings.json": "f"})
     o = ops(p)
-    assert o.index(("rw", CWD + "/.claude")) < o.index(("ro", CWD + "/.claude"))
+    assert ("rw", CWD + "/.claude") not in o and ("ro", CWD + "/.claude") in o
 
 
 def test_existing_repo_pins_git_and_protects_hooks_and_config() -> None:
@@ -240,3 +240,16 @@ def test_hidden_dir_is_made_read_only_after_the_mounts_inside_it() -> None:
     assert argv[ro + 1] == HOME
     assert argv.index("--tmpfs") < argv.index(CWD) < ro
     assert argv.index("/home/u/.bashrc") < ro
+
+
+@pytest.mark.parametrize("allow,deny", [
+    (["~/proj/sub"], ["~/proj"]),           # denyWrite on a parent of the writable root
+    (["~/proj/secrets/x"], ["**/secrets/**"]),
+    (["~/.claude"], []),                    # protected directory named as a root
+    (["~/proj/.git/hooks"], []),
+])
+def test_deny_beats_allow_for_whole_writable_roots(allow: list[str], deny: list[str]) -> None:
+    p = plan_for({"filesystem": {"allowWrite": allow, "denyWrite": deny}},
+                 {"/home/u/proj/sub/f": "f", "/home/u/proj/secrets/x/f": "f",
+                  "/home/u/.claude/settings.json": "f", "/home/u/proj/.git/hooks/h": "f"})
+    assert not [m for m in p.mounts if m.op == "rw"]

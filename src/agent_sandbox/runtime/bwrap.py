@@ -207,7 +207,17 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView) -> Plan:
             f"{settings.source}: filesystem.allowWrite makes '/' writable; list the "
             "directories the command may write instead"
         )
-    writable = list(dict.fromkeys(writable_in))
+    # deny beats allow: a writable root inside a denied or protected path stays read-only
+    deny_rules = [expand(r, home=home, cwd=cwd) for r in f.deny_write]
+    deny_real = [fs.realpath(d) for d in deny_rules if not is_glob(d)]
+
+    def protected(w: str) -> bool:
+        inside = w.rstrip("/") + "/_"
+        return (any(_under(w, d) for d in deny_real)
+                or any(covers(r, w) or covers(r, inside)
+                       for r in (*deny_rules, *MANDATORY_DENY_WRITE) if is_glob(r)))
+
+    writable = [w for w in dict.fromkeys(writable_in) if not protected(w)]
     search_roots = list(dict.fromkeys([cwd, *[w for w in writable if fs.kind(w) == "d"]]))
     for p in _concrete(f.deny_read, home, cwd, fs, search_roots):
         add("hide", fs.realpath(p))
@@ -224,8 +234,6 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView) -> Plan:
     placeholders: list[tuple[str, str]] = []
     for w in writable:
         if fs.kind(w) != "d":
-            if any(covers(r, w) for r in MANDATORY_DENY_WRITE):
-                mounts.pop(("rw", w), None)
             continue
         for p in fs.find(w, PROTECTED_NAMES, SEARCH_DEPTH):
             if posixpath.basename(p) == "fish" and not p.endswith("/.config/fish"):
