@@ -19,14 +19,24 @@ REPO = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/agent-sandbox-base:bookworm"
 
 
-def test_gvisor_options_bind_only_the_writable_roots(tmp_path: Path) -> None:
+def test_gvisor_mounts_follow_the_bwrap_plan(tmp_path: Path) -> None:
+    from agent_sandbox.runtime import bwrap as bw
+
     w = tmp_path / "w"
-    locked = w / "locked"
-    locked.mkdir(parents=True)
-    s = parse({"filesystem": {"allowWrite": [str(w)], "denyWrite": [str(locked)]}})
-    opts = gvisor_container_options(["true"], s, str(tmp_path), "/home/u")
-    assert opts["volumes"] == {str(w): {"bind": str(w), "mode": "rw"},
-                               str(tmp_path): {"bind": str(tmp_path), "mode": "ro"}}
+    (w / "locked").mkdir(parents=True)
+    (w / ".env").write_text("x")
+    s = parse({"filesystem": {"allowWrite": [str(w)], "denyWrite": [str(w / "locked")],
+                              "denyRead": ["**/.env"]}})
+    plan = bw.plan(s, home="/home/u", cwd=str(tmp_path), fs=bw.RealFs())
+    opts = gvisor_container_options(["true"], plan, str(tmp_path))
+    m = {x["Target"]: x for x in opts["mounts"]}
+    assert m[str(w)]["ReadOnly"] is False
+    assert m[str(w / "locked")]["ReadOnly"] is True
+    assert m[str(w / ".git")]["ReadOnly"] is True  # protected placeholder
+    assert m[str(w / ".env")]["Source"] == "/dev/null"
+    assert m[str(tmp_path)]["ReadOnly"] is True  # the working directory, read-only
+    targets = [x["Target"] for x in opts["mounts"]]
+    assert len(targets) == len(set(targets))
     assert opts["network_mode"] == "none" and opts["read_only"] is True
     assert opts["cap_drop"] == ["ALL"] and opts["runtime"] == "runsc"
 
@@ -96,13 +106,15 @@ def test_gvisor_backend_isolates_and_passes_status(tmp_path: Path, gvisor_env: N
     port = host_listeners.tcp_host.port if host_listeners.tcp_host else 9
     s = write_settings(tmp_path / "s.json", {"filesystem": {"allowWrite": [str(work)]}})
     script = (f"dmesg | head -1; cat {outside} 2>&1; echo hi > {work}/f; "
-              f"echo no > /etc/x 2>&1; "
+              f"echo no > /etc/x 2>&1; mkdir -p {work}/.git/hooks 2>&1; "
+              f"echo evil > {work}/.mcp.json 2>&1; "
               f"timeout 3 bash -c 'echo x > /dev/tcp/{host}/{port}' 2>&1; exit 6")
     r = run_sandboxed(["sh", "-c", script], s, work, backend="gvisor", timeout=120)
     assert r.backend == "gvisor" and r.returncode == 6, r.stderr
     assert b"gVisor" in r.stdout
     assert token.encode() not in r.stdout
     assert (work / "f").read_text() == "hi\n"
+    assert sorted(p.name for p in work.iterdir()) == ["f"]  # placeholders gone, nothing protected
     assert (host_listeners.tcp_host.hits if host_listeners.tcp_host else 0) == before
 
 

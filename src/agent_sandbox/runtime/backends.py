@@ -8,9 +8,10 @@
   (``$DOCKER_HOST``, or a ``podman system service`` this module starts on a
   private socket). The root filesystem is the image
   (``$AGENT_SANDBOX_GVISOR_IMAGE``, default ``localhost/agent-sandbox-base:bookworm``),
-  read-only; the writable roots of the settings are bound in read-write, the
-  working directory read-only otherwise; nothing else of the host is visible, so
-  deny rules hold trivially. gVisor gets no egress proxy: it is the backend for
+  read-only; the mounts come from the same plan as bwrap's: the writable roots
+  read-write with the protected set and ``denyWrite`` read-only and denied reads
+  hidden inside them, the working directory read-only otherwise. Nothing else of
+  the host is visible. gVisor gets no egress proxy: it is the backend for
   commands that must not reach the network.
 
 Neither ever runs the command outside a sandbox: a missing srt, image or API is
@@ -28,6 +29,7 @@ import tempfile
 import time
 from typing import Any
 
+from .bwrap import Plan
 from .exec import TIMED_OUT, CompletedRun, SandboxStartError
 from .settings import Settings
 
@@ -163,27 +165,43 @@ class PodmanService:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def gvisor_container_options(argv: list[str], settings: Settings, cwd: str, home: str,
+def gvisor_mounts(plan: Plan, cwd: str) -> list[dict[str, Any]]:
+    """Docker ``Mounts`` for a bwrap plan (pure).
+
+    The container's root is the image, so only what the plan makes writable is
+    brought in (read-write), with the plan's read-only and hidden paths inside
+    it; the working directory comes in read-only when it is not writable. One
+    mount per target: the strongest operation on a path wins (deny over allow).
+    """
+    by_target: dict[str, dict[str, Any]] = {}
+    roots = plan.writable_roots
+    inside = [m for m in plan.mounts
+              if any(m.path == r or m.path.startswith(r.rstrip("/") + "/") for r in roots)]
+    for m in inside:  # plan order: shallow to deep, hide < show < rw < ro on a path
+        if m.op == "rw":
+            by_target[m.path] = {"Type": "bind", "Source": m.path, "Target": m.path,
+                                 "ReadOnly": False}
+        elif m.op in ("ro", "show"):
+            by_target[m.path] = {"Type": "bind", "Source": m.path, "Target": m.path,
+                                 "ReadOnly": True}
+        elif m.op == "hide":
+            by_target[m.path] = (
+                {"Type": "tmpfs", "Target": m.path, "ReadOnly": True} if m.kind == "d"
+                else {"Type": "bind", "Source": "/dev/null", "Target": m.path, "ReadOnly": True})
+    if not any(cwd == r or cwd.startswith(r.rstrip("/") + "/") for r in roots):
+        by_target.setdefault(cwd, {"Type": "bind", "Source": cwd, "Target": cwd,
+                                   "ReadOnly": True})
+    return [by_target[t] for t in sorted(by_target, key=lambda t: (t.count("/"), t))]
+
+
+def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
                              runtime: str | None = "runsc") -> dict[str, Any]:
     """The docker SDK ``containers.create`` keyword arguments (pure)."""
-    from agent_sandbox.spec.paths import expand
-
-    volumes: dict[str, dict[str, str]] = {}
-    for rule in settings.filesystem.allow_write:
-        p = os.path.realpath(expand(rule, home=home, cwd=cwd))
-        if os.path.exists(p) and p != "/":
-            volumes[p] = {"bind": p, "mode": "rw"}
-    if cwd not in volumes:
-        volumes[cwd] = {"bind": cwd, "mode": "ro"}
-    for rule in settings.filesystem.deny_write:
-        p = os.path.realpath(expand(rule, home=home, cwd=cwd))
-        if p in volumes:
-            volumes[p] = {"bind": p, "mode": "ro"}
     return {
         "image": os.environ.get("AGENT_SANDBOX_GVISOR_IMAGE", GVISOR_IMAGE),
         "command": argv,
         "working_dir": cwd,
-        "volumes": volumes,
+        "mounts": gvisor_mounts(plan, cwd),
         "network_mode": "none",
         **({"runtime": runtime} if runtime else {}),
         "read_only": True,
@@ -212,17 +230,26 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
                timeout: float | None, capture: bool) -> CompletedRun:
     import docker
 
+    from . import bwrap as bw
+    from .exec import Placeholders
+    from .sweep import disarm, find_new
+
     started = time.monotonic()
     service: PodmanService | None = None
     url = os.environ.get("DOCKER_HOST")
     if not url:
         service = _service()
         url = service.url
+    plan = bw.plan(settings, home=home, cwd=cwd, fs=bw.RealFs())
+    placeholders = Placeholders(plan.placeholders)
+    since = time.time()
+    plan = bw.without(plan, placeholders.create())
     container = None
+    notes = b""
     try:
         try:
             client = docker.DockerClient(base_url=url, timeout=max(60, int(timeout or 0) + 30))
-            opts = gvisor_container_options(argv, settings, cwd, home,
+            opts = gvisor_container_options(argv, plan, cwd,
                                             runtime=None if service else "runsc")
             container = client.containers.create(**opts)
             container.start()
@@ -239,14 +266,21 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
             rc = TIMED_OUT
         out = container.logs(stdout=True, stderr=False) or b""
         err = container.logs(stdout=False, stderr=True) or b""
-        if not capture:
-            os.write(1, out)
-            os.write(2, err)
-        return CompletedRun(rc, out, err, time.monotonic() - started, timed_out, "gvisor")
     finally:
         if container is not None:
             with contextlib.suppress(Exception):
                 container.remove(force=True)
+        roots = [w for w in plan.writable_roots if os.path.isdir(w)]
+        new, _ = find_new(roots, since, [m.path for m in plan.mounts])
+        for old, moved in disarm(new):
+            notes += (f"sandbox: the command created the protected path {old}; "
+                      f"moved to {moved}\n").encode()
+        placeholders.cleanup()
+    err += notes
+    if not capture:
+        os.write(1, out)
+        os.write(2, err)
+    return CompletedRun(rc, out, err, time.monotonic() - started, timed_out, "gvisor")
 
 
 def run_backend(name: str, argv: list[str], settings: Settings, cwd: str, home: str, *,
