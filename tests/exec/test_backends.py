@@ -177,3 +177,22 @@ def test_rendered_settings_are_accepted_by_srt_and_by_us(tmp_path: Path) -> None
     ours = load(str(f))
     assert ours.network.denied_domains == ("gist.github.com",)
     assert run_sandboxed(["true"], ours, tmp_path).returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SRT.exists(), reason="srt is not installed (make setup)")
+def test_srt_backend_disarms_a_new_repository(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """srt lets a command create .git/hooks where no repository existed; the srt
+    backend quarantines it afterwards (the escape suite shows srt alone does not)."""
+    monkeypatch.setenv("AGENT_SANDBOX_SRT", str(SRT))
+    work = tmp_path / "w"
+    work.mkdir()
+    s = write_settings(tmp_path / "s.json", {
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {"denyRead": [], "allowWrite": [str(work)], "denyWrite": []}})
+    r = run_sandboxed(["sh", "-c", "git init -q . && echo evil > .git/hooks/pre-commit"], s,
+                      work, backend="srt")
+    assert not (work / ".git").exists()
+    assert any(p.name.startswith(".git.sandbox-quarantine") for p in work.iterdir())
+    assert b"protected path" in r.stderr

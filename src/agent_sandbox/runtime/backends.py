@@ -85,13 +85,30 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
             capture: bool, env: dict[str, str] | None, stdin: bytes | None) -> CompletedRun:
     import json
 
+    from . import bwrap as bw
+    from .sweep import disarm, find_new
+
     srt = find_srt()
+    plan = bw.plan(settings, home=os.path.expanduser("~"), cwd=cwd, fs=bw.RealFs())
+    since = time.time()
     with tempfile.TemporaryDirectory(prefix="agent-sandbox-srt-") as tmp:
         path = os.path.join(tmp, "srt-settings.json")
         with open(path, "w") as fh:
             json.dump(settings.to_srt(), fh)
-        return _run([srt, "-s", path, "-c", shlex.join(argv)], cwd=cwd, env=env,
-                    timeout=timeout, capture=capture, stdin=stdin, backend="srt")
+        result = _run([srt, "-s", path, "-c", shlex.join(argv)], cwd=cwd, env=env,
+                      timeout=timeout, capture=capture, stdin=stdin, backend="srt")
+    # srt does not stop a command from creating .git/hooks and the like where
+    # none existed: disarm what it created, as the bwrap backend does
+    roots = [w for w in plan.writable_roots if os.path.isdir(w)]
+    new, _ = find_new(roots, since, (), top=True)
+    notes = "".join(f"sandbox: the command created the protected path {old}; moved to {moved}\n"
+                    for old, moved in disarm(new))
+    if not notes:
+        return result
+    if not capture:
+        os.write(2, notes.encode())
+    return CompletedRun(result.returncode, result.stdout, result.stderr + notes.encode(),
+                        result.duration, result.timed_out, "srt")
 
 
 def _read(path: str | None) -> str:

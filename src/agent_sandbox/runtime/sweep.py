@@ -49,8 +49,12 @@ def _is_new(path: str, since: float) -> bool:
 
 
 def find_new(roots: Sequence[str], since: float, skip: Iterable[str] = (),
-             budget: int = WALK_BUDGET) -> tuple[list[str], bool]:
-    """(new protected paths, complete) below ``roots``; ``skip`` are known targets."""
+             budget: int = WALK_BUDGET, *, top: bool = False) -> tuple[list[str], bool]:
+    """(new protected paths, complete) below ``roots``; ``skip`` are known targets.
+
+    ``top`` also checks the top of each root (the bwrap backend does not need
+    to: placeholders and mounts protect it).
+    """
     skipped = set(skip)
     found: list[str] = []
     seen = 0
@@ -71,7 +75,7 @@ def find_new(roots: Sequence[str], since: float, skip: Iterable[str] = (),
                 continue
             if e.name in PROTECTED_NAMES and (
                     e.name != "fish" or os.path.basename(d) == ".config"):
-                if d in roots:
+                if d in roots and not top:
                     continue  # the top of a root is covered by placeholders and mounts
                 if _is_new(e.path, cutoff):
                     found.append(e.path)
