@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -32,9 +33,12 @@ HOST = "sandbox-molecule-1"
 PYINFRA_HOST = "sandbox-molecule-pyinfra"
 
 
+WHEELHOUSE: dict[str, str] = {}
+
+
 def molecule(step: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
     return run([tool("molecule"), step, "--scenario-name", "default"], timeout=1200,
-               check=check)
+               check=check, SANDBOX_WHEELHOUSE_DIR=WHEELHOUSE["dir"])
 
 
 def podman(*args: str) -> subprocess.CompletedProcess[str]:
@@ -44,8 +48,9 @@ def podman(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def site() -> subprocess.CompletedProcess[str]:
-    return run([tool("ansible-playbook"), "-i", str(SPEC), "site.yml", "--limit", HOST],
-               timeout=900)
+    return run([tool("ansible-playbook"), "-i", str(SPEC), "site.yml", "--limit", HOST,
+                "-e", f"sandbox_runtime_wheelhouse_dir={WHEELHOUSE['dir']}",
+                "-e", "sandbox_runtime_wheelhouse_build=false"], timeout=900)
 
 
 def recap(out: str, host: str = HOST) -> dict[str, int]:
@@ -74,7 +79,16 @@ def cli_render(host: str, out: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def converged(base_image: str) -> Iterator[str]:
+def converged(base_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    # One wheelhouse for the whole module: the source tree may change meanwhile
+    # (it is a working tree), and a rebuilt wheel is a real change on the host.
+    wheelhouse = tmp_path_factory.mktemp("wheelhouse")
+    for cached in (REPO / "build" / "wheelhouse").glob("*.whl"):  # saves downloads
+        if not cached.name.startswith("agent_sandbox-"):
+            shutil.copy(cached, wheelhouse)
+    run([sys.executable, "-m", "agent_sandbox.deploy.wheelhouse", "--project", str(REPO),
+         "--out", str(wheelhouse)], timeout=600)
+    WHEELHOUSE["dir"] = str(wheelhouse)
     molecule("destroy")
     try:
         molecule("create")
