@@ -33,6 +33,7 @@ PY = str(REPO / ".venv" / "bin" / "python")
 SANDBOX = str(REPO / ".venv" / "bin" / "sandbox")
 SRT = REPO / ".tools" / "node_modules" / ".bin" / "srt"
 SIZE = 200 * 1024 * 1024
+ROUNDS = 7
 
 SERVER = textwrap.dedent("""
     import socket, sys, threading
@@ -136,8 +137,9 @@ def throughput(work: Path) -> None:
     try:
         url = f"http://127.0.0.1:{sport}/bytes/{SIZE}"
         p = f"http://127.0.0.1:{pport}"
-        rows = {"direct": [], "proxy, absolute URI": [], "proxy, CONNECT tunnel": []}
-        for _ in range(3):
+        rows: dict[str, list[float]] = {"direct": [], "proxy, absolute URI": [],
+                                         "proxy, CONNECT tunnel": []}
+        for _ in range(ROUNDS):  # interleaved, so a change in load hits all paths alike
             rows["direct"].append(curl_speed(url, None))
             rows["proxy, absolute URI"].append(curl_speed(url, p))
             rows["proxy, CONNECT tunnel"].append(curl_speed(url, p, tunnel=True))
@@ -146,12 +148,12 @@ def throughput(work: Path) -> None:
         server.kill()
         proxy.wait()
         server.wait()
-    direct = statistics.median(rows["direct"])
-    print(f"throughput: {SIZE // (1 << 20)} MB from a loopback server (curl), median of 3")
-    print(f"{'path':26} {'MB/s':>9} {'of direct':>10}")
+    print(f"throughput: {SIZE // (1 << 20)} MB from a loopback server (curl), "
+          f"{ROUNDS} interleaved rounds, load average {os.getloadavg()[0]:.2f}")
+    print(f"{'path':26} {'median MB/s':>12} {'of direct (median of rounds)':>30}")
     for k, v in rows.items():
-        m = statistics.median(v)
-        print(f"{k:26} {m:9.0f} {m / direct:9.0%}")
+        ratios = [x / d for x, d in zip(v, rows["direct"], strict=True)]
+        print(f"{k:26} {statistics.median(v):12.0f} {statistics.median(ratios):30.0%}")
     print("goal: proxy >= 50% of direct")
     print()
 

@@ -51,6 +51,9 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 HEAD_LIMIT = 64 * 1024
 HANDSHAKE_TIMEOUT = 30.0
 BUF = 256 * 1024
+SPLICE_CHUNK = 256 * 1024  # the default pipe-max-size; smaller if the kernel refuses
+SPLICE_FLAGS = 0x1  # SPLICE_F_MOVE
+RELAY_SOCKBUF = 2 * 1024 * 1024  # per direction; fewer wakeups on bulk transfers
 
 
 @dataclass(frozen=True)
@@ -182,12 +185,12 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
             with contextlib.suppress(OSError):
                 import fcntl
 
-                fcntl.fcntl(w, 1031, BUF)  # F_SETPIPE_SZ: move more per splice
+                fcntl.fcntl(w, 1031, SPLICE_CHUNK)  # F_SETPIPE_SZ: move more per splice
         try:
             sfd, dfd = src.fileno(), dst.fileno()
             while r >= 0:
                 try:
-                    n = os.splice(sfd, w, BUF)
+                    n = os.splice(sfd, w, SPLICE_CHUNK, flags=SPLICE_FLAGS)
                 except OSError as exc:
                     if exc.errno in (22, 95):  # EINVAL/EOPNOTSUPP: fall back to copying
                         break
@@ -195,7 +198,7 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
                 if n == 0:
                     return
                 while n:
-                    n -= os.splice(r, dfd, n)
+                    n -= os.splice(r, dfd, n, flags=SPLICE_FLAGS)
             while True:
                 data = src.recv(BUF)
                 if not data:
@@ -217,6 +220,10 @@ def relay(a: socket.socket, b: socket.socket) -> None:
     """Relay both directions until both ends have finished; then close both."""
     a.settimeout(None)  # the handshake deadline no longer applies
     b.settimeout(None)
+    for sock in (a, b) if RELAY_SOCKBUF else ():
+        for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, opt, RELAY_SOCKBUF)
     t = threading.Thread(target=_pump, args=(b, a), daemon=True)
     t.start()
     _pump(a, b)
