@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -77,14 +78,55 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
     for parent, owner in sorted(parents.items()):
         files.directory(name=f"Folder {parent}", path=parent, present=True,
                         user=owner, _no_check_owner_mode=owner is None)
-    for target, art in artifacts.items():
-        files.put(name=f"Install {target}", src=io.BytesIO(art.content), dest=target,
+
+    def in_repo(target: str) -> bool:
+        return any(target.startswith(r.rstrip("/") + "/") for r in facts.repositories)
+
+    def put(art: Artifact) -> None:
+        files.put(name=f"Install {art.target}", src=io.BytesIO(art.content), dest=art.target,
                   user="root", group="root", mode=f"{art.mode:04o}")
+
+    # host files first (the managed policy `sandbox init` layers under), then
+    # `sandbox init`, then the repository files replacing what init wrote: the
+    # order the Ansible roles use
+    for target, art in artifacts.items():
+        if not in_repo(target):
+            put(art)
+    if install_runtime:
+        for repo in facts.repositories:
+            _init(repo, owner_of(facts, repo) or "root", prefix)
+    for target, art in artifacts.items():
+        if in_repo(target):
+            put(art)
     files.directory(name=f"Folder {os.path.dirname(manifest_path)}",
                     path=os.path.dirname(manifest_path), present=True,
                     _no_check_owner_mode=True)
     files.put(name=f"Install {manifest_path}", src=io.BytesIO(json_bytes(manifest(artifacts))),
               dest=manifest_path, user="root", group="root", mode="0644")
+
+
+REPOSITORY_POLICY = b"""# Repository policy layer (see `sandbox schema`). The fleet's managed layers
+# above it may only be tightened here.
+version: 1
+"""
+
+
+def _init(repo: str, owner: str, prefix: str) -> None:
+    """``sandbox init`` in a repository, as its owner, once (like the Ansible role)."""
+    q = shlex.quote
+    files.directory(name=f"Folder {repo}/.sandbox", path=f"{repo}/.sandbox", present=True,
+                    user=owner, mode="0755")
+    server.shell(
+        name=f"sandbox init {repo}",
+        commands=[
+            f"test -e {q(repo)}/.sandbox/policy.yml || "
+            f"printf %s {q(REPOSITORY_POLICY.decode())} > {q(repo)}/.sandbox/policy.yml",
+            f"chown {q(owner)} {q(repo)}/.sandbox/policy.yml",
+            f"test -e {q(repo)}/.sandbox/policy.json || runuser -u {q(owner)} -- env "
+            f"HOME=$(getent passwd {q(owner)} | cut -d: -f6) {q(prefix)}/venv/bin/sandbox init "
+            f"{q(repo)} --claude --codex --cursor --gemini --mcp",
+        ],
+    )
 
 
 def _runtime(wheelhouse: str | None, prefix: str) -> None:
