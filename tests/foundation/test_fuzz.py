@@ -1,6 +1,7 @@
 """No traceback for bad input: random and mutated specs reach the loader, the
 layer merge and the ``validate`` command, and the only error is SpecError.
-Any spec that loads must also render (and its JSON/TOML must parse)."""
+Any spec that loads must also render: its JSON and TOML parse, and its Claude
+Code settings and Codex hooks validate against the published schemas."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,7 +23,10 @@ from agent_sandbox.facts import HostFacts, User
 from agent_sandbox.render import render
 from agent_sandbox.spec.loader import load_stack, parse_yaml
 
-from .conftest import EXAMPLE_FLEET
+from .conftest import EXAMPLE_FLEET, load_schema
+
+CLAUDE = jsonschema.Draft7Validator(load_schema("claude-code", "claude-code-settings.schema.json"))
+CODEX_HOOKS = jsonschema.Draft7Validator(load_schema("codex", "codex-hooks.schema.json"))
 
 FLEET_TEXT = (EXAMPLE_FLEET / "sandbox" / "fleet.yml").read_text(encoding="utf-8")
 FLEET_DATA = yaml.safe_load(FLEET_TEXT)
@@ -108,7 +113,12 @@ def check_layers(texts: list[str]) -> None:
     for facts in HOSTS:
         for art in render(spec, facts).values():
             if art.target.endswith(".json"):
-                json.loads(art.content)
+                doc = json.loads(art.content)
+                if art.kind in ("claude-managed-settings", "claude-settings"):
+                    errors = list(CLAUDE.iter_errors(doc))
+                    assert not errors, [e.message for e in errors[:3]]
+                elif art.kind == "codex-hooks":
+                    assert not list(CODEX_HOOKS.iter_errors(doc))
             elif art.target.endswith(".toml"):
                 tomllib.loads(art.content.decode())
 
