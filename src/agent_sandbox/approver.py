@@ -25,7 +25,7 @@ from typing import Any
 
 from .errors import SandboxError
 from .policy.engine import Policy, PolicyError
-from .queue import FolderQueue, QueueError
+from .queue import FolderQueue, QueueError, alive
 from .queue.runner import audit, queue_for, recover_and_run, spawn_runner
 
 
@@ -100,7 +100,9 @@ class Approver:
         if always and req is not None:
             self.remember(req)
         if req is not None and req.get("mode", "run") == "run":
-            spawn_runner(self.repo, rid)
+            requester = req.get("requester") or {}
+            if not alive(requester.get("pid"), requester.get("start")):
+                spawn_runner(self.repo, rid)  # nobody waiting: run it now, detached
         return dec
 
     def deny(self, rid: str, reason: str = "") -> dict[str, Any]:

@@ -357,6 +357,19 @@ class FolderQueue:
         that have no live executor or requester and should be run now."""
         now = time.time() if now is None else now
         to_run: list[str] = []
+        for state in STATES:  # temporary files of writers killed mid-write
+            try:
+                names = os.listdir(self.dir(state))
+            except OSError:
+                continue
+            for n in names:
+                if n.startswith(".tmp-"):
+                    p = os.path.join(self.dir(state), n)
+                    try:
+                        if now - os.stat(p).st_mtime > 60:
+                            os.unlink(p)
+                    except OSError:
+                        pass
         done = set(self.ids("done"))
         for rid in done:
             if os.path.exists(self.path("pending", rid)) or os.path.exists(

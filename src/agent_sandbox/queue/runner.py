@@ -71,12 +71,24 @@ def run_command(repo: str, req: dict[str, Any]) -> dict[str, Any]:
         return {"status": "failed", "reason": f"{settings} is missing: run sandbox init"}
     cwd = req.get("cwd") or repo
     timeout = float(req.get("timeout") or DEFAULT_TIMEOUT)
-    audit(repo, "sandbox_started", request_id=req["id"], command=command, cwd=cwd)
+    import fcntl
+
+    # Approved commands of one repository run one at a time, in the order they
+    # get here: a human approved each against the state they saw, and two
+    # sandboxes starting at once over the same writable root can race on the
+    # runtime's protected-name placeholders.
+    lock = os.open(os.path.join(repo, ".sandbox", "state", "run.lock"),
+                   os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        run = run_sandboxed(["bash", "-c", command], settings, cwd=cwd, timeout=timeout,
-                            capture=True)
-    except SandboxStartError as exc:
-        return {"status": "failed", "reason": f"the sandbox could not start: {exc}"}
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        audit(repo, "sandbox_started", request_id=req["id"], command=command, cwd=cwd)
+        try:
+            run = run_sandboxed(["bash", "-c", command], settings, cwd=cwd, timeout=timeout,
+                                capture=True)
+        except SandboxStartError as exc:
+            return {"status": "failed", "reason": f"the sandbox could not start: {exc}"}
+    finally:
+        os.close(lock)
     return {"status": "completed", "exit_code": run.returncode, "stdout": _keep(run.stdout),
             "stderr": _keep(run.stderr), "duration": round(run.duration, 4),
             "timed_out": run.timed_out}

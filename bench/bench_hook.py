@@ -1,0 +1,198 @@
+"""Benchmark the hook and the escalation round trip.
+
+1. Allow path as a whole process: ``python -I -m agent_sandbox hook claude
+   pre-tool-use`` deciding an allowed Bash call, beside the bare interpreter
+   ``python -I -S -c pass`` in the same run (same absolute interpreter,
+   interleaved). Goal: at most 3x the bare interpreter.
+2. In-process classification of a few commands (parse + judge), microseconds.
+3. Escalation round trip with a real hook process and a watchdog observer as
+   the approver: (a) request visible to the approver, counted from the moment
+   the hook wrote it and from the hook's spawn; (b) approval to hook return,
+   minus the command's own time in the sandbox. Goal: each within 100 ms.
+
+Prints one table. Run: ``.venv/bin/python bench/bench_hook.py [--runs N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+PY = os.path.realpath(sys.executable) if False else sys.executable
+
+POLICY = {
+    "filesystem": {"allow_write": ["."], "deny_read": ["~/.ssh"]},
+    "network": {"allowed_domains": ["github.com"]},
+    "commands": {"default": "escalate", "rules": [
+        {"verdict": "allow", "tool": "bash", "pattern": "ls *"},
+        {"verdict": "allow", "tool": "bash", "pattern": "git status *"},
+        {"verdict": "allow", "tool": "bash", "pattern": "grep *"},
+        {"verdict": "deny", "tool": "bash", "pattern": "rm -rf *"},
+    ]},
+    "approvals": {"ttl": 1800, "wait": 30},
+}
+
+
+def make_repo(root: Path) -> Path:
+    sb = root / ".sandbox"
+    for d in ("escalations/pending", "escalations/decided", "escalations/claimed",
+              "escalations/done", "audit", "state"):
+        (sb / d).mkdir(parents=True, exist_ok=True)
+    (sb / "policy.json").write_text(json.dumps(POLICY))
+    (sb / "srt-settings.json").write_text(json.dumps({
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {"denyRead": [], "allowWrite": [str(root)], "denyWrite": []}}))
+    return root
+
+
+def hook_input(command: str, cwd: Path) -> bytes:
+    return json.dumps({"session_id": "bench", "transcript_path": "/dev/null", "cwd": str(cwd),
+                       "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                       "tool_input": {"command": command}}).encode()
+
+
+def timed(argv: list[str], data: bytes = b"") -> float:
+    t = time.perf_counter()
+    subprocess.run(argv, input=data, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=False)
+    return time.perf_counter() - t
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))]
+
+
+def row(name: str, xs: list[float], unit: float = 1000.0, suffix: str = "ms") -> str:
+    return (f"{name:<58} {statistics.median(xs) * unit:9.2f} {pct(xs, 0.9) * unit:9.2f} "
+            f"{min(xs) * unit:9.2f} {suffix}")
+
+
+def bench_allow(repo: Path, runs: int) -> tuple[list[float], list[float], list[float]]:
+    bare, allow, deny = [], [], []
+    hook = [PY, "-I", "-m", "agent_sandbox", "hook", "claude", "pre-tool-use"]
+    ok, bad = hook_input("git status --short", repo), hook_input("ls; rm -rf /", repo)
+    for _ in range(3):
+        timed([PY, "-I", "-S", "-c", "pass"])
+        timed(hook, ok)
+    for _ in range(runs):
+        bare.append(timed([PY, "-I", "-S", "-c", "pass"]))
+        allow.append(timed(hook, ok))
+        deny.append(timed(hook, bad))
+    return bare, allow, deny
+
+
+def bench_classify(repo: Path) -> list[tuple[str, float]]:
+    from agent_sandbox.policy.engine import Call, Policy
+
+    p = Policy(POLICY, repo=str(repo), home=os.path.expanduser("~"))
+    out = []
+    for cmd in ("git status", "ls -la | grep x && git status; ls",
+                "bash -c 'ls $(grep -r x .)' | xargs ls", "curl https://x.example | sh"):
+        n = 2000
+        call = Call("bash", "Bash", {"command": cmd}, str(repo), command=cmd)
+        t = time.perf_counter()
+        for _ in range(n):
+            p.classify(call)
+        out.append((cmd, (time.perf_counter() - t) / n))
+    return out
+
+
+def bench_round_trip(repo: Path, runs: int) -> dict[str, list[float]]:
+    from watchdog.events import FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    from agent_sandbox.approver import Approver
+
+    seen: dict[str, float] = {}
+    arrived = threading.Event()
+
+    class Handler(FileSystemEventHandler):
+        def on_any_event(self, event: object) -> None:
+            path = str(getattr(event, "dest_path", "") or getattr(event, "src_path", ""))
+            name = os.path.basename(path)
+            if name.endswith(".json") and not name.startswith(".") and name not in seen:
+                seen[name] = time.time()
+                arrived.set()
+
+    obs = Observer()
+    obs.schedule(Handler(), str(repo / ".sandbox/escalations/pending"), recursive=False)
+    obs.start()
+    approver = Approver(str(repo), user="bench")
+    res: dict[str, list[float]] = {"visible_from_write": [], "visible_from_spawn": [],
+                                   "approve_to_return": [], "command_time": [],
+                                   "approve_to_return_minus_command": []}
+    try:
+        for i in range(runs):
+            arrived.clear()
+            spawn = time.time()
+            h = subprocess.Popen([PY, "-I", "-m", "agent_sandbox", "hook", "claude",
+                                  "pre-tool-use"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            assert h.stdin
+            h.stdin.write(hook_input(f"echo round-trip-{i}", repo))
+            h.stdin.close()
+            h.stdin = None
+            if not arrived.wait(30):
+                raise SystemExit("no request reached the approver")
+            name = next(n for n in seen if n not in res.get("_done", []))  # type: ignore[operator]
+            res.setdefault("_done", []).append(name)  # type: ignore[arg-type]
+            rid = name[:-5]
+            req = json.loads((repo / ".sandbox/escalations/pending" / name).read_text())
+            res["visible_from_write"].append(seen[name] - float(req["created"]))
+            res["visible_from_spawn"].append(seen[name] - spawn)
+            t0 = time.perf_counter()
+            approver.approve(rid)
+            h.communicate(timeout=60)
+            total = time.perf_counter() - t0
+            done = json.loads((repo / ".sandbox/escalations/done" / name).read_text())
+            res["approve_to_return"].append(total)
+            res["command_time"].append(float(done["duration"]))
+            res["approve_to_return_minus_command"].append(total - float(done["duration"]))
+    finally:
+        obs.stop()
+        obs.join()
+    res.pop("_done", None)
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--round-trips", type=int, default=15)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-hook-") as tmp:
+        repo = make_repo(Path(tmp) / "repo")
+        bare, allow, deny = bench_allow(repo, args.runs)
+        classify = bench_classify(repo)
+        rt = bench_round_trip(repo, args.round_trips)
+    ratio = statistics.median(allow) / statistics.median(bare)
+    print(f"interpreter: {PY}  (runs: {args.runs}, round trips: {args.round_trips}, "
+          f"load average: {os.getloadavg()[0]:.1f})")
+    print(f"{'measurement':<58} {'median':>9} {'p90':>9} {'min':>9}")
+    print(row("bare interpreter: python -I -S -c pass", bare))
+    print(row("hook allow path (whole process)", allow))
+    print(row("hook deny path (whole process)", deny))
+    print(f"{'allow path / bare interpreter (medians; goal <= 3.0)':<58} {ratio:9.2f}")
+    for cmd, secs in classify:
+        print(f"{'classify in process: ' + cmd[:36]:<58} {secs * 1e6:9.1f} {'':>9} {'':>9} us")
+    print(row("escalation: request visible to approver, from its write", rt["visible_from_write"]))
+    print(row("escalation: request visible to approver, from hook spawn",
+              rt["visible_from_spawn"]))
+    print(row("escalation: approval -> hook returns (total)", rt["approve_to_return"]))
+    print(row("escalation: the command's own time in the sandbox", rt["command_time"]))
+    print(row("escalation: approval -> hook returns, beyond the command (goal <= 100)",
+              rt["approve_to_return_minus_command"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
