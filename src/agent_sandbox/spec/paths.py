@@ -19,7 +19,10 @@ from __future__ import annotations
 import functools
 import os
 import posixpath
-import re
+
+TYPE_CHECKING = False  # (not typing.TYPE_CHECKING: importing typing costs startup time)
+if TYPE_CHECKING:  # ``re`` loads on the first glob: ``sandbox exec`` starts without it
+    import re
 
 GLOB_CHARS = frozenset("*?[")
 
@@ -92,6 +95,8 @@ def expand(rule: str, *, home: str, cwd: str) -> str:
 @functools.lru_cache(maxsize=4096)
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """Compile a path glob (``**`` crosses ``/``, ``*`` does not)."""
+    import re
+
     i, out = 0, []
     n = len(pattern)
     while i < n:
