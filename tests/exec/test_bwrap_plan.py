@@ -253,3 +253,17 @@ def test_deny_beats_allow_for_whole_writable_roots(allow: list[str], deny: list[
                  {"/home/u/proj/sub/f": "f", "/home/u/proj/secrets/x/f": "f",
                   "/home/u/.claude/settings.json": "f", "/home/u/proj/.git/hooks/h": "f"})
     assert not [m for m in p.mounts if m.op == "rw"]
+
+
+@pytest.mark.parametrize("rule", ["**/.env", "**/.git/hooks/**", "**/.config/fish/**",
+                                  "**/.git/config", "**/.claude/**", "**/*.pem",
+                                  "/home/*/x", "**/secrets/**"])
+@pytest.mark.parametrize("path", ["/a/.env", "/a/b/.env", "/.env", "/a/.envx", "/a/x.env",
+                                  "/r/.git/hooks", "/r/.git/hooks/pre-commit", "/r/.git/config",
+                                  "/r/.git/config/x", "/h/.config/fish", "/h/.config/fish/c",
+                                  "/h/.claude", "/h/.claude/s.json", "/k/a.pem", "/home/u/x",
+                                  "/s/secrets/a", "/s/secrets"])
+def test_fast_covers_agrees_with_spec_paths(rule: str, path: str) -> None:
+    from agent_sandbox.spec.paths import covers as reference
+
+    assert bw.covers(rule, path) == reference(rule, path)

@@ -34,7 +34,8 @@ import os
 import posixpath
 import stat
 
-from agent_sandbox.spec.paths import MANDATORY_DENY_WRITE, covers, expand, is_glob
+from agent_sandbox.spec.paths import MANDATORY_DENY_WRITE, expand, is_glob
+from agent_sandbox.spec.paths import covers as _glob_covers
 
 from .settings import Settings, SettingsError, _Record
 
@@ -103,6 +104,34 @@ class Plan(_Record):
     writable_roots: tuple[str, ...]
     hide_unix_dirs: bool
     _hide_unix_dirs = False
+
+
+def _any_depth_literal(rule: str) -> tuple[tuple[str, ...], bool] | None:
+    """``**/a/b`` or ``**/a/b/**`` as (components, with_subtree); None for other globs."""
+    if not rule.startswith("**/"):
+        return None
+    body, subtree = rule[3:], False
+    if body.endswith("/**"):
+        body, subtree = body[:-3], True
+    if not body or is_glob(body):
+        return None
+    return tuple(body.split("/")), subtree
+
+
+def covers(rule: str, path: str) -> bool:
+    """``spec.paths.covers``, answering the common ``**/name`` forms without ``re``."""
+    lit = _any_depth_literal(rule)
+    if lit is None:
+        return _glob_covers(rule, path)
+    names, subtree = lit
+    parts = path.split("/")
+    n = len(names)
+    for i in range(1, len(parts) - n + 1):
+        if tuple(parts[i:i + n]) == names:
+            rest = len(parts) - (i + n)
+            if rest > 0 or not subtree:
+                return True
+    return False
 
 
 class RealFs:

@@ -31,16 +31,17 @@ cause and the remedy).
 
 from __future__ import annotations
 
+# The C halves: ``signal`` and ``json`` pull in ``enum`` and ``re``, which cost
+# more at startup than the rest of ``sandbox exec``.
+import _signal as signal
 import fcntl
-import json
 import os
 import select
-import signal
 import sys
 import time
 
 from . import bwrap as bw
-from .settings import Settings, SettingsError, _Record, default_path, load
+from .settings import Settings, SettingsError, _Record, default_path, load, loads
 
 # Imports for annotations only: the typing module costs startup time.
 TYPE_CHECKING = False
@@ -285,9 +286,9 @@ class Placeholders:
                     if made is None:
                         impossible.add(path)
                         continue
-                    lines += [json.dumps([m, k]) + "\n" for m, k in made]
+                    lines += [f"{k}{m}\0" for m, k in made]  # paths hold no NUL
                 if lines:
-                    os.write(self.users[root], "".join(lines).encode())
+                    os.write(self.users[root], os.fsencode("".join(lines)))
             finally:
                 fcntl.flock(self.mutex[root], fcntl.LOCK_UN)
         return impossible
@@ -305,9 +306,11 @@ class Placeholders:
                 data = b""
                 while chunk := os.read(users, 65536):
                     data += chunk
-                for line in reversed(data.decode(errors="replace").splitlines()):
+                for record in reversed(os.fsdecode(data).split("\0")):
                     with _suppress(ValueError, OSError, TypeError):
-                        path, kind = json.loads(line)
+                        if not record or record[0] not in "df":
+                            continue
+                        kind, path = record[0], record[1:]
                         if kind == "d":
                             os.rmdir(path)
                         elif os.lstat(path).st_size == 0:
@@ -433,7 +436,7 @@ class BwrapRun:
             sfd = -1
             info = _read_all(info_r)
             try:
-                self.pid1 = int(json.loads(info)["child-pid"])
+                self.pid1 = int(loads(info)["child-pid"])
             except (ValueError, KeyError, TypeError):
                 self.proc.wait()
                 hint = diagnose_userns()
@@ -706,7 +709,7 @@ def host_profile(path: str = EXEC_PROFILE) -> dict[str, Any]:
     """
     try:
         with open(path, "rb") as fh:
-            data = json.loads(fh.read())
+            data = loads(fh.read())
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:

@@ -13,10 +13,13 @@ embedded NUL, decimal/octal/hex or IPv6-mapped IP literals) slip past a match.
 
 from __future__ import annotations
 
-import ipaddress
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING would import typing)
+if TYPE_CHECKING:
+    import ipaddress
 
-# No regular expressions here: ``sandbox exec`` validates every domain at each
-# start, and importing ``re`` would cost more than the checks themselves.
+# ``ipaddress`` loads only for an IP literal, and there are no regular expressions
+# here: ``sandbox exec`` validates every domain at each start, and importing ``re``
+# would cost more than the checks themselves.
 _LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 _DEC = frozenset("0123456789")
 _OCT = frozenset("01234567")
@@ -59,6 +62,8 @@ def parse_ip_literal(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address
     if t.startswith("[") and t.endswith("]"):
         t = t[1:-1]
     if ":" in t:
+        import ipaddress
+
         try:
             v6 = ipaddress.IPv6Address(t.split("%", 1)[0])
         except ValueError:
@@ -82,6 +87,8 @@ def parse_ip_literal(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address
     for n in nums[:-1]:
         value = (value << 8) | n
     value = (value << tail_bits) | nums[-1]
+    import ipaddress
+
     return ipaddress.IPv4Address(value)
 
 
