@@ -517,3 +517,17 @@ def test_writable_root_inside_a_denied_read(tmp_path: Path) -> None:
     assert (home / "proj" / "f").read_text() == "hi\n"
     assert b"KEY-SECRET" not in r.stdout and b"[user]" in r.stdout
     assert not (home / "new").exists()
+
+
+def test_fast_path_imports_stay_light(settings: Path, work: Path) -> None:
+    """Cold start: ``sandbox exec -- true`` loads none of the heavy modules."""
+    code = ("import sys; from agent_sandbox.cli.entry import main; "
+            "sys.exit(main(['exec', '--settings', sys.argv[1], '--', 'true']))")
+    r = subprocess.run([PY, "-X", "importtime", "-c", code, str(settings)], cwd=work,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines()
+              if line.startswith("import time:")}
+    heavy = {"typer", "pydantic", "re", "json", "typing", "enum", "subprocess", "socket",
+             "asyncio", "dataclasses", "ctypes", "ipaddress", "threading"}
+    assert not heavy & loaded, sorted(heavy & loaded)
