@@ -246,7 +246,7 @@ def test_mcp_entries_in_each_clients_shape(arts: dict[str, Artifact]) -> None:
     assert config["mcp_servers"]["docs"] == stdio
     assert config["mcp_servers"]["remote"] == {"url": "https://mcp.example.com/mcp"}
     assert "only_vscode" not in config["mcp_servers"]
-    assert config["features"]["codex_hooks"] is True
+    assert config["features"]["hooks"] is True
 
 
 def test_codex_requirements(arts: dict[str, Artifact]) -> None:
@@ -255,6 +255,7 @@ def test_codex_requirements(arts: dict[str, Artifact]) -> None:
     req = tomllib.loads(art.content.decode())
     assert "never" not in req["allowed_approval_policies"]
     assert "danger-full-access" not in req["allowed_sandbox_modes"]
+    assert req["features"] == {"hooks": True}  # users cannot switch the hooks off
     assert req["mcp_servers"] == {
         "docs": {"identity": {"command": "/opt/docs/bin/docs-mcp"}},
         "events": {"identity": {"url": "https://mcp.example.com/sse"}},

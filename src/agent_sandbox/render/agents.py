@@ -393,7 +393,7 @@ def codex_config(spec: Spec) -> dict[str, Any]:
     opts = _enabled(spec, "codex") or AgentOptions()
     doc: dict[str, Any] = {}
     if opts.hooks:
-        doc["features"] = {"codex_hooks": True}
+        doc["features"] = {"hooks": True}  # on by default in current Codex; never off
     servers = mcp_codex(spec)
     if servers:
         doc["mcp_servers"] = servers
@@ -412,6 +412,7 @@ def codex_requirements(spec: Spec) -> bytes:
         approval_policies=["untrusted", "on-request"],
         sandbox_modes=["read-only", "workspace-write"],
         web_search_modes=[],
+        pin_hooks=(_enabled(spec, "codex") or AgentOptions()).hooks,
         mcp_servers=identities,
     )
 
