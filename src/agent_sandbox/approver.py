@@ -214,8 +214,10 @@ def watch(repo: str, *, stdin: Any = None) -> int:
             changed.set()
 
     observer = Observer()
-    for state in ("pending", "decided", "done"):
-        observer.schedule(Handler(), approver.queue.dir(state), recursive=False)
+    # one recursive watch over the queue: renames between its folders are then
+    # matched moves, which watchdog delivers at once (an unmatched move out of a
+    # watched folder holds back every later event for half a second)
+    observer.schedule(Handler(), approver.queue.root, recursive=True)
     observer.start()
     inp = stdin or sys.stdin
     fd = inp.fileno()

@@ -141,7 +141,10 @@ def _load_spec(repo: str, agents: list[str], mcp: bool) -> Any:
                 fh.write(STARTER_POLICY)
             layers.append(starter)
         spec = load_spec(*layers)
-    spec.agents = {name: spec.agents.get(name, AgentOptions()) for name in agents}  # type: ignore[misc]
+    current: dict[Any, AgentOptions] = spec.agents
+    chosen: dict[Any, AgentOptions] = {name: current.get(name) or AgentOptions()
+                                       for name in agents}
+    spec.agents = chosen
     for opts in spec.agents.values():
         opts.enabled = True
     if mcp:

@@ -163,7 +163,8 @@ def test_mcp_stdio_session(tmp_path: Path) -> None:
             "        if rid in seen: continue\n"
             "        seen.add(rid)\n"
             "        time.sleep(1.5 if len(seen)==2 else 0)\n"
-            "        subprocess.run([sys.executable,'-I','-m','agent_sandbox','approve',repo,rid])\n"
+            "        subprocess.run([sys.executable,'-I','-m','agent_sandbox','approve',\n"
+            "                        repo,rid])\n"
             "    time.sleep(0.05)\n"), str(repo)], env=ENV)
 
     async def session() -> None:
@@ -180,7 +181,8 @@ def test_mcp_stdio_session(tmp_path: Path) -> None:
             assert res.content[0].text.startswith("denied by policy")
             # approved while we wait
             res = await s.call_tool("run_privileged",
-                                    {"command": "touch mcp.txt; echo via-mcp > mcp.txt; cat mcp.txt",
+                                    {"command":
+                                     "touch mcp.txt; echo via-mcp > mcp.txt; cat mcp.txt",
                                      "wait_seconds": 30})
             text = res.content[0].text
             assert "via-mcp" in text and "exit status: 0" in text, text

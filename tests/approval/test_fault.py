@@ -153,5 +153,6 @@ def test_sigkill_storm_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> N
     assert statuses.get("completed", 0) > N_REQUESTS // 5, statuses
     assert statuses.get("denied", 0) > N_REQUESTS // 25, statuses
     assert "interrupted" not in statuses and "failed" not in statuses, statuses
-    print(f"\n{time.monotonic() - started:.0f}s: {len(ids)} requests, {launched} hooks launched, {killed_hooks} hooks and "
+    print(f"\n{time.monotonic() - started:.0f}s: {len(ids)} requests, {launched} hooks "
+          f"launched, {killed_hooks} hooks and "
           f"{killed_approvers} approvers killed; {statuses}")

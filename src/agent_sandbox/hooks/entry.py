@@ -52,22 +52,22 @@ def answer(agent: str, event: str, allow: bool, message: str, *, error: bool = F
         if allow and agent == "codex":
             return "", 0
         decision = "ask" if ask else ("allow" if allow else "deny")
-        out = {"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        out: dict[str, Any] = {"hookSpecificOutput": {"hookEventName": "PreToolUse",
                                       "permissionDecision": decision,
                                       "permissionDecisionReason": message}}
         return json.dumps(out), (2 if error else 0)
     if agent == "gemini":
-        out = {"decision": "allow" if allow else "deny", "reason": message}
+        gem: dict[str, str] = {"decision": "allow" if allow else "deny", "reason": message}
         if not allow:
-            out["systemMessage"] = message[:500]
-        return json.dumps(out), (2 if error else 0)
+            gem["systemMessage"] = message[:500]
+        return json.dumps(gem), (2 if error else 0)
     # cursor
     perm = "allow" if allow else "deny"
-    out = {"permission": perm, "user_message": message[:1000], "agent_message": message,
-           "userMessage": message[:1000], "agentMessage": message}
-    if event == "before-read-file":
-        out = {"permission": perm}
-    return json.dumps(out), (2 if error else 0)
+    cur: dict[str, str] = {"permission": perm}
+    if event != "before-read-file":
+        cur.update(user_message=message[:1000], agent_message=message,
+                   userMessage=message[:1000], agentMessage=message)
+    return json.dumps(cur), (2 if error else 0)
 
 
 def _emit(out: str, code: int, err: str = "") -> int:

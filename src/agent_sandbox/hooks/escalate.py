@@ -165,13 +165,13 @@ def follow(repo: str, rid: str, *, wait_deadline: float, run_wait: float = RUN_W
                        status=str(rec.get("status")), record=rec)
     if q.result(rid) is None and q.state(rid) == "pending":
         fork_runner(repo, rid)
-    rec = _wait_for(q, rid, "done", time.monotonic() + run_wait)
-    if rec is None:
+    final = _wait_for(q, rid, "done", time.monotonic() + run_wait)
+    if final is None:
         return Outcome(False, f"request {rid} was approved and is still running; "
                               f"`sandbox status` shows its result when it ends",
                        request_id=rid, status="running")
-    return Outcome(False, describe_result(rec, limit), request_id=rid,
-                   status=str(rec.get("status")), record=rec)
+    return Outcome(False, describe_result(final, limit), request_id=rid,
+                   status=str(final.get("status")), record=final)
 
 
 def session_summary(repo: str | None) -> str:

@@ -21,19 +21,20 @@ from __future__ import annotations
 import os
 import posixpath
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs the hook ~9 ms to import; annotations only
-    from typing import Any
-
 from ..spec import paths
 from ..spec.rules import Verdict, command_matches, normalise_command, prefix_matches
 from . import shell
 from .protect import protected_paths
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs the hook ~9 ms to import; annotations only
+    from types import ModuleType
+    from typing import Any
+
 ALLOW, OBSERVE, ESCALATE, DENY = Verdict.ALLOW, Verdict.OBSERVE, Verdict.ESCALATE, Verdict.DENY
 
 
-def _domains():  # type: ignore[no-untyped-def]
+def _domains() -> ModuleType:
     """``spec.domains`` pulls in ipaddress (~5 ms): load it only for host checks."""
     from ..spec import domains
 
@@ -124,8 +125,12 @@ PACKAGE_REGISTRIES = {
     "cargo": ("crates.io", "index.crates.io", "static.crates.io"),
     "gem": ("rubygems.org",),
 }
-_INSTALL_WORDS = frozenset({"install", "add", "i", "update", "upgrade", "download", "fetch", "sync"})
+_INSTALL_WORDS = frozenset({"install", "add", "i", "update", "upgrade", "download", "fetch",
+                            "sync"})
 _GIT_NET = frozenset({"clone", "fetch", "pull", "push", "ls-remote", "submodule"})
+RISKY_ENV = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "BASH_ENV", "ENV",
+                       "PROMPT_COMMAND", "GIT_SSH_COMMAND", "GIT_EXEC_PATH", "PYTHONPATH",
+                       "NODE_OPTIONS"})
 APPROVER_COMMANDS = frozenset({"approve", "deny", "watch", "init", "uninstall", "pending"})
 INTERNAL_TOOLS = frozenset({
     "TodoWrite", "Task", "ExitPlanMode", "BashOutput", "KillShell", "KillBash", "AskUserQuestion",
@@ -167,7 +172,7 @@ class Policy:
         self.allow_read = exp("allow_read")
         self.allow_write = exp("allow_write")
         self.deny_write = exp("deny_write")
-        self.protected = protected_paths(repo, home)
+        self._protected: list[str] | None = None
         self.allowed_domains = _strings(net, "allowed_domains", "network")
         self.denied_domains = _strings(net, "denied_domains", "network")
         self.default = _verdict(cmds.get("default", "escalate"), "commands.default")
@@ -206,7 +211,10 @@ class Policy:
                 continue
             pat = r.pattern or "*"
             if kind == "bash":
-                ok = command_matches(pat, subject)
+                # the literal head must start the command: skip compiling a regex
+                # for rules that cannot match (each compile costs the hook ~0.2 ms)
+                head = " ".join(pat.split("*", 1)[0].split())
+                ok = subject.startswith(head) and command_matches(pat, subject)
             elif kind in ("read", "write"):
                 ok = pat == "*" or paths.covers(pat, subject)
             elif kind == "fetch":
@@ -240,6 +248,13 @@ class Policy:
         if p == "~" or p.startswith("~/"):
             p = self.home + p[1:]
         return paths.resolve(p, cwd)
+
+    @property
+    def protected(self) -> list[str]:
+        """Self-protection, added at every load (computed when first needed)."""
+        if self._protected is None:
+            self._protected = protected_paths(self.repo, self.home)
+        return self._protected
 
     def is_protected(self, abspath: str) -> bool:
         return any(paths.covers(r, abspath) for r in self.protected)
@@ -285,7 +300,7 @@ class Policy:
             return
         if self._apply_rules(d, "fetch", canon, None, None):
             return
-        ok, why = _domains().host_allowed(canon, self.allowed_domains, self.denied_domains)
+        ok, _why = _domains().host_allowed(canon, self.allowed_domains, self.denied_domains)
         if ok:
             return
         if any(_domains().pattern_matches(p, canon) or p == "*" for p in self.denied_domains):
@@ -356,7 +371,7 @@ class Policy:
 
     def _segment(self, seg: shell.Segment, here: str, base: str, d: Decision) -> str:
         for op, target in seg.redirects:
-            if op.endswith("&") or target.startswith("&") or target.isdigit() and op.endswith("&"):
+            if op.endswith("&") or target.startswith("&"):
                 continue
             if op.endswith(("<", "<&")) and not op.endswith("<>"):
                 if target.startswith("\x00dynamic:"):
@@ -367,8 +382,7 @@ class Policy:
                 self.check_write(d, target, here)
         for a in seg.assignments:
             name = a.split("=", 1)[0].rstrip("+")
-            if name in ("LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "BASH_ENV", "ENV", "PROMPT_COMMAND",
-                        "GIT_SSH_COMMAND", "GIT_EXEC_PATH", "PYTHONPATH", "NODE_OPTIONS"):
+            if name in RISKY_ENV:
                 d.add(ESCALATE, f"sets {name}, which changes what runs")
                 _raise_risk(d, "high")
         if not seg.argv:
@@ -386,7 +400,8 @@ class Policy:
             _raise_risk(d, "high")
         # code from a pipe or a here-document into a shell or interpreter
         if name in shell.SHELLS or name in shell.INTERPRETERS or _versioned(name):
-            opaque = seg.stdin_from_pipe and (len(argv) == 1 or argv[1] in ("-", "-s", "/dev/stdin"))
+            opaque = seg.stdin_from_pipe and (len(argv) == 1
+                                              or argv[1] in ("-", "-s", "/dev/stdin"))
             if opaque:
                 decoded = [src for src in seg.pipe_sources if _is_decoder(src)]
                 if decoded:
@@ -410,7 +425,7 @@ class Policy:
             d.add(ESCALATE, "sources a script into the shell")
         # paths in arguments: protected reads, protected writes
         mutating = name in MUTATORS
-        for a, dyn in zip(argv[1:], seg.dynamic[1:]):
+        for a, dyn in zip(argv[1:], seg.dynamic[1:], strict=False):
             if dyn and mutating and (".sandbox" in a or a.startswith("$")):
                 d.add(ESCALATE, f"{name} on a path decided at run time ({a!r})")
             for cand in _path_candidates(a):
@@ -601,8 +616,8 @@ def _looks_like_host(h: str) -> bool:
         return False
     if _domains().parse_ip_literal(h) is not None and any(c.isdigit() for c in h):
         return True
-    return "." in h and all(p and (p.replace("-", "").replace("_", "").isalnum())
-                             for p in h.split(".")) or h == "localhost"
+    return ("." in h and all(p and (p.replace("-", "").replace("_", "").isalnum())
+                             for p in h.split("."))) or h == "localhost"
 
 
 def _git_remote_url(cwd: str, remote: str) -> str | None:

@@ -18,7 +18,6 @@ executes or expands anything.
 
 from __future__ import annotations
 
-
 MAX_DEPTH = 8
 MAX_LENGTH = 200_000
 
@@ -249,10 +248,10 @@ class _Lexer:
                     out.append(delim)
                 continue
             if not (c in "<>" and self.i + 1 < n and s[self.i + 1] == "("):
-                op = next((o for o in _OPERATORS if s.startswith(o, self.i)), None)
-                if op is not None:
-                    out.append(_Tok("op", op))
-                    self.i += len(op)
+                found = next((o for o in _OPERATORS if s.startswith(o, self.i)), None)
+                if found is not None:
+                    out.append(_Tok("op", found))
+                    self.i += len(found)
                     continue
             out.append(self._word())
         if self.heredocs:
@@ -360,7 +359,8 @@ class _Lexer:
                     subs.append(sub)
                 buf.append("\x00")
                 continue
-            if c in "*?[" or (c == "{" and "}" in s[self.i : self.i + 200] and "," in s[self.i : self.i + 200]):
+            ahead = s[self.i : self.i + 200]
+            if c in "*?[" or (c == "{" and "}" in ahead and "," in ahead):
                 dynamic = True
             buf.append(c)
             self.i += 1
@@ -635,7 +635,7 @@ def _expand_nested(seg: Segment, result: Parse, depth: int) -> None:
             if argv[i] in ("-exec", "-execdir", "-ok", "-okdir", "-x", "--exec", "-X",
                            "--exec-batch"):
                 j = i + 1
-                inner: list[str] = []
+                inner = []
                 dyn: list[bool] = []
                 while j < len(argv) and argv[j] not in (";", "+"):
                     if argv[j] != "{}":
