@@ -153,6 +153,49 @@ def _load_spec(repo: str, agents: list[str], mcp: bool) -> Any:
     return spec
 
 
+_CLAUDE_IMPORT = {"deny": "deny", "ask": "escalate"}
+
+
+def imported_rules(repo: str, codex_files: list[str]) -> list[dict[str, Any]]:
+    """Rules brought in from the agents' own configuration, as plain rule dicts:
+    every ``prefix_rule`` of the spec's Codex ``.rules`` files, and the deny and
+    ask rules of an existing ``.claude/settings.json`` (allow rules are not
+    imported: an import may only tighten)."""
+    from .spec.rules import RuleSyntaxError, parse_claude_rule, parse_codex_rules
+
+    out: list[dict[str, Any]] = []
+    for name in codex_files:
+        path = name if os.path.isabs(name) else os.path.join(repo, name)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                source = fh.read()
+            for r in parse_codex_rules(source, path):
+                out.append({"verdict": r["verdict"], "tool": "bash", "prefix": r["prefix"],
+                            "pattern": None, "reason": r.get("reason") or f"from {name}"})
+        except OSError as exc:
+            raise ConnectorError(f"cannot read the Codex rules file {path}: {exc}") from None
+        except RuleSyntaxError as exc:
+            raise ConnectorError(f"invalid Codex rules: {exc}") from None
+    settings = os.path.join(repo, ".sandbox", "originals", ".claude", "settings.json")
+    if not os.path.isfile(settings):
+        settings = os.path.join(repo, ".claude", "settings.json")
+    try:
+        with open(settings, "rb") as fh:
+            perms = json.loads(fh.read()).get("permissions") or {}
+    except (OSError, ValueError, AttributeError):
+        perms = {}
+    for key, verdict in _CLAUDE_IMPORT.items():
+        for text in perms.get(key) or []:
+            try:
+                kind, arg = parse_claude_rule(str(text))
+            except RuleSyntaxError:
+                continue  # their file, their syntax: only what we understand is imported
+            out.append({"verdict": verdict, "tool": kind.value, "pattern": arg or "*",
+                        "prefix": None, "reason": f"imported from .claude/settings.json "
+                                                  f"permissions.{key}: {text}"})
+    return out
+
+
 def plan(repo: str, agents: list[str], mcp: bool) -> list[Planned]:
     """Everything init would write (pure apart from reading the spec layers)."""
     from .facts import HostFacts, User
@@ -165,8 +208,9 @@ def plan(repo: str, agents: list[str], mcp: bool) -> list[Planned]:
                       users=(User(getpass.getuser(), home),), repositories=(repo,))
     out: list[Planned] = []
     sb = os.path.join(repo, ".sandbox")
-    out.append(Planned(os.path.join(sb, "policy.json"), _json_bytes(policy_document(spec)),
-                       0o644, "own"))
+    doc = policy_document(spec)
+    doc["commands"]["rules"] += imported_rules(repo, spec.commands.codex_rules_files)
+    out.append(Planned(os.path.join(sb, "policy.json"), _json_bytes(doc), 0o644, "own"))
     settings = srt_settings(spec, home)
     fs = settings["filesystem"]
     for key in ("denyRead", "allowRead", "allowWrite", "denyWrite"):

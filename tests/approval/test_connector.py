@@ -108,3 +108,35 @@ def test_bad_input_is_one_clear_line(tmp_path: Path, project: Path) -> None:
     assert snapshot(project) == before
     p = sandbox("uninstall", str(tmp_path))
     assert p.returncode == 1 and "no connector" in p.stderr
+
+
+def test_init_imports_codex_and_claude_rules(project: Path) -> None:
+    (project / ".claude/settings.json").write_text(json.dumps(
+        {"permissions": {"deny": ["Bash(terraform destroy *)", "Read(./secrets/**)"],
+                         "ask": ["Bash(kubectl *)"], "allow": ["Bash(*)"]}}))
+    (project / "team.rules").write_text(
+        'prefix_rule(pattern=["git", ["push", "reset"]], decision="prompt",\n'
+        '            justification="history changes need a human")\n'
+        'prefix_rule(pattern=["shutdown"], decision="forbidden")\n')
+    (project / ".sandbox").mkdir()
+    (project / ".sandbox/policy.yml").write_text(
+        "version: 1\nfilesystem:\n  allow_write: ['.']\ncommands:\n"
+        "  codex_rules_files: ['team.rules']\n  rules:\n"
+        "    - claude: 'Bash(ls *)'\n      verdict: allow\n")
+    assert sandbox("init", str(project), "--claude").returncode == 0
+    from agent_sandbox.policy.engine import Call, Policy
+
+    doc = json.loads((project / ".sandbox/policy.json").read_text())
+    p = Policy(doc, repo=str(project), home=str(project))
+
+    def v(cmd: str) -> str:
+        return p.classify(Call("bash", "Bash", {}, str(project), command=cmd)).verdict.value
+
+    assert v("ls -la") == "allow"
+    assert v("git push origin") == "escalate"
+    assert v("shutdown -h now") == "deny"
+    assert v("terraform destroy -auto-approve") == "deny"
+    assert v("kubectl get pods") == "escalate"
+    assert v("echo hi") == "escalate"           # Bash(*) allow was not imported
+    assert p.classify(Call("read", "Read", {}, str(project),
+                           paths=("secrets/key.pem",))).verdict.value == "deny"
