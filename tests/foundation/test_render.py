@@ -355,3 +355,15 @@ commands:
     perms = A.claude_permissions(spec)
     assert "Bash(git push *)" in perms["deny"] and "Bash(git push *)" not in perms["ask"]
     assert perms["ask"] == ["Bash(make)"] and perms["allow"] == []
+
+
+@pytest.mark.parametrize(("os_name", "target"), [
+    ("linux", "/etc/agent-sandbox/policy.json"), ("macos", "/etc/agent-sandbox/policy.json"),
+    ("windows", "C:/ProgramData/agent-sandbox/policy.json"),
+])
+def test_every_os_gets_the_policy_the_hooks_read(os_name: str, target: str) -> None:
+    spec = spec_from(SPEC)
+    arts = render(spec, HostFacts("h", os_name, (), ()))  # type: ignore[arg-type]
+    policy = json.loads(arts[target].content)
+    assert policy["network"]["allowed_domains"] == ["github.com", "*.npmjs.org"]
+    assert Spec.model_validate(policy) == spec  # the document is the effective spec

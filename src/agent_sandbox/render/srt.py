@@ -2,6 +2,7 @@
 
 ``/etc/agent-sandbox/srt-settings.json`` keeps ``~`` for the runtime to expand
 per user; each user also gets ``~/.srt-settings.json`` with their home filled in.
+Every OS also gets the effective policy (``policy.json``) that the hooks read.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from . import Artifact, json_bytes, memo
 
 SYSTEM_SETTINGS = "/etc/agent-sandbox/srt-settings.json"
 POLICY = "/etc/agent-sandbox/policy.json"
+POLICY_TARGET = {"linux": POLICY, "macos": POLICY,
+                 "windows": "C:/ProgramData/agent-sandbox/policy.json"}
 
 
 def srt_settings(spec: Spec, home: str | None = None) -> dict[str, Any]:
@@ -56,10 +59,12 @@ def policy_document(spec: Spec) -> dict[str, Any]:
 
 
 def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
+    # every OS runs the hooks, and the hooks read the effective policy
+    yield Artifact(POLICY_TARGET[facts.os],
+                   memo(spec, "policy.json", lambda: json_bytes(policy_document(spec))),
+                   0o644, "policy")
     if facts.os != "linux":
         return
-    yield Artifact(POLICY, memo(spec, "policy.json",
-                                lambda: json_bytes(policy_document(spec))), 0o644, "policy")
     yield Artifact(SYSTEM_SETTINGS,
                    memo(spec, "srt-settings",
                         lambda: json_bytes(srt_settings(spec), sort_keys=False)),
