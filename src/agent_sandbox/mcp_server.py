@@ -53,6 +53,15 @@ def _inside(repo: str, cwd: str) -> bool:
     return real == repo or real.startswith(repo + os.sep)
 
 
+def _mcp_text(rec: dict[str, Any] | None) -> str:
+    """A finished request as this tool's result (the command ran; it is not a refusal)."""
+    if not rec or rec.get("status") != "completed":
+        return ""
+    by = (rec.get("decision") or {}).get("by") or "a human"
+    return describe_result(rec, intro=f"Approved by {by} and run in the sandbox "
+                                      f"(request {rec.get('id')}).")
+
+
 def build(repo: str) -> Any:
     from mcp.server.mcpserver import MCPServer
 
@@ -95,9 +104,8 @@ def build(repo: str) -> Any:
             res = await anyio.to_thread.run_sync(run_command, repo, req)
             audit(repo, "completed", tool="run_privileged", agent="mcp", summary=command,
                   status=res.get("status"), exit_code=res.get("exit_code"))
-            rec = {"id": "(policy allows it; no approval needed)", **res,
-                   "decision": {"by": "the policy"}}
-            return describe_result(rec)
+            return describe_result({"id": "-", **res},
+                                   intro="Allowed by the policy and run in the sandbox.")
 
         def go() -> str:
             out = escalate(repo, call, decision, agent="mcp", detach=True, ttl=policy.ttl)
@@ -109,7 +117,7 @@ def build(repo: str) -> Any:
                 return (f"Waiting for a human to approve request {out.request_id} "
                         f"({decision.reason_text()}). Call check_request with this id to "
                         "follow it.")
-            return res.message
+            return _mcp_text(res.record) or res.message
 
         return await anyio.to_thread.run_sync(go)
 
@@ -127,12 +135,12 @@ def build(repo: str) -> Any:
         def go() -> str:
             rec = q.result(request_id)
             if rec is not None:
-                return describe_result(rec)
+                return _mcp_text(rec) or describe_result(rec)
             res = follow(repo, request_id, wait_deadline=time.monotonic() + wait,
                          timeout_on_expiry=False)
             if res.status == "pending":
                 return f"request {request_id} is still waiting for approval"
-            return res.message
+            return _mcp_text(res.record) or res.message
 
         return await anyio.to_thread.run_sync(go)
 

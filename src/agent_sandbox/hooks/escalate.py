@@ -54,8 +54,10 @@ def trim(text: str, limit: int) -> str:
     return text[:head] + f"\n[... {len(text) - limit} characters trimmed ...]\n" + text[-tail:]
 
 
-def describe_result(rec: dict[str, Any], limit: int = OUTPUT_LIMIT) -> str:
-    """The message returned to the model for a finished request."""
+def describe_result(rec: dict[str, Any], limit: int = OUTPUT_LIMIT, *,
+                    intro: str | None = None) -> str:
+    """The message returned to the model for a finished request (``intro``
+    replaces the first line, which by default speaks to a hook's caller)."""
     rid = rec.get("id", "?")
     status = rec.get("status")
     dec = rec.get("decision") or {}
@@ -66,8 +68,8 @@ def describe_result(rec: dict[str, Any], limit: int = OUTPUT_LIMIT) -> str:
         budget = max(1000, limit - 400)
         out_limit = budget if not err else budget * 2 // 3
         parts = [
-            f"Approved by {by} and run by agent-sandbox outside the agent, inside the sandbox "
-            f"(request {rid}). The tool itself did not run; this is its result.",
+            intro or f"Approved by {by} and run by agent-sandbox outside the agent, inside the "
+                     f"sandbox (request {rid}). The tool itself did not run; this is its result.",
             f"exit status: {rec.get('exit_code')}"
             + (" (timed out)" if rec.get("timed_out") else ""),
         ]
