@@ -191,3 +191,14 @@ def test_validate_inventory_checks_host_facts_and_every_stack(tmp_path: Path) ->
         "dev-win-01.sandbox_os", "ds-win-01.sandbox_os", "network.allowed_domains[0]"]
     loosen = next(msg for f, *_, msg in found if f == "ds-mac-01.yml")
     assert "groups/data_science.yml:4:3" in loosen
+
+
+def test_render_never_follows_a_link_out_of_the_output_folder(tmp_path: Path) -> None:
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "etc").symlink_to(elsewhere)
+    result = run_cli("render", str(EXAMPLE_FLEET), "--host", "dev-linux-01", "--out", str(out))
+    assert result.returncode == 1
+    assert "is a symbolic link" in result.stderr and "Traceback" not in result.stderr
+    assert not any(elsewhere.rglob("*"))

@@ -88,7 +88,7 @@ def render_cmd(
     """Render every artifact for one host under OUT, with OUT/manifest.json."""
     from agent_sandbox.facts import HostFacts
     from agent_sandbox.fleet import FleetRenderer
-    from agent_sandbox.render import render, write_tree
+    from agent_sandbox.render import RenderError, render, write_tree
     from agent_sandbox.spec.loader import load_spec
 
     try:
@@ -105,7 +105,14 @@ def render_cmd(
     except SpecError as exc:
         _problems_out(exc)
         raise typer.Exit(1) from None
-    path = write_tree(artifacts, out)
+    except RenderError as exc:
+        typer.echo(f"sandbox: cannot render {host}: {exc}", err=True)
+        raise typer.Exit(1) from None
+    try:
+        path = write_tree(artifacts, out)
+    except (RenderError, OSError) as exc:
+        typer.echo(f"sandbox: cannot write into {out}: {exc}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(f"rendered {len(artifacts)} files for {host} into {out} (manifest: {path})")
 
 

@@ -12,6 +12,7 @@ CLI) is the only effect here, kept apart.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -22,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from ..errors import SandboxError
 from ..facts import HostFacts
 from ..spec.models import Spec
 
@@ -49,7 +51,7 @@ class Artifact:
         return hashlib.sha256(self.content).hexdigest()
 
 
-class RenderError(Exception):
+class RenderError(SandboxError):
     """Two renderers produced the same target, or a renderer failed."""
 
 
@@ -147,17 +149,39 @@ def _under(out_dir: str, target: str) -> str:
 
 
 def write_tree(artifacts: dict[str, Artifact], out_dir: str) -> str:
-    """Write artifacts under ``out_dir`` mirroring their targets, plus manifest.json."""
+    """Write artifacts under ``out_dir`` mirroring their targets, plus manifest.json.
+
+    Refuses to follow a symbolic link out of ``out_dir`` (a link planted at
+    ``OUT/etc`` must not turn a render into a write to ``/etc``).
+    """
     os.makedirs(out_dir, exist_ok=True)
+    root = os.path.realpath(out_dir)
     for art in artifacts.values():
-        path = _under(out_dir, art.target)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(art.content)
-        os.chmod(tmp, art.mode)
+        rel = os.path.relpath(_under(out_dir, art.target), out_dir)
+        parts = rel.split(os.sep)
+        parent = root
+        for part in parts[:-1]:  # one level at a time, never through a link
+            parent = os.path.join(parent, part)
+            if os.path.islink(parent):
+                raise RenderError(f"{parent} is a symbolic link; a render never writes "
+                                  "through one (it could lead outside the output folder)")
+            if not os.path.isdir(parent):
+                os.mkdir(parent)
+        _write_new(os.path.join(parent, parts[-1]), art.content, art.mode)
+    _write_new(os.path.join(root, "manifest.json"), json_bytes(manifest(artifacts)), 0o644)
+    return os.path.join(out_dir, "manifest.json")
+
+
+def _write_new(path: str, content: bytes, mode: int) -> None:
+    """Atomic replace through a fresh temporary file (never through a link)."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
-    mpath = os.path.join(out_dir, "manifest.json")
-    with open(mpath, "wb") as fh:
-        fh.write(json_bytes(manifest(artifacts)))
-    return mpath
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
