@@ -53,7 +53,6 @@ HANDSHAKE_TIMEOUT = 30.0
 BUF = 256 * 1024
 SPLICE_CHUNK = 256 * 1024  # bytes per splice (and the pipe size asked for)
 SPLICE_FLAGS = 0x1  # SPLICE_F_MOVE
-RELAY_SOCKBUF = 2 * 1024 * 1024  # per direction; fewer wakeups on bulk transfers
 
 
 @dataclass(frozen=True)
@@ -220,10 +219,6 @@ def relay(a: socket.socket, b: socket.socket) -> None:
     """Relay both directions until both ends have finished; then close both."""
     a.settimeout(None)  # the handshake deadline no longer applies
     b.settimeout(None)
-    for sock in (a, b) if RELAY_SOCKBUF else ():
-        for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, opt, RELAY_SOCKBUF)
     t = threading.Thread(target=_pump, args=(b, a), daemon=True)
     t.start()
     _pump(a, b)
