@@ -188,6 +188,7 @@ def main() -> int:
     print(row("hook allow path (whole process)", allow))
     print(row("hook deny path (whole process)", deny))
     print(f"{'allow path / bare interpreter (medians; goal <= 3.0)':<58} {ratio:9.2f}")
+    print(f"{'allow path / bare interpreter (minimums)':<58} {min(allow) / min(bare):9.2f}")
     for cmd, secs in classify:
         print(f"{'classify in process: ' + cmd[:36]:<58} {secs * 1e6:9.1f} {'':>9} {'':>9} us")
     print(row("escalation: request visible to approver, from its write", rt["visible_from_write"]))

@@ -97,6 +97,8 @@ def test_parser_records_redirects_and_pipes() -> None:
     ("cat ~/.ssh/id_rsa", "deny"),                  # protected read through an argument
     ("cat < ~/.ssh/id_rsa", "deny"),                # ... or a redirect
     ("echo x > .sandbox/escalations/decided/a.json", "deny"),
+    ("cat .sandbox/audit-keys/audit.ed25519", "deny"),    # the audit signing key
+    ("cat .sandbox/policy.json", "allow"),
     ("cd .sandbox && rm -rf escalations", "deny"),
     ("echo x > .claude/settings.json", "deny"),
     ("echo ok > notes.txt", "allow"),

@@ -24,7 +24,6 @@ import posixpath
 from ..spec import paths
 from ..spec.rules import Verdict, command_matches, normalise_command, prefix_matches
 from . import shell
-from .protect import protected_paths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs the hook ~9 ms to import; annotations only
@@ -253,15 +252,25 @@ class Policy:
     def protected(self) -> list[str]:
         """Self-protection, added at every load (computed when first needed)."""
         if self._protected is None:
+            from .protect import protected_paths
+
             self._protected = protected_paths(self.repo, self.home)
         return self._protected
+
+    def read_ok(self, abspath: str) -> bool:
+        if ".sandbox" in abspath:
+            from .protect import PROTECTED_READ
+
+            if any(paths.covers(r, abspath) for r in PROTECTED_READ):
+                return False
+        return paths.read_allowed(abspath, self.deny_read, self.allow_read)
 
     def is_protected(self, abspath: str) -> bool:
         return any(paths.covers(r, abspath) for r in self.protected)
 
     def check_read(self, d: Decision, path: str, cwd: str, *, explicit: bool = True) -> None:
         full = self.resolve(path, cwd)
-        if not paths.read_allowed(full, self.deny_read, self.allow_read):
+        if not self.read_ok(full):
             d.add(DENY, f"reading {full} is denied by filesystem.deny_read")
             d.risk = "high"
             return
@@ -430,7 +439,7 @@ class Policy:
                 d.add(ESCALATE, f"{name} on a path decided at run time ({a!r})")
             for cand in _path_candidates(a):
                 full = self.resolve(cand, here)
-                if not paths.read_allowed(full, self.deny_read, self.allow_read):
+                if not self.read_ok(full):
                     d.add(DENY, f"{name} touches {full}, which filesystem.deny_read protects")
                     d.risk = "high"
                 if mutating and self.is_protected(full):

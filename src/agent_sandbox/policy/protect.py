@@ -20,6 +20,10 @@ _PER_DIRECTORY = (
 _FILES = (".mcp.json", ".git/config", ".claude.json", ".cursorrules.json")
 
 
+# Never readable by an agent: the key that signs audit checkpoints.
+PROTECTED_READ: tuple[str, ...] = ("**/.sandbox/audit-keys", "**/.sandbox/audit-keys/**")
+
+
 def protected_paths(repo: str | None, home: str) -> list[str]:
     """Expanded path rules (absolute, or ``**/`` anchored) that are never writable."""
     rules = list(MANDATORY_DENY_WRITE)
