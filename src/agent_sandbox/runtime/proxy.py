@@ -11,11 +11,16 @@ Decisions, in order (all must pass):
 1. the host is canonicalised (case, trailing dot, IDNA, NUL, numeric IP forms)
    and matched: denied patterns win, then allowed patterns; anything else is
    ``blocked-by-allowlist``;
-2. the name is resolved once, here, and every address it resolves to must be a
-   public one: loopback, link-local, unspecified, multicast, cloud metadata
-   endpoints and this host's own addresses are ``blocked-by-address`` (so DNS
-   rebinding to loopback fails); the connection goes to the checked address,
-   never to a second lookup.
+2. the name is resolved once, here, and no address it resolves to may be
+   loopback, link-local, unspecified, multicast, a cloud metadata endpoint or
+   one of this host's own addresses (``blocked-by-address``; so DNS rebinding to
+   loopback fails; private networks stay reachable for company mirrors); the
+   connection goes to a checked address, never to a second lookup.
+
+Names can be pinned to addresses by the operator with a hosts(5)-format file
+named in ``$AGENT_SANDBOX_HOSTS`` (read outside the sandbox; the address checks
+still apply). ``python -m agent_sandbox.runtime.proxy`` runs the proxy as a
+service (the rendered systemd unit).
 
 A denial is ``403`` with ``X-Proxy-Error: <reason>`` (SOCKS5: reply 0x02,
 "connection not allowed by ruleset"). Every decision is recorded through
