@@ -531,3 +531,14 @@ def test_fast_path_imports_stay_light(settings: Path, work: Path) -> None:
     heavy = {"typer", "pydantic", "re", "json", "typing", "enum", "subprocess", "socket",
              "asyncio", "dataclasses", "ctypes", "ipaddress", "threading"}
     assert not heavy & loaded, sorted(heavy & loaded)
+
+
+def test_api_reports_bad_settings_as_a_start_error(tmp_path: Path) -> None:
+    from agent_sandbox.runtime.settings import SettingsError
+
+    bad = write_settings(tmp_path / "bad.json", {"network": {"allowedDomains": ["*"]}})
+    with pytest.raises(SandboxStartError) as err:
+        run_sandboxed(["touch", str(tmp_path / "ran")], bad, tmp_path)
+    assert isinstance(err.value, SettingsError)
+    assert "would allow every domain" in str(err.value)
+    assert not (tmp_path / "ran").exists()

@@ -62,6 +62,10 @@ class SandboxStartError(RuntimeError):
     """The sandbox could not start; the message names the cause and the remedy."""
 
 
+class InvalidSettingsError(SandboxStartError, SettingsError):
+    """The settings are invalid (a ``SandboxStartError`` for callers of the API)."""
+
+
 class CompletedRun(_Record):
     """The result of a sandboxed run."""
 
@@ -626,9 +630,31 @@ def run_sandboxed(
 
     ``settings`` is srt-format settings (a path, a parsed ``Settings`` or a
     dict; None: the host default). Raises ``SandboxStartError`` when the sandbox
-    cannot start (the command never runs unsandboxed) and ``SettingsError`` for
-    bad settings. A timeout kills every process of the command.
+    cannot start, bad settings included (``InvalidSettingsError``, also a
+    ``SettingsError``); the command never runs unsandboxed. A timeout kills every
+    process of the command.
     """
+    try:
+        return _run_sandboxed(argv, settings, cwd, timeout, capture, backend=backend, env=env,
+                              stdin=stdin, audit_dir=audit_dir)
+    except InvalidSettingsError:
+        raise
+    except SettingsError as exc:
+        raise InvalidSettingsError(str(exc)) from None
+
+
+def _run_sandboxed(
+    argv: Sequence[str],
+    settings: Settings | str | os.PathLike[str] | dict[str, Any] | None,
+    cwd: str | os.PathLike[str] | None,
+    timeout: float | None,
+    capture: bool,
+    *,
+    backend: str,
+    env: dict[str, str] | None,
+    stdin: bytes | None,
+    audit_dir: str | None,
+) -> CompletedRun:
     started = time.monotonic()
     home = home_dir()
     s = resolve_settings(settings, home)
