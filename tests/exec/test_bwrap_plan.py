@@ -267,3 +267,24 @@ def test_fast_covers_agrees_with_spec_paths(rule: str, path: str) -> None:
     from agent_sandbox.spec.paths import covers as reference
 
     assert bw.covers(rule, path) == reference(rule, path)
+
+
+@pytest.mark.parametrize("rule", ["**/.env", "**/*.pem", "**/.git/hooks/**", "/a/*/c"])
+@pytest.mark.parametrize("path", ["/x/.env", "/x/y.env", "/.env", "/k/a.pem", "/a/b/c",
+                                  "/r/.git/hooks/h", "/r/.git/hooks"])
+def test_prepared_matcher_agrees_with_covers(rule: str, path: str) -> None:
+    from agent_sandbox.spec.paths import covers as reference
+
+    assert bw._matcher(rule)(path) == reference(rule, path)
+
+
+def test_real_walk_is_bounded_and_says_so(tmp_path) -> None:
+    for i in range(30):
+        (tmp_path / f"d{i}").mkdir()
+        (tmp_path / f"d{i}" / ".env").write_text("x")
+    fs = bw.RealFs(budget=20)
+    found = fs.glob("**/.env", [str(tmp_path)], 5)
+    assert 0 < len(found) < 30
+    assert fs.notes and "stopped searching" in fs.notes[0]
+    full = bw.RealFs().glob("**/.env", [str(tmp_path)], 5)
+    assert len(full) == 30

@@ -41,7 +41,7 @@ from .settings import Settings, SettingsError, _Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from typing import Protocol
 
     class FsView(Protocol):
@@ -70,6 +70,7 @@ PLACEHOLDERS: tuple[tuple[str, str], ...] = (
 # Names searched for (existing) below each writable root, to a bounded depth.
 PROTECTED_NAMES = frozenset(n for n, _ in PLACEHOLDERS) | {"fish"}
 SEARCH_DEPTH = 5
+WALK_BUDGET = 20_000
 # Large trees that hold no agent or shell configuration worth the walk.
 SKIP_DIRS = frozenset({"node_modules", ".git", ".venv", "venv", "__pycache__", ".tox",
                        ".mypy_cache", ".ruff_cache", ".pytest_cache"})
@@ -134,8 +135,33 @@ def covers(rule: str, path: str) -> bool:
     return False
 
 
+def _matcher(rule: str) -> Callable[[str], bool]:
+    """``covers(rule, path)`` as a function prepared once for many paths."""
+    lit = _any_depth_literal(rule)
+    if lit is not None and len(lit[0]) == 1 and not lit[1]:
+        name = "/" + lit[0][0]
+        return lambda path: path.endswith(name)
+    if lit is not None:
+        return lambda path: covers(rule, path)
+    from agent_sandbox.spec.paths import glob_regex
+
+    rx = glob_regex(rule)
+    return lambda path: rx.match(path) is not None
+
+
 class RealFs:
-    """``FsView`` over the real filesystem (bounded walks, no writes)."""
+    """``FsView`` over the real filesystem (bounded walks, no writes).
+
+    Each walk stops after ``budget`` entries (a ``**/.env`` rule run from ``/``
+    would otherwise read the whole disk at every start); ``notes`` says where a
+    walk stopped, so the caller can tell the user that deeper matches are not
+    covered.
+    """
+
+    def __init__(self, budget: int = WALK_BUDGET) -> None:
+        self.budget = budget
+        self.notes: list[str] = []
+        self._walked: dict[tuple[str, int], list[str]] = {}
 
     def kind(self, path: str) -> str | None:
         try:
@@ -147,8 +173,16 @@ class RealFs:
     def realpath(self, path: str) -> str:
         return os.path.realpath(path)
 
-    def _walk(self, root: str, depth: int) -> Iterable[str]:
+    def _walk(self, root: str, depth: int) -> list[str]:
+        """Paths below root to a depth (walked once per root and depth)."""
+        key = (root, depth)
+        if key not in self._walked:
+            self._walked[key] = list(self._walk_uncached(root, depth))
+        return self._walked[key]
+
+    def _walk_uncached(self, root: str, depth: int) -> Iterable[str]:
         stack = [(root, 0)]
+        seen = 0
         while stack:
             d, level = stack.pop()
             try:
@@ -157,6 +191,14 @@ class RealFs:
             except OSError:
                 continue
             for e in entries:
+                seen += 1
+                if seen > self.budget:
+                    note = (f"sandbox: stopped searching {root} for protected and denied "
+                            f"names after {self.budget} entries; run from a smaller "
+                            "directory for full coverage\n")
+                    if note not in self.notes:
+                        self.notes.append(note)
+                    return
                 yield e.path
                 if level + 1 < depth and e.name not in SKIP_DIRS:
                     try:
@@ -179,9 +221,10 @@ class RealFs:
             search = [base] if os.path.isdir(base) else []
         else:
             search = list(roots)
+        match = _matcher(pattern)
         for r in search:
             for p in self._walk(r, depth):
-                if covers(pattern, p) and not any(covers(pattern, q) for q in _parents(p, r)):
+                if match(p) and not any(match(q) for q in _parents(p, r)):
                     out.append(p)
         return out
 

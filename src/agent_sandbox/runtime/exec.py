@@ -411,7 +411,9 @@ class BwrapRun:
         block_r, block_w = os.pipe()
         fds = bw.Fds(seccomp=sfd, info=info_w, block=block_r)
         try:
-            p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=bw.RealFs())
+            realfs = bw.RealFs()
+            p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs)
+            self.notices.extend(realfs.notes)
             self.started = time.time()
             self.placeholders = Placeholders(p.placeholders)
             p = bw.without(p, self.placeholders.create())
