@@ -248,3 +248,56 @@ def test_agents_can_be_added_and_tightened(tmp_path: Path) -> None:
     off = write(tmp_path / "off.yml", "agents: {claude: {hooks: false, extra: {a: 1}}}\n")
     spec = load_spec(str(delegating), str(off))
     assert spec.agents["claude"].hooks is False and spec.agents["claude"].extra == {"a": 1}
+
+
+def test_codex_rules_files_are_imported_at_load(tmp_path: Path) -> None:
+    write(tmp_path / "fleet" / "default.rules", """
+        prefix_rule(pattern=["git", ["push", "reset"]], decision="prompt",
+                    match=["git push origin"], justification="history needs a human")
+        prefix_rule(pattern=["shutdown"], decision="forbidden")
+    """)
+    fleet = write(tmp_path / "fleet" / "fleet.yml", """
+        commands:
+          codex_rules_files: [default.rules]
+          rules:
+            - {pattern: "ls *", verdict: allow}
+    """)
+    spec = load_spec(str(fleet))
+    assert spec.commands.codex_rules_files == []  # imported: the rules carry them now
+    assert [(r.prefix, r.verdict, r.reason) for r in spec.commands.rules[1:]] == [
+        (["git", ["push", "reset"]], Verdict.ESCALATE, "history needs a human"),
+        (["shutdown"], Verdict.DENY, "from default.rules"),
+    ]
+    # a repository layer's relative paths start at the repository
+    repo = tmp_path / "repo"
+    write(repo / "team.rules", 'prefix_rule(pattern=["make", "deploy"], decision="forbidden")\n')
+    layer = write(repo / ".sandbox" / "policy.yml", "commands: {codex_rules_files: [team.rules]}\n")
+    spec = load_spec(str(fleet), str(layer))
+    assert spec.commands.rules[-1].prefix == ["make", "deploy"]
+    # ... and an imported allow rule is a loosening like any other
+    write(repo / "team.rules", 'prefix_rule(pattern=["make"], decision="allow")\n')
+    with pytest.raises(SpecError) as info:
+        load_spec(str(fleet), str(layer))
+    [p] = info.value.problems
+    assert (p.file, p.line, p.key) == (str(layer), 1, "commands.rules[0]")
+    assert "an allow rule loosens commands.allow" in p.message
+
+
+@pytest.mark.parametrize(("rules", "fragment"), [
+    (None, "cannot read Codex rules"),
+    ('prefix_rule(pattern=["a"], decision="sometimes")', "decision must be"),
+    ('prefix_rule(pattern=["npm"], match=["yarn install"])', "listed under match"),
+])
+def test_broken_codex_rules_point_at_their_entry(tmp_path: Path, rules: str | None,
+                                                 fragment: str) -> None:
+    if rules is not None:
+        write(tmp_path / "x.rules", rules + "\n")
+    spec = write(tmp_path / "spec.yml", """
+        commands:
+          codex_rules_files:
+            - x.rules
+    """)
+    with pytest.raises(SpecError) as info:
+        load_spec(str(spec))
+    [p] = info.value.problems
+    assert p.line == 3 and fragment in p.message

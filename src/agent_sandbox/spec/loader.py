@@ -186,7 +186,60 @@ def load_layer(path: str) -> Layer:
         raise SpecError([Problem(path, 1, 1, "", f"cannot read: {exc.strerror}")]) from None
     layer = parse_yaml(text, path)
     layer.name = os.path.basename(path)
+    import_codex_rules(layer, layer_base(path))
     return layer
+
+
+def layer_base(path: str) -> str:
+    """The folder a layer's relative paths start from: the repository for a
+    repository layer (``<repo>/.sandbox/*.yml``), else the file's folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    return os.path.dirname(folder) if os.path.basename(folder) == ".sandbox" else folder
+
+
+def import_codex_rules(layer: Layer, base: str) -> None:
+    """Replace ``commands.codex_rules_files`` by the ``prefix_rule`` calls those
+    files hold, appended to the layer's ``commands.rules``.
+
+    Imported rules are this layer's rules for everything that follows (their
+    examples are checked, and layering treats them like rules written here);
+    problems point at the file's entry in ``codex_rules_files``.
+    """
+    from .rules import RuleSyntaxError, parse_codex_rules
+
+    commands = layer.data.get("commands")
+    if not isinstance(commands, dict):
+        return
+    files = commands.get("codex_rules_files")
+    if not isinstance(files, list) or not files:
+        return
+    rules = commands.setdefault("rules", [])
+    if not isinstance(rules, list):
+        return  # the model reports the wrong type
+    problems = []
+    for i, name in enumerate(files):
+        where = ("commands", "codex_rules_files", i)
+        if not isinstance(name, str) or not name:
+            continue  # the model reports the wrong type
+        path = name if os.path.isabs(name) else os.path.join(base, name)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                source = fh.read(MAX_BYTES + 1)
+            imported = parse_codex_rules(source, name)
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            problems.append(layer.problem(where, f"cannot read Codex rules {path}: {reason}"))
+            continue
+        except (RuleSyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            problems.append(layer.problem(where, f"invalid Codex rules: {exc}"))
+            continue
+        for rule in imported:
+            rule.setdefault("reason", f"from {name}")
+            layer.positions[("commands", "rules", len(rules))] = layer.where(where)
+            rules.append(rule)
+    if problems:
+        raise SpecError(problems)
+    commands["codex_rules_files"] = []
 
 
 def _message(err: Any) -> str:
