@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -223,6 +224,9 @@ def import_codex_rules(layer: Layer, base: str) -> None:
             continue  # the model reports the wrong type
         path = name if os.path.isabs(name) else os.path.join(base, name)
         try:
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                problems.append(layer.problem(where, f"{path} is not a regular file"))
+                continue
             with open(path, encoding="utf-8") as fh:
                 source = fh.read(MAX_BYTES + 1)
             imported = parse_codex_rules(source, name)
