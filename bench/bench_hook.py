@@ -7,8 +7,9 @@
 2. In-process classification of a few commands (parse + judge), microseconds.
 3. Escalation round trip with a real hook process and a watchdog observer as
    the approver: (a) request visible to the approver, counted from the moment
-   the hook wrote it and from the hook's spawn; (b) approval to hook return,
-   minus the command's own time in the sandbox. Goal: each within 100 ms.
+   the hook wrote it and from the hook's spawn; (b) approval (given 0.3 s after
+   the request appears, faster than any human) to hook return, minus the
+   command's own time in the sandbox. Goal: each within 100 ms.
 
 Prints one table. Run: ``.venv/bin/python bench/bench_hook.py [--runs N]``.
 """
@@ -27,6 +28,7 @@ import time
 from pathlib import Path
 
 PY = sys.executable
+THINK = 0.3  # seconds between a request appearing and its approval
 
 POLICY = {
     "filesystem": {"allow_write": ["."], "deny_read": ["~/.ssh"]},
@@ -153,6 +155,7 @@ def bench_round_trip(repo: Path, runs: int) -> dict[str, list[float]]:
             req = json.loads((repo / ".sandbox/escalations/pending" / name).read_text())
             res["visible_from_write"].append(seen[name] - float(req["created"]))
             res["visible_from_spawn"].append(seen[name] - spawn)
+            time.sleep(THINK)  # no human decides faster than this
             t0 = time.perf_counter()
             approver.approve(rid)
             h.communicate(timeout=60)

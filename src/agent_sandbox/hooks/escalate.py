@@ -12,6 +12,7 @@ consumed by this process.
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from ..queue import FolderQueue, QueueError
@@ -89,6 +90,18 @@ def describe_result(rec: dict[str, Any], limit: int = OUTPUT_LIMIT, *,
     return f"Request {rid} ({req.get('summary', '')!s}) ended {status}: {reason}."
 
 
+def _preload() -> None:
+    """Import what the runner needs while a human decides, so the forked runner
+    starts the sandbox at once after the approval (saves ~40 ms of latency)."""
+    import importlib
+
+    for name in ("agent_sandbox.audit", "agent_sandbox.runtime.exec"):
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # the runner reports the real problem itself
+            sys.stderr.write(f"agent-sandbox: preloading {name} failed: {exc}\n")
+
+
 def _wait_for(q: FolderQueue, rid: str, state: str, deadline: float) -> dict[str, Any] | None:
     get = q.decision if state == "decided" else q.result
     with Watcher([q.dir("decided"), q.dir("done")]) as w:
@@ -129,6 +142,7 @@ def escalate(repo: str, call: Call, decision: Decision, *, agent: str, session: 
     if detach:
         return Outcome(False, f"waiting for approval: request {rid}", request_id=rid,
                        status="pending")
+    _preload()
     return follow(repo, rid, wait_deadline=time.monotonic() + wait, run_wait=run_wait,
                   limit=limit, timeout_on_expiry=True)
 
