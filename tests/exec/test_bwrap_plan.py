@@ -288,3 +288,8 @@ def test_real_walk_is_bounded_and_says_so(tmp_path) -> None:
     assert fs.notes and "stopped searching" in fs.notes[0]
     full = bw.RealFs().glob("**/.env", [str(tmp_path)], 5)
     assert len(full) == 30
+
+
+def test_allow_read_outside_any_deny_changes_nothing() -> None:
+    p = plan_for({"filesystem": {"allowWrite": ["."], "allowRead": ["src"]}})
+    assert ("show", CWD + "/src") not in ops(p)  # would make a writable path read-only

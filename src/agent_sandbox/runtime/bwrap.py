@@ -293,8 +293,12 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView) -> Plan:
     search_roots = list(dict.fromkeys([cwd, *[w for w in writable if fs.kind(w) == "d"]]))
     for p in _concrete(f.deny_read, home, cwd, fs, search_roots):
         add("hide", fs.realpath(p))
+    hidden = [m.path for m in mounts.values() if m.op == "hide"]
     for p in _concrete(f.allow_read, home, cwd, fs, search_roots):
-        add("show", fs.realpath(p))
+        rp = fs.realpath(p)
+        # only where a deny hides it (elsewhere a read-only bind would take away writes)
+        if any(_under(rp, h) for h in hidden):
+            add("show", rp)
     for w in writable:
         add("rw", w)
     deny_write = _concrete(f.deny_write, home, cwd, fs, search_roots)
