@@ -4,8 +4,8 @@ terminal state, and every approved command ran exactly once (and nothing else
 ran at all).
 
 Approved commands run in the real sandbox through detached runners; runners are
-the one process class not killed here (killing one mid-command can only end in
-``interrupted``, never in a second run: see test_queue)."""
+the one process class the storm does not kill: killing one mid-command can only
+end in ``interrupted``, never in a second run (the last test here)."""
 
 from __future__ import annotations
 
@@ -156,3 +156,31 @@ def test_sigkill_storm_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> N
     print(f"\n{time.monotonic() - started:.0f}s: {len(ids)} requests, {launched} hooks "
           f"launched, {killed_hooks} hooks and "
           f"{killed_approvers} approvers killed; {statuses}")
+
+
+def test_killed_runner_ends_interrupted_and_is_never_rerun(tmp_path: Path) -> None:
+    from agent_sandbox.queue.runner import spawn_runner
+
+    repo = make_repo(tmp_path / "repo")
+    log = repo / "steps.log"
+    q = FolderQueue(str(repo / ".sandbox/escalations"))
+    req = q.submit({"tool": "Bash", "params": {"command": f"echo start >> {log}; sleep 20; "
+                                                          f"echo end >> {log}"},
+                    "cwd": str(repo), "kind": "bash", "summary": "x", "mode": "run",
+                    "requester": {"pid": 999999, "start": "1"}})
+    rid = req["id"]
+    q.decide(rid, "approve", by="test")
+    spawn_runner(str(repo), rid)
+    end = time.monotonic() + 30
+    while not (log.exists() and "start" in log.read_text()):
+        assert time.monotonic() < end, "the command never started"
+        time.sleep(0.02)
+    owners = [p for p in Path(q.dir("claimed")).iterdir() if ".owner." in p.name]
+    assert len(owners) == 1
+    os.kill(int(owners[0].name.rsplit(".", 1)[1]), signal.SIGKILL)
+    time.sleep(0.5)
+    for _ in range(3):
+        assert recover_and_run(str(repo)) == []
+    assert q.result(rid)["status"] == "interrupted"
+    time.sleep(0.5)
+    assert log.read_text().split() == ["start"]      # started once, stopped, never rerun
