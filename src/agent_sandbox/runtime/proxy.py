@@ -56,7 +56,7 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 HEAD_LIMIT = 64 * 1024
 HANDSHAKE_TIMEOUT = 30.0
 BUF = 256 * 1024
-SPLICE_CHUNK = 256 * 1024  # bytes per splice (and the pipe size asked for)
+SPLICE_CHUNK = 1024 * 1024  # bytes per splice, and the pipe size asked for (default max)
 SPLICE_FLAGS = 0x1  # SPLICE_F_MOVE
 
 
