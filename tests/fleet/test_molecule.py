@@ -53,6 +53,17 @@ def site() -> subprocess.CompletedProcess[str]:
                 "-e", "sandbox_runtime_wheelhouse_build=false"], timeout=900)
 
 
+def changed_tasks(out: str) -> list[str]:
+    """The TASK headers followed by a `changed:` line (for failure messages)."""
+    found, task = [], ""
+    for line in out.splitlines():
+        if "TASK [" in line:
+            task = line.strip(" │*")
+        elif "changed:" in line and task:
+            found.append(task)
+    return found
+
+
 def recap(out: str, host: str = HOST) -> dict[str, int]:
     m = re.search(rf"^\W*{re.escape(host)}\s+:\s+(.*)$", out, re.M)
     assert m, out[-3000:]
@@ -104,19 +115,20 @@ def converged(base_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
 def test_molecule_idempotence(converged: str) -> None:
     proc = molecule("idempotence", check=False)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
-    assert recap(proc.stdout)["changed"] == 0
+    assert recap(proc.stdout)["changed"] == 0, changed_tasks(proc.stdout)
 
 
 def test_molecule_check_mode(converged: str) -> None:
     proc = molecule("check", check=False)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     counts = recap(proc.stdout)
-    assert counts["failed"] == 0 and counts["changed"] == 0
+    assert counts["failed"] == 0 and counts["changed"] == 0, changed_tasks(proc.stdout)
 
 
 def test_site_yml_second_run_changes_nothing(converged: str) -> None:
-    counts = recap(site().stdout)
-    assert counts["changed"] == 0 and counts["failed"] == 0
+    out = site().stdout
+    counts = recap(out)
+    assert counts["changed"] == 0 and counts["failed"] == 0, changed_tasks(out)
 
 
 def test_cli_ansible_and_pyinfra_install_identical_bytes(converged: str, tmp_path: Path) -> None:
