@@ -542,3 +542,47 @@ def test_api_reports_bad_settings_as_a_start_error(tmp_path: Path) -> None:
     assert isinstance(err.value, SettingsError)
     assert "would allow every domain" in str(err.value)
     assert not (tmp_path / "ran").exists()
+
+
+def _deep(work: Path) -> Path:
+    d = work / "a" / "b" / "c" / "d" / "e" / "f"  # deeper than the mounts reach
+    d.mkdir(parents=True)
+    return d
+
+
+def test_writes_into_a_deep_existing_repository_are_disarmed(settings: Path, work: Path) -> None:
+    d = _deep(work)
+    subprocess.run(["git", "init", "-q", str(d)], check=True)
+    config = (d / ".git" / "config").read_text()
+    time.sleep(0.1)
+    script = ("echo evil > .git/hooks/pre-commit; git status -s >/dev/null; "
+              "echo '[core] fsmonitor = evil' >> .git/config; echo ok > file")
+    r = run_sandboxed(["sh", "-c", script], settings, d)
+    assert not (d / ".git" / "hooks" / "pre-commit").exists()
+    assert (d / ".git" / "objects").is_dir() and (d / "file").read_text() == "ok\n"
+    assert not (d / ".git" / "config").exists() or (d / ".git" / "config").read_text() == config
+    assert b"protected path" in r.stderr
+
+
+def test_moving_an_old_directory_into_place_does_not_hide_a_hook(settings: Path,
+                                                                  work: Path) -> None:
+    d = _deep(work)
+    (d / "old").mkdir()
+    (d / "old" / "README").write_text("old content")
+    os.utime(d / "old" / "README", (0, 0))
+    time.sleep(0.1)
+    run_sandboxed(["sh", "-c", "mkdir x && mv old x/.git && mkdir -p x/.git/hooks && "
+                   "echo evil > x/.git/hooks/pre-commit"], settings, d)
+    assert not (d / "x" / ".git" / "hooks" / "pre-commit").exists()
+
+
+def test_untouched_deep_repository_is_left_alone(settings: Path, work: Path) -> None:
+    d = _deep(work)
+    subprocess.run(["git", "init", "-q", str(d)], check=True)
+    (d / "f").write_text("x")
+    time.sleep(0.1)
+    r = run_sandboxed(["sh", "-c", "git add f && git -c user.email=a@b -c user.name=a "
+                       "commit -qm m && git log --oneline | wc -l"], settings, d)
+    assert r.stdout.strip() == b"1", r.stderr
+    assert b"protected path" not in r.stderr
+    assert sorted(p.name for p in (d / ".git").iterdir() if "quarantine" in p.name) == []

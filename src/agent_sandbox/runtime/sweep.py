@@ -2,16 +2,17 @@
 
 The mounts protect every protected name that exists (to a bounded depth) and
 the top of each writable root. A command can still ``mkdir -p a/b/.git/hooks``
-in a directory where no repository existed. ``find_new`` walks the writable
-roots after the command has ended (so nothing inside the sandbox is running)
-and reports protected names that are new: created at or after the run's start,
-with nothing older inside them (a pre-existing repository always has older
-entries, such as ``objects/``). ``disarm`` renames each to
-``<name>.sandbox-quarantine-<time>``: an inert name no agent or git will load,
-kept as evidence, never deleted.
+in a directory where no repository existed, or write below a protected name
+deeper than the mounts reach. ``find_new`` walks the writable roots after the
+command has ended (so nothing inside the sandbox is running) and reports what
+was written under protected names during the run (by ``ctime``, which no
+program can set back): a protected name created during the run as a whole;
+in one that existed, the files written (for ``.git`` only ``config`` and
+``hooks/``). ``disarm`` renames each to ``<name>.sandbox-quarantine-<time>``:
+an inert name no agent or git will load, kept as evidence, never deleted.
 
-It must never touch a path outside the writable roots or one that existed
-before the run.
+It must never touch a path outside the writable roots, nor anything under a
+protected name that was not written during the run.
 """
 
 from __future__ import annotations
@@ -48,9 +49,66 @@ def _is_new(path: str, since: float) -> bool:
     return True
 
 
+def _changed(path: str, since: float) -> bool:
+    try:
+        return os.lstat(path).st_ctime >= since
+    except OSError:
+        return False
+
+
+def _changed_inside(path: str, since: float, limit: int = 2000) -> list[str]:
+    """Entries below a directory written at or after ``since`` (bounded walk)."""
+    out: list[str] = []
+    stack, seen = [path], 0
+    while stack:
+        d = stack.pop()
+        try:
+            with os.scandir(d) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for e in entries:
+            seen += 1
+            if seen > limit:
+                return out
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_ctime >= since and not e.is_dir(follow_symlinks=False):
+                out.append(e.path)
+            elif e.is_dir(follow_symlinks=False):
+                stack.append(e.path)
+    return out
+
+
+def _violations(path: str, name: str, since: float) -> list[str]:
+    """What the command wrote under one protected name found deep in a root.
+
+    A name created during the run goes whole. In one that existed, only what
+    was written goes: in ``.git`` just ``config`` and ``hooks/`` (objects, refs
+    and the index are git's ordinary work), elsewhere any file written. Looking
+    inside as well as at the name itself defeats moving an old directory into
+    place and adding a hook to it.
+    """
+    if _is_new(path, since):
+        return [path]
+    if not os.path.isdir(path) or os.path.islink(path):
+        return [path] if _changed(path, since) else []
+    if name == ".git":
+        out = [c for c in (os.path.join(path, "config"),) if _changed(c, since)]
+        hooks = os.path.join(path, "hooks")
+        if os.path.isdir(hooks) and not os.path.islink(hooks):
+            out += _changed_inside(hooks, since)
+        elif _changed(hooks, since):
+            out.append(hooks)
+        return out
+    return _changed_inside(path, since)
+
+
 def find_new(roots: Sequence[str], since: float, skip: Iterable[str] = (),
              budget: int = WALK_BUDGET, *, top: bool = False) -> tuple[list[str], bool]:
-    """(new protected paths, complete) below ``roots``; ``skip`` are known targets.
+    """(paths to disarm, complete) below ``roots``; ``skip`` are mounted targets.
 
     ``top`` also checks the top of each root (the bwrap backend does not need
     to: placeholders and mounts protect it).
@@ -77,9 +135,8 @@ def find_new(roots: Sequence[str], since: float, skip: Iterable[str] = (),
                     e.name != "fish" or os.path.basename(d) == ".config"):
                 if d in roots and not top:
                     continue  # the top of a root is covered by placeholders and mounts
-                if _is_new(e.path, cutoff):
-                    found.append(e.path)
-                continue  # never walk into a protected directory (e.g. .git/objects)
+                found += [p for p in _violations(e.path, e.name, cutoff) if p not in skipped]
+                continue  # never walk on into a protected directory (e.g. .git/objects)
             try:
                 if e.is_dir(follow_symlinks=False):
                     stack.append(e.path)
