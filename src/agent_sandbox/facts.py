@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -55,9 +55,12 @@ class HostFacts:
 
     @staticmethod
     def from_vars(name: str, hostvars: dict[str, Any], groups: tuple[str, ...] = (),
-                  source: str = "<inventory>") -> HostFacts:
+                  source: str = "<inventory>",
+                  place: Callable[[str], tuple[int, int]] | None = None) -> HostFacts:
         def bad(key: str, message: str) -> SpecError:
-            return SpecError([Problem(source, 1, 1, f"{name}.{key}", message)])
+            var = key.split("[", 1)[0].split(".", 1)[0]
+            line, col = place(var) if place else (1, 1)
+            return SpecError([Problem(source, line, col, f"{name}.{key}", message)])
 
         os_name = hostvars.get("sandbox_os", "linux")
         if os_name not in ("linux", "macos", "windows"):
@@ -100,65 +103,87 @@ _RESOLVER = yaml.resolver.Resolver()
 _SCALARS = yaml.constructor.SafeConstructor()
 
 
-def lean_yaml(stream: Any) -> Any:
+def lean_yaml(stream: Any, positions: dict[tuple[Any, ...], tuple[int, int]] | None = None,
+              want: Callable[[tuple[Any, ...]], bool] | None = None) -> Any:
     """Load a YAML document straight from parser events (safe types only).
 
     ``yaml.safe_load`` first builds a node graph with source marks for every
     scalar; for a 10,000-host inventory that graph is five times the size of
     the data. Building the data from the events keeps the peak close to the
     data itself. Same results as ``safe_load`` for inventories (anchors and
-    aliases included; merge keys are not supported).
+    aliases included; merge keys are not supported). With ``positions``, the
+    (line, column) of mapping keys is recorded under their key path (only the
+    paths ``want`` accepts, when given).
     """
     anchors: dict[str, Any] = {}
     stack: list[Any] = []  # containers being filled; dicts carry a pending key
     keys: list[Any] = []
+    paths: list[tuple[Any, ...]] = []
     root: Any = None
     done = False
 
-    def put(value: Any, anchor: str | None) -> None:
+    def put(value: Any, anchor: str | None, mark: Any) -> tuple[Any, ...]:
         nonlocal root, done
         if anchor:
             anchors[anchor] = value
         if not stack:
             root, done = value, True
-            return
+            return ()
         top = stack[-1]
         if isinstance(top, list):
             top.append(value)
-        elif keys[-1] is _NO_KEY:
+            return (*paths[-1], len(top) - 1)
+        if keys[-1] is _NO_KEY:
             if isinstance(value, (dict, list)):
                 raise yaml.YAMLError("mapping keys must be plain scalars")
             keys[-1] = value
-        else:
-            top[keys[-1]] = value
-            keys[-1] = _NO_KEY
+            if positions is not None:
+                path = (*paths[-1], value)
+                if want is None or want(path):
+                    positions[path] = (mark.line + 1, mark.column + 1)
+            return ()
+        top[keys[-1]] = value
+        here = (*paths[-1], keys[-1])
+        keys[-1] = _NO_KEY
+        return here
 
     for event in yaml.parse(stream, Loader=_YAML_LOADER):
+        mark = event.start_mark
         if isinstance(event, yaml.ScalarEvent):
-            put(_scalar(event), event.anchor)
+            put(_scalar(event), event.anchor, mark)
         elif isinstance(event, yaml.MappingStartEvent):
             value: Any = {}
-            put(value, event.anchor)
+            paths.append(put(value, event.anchor, mark))
             stack.append(value)
             keys.append(_NO_KEY)
         elif isinstance(event, yaml.SequenceStartEvent):
             value = []
-            put(value, event.anchor)
+            paths.append(put(value, event.anchor, mark))
             stack.append(value)
             keys.append(None)
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             stack.pop()
             keys.pop()
+            paths.pop()
         elif isinstance(event, yaml.AliasEvent):
             if event.anchor not in anchors:
                 raise yaml.YAMLError(f"unknown alias *{event.anchor}")
-            put(anchors[event.anchor], None)
+            put(anchors[event.anchor], None, mark)
         elif isinstance(event, yaml.DocumentStartEvent) and done:
             raise yaml.YAMLError("an inventory holds one YAML document")
     return root
 
 
 _NO_KEY = object()
+
+
+def _inventory_key(path: tuple[Any, ...]) -> bool:
+    """The key paths whose places an inventory keeps: groups, their sections,
+    hosts, and the variables set on a host itself."""
+    n = len(path)
+    return ((n >= 1 and path[-1] in ("hosts", "vars", "children"))
+            or (n >= 2 and path[-2] in ("hosts", "children"))
+            or (n >= 3 and path[-3] == "hosts"))
 
 
 def _scalar(event: Any) -> Any:
@@ -215,13 +240,18 @@ class Inventory:
     host_groups: dict[str, list[str]] = field(default_factory=dict)
     group_order: list[str] = field(default_factory=list)
     _layer_files: frozenset[str] | None = field(default=None, repr=False)
+    _positions: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict, repr=False)
+    # where each host (and each variable set on the host itself) was written
+    host_places: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+    var_places: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, root: str) -> Inventory:
         path = os.path.join(root, "hosts.yml")
         try:
+            positions: dict[tuple[Any, ...], tuple[int, int]] = {}
             with open(path, encoding="utf-8") as fh:
-                data = lean_yaml(fh)
+                data = lean_yaml(fh, positions, _inventory_key)
         except FileNotFoundError:
             raise SpecError([Problem(path, 1, 1, "", "inventory has no hosts.yml")]) from None
         except yaml.YAMLError as exc:
@@ -238,44 +268,59 @@ class Inventory:
             raise SpecError([Problem(path, 1, 1, "", "an inventory must be a mapping (all: ...)")])
         inv = cls(root)
         inv._layer_files = _spec_files(root)
-        inv._walk("all", data.get("all", data), {}, [])
+        inv._positions = positions
+        top = ("all",) if "all" in data else ()
+        inv._walk("all", data.get("all", data), {}, [], top)
+        inv._positions = {}
         return inv
 
-    def _walk(self, group: str, node: Any, inherited: dict[str, Any], chain: list[str]) -> None:
+    def _problem(self, raw: tuple[Any, ...], key: str, message: str) -> SpecError:
+        line, col = self._positions.get(raw, (1, 1))
+        return SpecError([Problem(os.path.join(self.root, "hosts.yml"), line, col, key, message)])
+
+    def _walk(self, group: str, node: Any, inherited: dict[str, Any], chain: list[str],
+              raw: tuple[Any, ...]) -> None:
         if node is None:
             node = {}
-        where = os.path.join(self.root, "hosts.yml")
         if len(chain) > 32:
-            raise SpecError([Problem(where, 1, 1, group, "groups nested more than 32 deep "
-                                     "(a cycle through aliases?)")])
+            raise self._problem(raw, group, "groups nested more than 32 deep "
+                                            "(a cycle through aliases?)")
         if not isinstance(node, dict):
-            raise SpecError([Problem(where, 1, 1, group, "a group must be a mapping "
-                                     "(hosts:, vars:, children:)")])
+            raise self._problem(raw, group, "a group must be a mapping (hosts:, vars:, children:)")
         if group not in self.group_order:
             self.group_order.append(group)
         parts = {k: node.get(k) or {} for k in ("vars", "hosts", "children")}
         for key, value in parts.items():
             if not isinstance(value, dict):
-                raise SpecError([Problem(where, 1, 1, f"{group}.{key}", "expected a mapping")])
+                raise self._problem((*raw, key), f"{group}.{key}", "expected a mapping")
         gvars = {**inherited, **parts["vars"]}
         here = chain + ([group] if group != "all" else [])
         for host, hvars in parts["hosts"].items():
+            where = (*raw, "hosts", host)
             if hvars is not None and not isinstance(hvars, dict):
-                raise SpecError([Problem(where, 1, 1, f"{group}.hosts.{host}",
-                                         "host variables must be a mapping")])
+                raise self._problem(where, f"{group}.hosts.{host}",
+                                    "host variables must be a mapping")
             name = str(host)
             self.hosts[name] = {**gvars, **self.hosts.get(name, {}), **(hvars or {})}
+            if name not in self.host_places and where in self._positions:
+                self.host_places[name] = self._positions[where]
+            for var in hvars or {}:
+                if (*where, var) in self._positions:
+                    self.var_places[(name, var)] = self._positions[(*where, var)]
             groups = self.host_groups.setdefault(name, [])
             groups.extend(g for g in here if g not in groups)
         for child, sub in parts["children"].items():
-            self._walk(str(child), sub, gvars, here)
+            self._walk(str(child), sub, gvars, here, (*raw, "children", child))
 
     def facts(self, host: str) -> HostFacts:
         if host not in self.hosts:
             raise SpecError([Problem(os.path.join(self.root, "hosts.yml"), 1, 1, "",
                                      f"host {host!r} is not in the inventory")])
+        def place(var: str) -> tuple[int, int]:
+            return self.var_places.get((host, var)) or self.host_places.get(host, (1, 1))
+
         return HostFacts.from_vars(host, self.hosts[host], tuple(self.host_groups.get(host, [])),
-                                   os.path.join(self.root, "hosts.yml"))
+                                   os.path.join(self.root, "hosts.yml"), place)
 
     def layer_paths(self, host: str) -> list[str]:
         """Spec files for a host, most managed first; missing files are skipped.

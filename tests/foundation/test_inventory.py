@@ -101,3 +101,23 @@ def test_random_inventories_only_raise_spec_error(tmp_path: Path, data: object) 
             inv.layer_paths(host)
     except SpecError as exc:
         assert exc.problems
+
+
+def test_inventory_problems_carry_their_line(tmp_path: Path) -> None:
+    write(tmp_path / "hosts.yml", """
+        all:
+          children:
+            devs:
+              hosts:
+                ok-1: {sandbox_os: linux}
+                bad-1:
+                  sandbox_users: [{name: ann}]
+                  sandbox_os: plan9
+    """)
+    inv = Inventory.load(str(tmp_path))
+    inv.facts("ok-1")
+    with pytest.raises(SpecError) as info:
+        inv.facts("bad-1")
+    [p] = info.value.problems
+    assert (p.line, p.column, p.key) == (8, 11, "bad-1.sandbox_os")
+    assert not inv._positions  # only the few places kept, not every key
