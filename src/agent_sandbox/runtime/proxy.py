@@ -220,14 +220,59 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
             dst.shutdown(socket.SHUT_WR)
 
 
+class _Workers:
+    """Reusable threads: a connection costs no thread start once the proxy is warm.
+
+    Unbounded on purpose (a relay holds its thread for the connection's life):
+    a job is handed to an idle thread, or to a new one when none is idle.
+    """
+
+    def __init__(self) -> None:
+        import queue
+
+        self.jobs: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]]] = (
+            queue.SimpleQueue())
+        self.idle = 0
+        self.lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        with self.lock:
+            spawn = self.idle == 0
+            if not spawn:
+                self.idle -= 1
+        self.jobs.put((fn, args))
+        if spawn:
+            threading.Thread(target=self._run, name="agent-sandbox-proxy", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            fn, args = self.jobs.get()
+            try:
+                fn(*args)
+            except Exception:  # noqa: S110 - a job reports its own failures
+                pass
+            with self.lock:
+                self.idle += 1
+
+
+_WORKERS = _Workers()
+
+
 def relay(a: socket.socket, b: socket.socket) -> None:
     """Relay both directions until both ends have finished; then close both."""
     a.settimeout(None)  # the handshake deadline no longer applies
     b.settimeout(None)
-    t = threading.Thread(target=_pump, args=(b, a), daemon=True)
-    t.start()
+    done = threading.Event()
+
+    def back() -> None:
+        try:
+            _pump(b, a)
+        finally:
+            done.set()
+
+    _WORKERS.submit(back)
     _pump(a, b)
-    t.join()
+    done.wait()
     a.close()
     b.close()
 
@@ -456,7 +501,7 @@ class Proxy:
                 time.sleep(0.01)
                 continue
             conn.setblocking(True)
-            threading.Thread(target=self._serve_one, args=(handler, conn), daemon=True).start()
+            _WORKERS.submit(self._serve_one, handler, conn)
 
     def start_in_thread(self, http: Sequence[socket.socket], socks: Sequence[socket.socket]
                         ) -> None:
@@ -499,15 +544,28 @@ def _port(text: str) -> int:
 
 def audit_recorder(directory: str | None) -> tuple[Recorder, Callable[[], None]]:
     """A recorder writing ``proxy.decision`` events to the chained audit log."""
+    import queue
+
     from agent_sandbox.audit import AuditLog
 
     log = AuditLog(directory or default_audit_dir(), sync="batch", checkpoint_every=None,
                    checkpoint_interval=None, origin="sandbox-exec-proxy")
+    pending: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+
+    def writer() -> None:  # off the connection's path; close() waits for the last record
+        while (event := pending.get()) is not None:
+            with contextlib.suppress(Exception):
+                log.append("proxy.decision", **event)
+
+    thread = threading.Thread(target=writer, name="agent-sandbox-audit", daemon=True)
+    thread.start()
 
     def record(event: dict[str, Any]) -> None:
-        log.append("proxy.decision", **event)
+        pending.put(event)
 
     def close() -> None:
+        pending.put(None)
+        thread.join(timeout=10)
         with contextlib.suppress(Exception):
             log.close()
 
