@@ -322,5 +322,11 @@ def test_bad_cluster_settings_are_refused_by_the_renderer(over, message):
 def test_disabled_cluster_renders_nothing(fleet):
     assert list(cluster.render(Spec(), HostFacts("h"))) == []
     for host in fleet.inventory:
-        assert not any(a.kind.startswith(("k8s", "calico", "vault"))
-                       for a in fleet.render_host(host).values())
+        cluster_kinds = [a.kind for a in fleet.render_host(host).values()
+                         if a.kind.startswith(("k8s", "calico", "vault"))]
+        # Only the sandbox_cluster group switches the cluster side on.
+        if "sandbox_cluster" in fleet.inventory.host_groups.get(host, []):
+            assert fleet.spec_for(host).cluster.enabled
+            assert {"k8s", "calico"} <= {k.split("-")[0] for k in cluster_kinds}, cluster_kinds
+        else:
+            assert cluster_kinds == [], host
