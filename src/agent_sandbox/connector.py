@@ -32,7 +32,9 @@ from .errors import SandboxError
 AGENT_FLAGS = ("claude", "codex", "cursor", "gemini")
 QUEUE_DIRS = ("pending", "decided", "claimed", "done")
 MCP_NAME = "agent-sandbox"
-MANAGED_POLICY = "/etc/agent-sandbox/policy.json"
+# Where the renderer installs the host policy (render.srt.POLICY_TARGET).
+MANAGED_POLICY = ("C:/ProgramData/agent-sandbox/policy.json" if os.name == "nt"
+                  else "/etc/agent-sandbox/policy.json")
 STARTER_POLICY = """\
 # Repository policy for agent-sandbox (a spec layer; see `sandbox schema`).
 # Layers above this one (fleet, group, host) may only be tightened here.

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from ..policy.engine import Call, Decision
 
 MAX_INPUT = 8 * 1024 * 1024
-MANAGED_POLICY = "/etc/agent-sandbox/policy.json"
+# Where the renderer installs the host policy (render.srt.POLICY_TARGET).
+MANAGED_POLICY = ("C:/ProgramData/agent-sandbox/policy.json" if os.name == "nt"
+                  else "/etc/agent-sandbox/policy.json")
 AGENTS = {
     "claude": ("pre-tool-use", "post-tool-use", "session-start"),
     "codex": ("pre-tool-use", "post-tool-use", "session-start"),
