@@ -237,3 +237,45 @@ def test_stalled_handshake_is_dropped(proxy: Any, monkeypatch: pytest.MonkeyPatc
     s.sendall(b"\x05\x01\x00\x03\x10short")  # declares 16 bytes of name, sends 5
     s.settimeout(5)
     assert s.recv(10) == b""  # closed by the proxy, not left hanging
+
+
+def test_an_allow_that_cannot_be_recorded_is_denied(upstream: Upstream) -> None:
+    def broken(_: dict[str, Any]) -> None:
+        raise OSError("audit disk full")
+
+    p = Proxy(ProxyConfig(allowed=("allowed.test",), hosts={"allowed.test": ["127.0.0.1"]},
+                          exempt=frozenset({ipaddress.ip_address("127.0.0.1")})), broken)
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(4)
+    p.start_in_thread([lst], [])
+    try:
+        s = socket.create_connection(lst.getsockname())
+        s.sendall(f"CONNECT allowed.test:{upstream.port} HTTP/1.1\r\n\r\n".encode())
+        reply = _recv_all(s)
+        assert reply.startswith(b"HTTP/1.1 403") and b"audit-unavailable" in reply
+        assert upstream.requests == []
+    finally:
+        p.stop()
+
+
+def test_audit_writer_failure_turns_later_allows_into_denials(tmp_path) -> None:
+    import time
+
+    from agent_sandbox.runtime.proxy import audit_recorder
+
+    record, close = audit_recorder(str(tmp_path / "audit"))
+    try:
+        record({"host": "a", "allowed": True})
+        record({"host": "b", "allowed": True, "x": float("nan")})  # cannot be canonical JSON
+        deadline = time.monotonic() + 5
+        while True:  # the writer notices on that append; later records refuse
+            try:
+                record({"host": "c", "allowed": True})
+            except RuntimeError as exc:
+                assert "cannot be written" in str(exc)
+                break
+            assert time.monotonic() < deadline, "a failing audit log went unnoticed"
+            time.sleep(0.05)
+    finally:
+        close()

@@ -293,8 +293,8 @@ class Proxy:
 
     # -- decisions -------------------------------------------------------
 
-    def _log(self, d: Decision, protocol: str, started: float) -> None:
-        self.decisions.append(d)
+    def _log(self, d: Decision, protocol: str, started: float) -> Decision:
+        """Record a decision; an allow that cannot be recorded becomes a denial."""
         event = {
             "protocol": protocol, "host": d.host, "port": d.port, "allowed": d.allowed,
             "reason": d.reason, "address": d.address, "session": self.config.session,
@@ -302,8 +302,11 @@ class Proxy:
         }
         try:
             self.record(event)
-        except Exception:  # noqa: S110 - a recording failure must not turn a denial into a hang
-            pass
+        except Exception:
+            if d.allowed:
+                d = Decision(False, "audit-unavailable", d.host, d.port)
+        self.decisions.append(d)
+        return d
 
     def _resolve(self, host: str, port: int) -> list[IPAddress]:
         ip = domains.parse_ip_literal(host)
@@ -383,7 +386,7 @@ class Proxy:
         if method.upper() == "CONNECT":
             host, port = _split_hostport(target, 443)
             d = self.decide(host, port)
-            self._log(d, "http-connect", started)
+            d = self._log(d, "http-connect", started)
             if not d.allowed:
                 sock.sendall(self._forbidden(d.reason))
                 return
@@ -399,14 +402,14 @@ class Proxy:
             return
         if not target.lower().startswith("http://"):
             d = Decision(False, "not-a-proxy-request", target[:200], 0)
-            self._log(d, "http", started)
+            d = self._log(d, "http", started)
             sock.sendall(self._forbidden(d.reason))
             return
         authority, _, path = target[7:].partition("/")
         authority = authority.rsplit("@", 1)[-1]
         host, port = _split_hostport(authority, 80)
         d = self.decide(host, port)
-        self._log(d, "http", started)
+        d = self._log(d, "http", started)
         if not d.allowed:
             sock.sendall(self._forbidden(d.reason))
             return
@@ -452,11 +455,11 @@ class Proxy:
         port = int.from_bytes(c.read_exactly(2), "big")
         if ver != 5 or cmd != 1:  # no BIND, no UDP ASSOCIATE
             d = Decision(False, "command-not-supported", host, port)
-            self._log(d, "socks5", started)
+            d = self._log(d, "socks5", started)
             sock.sendall(b"\x05\x07\x00\x01" + b"\x00" * 6)
             return
         d = self.decide(host, port)
-        self._log(d, "socks5", started)
+        d = self._log(d, "socks5", started)
         if not d.allowed:
             sock.sendall(b"\x05\x02\x00\x01" + b"\x00" * 6)  # not allowed by ruleset
             return
@@ -551,16 +554,21 @@ def audit_recorder(directory: str | None) -> tuple[Recorder, Callable[[], None]]
     log = AuditLog(directory or default_audit_dir(), sync="batch", checkpoint_every=None,
                    checkpoint_interval=None, origin="sandbox-exec-proxy")
     pending: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+    failed: list[BaseException] = []
 
     def writer() -> None:  # off the connection's path; close() waits for the last record
         while (event := pending.get()) is not None:
-            with contextlib.suppress(Exception):
+            try:
                 log.append("proxy.decision", **event)
+            except Exception as exc:  # from now on every allow becomes a denial
+                failed.append(exc)
 
     thread = threading.Thread(target=writer, name="agent-sandbox-audit", daemon=True)
     thread.start()
 
     def record(event: dict[str, Any]) -> None:
+        if failed:
+            raise RuntimeError(f"the audit log cannot be written: {failed[0]}")
         pending.put(event)
 
     def close() -> None:
