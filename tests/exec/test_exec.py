@@ -586,3 +586,18 @@ def test_untouched_deep_repository_is_left_alone(settings: Path, work: Path) -> 
     assert r.stdout.strip() == b"1", r.stderr
     assert b"protected path" not in r.stderr
     assert sorted(p.name for p in (d / ".git").iterdir() if "quarantine" in p.name) == []
+
+
+def test_unwritable_audit_refuses_egress_without_crashing(settings: Path, work: Path,
+                                                          proxy_env: Net, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("AGENT_SANDBOX_AUDIT_DIR", str(blocker / "audit"))
+    m = secrets.token_hex(6)
+    r = subprocess.run([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
+                        f"curl -si -m 5 http://up.example.com:8080/{m} | head -2"],
+                       cwd=work, capture_output=True, timeout=60)
+    assert b"403" in r.stdout and b"audit-unavailable" in r.stdout
+    assert b"audit log is unavailable" in r.stderr and b"Traceback" not in r.stderr
+    assert not proxy_env.saw(m)

@@ -482,7 +482,15 @@ class BwrapRun:
 
         record = self._record
         if record is None:
-            record, self._audit_close = audit_recorder(self.audit_dir)
+            try:
+                record, self._audit_close = audit_recorder(self.audit_dir)
+            except Exception as exc:  # no audit, no egress: every request is refused
+                reason = f"{type(exc).__name__}: {exc}"
+                self.notices.append(f"sandbox: the audit log is unavailable ({reason}); "
+                                    "all network requests are refused\n")
+
+                def record(event: dict[str, Any], reason: str = reason) -> None:
+                    raise RuntimeError(reason)
         hosts: dict[str, list[str]] = {}
         hosts_file = os.environ.get(HOSTS_ENV)
         if hosts_file:
