@@ -790,6 +790,12 @@ def main(args: Sequence[str], err: IO[str] | None = None) -> int:
     except SandboxStartError as exc:
         err.write(f"sandbox exec: the sandbox could not start: {exc}\n")
         return SANDBOX_FAILED
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # fail closed, and no traceback for the user
+        err.write(f"sandbox exec: internal error ({type(exc).__name__}: {exc}); "
+                  "nothing ran outside the sandbox\n")
+        return SANDBOX_FAILED
 
 
 def settings_from_spec(spec_path: str, host: str | None, home: str) -> Settings:
