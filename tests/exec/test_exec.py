@@ -93,7 +93,10 @@ def test_every_process_ends_with_the_command(settings: Path, work: Path) -> None
     m = f"{secrets.randbelow(9000) + 1000}"
     control = subprocess.Popen(["sleep", f"3{m}"])
     try:
-        assert _marked(f"sleep 3{m}") == [control.pid]  # the search does find a sleep
+        deadline = time.monotonic() + 5  # a just-started process may not show its args yet
+        while control.pid not in _marked(f"sleep 3{m}"):
+            assert time.monotonic() < deadline, "the process search misses a running sleep"
+            time.sleep(0.01)
     finally:
         control.kill()
         control.wait()
