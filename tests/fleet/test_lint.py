@@ -3,6 +3,8 @@ parses against both inventories (the demo fleet and the example fleet)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from .conftest import DEMO, EXAMPLE_FLEET, run, tool
@@ -24,3 +26,11 @@ def test_site_yml_parses_against_the_inventory(inventory: object, collections: o
     run([tool("ansible-playbook"), "-i", str(inventory), "site.yml", "--syntax-check"],
         timeout=120)
 
+
+
+@pytest.mark.parametrize("inventory", [DEMO, EXAMPLE_FLEET], ids=["demo", "example-fleet"])
+def test_spec_layers_are_not_read_as_inventory(inventory: object, collections: object) -> None:
+    proc = run([tool("ansible-inventory"), "-i", str(inventory), "--list"], timeout=120)
+    assert "Skipping" not in proc.stderr, proc.stderr
+    groups = json.loads(proc.stdout)
+    assert not {"filesystem", "network", "commands", "agents"} & set(groups)

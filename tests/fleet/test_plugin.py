@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,9 +67,19 @@ def role_kinds(role: str) -> set[str]:
     return set(defaults[LINUX_ROLES[role]])
 
 
+def cluster_kinds() -> set[str]:
+    """The kinds the cluster role (playbooks/cluster.yml) installs on its admin hosts."""
+    tasks = REPO / "roles" / "sandbox_cluster" / "tasks" / "cluster.yml"
+    if not tasks.is_file():
+        return set()
+    found = re.findall(r"agent_sandbox_select\(include=\[([^\]]*)\]", tasks.read_text())
+    return {k.strip().strip("'\"") for group in found for k in group.split(",") if k.strip()}
+
+
 @pytest.mark.parametrize("inventory", [DEMO, EXAMPLE_FLEET])
 def test_every_linux_artifact_is_installed_by_exactly_one_role(inventory: Path) -> None:
     kinds = {role: role_kinds(role) for role in LINUX_ROLES}
+    kinds["sandbox_cluster"] = cluster_kinds()
     inv = yaml.safe_load((inventory / "hosts.yml").read_text())
     hosts = [h for h, v in _hosts(inv) if (v.get("sandbox_os") or "linux") == "linux"]
     assert hosts
