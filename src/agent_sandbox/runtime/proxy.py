@@ -179,7 +179,12 @@ class _Conn:
 
 
 def _pump(src: socket.socket, dst: socket.socket) -> None:
-    """Copy src to dst until EOF (splice through a pipe: the bytes stay in the kernel)."""
+    """Copy src to dst until EOF (splice through a pipe: the bytes stay in the kernel).
+
+    One thread per direction fills and drains its pipe in turn. Splitting filling
+    and draining across two threads stalls: a splice from a socket into a pipe
+    sleeps for data while holding the pipe's lock, so the drain cannot run.
+    """
     try:
         try:
             r, w = os.pipe()
