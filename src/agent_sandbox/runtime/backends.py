@@ -257,10 +257,15 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     if not url:
         service = _service()
         url = service.url
-    plan = bw.plan(settings, home=home, cwd=cwd, fs=bw.RealFs())
-    placeholders = Placeholders(plan.placeholders)
-    since = time.time()
-    plan = bw.without(plan, placeholders.create())
+    placeholders = Placeholders()
+    try:
+        with placeholders:  # plan under the lock: see Placeholders
+            plan = bw.plan(settings, home=home, cwd=cwd, fs=bw.RealFs())
+            since = time.time()
+            plan = bw.without(plan, placeholders.create(plan.placeholders))
+    except BaseException:
+        placeholders.cleanup()
+        raise
     container = None
     notes = b""
     try:

@@ -238,17 +238,33 @@ def _lock_dir() -> str:
 class Placeholders:
     """Create empty protected-name placeholders; remove ours when the last user ends.
 
-    Per writable root there are two lock files: ``.users`` (a shared flock held
-    by every run for its whole duration; it also lists the placeholders we
-    created) and ``.mutex`` (held briefly while placeholders are created or
-    removed). Cleanup removes placeholders only when it can take ``.users``
-    exclusively, i.e. no other sandbox relies on them, and never blocks a run.
+    One pair of lock files per user: ``placeholders.users`` (a shared flock held
+    by every run for its whole duration; it also lists the placeholders created)
+    and ``placeholders.mutex`` (held exclusively while a run plans and creates
+    placeholders, and while the last run out removes them). Use it as a context
+    manager around planning *and* creation: a run that finds another run's
+    placeholder and binds it read-only must already hold ``.users``, or the other
+    run's cleanup could delete the placeholder between the plan and bwrap's bind.
+    Cleanup removes placeholders only when it can take ``.users`` exclusively,
+    i.e. no other sandbox of this user is running, and never blocks a run.
     """
 
-    def __init__(self, items: Sequence[tuple[str, str]]) -> None:
-        self.items = list(items)
-        self.users: dict[str, int] = {}
-        self.mutex: dict[str, int] = {}
+    def __init__(self) -> None:
+        self.users = -1
+        self.mutex = -1
+
+    def __enter__(self) -> Placeholders:
+        base = os.path.join(_lock_dir(), "placeholders")
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+        if self.users < 0:
+            self.mutex = os.open(base + ".mutex", flags, 0o600)
+            self.users = os.open(base + ".users", flags | os.O_APPEND, 0o600)
+        fcntl.flock(self.mutex, fcntl.LOCK_EX)
+        fcntl.flock(self.users, fcntl.LOCK_SH)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.mutex, fcntl.LOCK_UN)
 
     @staticmethod
     def _root(path: str) -> str:
@@ -257,72 +273,52 @@ class Placeholders:
             root = os.path.dirname(root)
         return root
 
-    def _open(self, root: str) -> None:
-        if root in self.users:
-            return
-        name = root.replace("%", "%25").replace("/", "%2F")
-        if len(name) > 200:
-            import zlib
-
-            name = f"{name[:150]}-{zlib.crc32(root.encode()):08x}-{len(root)}"
-        base = os.path.join(_lock_dir(), name)
-        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
-        self.mutex[root] = os.open(base + ".mutex", flags, 0o600)
-        self.users[root] = os.open(base + ".users", flags | os.O_APPEND, 0o600)
-
-    def create(self) -> set[str]:
-        """Create what is missing; the placeholders that cannot exist (not writable
-        by this user, so the command cannot create them either)."""
+    def create(self, items: Sequence[tuple[str, str]]) -> set[str]:
+        """Create what is missing (call inside ``with``); the placeholders that
+        cannot exist (not writable by this user, so the command cannot create
+        them either)."""
+        if self.users < 0:
+            raise RuntimeError("Placeholders.create outside its lock")
         impossible: set[str] = set()
-        if not self.items:
-            return impossible
-        by_root: dict[str, list[tuple[str, str]]] = {}
-        for path, kind in self.items:
-            by_root.setdefault(self._root(path), []).append((path, kind))
-        for root, items in sorted(by_root.items()):
-            self._open(root)
-            fcntl.flock(self.mutex[root], fcntl.LOCK_EX)
-            try:
-                fcntl.flock(self.users[root], fcntl.LOCK_SH)
-                lines = []
-                for path, kind in items:
-                    made = _make(path, kind, root)
-                    if made is None:
-                        impossible.add(path)
-                        continue
-                    lines += [f"{k}{m}\0" for m, k in made]  # paths hold no NUL
-                if lines:
-                    os.write(self.users[root], os.fsencode("".join(lines)))
-            finally:
-                fcntl.flock(self.mutex[root], fcntl.LOCK_UN)
+        lines: list[str] = []
+        for path, kind in items:
+            made = _make(path, kind, self._root(path))
+            if made is None:
+                impossible.add(path)
+                continue
+            lines += [f"{k}{m}\0" for m, k in made]  # paths hold no NUL
+        if lines:
+            os.write(self.users, os.fsencode("".join(lines)))
         return impossible
 
     def cleanup(self) -> None:
-        for root in list(self.users):
-            users, mutex = self.users.pop(root), self.mutex.pop(root)
+        users, mutex = self.users, self.mutex
+        if users < 0:
+            return
+        self.users = self.mutex = -1
+        try:
+            fcntl.flock(mutex, fcntl.LOCK_EX)
             try:
-                fcntl.flock(mutex, fcntl.LOCK_EX)
-                try:
-                    fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    continue  # another sandbox still relies on the placeholders
-                os.lseek(users, 0, os.SEEK_SET)
-                data = b""
-                while chunk := os.read(users, 65536):
-                    data += chunk
-                for record in reversed(os.fsdecode(data).split("\0")):
-                    with _suppress(ValueError, OSError, TypeError):
-                        if not record or record[0] not in "df":
-                            continue
-                        kind, path = record[0], record[1:]
-                        if kind == "d":
-                            os.rmdir(path)
-                        elif os.lstat(path).st_size == 0:
-                            os.unlink(path)
-                os.ftruncate(users, 0)
-            finally:
-                os.close(users)
-                os.close(mutex)
+                fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return  # another sandbox still relies on the placeholders
+            os.lseek(users, 0, os.SEEK_SET)
+            data = b""
+            while chunk := os.read(users, 65536):
+                data += chunk
+            for record in reversed(os.fsdecode(data).split("\0")):
+                with _suppress(ValueError, OSError, TypeError):
+                    if not record or record[0] not in "df":
+                        continue
+                    kind, path = record[0], record[1:]
+                    if kind == "d":
+                        os.rmdir(path)
+                    elif os.lstat(path).st_size == 0:
+                        os.unlink(path)
+            os.ftruncate(users, 0)
+        finally:
+            os.close(users)
+            os.close(mutex)
 
 
 def _make(path: str, kind: str, root: str) -> list[tuple[str, str]] | None:
@@ -412,11 +408,12 @@ class BwrapRun:
         fds = bw.Fds(seccomp=sfd, info=info_w, block=block_r)
         try:
             realfs = bw.RealFs()
-            p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs)
+            self.placeholders = Placeholders()
+            with self.placeholders:
+                p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs)
+                self.started = time.time()
+                p = bw.without(p, self.placeholders.create(p.placeholders))
             self.notices.extend(realfs.notes)
-            self.started = time.time()
-            self.placeholders = Placeholders(p.placeholders)
-            p = bw.without(p, self.placeholders.create())
             self.plan = p
             argv, env = prepare(p, self.command, self.cwd, self.env, fds,
                                 interactive=not capture and os.isatty(0))
