@@ -103,6 +103,48 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
                     _no_check_owner_mode=True)
     files.put(name=f"Install {manifest_path}", src=io.BytesIO(json_bytes(manifest(artifacts))),
               dest=manifest_path, user="root", group="root", mode="0644")
+    if install_runtime:
+        for art in artifacts.values():
+            if art.kind == "systemd-unit":
+                _service(art)
+
+
+def exec_start(unit: str) -> str:
+    """The ExecStart command line of a rendered unit."""
+    for line in unit.splitlines():
+        if line.startswith("ExecStart="):
+            return line[len("ExecStart="):].strip()
+    raise ValueError("the unit has no ExecStart line")
+
+
+def _service(unit: Artifact) -> None:
+    """Run a rendered unit: under systemd when it is the init system, otherwise its
+    ExecStart in its own session with a pid file (the Ansible role does the same)."""
+    q = shlex.quote
+    name = os.path.basename(unit.target).removesuffix(".service")
+    command = exec_start(unit.content.decode())
+    words = command.split()
+    settings = words[words.index("--settings") + 1] if "--settings" in words else "/dev/null"
+    detached = (
+        f"pidfile=/run/{name}.pid; "
+        f'want=$(sha256sum < {q(settings)} | cut -d" " -f1); '
+        'alive() { [ -s "$pidfile" ] && '
+        '[ -n "$(tr -d "\\0" < "/proc/$(cat "$pidfile")/cmdline" 2>/dev/null)" ]; }; '
+        f'if alive && [ "$(cat /run/{name}.settings 2>/dev/null)" = "$want" ]; then exit 0; fi; '
+        'if alive; then kill "$(cat "$pidfile")"; sleep 0.5; fi; '
+        f"mkdir -p /run/agent-sandbox; rm -f \"$pidfile\"; "
+        f"setsid /bin/sh -c 'echo $$ > \"$1\"; shift; exec \"$@\"' sh \"$pidfile\" {command} "
+        f">>/var/log/agent-sandbox/{name}.log 2>&1 </dev/null & "
+        f'echo "$want" > /run/{name}.settings; sleep 1; alive'
+    )
+    server.shell(
+        name=f"Run {os.path.basename(unit.target)}",
+        commands=[
+            f"if [ -d /run/systemd/system ]; then systemctl daemon-reload && "
+            f"systemctl enable --now {q(os.path.basename(unit.target))}; "
+            f"else {detached}; fi",
+        ],
+    )
 
 
 REPOSITORY_POLICY = b"""# Repository policy layer (see `sandbox schema`). The fleet's managed layers
