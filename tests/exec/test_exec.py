@@ -604,3 +604,20 @@ def test_unwritable_audit_refuses_egress_without_crashing(settings: Path, work: 
     assert b"403" in r.stdout and b"audit-unavailable" in r.stdout
     assert b"audit log is unavailable" in r.stderr and b"Traceback" not in r.stderr
     assert not proxy_env.saw(m)
+
+
+def test_git_second_config_location_is_read_only(tmp_path: Path, work: Path) -> None:
+    """``~/.config/git/config`` runs code as surely as ``~/.gitconfig``: an existing
+    one stays read-only even when the home folder itself is writable."""
+    cfg = work / ".config" / "git" / "config"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text("[user]\n\tname = original\n")
+    s = write_settings(tmp_path / "home.json", {
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {"denyRead": [], "allowWrite": [str(work)]},
+    })
+    r = run_sandboxed(["sh", "-c", "echo '[core]\n\tpager = evil' >> .config/git/config; "
+                                   "touch .config/git/attributes; echo done"], s, work)
+    assert b"done" in r.stdout
+    assert cfg.read_text() == "[user]\n\tname = original\n"  # judged from the host
+    assert not (work / ".config" / "git" / "attributes").exists()

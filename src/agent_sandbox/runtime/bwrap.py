@@ -68,7 +68,7 @@ PLACEHOLDERS: tuple[tuple[str, str], ...] = (
     (".vscode", "d"), (".idea", "d"), (".sandbox", "d"),
 )
 # Names searched for (existing) below each writable root, to a bounded depth.
-PROTECTED_NAMES = frozenset(n for n, _ in PLACEHOLDERS) | {"fish"}
+PROTECTED_NAMES = frozenset(n for n, _ in PLACEHOLDERS) | {"fish", "git"}
 SEARCH_DEPTH = 5
 WALK_BUDGET = 20_000
 # Large trees that hold no agent or shell configuration worth the walk.
@@ -312,7 +312,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView) -> Plan:
         if fs.kind(w) != "d":
             continue
         for p in fs.find(w, PROTECTED_NAMES, SEARCH_DEPTH):
-            if posixpath.basename(p) == "fish" and not p.endswith("/.config/fish"):
+            if posixpath.basename(p) in ("fish", "git") and not p.endswith(
+                    ("/.config/fish", "/.config/git")):
                 continue
             rp = fs.realpath(p)
             if posixpath.basename(p) == ".git" and fs.kind(rp) == "d":

@@ -39,6 +39,7 @@ MANDATORY_DENY_WRITE: tuple[str, ...] = (
     "**/.zprofile",
     "**/.zlogin",
     "**/.config/fish/**",
+    "**/.config/git/**",  # git's second config location: same code-execution path
     "**/.gitconfig",
     "**/.git/hooks/**",
     "**/.git/config",
