@@ -80,6 +80,20 @@ approvals:
   ttl: 30m
   wait: 10m
 """
+MANAGED_STARTER_POLICY = """\
+# Repository policy for agent-sandbox (a spec layer; see `sandbox schema`).
+# This host has a managed policy; this layer inherits it as it is. Add denies,
+# drop allowed domains or pick a stricter default here: a repository may only
+# tighten what the managed layers set (unless they delegate a key).
+version: 1
+"""
+
+
+def starter_policy() -> str:
+    """The starter layer init writes: the full one on an unmanaged host, an
+    inheriting one where a managed host policy exists (whose allow rules and
+    writable roots a repository layer may not widen)."""
+    return MANAGED_STARTER_POLICY if os.path.isfile(MANAGED_POLICY) else STARTER_POLICY
 
 
 class ConnectorError(SandboxError):
@@ -129,20 +143,22 @@ def _json_bytes(data: Any) -> bytes:
 def _load_spec(repo: str, agents: list[str], mcp: bool) -> Any:
     import tempfile
 
-    from .spec.loader import load_spec
+    from .spec.loader import load_layer, load_stack
     from .spec.models import AgentOptions, McpServer
 
     repo_layer = os.path.join(repo, ".sandbox", "policy.yml")
-    layers = [p for p in (MANAGED_POLICY,) if os.path.isfile(p)]
+    layers = [load_layer(p) for p in (MANAGED_POLICY,) if os.path.isfile(p)]
     with tempfile.TemporaryDirectory() as tmp:
         if os.path.isfile(repo_layer):
-            layers.append(repo_layer)
+            layers.append(load_layer(repo_layer))
         else:  # the starter init will write, validated before anything is written
             starter = os.path.join(tmp, "policy.yml")
             with open(starter, "w") as fh:
-                fh.write(STARTER_POLICY)
-            layers.append(starter)
-        spec = load_spec(*layers)
+                fh.write(starter_policy())
+            layer = load_layer(starter)
+            layer.base = os.path.abspath(repo)  # its "." is the repository
+            layers.append(layer)
+        spec = load_stack(layers)
     current: dict[Any, AgentOptions] = spec.agents
     chosen: dict[Any, AgentOptions] = {name: current.get(name) or AgentOptions()
                                        for name in agents}
@@ -319,7 +335,7 @@ def init(repo: str, agents: list[str] | None = None, mcp: bool = False) -> dict[
               "state"):
         os.makedirs(os.path.join(sb, d), mode=0o700, exist_ok=True)
     if not os.path.exists(starter):
-        _write_atomic(starter, STARTER_POLICY.encode(), 0o644)
+        _write_atomic(starter, starter_policy().encode(), 0o644)
         files[".sandbox/policy.yml"] = {"path": ".sandbox/policy.yml", "created": True}
     changed: list[str] = []
     for p, rel, entry, desired, save_original in work:

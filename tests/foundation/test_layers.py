@@ -301,3 +301,57 @@ def test_broken_codex_rules_point_at_their_entry(tmp_path: Path, rules: str | No
         load_spec(str(spec))
     [p] = info.value.problems
     assert p.line == 3 and fragment in p.message
+
+
+def _repo_stack(tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    fleet = tmp_path / "fleet.yml"
+    fleet.write_text('filesystem:\n  allow_write: ["~/src"]\n')
+    layer = repo / ".sandbox" / "policy.yml"
+    layer.parent.mkdir(parents=True)
+    layer.write_text('filesystem:\n  allow_write: ["."]\n')
+    return [str(fleet), str(layer)]
+
+
+def test_repository_relative_paths_are_compared_where_they_point(tmp_path, monkeypatch):
+    """A repository's "." inside ~/src is covered by the fleet's ~/src."""
+    spec = load_spec(*_repo_stack(tmp_path, tmp_path / "home" / "src" / "app", monkeypatch))
+    assert spec.filesystem.allow_write == ["."]
+
+
+def test_repository_outside_the_allowed_roots_cannot_allow_itself(tmp_path, monkeypatch):
+    files = _repo_stack(tmp_path, tmp_path / "home" / "other", monkeypatch)
+    with pytest.raises(SpecError) as exc:
+        load_spec(*files)
+    [problem] = exc.value.problems
+    assert problem.key == "filesystem.allow_write[0]" and problem.line == 2
+    assert "'.' is not covered" in problem.message and "fleet.yml:2:3" in problem.message
+
+
+def test_init_under_a_managed_policy(tmp_path, monkeypatch):
+    """`sandbox init` under a managed host policy: an inheriting starter, and a
+    repository layer judged with the repository as its base."""
+    from agent_sandbox import connector
+
+    home = tmp_path / "home"
+    repo = home / "src" / "app"
+    repo.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    managed = tmp_path / "policy.yml"
+    managed.write_text('filesystem:\n  allow_write: ["~/src"]\n')
+    monkeypatch.setattr(connector, "MANAGED_POLICY", str(managed))
+    spec = connector._load_spec(str(repo), ["claude"], mcp=False)
+    # the starter inherits the managed layer instead of trying to widen it
+    assert spec.filesystem.allow_write == ["~/src"]
+    assert connector.starter_policy() == connector.MANAGED_STARTER_POLICY
+    # a repository's own layer is still held to the managed one
+    other = home / "elsewhere"
+    (other / ".sandbox").mkdir(parents=True)
+    (other / ".sandbox" / "policy.yml").write_text('filesystem:\n  allow_write: ["."]\n')
+    with pytest.raises(SpecError, match="not covered"):
+        connector._load_spec(str(other), ["claude"], mcp=False)
+    inside = repo / ".sandbox" / "policy.yml"
+    inside.parent.mkdir()
+    inside.write_text('filesystem:\n  allow_write: ["."]\n')
+    assert connector._load_spec(str(repo), ["claude"], mcp=False).filesystem.allow_write == ["."]

@@ -38,6 +38,10 @@ class Layer:
     data: dict[str, Any]
     positions: dict[Path_, tuple[int, int]] = field(default_factory=dict)
     name: str = ""
+    # For a repository layer: the repository, which its relative paths start
+    # from. The merge expands them (and ``~``) before comparing with the layers
+    # above, so ``allow_write: ["."]`` in ~/src/app is covered by ``~/src``.
+    base: str = ""
 
     def where(self, path: Path_) -> tuple[int, int]:
         """The position of the longest known prefix of ``path``."""
@@ -188,6 +192,8 @@ def load_layer(path: str) -> Layer:
     layer = parse_yaml(text, path)
     layer.name = os.path.basename(path)
     import_codex_rules(layer, layer_base(path))
+    if os.path.basename(os.path.dirname(os.path.abspath(path))) == ".sandbox":
+        layer.base = layer_base(path)
     return layer
 
 
