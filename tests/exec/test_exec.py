@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -89,6 +90,20 @@ def _marked(marker: str) -> list[int]:
     return pids
 
 
+def _running(command: str) -> list[int]:
+    """Processes that are the command itself (command line starts with it), not
+    `sandbox exec` or bwrap, whose arguments merely contain it."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if (d / "cmdline").read_bytes().replace(b"\0", b" ").startswith(command.encode()):
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    return pids
+
+
 def test_every_process_ends_with_the_command(settings: Path, work: Path) -> None:
     m = f"{secrets.randbelow(9000) + 1000}"
     control = subprocess.Popen(["sleep", f"3{m}"])
@@ -111,7 +126,7 @@ def test_killing_sandbox_exec_kills_the_sandbox(settings: Path, work: Path) -> N
     p = subprocess.Popen([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
                           f"echo x > ready; sleep 6{m}"], cwd=work)
     deadline = time.monotonic() + 20
-    while not _marked(f"sleep 6{m}"):
+    while not _running(f"sleep 6{m}"):  # the command itself, not our own argv
         assert time.monotonic() < deadline
         time.sleep(0.02)
     p.kill()
@@ -621,3 +636,31 @@ def test_git_second_config_location_is_read_only(tmp_path: Path, work: Path) -> 
     assert b"done" in r.stdout
     assert cfg.read_text() == "[user]\n\tname = original\n"  # judged from the host
     assert not (work / ".config" / "git" / "attributes").exists()
+
+
+@pytest.mark.slow
+def test_killed_during_startup_never_runs_the_command(settings: Path, work: Path) -> None:
+    """SIGKILL `sandbox exec` at many points of its start (before bwrap runs,
+    between bwrap's start and its parent-death signals, before the command is
+    released): the command must never run on without its supervisor (no proxy,
+    nobody to end it). The start gate holds it until the live caller says "go"."""
+    m = f"{secrets.randbelow(9000) + 1000}"
+    for i in range(40):
+        p = subprocess.Popen([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
+                              f"sleep 7{m}{i:02d}"], cwd=work, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        time.sleep(0.002 * i)  # 0 to 78 ms: sweeps the whole start sequence
+        p.kill()
+        p.wait()
+    try:
+        deadline = time.monotonic() + 5
+        while _running(f"sleep 7{m}") or _running(f"sh -c sleep 7{m}"):
+            assert time.monotonic() < deadline, (
+                f"commands running without their supervisor: {_running(f'sleep 7{m}')}")
+            time.sleep(0.05)
+        time.sleep(1)  # nothing held back starts later either
+        assert _running(f"sleep 7{m}") == [] and _running(f"sh -c sleep 7{m}") == []
+    finally:
+        for pid in _marked(f"sleep 7{m}"):  # a bwrap stuck in its own setup (known)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -368,17 +368,21 @@ def without(p: Plan, paths: set[str]) -> Plan:
 
 
 class Fds(_Record):
-    """Descriptors handed to bwrap: the seccomp program, info and block pipes."""
+    """Descriptors handed to bwrap: the seccomp program, info and block pipes, and
+    the start gate read inside the sandbox (see ``gated``)."""
 
-    __slots__ = ("block", "info", "seccomp")
+    __slots__ = ("block", "gate", "info", "ready", "seccomp")
     seccomp: int | None
     info: int | None
     block: int | None
-    _seccomp = _info = _block = None
+    gate: int | None
+    ready: int | None
+    _seccomp = _info = _block = _gate = _ready = None
 
     def __init__(self, seccomp: int | None = None, info: int | None = None,
-                 block: int | None = None) -> None:
-        super().__init__(seccomp=seccomp, info=info, block=block)
+                 block: int | None = None, gate: int | None = None,
+                 ready: int | None = None) -> None:
+        super().__init__(seccomp=seccomp, info=info, block=block, gate=gate, ready=ready)
 
 
 def build_argv(
@@ -430,8 +434,33 @@ def build_argv(
         argv += ["--info-fd", str(fds.info)]
     if fds.block is not None:
         argv += ["--block-fd", str(fds.block)]
-    argv += ["--chdir", cwd, "--", *command]
+    argv += ["--chdir", cwd, "--", *gated(command, fds.gate, fds.ready)]
     return argv
+
+
+# The start gate. bwrap's --block-fd treats end-of-file as "go", and the inner
+# bwrap processes arm their parent-death signal late in their setup: a caller
+# that dies during start-up could leave the command running unsupervised (no
+# proxy, nobody to end it). So the command runs behind a two-step gate: once
+# every bwrap level has finished its setup (parent-death signals armed), the
+# gate says "ready"; only then does the live caller answer "go". End-of-file
+# (the caller died) or anything else ends the sandbox before the command runs.
+GATE_SCRIPT = ('echo ready >&{ready}; exec {ready}>&-; '
+               'read -r go <&{gate} && [ "$go" = go ] || exit 125; '
+               'exec {gate}<&-; exec "$@"')
+
+
+def gated(command: Sequence[str], gate: int | None, ready: int | None) -> list[str]:
+    """The command behind the start gate (unchanged without the gate's fds)."""
+    if gate is None or ready is None:
+        return list(command)
+    script = GATE_SCRIPT.format(gate=int(gate), ready=int(ready))
+    # bash, not sh: dash takes only single-digit descriptors in redirections;
+    # -p skips BASH_ENV, so nothing of the caller's runs before the gate opens.
+    return [GATE_SHELL, "-p", "-c", script, "sandbox-gate", *command]
+
+
+GATE_SHELL = "/bin/bash"
 
 
 def proxy_env(http_port: int = PROXY_HTTP_PORT, socks_port: int = PROXY_SOCKS_PORT,

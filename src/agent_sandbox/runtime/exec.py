@@ -405,7 +405,9 @@ class BwrapRun:
             raise SandboxStartError(str(exc)) from None
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
-        fds = bw.Fds(seccomp=sfd, info=info_w, block=block_r)
+        gate_r, gate_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        fds = bw.Fds(seccomp=sfd, info=info_w, block=block_r, gate=gate_r, ready=ready_w)
         try:
             realfs = bw.RealFs()
             self.placeholders = Placeholders()
@@ -422,11 +424,12 @@ class BwrapRun:
                     import subprocess
 
                     self.proc = subprocess.Popen(
-                        argv, env=env, pass_fds=(sfd, info_w, block_r), stdin=stdin,
+                        argv, env=env, pass_fds=(sfd, info_w, block_r, gate_r, ready_w),
+                        stdin=stdin,
                         stdout=stdout, stderr=stderr)
                 else:
                     _no_inherited_fds()
-                    for fd in (sfd, info_w, block_r):
+                    for fd in (sfd, info_w, block_r, gate_r, ready_w):
                         os.set_inheritable(fd, True)
                     self.proc = _Spawned(argv, env)
             except OSError as exc:
@@ -435,6 +438,10 @@ class BwrapRun:
             info_w = -1
             os.close(block_r)
             block_r = -1
+            os.close(gate_r)
+            gate_r = -1
+            os.close(ready_w)
+            ready_w = -1
             os.close(sfd)
             sfd = -1
             info = _read_all(info_r)
@@ -458,6 +465,11 @@ class BwrapRun:
                 raise SandboxStartError(f"{exc}; {diagnose_userns() or 'check /proc access'}"
                                         ) from None
             os.write(block_w, b"1")
+            if _read_line(ready_r) != b"ready\n":  # bwrap failed before the command
+                self.proc.wait()
+                raise SandboxStartError("the sandbox could not start the command "
+                                        "(see bwrap's message above)")
+            os.write(gate_w, b"go\n")  # the command starts only on this word
         except BaseException:
             if self.proc is not None and self.proc.poll() is None:
                 self.proc.kill()
@@ -465,7 +477,8 @@ class BwrapRun:
             self.cleanup()
             raise
         finally:
-            for fd in (info_r, info_w, block_r, block_w, sfd):
+            for fd in (info_r, info_w, block_r, block_w, gate_r, gate_w, ready_r, ready_w,
+                       sfd):
                 if fd >= 0:
                     with _suppress(OSError):
                         os.close(fd)
@@ -602,6 +615,20 @@ class BwrapRun:
         if self.placeholders is not None:
             self.placeholders.cleanup()
             self.placeholders = None
+
+
+def _read_line(fd: int, limit: int = 64) -> bytes:
+    """One line from a pipe (or what came before end-of-file)."""
+    data = b""
+    while not data.endswith(b"\n") and len(data) < limit:
+        try:
+            chunk = os.read(fd, 1)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def _read_all(fd: int) -> bytes:
