@@ -30,6 +30,7 @@ from ..spec.models import AgentOptions, McpServer, Spec
 from ..spec.paths import MANDATORY_DENY_WRITE
 from ..spec.rules import ToolKind, Verdict
 from . import Artifact, json_bytes, memo
+from .srt import srt_network
 from .templating import render_template
 
 # ---------------------------------------------------------------------------
@@ -270,20 +271,8 @@ def claude_permissions(spec: Spec) -> dict[str, list[str]]:
 
 def claude_sandbox(spec: Spec) -> dict[str, Any]:
     """The ``sandbox`` block: Claude Code runs Bash under its own srt with our policy."""
-    net, fs = spec.network, spec.filesystem
-    network: dict[str, Any] = {
-        "allowedDomains": list(net.allowed_domains),
-        "deniedDomains": list(net.denied_domains),
-        "allowLocalBinding": net.allow_local_binding,
-    }
-    if net.allow_unix_sockets:
-        network["allowUnixSockets"] = list(net.allow_unix_sockets)
-    if net.allow_all_unix_sockets:
-        network["allowAllUnixSockets"] = True
-    if net.http_proxy_port:
-        network["httpProxyPort"] = net.http_proxy_port
-    if net.socks_proxy_port:
-        network["socksProxyPort"] = net.socks_proxy_port
+    fs = spec.filesystem
+    network = srt_network(spec)
     filesystem: dict[str, Any] = {
         "allowWrite": [_claude_path(p) for p in fs.allow_write],
         "denyWrite": [_claude_path(p) for p in fs.deny_write],

@@ -20,15 +20,10 @@ POLICY_TARGET = {"linux": POLICY, "macos": POLICY,
                  "windows": "C:/ProgramData/agent-sandbox/policy.json"}
 
 
-def srt_settings(spec: Spec, home: str | None = None) -> dict[str, Any]:
-    """The srt settings document for a spec (``home`` expands ``~``)."""
-
-    def exp(items: list[str]) -> list[str]:
-        if home is None:
-            return list(items)
-        return [home + p[1:] if p == "~" or p.startswith("~/") else p for p in items]
-
-    fs, net = spec.filesystem, spec.network
+def srt_network(spec: Spec) -> dict[str, Any]:
+    """The ``network`` block in srt's shape (Claude Code's sandbox block uses the
+    same keys)."""
+    net = spec.network
     network: dict[str, Any] = {
         "allowedDomains": list(net.allowed_domains),
         "deniedDomains": list(net.denied_domains),
@@ -42,6 +37,19 @@ def srt_settings(spec: Spec, home: str | None = None) -> dict[str, Any]:
         network["httpProxyPort"] = net.http_proxy_port
     if net.socks_proxy_port:
         network["socksProxyPort"] = net.socks_proxy_port
+    return network
+
+
+def srt_settings(spec: Spec, home: str | None = None) -> dict[str, Any]:
+    """The srt settings document for a spec (``home`` expands ``~``)."""
+
+    def exp(items: list[str]) -> list[str]:
+        if home is None:
+            return list(items)
+        return [home + p[1:] if p == "~" or p.startswith("~/") else p for p in items]
+
+    fs = spec.filesystem
+    network = srt_network(spec)
     filesystem: dict[str, Any] = {
         "denyRead": exp(fs.deny_read),
         "allowWrite": exp(fs.allow_write),
