@@ -15,6 +15,8 @@ APT_PACKAGES=(bubblewrap socat ripgrep podman runc runsc debootstrap iproute2 ui
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
+  # a nodejs from another source may bundle npm (and conflict with Debian's npm)
+  if [ "$p" = npm ] && command -v npm >/dev/null 2>&1; then continue; fi
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -239,15 +239,16 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
             state.record(key, list(value), layer, path, deleg)
             return
         bad = False
-        above, mine = list(upper or []), list(value)
+        covering: list[str] = list(upper or [])
+        entries: list[str] = list(value)
         if _COVER[key] is _path_covered and layer.base:
             # a repository layer: compare where the paths really point
             home = os.path.expanduser("~")
-            above_base = state.where[key][0].base or layer.base
-            above = [paths.expand(u, home=home, cwd=above_base) for u in above]
-            mine = [paths.expand(e, home=home, cwd=layer.base) for e in mine]
-        for i, entry in enumerate(mine):
-            if not _COVER[key](above, entry):
+            upper_base = state.where[key][0].base or layer.base
+            covering = [paths.expand(u, home=home, cwd=upper_base) for u in covering]
+            entries = [paths.expand(e, home=home, cwd=layer.base) for e in entries]
+        for i, entry in enumerate(entries):
+            if not _COVER[key](covering, entry):
                 entry = value[i]
                 loosen((*path, i), f"{entry!r} is not covered by the list above and")
                 bad = True
