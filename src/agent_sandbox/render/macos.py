@@ -106,6 +106,7 @@ def _quote(text: str) -> str:
 
 
 _ERE_SPECIAL = set(".^$+?()[]{}|\\*")
+_ERE_TOKENS = {"dirs": "(.*/)?", "any": ".*", "star": "[^/]*", "one": "[^/]"}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -116,35 +117,13 @@ def glob_to_ere(pattern: str) -> str:
     A pattern not anchored at ``/`` matches at any depth.
     """
     out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            j = pattern.find("]", i + 1)
-            if j == -1:
-                out.append("\\[")
-                i += 1
-            else:
-                body = pattern[i + 1 : j]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body + "]")
-                i = j + 1
+    for kind, text in paths.glob_tokens(pattern):
+        if kind == "class":
+            out.append("[" + text + "]")
+        elif kind == "lit":
+            out.append("\\" + text if text in _ERE_SPECIAL else text)
         else:
-            out.append("\\" + c if c in _ERE_SPECIAL else c)
-            i += 1
+            out.append(_ERE_TOKENS[kind])
     head = "^" if pattern.startswith(("/", "**")) else "^(.*/)?"
     return head + "".join(out) + "(/.*)?$"
 

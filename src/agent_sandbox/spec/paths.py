@@ -93,41 +93,57 @@ def expand(rule: str, *, home: str, cwd: str) -> str:
     return posixpath.normpath(rule)
 
 
+def glob_tokens(pattern: str) -> list[tuple[str, str]]:
+    """The one reading of the path-glob grammar, for every regex dialect we emit.
+
+    Tokens: ``("dirs", "")`` for ``**/`` (any number of whole directories),
+    ``("any", "")`` for ``**``, ``("star", "")`` for ``*`` (within a component),
+    ``("one", "")`` for ``?``, ``("class", body)`` for ``[...]`` (``!`` negation
+    already turned into ``^``), ``("lit", c)`` for anything else, an unclosed
+    ``[`` included.
+    """
+    out: list[tuple[str, str]] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append(("dirs", ""))
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(("any", ""))
+            i += 2
+        elif c == "*":
+            out.append(("star", ""))
+            i += 1
+        elif c == "?":
+            out.append(("one", ""))
+            i += 1
+        elif c == "[" and (j := pattern.find("]", i + 1)) != -1:
+            body = pattern[i + 1 : j]
+            out.append(("class", "^" + body[1:] if body.startswith("!") else body))
+            i = j + 1
+        else:
+            out.append(("lit", c))
+            i += 1
+    return out
+
+
+_PY_TOKENS = {"dirs": "(?:.*/)?", "any": ".*", "star": "[^/]*", "one": "[^/]"}
+
+
 @functools.lru_cache(maxsize=4096)
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """Compile a path glob (``**`` crosses ``/``, ``*`` does not)."""
     import re
 
-    i, out = 0, []
-    n = len(pattern)
-    while i < n:
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            j = pattern.find("]", i + 1)
-            if j == -1:
-                out.append(re.escape(c))
-                i += 1
-            else:
-                body = pattern[i + 1 : j].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
-                i = j + 1
+    out = []
+    for kind, text in glob_tokens(pattern):
+        if kind == "class":
+            out.append("[" + text.replace("\\", "\\\\") + "]")
+        elif kind == "lit":
+            out.append(re.escape(text))
         else:
-            out.append(re.escape(c))
-            i += 1
+            out.append(_PY_TOKENS[kind])
     prefix = "(?:.*/)?" if not pattern.startswith("/") else ""
     return re.compile(prefix + "".join(out) + r"(?:/.*)?\Z", re.DOTALL)
 
