@@ -3,7 +3,11 @@ patterns, Claude Code command patterns and Codex prefixes."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_sandbox.spec import domains, paths
 from agent_sandbox.spec.rules import Verdict, command_matches, prefix_matches
@@ -98,3 +102,39 @@ def test_codex_prefixes_and_verdict_order() -> None:
     assert not prefix_matches(["git", "push"], ["git"])
     assert Verdict.strictest([Verdict.ALLOW, Verdict.ESCALATE, Verdict.OBSERVE]) is Verdict.ESCALATE
     assert Verdict.strictest([]) is Verdict.DENY  # nothing known: fail closed
+
+
+@pytest.mark.parametrize("rule", ["/a/[]", "**/[]x", "/a/[!]", "[]*", "/a/[]/b"])
+def test_empty_bracket_is_literal_in_every_dialect(rule):
+    """`[]` and `[!]` are no character class: the `[` is literal (as fnmatch reads
+    it). Before, such a rule was accepted by validate and then crashed the matcher."""
+    assert paths.validate_path_rule(rule) == rule
+    from agent_sandbox.render.macos import glob_to_ere
+    from agent_sandbox.spec.paths import covers, glob_regex
+
+    literal = rule.replace("**/", "/q/").replace("*", "zz")
+    path = literal if literal.startswith("/") else "/q/" + literal
+    assert covers(rule, path)
+    assert covers(rule, path + "/below")
+    assert not covers(rule, path.replace("[", "x"))
+    assert glob_regex(rule).pattern  # compiles
+    assert re.fullmatch(glob_to_ere(rule), path)  # the Seatbelt regex agrees
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="*?[]!/ab.-^", max_size=12))
+def test_every_glob_is_refused_or_compiles_and_both_dialects_agree(rule):
+    """A glob the spec accepts compiles in both regex dialects with one meaning;
+    any other is refused when the spec loads, with a message (never a crash later)."""
+    from agent_sandbox.render.macos import glob_to_ere
+    from agent_sandbox.spec.paths import PathRuleError, glob_regex, validate_path_rule
+
+    try:
+        validate_path_rule(rule)
+    except PathRuleError as exc:
+        assert str(exc)
+        return
+    rx = glob_regex(rule)
+    ere = re.compile(glob_to_ere(rule))
+    for path in ("/ab", "/a/b", "/a.b/ab", "/x/[a]", "/-/^", "/a/[]", "/!"):
+        assert bool(rx.match(path)) == bool(ere.match(path)), (rule, path)

@@ -73,6 +73,13 @@ def validate_path_rule(rule: str) -> str:
         raise PathRuleError(f"path {rule!r} has leading or trailing white space")
     if rule.startswith("~") and not (rule == "~" or rule.startswith("~/")):
         raise PathRuleError(f"path {rule!r}: only '~' and '~/...' are expanded (not ~user)")
+    if is_glob(rule):
+        import re
+
+        try:
+            glob_regex(rule)
+        except re.error as exc:  # e.g. a reversed range such as [z-a]
+            raise PathRuleError(f"path {rule!r} is not a valid glob: {exc.msg}") from None
     return rule
 
 
@@ -99,8 +106,9 @@ def glob_tokens(pattern: str) -> list[tuple[str, str]]:
     Tokens: ``("dirs", "")`` for ``**/`` (any number of whole directories),
     ``("any", "")`` for ``**``, ``("star", "")`` for ``*`` (within a component),
     ``("one", "")`` for ``?``, ``("class", body)`` for ``[...]`` (``!`` negation
-    already turned into ``^``), ``("lit", c)`` for anything else, an unclosed
-    ``[`` included.
+    already turned into ``^``), ``("lit", c)`` for anything else. A ``[`` that
+    opens no class (unclosed, or ``[]`` / ``[!]`` with nothing in it) is literal,
+    as fnmatch reads it.
     """
     out: list[tuple[str, str]] = []
     i, n = 0, len(pattern)
@@ -118,7 +126,8 @@ def glob_tokens(pattern: str) -> list[tuple[str, str]]:
         elif c == "?":
             out.append(("one", ""))
             i += 1
-        elif c == "[" and (j := pattern.find("]", i + 1)) != -1:
+        elif c == "[" and (j := pattern.find("]", i + 1)) != -1 and j > i + 1 and (
+                pattern[i + 1 : j] != "!"):
             body = pattern[i + 1 : j]
             out.append(("class", "^" + body[1:] if body.startswith("!") else body))
             i = j + 1
