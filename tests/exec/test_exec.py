@@ -169,6 +169,18 @@ def test_invalid_settings_never_run_the_command(tmp_path: Path) -> None:
     assert b"would allow every domain" in r.stderr
 
 
+def test_a_glob_that_cannot_compile_is_a_settings_error(tmp_path: Path) -> None:
+    bad = write_settings(tmp_path / "bad.json", {
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {"denyRead": ["/a/[?-/]"], "allowWrite": [str(tmp_path)]}})
+    r = subprocess.run([*SANDBOX, "exec", "--settings", str(bad), "--", "touch",
+                        str(tmp_path / "ran")], capture_output=True, timeout=30)
+    assert r.returncode == SANDBOX_FAILED
+    assert not (tmp_path / "ran").exists()
+    assert b"filesystem.denyRead: '/a/[?-/]' is not a valid glob" in r.stderr
+    assert b"internal error" not in r.stderr
+
+
 def test_no_default_settings_fails_clearly(tmp_path: Path) -> None:
     if Path("/etc/agent-sandbox/srt-settings.json").exists():
         pytest.skip("this host has system settings")

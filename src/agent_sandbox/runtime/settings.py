@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 
 from agent_sandbox.spec import domains
+from agent_sandbox.spec.paths import glob_regex, is_glob
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -218,6 +219,14 @@ def _path_list(section: dict[str, Any], key: str, where: str) -> tuple[str, ...]
     for v in items:
         if v.startswith("~") and not (v == "~" or v.startswith("~/")):
             raise SettingsError(f"{where}.{key}: {v!r}: only '~' and '~/...' are expanded")
+        if is_glob(v):  # compile now: a bad glob is a settings error, not a crash later
+            import re
+
+            try:
+                glob_regex(v)
+            except re.error as exc:
+                raise SettingsError(f"{where}.{key}: {v!r} is not a valid glob: {exc.msg}"
+                                    ) from None
     return items
 
 
