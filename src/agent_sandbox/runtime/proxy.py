@@ -375,6 +375,20 @@ class Proxy:
     _BAD_GATEWAY = (b"HTTP/1.1 502 Bad Gateway\r\nX-Proxy-Error: connect-failed\r\n"
                     b"Content-Length: 0\r\nConnection: close\r\n\r\n")
 
+    def _admit_http(self, sock: socket.socket, host: str, port: int, protocol: str,
+                    started: float) -> socket.socket | None:
+        """Decide and record; on a denial answer 403, on a failed connect 502 (and
+        return None); otherwise the connected upstream socket."""
+        d = self._log(self.decide(host, port), protocol, started)
+        if not d.allowed:
+            sock.sendall(self._forbidden(d.reason))
+            return None
+        try:
+            return self._open(d)
+        except OSError:
+            sock.sendall(self._BAD_GATEWAY)
+            return None
+
     def handle_http(self, sock: socket.socket) -> None:
         started = time.monotonic()
         c = _Conn(sock)
@@ -390,15 +404,8 @@ class Proxy:
             return
         if method.upper() == "CONNECT":
             host, port = _split_hostport(target, 443)
-            d = self.decide(host, port)
-            d = self._log(d, "http-connect", started)
-            if not d.allowed:
-                sock.sendall(self._forbidden(d.reason))
-                return
-            try:
-                up = self._open(d)
-            except OSError:
-                sock.sendall(self._BAD_GATEWAY)
+            up = self._admit_http(sock, host, port, "http-connect", started)
+            if up is None:
                 return
             sock.sendall(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             if c.buf:
@@ -413,15 +420,8 @@ class Proxy:
         authority, _, path = target[7:].partition("/")
         authority = authority.rsplit("@", 1)[-1]
         host, port = _split_hostport(authority, 80)
-        d = self.decide(host, port)
-        d = self._log(d, "http", started)
-        if not d.allowed:
-            sock.sendall(self._forbidden(d.reason))
-            return
-        try:
-            up = self._open(d)
-        except OSError:
-            sock.sendall(self._BAD_GATEWAY)
+        up = self._admit_http(sock, host, port, "http", started)
+        if up is None:
             return
         out = [f"{method} /{path} {version}".encode("latin-1")]
         for line in lines[1:]:
