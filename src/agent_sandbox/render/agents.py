@@ -290,17 +290,24 @@ def claude_sandbox(spec: Spec) -> dict[str, Any]:
     }
 
 
-def claude_hooks(spec: Spec, facts: HostFacts) -> dict[str, Any]:
+def _hook_groups(spec: Spec, facts: HostFacts, agent: str,
+                 events: Iterable[tuple[str, str, str | None]]) -> dict[str, Any]:
+    """Hook groups in the shape Claude Code and Codex share: per client event, one
+    group (with its matcher) running our hook for that event."""
     timeout = _hook_timeout(spec)
     hooks: dict[str, Any] = {}
-    for client_event, event, matcher in CLAUDE_EVENTS:
+    for client_event, event, matcher in events:
         group: dict[str, Any] = {}
         if matcher is not None:
             group["matcher"] = matcher
-        group["hooks"] = [{"type": "command", "command": hook_command(facts, "claude", event),
+        group["hooks"] = [{"type": "command", "command": hook_command(facts, agent, event),
                            "timeout": timeout}]
         hooks[client_event] = [group]
     return hooks
+
+
+def claude_hooks(spec: Spec, facts: HostFacts) -> dict[str, Any]:
+    return _hook_groups(spec, facts, "claude", CLAUDE_EVENTS)
 
 
 def claude_settings(spec: Spec, facts: HostFacts, *, managed: bool) -> dict[str, Any]:
@@ -366,16 +373,7 @@ def gemini_settings(spec: Spec, facts: HostFacts, *, system: bool) -> dict[str, 
 
 
 def codex_hooks(spec: Spec, facts: HostFacts) -> dict[str, Any]:
-    timeout = _hook_timeout(spec)
-    hooks: dict[str, Any] = {}
-    for client_event, event, matcher in CODEX_EVENTS:
-        group: dict[str, Any] = {}
-        if matcher is not None:
-            group["matcher"] = matcher
-        group["hooks"] = [{"type": "command", "command": hook_command(facts, "codex", event),
-                           "timeout": timeout}]
-        hooks[client_event] = [group]
-    return {"hooks": hooks}
+    return {"hooks": _hook_groups(spec, facts, "codex", CODEX_EVENTS)}
 
 
 def codex_config(spec: Spec) -> dict[str, Any]:
