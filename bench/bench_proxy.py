@@ -113,13 +113,36 @@ def start(argv: list[str], **kw: object) -> subprocess.Popen:
     return p
 
 
-def curl_speed(url: str, proxy: str | None, tunnel: bool = False) -> float:
+def cpu_ms(pid: int) -> float:
+    """User + system CPU time of a process so far (ms)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_ms() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (r.ru_utime + r.ru_stime) * 1000
+
+
+def curl_speed(url: str, proxy: str | None, tunnel: bool = False,
+               cpu: dict[str, list[float]] | None = None,
+               pids: dict[str, int] | None = None) -> float:
+    """MB/s of one download; with ``cpu``/``pids``, the CPU ms each party spent on it."""
     argv = ["curl", "-s", "-o", "/dev/null", "-w", "%{speed_download} %{size_download}"]
     if proxy:
         argv += ["-x", proxy] + (["-p"] if tunnel else [])
     else:
         argv += ["--noproxy", "*"]
+    before = {k: cpu_ms(p) for k, p in (pids or {}).items()}
+    client_before = children_cpu_ms()
     out = subprocess.run([*argv, url], capture_output=True, text=True, check=True).stdout.split()
+    if cpu is not None:
+        cpu.setdefault("client", []).append(children_cpu_ms() - client_before)
+        for k, p in (pids or {}).items():
+            cpu.setdefault(k, []).append(cpu_ms(p) - before[k])
     if int(float(out[1])) != SIZE:
         raise SystemExit(f"short transfer: {out}")
     return float(out[0]) / 1e6
@@ -139,10 +162,16 @@ def throughput(work: Path) -> None:
         p = f"http://127.0.0.1:{pport}"
         rows: dict[str, list[float]] = {"direct": [], "proxy, absolute URI": [],
                                          "proxy, CONNECT tunnel": []}
+        cpu: dict[str, dict[str, list[float]]] = {k: {} for k in rows}
+        direct_pids = {"server": server.pid}
+        proxy_pids = {"server": server.pid, "proxy": proxy.pid}
         for _ in range(ROUNDS):  # interleaved, so a change in load hits all paths alike
-            rows["direct"].append(curl_speed(url, None))
-            rows["proxy, absolute URI"].append(curl_speed(url, p))
-            rows["proxy, CONNECT tunnel"].append(curl_speed(url, p, tunnel=True))
+            rows["direct"].append(curl_speed(url, None, cpu=cpu["direct"], pids=direct_pids))
+            rows["proxy, absolute URI"].append(
+                curl_speed(url, p, cpu=cpu["proxy, absolute URI"], pids=proxy_pids))
+            rows["proxy, CONNECT tunnel"].append(
+                curl_speed(url, p, tunnel=True, cpu=cpu["proxy, CONNECT tunnel"],
+                           pids=proxy_pids))
     finally:
         proxy.terminate()
         server.kill()
@@ -150,11 +179,24 @@ def throughput(work: Path) -> None:
         server.wait()
     print(f"throughput: {SIZE // (1 << 20)} MB from a loopback server (curl), "
           f"{ROUNDS} interleaved rounds, load average {os.getloadavg()[0]:.2f}")
-    print(f"{'path':26} {'median MB/s':>12} {'of direct (median of rounds)':>30}")
+    print(f"{'path':26} {'median MB/s':>12} {'of direct (median of rounds)':>30}   "
+          "CPU ms per transfer: server / proxy / client")
     for k, v in rows.items():
         ratios = [x / d for x, d in zip(v, rows["direct"], strict=True)]
-        print(f"{k:26} {statistics.median(v):12.0f} {statistics.median(ratios):30.0%}")
+        c = {party: statistics.median(ms) for party, ms in cpu[k].items()}
+        print(f"{k:26} {statistics.median(v):12.0f} {statistics.median(ratios):30.0%}   "
+              f"{c['server']:.0f} / {c.get('proxy', 0):.0f} / {c['client']:.0f}")
     print("goal: proxy >= 50% of direct")
+    # What the CPU figures allow on this machine: direct, the server and the client
+    # run side by side (wall >= the larger of the two); through the proxy, the three
+    # share the CPUs (wall >= the sum / CPUs, and >= each party alone).
+    d = {party: statistics.median(ms) for party, ms in cpu["direct"].items()}
+    t = {party: statistics.median(ms) for party, ms in cpu["proxy, CONNECT tunnel"].items()}
+    cores = os.cpu_count() or 1
+    floor_direct = max(sum(d.values()) / cores, *d.values())
+    floor_proxy = max(sum(t.values()) / cores, *t.values())
+    print(f"CPU bound on {cores} CPUs: the tunnel can reach at most "
+          f"{floor_direct / floor_proxy:.0%} of direct with these costs")
     print()
 
 

@@ -12,7 +12,7 @@ export CONTAINERS_CONF="${CONTAINERS_CONF:-$(pwd)/containers.conf}"
 
 IMAGE="${AGENT_SANDBOX_BASE_IMAGE:-localhost/agent-sandbox-base:bookworm}"
 SUITE="${AGENT_SANDBOX_BASE_SUITE:-bookworm}"
-PACKAGES="python3,python3-venv,python3-apt,bubblewrap,socat,iproute2,procps,ca-certificates,sudo"
+PACKAGES="python3,python3-venv,python3-apt,bubblewrap,socat,iproute2,procps,ca-certificates,sudo,gcc,libc6-dev"
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

@@ -11,7 +11,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 APT_PACKAGES=(bubblewrap socat ripgrep podman runc runsc debootstrap iproute2 uidmap
-              python3-venv nodejs npm git ca-certificates make curl)
+              python3-venv nodejs npm git ca-certificates make curl gcc libc6-dev)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -51,6 +51,16 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -e ".[dev]"
   echo "$want" > "$stamp"
+fi
+
+# The native `sandbox` launcher (replays compiled plans; see src/agent_sandbox/launcher).
+# Rebuilt when its source changes, or when pip put the Python entry point back.
+lstamp=.venv/.launcher-stamp
+lwant=$(cat src/agent_sandbox/launcher/sandbox.c "$stamp" | sha256sum | cut -d' ' -f1)
+if [ ! -f "$lstamp" ] || [ "$(cat "$lstamp")" != "$lwant" ] || head -c 2 .venv/bin/sandbox | grep -q '#!'; then
+  echo "bootstrap: building the native sandbox launcher"
+  .venv/bin/python -m agent_sandbox.launcher install .venv/bin >/dev/null
+  echo "$lwant" > "$lstamp"
 fi
 
 # The reference sandbox (srt) for comparison tests and benchmarks.

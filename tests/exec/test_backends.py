@@ -70,11 +70,16 @@ def test_srt_backend_gets_the_same_settings(tmp_path: Path, monkeypatch: pytest.
     s = write_settings(tmp_path / "s.json", {
         "network": {"allowedDomains": ["example.com"], "deniedDomains": []},
         "filesystem": {"denyRead": [str(secret)], "allowWrite": [str(work)], "denyWrite": []}})
+    locks = work / "locks"  # the lock and plan folder, inside the writable root here
+    monkeypatch.setenv("AGENT_SANDBOX_LOCK_DIR", str(locks))
+    (locks / "plans").mkdir(parents=True)
     r = run_sandboxed(["sh", "-c", f"cat {secret}/k; echo hi > {work}/f; "
-                       f"echo no > {tmp_path}/g; exit 5"], s, work, backend="srt")
+                       f"echo no > {tmp_path}/g; echo evil > {locks}/plans/x; exit 5"], s, work,
+                      backend="srt")
     assert r.backend == "srt" and r.returncode == 5
     assert b"TOPSECRET" not in r.stdout
     assert (work / "f").exists() and not (tmp_path / "g").exists()
+    assert not (locks / "plans" / "x").exists()  # no plan planted for the native launcher
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PY, REPO, SRT, HostListeners, Net, needs_bwrap
+from conftest import PY, REPLAYED, REPO, SRT, HostListeners, Net, needs_bwrap
 
 from agent_sandbox.runtime.exec import run_sandboxed
 
@@ -409,7 +409,7 @@ def make_ctx(tmp: Path, net: Net, ls: HostListeners, case: Case) -> tuple[Ctx, d
 
 
 def run_case(engine: str, case: Case, tmp: Path, net: Net, ls: HostListeners,
-             monkeypatch: pytest.MonkeyPatch) -> bool:
+             monkeypatch: pytest.MonkeyPatch, launcher: Path | None = None) -> bool:
     ctx, s = make_ctx(tmp, net, ls, case)
     script = case.script
     for k, v in ctx.vars().items():
@@ -420,6 +420,20 @@ def run_case(engine: str, case: Case, tmp: Path, net: Net, ls: HostListeners,
         monkeypatch.setenv("AGENT_SANDBOX_HOSTS", str(net.hosts_file))
         monkeypatch.setenv("AGENT_SANDBOX_AUDIT_DIR", str(tmp / "audit"))
         run_sandboxed(["sh", "-c", script], settings_file, ctx.W, timeout=30)
+    elif engine == "launcher":  # the native launcher, replaying the plan of a first run
+        env = dict(os.environ, AGENT_SANDBOX_HOSTS=str(net.hosts_file),
+                   AGENT_SANDBOX_AUDIT_DIR=str(tmp / "audit"), AGENT_SANDBOX_TRACE="1",
+                   AGENT_SANDBOX_LOCK_DIR=str(tmp / "locks"))
+        argv = [str(launcher), "exec", "--settings", str(settings_file), "--"]
+        subprocess.run([*argv, "true"], cwd=ctx.W, env=env, capture_output=True, timeout=60)
+        p = subprocess.Popen([*argv, "sh", "-c", script], cwd=ctx.W, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            _, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+        assert REPLAYED in err, f"{case.name}: not run on the replay path: {err[-300:]!r}"
     else:
         run_srt_killing_stragglers([str(SRT), "-s", str(settings_file), "-c", script], ctx.W)
     try:
@@ -473,17 +487,22 @@ def results_table() -> Any:
     out = REPO / "build" / "escape-results.md"
     out.parent.mkdir(exist_ok=True)
     lines = ["# Escape suite: sandbox exec vs srt", "",
-             "Each case is judged from the host (file contents, listeners, process table).", "",
-             "| case | category | sandbox exec | srt |", "| --- | --- | --- | --- |"]
+             "Each case is judged from the host (file contents, listeners, process table).",
+             "sandbox exec runs it twice: planned by the Python runtime, and replayed by the",
+             "native launcher.", "",
+             "| case | category | sandbox exec | native launcher | srt |",
+             "| --- | --- | --- | --- | --- |"]
     for c in CASES:
         r = RESULTS.get(c.name)
         if r:
             lines.append(f"| {c.name} | {c.category} | {r.get('ours', 'not run')} | "
-                         f"{r.get('srt', 'not run')} |")
-    ours = [r.get("ours") for r in RESULTS.values() if "ours" in r]
-    srt = [r.get("srt") for r in RESULTS.values() if "srt" in r]
-    lines += ["", f"sandbox exec: {ours.count('blocked')}/{len(ours)} blocked; "
-              f"srt: {srt.count('blocked')}/{len(srt)} blocked", ""]
+                         f"{r.get('launcher', 'not run')} | {r.get('srt', 'not run')} |")
+    totals = []
+    for engine, label in (("ours", "sandbox exec"), ("launcher", "native launcher"),
+                          ("srt", "srt")):
+        got = [r[engine] for r in RESULTS.values() if engine in r]
+        totals.append(f"{label}: {got.count('blocked')}/{len(got)} blocked")
+    lines += ["", "; ".join(totals), ""]
     out.write_text("\n".join(lines))
     SUMMARY[:] = lines  # printed at the end of the session by conftest
 
@@ -497,6 +516,15 @@ def test_ours_blocks(case: Case, tmp_path: Path, net: Net, host_listeners: HostL
     escaped = run_case("ours", case, tmp_path, net, host_listeners, monkeypatch)
     _record("ours", case, escaped)
     assert not escaped, f"{case.name}: the attack succeeded against sandbox exec"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_launcher_blocks(case: Case, tmp_path: Path, net: Net, host_listeners: HostListeners,
+                         monkeypatch: pytest.MonkeyPatch, launcher: Path) -> None:
+    """The same attacks against the native launcher replaying a plan."""
+    escaped = run_case("launcher", case, tmp_path, net, host_listeners, monkeypatch, launcher)
+    _record("launcher", case, escaped)
+    assert not escaped, f"{case.name}: the attack succeeded against the native launcher"
 
 
 @pytest.mark.slow

@@ -93,8 +93,14 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
     since = time.time()
     with tempfile.TemporaryDirectory(prefix="agent-sandbox-srt-") as tmp:
         path = os.path.join(tmp, "srt-settings.json")
+        doc = settings.to_srt()
+        # the per-user lock and plan folder: no sandbox may plant a plan for the
+        # native launcher (bwrap sandboxes get it read-only through ``protect``)
+        from .exec import _lock_dir
+
+        doc.setdefault("filesystem", {}).setdefault("denyWrite", []).append(_lock_dir())
         with open(path, "w") as fh:
-            json.dump(settings.to_srt(), fh)
+            json.dump(doc, fh)
         result = _run([srt, "-s", path, "-c", shlex.join(argv)], cwd=cwd, env=env,
                       timeout=timeout, capture=capture, stdin=stdin, backend="srt")
     # srt does not stop a command from creating .git/hooks and the like where

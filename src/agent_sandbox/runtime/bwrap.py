@@ -158,8 +158,9 @@ class RealFs:
     covered.
     """
 
-    def __init__(self, budget: int = WALK_BUDGET) -> None:
+    def __init__(self, budget: int = WALK_BUDGET, skip: Sequence[str] = ()) -> None:
         self.budget = budget
+        self.skip = frozenset(skip)  # folders never walked into (the runtime's own)
         self.notes: list[str] = []
         self._walked: dict[tuple[str, int], list[str]] = {}
 
@@ -200,7 +201,7 @@ class RealFs:
                         self.notes.append(note)
                     return
                 yield e.path
-                if level + 1 < depth and e.name not in SKIP_DIRS:
+                if level + 1 < depth and e.name not in SKIP_DIRS and e.path not in self.skip:
                     try:
                         if e.is_dir(follow_symlinks=False):
                             stack.append((e.path, level + 1))
@@ -218,7 +219,7 @@ class RealFs:
                     break
                 lit.append(p)
             base = "/" + "/".join(lit)
-            search = [base] if os.path.isdir(base) else []
+            search = [base] if self.kind(base) == "d" else []
         else:
             search = list(roots)
         match = _matcher(pattern)
@@ -262,8 +263,13 @@ def _under(path: str, root: str) -> bool:
     return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def plan(settings: Settings, *, home: str, cwd: str, fs: FsView) -> Plan:
-    """The mount plan for these settings (pure given ``fs``)."""
+def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
+         protect: Sequence[str] = ()) -> Plan:
+    """The mount plan for these settings (pure given ``fs``).
+
+    ``protect``: absolute paths the runtime itself keeps read-only in every
+    sandbox, like ``denyWrite`` entries (the per-user lock and plan folder).
+    """
     f, n = settings.filesystem, settings.network
     mounts: dict[tuple[str, str], Mount] = {}
 
@@ -281,7 +287,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView) -> Plan:
         )
     # deny beats allow: a writable root inside a denied or protected path stays read-only
     deny_rules = [expand(r, home=home, cwd=cwd) for r in f.deny_write]
-    deny_real = [fs.realpath(d) for d in deny_rules if not is_glob(d)]
+    deny_real = [fs.realpath(d) for d in [*deny_rules, *protect] if not is_glob(d)]
 
     def protected(w: str) -> bool:
         inside = w.rstrip("/") + "/_"
@@ -301,7 +307,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView) -> Plan:
             add("show", rp)
     for w in writable:
         add("rw", w)
-    deny_write = _concrete(f.deny_write, home, cwd, fs, search_roots)
+    deny_write = _concrete([*f.deny_write, *protect], home, cwd, fs, search_roots)
     for p in deny_write:
         rp = fs.realpath(p)
         if any(_under(rp, w) for w in writable):

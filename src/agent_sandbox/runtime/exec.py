@@ -390,6 +390,8 @@ class BwrapRun:
         self.quarantined: list[tuple[str, str]] = []
         self.notices: list[str] = []
         self._audit_close: Callable[[], None] | None = None
+        # the settings file this run was read from, when the launcher may replay it
+        self.plan_source: str | None = None
 
     # start -----------------------------------------------------------------
 
@@ -409,12 +411,22 @@ class BwrapRun:
         ready_r, ready_w = os.pipe()
         fds = bw.Fds(seccomp=sfd, info=info_w, block=block_r, gate=gate_r, ready=ready_w)
         try:
-            realfs = bw.RealFs()
+            realfs: bw.RealFs
+            if self.plan_source is not None:
+                from .plancache import RecordingFs
+
+                realfs = RecordingFs(skip=[_lock_dir()])
+            else:
+                realfs = bw.RealFs(skip=[_lock_dir()])
             self.placeholders = Placeholders()
             with self.placeholders:
-                p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs)
+                p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
+                            protect=[_lock_dir()])
                 self.started = time.time()
-                p = bw.without(p, self.placeholders.create(p.placeholders))
+                impossible = self.placeholders.create(p.placeholders)
+                if impossible:
+                    self.plan_source = None  # the launcher replays only complete plans
+                p = bw.without(p, impossible)
             self.notices.extend(realfs.notes)
             self.plan = p
             argv, env = prepare(p, self.command, self.cwd, self.env, fds,
@@ -470,6 +482,8 @@ class BwrapRun:
                 raise SandboxStartError("the sandbox could not start the command "
                                         "(see bwrap's message above)")
             os.write(gate_w, b"go\n")  # the command starts only on this word
+            if self.plan_source is not None:
+                self._save_plan(realfs)
         except BaseException:
             if self.proc is not None and self.proc.poll() is None:
                 self.proc.kill()
@@ -482,6 +496,28 @@ class BwrapRun:
                 if fd >= 0:
                     with _suppress(OSError):
                         os.close(fd)
+
+    def _save_plan(self, fs: Any) -> None:
+        """Write the plan file the native launcher replays (see ``plancache``)."""
+        from . import plancache, seccomp
+
+        if self.plan is None or self.plan_source is None:
+            return
+        n = self.settings.network
+        try:
+            plancache.write(
+                lock_dir=_lock_dir(), settings_path=self.plan_source, settings=self.settings,
+                home=self.home, cwd=self.cwd, fs=fs, plan=self.plan,
+                argv=bw.build_argv(self.plan, [], cwd=self.cwd, fds=plancache.FDS,
+                                   bwrap=find_bwrap(), is_root=os.geteuid() == 0),
+                env_add=bw.proxy_env(connect_helper=_connect_helper()),
+                seccomp_program=seccomp.program(
+                    allow_unix=bool(n.allow_unix_sockets) or n.allow_all_unix_sockets),
+                notices=self.notices, python=sys.executable, env=_ENV_AT_START,
+                audit_dir=self.audit_dir or os.environ.get("AGENT_SANDBOX_AUDIT_DIR"),
+                profile_path=EXEC_PROFILE)
+        except (OSError, ValueError):
+            pass  # no plan file: the next run plans afresh
 
     # proxy -----------------------------------------------------------------
 
@@ -729,7 +765,7 @@ def _run_sandboxed(
 
 def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
                      backend: str = "bwrap", timeout: float | None = None,
-                     err: IO[str] | None = None) -> int:
+                     err: IO[str] | None = None, plan_source: str | None = None) -> int:
     """Run with the terminal attached; return the command's exit status."""
     home = home_dir()
     if backend != "bwrap":
@@ -738,6 +774,7 @@ def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
         return run_backend(backend, list(argv), settings, cwd, home, timeout=timeout,
                            capture=False).returncode
     run = BwrapRun(settings, argv, cwd=cwd, home=home)
+    run.plan_source = plan_source if timeout is None else None
     run.start()
     previous: dict[int, Any] = {}
     try:
@@ -759,6 +796,7 @@ def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
 
 
 EXEC_PROFILE = "/etc/agent-sandbox/exec.json"
+_ENV_AT_START: dict[str, str] | None = None
 
 
 def host_profile(path: str = EXEC_PROFILE) -> dict[str, Any]:
@@ -782,6 +820,8 @@ def host_profile(path: str = EXEC_PROFILE) -> dict[str, Any]:
 def main(args: Sequence[str], err: IO[str] | None = None) -> int:
     """``sandbox exec`` without typer (the fast path)."""
     err = err or sys.stderr
+    global _ENV_AT_START
+    _ENV_AT_START = dict(os.environ)  # what the native launcher will see (before the profile)
     from .cli_args import UsageError, parse_exec_args
 
     try:
@@ -807,7 +847,8 @@ def main(args: Sequence[str], err: IO[str] | None = None) -> int:
         if not os.path.isdir(cwd):
             raise SandboxStartError(f"--cwd {cwd} is not a directory")
         return exec_passthrough(opts.command, settings, cwd, backend=opts.backend,
-                                timeout=opts.timeout)
+                                timeout=opts.timeout,
+                                plan_source=None if opts.spec else opts.settings)
     except SettingsError as exc:
         err.write(f"sandbox exec: {exc}\n")
         return SANDBOX_FAILED

@@ -598,7 +598,11 @@ def default_audit_dir() -> str:
 
 
 def _listen(spec: str) -> socket.socket:
-    """A listening socket for ``HOST:PORT`` or ``unix:PATH``."""
+    """A listening socket for ``HOST:PORT``, ``unix:PATH`` or ``fd:N`` (one inherited)."""
+    if spec.startswith("fd:"):
+        s = socket.socket(fileno=int(spec[3:]))
+        s.setblocking(False)
+        return s
     if spec.startswith("unix:"):
         path = spec[5:]
         with contextlib.suppress(FileNotFoundError):
@@ -635,6 +639,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="exempt this address from the address checks (testing, benchmarks)")
     ap.add_argument("--audit-dir", default=None)
     ap.add_argument("--no-audit", action="store_true", help="do not record decisions")
+    ap.add_argument("--session", default="proxy-service", help="the session named in the audit")
     args = ap.parse_args(argv)
     try:
         settings = load(args.settings)
@@ -650,10 +655,21 @@ def main(argv: list[str] | None = None) -> int:
     close: Callable[[], None] = lambda: None  # noqa: E731
     record: Recorder | None = None
     if not args.no_audit:
-        record, close = audit_recorder(args.audit_dir)
+        try:
+            record, close = audit_recorder(args.audit_dir)
+        except Exception as exc:  # no audit, no egress: every request is refused
+            reason = f"the audit log is unavailable ({type(exc).__name__}: {exc})"
+            sys.stderr.write(f"proxy: {reason}; all requests are refused\n")
+
+            def record(event: dict[str, Any], reason: str = reason) -> None:
+                raise RuntimeError(reason)
+    hosts: dict[str, list[str]] = {}
+    if os.environ.get("AGENT_SANDBOX_HOSTS"):
+        with contextlib.suppress(OSError):
+            hosts = load_hosts(os.environ["AGENT_SANDBOX_HOSTS"])
     n = settings.network
-    proxy = Proxy(ProxyConfig(allowed=n.allowed_domains, denied=n.denied_domains,
-                              own=own_addresses(), exempt=exempt, session="proxy-service"),
+    proxy = Proxy(ProxyConfig(allowed=n.allowed_domains, denied=n.denied_domains, hosts=hosts,
+                              own=own_addresses(), exempt=exempt, session=args.session),
                   record)
     proxy.start_in_thread(http, socks)
     stop = threading.Event()

@@ -157,3 +157,44 @@ def disarm(paths: Iterable[str], now: float | None = None) -> list[tuple[str, st
         except OSError:
             continue
     return moved
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agent_sandbox.runtime.sweep --since T --root R... [--skip P...]``.
+
+    The native launcher runs this after a command when its own walk saw anything
+    written under a protected name: disarm, record in the audit, tell the user.
+    """
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m agent_sandbox.runtime.sweep")
+    ap.add_argument("--since", type=float, required=True, help="when the command started")
+    ap.add_argument("--root", action="append", default=[], help="a writable root")
+    ap.add_argument("--skip", action="append", default=[], help="a mounted path")
+    args = ap.parse_args(argv)
+    new, complete = find_new(args.root, args.since, args.skip)
+    moved = disarm(new)
+    for old, target in moved:
+        sys.stderr.write(f"sandbox: the command created the protected path {old}; "
+                         f"moved to {target}\n")
+    if not complete:
+        sys.stderr.write("sandbox: warning: the writable roots are too large to check "
+                         "completely for new protected paths\n")
+    if moved:
+        try:
+            from .proxy import audit_recorder
+
+            record, close = audit_recorder(None)
+            try:
+                for old, target in moved:
+                    record({"event_kind": "quarantine", "path": old, "moved_to": target})
+            finally:
+                close()
+        except Exception as exc:  # the rename already happened; report, do not hide
+            sys.stderr.write(f"sandbox: cannot record the quarantine in the audit: {exc}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

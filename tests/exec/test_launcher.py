@@ -1,0 +1,257 @@
+"""The native ``sandbox`` launcher: plans replayed only while every input still holds.
+
+The launcher is built from its source (the ``launcher`` fixture in conftest).
+``AGENT_SANDBOX_TRACE=1`` makes it say whether it replayed a plan or why not;
+every test checks that, so a test about the replay path cannot silently pass
+on the Python path instead.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPLAYED, Net, audit_records, needs_bwrap, write_settings
+
+pytestmark = needs_bwrap
+
+
+@pytest.fixture
+def locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "locks"
+    monkeypatch.setenv("AGENT_SANDBOX_LOCK_DIR", str(d))
+    monkeypatch.setenv("AGENT_SANDBOX_TRACE", "1")
+    return d
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    w = tmp_path / "work"
+    w.mkdir()
+    return w
+
+
+@pytest.fixture
+def settings(tmp_path: Path, work: Path) -> Path:
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "key").write_text("TOPSECRET\n")
+    return write_settings(tmp_path / "s.json", {
+        "network": {"allowedDomains": ["up.example.com"], "deniedDomains": ["bad.example.com"]},
+        "filesystem": {"denyRead": [str(tmp_path / "secret"), "**/.env", str(tmp_path / "alias")],
+                       "allowWrite": [str(work)]},
+    })
+
+
+def run(launcher: Path, settings: Path, *cmd: str, cwd: Path,
+        **kw: object) -> subprocess.CompletedProcess:
+    return subprocess.run([str(launcher), "exec", "--settings", str(settings), "--", *cmd],
+                          cwd=cwd, capture_output=True, timeout=60, **kw)  # type: ignore[call-overload]
+
+
+def warm(launcher: Path, settings: Path, cwd: Path) -> None:
+    """One run on the Python path, which writes the plan the next run replays."""
+    r = run(launcher, settings, "true", cwd=cwd)
+    assert r.returncode == 0, r.stderr
+    assert REPLAYED not in r.stderr
+
+
+def test_second_run_replays_with_streams_and_status(launcher: Path, locks: Path,
+                                                    settings: Path, work: Path) -> None:
+    first = run(launcher, settings, "sh", "-c", "read x; echo out:$x; echo err >&2; exit 7",
+                cwd=work, input=b"hello\n")
+    assert b"plan not replayed: no plan" in first.stderr
+    second = run(launcher, settings, "sh", "-c", "read x; echo out:$x; echo err >&2; exit 7",
+                 cwd=work, input=b"hello\n")
+    assert REPLAYED in second.stderr
+    for r in (first, second):
+        assert r.returncode == 7
+        assert r.stdout == b"out:hello\n"
+        assert r.stderr.endswith(b"err\n")
+    # the same sandbox: denied reads hidden, protected names read-only, no placeholders left
+    r = run(launcher, settings, "sh", "-c",
+            f"cat {settings.parent}/secret/key; echo x > .bashrc; echo y > ../outside",
+            cwd=work)
+    assert REPLAYED in r.stderr
+    assert b"TOPSECRET" not in r.stdout
+    assert not (work / ".bashrc").exists()
+    assert not (settings.parent / "outside").exists()
+    assert sorted(p.name for p in work.iterdir()) == []
+
+
+def test_a_new_denied_file_is_seen(launcher: Path, locks: Path, settings: Path,
+                                   work: Path) -> None:
+    """The plan hid every .env that existed; a new one must not be readable."""
+    warm(launcher, settings, work)
+    (work / "deep" / "er").mkdir(parents=True)
+    (work / "deep" / "er" / ".env").write_text("API_KEY=leak\n")
+    r = run(launcher, settings, "cat", "deep/er/.env", cwd=work)
+    assert REPLAYED not in r.stderr
+    assert b"leak" not in r.stdout
+    r = run(launcher, settings, "cat", "deep/er/.env", cwd=work)
+    assert REPLAYED in r.stderr
+    assert b"leak" not in r.stdout
+
+
+@pytest.mark.parametrize("change", ["settings", "symlink", "env", "cwd"])
+def test_changed_inputs_are_not_replayed(launcher: Path, locks: Path, settings: Path,
+                                         work: Path, tmp_path: Path, change: str,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (work / "link").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "f").write_text("PRIVATE\n")
+    (tmp_path / "alias").symlink_to(tmp_path / "elsewhere")  # denied: what it points to
+    warm(launcher, settings, work)
+    cwd = work
+    if change == "settings":  # same size, one more writable folder
+        text = settings.read_text().replace('"allowWrite": [', f'"allowWrite": ["{tmp_path}/sub",')
+        settings.write_text(text)
+    elif change == "symlink":  # the denied link now points at another folder
+        (tmp_path / "alias").unlink()
+        (tmp_path / "alias").symlink_to(tmp_path / "private")
+    elif change == "env":
+        monkeypatch.setenv("AGENT_SANDBOX_AUDIT_DIR", str(tmp_path / "other-audit"))
+    else:
+        cwd = work / "link"
+    r = run(launcher, settings, "cat", f"{tmp_path}/private/f", cwd=cwd)
+    assert b"plan not replayed" in r.stderr
+    assert (b"PRIVATE" in r.stdout) == (change != "symlink")
+
+
+def test_plan_files_it_cannot_trust_are_ignored(launcher: Path, locks: Path, settings: Path,
+                                                work: Path) -> None:
+    warm(launcher, settings, work)
+    (plan,) = (locks / "plans").iterdir()
+    plan.chmod(0o666)
+    r = run(launcher, settings, "true", cwd=work)
+    assert b"plan not replayed: no plan file" in r.stderr  # refused: writable by others
+    # a truncated or altered plan is refused too (the Python run rewrote it)
+    (plan,) = (locks / "plans").iterdir()
+    data = plan.read_bytes()
+    plan.write_bytes(data[:-20])
+    r = run(launcher, settings, "true", cwd=work)
+    assert REPLAYED not in r.stderr and r.returncode == 0
+    # a link to a plan file elsewhere, or a plan folder others may write, is refused
+    (plan,) = (locks / "plans").iterdir()
+    copy = locks.parent / "copy"
+    copy.write_bytes(plan.read_bytes())
+    copy.chmod(0o600)
+    plan.unlink()
+    plan.symlink_to(copy)
+    r = run(launcher, settings, "true", cwd=work)
+    assert b"plan not replayed: no plan file" in r.stderr
+    (locks / "plans").chmod(0o777)
+    r = run(launcher, settings, "true", cwd=work)
+    assert b"plan not replayed: no plan folder" in r.stderr
+
+
+def test_the_plan_folder_is_read_only_inside(launcher: Path, settings: Path, work: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Even when it lies inside a writable root, no sandbox can plant a plan."""
+    monkeypatch.setenv("AGENT_SANDBOX_LOCK_DIR", str(work / "locks"))
+    monkeypatch.setenv("AGENT_SANDBOX_TRACE", "1")
+    for _ in range(2):  # the runtime's own folder is never walked: the second run replays
+        r = run(launcher, settings, "sh", "-c",
+                "echo evil > locks/plans/x; mv locks gone; rm -rf locks; true", cwd=work)
+    assert REPLAYED in r.stderr
+    assert sorted(p.name for p in (work / "locks" / "plans").iterdir()) != ["x"]
+    assert not (work / "locks" / "plans" / "x").exists()
+    assert not (work / "gone").exists()
+
+
+def test_signal_is_forwarded(launcher: Path, locks: Path, settings: Path, work: Path) -> None:
+    warm(launcher, settings, work)
+    script = ("trap 'echo term > sig; exit 42' TERM; echo ready > ready; "
+              "while :; do sleep 0.05; done")
+    p = subprocess.Popen([str(launcher), "exec", "--settings", str(settings), "--", "sh", "-c",
+                          script], cwd=work, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while not (work / "ready").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(20) == 42
+    assert p.stderr is not None and REPLAYED in p.stderr.read()
+    assert (work / "sig").read_text() == "term\n"
+
+
+def test_killed_launcher_takes_the_sandbox_with_it(launcher: Path, locks: Path,
+                                                   settings: Path, work: Path) -> None:
+    warm(launcher, settings, work)
+    m = f"{secrets.randbelow(9000) + 1000}"
+    p = subprocess.Popen([str(launcher), "exec", "--settings", str(settings), "--", "sh", "-c",
+                          f"sleep 7{m} & sleep 8{m}"], cwd=work)
+    deadline = time.monotonic() + 20
+    while not _running(f"sleep 8{m}"):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    p.kill()
+    p.wait()
+    deadline = time.monotonic() + 10
+    while _running(f"sleep 7{m}") or _running(f"sleep 8{m}"):
+        assert time.monotonic() < deadline, "a sandboxed process outlived the launcher"
+        time.sleep(0.05)
+
+
+def _running(command: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if (d / "cmdline").read_bytes().replace(b"\0", b" ").startswith(command.encode()):
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_deep_new_repository_is_quarantined(launcher: Path, locks: Path, settings: Path,
+                                            work: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_SANDBOX_AUDIT_DIR", str(tmp_path / "audit"))
+    warm(launcher, settings, work)
+    r = run(launcher, settings, "sh", "-c", "mkdir -p a/b/c/d/e/f && cd a/b/c/d/e/f && "
+            "git init -q . && echo evil > .git/hooks/pre-commit", cwd=work)
+    assert REPLAYED in r.stderr
+    deep = work / "a" / "b" / "c" / "d" / "e" / "f"
+    assert not (deep / ".git").exists()
+    assert next(p.name for p in deep.iterdir()).startswith(".git.sandbox-quarantine")
+    assert b"protected path" in r.stderr
+    assert any(x.get("event_kind") == "quarantine" for x in audit_records(tmp_path / "audit"))
+
+
+def test_proxy_started_on_first_connection(launcher: Path, locks: Path, settings: Path,
+                                           work: Path, proxy_env: Net, audit_dir: Path) -> None:
+    warm(launcher, settings, work)
+    m = secrets.token_hex(6)
+    r = run(launcher, settings, "sh", "-c",
+            f"curl -s -m 5 http://up.example.com:8080/h{m}; echo; "
+            f"curl -s -m 5 -x socks5h://127.0.0.1:1080 http://UP.example.com.:8080/s{m}; echo; "
+            f"curl -si -m 5 http://bad.example.com:8080/{m}", cwd=work)
+    assert REPLAYED in r.stderr
+    out = r.stdout.decode()
+    assert f"upstream-ok /h{m}" in out and f"upstream-ok /s{m}" in out
+    assert "X-Proxy-Error: blocked-by-denylist" in out
+    assert proxy_env.saw(f"/h{m}") and not proxy_env.saw(f"/{m} ")
+    kinds = {(x["protocol"], x["allowed"], x["host"]) for x in audit_records(audit_dir)
+             if x.get("event") == "proxy.decision"}
+    assert ("http", True, "up.example.com") in kinds
+    assert ("socks5", True, "up.example.com") in kinds
+    assert ("http", False, "bad.example.com") in kinds
+
+
+def test_other_subcommands_reach_python(launcher: Path, locks: Path) -> None:
+    r = subprocess.run([str(launcher), "validate", "--help"], capture_output=True, timeout=60)
+    assert r.returncode == 0 and b"Usage" in r.stdout
+    r = subprocess.run([str(launcher), "exec", "--timeout", "5", "--settings", "/nonexistent",
+                        "--", "true"], capture_output=True, timeout=60)
+    assert r.returncode == 125 and b"/nonexistent" in r.stderr
+    env = dict(os.environ, AGENT_SANDBOX_NO_PLAN_CACHE="1")
+    r = subprocess.run([str(launcher), "exec", "--", "true"], capture_output=True, env=env,
+                       timeout=60)
+    assert REPLAYED not in r.stderr
