@@ -255,3 +255,38 @@ def test_other_subcommands_reach_python(launcher: Path, locks: Path) -> None:
     r = subprocess.run([str(launcher), "exec", "--", "true"], capture_output=True, env=env,
                        timeout=60)
     assert REPLAYED not in r.stderr
+
+
+@pytest.mark.parametrize("word,ran", [(b"go\n", True), (b"", False), (b"no\n", False),
+                                      (b"gogo\n", False)])
+def test_gate_runs_the_command_only_on_go(launcher: Path, tmp_path: Path, word: bytes,
+                                          ran: bool) -> None:
+    """The launcher's ``__gate`` mode: "ready" first, then the command only on "go"."""
+    ready_r, ready_w = os.pipe()
+    gate_r, gate_w = os.pipe()
+    p = subprocess.Popen([str(launcher), "__gate", str(ready_w), str(gate_r), "--", "sh", "-c",
+                          "echo ran > out"], cwd=tmp_path, pass_fds=(ready_w, gate_r))
+    os.close(ready_w)
+    os.close(gate_r)
+    assert os.read(ready_r, 16) == b"ready\n"
+    os.write(gate_w, word)
+    os.close(gate_w)
+    rc = p.wait(20)
+    assert (tmp_path / "out").exists() == ran
+    assert rc == (0 if ran else 125)
+
+
+def test_file_placeholders_share_one_empty_file(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_sandbox.runtime.exec import Placeholders
+
+    monkeypatch.setenv("AGENT_SANDBOX_LOCK_DIR", str(tmp_path / "locks"))
+    items = [(str(tmp_path / n), "f") for n in (".bashrc", ".profile", ".zshrc")]
+    items.append((str(tmp_path / ".git"), "d"))
+    ph = Placeholders()
+    with ph:
+        assert ph.create(items) == set()
+    inodes = {(tmp_path / n).stat().st_ino for n in (".bashrc", ".profile", ".zshrc")}
+    assert len(inodes) == 1 and (tmp_path / ".git").is_dir()
+    ph.cleanup()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["locks"]

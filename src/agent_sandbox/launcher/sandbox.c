@@ -628,7 +628,32 @@ static int append(char ***v, size_t *n, char *s) {
 }
 
 
+/* `sandbox __gate READY GATE -- CMD...`: the start gate inside the sandbox (bwrap.gated).
+ * Say "ready" once bwrap's setup is done, then run CMD only on the word "go" from the
+ * caller; end-of-file (the caller died) or anything else ends the sandbox first. */
+static int gate_main(int argc, char **argv) {
+    if (argc < 6 || strcmp(argv[4], "--") != 0) return FAILED;
+    int ready = atoi(argv[2]), gate = atoi(argv[3]);
+    if (write(ready, "ready\n", 6) != 6) return FAILED;
+    close(ready);
+    char line[4];
+    size_t n = 0;
+    while (n < sizeof line) {
+        ssize_t r = read(gate, line + n, 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r != 1) return FAILED;
+        if (line[n++] == '\n') break;
+    }
+    if (n != 3 || memcmp(line, "go\n", 3) != 0) return FAILED;
+    close(gate);
+    execvp(argv[5], argv + 5);
+    int e = errno;
+    fprintf(stderr, "sandbox: %s: %s\n", argv[5], e == ENOENT ? "command not found" : strerror(e));
+    return e == ENOENT ? 127 : 126;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "__gate") == 0) return gate_main(argc, argv);
     orig_argv = argv;
     char exe[PATH_MAX];
     ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -783,9 +808,30 @@ int main(int argc, char **argv) {
     char *rec = NULL;
     size_t reclen = 0;
     int impossible = 0;
+    char empty[PATH_MAX] = ""; /* an empty placeholder file made in this run (Placeholders.create) */
     for (size_t k = 0; k < pl.nph; k++) {
-        int r = make_placeholder(pl.ph[k] + 1, pl.ph[k][0], &rec, &reclen);
+        const char *path = pl.ph[k] + 1;
+        char kind = pl.ph[k][0];
+        const char *slash = strrchr(path, '/'), *eslash = strrchr(empty, '/');
+        if (kind == 'f' && *empty && slash && eslash && slash - path == eslash - empty
+            && strncmp(path, empty, (size_t)(slash - path)) == 0) {
+            /* another name for the same empty file: a directory entry, no new inode */
+            if (link(empty, path) == 0) {
+                size_t l = strlen(path);
+                char *nr = realloc(rec, reclen + l + 2);
+                if (!nr) { impossible = 1; break; }
+                rec = nr;
+                rec[reclen++] = 'f';
+                memcpy(rec + reclen, path, l + 1); reclen += l + 1;
+                continue;
+            }
+            if (errno == EEXIST) continue;
+        }
+        size_t before = reclen;
+        int r = make_placeholder(path, kind, &rec, &reclen);
         if (r != 0) { impossible = 1; break; }
+        if (kind == 'f' && reclen > before && strcmp(rec + reclen - strlen(path) - 1, path) == 0)
+            snprintf(empty, sizeof empty, "%s", path);
     }
     if (rec && reclen) write_all(lock_users, rec, reclen);
     free(rec);

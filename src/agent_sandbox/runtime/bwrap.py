@@ -400,8 +400,11 @@ def build_argv(
     bwrap: str = "bwrap",
     is_root: bool = False,
     new_session: bool = True,
+    gate: str | None = None,
 ) -> list[str]:
     """The ``bwrap`` command line for a plan (pure).
+
+    ``gate``: the native launcher, when it can be the start gate (see ``gated``).
 
     ``new_session=False`` keeps an interactive command on its terminal; only
     safe with the seccomp filter, which refuses TIOCSTI and TIOCLINUX.
@@ -440,7 +443,7 @@ def build_argv(
         argv += ["--info-fd", str(fds.info)]
     if fds.block is not None:
         argv += ["--block-fd", str(fds.block)]
-    argv += ["--chdir", cwd, "--", *gated(command, fds.gate, fds.ready)]
+    argv += ["--chdir", cwd, "--", *gated(command, fds.gate, fds.ready, gate)]
     return argv
 
 
@@ -456,10 +459,17 @@ GATE_SCRIPT = ('echo ready >&{ready}; exec {ready}>&-; '
                'exec {gate}<&-; exec "$@"')
 
 
-def gated(command: Sequence[str], gate: int | None, ready: int | None) -> list[str]:
-    """The command behind the start gate (unchanged without the gate's fds)."""
+def gated(command: Sequence[str], gate: int | None, ready: int | None,
+          program: str | None = None) -> list[str]:
+    """The command behind the start gate (unchanged without the gate's fds).
+
+    ``program``: the native launcher, whose ``__gate`` mode does what the shell
+    script does without starting a shell (about a millisecond less).
+    """
     if gate is None or ready is None:
         return list(command)
+    if program:
+        return [program, "__gate", str(int(ready)), str(int(gate)), "--", *command]
     script = GATE_SCRIPT.format(gate=int(gate), ready=int(ready))
     # bash, not sh: dash takes only single-digit descriptors in redirections;
     # -p skips BASH_ENV, so nothing of the caller's runs before the gate opens.
@@ -467,6 +477,21 @@ def gated(command: Sequence[str], gate: int | None, ready: int | None) -> list[s
 
 
 GATE_SHELL = "/bin/bash"
+
+
+def gate_program(p: Plan, candidate: str) -> str | None:
+    """``candidate`` (the native launcher) when it can serve as the start gate: an
+    executable that the sandbox still sees (not under a hidden folder)."""
+    try:
+        with open(candidate, "rb") as fh:
+            if fh.read(4) != b"\x7fELF":
+                return None
+    except OSError:
+        return None
+    real = os.path.realpath(candidate)
+    if any(m.op == "hide" and _under(real, m.path) for m in p.mounts):
+        return None
+    return real
 
 
 def proxy_env(http_port: int = PROXY_HTTP_PORT, socks_port: int = PROXY_SOCKS_PORT,

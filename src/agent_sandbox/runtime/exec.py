@@ -281,8 +281,24 @@ class Placeholders:
             raise RuntimeError("Placeholders.create outside its lock")
         impossible: set[str] = set()
         lines: list[str] = []
+        empty: dict[str, str] = {}  # folder -> an empty placeholder file made in it
         for path, kind in items:
-            made = _make(path, kind, self._root(path))
+            folder = os.path.dirname(path)
+            made = None
+            if kind == "f" and folder in empty:
+                # another name for the same empty file: a directory entry, no new inode
+                # (creating files is the slow part of starting on some filesystems)
+                try:
+                    os.link(empty[folder], path, follow_symlinks=False)
+                    made = [(path, "f")]
+                except FileExistsError:
+                    continue
+                except OSError:
+                    made = None
+            if made is None:
+                made = _make(path, kind, self._root(path))
+            if made and made[-1] == (path, "f"):
+                empty.setdefault(folder, path)
             if made is None:
                 impossible.add(path)
                 continue
@@ -360,11 +376,17 @@ def _connect_helper() -> list[str]:
     return [sys.executable, "-I", "-S", os.path.join(here, "connect.py")]
 
 
+def launcher_path() -> str:
+    """Where the native launcher is installed: next to this install's Python."""
+    return os.path.join(os.path.dirname(sys.executable), "sandbox")
+
+
 def prepare(p: bw.Plan, command: Sequence[str], cwd: str, env: dict[str, str] | None,
             fds: bw.Fds, interactive: bool = False) -> tuple[list[str], dict[str, str]]:
     """The argv and environment for a run (no effects)."""
     argv = bw.build_argv(p, command, cwd=cwd, fds=fds, bwrap=find_bwrap(),
-                         is_root=os.geteuid() == 0, new_session=not interactive)
+                         is_root=os.geteuid() == 0, new_session=not interactive,
+                         gate=bw.gate_program(p, launcher_path()))
     full_env = dict(os.environ if env is None else env)
     full_env.update(bw.proxy_env(connect_helper=_connect_helper()))
     return argv, full_env
@@ -509,7 +531,8 @@ class BwrapRun:
                 lock_dir=_lock_dir(), settings_path=self.plan_source, settings=self.settings,
                 home=self.home, cwd=self.cwd, fs=fs, plan=self.plan,
                 argv=bw.build_argv(self.plan, [], cwd=self.cwd, fds=plancache.FDS,
-                                   bwrap=find_bwrap(), is_root=os.geteuid() == 0),
+                                   bwrap=find_bwrap(), is_root=os.geteuid() == 0,
+                                   gate=bw.gate_program(self.plan, launcher_path())),
                 env_add=bw.proxy_env(connect_helper=_connect_helper()),
                 seccomp_program=seccomp.program(
                     allow_unix=bool(n.allow_unix_sockets) or n.allow_all_unix_sockets),
