@@ -290,3 +290,16 @@ def test_file_placeholders_share_one_empty_file(tmp_path: Path,
     assert len(inodes) == 1 and (tmp_path / ".git").is_dir()
     ph.cleanup()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["locks"]
+
+
+def test_old_plan_files_are_pruned(tmp_path: Path) -> None:
+    import time as _time
+
+    from agent_sandbox.runtime.plancache import prune
+
+    for i in range(10):
+        f = tmp_path / f"{i:016x}"
+        f.write_text("x")
+        os.utime(f, (_time.time() - 100 + i, _time.time() - 100 + i))
+    prune(str(tmp_path), keep=4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{i:016x}" for i in range(6, 10)]

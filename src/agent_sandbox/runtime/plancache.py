@@ -46,6 +46,7 @@ KEY_ENV = ("HOME", "PATH", "XDG_RUNTIME_DIR", "AGENT_SANDBOX_AUDIT_DIR", "AGENT_
 # pipes (and the seccomp program) on exactly these before starting bwrap.
 FDS = bw.Fds(seccomp=1001, info=1002, block=1003, gate=1004, ready=1005)
 DISABLE_ENV = "AGENT_SANDBOX_NO_PLAN_CACHE"
+KEEP = 256  # plan files kept per user (one per settings file, folder and user)
 
 
 class RecordingFs(bw.RealFs):
@@ -149,4 +150,21 @@ def write(*, lock_dir: str, settings_path: str, settings: Settings, home: str, c
     finally:
         os.close(fd)
     os.replace(tmp, target)
+    prune(folder)
     return target
+
+
+def prune(folder: str, keep: int = KEEP) -> None:
+    """Remove the least recently written plan files beyond ``keep``."""
+    try:
+        with os.scandir(folder) as it:
+            entries = [(e.stat(follow_symlinks=False).st_mtime, e.path) for e in it]
+    except OSError:
+        return
+    if len(entries) <= keep:
+        return
+    for _, path in sorted(entries)[: len(entries) - keep]:
+        try:
+            os.unlink(path)
+        except OSError:
+            continue
