@@ -672,7 +672,34 @@ def test_killed_during_startup_never_runs_the_command(settings: Path, work: Path
             time.sleep(0.05)
         time.sleep(1)  # nothing held back starts later either
         assert _running(f"sleep 7{m}") == [] and _running(f"sh -c sleep 7{m}") == []
+        # a bwrap left blocked in its own set-up is reaped by the next run to finish
+        r = subprocess.run([*SANDBOX, "exec", "--settings", str(settings), "--", "true"],
+                           cwd=work, env=dict(os.environ, AGENT_SANDBOX_REAP_EVERY="0"),
+                           timeout=60)
+        assert r.returncode == 0
+        deadline = time.monotonic() + 5
+        while _marked(f"sleep 7{m}"):
+            assert time.monotonic() < deadline, f"left behind: {_marked(f'sleep 7{m}')}"
+            time.sleep(0.05)
     finally:
-        for pid in _marked(f"sleep 7{m}"):  # a bwrap stuck in its own setup (known)
+        for pid in _marked(f"sleep 7{m}"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_reaping_leaves_live_sandboxes_alone(settings: Path, work: Path) -> None:
+    from agent_sandbox.runtime.exec import _lock_dir, reap_stuck
+
+    m = f"{secrets.randbelow(9000) + 1000}"
+    p = subprocess.Popen([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
+                          f"echo up > up; sleep 6{m}"], cwd=work)
+    try:
+        deadline = time.monotonic() + 20
+        while not (work / "up").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert reap_stuck(_lock_dir(), every=0) == 0
+        assert _running(f"sleep 6{m}") and p.poll() is None
+    finally:
+        p.kill()
+        p.wait()

@@ -8,6 +8,7 @@ on the Python path instead.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -303,3 +304,52 @@ def test_old_plan_files_are_pruned(tmp_path: Path) -> None:
         os.utime(f, (_time.time() - 100 + i, _time.time() - 100 + i))
     prune(str(tmp_path), keep=4)
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{i:016x}" for i in range(6, 10)]
+
+
+def test_killed_launcher_never_runs_the_command_and_leaves_nothing(
+        launcher: Path, locks: Path, settings: Path, work: Path) -> None:
+    """SIGKILL the launcher all through its start: no command runs unsupervised, and
+    a bwrap left blocked in its own set-up is reaped by the next run to finish."""
+    warm(launcher, settings, work)
+    m = f"{secrets.randbelow(9000) + 1000}"
+    try:
+        for i in range(40):
+            p = subprocess.Popen([str(launcher), "exec", "--settings", str(settings), "--",
+                                  "sh", "-c", f"sleep 5{m}{i:02d}"], cwd=work,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.0004 * i)  # 0 to 16 ms: the launcher's whole start sequence
+            p.kill()
+            p.wait()
+        time.sleep(1)
+        assert _running(f"sleep 5{m}") == [] and _running(f"sh -c sleep 5{m}") == []
+        # the killed runs may have left placeholders: runs plan afresh and clean up
+        # (not reaping yet) until the plan holds again; then one replays, and reaps
+        for _ in range(3):
+            r = run(launcher, settings, "true", cwd=work,
+                    env=dict(os.environ, AGENT_SANDBOX_REAP_EVERY="100000"))
+            assert r.returncode == 0
+            if REPLAYED in r.stderr:
+                break
+        r = run(launcher, settings, "true", cwd=work,
+                env=dict(os.environ, AGENT_SANDBOX_REAP_EVERY="0"))
+        assert r.returncode == 0 and REPLAYED in r.stderr
+        deadline = time.monotonic() + 5
+        while _marked(f"sleep 5{m}"):
+            assert time.monotonic() < deadline, f"left behind: {_marked(f'sleep 5{m}')}"
+            time.sleep(0.05)
+    finally:
+        for pid in _marked(f"sleep 5{m}"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _marked(marker: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                if marker.encode() in (d / "cmdline").read_bytes().replace(b"\0", b" "):
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    return pids

@@ -65,6 +65,7 @@
 extern char **environ;
 static char **orig_argv;
 static char self_dir[PATH_MAX];
+static const char *walk_skip; /* the lock folder: never walked into (bwrap.RealFs skip) */
 
 /* ---- small helpers --------------------------------------------------------- */
 
@@ -240,8 +241,6 @@ static int is_dir_nofollow(const char *path, unsigned char type) {
     return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static const char *walk_skip; /* the lock folder: never walked into (bwrap.RealFs skip) */
-
 /* expected: NUL-separated paths (count of them); 0 when the walk gives exactly these */
 static int walk_matches(const char *root, int depth, long budget, const char *expected, const char *end) {
     struct stack st = {0};
@@ -377,6 +376,57 @@ fail:
     return -1;
 }
 
+/* exec.reap_stuck: kill this user's bwraps running our start gate whose parent is gone */
+static void reap_stuck(void) {
+    char stamp[PATH_MAX + 16];
+    snprintf(stamp, sizeof stamp, "%s/reaped", walk_skip);
+    const char *ev = getenv("AGENT_SANDBOX_REAP_EVERY");
+    double every = ev ? atof(ev) : 30.0;
+    struct stat st;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (stat(stamp, &st) == 0 && (double)(now.tv_sec - st.st_mtim.tv_sec) < every) return;
+    int fd = open(stamp, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return;
+    futimens(fd, NULL);
+    close(fd);
+    DIR *proc = opendir("/proc");
+    if (!proc) return;
+    struct dirent *e;
+    uid_t uid = getuid();
+    while ((e = readdir(proc))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char p[300], buf[4096];
+        snprintf(p, sizeof p, "/proc/%s", e->d_name);
+        if (stat(p, &st) != 0 || st.st_uid != uid) continue;
+        snprintf(p, sizeof p, "/proc/%s/stat", e->d_name);
+        int f = open(p, O_RDONLY | O_CLOEXEC);
+        if (f < 0) continue;
+        ssize_t n = read(f, buf, sizeof buf - 1);
+        close(f);
+        if (n <= 0) continue;
+        buf[n] = 0;
+        char *rp = strrchr(buf, ')');
+        char state;
+        int ppid;
+        if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2 || ppid != 1) continue;
+        snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
+        f = open(p, O_RDONLY | O_CLOEXEC);
+        if (f < 0) continue;
+        n = read(f, buf, sizeof buf - 1);
+        close(f);
+        if (n <= 0) continue;
+        buf[n] = 0;
+        size_t l0 = strlen(buf);
+        if (l0 < 6 || strcmp(buf + l0 - 6, "/bwrap") != 0) continue;
+        int marked = 0;
+        for (char *a = buf; a < buf + n && !marked; a += strlen(a) + 1)
+            marked = strcmp(a, "__gate") == 0 || strcmp(a, "sandbox-gate") == 0;
+        if (marked) kill(atoi(e->d_name), SIGKILL);
+    }
+    closedir(proc);
+}
+
 static void cleanup_placeholders(void) {
     if (lock_users < 0) return;
     if (flock(lock_mutex, LOCK_EX) == 0 && flock(lock_users, LOCK_EX | LOCK_NB) == 0) {
@@ -409,6 +459,7 @@ static void cleanup_placeholders(void) {
             free(data);
             if (ftruncate(lock_users, 0) != 0) { /* the next cleanup retries */ }
         }
+        reap_stuck();
     }
     drop_locks();
 }
