@@ -11,7 +11,8 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 APT_PACKAGES=(bubblewrap socat ripgrep podman runc runsc debootstrap iproute2 uidmap
-              python3-venv nodejs npm git ca-certificates make curl gcc libc6-dev)
+              python3-venv nodejs npm git ca-certificates make curl gcc libc6-dev
+              openssh-server)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -339,6 +339,73 @@ def test_rebinding_to_loopback_is_refused_with_reason(tmp_path: Path, work: Path
     assert "blocked-by-address: host-address" in out
 
 
+@pytest.fixture
+def git_server(net: Net, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A real OpenSSH server in the upstream namespace serving a bare repository
+    (key authentication only, its own host key, config and authorized keys)."""
+    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not os.path.exists(sshd):
+        pytest.fail("sshd is needed (scripts/bootstrap.sh installs openssh-server)")
+    d = tmp_path / "sshd"
+    d.mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host")],
+                   check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "client")],
+                   check=True)
+    (d / "authorized_keys").write_text((d / "client.pub").read_text())
+    repo = tmp_path / "repo.git"
+    src = tmp_path / "src"
+    marker = secrets.token_hex(8)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main", str(src)], check=True)
+    (src / "README").write_text(f"served over ssh {marker}\n")
+    subprocess.run([*git, "-C", str(src), "add", "README"], check=True)
+    subprocess.run([*git, "-C", str(src), "commit", "-q", "-m", "first"], check=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(repo)], check=True)
+    (d / "sshd_config").write_text(
+        f"Port 2022\nListenAddress {net.up_ip}\nHostKey {d / 'host'}\n"
+        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'pid'}\n"
+        "UsePAM no\nStrictModes no\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n")
+    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation folder
+    proc = subprocess.Popen(["ip", "netns", "exec", net.ns, sshd, "-D", "-e", "-f",
+                             str(d / "sshd_config")], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while not (d / "pid").exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+            assert time.monotonic() < deadline, "sshd did not start"
+            time.sleep(0.02)
+        yield marker, repo
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_git_clone_over_ssh_through_the_proxy(settings: Path, work: Path, proxy_env: Net,
+                                              git_server: tuple[str, Path],
+                                              tmp_path: Path) -> None:
+    """A whole clone from a real sshd: the sandbox's ssh reaches the allowed host
+    only through the proxy (ProxyCommand in GIT_SSH_COMMAND), and the bytes arrive."""
+    marker, repo = git_server
+    key = work / "id"
+    key.write_bytes((tmp_path / "sshd" / "client").read_bytes())
+    key.chmod(0o600)
+    r = run_sandboxed(["sh", "-c", "GIT_SSH_COMMAND=\"$GIT_SSH_COMMAND -i ./id -o BatchMode=yes "
+                       "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+                       "-o ConnectTimeout=5\" "
+                       f"git clone -q ssh://root@up.example.com:2022{repo} out && cat out/README"],
+                      settings, work, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()[-800:]
+    assert f"served over ssh {marker}".encode() in r.stdout
+    assert (work / "out" / "README").read_text() == f"served over ssh {marker}\n"
+    # and not around it: the same clone without the proxy cannot reach the server
+    r = run_sandboxed(["sh", "-c", "ssh -i ./id -o BatchMode=yes -o StrictHostKeyChecking=no "
+                       "-o UserKnownHostsFile=/dev/null -o ConnectTimeout=3 -p 2022 "
+                       f"root@{proxy_env.up_ip} true"], settings, work, timeout=60)
+    assert r.returncode != 0
+
+
 def test_git_over_ssh_goes_through_the_proxy(settings: Path, work: Path, proxy_env: Net) -> None:
     run_sandboxed(["sh", "-c", "GIT_SSH_COMMAND=\"$GIT_SSH_COMMAND -o BatchMode=yes "
                    "-o StrictHostKeyChecking=no -o ConnectTimeout=5\" "
