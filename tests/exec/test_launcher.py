@@ -236,6 +236,7 @@ def test_proxy_started_on_first_connection(launcher: Path, locks: Path, settings
             f"curl -si -m 5 http://bad.example.com:8080/{m}", cwd=work)
     assert REPLAYED in r.stderr
     out = r.stdout.decode()
+    assert out.startswith(f"upstream-ok /h{m}")  # nothing of the proxy's own on stdout
     assert f"upstream-ok /h{m}" in out and f"upstream-ok /s{m}" in out
     assert "X-Proxy-Error: blocked-by-denylist" in out
     assert proxy_env.saw(f"/h{m}") and not proxy_env.saw(f"/{m} ")
@@ -353,3 +354,62 @@ def _marked(marker: str) -> list[int]:
             except OSError:
                 continue
     return pids
+
+
+def test_the_command_gets_default_signal_dispositions(launcher: Path, locks: Path,
+                                                       settings: Path, work: Path) -> None:
+    """The launcher ignores SIGPIPE for itself; the command must not inherit that."""
+    warm(launcher, settings, work)
+    r = run(launcher, settings, "sh", "-c",
+            "grep SigIgn /proc/self/status; yes | head -n 1", cwd=work)
+    assert REPLAYED in r.stderr
+    ignored = int(r.stdout.split()[1], 16)
+    assert not ignored & (1 << (13 - 1))  # SIGPIPE
+    assert r.stdout.endswith(b"y\n")
+
+
+def test_unprivileged_user_replays_too(launcher: Path, tmp_path: Path) -> None:
+    """As a user without privileges the proxy ports are opened by a child that joins
+    the sandbox's user namespace first; the replay must do the same."""
+    if os.geteuid() != 0:
+        pytest.skip("switching to an unprivileged user needs root")
+    import shutil
+    import sys
+    import tempfile
+
+    # the launcher runs Python (first run, proxy) without privileges: the interpreter
+    # must be reachable for that user (it is not when it lives in root's home)
+    probe = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            "/bin/sh", "-c", 'exec "$0" -c pass', sys.executable],
+                           capture_output=True, timeout=60)
+    if probe.returncode != 0:
+        pytest.skip(f"{sys.executable} cannot be run by an unprivileged user here")
+    d = Path(tempfile.mkdtemp(prefix="agent-sandbox-nb-"))
+    try:
+        d.chmod(0o777)
+        (d / "bin").mkdir()
+        shutil.copy2(launcher, d / "bin" / "sandbox")
+        (d / "bin" / "sandbox-py").symlink_to(os.path.realpath(launcher.parent / "sandbox-py"))
+        (d / "bin").chmod(0o755)
+        work = d / "work"
+        work.mkdir()
+        work.chmod(0o777)
+        s = write_settings(d / "s.json", {"network": {"allowedDomains": ["example.com"]},
+                                          "filesystem": {"allowWrite": [str(work)]}})
+        s.chmod(0o644)
+        env = dict(os.environ, HOME=str(work), AGENT_SANDBOX_AUDIT_DIR=str(work / "audit"),
+                   AGENT_SANDBOX_TRACE="1")
+        env.pop("AGENT_SANDBOX_LOCK_DIR", None)
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                str(d / "bin" / "sandbox"), "exec", "--settings", str(s), "--", "sh", "-c",
+                "id -u; echo hi > f; curl -s -m 5 -o /dev/null -w '%{http_code}' "
+                "http://other.test/"]
+        for _ in range(2):
+            r = subprocess.run(argv, cwd=work, env=env, capture_output=True, timeout=60)
+        assert REPLAYED in r.stderr, r.stderr
+        assert r.stdout.decode().split()[:2] == ["65534", "403"], r.stderr
+        assert (work / "f").read_text() == "hi\n"
+        recs = audit_records(work / "audit")
+        assert any(x.get("host") == "other.test" and not x["allowed"] for x in recs)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

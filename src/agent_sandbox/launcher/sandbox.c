@@ -71,6 +71,7 @@ static const char *walk_skip; /* the lock folder: never walked into (bwrap.RealF
 
 /* Run the Python entry point instead; AGENT_SANDBOX_TRACE=1 says why. */
 static void fallback_because(const char *why) {
+    signal(SIGPIPE, SIG_DFL);
     if (why && getenv("AGENT_SANDBOX_TRACE")) fprintf(stderr, "sandbox: plan not replayed: %s\n", why);
     char py[PATH_MAX + 16];
     snprintf(py, sizeof py, "%s/sandbox-py", self_dir);
@@ -706,6 +707,9 @@ static int gate_main(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "__gate") == 0) return gate_main(argc, argv);
     orig_argv = argv;
+    /* a pipe to a bwrap that already ended must be an error here, not our death (the
+       placeholders would stay); the sandbox gets the default back */
+    signal(SIGPIPE, SIG_IGN);
     char exe[PATH_MAX];
     ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (el <= 0) { fprintf(stderr, "sandbox: cannot find its own program\n"); return FAILED; }
@@ -925,6 +929,7 @@ int main(int argc, char **argv) {
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGPIPE, SIG_DFL);
         if (dup2(sfd, FD_SECCOMP) < 0 || dup2(info[1], FD_INFO) < 0 || dup2(block[0], FD_BLOCK) < 0
             || dup2(gate[0], FD_GATE) < 0 || dup2(ready[1], FD_READY) < 0) _exit(FAILED);
         syscall(SYS_close_range, 3, FD_SECCOMP - 1, 0);
@@ -1002,6 +1007,9 @@ int main(int argc, char **argv) {
             proxy = fork();
             if (proxy == 0) {
                 prctl(PR_SET_PDEATHSIG, SIGTERM);
+                int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+                /* the command's streams are not the proxy's: only its errors go to stderr */
+                if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0) _exit(1);
                 if (dup2(lis[0], 3) < 0 || dup2(lis[1], 4) < 0) _exit(1);
                 syscall(SYS_close_range, 5, ~0U, 0);
                 char session[32];
