@@ -413,3 +413,29 @@ def test_unprivileged_user_replays_too(launcher: Path, tmp_path: Path) -> None:
         assert any(x.get("host") == "other.test" and not x["allowed"] for x in recs)
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_the_runtime_itself_is_read_only_inside(launcher: Path, locks: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Even with the installation inside a writable root, the sandboxed command cannot
+    replace the launcher, the interpreter's files or the package."""
+    import sys
+
+    import agent_sandbox
+
+    package = Path(agent_sandbox.__file__).parent
+    prefix = Path(sys.prefix)
+    # the folder that holds both is writable: the installation lies inside it
+    common = Path(os.path.commonpath([package, prefix]))
+    s = write_settings(tmp_path / "wide.json", {"filesystem": {"allowWrite": [str(common)]}})
+    script = (f"touch {prefix}/bin/x-probe; echo prefix=$?; touch {package}/x-probe; "
+              f"echo package=$?; touch {common}/x-probe-$$ && echo root=$? && "
+              f"rm {common}/x-probe-$$")
+    for _ in range(2):  # planned, then replayed
+        r = run(launcher, s, "sh", "-c", script, cwd=tmp_path)
+        out = r.stdout.decode()
+        assert "root=0" in out, (out, r.stderr)
+        assert "prefix=0" not in out and "package=0" not in out
+        assert not (prefix / "bin" / "x-probe").exists()
+        assert not (package / "x-probe").exists()
+    assert REPLAYED in r.stderr

@@ -94,11 +94,11 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
     with tempfile.TemporaryDirectory(prefix="agent-sandbox-srt-") as tmp:
         path = os.path.join(tmp, "srt-settings.json")
         doc = settings.to_srt()
-        # the per-user lock and plan folder: no sandbox may plant a plan for the
-        # native launcher (bwrap sandboxes get it read-only through ``protect``)
-        from .exec import _lock_dir
+        # the runtime's own files (lock and plan folder, installation): no sandbox
+        # may rewrite what runs outside it next (bwrap gets them through ``protect``)
+        from .exec import runtime_paths
 
-        doc.setdefault("filesystem", {}).setdefault("denyWrite", []).append(_lock_dir())
+        doc.setdefault("filesystem", {}).setdefault("denyWrite", []).extend(runtime_paths())
         with open(path, "w") as fh:
             json.dump(doc, fh)
         result = _run([srt, "-s", path, "-c", shlex.join(argv)], cwd=cwd, env=env,

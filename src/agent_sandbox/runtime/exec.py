@@ -426,6 +426,15 @@ def _connect_helper() -> list[str]:
     return [sys.executable, "-I", "-S", os.path.join(here, "connect.py")]
 
 
+def runtime_paths() -> list[str]:
+    """What the runtime keeps read-only in every sandbox besides the settings: the
+    per-user lock and plan folder, and its own installation (the interpreter's
+    prefix, where the launcher lives too, and the package). A command that could
+    rewrite them would run its code outside the sandbox on the next start."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return list(dict.fromkeys([_lock_dir(), sys.prefix, package]))
+
+
 def launcher_path() -> str:
     """Where the native launcher is installed: next to this install's Python."""
     return os.path.join(os.path.dirname(sys.executable), "sandbox")
@@ -493,7 +502,7 @@ class BwrapRun:
             self.placeholders = Placeholders()
             with self.placeholders:
                 p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
-                            protect=[_lock_dir()])
+                            protect=runtime_paths())
                 self.started = time.time()
                 impossible = self.placeholders.create(p.placeholders)
                 if impossible:
