@@ -439,3 +439,20 @@ def test_the_runtime_itself_is_read_only_inside(launcher: Path, locks: Path, tmp
         assert not (prefix / "bin" / "x-probe").exists()
         assert not (package / "x-probe").exists()
     assert REPLAYED in r.stderr
+
+
+def test_default_settings_are_replayed_too(launcher: Path, locks: Path, settings: Path,
+                                           work: Path, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --settings: the user's ~/.srt-settings.json (when the host has none)."""
+    if Path("/etc/agent-sandbox/srt-settings.json").exists():
+        pytest.skip("this host has system settings, which win over the user's")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".srt-settings.json").write_text(settings.read_text())
+    monkeypatch.setenv("HOME", str(home))
+    argv = [str(launcher), "exec", "--", "sh", "-c", f"cat {tmp_path}/secret/key; echo ok"]
+    for _ in range(2):
+        r = subprocess.run(argv, cwd=work, capture_output=True, timeout=60)
+        assert r.stdout == b"ok\n", r.stderr
+    assert REPLAYED in r.stderr

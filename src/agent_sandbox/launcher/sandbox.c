@@ -51,6 +51,7 @@
 
 #define VERSION "agent-sandbox-plan 1"
 #define PROFILE "/etc/agent-sandbox/exec.json"
+#define SYSTEM_SETTINGS "/etc/agent-sandbox/srt-settings.json"
 #define FAILED 125
 #define FD_SECCOMP 1001
 #define FD_INFO 1002
@@ -326,6 +327,18 @@ static void drop_locks(void) {
     lock_mutex = lock_users = -1;
 }
 
+/* append the record "<kind><path>\0" (Placeholders.create); -1 when out of memory */
+static int add_record(char **rec, size_t *reclen, char kind, const char *path) {
+    size_t l = strlen(path);
+    char *nr = realloc(*rec, *reclen + l + 2);
+    if (!nr) return -1;
+    *rec = nr;
+    nr[(*reclen)++] = kind;
+    memcpy(nr + *reclen, path, l + 1);
+    *reclen += l + 1;
+    return 0;
+}
+
 /* 0 made (or existed), 1 impossible (not writable by this user), -1 error */
 static int make_placeholder(const char *path, char kind, char **rec, size_t *reclen) {
     char root[PATH_MAX];
@@ -354,10 +367,7 @@ static int make_placeholder(const char *path, char kind, char **rec, size_t *rec
     int made = 0;
     for (int i = nm - 1; i >= 0; i--) {
         if (mkdir(missing[i], 0755) != 0) goto fail;
-        size_t l = strlen(missing[i]);
-        *rec = realloc(*rec, *reclen + l + 2);
-        (*rec)[(*reclen)++] = 'd';
-        memcpy(*rec + *reclen, missing[i], l + 1); *reclen += l + 1;
+        if (add_record(rec, reclen, 'd', missing[i]) != 0) return -1;
         made++;
     }
     int rc = kind == 'd' ? mkdir(path, 0755)
@@ -367,11 +377,7 @@ static int make_placeholder(const char *path, char kind, char **rec, size_t *rec
         goto fail;
     }
     if (kind != 'd') close(rc);
-    size_t l = strlen(path);
-    *rec = realloc(*rec, *reclen + l + 2);
-    (*rec)[(*reclen)++] = kind;
-    memcpy(*rec + *reclen, path, l + 1); *reclen += l + 1;
-    return 0;
+    return add_record(rec, reclen, kind, path);
 fail:
     if ((errno == EPERM || errno == EACCES || errno == EROFS) && !made) return 1;
     return -1;
@@ -728,7 +734,7 @@ int main(int argc, char **argv) {
         else if (strncmp(argv[i], "--cwd=", 6) == 0) cwd_opt = argv[i] + 6;
         else fallback(NULL);
     }
-    if (!settings || !*settings || i >= argc || strcmp(argv[i - 1], "--") != 0) fallback(NULL);
+    if ((settings && !*settings) || i >= argc || strcmp(argv[i - 1], "--") != 0) fallback(NULL);
 
     /* the inputs */
     uid_t uid = getuid();
@@ -750,6 +756,16 @@ int main(int argc, char **argv) {
     if (!cwd_opt) { if (!getcwd(tmp, sizeof tmp)) fallback(NULL); cwd_opt = tmp; }
     struct stat cst;
     if (!realpath(cwd_opt, cwd) || stat(cwd, &cst) != 0 || !S_ISDIR(cst.st_mode)) fallback(NULL);
+    char deflt[PATH_MAX + 32];
+    if (!settings) { /* settings.default_path: the host's, else the user's */
+        struct stat sst;
+        if (stat(SYSTEM_SETTINGS, &sst) == 0 && S_ISREG(sst.st_mode)) settings = SYSTEM_SETTINGS;
+        else {
+            snprintf(deflt, sizeof deflt, "%s/.srt-settings.json", home);
+            if (stat(deflt, &sst) != 0 || !S_ISREG(sst.st_mode)) fallback("no settings file");
+            settings = deflt;
+        }
+    }
     if (!realpath(settings, sreal)) fallback(NULL);
 
     char key[PATH_MAX * 4];
@@ -872,12 +888,7 @@ int main(int argc, char **argv) {
             && strncmp(path, empty, (size_t)(slash - path)) == 0) {
             /* another name for the same empty file: a directory entry, no new inode */
             if (link(empty, path) == 0) {
-                size_t l = strlen(path);
-                char *nr = realloc(rec, reclen + l + 2);
-                if (!nr) { impossible = 1; break; }
-                rec = nr;
-                rec[reclen++] = 'f';
-                memcpy(rec + reclen, path, l + 1); reclen += l + 1;
+                if (add_record(&rec, &reclen, 'f', path) != 0) { impossible = 1; break; }
                 continue;
             }
             if (errno == EEXIST) continue;
@@ -904,6 +915,7 @@ int main(int argc, char **argv) {
     lseek(sfd, 0, SEEK_SET);
     int interactive = isatty(0);
     char **bargv = calloc(pl.nargv + (size_t)(argc - i) + 1, sizeof *bargv);
+    if (!bargv) { cleanup_placeholders(); die("out of memory"); }
     size_t nb = 0;
     for (size_t k = 0; k < pl.nargv; k++)
         if (!(interactive && (int)k == pl.new_session)) bargv[nb++] = pl.argv[k];
@@ -912,6 +924,7 @@ int main(int argc, char **argv) {
     size_t ne = 0;
     while (environ[ne]) ne++;
     char **envp = calloc(ne + pl.nenv + 1, sizeof *envp);
+    if (!envp) { cleanup_placeholders(); die("out of memory"); }
     size_t nv = 0;
     for (size_t k = 0; k < ne; k++) {
         const char *eqp = strchr(environ[k], '=');
@@ -1035,6 +1048,7 @@ int main(int argc, char **argv) {
             char since[64];
             snprintf(since, sizeof since, "%.6f", started);
             char **sargv = calloc(8 + 2 * (pl.nroots + pl.nmounts), sizeof *sargv);
+            if (!sargv) _exit(1);
             size_t n = 0;
             sargv[n++] = pl.python; sargv[n++] = "-m"; sargv[n++] = "agent_sandbox.runtime.sweep";
             sargv[n++] = "--since"; sargv[n++] = since;

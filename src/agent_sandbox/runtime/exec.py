@@ -928,9 +928,9 @@ def main(args: Sequence[str], err: IO[str] | None = None) -> int:
         cwd = os.path.realpath(opts.cwd or os.getcwd())
         if not os.path.isdir(cwd):
             raise SandboxStartError(f"--cwd {cwd} is not a directory")
+        source = None if opts.spec else (opts.settings or default_path(home))
         return exec_passthrough(opts.command, settings, cwd, backend=opts.backend,
-                                timeout=opts.timeout,
-                                plan_source=None if opts.spec else opts.settings)
+                                timeout=opts.timeout, plan_source=source)
     except SettingsError as exc:
         err.write(f"sandbox exec: {exc}\n")
         return SANDBOX_FAILED
