@@ -377,19 +377,39 @@ def test_unprivileged_user_replays_too(launcher: Path, tmp_path: Path) -> None:
     import sys
     import tempfile
 
-    # the launcher runs Python (first run, proxy) without privileges: the interpreter
-    # must be reachable for that user (it is not when it lives in root's home)
-    probe = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                            "/bin/sh", "-c", 'exec "$0" -c pass', sys.executable],
-                           capture_output=True, timeout=60)
-    if probe.returncode != 0:
-        pytest.skip(f"{sys.executable} cannot be run by an unprivileged user here")
+    import agent_sandbox
+
+    def usable(python: str) -> bool:
+        check = 'exec "$0" -c "import agent_sandbox.runtime.proxy"'
+        probe = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                "/bin/sh", "-c", check, python], capture_output=True, timeout=60)
+        return probe.returncode == 0
+
     d = Path(tempfile.mkdtemp(prefix="agent-sandbox-nb-"))
     try:
         d.chmod(0o777)
         (d / "bin").mkdir()
+        # the launcher runs Python (first run, proxy) without privileges: the interpreter
+        # must be reachable for that user; when this one lives in root's home, a venv of
+        # the system's python3 that finds this package stands in
+        python = sys.executable
+        if not usable(python):
+            system = "/usr/bin/python3"
+            if not os.path.exists(system):
+                pytest.skip("no interpreter an unprivileged user can run")
+            subprocess.run([system, "-m", "venv", "--without-pip", str(d / "venv")], check=True)
+            (site,) = (d / "venv" / "lib").glob("python3*/site-packages")
+            (site / "agent_sandbox.pth").write_text(
+                str(Path(agent_sandbox.__file__).resolve().parents[1]) + "\n")
+            subprocess.run(["chmod", "-R", "a+rX", str(d / "venv")], check=True)
+            python = str(d / "venv" / "bin" / "python")
+            if not usable(python):
+                pytest.skip("this package cannot be read by an unprivileged user here")
         shutil.copy2(launcher, d / "bin" / "sandbox")
-        (d / "bin" / "sandbox-py").symlink_to(os.path.realpath(launcher.parent / "sandbox-py"))
+        (d / "bin" / "sandbox-py").write_text(
+            f"#!{python}\nimport sys\nfrom agent_sandbox.cli.entry import main\n"
+            "sys.exit(main())\n")
+        (d / "bin" / "sandbox-py").chmod(0o755)
         (d / "bin").chmod(0o755)
         work = d / "work"
         work.mkdir()
@@ -404,7 +424,7 @@ def test_unprivileged_user_replays_too(launcher: Path, tmp_path: Path) -> None:
                 str(d / "bin" / "sandbox"), "exec", "--settings", str(s), "--", "sh", "-c",
                 "id -u; echo hi > f; curl -s -m 5 -o /dev/null -w '%{http_code}' "
                 "http://other.test/"]
-        for _ in range(2):
+        for _ in range(3):  # the first run writes f and audit/: the second plans again
             r = subprocess.run(argv, cwd=work, env=env, capture_output=True, timeout=60)
         assert REPLAYED in r.stderr, r.stderr
         assert r.stdout.decode().split()[:2] == ["65534", "403"], r.stderr
