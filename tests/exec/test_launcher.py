@@ -476,3 +476,39 @@ def test_default_settings_are_replayed_too(launcher: Path, locks: Path, settings
         r = subprocess.run(argv, cwd=work, capture_output=True, timeout=60)
         assert r.stdout == b"ok\n", r.stderr
     assert REPLAYED in r.stderr
+
+
+@pytest.mark.parametrize("path", ["launcher", "python"])
+def test_a_killed_runs_sweep_is_done_by_the_next_run(
+        launcher: Path, locks: Path, settings: Path, work: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """A supervisor killed before its sweep (SIGKILL, the OOM killer) must not leave a
+    hook the command planted deep in a repository: the next run to finish disarms it."""
+    monkeypatch.setenv("AGENT_SANDBOX_AUDIT_DIR", str(tmp_path / "audit"))
+    import sys
+
+    warm(launcher, settings, work)
+    head = [str(launcher)] if path == "launcher" else [sys.executable, "-m", "agent_sandbox"]
+    deep = work / "a" / "b" / "c" / "d" / "e" / "f"
+    p = subprocess.Popen([*head, "exec", "--settings", str(settings), "--", "sh", "-c",
+                          f"mkdir -p {deep} && cd {deep} && git init -q . && "
+                          "echo evil > .git/hooks/pre-commit && touch ../planted && sleep 60"],
+                         cwd=work, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while not (deep.parent / "planted").exists():
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.02)
+    p.kill()
+    err = p.communicate()[1]
+    assert path == "python" or REPLAYED in err
+    assert (deep / ".git" / "hooks" / "pre-commit").exists()  # nobody swept: killed
+    assert list((locks / "owed").iterdir())
+    time.sleep(0.2)  # past the clock slack: the next run's own sweep would not see it
+    r = run(launcher, settings, "true", cwd=work)
+    assert r.returncode == 0
+    assert not (deep / ".git").exists()
+    assert any(x.name.startswith(".git.sandbox-quarantine") for x in deep.iterdir())
+    assert b"an earlier run ended before its check" in r.stderr
+    assert any(x.get("event_kind") == "quarantine" and x.get("late")
+               for x in audit_records(tmp_path / "audit"))
+    assert not list((locks / "owed").iterdir())

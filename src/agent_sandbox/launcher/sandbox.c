@@ -434,7 +434,50 @@ static void reap_stuck(void) {
     closedir(proc);
 }
 
+/* sweep.owe / sweep.settle: a marker for this run until its sweep is done */
+static char owed_path[PATH_MAX + 64];
+static const char *settle_python, *settle_audit;
+
+static void owe(double since, char **roots, size_t nroots, char **skip, size_t nskip) {
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/owed", walk_skip);
+    mkdir(dir, 0700);
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    snprintf(owed_path, sizeof owed_path, "%s/%d.%lld%09ld", dir, (int)getpid(),
+             (long long)t.tv_sec, t.tv_nsec);
+    int fd = open(owed_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) { owed_path[0] = 0; return; }
+    char head[64];
+    int hl = snprintf(head, sizeof head, "agent-sandbox-owed 1%c%.6f", 0, since);
+    write_all(fd, head, (size_t)hl);
+    for (size_t k = 0; k < nroots; k++) { write_all(fd, "\0R", 2); write_all(fd, roots[k], strlen(roots[k])); }
+    for (size_t k = 0; k < nskip; k++) { write_all(fd, "\0S", 2); write_all(fd, skip[k], strlen(skip[k])); }
+    close(fd);
+}
+
+static void settle_owed(void) {
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/owed", walk_skip);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    int any = 0;
+    while (!any && (e = readdir(d))) any = e->d_name[0] != '.';
+    closedir(d);
+    if (!any || !settle_python) return;
+    pid_t s = fork();
+    if (s == 0) {
+        if (settle_audit && *settle_audit) setenv("AGENT_SANDBOX_AUDIT_DIR", settle_audit, 1);
+        execl(settle_python, settle_python, "-m", "agent_sandbox.runtime.sweep", "--owed",
+              walk_skip, (char *)NULL);
+        _exit(1);
+    }
+    if (s > 0) waitpid(s, NULL, 0);
+}
+
 static void cleanup_placeholders(void) {
+    if (owed_path[0]) { unlink(owed_path); owed_path[0] = 0; }
     if (lock_users < 0) return;
     if (flock(lock_mutex, LOCK_EX) == 0 && flock(lock_users, LOCK_EX | LOCK_NB) == 0) {
         size_t n = 0, cap = 4096;
@@ -467,6 +510,7 @@ static void cleanup_placeholders(void) {
             if (ftruncate(lock_users, 0) != 0) { /* the next cleanup retries */ }
         }
         reap_stuck();
+        settle_owed();
     }
     drop_locks();
 }
@@ -902,6 +946,9 @@ int main(int argc, char **argv) {
     if (rec && reclen) write_all(lock_users, rec, reclen);
     free(rec);
     if (impossible) { cleanup_placeholders(); fallback("a placeholder cannot be created"); }
+    settle_python = pl.python;
+    settle_audit = pl.audit;
+    owe(started, pl.roots, pl.nroots, pl.mounts, pl.nmounts);
     flock(lock_mutex, LOCK_UN);
 
     /* bwrap, held at --block-fd */

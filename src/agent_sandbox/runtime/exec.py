@@ -333,9 +333,23 @@ class Placeholders:
                         os.unlink(path)
             os.ftruncate(users, 0)
             reap_stuck(_lock_dir())
+            _settle_owed(_lock_dir())
         finally:
             os.close(users)
             os.close(mutex)
+
+
+def _settle_owed(lock_dir: str) -> None:
+    """The sweeps runs killed before theirs left owed (``sweep.settle``)."""
+    try:
+        if not os.listdir(os.path.join(lock_dir, "owed")):
+            return
+    except OSError:
+        return
+    from .sweep import _settle_cli
+
+    with _suppress(Exception):
+        _settle_cli(lock_dir)
 
 
 REAP_EVERY = 30.0  # seconds between two looks for stuck sandboxes (per user)
@@ -473,6 +487,7 @@ class BwrapRun:
         self._audit_close: Callable[[], None] | None = None
         # the settings file this run was read from, when the launcher may replay it
         self.plan_source: str | None = None
+        self.owed: str | None = None  # this run's marker until its sweep is done
 
     # start -----------------------------------------------------------------
 
@@ -508,6 +523,11 @@ class BwrapRun:
                 if impossible:
                     self.plan_source = None  # the launcher replays only complete plans
                 p = bw.without(p, impossible)
+                from .sweep import owe
+
+                # owed until this run's own sweep is done (see sweep.settle)
+                self.owed = owe(_lock_dir(), self.started, p.writable_roots,
+                                [m.path for m in p.mounts])
             self.notices.extend(realfs.notes)
             self.plan = p
             argv, env = prepare(p, self.command, self.cwd, self.env, fds,
@@ -688,10 +708,13 @@ class BwrapRun:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()  # --die-with-parent and the pid namespace take the rest
 
-    def sweep(self) -> None:
-        """Disarm protected names the command created below the writable roots."""
-        if self.plan is None or self.proc is None or self.proc.poll() is None:
-            return
+    def sweep(self) -> bool:
+        """Disarm protected names the command created below the writable roots;
+        False when that cannot be done yet (the sandbox is still running)."""
+        if self.plan is None or self.proc is None:
+            return True  # nothing ran
+        if self.proc.poll() is None:
+            return False
         from .sweep import disarm, find_new
 
         roots = [w for w in self.plan.writable_roots if os.path.isdir(w)]
@@ -716,10 +739,16 @@ class BwrapRun:
                     record({"event_kind": "quarantine", "path": old, "moved_to": moved})
             except Exception as exc:  # the rename already happened; report, do not hide
                 self.notices.append(f"sandbox: cannot record the quarantine in the audit: {exc}\n")
+        return True
 
     def cleanup(self) -> None:
+        swept = False
         with _suppress(Exception):
-            self.sweep()
+            swept = self.sweep()
+        if swept and self.owed:
+            with _suppress(OSError):
+                os.unlink(self.owed)
+            self.owed = None
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None

@@ -17,9 +17,10 @@ protected name that was not written during the run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from .bwrap import PROTECTED_NAMES
 
@@ -159,6 +160,68 @@ def disarm(paths: Iterable[str], now: float | None = None) -> list[tuple[str, st
     return moved
 
 
+# A run that starts a sandbox leaves a marker here until its own sweep is done:
+# a supervisor killed before its sweep (SIGKILL, the OOM killer) leaves it behind,
+# and the next run of the user to finish does that sweep (``settle``).
+OWED = "owed"
+MARK = b"agent-sandbox-owed 1"
+
+
+def owe(lock_dir: str, since: float, roots: Sequence[str], skip: Iterable[str]) -> str:
+    """Leave the marker for one run; its path."""
+    folder = os.path.join(lock_dir, OWED)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    path = os.path.join(folder, f"{os.getpid()}.{time.time_ns()}")
+    data = b"\0".join([MARK, repr(since).encode(), *(b"R" + os.fsencode(r) for r in roots),
+                       *(b"S" + os.fsencode(x) for x in skip)])
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
+                 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    return path
+
+
+def settle(lock_dir: str, record: Callable[[dict[str, object]], None] | None = None,
+           out: Callable[[str], object] | None = None) -> list[tuple[str, str]]:
+    """Do the sweeps that runs killed before theirs left owed (call holding the
+    placeholder lock exclusively: no run of this user is alive then)."""
+    folder = os.path.join(lock_dir, OWED)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    moved: list[tuple[str, str]] = []
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            with open(path, "rb") as fh:
+                fields = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if fields[:1] == [MARK] and len(fields) > 1:
+            try:
+                since = float(fields[1])
+            except ValueError:
+                since = 0.0  # unreadable: check everything written since ever
+            roots = [os.fsdecode(f[1:]) for f in fields[2:] if f[:1] == b"R"]
+            skip = [os.fsdecode(f[1:]) for f in fields[2:] if f[:1] == b"S"]
+            new, _ = find_new(roots, since, skip)
+            done = disarm(new)
+            moved += done
+            for old, target in done:
+                if out:
+                    out(f"sandbox: an earlier run ended before its check; it had created the "
+                        f"protected path {old}; moved to {target}\n")
+                if record:
+                    record({"event_kind": "quarantine", "path": old, "moved_to": target,
+                            "late": True})
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return moved
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m agent_sandbox.runtime.sweep --since T --root R... [--skip P...]``.
 
@@ -169,10 +232,16 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     ap = argparse.ArgumentParser(prog="python -m agent_sandbox.runtime.sweep")
-    ap.add_argument("--since", type=float, required=True, help="when the command started")
+    ap.add_argument("--since", type=float, help="when the command started")
     ap.add_argument("--root", action="append", default=[], help="a writable root")
     ap.add_argument("--skip", action="append", default=[], help="a mounted path")
+    ap.add_argument("--owed", metavar="LOCK_DIR",
+                    help="do the sweeps earlier runs left owed in this lock folder")
     args = ap.parse_args(argv)
+    if args.owed:
+        return _settle_cli(args.owed)
+    if args.since is None:
+        ap.error("--since is required")
     new, complete = find_new(args.root, args.since, args.skip)
     moved = disarm(new)
     for old, target in moved:
@@ -193,6 +262,23 @@ def main(argv: list[str] | None = None) -> int:
                 close()
         except Exception as exc:  # the rename already happened; report, do not hide
             sys.stderr.write(f"sandbox: cannot record the quarantine in the audit: {exc}\n")
+    return 0
+
+
+def _settle_cli(lock_dir: str) -> int:
+    import sys
+
+    from .proxy import audit_recorder
+
+    try:
+        record, close = audit_recorder(None)
+    except Exception as exc:  # disarm anyway; say that the audit missed it
+        sys.stderr.write(f"sandbox: cannot record quarantines in the audit: {exc}\n")
+        record, close = None, (lambda: None)
+    try:
+        settle(lock_dir, record, sys.stderr.write)
+    finally:
+        close()
     return 0
 
 
