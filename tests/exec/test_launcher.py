@@ -57,7 +57,7 @@ def run(launcher: Path, settings: Path, *cmd: str, cwd: Path,
 def warm(launcher: Path, settings: Path, cwd: Path) -> None:
     """One run on the Python path, which writes the plan the next run replays."""
     r = run(launcher, settings, "true", cwd=cwd)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 0, r.stderr.decode()
     assert REPLAYED not in r.stderr
 
 
@@ -512,3 +512,24 @@ def test_a_killed_runs_sweep_is_done_by_the_next_run(
     assert any(x.get("event_kind") == "quarantine" and x.get("late")
                for x in audit_records(tmp_path / "audit"))
     assert not list((locks / "owed").iterdir())
+
+
+def test_a_sandbox_that_cannot_start_is_retried_by_python_and_explained(
+        launcher: Path, locks: Path, settings: Path, work: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """When bwrap fails under a replayed plan, the command has not started: the launcher
+    ends that sandbox and the Python runtime tries again, and names the cause."""
+    flag = tmp_path / "fail"
+    fake = tmp_path / "bwrap"
+    fake.write_text(f"#!/bin/sh\n[ -e {flag} ] && {{ echo 'bwrap: No permissions to create "
+                    "new namespace' >&2; exit 1; }\nexec /usr/bin/bwrap \"$@\"\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("AGENT_SANDBOX_BWRAP", str(fake))
+    warm(launcher, settings, work)
+    assert REPLAYED in run(launcher, settings, "true", cwd=work).stderr
+    flag.touch()
+    r = run(launcher, settings, "sh", "-c", "echo RAN", cwd=work)
+    assert r.returncode == 125 and b"RAN" not in r.stdout
+    assert b"plan not replayed: bubblewrap could not create the sandbox" in r.stderr
+    assert b"sandbox exec: the sandbox could not start" in r.stderr  # the Python runtime's
+    assert sorted(p.name for p in work.iterdir()) == []  # no placeholder left

@@ -1033,10 +1033,16 @@ int main(int argc, char **argv) {
     }
     close(block[1]); close(ready[0]); close(gate[1]);
     if (failure) {
+        /* The command has not started (it waits at the gate): end this sandbox and
+           let the Python runtime try from the start. It plans afresh, and if the
+           sandbox still cannot start it names the cause and the remedy (user
+           namespaces, AppArmor) where this program could only say that it failed. */
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
+        if (lis[0] >= 0) { close(lis[0]); close(lis[1]); }
+        close(pidfd);
         cleanup_placeholders();
-        die(failure);
+        fallback(failure);
     }
 
     /* wait: forward signals, start the proxy on the first connection */
