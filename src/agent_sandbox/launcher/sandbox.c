@@ -436,6 +436,7 @@ static void reap_stuck(void) {
 
 /* sweep.owe / sweep.settle: a marker for this run until its sweep is done */
 static char owed_path[PATH_MAX + 64];
+static int keep_owed;
 static const char *settle_python, *settle_audit;
 
 static void owe(double since, char **roots, size_t nroots, char **skip, size_t nskip) {
@@ -477,7 +478,8 @@ static void settle_owed(void) {
 }
 
 static void cleanup_placeholders(void) {
-    if (owed_path[0]) { unlink(owed_path); owed_path[0] = 0; }
+    if (owed_path[0] && !keep_owed) unlink(owed_path);
+    owed_path[0] = 0;
     if (lock_users < 0) return;
     if (flock(lock_mutex, LOCK_EX) == 0 && flock(lock_users, LOCK_EX | LOCK_NB) == 0) {
         size_t n = 0, cap = 4096;
@@ -909,7 +911,7 @@ int main(int argc, char **argv) {
         else break;
     }
     if (!ok || !locked || !pl.nargv || !pl.seccomp_len || !pl.python || pl.new_session < 1
-        || !pl.audit || (size_t)pl.new_session >= pl.nargv || strcmp(pl.argv[pl.new_session], "--new-session") != 0) {
+        || !pl.audit || access(pl.python, X_OK) != 0 || (size_t)pl.new_session >= pl.nargv || strcmp(pl.argv[pl.new_session], "--new-session") != 0) {
         drop_locks();
         fallback(f.tag[0] ? f.tag : "malformed plan file");
     }
@@ -1111,7 +1113,13 @@ int main(int argc, char **argv) {
             execv(pl.python, sargv);
             _exit(1);
         }
-        if (s > 0) waitpid(s, NULL, 0);
+        int ss = -1;
+        if (s > 0) waitpid(s, &ss, 0);
+        if (!(WIFEXITED(ss) && WEXITSTATUS(ss) == 0)) {
+            keep_owed = 1; /* not swept: the next run to finish does it (sweep.settle) */
+            fprintf(stderr, "sandbox: warning: the check for protected paths after the command "
+                            "failed; the next run will do it\n");
+        }
     }
     cleanup_placeholders();
     for (size_t k = 0; k < pl.nnotes; k++) fputs(pl.notes[k], stderr);
