@@ -279,3 +279,23 @@ def test_audit_writer_failure_turns_later_allows_into_denials(tmp_path) -> None:
             time.sleep(0.05)
     finally:
         close()
+
+
+def test_own_addresses_are_every_interface_address() -> None:
+    """Read from the kernel's tables, they match what psutil lists for every interface."""
+    import ipaddress
+    import socket
+
+    import psutil
+
+    from agent_sandbox.runtime.proxy import own_addresses
+
+    up = {name for name, st in psutil.net_if_stats().items() if st.isup}
+    listed = {name: {ipaddress.ip_address(a.address.split("%", 1)[0]) for a in addrs
+                     if a.family in (socket.AF_INET, socket.AF_INET6)}
+              for name, addrs in psutil.net_if_addrs().items()}
+    mine = own_addresses()
+    # every address of an interface that is up (a down one's addresses are not local)
+    assert set().union(*(v for k, v in listed.items() if k in up)) <= mine
+    assert mine <= set().union(*listed.values())
+    assert ipaddress.ip_address("127.0.0.1") in mine
