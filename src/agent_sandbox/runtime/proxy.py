@@ -36,14 +36,19 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from agent_sandbox.spec import domains
 
+from .settings import _Record
+
+TYPE_CHECKING = False  # the typing module costs the first connection's time
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-Recorder = Callable[[dict[str, Any]], None]
+if TYPE_CHECKING:
+    Recorder = Callable[[dict[str, Any]], None]
 
 METADATA_ADDRESSES = frozenset(
     ipaddress.ip_address(a)
@@ -58,15 +63,22 @@ BUF = 64 * 1024  # relay buffer per direction to start with
 BULK = 1024 * 1024  # ... and once a transfer fills it
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(_Record):
+    """One decision (immutable; a plain class: dataclasses cost a first connection 11 ms)."""
+
+    __slots__ = ("address", "addresses", "allowed", "host", "port", "reason")
     allowed: bool
     reason: str
     host: str  # canonical host (or the raw text when it could not be canonicalised)
     port: int
-    address: str | None = None
+    address: str | None
     # every checked address, tried in order when connecting (never a new lookup)
-    addresses: tuple[str, ...] = ()
+    addresses: tuple[str, ...]
+
+    def __init__(self, allowed: bool, reason: str, host: str, port: int,
+                 address: str | None = None, addresses: tuple[str, ...] = ()) -> None:
+        super().__init__(allowed=allowed, reason=reason, host=host, port=port,
+                         address=address, addresses=addresses)
 
 
 def address_refusal(ip: IPAddress, own: frozenset[IPAddress]) -> str | None:
@@ -159,17 +171,24 @@ def load_hosts(path: str) -> dict[str, list[str]]:
     return out
 
 
-@dataclass
 class ProxyConfig:
-    allowed: tuple[str, ...]
-    denied: tuple[str, ...] = ()
-    hosts: dict[str, list[str]] = field(default_factory=dict)
-    own: frozenset[IPAddress] = field(default_factory=frozenset)
-    connect_timeout: float = 10.0
-    session: str = ""
-    # Addresses the operator exempts from the address checks, programmatically or
-    # with --allow-address on the standalone proxy; never read from settings files.
-    exempt: frozenset[IPAddress] = field(default_factory=frozenset)
+    """What one proxy enforces (a plain class: dataclasses cost start-up time)."""
+
+    __slots__ = ("allowed", "connect_timeout", "denied", "exempt", "hosts", "own", "session")
+
+    def __init__(self, allowed: tuple[str, ...], denied: tuple[str, ...] = (),
+                 hosts: dict[str, list[str]] | None = None,
+                 own: frozenset[IPAddress] = frozenset(), connect_timeout: float = 10.0,
+                 session: str = "", exempt: frozenset[IPAddress] = frozenset()) -> None:
+        self.allowed = allowed
+        self.denied = denied
+        self.hosts: dict[str, list[str]] = {} if hosts is None else hosts
+        self.own = own
+        self.connect_timeout = connect_timeout
+        self.session = session
+        # Addresses the operator exempts from the address checks, programmatically or
+        # with --allow-address on the standalone proxy; never read from settings files.
+        self.exempt = exempt
 
 
 class _Conn:
