@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agent_sandbox.spec import domains, paths
@@ -123,6 +123,9 @@ def test_empty_bracket_is_literal_in_every_dialect(rule):
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="*?[]!/ab.-^", max_size=12))
+@example("[^]-?")  # a literal caret first in a class once read as negation in one dialect
+@example("[^a]")
+@example("[^^]")
 def test_every_glob_is_refused_or_compiles_and_both_dialects_agree(rule):
     """A glob the spec accepts compiles in both regex dialects with one meaning;
     any other is refused when the spec loads, with a message (never a crash later)."""
@@ -138,3 +141,18 @@ def test_every_glob_is_refused_or_compiles_and_both_dialects_agree(rule):
     ere = re.compile(glob_to_ere(rule))
     for path in ("/ab", "/a/b", "/a.b/ab", "/x/[a]", "/-/^", "/a/[]", "/!"):
         assert bool(rx.match(path)) == bool(ere.match(path)), (rule, path)
+
+
+def test_a_caret_first_in_a_class_is_literal_as_in_fnmatch():
+    """Only ``!`` negates a class; ``[^a]`` is the set {^, a}, in every dialect we emit."""
+    import fnmatch
+
+    from agent_sandbox.render.macos import glob_to_ere
+    from agent_sandbox.spec.paths import glob_regex
+
+    for rule in ("/x/[^a]", "/x/[^]", "/x/[^^b]"):
+        ere = re.compile(glob_to_ere(rule))
+        for name in ("^", "a", "b", "c"):
+            want = fnmatch.fnmatchcase(name, rule.rsplit("/", 1)[1])
+            assert bool(glob_regex(rule).match("/x/" + name)) == want, (rule, name)
+            assert bool(ere.match("/x/" + name)) == want, (rule, name)

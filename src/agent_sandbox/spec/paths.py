@@ -106,7 +106,8 @@ def glob_tokens(pattern: str) -> list[tuple[str, str]]:
     Tokens: ``("dirs", "")`` for ``**/`` (any number of whole directories),
     ``("any", "")`` for ``**``, ``("star", "")`` for ``*`` (within a component),
     ``("one", "")`` for ``?``, ``("class", body)`` for ``[...]`` (``!`` negation
-    already turned into ``^``), ``("lit", c)`` for anything else. A ``[`` that
+    already turned into ``^``; a literal leading ``^`` moved to the end),
+    ``("lit", c)`` for anything else. A ``[`` that
     opens no class (unclosed, or ``[]`` / ``[!]`` with nothing in it) is literal,
     as fnmatch reads it.
     """
@@ -129,7 +130,15 @@ def glob_tokens(pattern: str) -> list[tuple[str, str]]:
         elif c == "[" and (j := pattern.find("]", i + 1)) != -1 and j > i + 1 and (
                 pattern[i + 1 : j] != "!"):
             body = pattern[i + 1 : j]
-            out.append(("class", "^" + body[1:] if body.startswith("!") else body))
+            if body.startswith("!"):
+                out.append(("class", "^" + body[1:]))
+            elif body.startswith("^"):
+                # a literal caret (only ! negates here, as in fnmatch): moved off the
+                # front, where a regex would read it as negation
+                rest = body.lstrip("^")
+                out.append(("class", rest + "^") if rest else ("lit", "^"))
+            else:
+                out.append(("class", body))
             i = j + 1
         else:
             out.append(("lit", c))
