@@ -288,6 +288,41 @@ def launcher(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return install(bindir)
 
 
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """The working directory and writable root of a sandboxed command."""
+    w = tmp_path / "work"
+    w.mkdir()
+    return w
+
+
+def marked(marker: str) -> list[int]:
+    """Processes whose command line (arguments joined by spaces) contains marker."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                if marker.encode() in (d / "cmdline").read_bytes().replace(b"\0", b" "):
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    return pids
+
+
+def running(command: str) -> list[int]:
+    """Processes that are the command itself (command line starts with it), not
+    `sandbox exec` or bwrap, whose arguments merely contain it."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if (d / "cmdline").read_bytes().replace(b"\0", b" ").startswith(command.encode()):
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    return pids
+
+
 def write_settings(path: Path, data: dict) -> Path:
     path.write_text(json.dumps(data))
     return path

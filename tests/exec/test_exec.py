@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PY, REPO, Net, audit_records, needs_bwrap, write_settings
+from conftest import PY, REPO, Net, audit_records, marked, needs_bwrap, running, write_settings
 
 from agent_sandbox.runtime.exec import (
     SANDBOX_FAILED,
@@ -28,12 +28,6 @@ from agent_sandbox.runtime.exec import (
 pytestmark = needs_bwrap
 SANDBOX = [PY, "-m", "agent_sandbox"]
 
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    w = tmp_path / "work"
-    w.mkdir()
-    return w
 
 
 @pytest.fixture
@@ -77,31 +71,6 @@ def test_signal_is_forwarded(settings: Path, work: Path) -> None:
     assert (work / "sig").read_text() == "term\n"
 
 
-def _marked(marker: str) -> list[int]:
-    """Processes whose command line (arguments joined by spaces) contains marker."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit() and int(d.name) != os.getpid():
-            try:
-                if marker.encode() in (d / "cmdline").read_bytes().replace(b"\0", b" "):
-                    pids.append(int(d.name))
-            except OSError:
-                continue
-    return pids
-
-
-def _running(command: str) -> list[int]:
-    """Processes that are the command itself (command line starts with it), not
-    `sandbox exec` or bwrap, whose arguments merely contain it."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                if (d / "cmdline").read_bytes().replace(b"\0", b" ").startswith(command.encode()):
-                    pids.append(int(d.name))
-            except OSError:
-                continue
-    return pids
 
 
 def test_every_process_ends_with_the_command(settings: Path, work: Path) -> None:
@@ -109,7 +78,7 @@ def test_every_process_ends_with_the_command(settings: Path, work: Path) -> None
     control = subprocess.Popen(["sleep", f"3{m}"])
     try:
         deadline = time.monotonic() + 5  # a just-started process may not show its args yet
-        while control.pid not in _marked(f"sleep 3{m}"):
+        while control.pid not in marked(f"sleep 3{m}"):
             assert time.monotonic() < deadline, "the process search misses a running sleep"
             time.sleep(0.01)
     finally:
@@ -118,7 +87,7 @@ def test_every_process_ends_with_the_command(settings: Path, work: Path) -> None
     r = cli(settings, "sh", "-c", f"sleep 4{m} & setsid sleep 5{m} & echo started", cwd=work)
     assert r.returncode == 0
     time.sleep(0.2)
-    assert _marked(f"sleep 4{m}") == [] and _marked(f"sleep 5{m}") == []
+    assert marked(f"sleep 4{m}") == [] and marked(f"sleep 5{m}") == []
 
 
 def test_killing_sandbox_exec_kills_the_sandbox(settings: Path, work: Path) -> None:
@@ -126,13 +95,13 @@ def test_killing_sandbox_exec_kills_the_sandbox(settings: Path, work: Path) -> N
     p = subprocess.Popen([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
                           f"echo x > ready; sleep 6{m}"], cwd=work)
     deadline = time.monotonic() + 20
-    while not _running(f"sleep 6{m}"):  # the command itself, not our own argv
+    while not running(f"sleep 6{m}"):  # the command itself, not our own argv
         assert time.monotonic() < deadline
         time.sleep(0.02)
     p.kill()
     p.wait()
     deadline = time.monotonic() + 5
-    while _marked(f"sleep 6{m}"):
+    while marked(f"sleep 6{m}"):
         assert time.monotonic() < deadline, "the sandboxed process outlived sandbox exec"
         time.sleep(0.05)
 
@@ -143,7 +112,7 @@ def test_timeout_kills_everything(settings: Path, work: Path) -> None:
     assert r.timed_out and r.returncode == TIMED_OUT
     assert time.monotonic() - started < 10
     time.sleep(0.2)
-    assert _marked("sleep 31") == []
+    assert marked("sleep 31") == []
 
 
 @pytest.mark.parametrize("args,status,fragment", [
@@ -733,23 +702,23 @@ def test_killed_during_startup_never_runs_the_command(settings: Path, work: Path
         p.wait()
     try:
         deadline = time.monotonic() + 5
-        while _running(f"sleep 7{m}") or _running(f"sh -c sleep 7{m}"):
+        while running(f"sleep 7{m}") or running(f"sh -c sleep 7{m}"):
             assert time.monotonic() < deadline, (
-                f"commands running without their supervisor: {_running(f'sleep 7{m}')}")
+                f"commands running without their supervisor: {running(f'sleep 7{m}')}")
             time.sleep(0.05)
         time.sleep(1)  # nothing held back starts later either
-        assert _running(f"sleep 7{m}") == [] and _running(f"sh -c sleep 7{m}") == []
+        assert running(f"sleep 7{m}") == [] and running(f"sh -c sleep 7{m}") == []
         # a bwrap left blocked in its own set-up is reaped by the next run to finish
         r = subprocess.run([*SANDBOX, "exec", "--settings", str(settings), "--", "true"],
                            cwd=work, env=dict(os.environ, AGENT_SANDBOX_REAP_EVERY="0"),
                            timeout=60)
         assert r.returncode == 0
         deadline = time.monotonic() + 5
-        while _marked(f"sleep 7{m}"):
-            assert time.monotonic() < deadline, f"left behind: {_marked(f'sleep 7{m}')}"
+        while marked(f"sleep 7{m}"):
+            assert time.monotonic() < deadline, f"left behind: {marked(f'sleep 7{m}')}"
             time.sleep(0.05)
     finally:
-        for pid in _marked(f"sleep 7{m}"):
+        for pid in marked(f"sleep 7{m}"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -766,7 +735,7 @@ def test_reaping_leaves_live_sandboxes_alone(settings: Path, work: Path) -> None
             assert time.monotonic() < deadline
             time.sleep(0.02)
         assert reap_stuck(_lock_dir(), every=0) == 0
-        assert _running(f"sleep 6{m}") and p.poll() is None
+        assert running(f"sleep 6{m}") and p.poll() is None
     finally:
         p.kill()
         p.wait()

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPLAYED, Net, audit_records, needs_bwrap, write_settings
+from conftest import REPLAYED, Net, audit_records, marked, needs_bwrap, running, write_settings
 
 pytestmark = needs_bwrap
 
@@ -29,12 +29,6 @@ def locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("AGENT_SANDBOX_TRACE", "1")
     return d
 
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    w = tmp_path / "work"
-    w.mkdir()
-    return w
 
 
 @pytest.fixture
@@ -188,27 +182,16 @@ def test_killed_launcher_takes_the_sandbox_with_it(launcher: Path, locks: Path,
     p = subprocess.Popen([str(launcher), "exec", "--settings", str(settings), "--", "sh", "-c",
                           f"sleep 7{m} & sleep 8{m}"], cwd=work)
     deadline = time.monotonic() + 20
-    while not _running(f"sleep 8{m}"):
+    while not running(f"sleep 8{m}"):
         assert time.monotonic() < deadline
         time.sleep(0.02)
     p.kill()
     p.wait()
     deadline = time.monotonic() + 10
-    while _running(f"sleep 7{m}") or _running(f"sleep 8{m}"):
+    while running(f"sleep 7{m}") or running(f"sleep 8{m}"):
         assert time.monotonic() < deadline, "a sandboxed process outlived the launcher"
         time.sleep(0.05)
 
-
-def _running(command: str) -> list[int]:
-    pids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                if (d / "cmdline").read_bytes().replace(b"\0", b" ").startswith(command.encode()):
-                    pids.append(int(d.name))
-            except OSError:
-                continue
-    return pids
 
 
 def test_deep_new_repository_is_quarantined(launcher: Path, locks: Path, settings: Path,
@@ -322,7 +305,7 @@ def test_killed_launcher_never_runs_the_command_and_leaves_nothing(
             p.kill()
             p.wait()
         time.sleep(1)
-        assert _running(f"sleep 5{m}") == [] and _running(f"sh -c sleep 5{m}") == []
+        assert running(f"sleep 5{m}") == [] and running(f"sh -c sleep 5{m}") == []
         # the killed runs may have left placeholders: runs plan afresh and clean up
         # (not reaping yet) until the plan holds again; then one replays, and reaps
         for _ in range(3):
@@ -335,25 +318,14 @@ def test_killed_launcher_never_runs_the_command_and_leaves_nothing(
                 env=dict(os.environ, AGENT_SANDBOX_REAP_EVERY="0"))
         assert r.returncode == 0 and REPLAYED in r.stderr
         deadline = time.monotonic() + 5
-        while _marked(f"sleep 5{m}"):
-            assert time.monotonic() < deadline, f"left behind: {_marked(f'sleep 5{m}')}"
+        while marked(f"sleep 5{m}"):
+            assert time.monotonic() < deadline, f"left behind: {marked(f'sleep 5{m}')}"
             time.sleep(0.05)
     finally:
-        for pid in _marked(f"sleep 5{m}"):
+        for pid in marked(f"sleep 5{m}"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
-
-def _marked(marker: str) -> list[int]:
-    pids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit() and int(d.name) != os.getpid():
-            try:
-                if marker.encode() in (d / "cmdline").read_bytes().replace(b"\0", b" "):
-                    pids.append(int(d.name))
-            except OSError:
-                continue
-    return pids
 
 
 def test_the_command_gets_default_signal_dispositions(launcher: Path, locks: Path,
