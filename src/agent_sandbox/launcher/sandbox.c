@@ -243,42 +243,64 @@ static int is_dir_nofollow(const char *path, unsigned char type) {
     return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* expected: NUL-separated paths (count of them); 0 when the walk gives exactly these */
+/* The one bounded walk of this program, in the order of the Python walks it mirrors
+ * (bwrap.RealFs, sweep.find_new): a folder's entries in readdir order, folders taken
+ * last pushed first. visit() sees every entry with its full path and answers WALK_NEXT,
+ * WALK_DESCEND (walk into it, one level deeper) or WALK_STOP. Returns WALK_STOP when
+ * visit stopped it, WALK_BUDGET after more than `budget` entries, WALK_NOMEM when out of
+ * memory, WALK_NEXT when it ran to the end. `st` holds the starting folders. */
+enum { WALK_NEXT, WALK_DESCEND, WALK_STOP, WALK_BUDGET, WALK_NOMEM };
+typedef int (*visit_fn)(void *ctx, const struct frame *dir, const struct ent *e, char *path);
+
+static int walk(struct stack *st, long budget, visit_fn visit, void *ctx) {
+    long seen = 0;
+    int rc = WALK_NEXT;
+    while (st->n && rc == WALK_NEXT) {
+        struct frame f = st->v[--st->n];
+        size_t n = 0;
+        struct ent *ents = list_dir(f.path, &n);
+        for (size_t i = 0; ents && i < n && rc == WALK_NEXT; i++) {
+            if (++seen > budget) { rc = WALK_BUDGET; break; }
+            char *p = path_join(f.path, ents[i].name);
+            if (!p) { rc = WALK_NOMEM; break; }
+            int v = visit(ctx, &f, &ents[i], p);
+            if (v == WALK_DESCEND && push(st, p, f.level + 1) == 0) continue;
+            free(p);
+            if (v == WALK_DESCEND) rc = WALK_NOMEM;
+            else if (v == WALK_STOP) rc = WALK_STOP;
+        }
+        if (ents) free_list(ents, n);
+        free(f.path);
+    }
+    while (st->n) free(st->v[--st->n].path);
+    free(st->v);
+    st->v = NULL;
+    return rc;
+}
+
+/* walk_matches: the walk gives exactly the recorded paths (NUL-separated), in order */
+struct expect { const char *next, *end; int depth; };
+
+static int expect_visit(void *ctx, const struct frame *dir, const struct ent *e, char *p) {
+    struct expect *x = ctx;
+    size_t pl = strlen(p);
+    if (x->next >= x->end || (size_t)(x->end - x->next) < pl || memcmp(x->next, p, pl) != 0
+        || (x->next + pl < x->end && x->next[pl] != 0))
+        return WALK_STOP;
+    x->next += pl + 1;
+    if (dir->level + 1 < x->depth && !in_list(e->name, SKIP_DIRS) && strcmp(p, walk_skip) != 0
+        && is_dir_nofollow(p, e->type))
+        return WALK_DESCEND;
+    return WALK_NEXT;
+}
+
+/* 0 when the walk of bwrap.RealFs from root gives exactly `expected` (NUL-separated) */
 static int walk_matches(const char *root, int depth, long budget, const char *expected, const char *end) {
     struct stack st = {0};
     char *r0 = strdup(root);
-    if (!r0 || push(&st, r0, 0) != 0) return -1;
-    long seen = 0;
-    int rc = 0;
-    while (st.n && rc == 0) {
-        struct frame f = st.v[--st.n];
-        size_t n = 0;
-        struct ent *ents = list_dir(f.path, &n);
-        if (ents) {
-            for (size_t i = 0; i < n && rc == 0; i++) {
-                if (++seen > budget) { rc = -1; break; }
-                char *p = path_join(f.path, ents[i].name);
-                size_t pl = p ? strlen(p) : 0;
-                if (!p || expected >= end || (size_t)(end - expected) < pl || memcmp(expected, p, pl) != 0
-                    || (expected + pl < end && expected[pl] != 0)) {
-                    free(p); rc = -1; break;
-                }
-                expected += pl + 1;
-                if (f.level + 1 < depth && !in_list(ents[i].name, SKIP_DIRS) && strcmp(p, walk_skip) != 0
-                    && is_dir_nofollow(p, ents[i].type)) {
-                    if (push(&st, p, f.level + 1) != 0) { free(p); rc = -1; break; }
-                } else {
-                    free(p);
-                }
-            }
-            free_list(ents, n);
-        }
-        free(f.path);
-    }
-    while (st.n) free(st.v[--st.n].path);
-    free(st.v);
-    if (rc == 0 && expected < end) rc = -1;
-    return rc;
+    if (!r0 || push(&st, r0, 0) != 0) { free(r0); return -1; }
+    struct expect x = {expected, end, depth};
+    return walk(&st, budget, expect_visit, &x) == WALK_NEXT && x.next >= x.end ? 0 : -1;
 }
 
 /* ---- the plan file ------------------------------------------------------------ */
@@ -525,32 +547,21 @@ static const char *PROTECTED[] = {".bashrc", ".bash_profile", ".bash_login", ".p
 
 static double ctime_of(const struct stat *st) { return (double)st->st_ctim.tv_sec + st->st_ctim.tv_nsec / 1e9; }
 
+static int newer_visit(void *ctx, const struct frame *dir, const struct ent *e, char *p) {
+    (void)dir; (void)e;
+    struct stat s;
+    if (lstat(p, &s) != 0) return WALK_NEXT;
+    if (ctime_of(&s) >= *(double *)ctx) return WALK_STOP;
+    return S_ISDIR(s.st_mode) ? WALK_DESCEND : WALK_NEXT;
+}
+
+/* anything below path written at or after since (as far as sweep._changed_inside looks) */
 static int written_inside(const char *path, double since) {
     struct stack st = {0};
     char *p0 = strdup(path);
-    if (!p0 || push(&st, p0, 0) != 0) return 1;
-    long seen = 0;
-    int hit = 0, done = 0;
-    while (st.n && !hit && !done) {
-        struct frame f = st.v[--st.n];
-        size_t n = 0;
-        struct ent *ents = list_dir(f.path, &n);
-        for (size_t i = 0; ents && i < n && !hit; i++) {
-            if (++seen > INSIDE_LIMIT) { done = 1; break; } /* as far as the Python sweep looks */
-            char *p = path_join(f.path, ents[i].name);
-            struct stat s;
-            if (p && lstat(p, &s) == 0) {
-                if (ctime_of(&s) >= since) hit = 1;
-                else if (S_ISDIR(s.st_mode) && push(&st, p, 0) == 0) p = NULL;
-            }
-            free(p);
-        }
-        if (ents) free_list(ents, n);
-        free(f.path);
-    }
-    while (st.n) free(st.v[--st.n].path);
-    free(st.v);
-    return hit;
+    if (!p0 || push(&st, p0, 0) != 0) { free(p0); return 1; }
+    int rc = walk(&st, INSIDE_LIMIT, newer_visit, &since);
+    return rc == WALK_STOP || rc == WALK_NOMEM;
 }
 
 static int suspicious(const char *path, const char *name, double since) {
@@ -571,44 +582,38 @@ static int suspicious(const char *path, const char *name, double since) {
     return written_inside(path, since);
 }
 
+struct sweep_check { char **skip; size_t nskip; double since; };
+
+static int sweep_visit(void *ctx, const struct frame *dir, const struct ent *e, char *p) {
+    struct sweep_check *c = ctx;
+    for (size_t k = 0; k < c->nskip; k++)
+        if (strcmp(c->skip[k], p) == 0) return WALK_NEXT;
+    if (in_list(e->name, PROTECTED)) {
+        const char *base = strrchr(dir->path, '/');
+        if (strcmp(e->name, "fish") != 0 || (base && strcmp(base + 1, ".config") == 0)) {
+            /* level 1: a root's top, covered by placeholders and mounts */
+            return dir->level != 1 && suspicious(p, e->name, c->since) ? WALK_STOP : WALK_NEXT;
+        }
+    }
+    return is_dir_nofollow(p, e->type) ? WALK_DESCEND : WALK_NEXT;
+}
+
 /* 1 when the Python sweep must run (something to look at, or the walk ran out) */
 static int needs_sweep(char **roots, size_t nroots, char **skip, size_t nskip, double since) {
     struct stack st = {0};
     for (size_t i = 0; i < nroots; i++) {
         struct stat s;
-        if (stat(roots[i], &s) == 0 && S_ISDIR(s.st_mode)) push(&st, strdup(roots[i]), 1);
-    }
-    long seen = 0;
-    int hit = 0;
-    while (st.n && !hit) {
-        struct frame f = st.v[--st.n];
-        size_t n = 0;
-        struct ent *ents = list_dir(f.path, &n);
-        for (size_t i = 0; ents && i < n && !hit; i++) {
-            if (++seen > SWEEP_BUDGET) { hit = 1; break; }
-            char *p = path_join(f.path, ents[i].name);
-            if (!p) { hit = 1; break; }
-            int skipped = 0;
-            for (size_t k = 0; k < nskip && !skipped; k++) skipped = strcmp(skip[k], p) == 0;
-            if (skipped) { free(p); continue; }
-            if (in_list(ents[i].name, PROTECTED)) {
-                const char *base = strrchr(f.path, '/');
-                int is_fish = strcmp(ents[i].name, "fish") == 0;
-                if (!is_fish || (base && strcmp(base + 1, ".config") == 0)) {
-                    if (f.level != 1) hit = suspicious(p, ents[i].name, since); /* level 1: a root's top */
-                    free(p);
-                    continue;
-                }
-            }
-            if (is_dir_nofollow(p, ents[i].type)) { push(&st, p, 2); p = NULL; }
-            free(p);
+        char *r = NULL;
+        if (stat(roots[i], &s) == 0 && S_ISDIR(s.st_mode)
+            && (!(r = strdup(roots[i])) || push(&st, r, 1) != 0)) {
+            free(r);
+            while (st.n) free(st.v[--st.n].path);
+            free(st.v);
+            return 1;
         }
-        if (ents) free_list(ents, n);
-        free(f.path);
     }
-    while (st.n) free(st.v[--st.n].path);
-    free(st.v);
-    return hit;
+    struct sweep_check c = {skip, nskip, since};
+    return walk(&st, SWEEP_BUDGET, sweep_visit, &c) != WALK_NEXT;
 }
 
 /* ---- the proxy ports inside the sandbox's network namespace ----------------- */
