@@ -252,9 +252,10 @@ class Placeholders:
     def __init__(self) -> None:
         self.users = -1
         self.mutex = -1
+        self.dir = _lock_dir()  # the per-user lock folder (plans and owed sweeps too)
 
     def __enter__(self) -> Placeholders:
-        base = os.path.join(_lock_dir(), "placeholders")
+        base = os.path.join(self.dir, "placeholders")
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
         if self.users < 0:
             self.mutex = os.open(base + ".mutex", flags, 0o600)
@@ -332,8 +333,8 @@ class Placeholders:
                     elif os.lstat(path).st_size == 0:
                         os.unlink(path)
             os.ftruncate(users, 0)
-            reap_stuck(_lock_dir())
-            _settle_owed(_lock_dir())
+            reap_stuck(self.dir)
+            _settle_owed(self.dir)
         finally:
             os.close(users)
             os.close(mutex)
@@ -440,13 +441,13 @@ def _connect_helper() -> list[str]:
     return [sys.executable, "-I", "-S", os.path.join(here, "connect.py")]
 
 
-def runtime_paths() -> list[str]:
+def runtime_paths(lock_dir: str | None = None) -> list[str]:
     """What the runtime keeps read-only in every sandbox besides the settings: the
     per-user lock and plan folder, and its own installation (the interpreter's
     prefix, where the launcher lives too, and the package). A command that could
     rewrite them would run its code outside the sandbox on the next start."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return list(dict.fromkeys([_lock_dir(), sys.prefix, package]))
+    return list(dict.fromkeys([lock_dir or _lock_dir(), sys.prefix, package]))
 
 
 def launcher_path() -> str:
@@ -488,6 +489,7 @@ class BwrapRun:
         # the settings file this run was read from, when the launcher may replay it
         self.plan_source: str | None = None
         self.owed: str | None = None  # this run's marker until its sweep is done
+        self._seccomp = b""  # the filter this run's sandbox got
 
     # start -----------------------------------------------------------------
 
@@ -497,8 +499,9 @@ class BwrapRun:
 
         n = self.settings.network
         try:
-            sfd = seccomp.program_fd(allow_unix=bool(n.allow_unix_sockets)
-                                     or n.allow_all_unix_sockets)
+            self._seccomp = seccomp.program(allow_unix=bool(n.allow_unix_sockets)
+                                            or n.allow_all_unix_sockets)
+            sfd = seccomp.memfd(self._seccomp)
         except seccomp.SeccompError as exc:
             raise SandboxStartError(str(exc)) from None
         info_r, info_w = os.pipe()
@@ -507,17 +510,18 @@ class BwrapRun:
         ready_r, ready_w = os.pipe()
         fds = bw.Fds(seccomp=sfd, info=info_w, block=block_r, gate=gate_r, ready=ready_w)
         try:
+            self.placeholders = Placeholders()
+            lock_dir = self.placeholders.dir
             realfs: bw.RealFs
             if self.plan_source is not None:
                 from .plancache import RecordingFs
 
-                realfs = RecordingFs(skip=[_lock_dir()])
+                realfs = RecordingFs(skip=[lock_dir])
             else:
-                realfs = bw.RealFs(skip=[_lock_dir()])
-            self.placeholders = Placeholders()
+                realfs = bw.RealFs(skip=[lock_dir])
             with self.placeholders:
                 p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
-                            protect=runtime_paths())
+                            protect=runtime_paths(lock_dir))
                 self.started = time.time()
                 impossible = self.placeholders.create(p.placeholders)
                 if impossible:
@@ -526,7 +530,7 @@ class BwrapRun:
                 from .sweep import owe
 
                 # owed until this run's own sweep is done (see sweep.settle)
-                self.owed = owe(_lock_dir(), self.started, p.writable_roots,
+                self.owed = owe(lock_dir, self.started, p.writable_roots,
                                 [m.path for m in p.mounts])
             self.notices.extend(realfs.notes)
             self.plan = p
@@ -584,7 +588,7 @@ class BwrapRun:
                                         "(see bwrap's message above)")
             os.write(gate_w, b"go\n")  # the command starts only on this word
             if self.plan_source is not None:
-                self._save_plan(realfs)
+                self._save_plan(realfs, lock_dir)
         except BaseException:
             if self.proc is not None and self.proc.poll() is None:
                 self.proc.kill()
@@ -598,23 +602,21 @@ class BwrapRun:
                     with _suppress(OSError):
                         os.close(fd)
 
-    def _save_plan(self, fs: Any) -> None:
+    def _save_plan(self, fs: Any, lock_dir: str) -> None:
         """Write the plan file the native launcher replays (see ``plancache``)."""
-        from . import plancache, seccomp
+        from . import plancache
 
         if self.plan is None or self.plan_source is None:
             return
-        n = self.settings.network
         try:
             plancache.write(
-                lock_dir=_lock_dir(), settings_path=self.plan_source, settings=self.settings,
+                lock_dir=lock_dir, settings_path=self.plan_source, settings=self.settings,
                 home=self.home, cwd=self.cwd, fs=fs, plan=self.plan,
                 argv=bw.build_argv(self.plan, [], cwd=self.cwd, fds=plancache.FDS,
                                    bwrap=find_bwrap(), is_root=os.geteuid() == 0,
                                    gate=bw.gate_program(self.plan, launcher_path())),
                 env_add=bw.proxy_env(connect_helper=_connect_helper()),
-                seccomp_program=seccomp.program(
-                    allow_unix=bool(n.allow_unix_sockets) or n.allow_all_unix_sockets),
+                seccomp_program=self._seccomp,
                 notices=self.notices, python=sys.executable, env=_ENV_AT_START,
                 audit_dir=self.audit_dir or os.environ.get("AGENT_SANDBOX_AUDIT_DIR"),
                 profile_path=EXEC_PROFILE)

@@ -183,9 +183,8 @@ def program(*, allow_unix: bool = False, machine: str | None = None) -> bytes:
     return bytes(out)
 
 
-def program_fd(*, allow_unix: bool = False) -> int:
-    """A readable fd holding the program (for ``bwrap --seccomp FD``)."""
-    data = program(allow_unix=allow_unix)
+def memfd(data: bytes) -> int:
+    """A readable fd holding a built program (for ``bwrap --seccomp FD``)."""
     fd = os.memfd_create("agent-sandbox-seccomp", 0)
     os.write(fd, data)
     os.lseek(fd, 0, os.SEEK_SET)
