@@ -739,3 +739,19 @@ def test_reaping_leaves_live_sandboxes_alone(settings: Path, work: Path) -> None
     finally:
         p.kill()
         p.wait()
+
+
+def test_proxy_and_sweep_share_one_audit_writer(settings: Path, work: Path, proxy_env: Net,
+                                                audit_dir: Path) -> None:
+    """A run that both connected and planted a deep hook records both in one intact
+    chain: the sweep writes through the proxy's audit writer, not a second one."""
+    from agent_sandbox.audit import verify
+
+    m = secrets.token_hex(6)
+    r = run_sandboxed(["sh", "-c", f"curl -s -m 5 http://up.example.com:8080/q{m}; "
+                       "mkdir -p a/b && cd a/b && git init -q . && "
+                       "echo evil > .git/hooks/pre-commit"], settings, work)
+    assert f"upstream-ok /q{m}".encode() in r.stdout
+    kinds = [x.get("event_kind") or x.get("event") for x in audit_records(audit_dir)]
+    assert "quarantine" in kinds and "proxy.decision" in kinds
+    assert verify(audit_dir).ok

@@ -86,7 +86,7 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
     import json
 
     from . import bwrap as bw
-    from .sweep import disarm, find_new
+    from .sweep import quarantine
 
     srt = find_srt()
     plan = bw.plan(settings, home=os.path.expanduser("~"), cwd=cwd, fs=bw.RealFs())
@@ -106,9 +106,7 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
     # srt does not stop a command from creating .git/hooks and the like where
     # none existed: disarm what it created, as the bwrap backend does
     roots = [w for w in plan.writable_roots if os.path.isdir(w)]
-    new, _ = find_new(roots, since, (), top=True)
-    notes = "".join(f"sandbox: the command created the protected path {old}; moved to {moved}\n"
-                    for old, moved in disarm(new))
+    notes = "".join(quarantine(roots, since, (), top=True, warn_incomplete=False)[1])
     if not notes:
         return result
     if not capture:
@@ -255,7 +253,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
 
     from . import bwrap as bw
     from .exec import Placeholders
-    from .sweep import disarm, find_new
+    from .sweep import quarantine
 
     started = time.monotonic()
     service: PodmanService | None = None
@@ -299,10 +297,8 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
             with contextlib.suppress(Exception):
                 container.remove(force=True)
         roots = [w for w in plan.writable_roots if os.path.isdir(w)]
-        new, _ = find_new(roots, since, [m.path for m in plan.mounts])
-        for old, moved in disarm(new):
-            notes += (f"sandbox: the command created the protected path {old}; "
-                      f"moved to {moved}\n").encode()
+        _, said = quarantine(roots, since, [m.path for m in plan.mounts], warn_incomplete=False)
+        notes += "".join(said).encode()
         placeholders.cleanup()
     err += notes
     if not capture:

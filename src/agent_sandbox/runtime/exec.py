@@ -628,19 +628,17 @@ class BwrapRun:
     def start_proxy(self) -> None:
         if self.proxy is not None or not self.listeners:
             return
-        from .proxy import Proxy, ProxyConfig, audit_recorder, load_hosts, own_addresses
+        from .proxy import Proxy, ProxyConfig, load_hosts, own_addresses
 
-        record = self._record
-        if record is None:
-            try:
-                record, self._audit_close = audit_recorder(self.audit_dir)
-            except Exception as exc:  # no audit, no egress: every request is refused
-                reason = f"{type(exc).__name__}: {exc}"
-                self.notices.append(f"sandbox: the audit log is unavailable ({reason}); "
-                                    "all network requests are refused\n")
+        try:
+            record = self._recorder()
+        except Exception as exc:  # no audit, no egress: every request is refused
+            reason = f"{type(exc).__name__}: {exc}"
+            self.notices.append(f"sandbox: the audit log is unavailable ({reason}); "
+                                "all network requests are refused\n")
 
-                def record(event: dict[str, Any], reason: str = reason) -> None:
-                    raise RuntimeError(reason)
+            def record(event: dict[str, Any], reason: str = reason) -> None:
+                raise RuntimeError(reason)
         hosts: dict[str, list[str]] = {}
         hosts_file = os.environ.get(HOSTS_ENV)
         if hosts_file:
@@ -717,31 +715,22 @@ class BwrapRun:
             return True  # nothing ran
         if self.proc.poll() is None:
             return False
-        from .sweep import disarm, find_new
+        from .sweep import quarantine
 
         roots = [w for w in self.plan.writable_roots if os.path.isdir(w)]
         skip = [m.path for m in self.plan.mounts]
-        new, complete = find_new(roots, self.started, skip)
-        self.quarantined = disarm(new)
-        for old, moved in self.quarantined:
-            self.notices.append(f"sandbox: the command created the protected path {old}; "
-                                f"moved to {moved}\n")
-        if not complete:
-            self.notices.append("sandbox: warning: the writable roots are too large to check "
-                                "completely for new protected paths\n")
-        if self.quarantined:
-            try:
-                record = self._record
-                if record is None:
-                    from .proxy import audit_recorder
-
-                    record, close = audit_recorder(self.audit_dir)
-                    self._audit_close = self._audit_close or close
-                for old, moved in self.quarantined:
-                    record({"event_kind": "quarantine", "path": old, "moved_to": moved})
-            except Exception as exc:  # the rename already happened; report, do not hide
-                self.notices.append(f"sandbox: cannot record the quarantine in the audit: {exc}\n")
+        self.quarantined, notes = quarantine(roots, self.started, skip, recorder=self._recorder)
+        self.notices.extend(notes)
         return True
+
+    def _recorder(self) -> Callable[[dict[str, Any]], None]:
+        """This run's one audit recorder, for the proxy and the sweep alike: the
+        caller's, or the audit folder's, opened on first use and closed in cleanup."""
+        if self._record is None:
+            from .proxy import audit_recorder
+
+            self._record, self._audit_close = audit_recorder(self.audit_dir)
+        return self._record
 
     def cleanup(self) -> None:
         swept = False

@@ -160,6 +160,43 @@ def disarm(paths: Iterable[str], now: float | None = None) -> list[tuple[str, st
     return moved
 
 
+INCOMPLETE = ("sandbox: warning: the writable roots are too large to check completely for "
+              "new protected paths\n")
+Recorder = Callable[[dict[str, object]], None]
+
+
+def quarantine(roots: Sequence[str], since: float, skip: Iterable[str] = (), *,
+               top: bool = False, recorder: Callable[[], Recorder] | None = None,
+               late: bool = False, warn_incomplete: bool = True,
+               ) -> tuple[list[tuple[str, str]], list[str]]:
+    """``find_new`` then ``disarm``, each move recorded in the audit: (moved, notices).
+
+    ``recorder`` opens the audit, only when something moved; when recording fails
+    the rename has already happened, so the failure is a notice, never hidden.
+    ``late``: the sweep a killed run owed (``settle``).
+    """
+    new, complete = find_new(roots, since, skip, top=top)
+    moved = disarm(new)
+    said = ("an earlier run ended before its check; it had created" if late
+            else "the command created")
+    notes = [f"sandbox: {said} the protected path {old}; moved to {target}\n"
+             for old, target in moved]
+    if warn_incomplete and not complete:
+        notes.append(INCOMPLETE)
+    if moved and recorder is not None:
+        try:
+            record = recorder()
+            for old, target in moved:
+                event: dict[str, object] = {"event_kind": "quarantine", "path": old,
+                                            "moved_to": target}
+                if late:
+                    event["late"] = True
+                record(event)
+        except Exception as exc:  # the rename already happened; report, do not hide
+            notes.append(f"sandbox: cannot record the quarantine in the audit: {exc}\n")
+    return moved, notes
+
+
 # A run that starts a sandbox leaves a marker here until its own sweep is done:
 # a supervisor killed before its sweep (SIGKILL, the OOM killer) leaves it behind,
 # and the next run of the user to finish does that sweep (``settle``).
@@ -183,7 +220,7 @@ def owe(lock_dir: str, since: float, roots: Sequence[str], skip: Iterable[str]) 
     return path
 
 
-def settle(lock_dir: str, record: Callable[[dict[str, object]], None] | None = None,
+def settle(lock_dir: str, recorder: Callable[[], Recorder] | None = None,
            out: Callable[[str], object] | None = None) -> list[tuple[str, str]]:
     """Do the sweeps that runs killed before theirs left owed (call holding the
     placeholder lock exclusively: no run of this user is alive then)."""
@@ -207,19 +244,36 @@ def settle(lock_dir: str, record: Callable[[dict[str, object]], None] | None = N
                 since = 0.0  # unreadable: check everything written since ever
             roots = [os.fsdecode(f[1:]) for f in fields[2:] if f[:1] == b"R"]
             skip = [os.fsdecode(f[1:]) for f in fields[2:] if f[:1] == b"S"]
-            new, _ = find_new(roots, since, skip)
-            done = disarm(new)
+            done, notes = quarantine(roots, since, skip, recorder=recorder, late=True,
+                                     warn_incomplete=False)
             moved += done
-            for old, target in done:
+            for note in notes:
                 if out:
-                    out(f"sandbox: an earlier run ended before its check; it had created the "
-                        f"protected path {old}; moved to {target}\n")
-                if record:
-                    record({"event_kind": "quarantine", "path": old, "moved_to": target,
-                            "late": True})
+                    out(note)
         with contextlib.suppress(OSError):
             os.unlink(path)
     return moved
+
+
+class AuditOpener:
+    """A ``recorder`` for ``quarantine``: opens the audit once, on first use; ``close``."""
+
+    def __init__(self, directory: str | None = None) -> None:
+        self.directory = directory
+        self.record: Recorder | None = None
+        self._close: Callable[[], None] | None = None
+
+    def __call__(self) -> Recorder:
+        if self.record is None:
+            from .proxy import audit_recorder
+
+            self.record, self._close = audit_recorder(self.directory)
+        return self.record
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
+            self._close = None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -242,43 +296,23 @@ def main(argv: list[str] | None = None) -> int:
         return _settle_cli(args.owed)
     if args.since is None:
         ap.error("--since is required")
-    new, complete = find_new(args.root, args.since, args.skip)
-    moved = disarm(new)
-    for old, target in moved:
-        sys.stderr.write(f"sandbox: the command created the protected path {old}; "
-                         f"moved to {target}\n")
-    if not complete:
-        sys.stderr.write("sandbox: warning: the writable roots are too large to check "
-                         "completely for new protected paths\n")
-    if moved:
-        try:
-            from .proxy import audit_recorder
-
-            record, close = audit_recorder(None)
-            try:
-                for old, target in moved:
-                    record({"event_kind": "quarantine", "path": old, "moved_to": target})
-            finally:
-                close()
-        except Exception as exc:  # the rename already happened; report, do not hide
-            sys.stderr.write(f"sandbox: cannot record the quarantine in the audit: {exc}\n")
+    audit = AuditOpener()
+    try:
+        _, notes = quarantine(args.root, args.since, args.skip, recorder=audit)
+    finally:
+        audit.close()
+    sys.stderr.write("".join(notes))
     return 0
 
 
 def _settle_cli(lock_dir: str) -> int:
     import sys
 
-    from .proxy import audit_recorder
-
+    audit = AuditOpener()
     try:
-        record, close = audit_recorder(None)
-    except Exception as exc:  # disarm anyway; say that the audit missed it
-        sys.stderr.write(f"sandbox: cannot record quarantines in the audit: {exc}\n")
-        record, close = None, (lambda: None)
-    try:
-        settle(lock_dir, record, sys.stderr.write)
+        settle(lock_dir, audit, sys.stderr.write)
     finally:
-        close()
+        audit.close()
     return 0
 
 
