@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import socket
 import statistics
@@ -209,55 +208,41 @@ def latency(work: Path) -> None:
     if os.geteuid() != 0 or not shutil.which("ip"):
         print("latency: skipped (needs root to create a network namespace)")
         return
-    tag = secrets.token_hex(3)
-    ns, vh, vn = f"asb{tag}", f"asb{tag}h", f"asb{tag}n"
-    octet = 100 + secrets.randbelow(150)
-    host_ip, up_ip = f"10.232.{octet}.1", f"10.232.{octet}.2"
+    from agent_sandbox.verify import veth_namespace
 
-    def ip(*a: str) -> None:
-        subprocess.run(["ip", *a], check=True, capture_output=True)
-
-    ip("netns", "add", ns)
     server = None
-    try:
-        ip("link", "add", vh, "type", "veth", "peer", "name", vn)
-        ip("link", "set", vn, "netns", ns)
-        ip("addr", "add", f"{host_ip}/24", "dev", vh)
-        ip("link", "set", vh, "up")
-        ip("netns", "exec", ns, "ip", "addr", "add", f"{up_ip}/24", "dev", vn)
-        ip("netns", "exec", ns, "ip", "link", "set", vn, "up")
-        (work / "server.py").write_text(SERVER)
-        (work / "client.py").write_text(CLIENT)
-        server = start(["ip", "netns", "exec", ns, PY, str(work / "server.py"), up_ip, "8080"])
-        n = 200
-        settings = work / "lat-settings.json"
-        wd = work / "wd"
-        wd.mkdir()
-        settings.write_text(json.dumps({  # every key: srt refuses files without them
-            "network": {"allowedDomains": [up_ip], "deniedDomains": []},
-            "filesystem": {"denyRead": [], "allowWrite": [str(wd)], "denyWrite": []}}))
-        client = [PY, "-I", "-S", str(work / "client.py"), up_ip, "8080", str(n)]
-        env = dict(os.environ, AGENT_SANDBOX_AUDIT_DIR=str(work / "audit"))
+    with veth_namespace("asb", "10.233") as (ns, _, up_ip):
+        try:
+            (work / "server.py").write_text(SERVER)
+            (work / "client.py").write_text(CLIENT)
+            server = start(["ip", "netns", "exec", ns, PY, str(work / "server.py"), up_ip, "8080"])
+            n = 200
+            settings = work / "lat-settings.json"
+            wd = work / "wd"
+            wd.mkdir()
+            settings.write_text(json.dumps({  # every key: srt refuses files without them
+                "network": {"allowedDomains": [up_ip], "deniedDomains": []},
+                "filesystem": {"denyRead": [], "allowWrite": [str(wd)], "denyWrite": []}}))
+            client = [PY, "-I", "-S", str(work / "client.py"), up_ip, "8080", str(n)]
+            env = dict(os.environ, AGENT_SANDBOX_AUDIT_DIR=str(work / "audit"))
 
-        def run(argv: list[str]) -> list[float]:
-            out = subprocess.run(argv, capture_output=True, text=True, cwd=wd, env=env)
-            try:
-                return [t * 1000 for t in json.loads(out.stdout.strip().splitlines()[-1])]
-            except (ValueError, IndexError):
-                raise SystemExit(f"client failed: {argv[:3]} {out.stderr[-800:]}") from None
+            def run(argv: list[str]) -> list[float]:
+                out = subprocess.run(argv, capture_output=True, text=True, cwd=wd, env=env)
+                try:
+                    return [t * 1000 for t in json.loads(out.stdout.strip().splitlines()[-1])]
+                except (ValueError, IndexError):
+                    raise SystemExit(f"client failed: {argv[:3]} {out.stderr[-800:]}") from None
 
-        direct = run([*client, "direct"])
-        ours = run([SANDBOX, "exec", "--settings", str(settings), "--", *client, "proxy"])
-        srt = None
-        if SRT.exists():
-            srt = run([str(SRT), "-s", str(settings), "-c",
-                       " ".join([*client, "proxy"])])
-    finally:
-        if server is not None:
-            server.kill()
-            server.wait()
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        subprocess.run(["ip", "link", "del", vh], capture_output=True)
+            direct = run([*client, "direct"])
+            ours = run([SANDBOX, "exec", "--settings", str(settings), "--", *client, "proxy"])
+            srt = None
+            if SRT.exists():
+                srt = run([str(SRT), "-s", str(settings), "-c",
+                           " ".join([*client, "proxy"])])
+        finally:
+            if server is not None:
+                server.kill()
+                server.wait()
     d = statistics.median(direct)
     print(f"latency: {n} sequential connections + 1 request each, to a server in a netns")
     print(f"{'path':34} {'median ms':>10} {'added ms':>9}")

@@ -396,6 +396,36 @@ def _ip(*args: str) -> None:
 
 
 @contextlib.contextmanager
+def veth_namespace(prefix: str, subnet: str) -> Iterator[tuple[str, str, str]]:
+    """A private network namespace joined to this host by a veth pair, both ends up,
+    on a random /24 of ``subnet`` (such as ``"10.232"``): (namespace, host address,
+    namespace address). Root only. On exit whatever still runs in the namespace is
+    killed, then the namespace and the pair are removed."""
+    tag = secrets.token_hex(3)
+    ns, veth_host, veth_ns = f"{prefix}{tag}", f"{prefix}{tag}h", f"{prefix}{tag}n"
+    octet = 16 + secrets.randbelow(200)
+    host_ip, ns_ip = f"{subnet}.{octet}.1", f"{subnet}.{octet}.2"
+    _ip("netns", "add", ns)
+    try:
+        _ip("link", "add", veth_host, "type", "veth", "peer", "name", veth_ns)
+        _ip("link", "set", veth_ns, "netns", ns)
+        _ip("addr", "add", f"{host_ip}/24", "dev", veth_host)
+        _ip("link", "set", veth_host, "up")
+        _ip("netns", "exec", ns, "ip", "addr", "add", f"{ns_ip}/24", "dev", veth_ns)
+        _ip("netns", "exec", ns, "ip", "link", "set", veth_ns, "up")
+        _ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        yield ns, host_ip, ns_ip
+    finally:
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True,
+                              check=False).stdout.split()
+        for pid in pids:
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+        subprocess.run(["ip", "link", "del", veth_host], capture_output=True, check=False)
+
+
+@contextlib.contextmanager
 def upstream_network(ctx: Context, names: list[str]) -> Iterator[Upstream]:
     """An HTTP server in a private network namespace joined to this host by a
     veth pair, and a hosts file naming it (read by the proxy only)."""
@@ -403,42 +433,27 @@ def upstream_network(ctx: Context, names: list[str]) -> Iterator[Upstream]:
         raise VerifyError("the network checks need root (they create a network namespace)")
     if shutil.which("ip") is None:
         raise VerifyError("the network checks need iproute2 (the ip command)")
-    tag = secrets.token_hex(3)
-    ns, veth_host, veth_ns = f"asv{tag}", f"asv{tag}h", f"asv{tag}n"
-    octet = 16 + secrets.randbelow(200)
-    host_ip, up_ip = f"10.232.{octet}.1", f"10.232.{octet}.2"
     log = os.path.join(ctx.scratch, "upstream.log")
     hosts = os.path.join(ctx.scratch, "hosts")
-    with open(hosts, "w", encoding="utf-8") as fh:
-        fh.writelines(f"{up_ip} {n}\n" for n in names)
-    server: subprocess.Popen[bytes] | None = None
-    _ip("netns", "add", ns)
-    try:
-        _ip("link", "add", veth_host, "type", "veth", "peer", "name", veth_ns)
-        _ip("link", "set", veth_ns, "netns", ns)
-        _ip("addr", "add", f"{host_ip}/24", "dev", veth_host)
-        _ip("link", "set", veth_host, "up")
-        _ip("netns", "exec", ns, "ip", "addr", "add", f"{up_ip}/24", "dev", veth_ns)
-        _ip("netns", "exec", ns, "ip", "link", "set", veth_ns, "up")
-        _ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
+    with veth_namespace("asv", "10.232") as (ns, _, up_ip):
+        with open(hosts, "w", encoding="utf-8") as fh:
+            fh.writelines(f"{up_ip} {n}\n" for n in names)
         script = os.path.join(ctx.scratch, "upstream.py")
         with open(script, "w", encoding="utf-8") as fh:
             fh.write(UPSTREAM)
         server = subprocess.Popen(["ip", "netns", "exec", ns, ctx.python, "-I", script, up_ip,
                                    "8080", log], stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while not os.path.exists(log + ".ready"):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise VerifyError("the upstream test server did not start")
-            time.sleep(0.02)
-        yield Upstream(ns, up_ip, 8080, log, hosts)
-    finally:
-        if server is not None:
+        try:
+            deadline = time.monotonic() + 10
+            while not os.path.exists(log + ".ready"):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise VerifyError("the upstream test server did not start")
+                time.sleep(0.02)
+            yield Upstream(ns, up_ip, 8080, log, hosts)
+        finally:
             server.send_signal(signal.SIGKILL)
             server.wait()
-        subprocess.run(["ip", "link", "del", veth_host], capture_output=True, check=False)
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
 
 
 def _fetch(ctx: Context, settings: str, up: Upstream, name: str, token: str) -> str:

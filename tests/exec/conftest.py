@@ -116,65 +116,43 @@ class Net:
         return any(marker in line for line in self.upstream_lines())
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True)
-
-
 @pytest.fixture(scope="session")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Net]:
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("needs root and iproute2 to create a network namespace")
-    tag = secrets.token_hex(3)
-    ns, vh, vn = f"asx{tag}", f"asx{tag}h", f"asx{tag}n"
-    octet = 100 + secrets.randbelow(150)
-    host_ip, up_ip = f"10.231.{octet}.1", f"10.231.{octet}.2"
+    from agent_sandbox.verify import veth_namespace
+
     d = tmp_path_factory.mktemp("net")
     log = d / "upstream.log"
-    _ip("netns", "add", ns)
-    proc = None
-    try:
-        _ip("link", "add", vh, "type", "veth", "peer", "name", vn)
-        _ip("link", "set", vn, "netns", ns)
-        _ip("addr", "add", f"{host_ip}/24", "dev", vh)
-        _ip("link", "set", vh, "up")
-        _ip("netns", "exec", ns, "ip", "addr", "add", f"{up_ip}/24", "dev", vn)
-        _ip("netns", "exec", ns, "ip", "link", "set", vn, "up")
-        _ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
+    with veth_namespace("asx", "10.231") as (ns, host_ip, up_ip):
         script = d / "upstream.py"
         script.write_text(UPSTREAM_SERVER)
         proc = subprocess.Popen(["ip", "netns", "exec", ns, PY, str(script), up_ip, "8080",
                                  "2222", "5353", str(log)])
-        deadline = time.monotonic() + 10
-        while not Path(str(log) + ".ready").exists():
-            assert time.monotonic() < deadline, "upstream server did not start"
-            time.sleep(0.02)
-        names = {
-            "up.example.com": up_ip,
-            "also.up.example.com": up_ip,
-            "bad.example.com": up_ip,
-            "up.example.com.attacker.test": up_ip,
-            "attackerup.example.com": up_ip,
-            "attacker.test": up_ip,
-            "xn--p-0tbb.example.com": up_ip,
-            "rebind.example.com": "127.0.0.1",
-            "rebind6.example.com": "::ffff:127.0.0.1",
-            "meta.example.com": "169.254.169.254",
-            "self.example.com": host_ip,
-        }
-        hosts = d / "hosts"
-        hosts.write_text("".join(f"{ip} {name}\n" for name, ip in names.items()))
-        yield Net(ns, host_ip, up_ip, 8080, 2222, 5353, log, hosts, names)
-    finally:
-        if proc is not None:
+        try:
+            deadline = time.monotonic() + 10
+            while not Path(str(log) + ".ready").exists():
+                assert time.monotonic() < deadline, "upstream server did not start"
+                time.sleep(0.02)
+            names = {
+                "up.example.com": up_ip,
+                "also.up.example.com": up_ip,
+                "bad.example.com": up_ip,
+                "up.example.com.attacker.test": up_ip,
+                "attackerup.example.com": up_ip,
+                "attacker.test": up_ip,
+                "xn--p-0tbb.example.com": up_ip,
+                "rebind.example.com": "127.0.0.1",
+                "rebind6.example.com": "::ffff:127.0.0.1",
+                "meta.example.com": "169.254.169.254",
+                "self.example.com": host_ip,
+            }
+            hosts = d / "hosts"
+            hosts.write_text("".join(f"{ip} {name}\n" for name, ip in names.items()))
+            yield Net(ns, host_ip, up_ip, 8080, 2222, 5353, log, hosts, names)
+        finally:
             proc.kill()
             proc.wait()
-        subprocess.run(["ip", "netns", "pids", ns], capture_output=True)
-        with contextlib.suppress(Exception):
-            for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
-                                      text=True).stdout.split():
-                os.kill(int(pid), 9)
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        subprocess.run(["ip", "link", "del", vh], capture_output=True)
 
 
 class Listener:
