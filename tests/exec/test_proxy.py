@@ -213,15 +213,21 @@ def test_recording_failure_still_denies(upstream: Upstream) -> None:
     def broken(_: dict[str, Any]) -> None:
         raise OSError("disk full")
 
-    p = Proxy(ProxyConfig(allowed=("x.test",)), broken)
+    reply = _connect_once(Proxy(ProxyConfig(allowed=("x.test",)), broken),
+                          f"other.test:{upstream.port}")
+    assert reply.startswith(b"HTTP/1.1 403")
+
+
+def _connect_once(p: Proxy, target: str) -> bytes:
+    """One CONNECT through a proxy served on a fresh loopback port; the whole reply."""
     lst = socket.socket()
     lst.bind(("127.0.0.1", 0))
     lst.listen(4)
     p.start_in_thread([lst], [])
     try:
         s = socket.create_connection(lst.getsockname())
-        s.sendall(f"CONNECT other.test:{upstream.port} HTTP/1.1\r\n\r\n".encode())
-        assert _recv_all(s).startswith(b"HTTP/1.1 403")
+        s.sendall(f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
+        return _recv_all(s)
     finally:
         p.stop()
 
@@ -245,18 +251,9 @@ def test_an_allow_that_cannot_be_recorded_is_denied(upstream: Upstream) -> None:
 
     p = Proxy(ProxyConfig(allowed=("allowed.test",), hosts={"allowed.test": ["127.0.0.1"]},
                           exempt=frozenset({ipaddress.ip_address("127.0.0.1")})), broken)
-    lst = socket.socket()
-    lst.bind(("127.0.0.1", 0))
-    lst.listen(4)
-    p.start_in_thread([lst], [])
-    try:
-        s = socket.create_connection(lst.getsockname())
-        s.sendall(f"CONNECT allowed.test:{upstream.port} HTTP/1.1\r\n\r\n".encode())
-        reply = _recv_all(s)
-        assert reply.startswith(b"HTTP/1.1 403") and b"audit-unavailable" in reply
-        assert upstream.requests == []
-    finally:
-        p.stop()
+    reply = _connect_once(p, f"allowed.test:{upstream.port}")
+    assert reply.startswith(b"HTTP/1.1 403") and b"audit-unavailable" in reply
+    assert upstream.requests == []
 
 
 def test_audit_writer_failure_turns_later_allows_into_denials(tmp_path) -> None:
