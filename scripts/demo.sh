@@ -34,7 +34,14 @@ mkdir -p "$out"
 echo "demo: running sandbox verify on ${hosts}"
 pids=()
 for h in $hosts; do
-  ( podman exec "$h" /usr/local/bin/sandbox verify --json > "$out/$h.json" 2> "$out/$h.err" || true ) &
+  ( podman exec "$h" /usr/local/bin/sandbox verify --json > "$out/$h.json" 2> "$out/$h.err" || true
+    # how the host's proxy service is supervised (verify has asked it for a refusal)
+    podman exec "$h" sh -c 'if [ -d /run/systemd/system ]; then
+        echo "systemd unit, $(systemctl is-active agent-sandbox-proxy.service)"
+      elif kill -0 "$(cat /run/agent-sandbox-proxy.pid 2>/dev/null)" 2>/dev/null; then
+        echo "no init system, detached"
+      else echo "not running"; fi' > "$out/$h.proxy" 2>/dev/null || echo "unknown" > "$out/$h.proxy"
+  ) &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
@@ -58,12 +65,15 @@ for host in hosts:
     fails = [f"{c['name']}: {c['detail']}" for c in checks if not c["passed"]]
     failed = failed or bool(fails) or not checks
     rows.append((host, f"{doc['passed']}/{doc['total']}", "; ".join(fails) or "none"))
+proxy = {h: (out / f"{h}.proxy").read_text().strip() if (out / f"{h}.proxy").exists() else "unknown"
+         for h in hosts}
 w = max(len(r[0]) for r in rows + [("host", "", "")])
+p = max(len(v) for v in [*proxy.values(), "proxy service"])
 print()
-print(f"{'host':<{w}}  checks passed  failures")
-print(f"{'-' * w}  -------------  --------")
+print(f"{'host':<{w}}  checks passed  {'proxy service':<{p}}  failures")
+print(f"{'-' * w}  -------------  {'-' * p}  --------")
 for host, passed, fails in rows:
-    print(f"{host:<{w}}  {passed:<13}  {fails}")
+    print(f"{host:<{w}}  {passed:<13}  {proxy[host]:<{p}}  {fails}")
 print()
 sys.exit(1 if failed else 0)
 PY

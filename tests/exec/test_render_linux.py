@@ -59,9 +59,20 @@ def test_proxy_unit_runs_the_proxy_hardened() -> None:
     assert "--http 127.0.0.1:8888" in exec_line and "--socks 127.0.0.1:8889" in exec_line
     assert "--http unix:/run/agent-sandbox/proxy.sock" in exec_line
     for line in ("DynamicUser=yes", "NoNewPrivileges=yes", "ProtectSystem=strict",
-                 "CapabilityBoundingSet=", "LogsDirectory=agent-sandbox",
+                 "CapabilityBoundingSet=", "LogsDirectory=agent-sandbox-proxy",
                  "RuntimeDirectory=agent-sandbox"):
         assert line in unit.splitlines()
+
+
+def test_proxy_service_keeps_its_audit_beside_the_hosts() -> None:
+    # systemd gives a LogsDirectory= to the service's dynamic user: it must not
+    # be the host audit folder, which root's writers keep at 0700
+    for host_path, logs in (("/var/log/agents", "agents-proxy"),
+                            ("/srv/audit", "agent-sandbox-proxy")):
+        unit = render(spec(audit={"host_path": host_path}), FACTS)[PROXY_UNIT].content.decode()
+        assert f"LogsDirectory={logs}" in unit.splitlines()
+        assert f" --audit-dir /var/log/{logs} " in unit
+        assert f" --audit-dir {host_path} " not in unit
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze missing")

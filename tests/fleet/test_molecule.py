@@ -8,7 +8,11 @@ converge serves every check here).
 - the CLI renderer, the Ansible roles and the pyinfra deploy (into a second,
   fresh container) install byte-identical files;
 - a hand-edited managed file is reported by `sandbox verify --drift` and
-  restored by the next `site.yml` run.
+  restored by the next `site.yml` run;
+- the host boots systemd, so the roles take the systemd path: the proxy runs
+  as the rendered, hardened unit (a dynamic user), refuses what the policy
+  refuses and chains its decisions in its own audit folder; a converge
+  restarts it when the settings it runs with are not the installed ones.
 """
 
 from __future__ import annotations
@@ -153,8 +157,59 @@ def test_cli_ansible_and_pyinfra_install_identical_bytes(converged: str, tmp_pat
         assert got.stdout == cli_manifest, host
 
 
+UNIT = "agent-sandbox-proxy.service"
+
+
+def service(*props: str) -> dict[str, str]:
+    proc = podman("exec", HOST, "systemctl", "show", UNIT, *(f"--property={p}" for p in props))
+    assert proc.returncode == 0, proc.stderr
+    return dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+
+
+def test_proxy_runs_as_a_hardened_systemd_service(converged: str) -> None:
+    state = service("ActiveState", "SubState", "MainPID", "NRestarts")
+    assert state["ActiveState"] == "active" and state["SubState"] == "running", state
+    assert state["NRestarts"] == "0", state
+    status = podman("exec", HOST, "cat", f"/proc/{state['MainPID']}/status").stdout
+    uid = next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:"))
+    assert uid != "0", status  # DynamicUser=yes
+    name = "denied-by-service.example"
+    ask = ("import socket; s = socket.create_connection(('127.0.0.1', 3128), timeout=10); "
+           f"s.sendall(b'CONNECT {name}:443 HTTP/1.1\\r\\nHost: {name}:443\\r\\n\\r\\n'); "
+           "print(s.recv(4096).decode().splitlines()[0])")
+    reply = podman("exec", HOST, "python3", "-c", ask)
+    assert reply.stdout.startswith("HTTP/1.1 403"), reply.stdout + reply.stderr
+    audit = "/var/log/agent-sandbox-proxy"
+    checked = podman("exec", HOST, "/usr/local/bin/sandbox", "audit", "verify", audit)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    records = podman("exec", HOST, "cat", f"{audit}/audit.jsonl").stdout
+    assert name in records and "proxy.decision" in records
+    # the host audit folder is still root's alone
+    mode = podman("exec", HOST, "stat", "-c", "%U %a", "/var/log/agent-sandbox").stdout.split()
+    assert mode == ["root", "700"], mode
+
+
+def test_pyinfra_service_command_keeps_the_same_records(converged: str) -> None:
+    # the pyinfra deploy's command for the unit, run on the systemd host Ansible made
+    from agent_sandbox.deploy import pyinfra as deploy
+
+    _, artifacts = deploy.rendered(str(SPEC), HOST)
+    (unit,) = [a for a in artifacts.values() if a.kind == "systemd-unit"]
+    command = deploy.service_command(unit)
+    first = service("MainPID")["MainPID"]
+    assert podman("exec", HOST, "sh", "-c", command).returncode == 0
+    assert service("MainPID")["MainPID"] == first  # Ansible's record holds: nothing to do
+    record = f"/var/lib/agent-sandbox/{UNIT}.settings"
+    assert podman("exec", HOST, "sh", "-c", f"echo other > {record}").returncode == 0
+    assert podman("exec", HOST, "sh", "-c", command).returncode == 0
+    second = service("ActiveState", "MainPID")
+    assert second["ActiveState"] == "active" and second["MainPID"] != first, second
+    assert recap(site().stdout)["changed"] == 0  # and Ansible agrees with what pyinfra wrote
+
+
 def test_drift_is_reported_then_restored(converged: str) -> None:
     target = "/etc/agent-sandbox/srt-settings.json"
+    before = service("MainPID")["MainPID"]
     clean = podman("exec", HOST, "/usr/local/bin/sandbox", "verify", "--drift")
     assert clean.returncode == 0, clean.stdout + clean.stderr
     edit = podman("exec", HOST, "sed", "-i", "s/github.com/github.com.evil.test/", target)
@@ -165,6 +220,22 @@ def test_drift_is_reported_then_restored(converged: str) -> None:
     assert recap(site().stdout)["changed"] >= 1
     after = podman("exec", HOST, "/usr/local/bin/sandbox", "verify", "--drift")
     assert after.returncode == 0, after.stdout
+    # the service never saw the edit (it reads the file when it starts): no restart
+    assert service("MainPID")["MainPID"] == before
+
+
+def test_proxy_service_restarts_for_other_settings(converged: str) -> None:
+    record = f"/var/lib/agent-sandbox/{UNIT}.settings"
+    want = podman("exec", HOST, "cat", record).stdout
+    settings = podman("exec", HOST, "sha256sum", "/etc/agent-sandbox/srt-settings.json")
+    assert want.strip() == settings.stdout.split()[0]
+    before = service("MainPID")["MainPID"]
+    # as when the settings changed since the service started
+    assert podman("exec", HOST, "sh", "-c", f"echo other > {record}").returncode == 0
+    assert recap(site().stdout)["changed"] >= 1
+    after = service("ActiveState", "MainPID")
+    assert after["ActiveState"] == "active" and after["MainPID"] != before, after
+    assert podman("exec", HOST, "cat", record).stdout == want
 
 
 def test_molecule_verify_runs_sandbox_verify(converged: str) -> None:

@@ -118,10 +118,17 @@ def exec_start(unit: str) -> str:
 
 
 def _service(unit: Artifact) -> None:
-    """Run a rendered unit: under systemd when it is the init system, otherwise its
-    ExecStart in its own session with a pid file (the Ansible role does the same)."""
+    server.shell(name=f"Run {os.path.basename(unit.target)}", commands=[service_command(unit)])
+
+
+def service_command(unit: Artifact) -> str:
+    """The shell command that runs a rendered unit: under systemd when it is the init
+    system (restarted when the unit file or the settings it was started for changed),
+    otherwise its ExecStart in its own session with a pid file. The Ansible role
+    does the same, with the same records."""
     q = shlex.quote
-    name = os.path.basename(unit.target).removesuffix(".service")
+    base = os.path.basename(unit.target)
+    name = base.removesuffix(".service")
     command = exec_start(unit.content.decode())
     words = command.split()
     settings = words[words.index("--settings") + 1] if "--settings" in words else "/dev/null"
@@ -137,14 +144,16 @@ def _service(unit: Artifact) -> None:
         f">>/var/log/agent-sandbox/{name}.log 2>&1 </dev/null & "
         f'echo "$want" > /run/{name}.settings; sleep 1; alive'
     )
-    server.shell(
-        name=f"Run {os.path.basename(unit.target)}",
-        commands=[
-            f"if [ -d /run/systemd/system ]; then systemctl daemon-reload && "
-            f"systemctl enable --now {q(os.path.basename(unit.target))}; "
-            f"else {detached}; fi",
-        ],
+    record = f"/var/lib/agent-sandbox/{base}.settings"
+    systemd = (
+        f'want=$(sha256sum < {q(settings)} | cut -d" " -f1); '
+        f"stale=$(systemctl show --property=NeedDaemonReload --value {q(base)}); "
+        f"systemctl daemon-reload && systemctl enable --now {q(base)} && "
+        f'if [ "$stale" = yes ] || [ "$(cat {record} 2>/dev/null)" != "$want" ]; then '
+        f"systemctl restart {q(base)} && mkdir -p /var/lib/agent-sandbox && "
+        f'echo "$want" > {record}; fi'
     )
+    return f"if [ -d /run/systemd/system ]; then {systemd}; else {detached}; fi"
 
 
 REPOSITORY_POLICY = b"""# Repository policy layer (see `sandbox schema`). The fleet's managed layers

@@ -57,15 +57,18 @@ def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
         return
     linux = spec.platforms.linux
     yield Artifact(EXEC_PROFILE, json_bytes(exec_profile(spec)), 0o644, "bwrap-profile")
-    audit_dir = spec.audit.host_path
+    # The service keeps its own audit chain in a folder of its own, beside the
+    # host's: it runs as a dynamic user, and systemd hands a LogsDirectory= to
+    # that user (a shared folder would be taken from root's writers).
+    logs_dir = _systemd_dir_name(spec.audit.host_path, "/var/log") + "-proxy"
     yield Artifact(PROXY_UNIT, render_template(
         "linux/agent-sandbox-proxy.service.j2",
         python=facts.python,
         settings=SYSTEM_SETTINGS,
-        audit_dir=audit_dir,
+        audit_dir=posixpath.join("/var/log", logs_dir),
         proxy_socket=linux.proxy_socket,
         runtime_dir=_systemd_dir_name(posixpath.dirname(linux.proxy_socket), "/run"),
-        logs_dir=_systemd_dir_name(audit_dir, "/var/log"),
+        logs_dir=logs_dir,
         http_port=spec.network.http_proxy_port or 3128,
         socks_port=spec.network.socks_proxy_port or 1080,
     ), 0o644, "systemd-unit")
