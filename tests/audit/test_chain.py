@@ -264,3 +264,17 @@ def test_importing_and_appending_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_package_verify_stays_the_function(tmp_path: Path) -> None:
+    # the checker lives in a submodule of another name: importing it must not
+    # replace the package's `verify` with a module (a second call would fail)
+    import importlib
+
+    import agent_sandbox.audit as audit
+
+    importlib.import_module("agent_sandbox.audit.verifier")
+    with AuditLog(tmp_path) as log:
+        log.append("decision", verdict="allow")
+    assert callable(audit.verify)
+    assert audit.verify(tmp_path).ok and audit.verify(tmp_path).ok

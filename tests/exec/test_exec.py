@@ -745,7 +745,7 @@ def test_proxy_and_sweep_share_one_audit_writer(settings: Path, work: Path, prox
                                                 audit_dir: Path) -> None:
     """A run that both connected and planted a deep hook records both in one intact
     chain: the sweep writes through the proxy's audit writer, not a second one."""
-    from agent_sandbox.audit.verify import verify
+    from agent_sandbox.audit.verifier import verify
 
     m = secrets.token_hex(6)
     r = run_sandboxed(["sh", "-c", f"curl -s -m 5 http://up.example.com:8080/q{m}; "

@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from agent_sandbox.audit.verify import VerifyResult
+    from agent_sandbox.audit.verifier import VerifyResult
 
 __all__ = [
     "HOST_LOG_DIR",
@@ -63,15 +63,15 @@ def host_log(audit: Any = None, **kwargs: Any) -> AuditLog:
 
 
 def verify(directory: Any, **kwargs: Any) -> VerifyResult:
-    """Verify the log in ``directory``; see :func:`agent_sandbox.audit.verify.verify`."""
-    from agent_sandbox.audit.verify import verify as _verify
+    """Verify the log in ``directory``; see :func:`agent_sandbox.audit.verifier.verify`."""
+    from agent_sandbox.audit.verifier import verify as _verify
 
     return _verify(directory, **kwargs)
 
 
 def __getattr__(name: str) -> Any:
     if name == "VerifyResult":
-        from agent_sandbox.audit.verify import VerifyResult
+        from agent_sandbox.audit.verifier import VerifyResult
 
         return VerifyResult
     raise AttributeError(name)
