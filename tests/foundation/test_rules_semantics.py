@@ -4,6 +4,7 @@ patterns, Claude Code command patterns and Codex prefixes."""
 from __future__ import annotations
 
 import re
+import warnings
 
 import pytest
 from hypothesis import example, given, settings
@@ -137,8 +138,12 @@ def test_every_glob_is_refused_or_compiles_and_both_dialects_agree(rule):
     except PathRuleError as exc:
         assert str(exc)
         return
-    rx = glob_regex(rule)
-    ere = re.compile(glob_to_ere(rule))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # our own dialect: future-proof
+        rx = glob_regex(rule)
+    with warnings.catch_warnings():  # Python only approximates POSIX brackets
+        warnings.simplefilter("ignore", FutureWarning)
+        ere = re.compile(glob_to_ere(rule))
     for path in ("/ab", "/a/b", "/a.b/ab", "/x/[a]", "/-/^", "/a/[]", "/!"):
         assert bool(rx.match(path)) == bool(ere.match(path)), (rule, path)
 
@@ -156,3 +161,30 @@ def test_a_caret_first_in_a_class_is_literal_as_in_fnmatch():
             want = fnmatch.fnmatchcase(name, rule.rsplit("/", 1)[1])
             assert bool(glob_regex(rule).match("/x/" + name)) == want, (rule, name)
             assert bool(ere.match("/x/" + name)) == want, (rule, name)
+
+
+def test_class_operators_stay_literal_without_warnings() -> None:
+    """``[``, ``&&``, ``--``, ``~~`` and ``||`` in a class keep today's meaning (later
+    Pythons may read them as set operations; 3.7+ warns) and compile silently."""
+    from agent_sandbox.spec.paths import glob_regex
+
+    cases = {"/w/[[a]": ("[", "a"), "/w/[a&&b]": ("&", "b"), "/w/[--0]": ("-", ".", "0"),
+             "/w/[a||b~~c]": ("|", "~", "c")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for rule, hits in cases.items():
+            rx = glob_regex(rule)
+            for ch in hits:
+                assert rx.match("/w/" + ch), (rule, ch)
+            assert not rx.match("/w/z"), rule
+
+
+def test_posix_bracket_expressions_are_refused() -> None:
+    """Seatbelt's regex would read ``[[:alpha:]]`` as a named class, the other
+    matchers as characters: the spec refuses it rather than guess."""
+    from agent_sandbox.spec.paths import PathRuleError, validate_path_rule
+
+    for rule in ("/x/[[:alpha:]]", "**/[[=a=]]", "~/[[.-.]]"):
+        with pytest.raises(PathRuleError, match="POSIX bracket expressions"):
+            validate_path_rule(rule)
+    assert validate_path_rule("/x/[[a]") == "/x/[[a]"

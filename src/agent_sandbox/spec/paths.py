@@ -80,6 +80,12 @@ def validate_path_rule(rule: str) -> str:
             glob_regex(rule)
         except re.error as exc:  # e.g. a reversed range such as [z-a]
             raise PathRuleError(f"path {rule!r} is not a valid glob: {exc.msg}") from None
+        if any(kind == "class" and any(s in body for s in ("[:", "[=", "[."))
+               for kind, body in glob_tokens(rule)):
+            # a POSIX regex (Seatbelt) reads [[:alpha:]] as a named class, every
+            # other matcher as the characters themselves: refused, not guessed
+            raise PathRuleError(f"path {rule!r}: POSIX bracket expressions such as "
+                                "[[:alpha:]] are not supported in path globs")
     return rule
 
 
@@ -146,6 +152,26 @@ def glob_tokens(pattern: str) -> list[tuple[str, str]]:
     return out
 
 
+def _py_class(body: str) -> str:
+    """A class body as a Python regex class, read item by item as a regex reads
+    it (``c`` or ``c-d``) and every special character escaped, so that ``[``, ``&&``,
+    ``--``, ``~~`` and ``||`` stay literal in later Pythons too (3.7+ warns that
+    they may become set operations)."""
+    import re
+
+    negate = body.startswith("^")
+    chars = body[1:] if negate else body
+    items, j = [], 0
+    while j < len(chars):
+        if j + 2 < len(chars) and chars[j + 1] == "-":
+            items.append(re.escape(chars[j]) + "-" + re.escape(chars[j + 2]))
+            j += 3
+        else:
+            items.append(re.escape(chars[j]))
+            j += 1
+    return "[" + ("^" if negate else "") + "".join(items) + "]"
+
+
 _PY_TOKENS = {"dirs": "(?:.*/)?", "any": ".*", "star": "[^/]*", "one": "[^/]"}
 
 
@@ -157,7 +183,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     out = []
     for kind, text in glob_tokens(pattern):
         if kind == "class":
-            out.append("[" + text.replace("\\", "\\\\") + "]")
+            out.append(_py_class(text))
         elif kind == "lit":
             out.append(re.escape(text))
         else:
