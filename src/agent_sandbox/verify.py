@@ -14,10 +14,13 @@ sandboxed command's own exit status:
   name is refused and nothing reaches the upstream server, while an allowed
   name reaches it (an upstream server in a private network namespace, named
   through the proxy's hosts file, so no resolver or internet is involved);
+  where the host runs the proxy service, the service refuses the name too;
 - ``escalation``: real Claude Code PreToolUse JSON for a privileged command fed
   to ``sandbox hook claude pre-tool-use`` queues an escalation, and the hook
   does not allow the call (the check denies the request as the approver);
-- ``audit``: the audit chains written during the checks verify.
+- ``audit``: the audit chains written during the checks verify (the
+  repository's, the host's, and the proxy service's, which must record the
+  refusal ``denied_domain`` asked of it).
 
 ``drift`` compares installed files with the render manifest the roles install.
 
@@ -469,17 +472,27 @@ def _fetch(ctx: Context, settings: str, up: Upstream, name: str, token: str) -> 
 PROXY_UNIT = "/etc/systemd/system/agent-sandbox-proxy.service"
 
 
+def _service_options(unit_text: str, flag: str) -> list[str]:
+    """The values given to ``flag`` on a proxy unit's ExecStart line."""
+    for line in unit_text.splitlines():
+        if line.startswith("ExecStart="):
+            return [value for f, value in itertools.pairwise(line.split()) if f == flag]
+    return []
+
+
 def service_http_address(unit_text: str) -> tuple[str, int] | None:
     """The loopback ``--http HOST:PORT`` listener in a proxy unit's ExecStart."""
-    for line in unit_text.splitlines():
-        if not line.startswith("ExecStart="):
-            continue
-        words = line.split()
-        for flag, value in itertools.pairwise(words):
-            host, _, port = value.rpartition(":")
-            if flag == "--http" and not value.startswith("unix:") and port.isdigit():
-                return host, int(port)
+    for value in _service_options(unit_text, "--http"):
+        host, _, port = value.rpartition(":")
+        if not value.startswith("unix:") and port.isdigit():
+            return host, int(port)
     return None
+
+
+def service_audit_dir(unit_text: str) -> str | None:
+    """The folder a proxy unit chains its decisions in (``--audit-dir``)."""
+    found = _service_options(unit_text, "--audit-dir")
+    return found[0] if found else None
 
 
 def refused_by_service(address: tuple[str, int], name: str) -> str:
@@ -520,6 +533,7 @@ def check_denied_domain(ctx: Context) -> str:
                                  f"answering: {exc}") from None
         if " 403" not in status:
             raise AssertionError(f"the proxy service did not refuse {name}: {status!r}")
+        ctx.notes["service_refused"] = name  # the audit check looks for its record
         detail += f"; the proxy service ({address[0]}:{address[1]}) refused it too"
     return detail
 
@@ -620,6 +634,16 @@ def check_escalation(ctx: Context) -> str:
             f"hook said {decision}")
 
 
+def _tail_holds(log: str, text: str) -> bool:
+    """Whether the last MiB of ``log`` contains ``text`` (False when unreadable)."""
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - (1 << 20)))
+            return text.encode() in fh.read()
+    except OSError:
+        return False
+
+
 def check_audit(ctx: Context) -> str:
     require("agent_sandbox.audit", "the audit log")
     dirs = []
@@ -628,6 +652,24 @@ def check_audit(ctx: Context) -> str:
     host_audit = os.environ.get("AGENT_SANDBOX_AUDIT_DIR", "/var/log/agent-sandbox")
     if os.path.isfile(os.path.join(host_audit, "audit.jsonl")):
         dirs.append(host_audit)
+    if os.path.isfile(PROXY_UNIT):
+        # the proxy service's own chain. When denied_domain had it refuse a name,
+        # that decision must be there (it is written off the connection's path,
+        # so allow a moment)
+        with open(PROXY_UNIT, encoding="utf-8") as fh:
+            service_audit = service_audit_dir(fh.read())
+        refused = ctx.notes.get("service_refused")
+        if service_audit and refused:
+            log = os.path.join(service_audit, "audit.jsonl")
+            deadline = time.monotonic() + 3
+            while not _tail_holds(log, refused) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not _tail_holds(log, refused):
+                raise AssertionError(f"the proxy service refused {refused}, but {log} "
+                                     "does not record it")
+            dirs.append(service_audit)
+        elif service_audit and os.path.isfile(os.path.join(service_audit, "audit.jsonl")):
+            dirs.append(service_audit)
     details = []
     for d in dirs:
         if not os.path.isfile(os.path.join(d, "audit.jsonl")):

@@ -243,3 +243,4 @@ def test_molecule_verify_runs_sandbox_verify(converged: str) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     assert "6/6 checks passed" in out
+    assert "/var/log/agent-sandbox-proxy" in out  # the service's chain, with its refusal

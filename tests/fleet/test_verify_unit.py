@@ -118,3 +118,6 @@ def test_service_address_from_the_rendered_unit() -> None:
             "127.0.0.1:1080\n")
     assert v.service_http_address(unit) == ("127.0.0.1", 3128)
     assert v.service_http_address("[Service]\nExecStart=/bin/true\n") is None
+    assert v.service_audit_dir(unit) is None
+    assert v.service_audit_dir(unit.replace(" --socks", " --audit-dir /var/log/p --socks")) \
+        == "/var/log/p"
