@@ -251,7 +251,12 @@ class AuditExport(Strict):
 class Audit(Strict):
     enabled: bool = True
     path: str = Field(default=".sandbox/audit", description="Log folder (per repository).")
-    host_path: AbsPath = "/var/log/agent-sandbox"
+    host_path: AbsPath = Field(
+        default="/var/log/agent-sandbox",
+        description="Host audit folder (root only). The proxy service keeps its own chain "
+                    "in /var/log/<name>-proxy: <name> is this folder's path below /var/log, "
+                    "or agent-sandbox.",
+    )
     checkpoint_every: int = Field(
         default=1000, ge=1, le=10**9, description="Sign a checkpoint every N records."
     )
