@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -285,6 +286,21 @@ def marked(marker: str) -> list[int]:
             except OSError:
                 continue
     return pids
+
+
+def wait_gone(marker: str, message: str = "left behind", timeout: float = 5.0) -> None:
+    """Wait until no process's command line contains marker; fail after timeout."""
+    deadline = time.monotonic() + timeout
+    while found := marked(marker):
+        assert time.monotonic() < deadline, f"{message}: {found}"
+        time.sleep(0.05)
+
+
+def kill_marked(marker: str) -> None:
+    """SIGKILL whatever still carries marker (a test's clean-up)."""
+    for pid in marked(marker):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def running(command: str) -> list[int]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -15,7 +14,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PY, REPO, Net, audit_records, marked, needs_bwrap, running, write_settings
+from conftest import (
+    PY,
+    REPO,
+    Net,
+    audit_records,
+    kill_marked,
+    marked,
+    needs_bwrap,
+    running,
+    wait_gone,
+    write_settings,
+)
 
 from agent_sandbox.runtime.exec import (
     SANDBOX_FAILED,
@@ -100,10 +110,7 @@ def test_killing_sandbox_exec_kills_the_sandbox(settings: Path, work: Path) -> N
         time.sleep(0.02)
     p.kill()
     p.wait()
-    deadline = time.monotonic() + 5
-    while marked(f"sleep 6{m}"):
-        assert time.monotonic() < deadline, "the sandboxed process outlived sandbox exec"
-        time.sleep(0.05)
+    wait_gone(f"sleep 6{m}", "the sandboxed process outlived sandbox exec")
 
 
 def test_timeout_kills_everything(settings: Path, work: Path) -> None:
@@ -713,14 +720,9 @@ def test_killed_during_startup_never_runs_the_command(settings: Path, work: Path
                            cwd=work, env=dict(os.environ, AGENT_SANDBOX_REAP_EVERY="0"),
                            timeout=60)
         assert r.returncode == 0
-        deadline = time.monotonic() + 5
-        while marked(f"sleep 7{m}"):
-            assert time.monotonic() < deadline, f"left behind: {marked(f'sleep 7{m}')}"
-            time.sleep(0.05)
+        wait_gone(f"sleep 7{m}")
     finally:
-        for pid in marked(f"sleep 7{m}"):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_marked(f"sleep 7{m}")
 
 
 def test_reaping_leaves_live_sandboxes_alone(settings: Path, work: Path) -> None:

@@ -8,7 +8,6 @@ on the Python path instead.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import signal
@@ -17,7 +16,16 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPLAYED, Net, audit_records, marked, needs_bwrap, running, write_settings
+from conftest import (
+    REPLAYED,
+    Net,
+    audit_records,
+    kill_marked,
+    needs_bwrap,
+    running,
+    wait_gone,
+    write_settings,
+)
 
 pytestmark = needs_bwrap
 
@@ -317,14 +325,9 @@ def test_killed_launcher_never_runs_the_command_and_leaves_nothing(
         r = run(launcher, settings, "true", cwd=work,
                 env=dict(os.environ, AGENT_SANDBOX_REAP_EVERY="0"))
         assert r.returncode == 0 and REPLAYED in r.stderr
-        deadline = time.monotonic() + 5
-        while marked(f"sleep 5{m}"):
-            assert time.monotonic() < deadline, f"left behind: {marked(f'sleep 5{m}')}"
-            time.sleep(0.05)
+        wait_gone(f"sleep 5{m}")
     finally:
-        for pid in marked(f"sleep 5{m}"):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_marked(f"sleep 5{m}")
 
 
 
