@@ -134,7 +134,6 @@ def service_command(unit: Artifact) -> str:
     settings = words[words.index("--settings") + 1] if "--settings" in words else "/dev/null"
     detached = (
         f"pidfile=/run/{name}.pid; "
-        f'want=$(sha256sum < {q(settings)} | cut -d" " -f1); '
         'alive() { [ -s "$pidfile" ] && '
         '[ -n "$(tr -d "\\0" < "/proc/$(cat "$pidfile")/cmdline" 2>/dev/null)" ]; }; '
         f'if alive && [ "$(cat /run/{name}.settings 2>/dev/null)" = "$want" ]; then exit 0; fi; '
@@ -146,14 +145,14 @@ def service_command(unit: Artifact) -> str:
     )
     record = f"/var/lib/agent-sandbox/{base}.settings"
     systemd = (
-        f'want=$(sha256sum < {q(settings)} | cut -d" " -f1); '
         f"stale=$(systemctl show --property=NeedDaemonReload --value {q(base)}); "
         f"systemctl daemon-reload && systemctl enable --now {q(base)} && "
         f'if [ "$stale" = yes ] || [ "$(cat {record} 2>/dev/null)" != "$want" ]; then '
         f"systemctl restart {q(base)} && mkdir -p /var/lib/agent-sandbox && "
         f'echo "$want" > {record}; fi'
     )
-    return f"if [ -d /run/systemd/system ]; then {systemd}; else {detached}; fi"
+    want = f'want=$(sha256sum < {q(settings)} | cut -d" " -f1); '  # both keep this record
+    return f"{want}if [ -d /run/systemd/system ]; then {systemd}; else {detached}; fi"
 
 
 REPOSITORY_POLICY = b"""# Repository policy layer (see `sandbox schema`). The fleet's managed layers
