@@ -296,6 +296,14 @@ def wait_gone(marker: str, message: str = "left behind", timeout: float = 5.0) -
         time.sleep(0.05)
 
 
+def wait_for_file(path: Path, timeout: float = 20.0) -> None:
+    """Wait until path exists (a sandboxed command's sign that it got there)."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.02)
+
+
 def kill_marked(marker: str) -> None:
     """SIGKILL whatever still carries marker (a test's clean-up)."""
     for pid in marked(marker):

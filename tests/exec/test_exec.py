@@ -23,6 +23,7 @@ from conftest import (
     marked,
     needs_bwrap,
     running,
+    wait_for_file,
     wait_gone,
     write_settings,
 )
@@ -72,10 +73,7 @@ def test_signal_is_forwarded(settings: Path, work: Path) -> None:
               "while :; do sleep 0.05; done")
     p = subprocess.Popen([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
                           script], cwd=work)
-    deadline = time.monotonic() + 20
-    while not (work / "ready").exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_for_file(work / "ready")
     p.send_signal(signal.SIGTERM)
     assert p.wait(20) == 42
     assert (work / "sig").read_text() == "term\n"
@@ -218,10 +216,7 @@ def test_placeholders_survive_while_another_sandbox_runs(settings: Path, work: P
     long = subprocess.Popen([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
                              "echo x > ready; sleep 3; echo evil > .bashrc; echo rc=$?"],
                             cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
-    while not (work / "ready").exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_for_file(work / "ready")
     assert run_sandboxed(["true"], settings, work).returncode == 0  # ends first
     out, _ = long.communicate(timeout=30)
     assert b"rc=0" not in out
@@ -732,10 +727,7 @@ def test_reaping_leaves_live_sandboxes_alone(settings: Path, work: Path) -> None
     p = subprocess.Popen([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
                           f"echo up > up; sleep 6{m}"], cwd=work)
     try:
-        deadline = time.monotonic() + 20
-        while not (work / "up").exists():
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_for_file(work / "up")
         assert reap_stuck(_lock_dir(), every=0) == 0
         assert running(f"sleep 6{m}") and p.poll() is None
     finally:

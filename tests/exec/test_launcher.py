@@ -23,6 +23,7 @@ from conftest import (
     kill_marked,
     needs_bwrap,
     running,
+    wait_for_file,
     wait_gone,
     write_settings,
 )
@@ -173,10 +174,7 @@ def test_signal_is_forwarded(launcher: Path, locks: Path, settings: Path, work: 
               "while :; do sleep 0.05; done")
     p = subprocess.Popen([str(launcher), "exec", "--settings", str(settings), "--", "sh", "-c",
                           script], cwd=work, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
-    while not (work / "ready").exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_for_file(work / "ready")
     p.send_signal(signal.SIGTERM)
     assert p.wait(20) == 42
     assert p.stderr is not None and REPLAYED in p.stderr.read()
