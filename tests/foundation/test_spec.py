@@ -385,3 +385,24 @@ def test_keys_cannot_forge_report_lines() -> None:
 def test_paths_that_no_backend_can_express_are_refused(entry: str) -> None:
     found = problems(f"filesystem:\n  allow_write: [{json.dumps(entry)}]\n")
     assert found[0][:2] == (2, "filesystem.allow_write[0]")
+
+
+def test_problem_is_an_immutable_value() -> None:
+    """Problems are compared, hashed, sorted into errors and copied as values."""
+    import copy
+    import pickle
+
+    from agent_sandbox.errors import Problem, SpecError
+
+    p = Problem("spec.yaml", 3, 5, "network.allow", "not a domain")
+    same = Problem("spec.yaml", 3, 5, "network.allow", "not a domain")
+    assert p == same and hash(p) == hash(same) and len({p, same}) == 1
+    assert p != Problem("spec.yaml", 4, 5, "network.allow", "not a domain")
+    assert p != ("spec.yaml", 3, 5, "network.allow", "not a domain")
+    assert copy.deepcopy(p) == p and pickle.loads(pickle.dumps(p)) == p
+    with pytest.raises(AttributeError):
+        p.line = 9  # type: ignore[misc]
+    assert str(p) == "spec.yaml:3:5: network.allow: not a domain"
+    assert str(Problem("s", 1, 1, "", "empty")) == "s:1:1: <document>: empty"
+    err = SpecError([p, Problem("base.yaml", 1, 1, "k", "x")])  # sorted by place
+    assert err.problems[1] is p and str(err).startswith("base.yaml:1:1: k: x\n")
