@@ -506,3 +506,23 @@ def test_a_sandbox_that_cannot_start_is_retried_by_python_and_explained(
     assert b"plan not replayed: bubblewrap could not create the sandbox" in r.stderr
     assert b"sandbox exec: the sandbox could not start" in r.stderr  # the Python runtime's
     assert sorted(p.name for p in work.iterdir()) == []  # no placeholder left
+
+
+def test_replayed_plan_keeps_credentials_out(launcher: Path, locks: Path, tmp_path: Path,
+                                             work: Path) -> None:
+    """srt's ``credentials`` section holds on the replay path too (the cached
+    command line unsets the variables; the file stays hidden)."""
+    (work / ".netrc").write_text("machine up.example.com password NETRCSECRET\n")
+    s = write_settings(tmp_path / "creds.json", {
+        "network": {"allowedDomains": []},
+        "filesystem": {"denyRead": [], "allowWrite": [str(work)], "denyWrite": []},
+        "credentials": {"files": [{"path": str(work / ".netrc"), "mode": "deny"}],
+                        "envVars": [{"name": "API_TOKEN", "mode": "mask"}]},
+    })
+    env = dict(os.environ, API_TOKEN="TOKENSECRET")
+    warm(launcher, s, work)
+    r = run(launcher, s, "sh", "-c", "echo token=${API_TOKEN-unset}; cat .netrc", cwd=work,
+            env=env)
+    assert REPLAYED in r.stderr
+    assert b"token=unset" in r.stdout
+    assert b"SECRET" not in r.stdout + r.stderr

@@ -8,6 +8,7 @@ error before it tries to sandbox anything."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -84,3 +85,34 @@ def test_srt_enforces_what_we_rendered(srt: Path, tmp_path: Path) -> None:
     assert (out / "f").read_text() == "ok\n"
     assert not (tmp_path / "outside").exists()
     assert result.returncode != 0
+
+
+def test_srt_accepts_what_our_backend_hands_it(srt: Path, tmp_path: Path) -> None:
+    """The srt backend passes srt its own keys through (``Settings.to_srt``): srt
+    validates the result, port entries, credentials and all, and enforces it."""
+    from agent_sandbox.runtime.settings import parse
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "token").write_text("TOPSECRET\n")
+    doc = parse({
+        "network": {"allowedDomains": ["GitHub.com.:443", "*.npmjs.org"],
+                    "deniedDomains": ["*:22", "[2001:db8::1]:443"],
+                    "deniedDomainReasons": {"*:22": "use https"},
+                    "deniedResolvedAddresses": ["10.0.0.0/8", "fc00::/7"],
+                    "strictAllowlist": True},
+        "filesystem": {"denyRead": [], "allowWrite": [str(out)], "denyWrite": []},
+        "credentials": {"files": [{"path": str(tmp_path / "token"), "mode": "deny"}],
+                        "envVars": [{"name": "API_TOKEN", "mode": "deny"}]},
+        "mandatoryDenySearchDepth": 6,
+    }).to_srt()
+    assert doc["network"]["allowedDomains"][0] == "github.com:443"
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(doc))
+    result = subprocess.run([str(srt), "-s", str(settings), "-c",
+                             f"echo token=${{API_TOKEN-unset}}; cat {tmp_path}/token"],
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "API_TOKEN": "TOPSECRET"})
+    assert CONFIG_ERROR not in result.stderr, result.stderr
+    assert "token=unset" in result.stdout
+    assert "TOPSECRET" not in result.stdout

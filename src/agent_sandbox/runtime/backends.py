@@ -253,8 +253,10 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
 
     from . import bwrap as bw
     from .exec import Placeholders
+    from .settings import require_enforceable
     from .sweep import quarantine
 
+    require_enforceable(settings, "gvisor")
     started = time.monotonic()
     service: PodmanService | None = None
     url = os.environ.get("DOCKER_HOST")

@@ -97,14 +97,17 @@ class Mount(_Record):
 
 
 class Plan(_Record):
-    """The mounts, the placeholders to create on the host first, the writable roots."""
+    """The mounts, the placeholders to create on the host first, the writable roots,
+    the environment variables unset inside (the settings' credentials)."""
 
-    __slots__ = ("hide_unix_dirs", "mounts", "placeholders", "writable_roots")
+    __slots__ = ("hide_unix_dirs", "mounts", "placeholders", "unset_env", "writable_roots")
     mounts: tuple[Mount, ...]
     placeholders: tuple[tuple[str, str], ...]
     writable_roots: tuple[str, ...]
     hide_unix_dirs: bool
+    unset_env: tuple[str, ...]
     _hide_unix_dirs = False
+    _unset_env: tuple[str, ...] = ()
 
 
 def _any_depth_literal(rule: str) -> tuple[tuple[str, ...], bool] | None:
@@ -243,12 +246,12 @@ def _parents(path: str, stop: str) -> list[str]:
 
 
 def _concrete(rules: Iterable[str], home: str, cwd: str, fs: FsView,
-              roots: Sequence[str]) -> list[str]:
+              roots: Sequence[str], depth: int = SEARCH_DEPTH) -> list[str]:
     """Expanded, existing, resolved paths for a list of rules (globs expanded)."""
     out: list[str] = []
     for rule in rules:
         path = expand(rule, home=home, cwd=cwd)
-        cands = fs.glob(path, roots, SEARCH_DEPTH) if is_glob(path) else [path]
+        cands = fs.glob(path, roots, depth) if is_glob(path) else [path]
         for c in cands:
             if fs.kind(c) is None:
                 continue
@@ -271,6 +274,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     sandbox, like ``denyWrite`` entries (the per-user lock and plan folder).
     """
     f, n = settings.filesystem, settings.network
+    # srt's mandatoryDenySearchDepth may ask for a deeper search, never a shallower one
+    depth = max(SEARCH_DEPTH, settings.search_depth or 0)
     mounts: dict[tuple[str, str], Mount] = {}
 
     def add(op: str, path: str) -> None:
@@ -297,17 +302,22 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
 
     writable = [w for w in dict.fromkeys(writable_in) if not protected(w)]
     search_roots = list(dict.fromkeys([cwd, *[w for w in writable if fs.kind(w) == "d"]]))
-    for p in _concrete(f.deny_read, home, cwd, fs, search_roots):
+    for p in _concrete(f.deny_read, home, cwd, fs, search_roots, depth):
         add("hide", fs.realpath(p))
     hidden = [m.path for m in mounts.values() if m.op == "hide"]
-    for p in _concrete(f.allow_read, home, cwd, fs, search_roots):
+    # credentials are hidden like denyRead, and no allowRead opens them again
+    creds = [fs.realpath(p) for p in _concrete(settings.credential_files, home, cwd, fs,
+                                                   search_roots, depth)]
+    for rp in creds:
+        add("hide", rp)
+    for p in _concrete(f.allow_read, home, cwd, fs, search_roots, depth):
         rp = fs.realpath(p)
         # only where a deny hides it (elsewhere a read-only bind would take away writes)
-        if any(_under(rp, h) for h in hidden):
+        if any(_under(rp, h) for h in hidden) and not any(_under(rp, c) for c in creds):
             add("show", rp)
     for w in writable:
         add("rw", w)
-    deny_write = _concrete([*f.deny_write, *protect], home, cwd, fs, search_roots)
+    deny_write = _concrete([*f.deny_write, *protect], home, cwd, fs, search_roots, depth)
     for p in deny_write:
         rp = fs.realpath(p)
         if any(_under(rp, w) for w in writable):
@@ -317,7 +327,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     for w in writable:
         if fs.kind(w) != "d":
             continue
-        for p in fs.find(w, PROTECTED_NAMES, SEARCH_DEPTH):
+        for p in fs.find(w, PROTECTED_NAMES, depth):
             if posixpath.basename(p) in ("fish", "git") and not p.endswith(
                     ("/.config/fish", "/.config/git")):
                 continue
@@ -361,7 +371,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 mounts[("sock", fs.realpath(p))] = Mount("sock", fs.realpath(p), "f")
     ordered = tuple(sorted(mounts.values(), key=Mount.key))
     return Plan(mounts=ordered, placeholders=tuple(placeholders),
-                writable_roots=tuple(writable), hide_unix_dirs=hide_unix)
+                writable_roots=tuple(writable), hide_unix_dirs=hide_unix,
+                unset_env=settings.credential_env)
 
 
 def without(p: Plan, paths: set[str]) -> Plan:
@@ -370,7 +381,8 @@ def without(p: Plan, paths: set[str]) -> Plan:
         return p
     return Plan(mounts=tuple(m for m in p.mounts if m.path not in paths),
                 placeholders=tuple(x for x in p.placeholders if x[0] not in paths),
-                writable_roots=p.writable_roots, hide_unix_dirs=p.hide_unix_dirs)
+                writable_roots=p.writable_roots, hide_unix_dirs=p.hide_unix_dirs,
+                unset_env=p.unset_env)
 
 
 class Fds(_Record):
@@ -443,6 +455,8 @@ def build_argv(
         argv += ["--info-fd", str(fds.info)]
     if fds.block is not None:
         argv += ["--block-fd", str(fds.block)]
+    for name in p.unset_env:
+        argv += ["--unsetenv", name]
     argv += ["--chdir", cwd, "--", *gated(command, fds.gate, fds.ready, gate)]
     return argv
 

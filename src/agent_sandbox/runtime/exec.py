@@ -41,7 +41,15 @@ import sys
 import time
 
 from . import bwrap as bw
-from .settings import Settings, SettingsError, _Record, default_path, load, loads
+from .settings import (
+    Settings,
+    SettingsError,
+    _Record,
+    default_path,
+    load,
+    loads,
+    require_enforceable,
+)
 
 # Imports for annotations only: the typing module costs startup time.
 TYPE_CHECKING = False
@@ -474,6 +482,7 @@ class BwrapRun:
                  record: Callable[[dict[str, Any]], None] | None = None) -> None:
         if not command:
             raise SandboxStartError("no command given: sandbox exec -- CMD [ARG...]")
+        require_enforceable(settings, "bwrap")
         self.settings, self.command, self.cwd, self.home = settings, list(command), cwd, home
         self.env, self.audit_dir, self._record = env, audit_dir, record
         self.proc: Any = None
@@ -644,9 +653,8 @@ class BwrapRun:
         if hosts_file:
             with _suppress(OSError):
                 hosts = load_hosts(hosts_file)
-        n = self.settings.network
-        cfg = ProxyConfig(allowed=n.allowed_domains, denied=n.denied_domains, hosts=hosts,
-                          own=own_addresses(), session=f"exec-{os.getpid()}")
+        cfg = ProxyConfig.from_settings(self.settings.network, hosts=hosts, own=own_addresses(),
+                                        session=f"exec-{os.getpid()}")
         self.proxy = Proxy(cfg, record)
         import socket
 

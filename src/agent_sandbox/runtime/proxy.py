@@ -11,10 +11,13 @@ Decisions, in order (all must pass):
 1. the host is canonicalised (case, trailing dot, IDNA, NUL, numeric IP forms)
    and matched: denied patterns win, then allowed patterns; anything else is
    ``blocked-by-allowlist``;
+   (an entry with ``:PORT`` counts for that port only);
 2. the name is resolved once, here, and no address it resolves to may be
    loopback, link-local, unspecified, multicast, a cloud metadata endpoint or
    one of this host's own addresses (``blocked-by-address``; so DNS rebinding to
-   loopback fails; private networks stay reachable for company mirrors); the
+   loopback fails; private networks stay reachable for company mirrors), nor
+   in the settings' ``deniedResolvedAddresses`` or an IP literal of
+   ``deniedDomains`` (unless ``allowedDomains`` names that address itself); the
    connection goes to a checked address, never to a second lookup.
 
 Names can be pinned to addresses by the operator with a hosts(5)-format file
@@ -46,6 +49,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
+    from .settings import NetworkSettings
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 if TYPE_CHECKING:
     Recorder = Callable[[dict[str, Any]], None]
@@ -66,7 +71,7 @@ BULK = 1024 * 1024  # ... and once a transfer fills it
 class Decision(_Record):
     """One decision (immutable; a plain class: dataclasses cost a first connection 11 ms)."""
 
-    __slots__ = ("address", "addresses", "allowed", "host", "port", "reason")
+    __slots__ = ("address", "addresses", "allowed", "detail", "host", "port", "reason")
     allowed: bool
     reason: str
     host: str  # canonical host (or the raw text when it could not be canonicalised)
@@ -74,20 +79,28 @@ class Decision(_Record):
     address: str | None
     # every checked address, tried in order when connecting (never a new lookup)
     addresses: tuple[str, ...]
+    detail: str  # the settings' reason for a denial (deniedDomainReasons), or ""
 
     def __init__(self, allowed: bool, reason: str, host: str, port: int,
-                 address: str | None = None, addresses: tuple[str, ...] = ()) -> None:
+                 address: str | None = None, addresses: tuple[str, ...] = (),
+                 detail: str = "") -> None:
         super().__init__(allowed=allowed, reason=reason, host=host, port=port,
-                         address=address, addresses=addresses)
+                         address=address, addresses=addresses, detail=detail)
+
+
+def _plain(ip: IPAddress) -> IPAddress:
+    """The IPv4 address an IPv4-mapped or NAT64 IPv6 address reaches (else ``ip``)."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return ip.ipv4_mapped
+        if ip in _NAT64:
+            return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip
 
 
 def address_refusal(ip: IPAddress, own: frozenset[IPAddress]) -> str | None:
     """Why a resolved address may not be reached, or None (pure)."""
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
-        elif ip in _NAT64:
-            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    ip = _plain(ip)
     if ip in METADATA_ADDRESSES:
         return "metadata"
     if ip.is_loopback:
@@ -105,16 +118,35 @@ def address_refusal(ip: IPAddress, own: frozenset[IPAddress]) -> str | None:
     return None
 
 
-def decide_name(host: str, port: int, allowed: Sequence[str], denied: Sequence[str]) -> Decision:
-    """The policy decision for a requested host name and port (pure)."""
+def decide_name(host: str, port: int, allowed: Sequence[str], denied: Sequence[str],
+                reasons: dict[str, str] | None = None) -> Decision:
+    """The policy decision for a requested host name and port (pure). ``reasons``:
+    the text to give with a denial, by canonical ``denied`` entry."""
     if not 1 <= port <= 65535:
         return Decision(False, "invalid-port", host, port)
-    ok, reason = domains.host_allowed(host, list(allowed), list(denied))
+    ok, reason = domains.host_allowed(host, list(allowed), list(denied), port)
     try:
         canon = domains.canonical_host(host)
     except domains.DomainError:
         canon = host
-    return Decision(ok, reason, canon, port)
+    detail = ""
+    if reasons and reason == "blocked-by-denylist":
+        detail = next((reasons[p] for p in denied
+                       if p in reasons and domains.pattern_matches_port(p, canon, port)), "")
+    return Decision(ok, reason, canon, port, detail=detail)
+
+
+def range_refusal(ip: IPAddress, port: int, config: ProxyConfig) -> str | None:
+    """Why the settings refuse a resolved address (``deniedResolvedAddresses``, IP
+    literals of ``deniedDomains``), or None; an address ``allowedDomains`` names
+    itself (for this port) may be reached (pure)."""
+    ip = _plain(ip)
+    for net, want in config.denied_ranges:
+        if ip in net and want in (None, port):
+            if any(ip == lit and p in (None, port) for lit, p in config.allowed_literals):
+                return None
+            return f"denied-range {net}"
+    return None
 
 
 def own_addresses() -> frozenset[IPAddress]:
@@ -171,17 +203,40 @@ def load_hosts(path: str) -> dict[str, list[str]]:
     return out
 
 
+def _literals(patterns: Sequence[str]) -> list[tuple[IPAddress, int | None]]:
+    """The IP-literal entries of a canonical pattern list, with their ports."""
+    out = []
+    for p in patterns:
+        bare, port = domains.split_port(p)
+        ip = domains.parse_ip_literal(bare) if bare != "*" else None
+        if ip is not None:
+            out.append((_plain(ip), port))
+    return out
+
+
 class ProxyConfig:
     """What one proxy enforces (a plain class: dataclasses cost start-up time)."""
 
-    __slots__ = ("allowed", "connect_timeout", "denied", "exempt", "hosts", "own", "session")
+    __slots__ = ("allowed", "allowed_literals", "connect_timeout", "denied", "denied_ranges",
+                 "exempt", "hosts", "own", "reasons", "session")
 
     def __init__(self, allowed: tuple[str, ...], denied: tuple[str, ...] = (),
                  hosts: dict[str, list[str]] | None = None,
                  own: frozenset[IPAddress] = frozenset(), connect_timeout: float = 10.0,
-                 session: str = "", exempt: frozenset[IPAddress] = frozenset()) -> None:
+                 session: str = "", exempt: frozenset[IPAddress] = frozenset(),
+                 denied_addresses: tuple[str, ...] = (),
+                 reasons: tuple[tuple[str, str], ...] = ()) -> None:
         self.allowed = allowed
         self.denied = denied
+        # resolved addresses refused: the settings' ranges (any port) and the IP
+        # literals of the deny list (their port, if any) ...
+        ranges: list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, int | None]] = [
+            (ipaddress.ip_network(a, strict=False), None) for a in denied_addresses]
+        ranges += [(ipaddress.ip_network(ip), p) for ip, p in _literals(denied)]
+        self.denied_ranges = tuple(ranges)
+        # ... unless the allow list names the address itself
+        self.allowed_literals = tuple(_literals(allowed))
+        self.reasons = dict(reasons)
         self.hosts: dict[str, list[str]] = {} if hosts is None else hosts
         self.own = own
         self.connect_timeout = connect_timeout
@@ -189,6 +244,13 @@ class ProxyConfig:
         # Addresses the operator exempts from the address checks, programmatically or
         # with --allow-address on the standalone proxy; never read from settings files.
         self.exempt = exempt
+
+    @classmethod
+    def from_settings(cls, network: NetworkSettings, **kw: Any) -> ProxyConfig:
+        """The configuration for parsed settings' network section."""
+        return cls(allowed=network.allowed_domains, denied=network.denied_domains,
+                   denied_addresses=network.denied_addresses,
+                   reasons=network.denied_reasons, **kw)
 
 
 class _Conn:
@@ -329,6 +391,7 @@ class Proxy:
         event = {
             "protocol": protocol, "host": d.host, "port": d.port, "allowed": d.allowed,
             "reason": d.reason, "address": d.address, "session": self.config.session,
+            **({"detail": d.detail} if d.detail else {}),
             "request_id": os.urandom(16).hex(), "ms": round((time.monotonic() - started) * 1000, 3),
         }
         try:
@@ -352,7 +415,8 @@ class Proxy:
     def decide(self, host: str, port: int) -> Decision:
         """The full decision: names, then every resolved address (fails closed)."""
         try:
-            d = decide_name(host, port, self.config.allowed, self.config.denied)
+            d = decide_name(host, port, self.config.allowed, self.config.denied,
+                            self.config.reasons)
             if not d.allowed:
                 return d
             try:
@@ -364,7 +428,7 @@ class Proxy:
             for a in addrs:
                 if a in self.config.exempt:
                     continue
-                why = address_refusal(a, self.config.own)
+                why = address_refusal(a, self.config.own) or range_refusal(a, port, self.config)
                 if why is not None:
                     return Decision(False, f"blocked-by-address: {why}", d.host, port, str(a))
             return Decision(True, "allowed", d.host, port, str(addrs[0]),
@@ -390,8 +454,8 @@ class Proxy:
     # -- HTTP ------------------------------------------------------------
 
     @staticmethod
-    def _forbidden(reason: str) -> bytes:
-        body = f"Blocked by agent-sandbox: {reason}\n".encode()
+    def _forbidden(reason: str, detail: str = "") -> bytes:
+        body = f"Blocked by agent-sandbox: {reason}{': ' + detail if detail else ''}\n".encode()
         return (
             b"HTTP/1.1 403 Forbidden\r\nX-Proxy-Error: " + reason.encode("ascii", "replace")
             + b"\r\nContent-Type: text/plain\r\nContent-Length: " + str(len(body)).encode()
@@ -407,7 +471,7 @@ class Proxy:
         return None); otherwise the connected upstream socket."""
         d = self._log(self.decide(host, port), protocol, started)
         if not d.allowed:
-            sock.sendall(self._forbidden(d.reason))
+            sock.sendall(self._forbidden(d.reason, d.detail))
             return None
         try:
             return self._open(d)
@@ -694,9 +758,8 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             hosts = load_hosts(os.environ["AGENT_SANDBOX_HOSTS"])
     n = settings.network
-    proxy = Proxy(ProxyConfig(allowed=n.allowed_domains, denied=n.denied_domains, hosts=hosts,
-                              own=own_addresses(), exempt=exempt, session=args.session),
-                  record)
+    proxy = Proxy(ProxyConfig.from_settings(n, hosts=hosts, own=own_addresses(), exempt=exempt,
+                                            session=args.session), record)
     proxy.start_in_thread(http, socks)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -16,9 +16,31 @@ namespace, so a port bound inside is invisible to the host either way.
 Semantics are srt's: reads are allowed unless ``denyRead`` covers the path (an
 ``allowRead`` entry re-opens a more specific part); writes are allowed only under
 ``allowWrite`` and never under ``denyWrite`` (deny wins); ``~`` is the user's home;
-``**/.env``-style globs match at any depth. Unknown keys srt also ignores
-(``ignoreViolations``, ``enableWeakerNestedSandbox``, ...) are accepted and
-ignored so a user's srt file works unchanged; wrong *types* are refused.
+``**/.env``-style globs match at any depth; a domain entry may end in ``:PORT``
+(that port only; ``*`` and ``*:PORT`` deny everything, or everything on a port).
+
+The rest of srt's format, key by key (a user's srt file works unchanged, and is
+never enforced more loosely than srt would):
+
+- ``network.deniedResolvedAddresses`` (and IP literals in ``deniedDomains``):
+  an allowed name that resolves into one is refused, unless that address
+  (and port) is itself in ``allowedDomains``;
+- ``network.deniedDomainReasons``: the reason is sent with the 403;
+- ``credentials.files`` / ``credentials.envVars``: the file is hidden and the
+  variable unset inside the sandbox, for ``mask`` as for ``deny`` (masking
+  swaps in a stand-in value that srt's proxy replaces on the way out; without
+  that, the stricter reading is the safe one);
+- ``mandatoryDenySearchDepth``: protected names are searched at least that deep;
+- ``network.mitmProxy``, ``network.tlsTerminate``, ``network.parentProxy`` and
+  ``filesystem.disabled: true`` route or loosen what only srt implements: the
+  bwrap and gVisor backends refuse such a file (``srt_only``), the srt backend
+  passes it on;
+- keys that only loosen srt or configure its own tools (``ignoreViolations``,
+  ``enableWeakerNestedSandbox``, ``allowGitConfig``, ``strictAllowlist``,
+  ``allowPty``, ``bwrapPath``, ...) are accepted and change nothing here: the
+  protections they would relax stay on.
+
+Wrong *types* are refused everywhere.
 
 The parser is stdlib-only on purpose: ``sandbox exec`` must start in a few
 milliseconds, and importing pydantic would cost more than the sandbox itself.
@@ -40,10 +62,13 @@ if TYPE_CHECKING:
 SYSTEM_SETTINGS = "/etc/agent-sandbox/srt-settings.json"
 USER_SETTINGS = "~/.srt-settings.json"
 
-_NETWORK_BOOL = ("allowLocalBinding", "allowAllUnixSockets")
+_NETWORK_BOOL = ("allowLocalBinding", "allowAllUnixSockets", "strictAllowlist")
 _NETWORK_LIST = ("allowedDomains", "deniedDomains", "allowUnixSockets")
 _NETWORK_PORT = ("httpProxyPort", "socksProxyPort")
 _FS_LIST = ("denyRead", "allowRead", "allowWrite", "denyWrite")
+# What the bwrap and gVisor backends cannot do as srt does (see the module doc).
+_SRT_ONLY_NETWORK = ("mitmProxy", "tlsTerminate", "parentProxy")
+_CREDENTIAL_KEYS = frozenset({"files", "envVars", "allowPlaintextInject", "awsPairs", "sigv4"})
 
 
 class SettingsError(ValueError):
@@ -131,12 +156,16 @@ class NetworkSettings(_Record):
         "allow_local_binding",
         "allow_unix_sockets",
         "allowed_domains",
+        "denied_addresses",
         "denied_domains",
+        "denied_reasons",
         "http_proxy_port",
         "socks_proxy_port",
     )
-    allowed_domains: tuple[str, ...]
+    allowed_domains: tuple[str, ...]  # canonical; an entry may end in :PORT
     denied_domains: tuple[str, ...]
+    denied_addresses: tuple[str, ...]  # canonical networks (``10.0.0.0/8``)
+    denied_reasons: tuple[tuple[str, str], ...]  # (canonical denied entry, reason)
     allow_local_binding: bool
     allow_unix_sockets: tuple[str, ...]
     allow_all_unix_sockets: bool
@@ -144,6 +173,8 @@ class NetworkSettings(_Record):
     socks_proxy_port: int | None
     _allowed_domains: tuple[str, ...] = ()
     _denied_domains: tuple[str, ...] = ()
+    _denied_addresses: tuple[str, ...] = ()
+    _denied_reasons: tuple[tuple[str, str], ...] = ()
     _allow_local_binding = False
     _allow_unix_sockets: tuple[str, ...] = ()
     _allow_all_unix_sockets = False
@@ -166,22 +197,38 @@ class FilesystemSettings(_Record):
 class Settings(_Record):
     """Parsed srt settings. Paths are as written (``~`` not yet expanded)."""
 
-    __slots__ = ("filesystem", "network", "source")
+    __slots__ = ("credential_env", "credential_files", "filesystem", "network",
+                 "passthrough", "search_depth", "source", "srt_only")
     network: NetworkSettings
     filesystem: FilesystemSettings
     source: str
+    credential_files: tuple[str, ...]  # hidden inside the sandbox (as written)
+    credential_env: tuple[str, ...]  # unset inside the sandbox
+    search_depth: int | None  # mandatoryDenySearchDepth
+    srt_only: tuple[str, ...]  # keys only the srt backend can enforce
+    passthrough: str  # the document as read (JSON), for the srt backend
     _network = NetworkSettings()
     _filesystem = FilesystemSettings()
     _source = "<memory>"
+    _credential_files: tuple[str, ...] = ()
+    _credential_env: tuple[str, ...] = ()
+    _search_depth = None
+    _srt_only: tuple[str, ...] = ()
+    _passthrough = "{}"
 
     def to_srt(self) -> dict[str, Any]:
-        """The srt JSON document for these settings (round-trips through parse)."""
+        """The srt JSON document for these settings (round-trips through parse): the
+        document as read, with the keys parsed here in their checked form."""
         n, f = self.network, self.filesystem
-        net: dict[str, Any] = {
+        doc: dict[str, Any] = loads(self.passthrough)
+        net: dict[str, Any] = dict(doc.get("network") or {})
+        for key in (*_NETWORK_LIST, *_NETWORK_PORT, "allowAllUnixSockets"):
+            net.pop(key, None)
+        net.update({
             "allowedDomains": list(n.allowed_domains),
             "deniedDomains": list(n.denied_domains),
             "allowLocalBinding": n.allow_local_binding,
-        }
+        })
         if n.allow_unix_sockets:
             net["allowUnixSockets"] = list(n.allow_unix_sockets)
         if n.allow_all_unix_sockets:
@@ -190,14 +237,17 @@ class Settings(_Record):
             net["httpProxyPort"] = n.http_proxy_port
         if n.socks_proxy_port is not None:
             net["socksProxyPort"] = n.socks_proxy_port
-        fs: dict[str, Any] = {
+        fs: dict[str, Any] = dict(doc.get("filesystem") or {})
+        fs.pop("allowRead", None)
+        fs.update({
             "denyRead": list(f.deny_read),
             "allowWrite": list(f.allow_write),
             "denyWrite": list(f.deny_write),
-        }
+        })
         if f.allow_read:
             fs["allowRead"] = list(f.allow_read)
-        return {"network": net, "filesystem": fs}
+        doc.update({"network": net, "filesystem": fs})
+        return doc
 
 
 def _str_list(section: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
@@ -230,8 +280,8 @@ def _path_list(section: dict[str, Any], key: str, where: str) -> tuple[str, ...]
     return items
 
 
-def parse(data: Any, source: str = "<memory>") -> Settings:
-    """Validate an srt settings document (already JSON-decoded)."""
+def parse(data: Any, source: str = "<memory>", text: str | None = None) -> Settings:
+    """Validate an srt settings document (already JSON-decoded from ``text``)."""
     if not isinstance(data, dict):
         raise SettingsError(f"{source}: the settings must be a JSON object")
     net_raw = data.get("network")
@@ -255,10 +305,11 @@ def parse(data: Any, source: str = "<memory>") -> Settings:
     allowed = _str_list(net_raw, "allowedDomains", where)
     denied = _str_list(net_raw, "deniedDomains", where)
     try:
-        allowed_c = tuple(domains.validate_pattern(p, allow_list=True) for p in allowed)
-        denied_c = tuple(domains.validate_pattern(p, allow_list=False) for p in denied)
+        allowed_c = tuple(domains.validate_port_pattern(p, allow_list=True) for p in allowed)
+        denied_c = tuple(domains.validate_port_pattern(p, allow_list=False) for p in denied)
     except domains.DomainError as exc:
         raise SettingsError(f"{where}: {exc}") from None
+    reasons = _denied_reasons(net_raw, dict(zip(denied, denied_c, strict=True)), where)
     unix = _path_list(net_raw, "allowUnixSockets", where)
     fwhere = f"{source}: filesystem"
     fs = FilesystemSettings(
@@ -270,13 +321,114 @@ def parse(data: Any, source: str = "<memory>") -> Settings:
     net = NetworkSettings(
         allowed_domains=allowed_c,
         denied_domains=denied_c,
+        denied_addresses=_address_ranges(net_raw, where),
+        denied_reasons=reasons,
         allow_local_binding=bool(net_raw.get("allowLocalBinding", False)),
         allow_unix_sockets=unix,
         allow_all_unix_sockets=bool(net_raw.get("allowAllUnixSockets", False)),
         http_proxy_port=ports["httpProxyPort"],
         socks_proxy_port=ports["socksProxyPort"],
     )
-    return Settings(network=net, filesystem=fs, source=source)
+    if "disabled" in fs_raw and not isinstance(fs_raw["disabled"], bool):
+        raise SettingsError(f"{fwhere}.disabled: expected true or false")
+    srt_only = tuple(f"network.{k}" for k in _SRT_ONLY_NETWORK if net_raw.get(k) is not None)
+    if fs_raw.get("disabled") is True:
+        srt_only += ("filesystem.disabled",)
+    files, env = _credentials(data.get("credentials"), f"{source}: credentials")
+    depth = data.get("mandatoryDenySearchDepth")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
+                              or not 1 <= depth <= 10):
+        raise SettingsError(f"{source}: mandatoryDenySearchDepth: expected a whole number "
+                            f"1-10, got {depth!r}")
+    if text is None:  # a document built in memory (a file's own text costs no import)
+        import json
+
+        text = json.dumps(data)
+    return Settings(network=net, filesystem=fs, source=source, credential_files=files,
+                    credential_env=env, search_depth=depth, srt_only=srt_only,
+                    passthrough=text)
+
+
+def require_enforceable(settings: Settings, backend: str) -> None:
+    """SettingsError when the settings use what only srt implements (see the module
+    doc) and ``backend`` is not srt: enforcing the rest alone would be looser."""
+    if settings.srt_only and backend != "srt":
+        keys = ", ".join(settings.srt_only)
+        raise SettingsError(
+            f"{settings.source}: {keys}: only the srt backend implements "
+            f"{'this' if len(settings.srt_only) == 1 else 'these'}; run with --backend srt, "
+            "or remove the key to have this backend enforce the rest"
+        )
+
+
+def _denied_reasons(net: dict[str, Any], canonical: dict[str, str],
+                    where: str) -> tuple[tuple[str, str], ...]:
+    """``deniedDomainReasons``: keyed by a ``deniedDomains`` entry as written."""
+    raw = net.get("deniedDomainReasons")
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) and v
+                                            for k, v in raw.items()):
+        raise SettingsError(f"{where}.deniedDomainReasons: expected an object of "
+                            "deniedDomains entries to non-empty reasons")
+    # an entry with no deniedDomains counterpart never fires (as in srt)
+    return tuple((canonical[k], v) for k, v in raw.items() if k in canonical)
+
+
+def _address_ranges(net: dict[str, Any], where: str) -> tuple[str, ...]:
+    """``deniedResolvedAddresses``: IP literals and CIDR ranges, canonical."""
+    items = _str_list(net, "deniedResolvedAddresses", where)
+    if not items:
+        return ()
+    import ipaddress
+
+    out: list[str] = []
+    for v in items:
+        try:
+            out.append(str(ipaddress.ip_network(v.strip(), strict=False)))
+        except ValueError:
+            raise SettingsError(
+                f"{where}.deniedResolvedAddresses: {v!r} is not an IP address or CIDR range "
+                "(such as 10.0.0.0/8, 192.168.1.10 or fc00::/7, IPv6 without brackets)"
+            ) from None
+    return tuple(dict.fromkeys(out))
+
+
+def _credentials(raw: Any, where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``credentials``: the files to hide and the variables to unset."""
+    if raw is None:
+        return (), ()
+    if not isinstance(raw, dict):
+        raise SettingsError(f"{where}: expected an object")
+    unknown = sorted(set(raw) - _CREDENTIAL_KEYS)
+    if unknown:  # srt refuses these too: a misspelt key must not protect nothing
+        raise SettingsError(f"{where}: unknown key {unknown[0]!r} (known: "
+                            f"{', '.join(sorted(_CREDENTIAL_KEYS))})")
+    files: list[str] = []
+    env: list[str] = []
+    for key, field, out in (("files", "path", files), ("envVars", "name", env)):
+        entries = raw.get(key, [])
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            raise SettingsError(f"{where}.{key}: expected a list")
+        for i, entry in enumerate(entries):
+            at = f"{where}.{key}[{i}]"
+            if not isinstance(entry, dict):
+                raise SettingsError(f"{at}: expected an object with {field!r} and 'mode'")
+            value, mode = entry.get(field), entry.get("mode")
+            if mode not in ("deny", "mask"):
+                raise SettingsError(f"{at}.mode: expected 'deny' or 'mask', got {mode!r}")
+            if not isinstance(value, str) or not value.strip() or "\x00" in value:
+                raise SettingsError(f"{at}.{field}: expected a non-empty string")
+            out.append(value)
+    for name in env:
+        if not (name[0].isalpha() or name[0] == "_") or not name.isascii() or not all(
+                c.isalnum() or c == "_" for c in name):
+            raise SettingsError(f"{where}.envVars: {name!r} is not a variable name (letters, "
+                                "digits and '_', not starting with a digit)")
+    _path_list({"files": files}, "files", where)  # the same path forms as denyRead
+    return tuple(dict.fromkeys(files)), tuple(dict.fromkeys(env))
 
 
 def load(path: str) -> Settings:
@@ -287,10 +439,11 @@ def load(path: str) -> Settings:
     except OSError as exc:
         raise SettingsError(f"cannot read settings file {path}: {exc.strerror}") from None
     try:
-        data = loads(raw)
+        text = raw.decode("utf-8")
+        data = loads(text)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise SettingsError(f"{path}: not valid JSON: {exc}") from None
-    return parse(data, source=path)
+    return parse(data, source=path, text=text)
 
 
 def default_path(home: str | None = None) -> str:

@@ -6,6 +6,11 @@ literal. Patterns carry no scheme, path or port. ``*`` and wildcards over a
 public suffix with a single label (``*.com``) are refused in allow lists; ``*``
 alone is accepted in deny lists (deny everything).
 
+srt settings may also end a pattern with ``:PORT`` (``api.example.com:443``,
+``*:22`` in a deny list, ``[::1]:8080``): such an entry applies to that
+destination port only (``validate_port_pattern``, ``host_allowed``). The spec's
+own patterns stay portless.
+
 Everything here is a pure function. ``canonical_host`` is what the proxy calls on
 every request: it must never let a disguised name (case, trailing dot, IDNA,
 embedded NUL, decimal/octal/hex or IPv6-mapped IP literals) slip past a match.
@@ -162,6 +167,66 @@ def validate_pattern(pattern: str, *, allow_list: bool) -> str:
     return host
 
 
+def split_port(pattern: str) -> tuple[str, int | None]:
+    """A pattern's host part and its ``:PORT`` suffix, if any (srt's rules).
+
+    Only a decimal port 1-65535 without leading zeros counts (so
+    ``evil.com:443.example.com`` stays whole and then fails validation). An IPv6
+    literal takes a port only in brackets (``[::1]:443``); unbracketed, a last
+    hextet is never read as a port.
+    """
+    if pattern.startswith("["):
+        close = pattern.find("]")
+        if close == -1:
+            return pattern, None
+        rest = pattern[close + 1:]
+        if not rest:
+            return pattern, None
+        port = _port_suffix(rest[1:]) if rest.startswith(":") else None
+        return (pattern, None) if port is None else (pattern[:close + 1], port)
+    if pattern.count(":") != 1:
+        return pattern, None
+    host, _, suffix = pattern.partition(":")
+    port = _port_suffix(suffix)
+    return (pattern, None) if port is None else (host, port)
+
+
+def _port_suffix(text: str) -> int | None:
+    if not 1 <= len(text) <= 5 or text[0] == "0" or not all(c in _DEC for c in text):
+        return None
+    n = int(text)
+    return n if n <= 65535 else None
+
+
+def validate_port_pattern(pattern: str, *, allow_list: bool) -> str:
+    """``validate_pattern`` for srt settings: an optional ``:PORT`` suffix, and in a
+    deny list ``*:PORT`` too. Canonical form: the host's, then ``:PORT``
+    (``[v6]:PORT`` for an IPv6 literal)."""
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise DomainError("empty domain pattern")
+    if "/" in pattern:  # a URL: say so (scheme, path) rather than "bad port"
+        validate_pattern(pattern, allow_list=allow_list)
+    host, port = split_port(pattern.strip())
+    if port is None and ":" in host and not host.startswith("[") and host.count(":") == 1:
+        raise DomainError(f"{pattern!r}: the port after ':' must be a number 1-65535")
+    canon = validate_pattern(host, allow_list=allow_list)
+    if port is None:
+        return canon
+    return f"[{canon}]:{port}" if ":" in canon else f"{canon}:{port}"
+
+
+def pattern_matches_port(pattern: str, host: str, port: int | None) -> bool:
+    """``pattern_matches`` for a canonical pattern that may carry ``:PORT``: such a
+    pattern matches a connection to that port only."""
+    bare, want = split_port(pattern)
+    if want is not None:
+        if port != want:
+            return False
+        if bare.startswith("["):
+            bare = bare[1:-1]
+    return pattern_matches(bare, host)
+
+
 def pattern_matches(pattern: str, host: str) -> bool:
     """Whether a canonical pattern matches a canonical host."""
     if pattern == "*":
@@ -188,18 +253,20 @@ def pattern_covers(upper: str, lower: str) -> bool:
     return upper == lower
 
 
-def host_allowed(host: str, allowed: list[str], denied: list[str]) -> tuple[bool, str]:
-    """The proxy's decision for a host name: (allowed, reason).
+def host_allowed(host: str, allowed: list[str], denied: list[str],
+                 port: int | None = None) -> tuple[bool, str]:
+    """The proxy's decision for a host name and destination port: (allowed, reason).
 
     Denied patterns win over allowed ones; a name that is not canonical, or not
-    in the allow list, is refused.
+    in the allow list, is refused. A pattern with ``:PORT`` counts only for
+    that port.
     """
     try:
         h = canonical_host(host)
     except DomainError as exc:
         return False, f"invalid-host: {exc}"
-    if any_match(denied, h):
+    if any(pattern_matches_port(p, h, port) for p in denied):
         return False, "blocked-by-denylist"
-    if any_match(allowed, h):
+    if any(pattern_matches_port(p, h, port) for p in allowed):
         return True, "allowed"
     return False, "blocked-by-allowlist"
