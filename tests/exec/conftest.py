@@ -117,6 +117,15 @@ class Net:
         return any(marker in line for line in self.upstream_lines())
 
 
+@pytest.fixture(autouse=True)
+def no_proxy_of_our_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sandbox's proxy chains through the caller's HTTP(S)_PROXY (srt's
+    parentProxy fallback): tests here choose their own, never the machine's."""
+    for k in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY",
+              "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(k, raising=False)
+
+
 @pytest.fixture(scope="session")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Net]:
     if os.geteuid() != 0 or shutil.which("ip") is None:

@@ -164,10 +164,9 @@ def test_bad_srt_keys_are_refused_by_name(doc: dict, fragment: str) -> None:
 
 
 @pytest.mark.parametrize("doc,key", [
-    ({"network": {"mitmProxy": {"socketPath": "/run/mitm.sock", "domains": ["a.com"]}}},
-     "network.mitmProxy"),
     ({"network": {"tlsTerminate": {}}}, "network.tlsTerminate"),
-    ({"network": {"parentProxy": {"http": "http://proxy.corp:3128"}}}, "network.parentProxy"),
+    ({"network": {"tlsTerminate": {"excludeDomains": ["a.example.com"]}}},
+     "network.tlsTerminate"),
     ({"filesystem": {"disabled": True}}, "filesystem.disabled"),
 ])
 def test_what_only_srt_does_is_refused_by_the_other_backends(doc: dict, key: str) -> None:
@@ -342,14 +341,13 @@ def test_deeper_search_depth_protects_deeper_repositories(tmp_path: Path, work: 
 
 
 def test_cli_refuses_srt_only_keys_with_a_remedy(tmp_path: Path, work: Path) -> None:
-    s = _settings(tmp_path, work, {"allowedDomains": [],
-                                   "parentProxy": {"http": "http://proxy.corp:3128"}})
+    s = _settings(tmp_path, work, {"allowedDomains": [], "tlsTerminate": {}})
     r = subprocess.run([PY, "-m", "agent_sandbox", "exec", "--settings", str(s), "--", "sh",
                         "-c", "touch ran"], cwd=work, capture_output=True, timeout=60,
                        env=dict(os.environ, AGENT_SANDBOX_NO_PLAN_CACHE="1"))
     assert r.returncode == 125
-    assert b"network.parentProxy: only the srt backend implements this" in r.stderr
+    assert b"network.tlsTerminate: only the srt backend implements this" in r.stderr
     assert b"--backend srt" in r.stderr
     assert not (work / "ran").exists()
-    with pytest.raises(InvalidSettingsError, match="parentProxy"):
+    with pytest.raises(InvalidSettingsError, match="tlsTerminate"):
         run_sandboxed(["true"], s, work)

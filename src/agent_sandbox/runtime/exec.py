@@ -653,8 +653,8 @@ class BwrapRun:
         if hosts_file:
             with _suppress(OSError):
                 hosts = load_hosts(hosts_file)
-        cfg = ProxyConfig.from_settings(self.settings.network, hosts=hosts, own=own_addresses(),
-                                        session=f"exec-{os.getpid()}")
+        cfg = ProxyConfig.from_settings(self.settings.network, os.environ, hosts=hosts,
+                                        own=own_addresses(), session=f"exec-{os.getpid()}")
         self.proxy = Proxy(cfg, record)
         import socket
 

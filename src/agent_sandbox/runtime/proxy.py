@@ -46,10 +46,11 @@ from .settings import _Record
 
 TYPE_CHECKING = False  # the typing module costs the first connection's time
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
     from .settings import NetworkSettings
+    from .upstream import Routes
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ BULK = 1024 * 1024  # ... and once a transfer fills it
 class Decision(_Record):
     """One decision (immutable; a plain class: dataclasses cost a first connection 11 ms)."""
 
-    __slots__ = ("address", "addresses", "allowed", "detail", "host", "port", "reason")
+    __slots__ = ("address", "addresses", "allowed", "detail", "host", "port", "reason", "via")
     allowed: bool
     reason: str
     host: str  # canonical host (or the raw text when it could not be canonicalised)
@@ -80,12 +81,13 @@ class Decision(_Record):
     # every checked address, tried in order when connecting (never a new lookup)
     addresses: tuple[str, ...]
     detail: str  # the settings' reason for a denial (deniedDomainReasons), or ""
+    via: str  # the upstream proxy an allowed connection goes through, or "" (direct)
 
     def __init__(self, allowed: bool, reason: str, host: str, port: int,
                  address: str | None = None, addresses: tuple[str, ...] = (),
-                 detail: str = "") -> None:
+                 detail: str = "", via: str = "") -> None:
         super().__init__(allowed=allowed, reason=reason, host=host, port=port,
-                         address=address, addresses=addresses, detail=detail)
+                         address=address, addresses=addresses, detail=detail, via=via)
 
 
 def _plain(ip: IPAddress) -> IPAddress:
@@ -203,6 +205,9 @@ def load_hosts(path: str) -> dict[str, list[str]]:
     return out
 
 
+_PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy")
+
+
 def _literals(patterns: Sequence[str]) -> list[tuple[IPAddress, int | None]]:
     """The IP-literal entries of a canonical pattern list, with their ports."""
     out = []
@@ -218,15 +223,16 @@ class ProxyConfig:
     """What one proxy enforces (a plain class: dataclasses cost start-up time)."""
 
     __slots__ = ("allowed", "allowed_literals", "connect_timeout", "denied", "denied_ranges",
-                 "exempt", "hosts", "own", "reasons", "session")
+                 "exempt", "hosts", "own", "reasons", "routes", "session")
 
     def __init__(self, allowed: tuple[str, ...], denied: tuple[str, ...] = (),
                  hosts: dict[str, list[str]] | None = None,
                  own: frozenset[IPAddress] = frozenset(), connect_timeout: float = 10.0,
                  session: str = "", exempt: frozenset[IPAddress] = frozenset(),
                  denied_addresses: tuple[str, ...] = (),
-                 reasons: tuple[tuple[str, str], ...] = ()) -> None:
+                 reasons: tuple[tuple[str, str], ...] = (), routes: Routes | None = None) -> None:
         self.allowed = allowed
+        self.routes = routes if routes else None  # upstream proxies (runtime/upstream.py)
         self.denied = denied
         # resolved addresses refused: the settings' ranges (any port) and the IP
         # literals of the deny list (their port, if any) ...
@@ -246,11 +252,19 @@ class ProxyConfig:
         self.exempt = exempt
 
     @classmethod
-    def from_settings(cls, network: NetworkSettings, **kw: Any) -> ProxyConfig:
-        """The configuration for parsed settings' network section."""
+    def from_settings(cls, network: NetworkSettings, env: Mapping[str, str] | None = None,
+                      **kw: Any) -> ProxyConfig:
+        """The configuration for parsed settings' network section; ``env``: the
+        environment a parent proxy falls back to (the proxy's own)."""
+        routes = None
+        env = env or {}
+        if network.parent_proxy or network.mitm_proxy or any(env.get(k) for k in _PROXY_VARS):
+            from .upstream import routes as make_routes
+
+            routes = make_routes(network.parent_proxy, network.mitm_proxy, env)
         return cls(allowed=network.allowed_domains, denied=network.denied_domains,
                    denied_addresses=network.denied_addresses,
-                   reasons=network.denied_reasons, **kw)
+                   reasons=network.denied_reasons, routes=routes, **kw)
 
 
 class _Conn:
@@ -392,6 +406,7 @@ class Proxy:
             "protocol": protocol, "host": d.host, "port": d.port, "allowed": d.allowed,
             "reason": d.reason, "address": d.address, "session": self.config.session,
             **({"detail": d.detail} if d.detail else {}),
+            **({"via": d.via} if d.via else {}),
             "request_id": os.urandom(16).hex(), "ms": round((time.monotonic() - started) * 1000, 3),
         }
         try:
@@ -412,18 +427,30 @@ class Proxy:
         return list(dict.fromkeys(ipaddress.ip_address(str(i[4][0]).split("%", 1)[0])
                                   for i in infos))
 
-    def decide(self, host: str, port: int) -> Decision:
-        """The full decision: names, then every resolved address (fails closed)."""
+    def decide(self, host: str, port: int, tunnel: bool = True) -> Decision:
+        """The full decision: names, then every resolved address (fails closed).
+
+        ``tunnel``: a CONNECT or SOCKS5 connection (else a plain HTTP request),
+        which picks the upstream proxy when there is one (``upstream.Routes``).
+        Through an upstream the name is resolved here only when the upstream
+        runs on this host; an IP literal is always checked.
+        """
         try:
             d = decide_name(host, port, self.config.allowed, self.config.denied,
                             self.config.reasons)
             if not d.allowed:
                 return d
+            via = self.config.routes.route(d.host, tunnel) if self.config.routes else None
+            if via is not None and domains.parse_ip_literal(d.host) is None and not (
+                    via.local(self.config.own)):
+                return Decision(True, "allowed", d.host, port, via=via.label)
             try:
                 addrs = self._resolve(d.host, port)
             except (OSError, ValueError, UnicodeError):
-                return Decision(False, "resolve-failed", d.host, port)
+                addrs = []
             if not addrs:
+                if via is not None:  # the upstream resolves what this host cannot
+                    return Decision(True, "allowed", d.host, port, via=via.label)
                 return Decision(False, "resolve-failed", d.host, port)
             for a in addrs:
                 if a in self.config.exempt:
@@ -431,13 +458,29 @@ class Proxy:
                 why = address_refusal(a, self.config.own) or range_refusal(a, port, self.config)
                 if why is not None:
                     return Decision(False, f"blocked-by-address: {why}", d.host, port, str(a))
+            if via is not None:
+                return Decision(True, "allowed", d.host, port, via=via.label)
             return Decision(True, "allowed", d.host, port, str(addrs[0]),
                             tuple(str(a) for a in addrs))
         except Exception as exc:  # fail closed
             return Decision(False, f"internal-error: {type(exc).__name__}", host, port)
 
-    def _open(self, d: Decision) -> socket.socket:
-        """Connect to the first reachable checked address."""
+    def _open(self, d: Decision, tunnel: bool = True) -> tuple[socket.socket, bytes]:
+        """A socket to the destination (direct: the first reachable checked address;
+        through an upstream: its tunnel, or for a plain HTTP request the upstream
+        itself) and the bytes the upstream sent past its answer."""
+        if d.via:
+            from .upstream import open_tunnel
+
+            assert self.config.routes is not None
+            up = self.config.routes.route(d.host, tunnel)
+            if up is None or up.label != d.via:  # the routes are fixed: cannot happen
+                raise OSError("upstream proxy changed")
+            if tunnel:
+                return open_tunnel(up, d.host, d.port, self.config.connect_timeout)
+            s = up.dial(self.config.connect_timeout)
+            s.settimeout(None)
+            return s, b""
         error: OSError = OSError("no address")
         for address in d.addresses or ((d.address,) if d.address else ()):
             try:
@@ -448,7 +491,7 @@ class Proxy:
                 continue
             s.settimeout(None)
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return s
+            return s, b""
         raise error
 
     # -- HTTP ------------------------------------------------------------
@@ -464,20 +507,25 @@ class Proxy:
 
     _BAD_GATEWAY = (b"HTTP/1.1 502 Bad Gateway\r\nX-Proxy-Error: connect-failed\r\n"
                     b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+    _BAD_GATEWAY_UPSTREAM = (b"HTTP/1.1 502 Bad Gateway\r\nX-Proxy-Error: upstream-failed\r\n"
+                             b"Content-Length: 0\r\nConnection: close\r\n\r\n")
 
     def _admit_http(self, sock: socket.socket, host: str, port: int, protocol: str,
-                    started: float) -> socket.socket | None:
+                    started: float) -> tuple[socket.socket, bytes, Decision] | None:
         """Decide and record; on a denial answer 403, on a failed connect 502 (and
-        return None); otherwise the connected upstream socket."""
-        d = self._log(self.decide(host, port), protocol, started)
+        return None); otherwise the connected upstream socket, the bytes it sent
+        ahead (see ``_open``) and the decision."""
+        tunnel = protocol != "http"
+        d = self._log(self.decide(host, port, tunnel), protocol, started)
         if not d.allowed:
             sock.sendall(self._forbidden(d.reason, d.detail))
             return None
         try:
-            return self._open(d)
+            up, ahead = self._open(d, tunnel)
         except OSError:
-            sock.sendall(self._BAD_GATEWAY)
+            sock.sendall(self._BAD_GATEWAY_UPSTREAM if d.via else self._BAD_GATEWAY)
             return None
+        return up, ahead, d
 
     def handle_http(self, sock: socket.socket) -> None:
         started = time.monotonic()
@@ -494,10 +542,11 @@ class Proxy:
             return
         if method.upper() == "CONNECT":
             host, port = _split_hostport(target, 443)
-            up = self._admit_http(sock, host, port, "http-connect", started)
-            if up is None:
+            admitted = self._admit_http(sock, host, port, "http-connect", started)
+            if admitted is None:
                 return
-            sock.sendall(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            up, ahead, _ = admitted
+            sock.sendall(b"HTTP/1.1 200 Connection Established\r\n\r\n" + ahead)
             if c.buf:
                 up.sendall(c.buf)
             relay(sock, up)
@@ -510,10 +559,14 @@ class Proxy:
         authority, _, path = target[7:].partition("/")
         authority = authority.rsplit("@", 1)[-1]
         host, port = _split_hostport(authority, 80)
-        up = self._admit_http(sock, host, port, "http", started)
-        if up is None:
+        admitted = self._admit_http(sock, host, port, "http", started)
+        if admitted is None:
             return
-        out = [f"{method} /{path} {version}".encode("latin-1")]
+        up, _, d = admitted
+        # to the server in origin form; to an upstream proxy in absolute form,
+        # with its own credentials (never the client's)
+        request = f"http://{authority}/{path}" if d.via else f"/{path}"
+        out = [f"{method} {request} {version}".encode("latin-1")]
         for line in lines[1:]:
             name = line.split(b":", 1)[0].strip().lower()
             if name in (b"host", b"connection", b"proxy-connection", b"keep-alive",
@@ -522,7 +575,11 @@ class Proxy:
             out.append(line)
         out.append(b"Host: " + authority.encode("latin-1"))
         out.append(b"Connection: close")
-        up.sendall(b"\r\n".join(out) + b"\r\n\r\n" + c.buf)
+        auth = b""
+        if d.via and self.config.routes is not None:
+            via = self.config.routes.route(d.host, False)
+            auth = via.header() if via is not None else b""
+        up.sendall(b"\r\n".join(out) + b"\r\n" + auth + b"\r\n" + c.buf)
         relay(sock, up)
 
     # -- SOCKS5 ----------------------------------------------------------
@@ -559,11 +616,11 @@ class Proxy:
             sock.sendall(b"\x05\x02\x00\x01" + b"\x00" * 6)  # not allowed by ruleset
             return
         try:
-            up = self._open(d)
+            up, ahead = self._open(d)
         except OSError:
             sock.sendall(b"\x05\x05\x00\x01" + b"\x00" * 6)
             return
-        sock.sendall(b"\x05\x00\x00\x01" + b"\x00" * 6)
+        sock.sendall(b"\x05\x00\x00\x01" + b"\x00" * 6 + ahead)
         if c.buf:
             up.sendall(c.buf)
         relay(sock, up)
@@ -758,8 +815,8 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             hosts = load_hosts(os.environ["AGENT_SANDBOX_HOSTS"])
     n = settings.network
-    proxy = Proxy(ProxyConfig.from_settings(n, hosts=hosts, own=own_addresses(), exempt=exempt,
-                                            session=args.session), record)
+    proxy = Proxy(ProxyConfig.from_settings(n, os.environ, hosts=hosts, own=own_addresses(),
+                                            exempt=exempt, session=args.session), record)
     proxy.start_in_thread(http, socks)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -31,10 +31,13 @@ never enforced more loosely than srt would):
   swaps in a stand-in value that srt's proxy replaces on the way out; without
   that, the stricter reading is the safe one);
 - ``mandatoryDenySearchDepth``: protected names are searched at least that deep;
-- ``network.mitmProxy``, ``network.tlsTerminate``, ``network.parentProxy`` and
-  ``filesystem.disabled: true`` route or loosen what only srt implements: the
-  bwrap and gVisor backends refuse such a file (``srt_only``), the srt backend
-  passes it on;
+- ``network.parentProxy`` (else the proxy's own ``HTTP_PROXY``/``HTTPS_PROXY``/
+  ``NO_PROXY``, as srt does) and ``network.mitmProxy``: allowed connections go
+  on through that proxy (see ``runtime/upstream.py``);
+- ``network.tlsTerminate`` and ``filesystem.disabled: true`` need what only srt
+  implements (its TLS-terminating proxy; no filesystem policy at all): the bwrap
+  and gVisor backends refuse such a file (``srt_only``), the srt backend passes
+  it on;
 - keys that only loosen srt or configure its own tools (``ignoreViolations``,
   ``enableWeakerNestedSandbox``, ``allowGitConfig``, ``strictAllowlist``,
   ``allowPty``, ``bwrapPath``, ...) are accepted and change nothing here: the
@@ -67,7 +70,7 @@ _NETWORK_LIST = ("allowedDomains", "deniedDomains", "allowUnixSockets")
 _NETWORK_PORT = ("httpProxyPort", "socksProxyPort")
 _FS_LIST = ("denyRead", "allowRead", "allowWrite", "denyWrite")
 # What the bwrap and gVisor backends cannot do as srt does (see the module doc).
-_SRT_ONLY_NETWORK = ("mitmProxy", "tlsTerminate", "parentProxy")
+_SRT_ONLY_NETWORK = ("tlsTerminate",)
 _CREDENTIAL_KEYS = frozenset({"files", "envVars", "allowPlaintextInject", "awsPairs", "sigv4"})
 
 
@@ -160,12 +163,17 @@ class NetworkSettings(_Record):
         "denied_domains",
         "denied_reasons",
         "http_proxy_port",
+        "mitm_proxy",
+        "parent_proxy",
         "socks_proxy_port",
     )
     allowed_domains: tuple[str, ...]  # canonical; an entry may end in :PORT
     denied_domains: tuple[str, ...]
     denied_addresses: tuple[str, ...]  # canonical networks (``10.0.0.0/8``)
     denied_reasons: tuple[tuple[str, str], ...]  # (canonical denied entry, reason)
+    # parentProxy as (http URL, https URL, noProxy), "" where unset; None: not given
+    parent_proxy: tuple[str, str, str] | None
+    mitm_proxy: tuple[str, tuple[str, ...]] | None  # (socket path, canonical domains)
     allow_local_binding: bool
     allow_unix_sockets: tuple[str, ...]
     allow_all_unix_sockets: bool
@@ -175,6 +183,8 @@ class NetworkSettings(_Record):
     _denied_domains: tuple[str, ...] = ()
     _denied_addresses: tuple[str, ...] = ()
     _denied_reasons: tuple[tuple[str, str], ...] = ()
+    _parent_proxy = None
+    _mitm_proxy = None
     _allow_local_binding = False
     _allow_unix_sockets: tuple[str, ...] = ()
     _allow_all_unix_sockets = False
@@ -323,6 +333,8 @@ def parse(data: Any, source: str = "<memory>", text: str | None = None) -> Setti
         denied_domains=denied_c,
         denied_addresses=_address_ranges(net_raw, where),
         denied_reasons=reasons,
+        parent_proxy=_parent_proxy(net_raw.get("parentProxy"), f"{where}.parentProxy"),
+        mitm_proxy=_mitm_proxy(net_raw.get("mitmProxy"), f"{where}.mitmProxy"),
         allow_local_binding=bool(net_raw.get("allowLocalBinding", False)),
         allow_unix_sockets=unix,
         allow_all_unix_sockets=bool(net_raw.get("allowAllUnixSockets", False)),
@@ -373,6 +385,62 @@ def _denied_reasons(net: dict[str, Any], canonical: dict[str, str],
                             "deniedDomains entries to non-empty reasons")
     # an entry with no deniedDomains counterpart never fires (as in srt)
     return tuple((canonical[k], v) for k, v in raw.items() if k in canonical)
+
+
+def proxy_url(text: str, where: str) -> str:
+    """An upstream proxy's URL, checked: ``http://`` or ``https://`` (a bare
+    ``host:port`` is taken as ``http://``, as curl does), a host, an optional
+    port and credentials, nothing else."""
+    url = text.strip() if "://" in text else "http://" + text.strip()
+    scheme, _, rest = url.partition("://")
+    authority = rest.split("/", 1)[0]
+    tail = rest[len(authority):]
+    hostport = authority.rsplit("@", 1)[-1]
+    if scheme.lower() not in ("http", "https") or not hostport or tail.strip("/") or any(
+            ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
+        raise SettingsError(f"{where}: {text!r}: expected http://HOST[:PORT] or "
+                            "https://HOST[:PORT] (credentials as USER:PASSWORD@ allowed)")
+    host, port = hostport, ""
+    if hostport.startswith("["):
+        host, _, port = hostport[1:].partition("]")
+        port = port[1:] if port.startswith(":") else port
+    elif ":" in hostport:
+        host, port = hostport.rsplit(":", 1)
+    if not host or (port and (not port.isdigit() or not 1 <= int(port) <= 65535)):
+        raise SettingsError(f"{where}: {text!r}: the proxy needs a host and a port 1-65535")
+    return scheme.lower() + "://" + authority
+
+
+def _parent_proxy(raw: Any, where: str) -> tuple[str, str, str] | None:
+    """``parentProxy``: ``{http, https, noProxy}``, each optional."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise SettingsError(f"{where}: expected an object with http, https and noProxy")
+    out = []
+    for key in ("http", "https", "noProxy"):
+        v = raw.get(key)
+        if v is not None and not isinstance(v, str):
+            raise SettingsError(f"{where}.{key}: expected a string")
+        out.append(proxy_url(v, f"{where}.{key}") if v and key != "noProxy" else (v or ""))
+    return out[0], out[1], out[2]
+
+
+def _mitm_proxy(raw: Any, where: str) -> tuple[str, tuple[str, ...]] | None:
+    """``mitmProxy``: ``{socketPath, domains}``."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise SettingsError(f"{where}: expected an object with socketPath and domains")
+    path = raw.get("socketPath")
+    if not isinstance(path, str) or not path.startswith("/") or "\x00" in path:
+        raise SettingsError(f"{where}.socketPath: expected the absolute path of a unix socket")
+    listed = _str_list(raw, "domains", where)
+    try:
+        names = tuple(domains.validate_pattern(d, allow_list=True) for d in listed)
+    except domains.DomainError as exc:
+        raise SettingsError(f"{where}.domains: {exc}") from None
+    return path, names
 
 
 def _address_ranges(net: dict[str, Any], where: str) -> tuple[str, ...]:
