@@ -348,3 +348,29 @@ def test_parent_settings_reach_srt_as_written() -> None:
     assert out["network"]["parentProxy"] == doc["network"]["parentProxy"]
     assert out["network"]["mitmProxy"] == doc["network"]["mitmProxy"]
     assert json.loads(json.dumps(out)) == out
+
+
+@pytest.mark.parametrize("head", [
+    b"GET http://up.example.com/a\nX-Injected:1 HTTP/1.1\r\nHost: up.example.com\r\n\r\n",
+    b"GET http://up.example.com/a HTTP/1.1\r\nHost: up.example.com\nX-Injected: 1\r\n\r\n",
+    b"GET http://up.example.com/a\tHTTP/1.1 HTTP/1.1\r\nHost: up.example.com\r\n\r\n",
+    b"GET http://up.example.com/a HTTP/1.1\r\nHost: up.example.com\rX: 1\r\n\r\n",
+    b"CONNECT up.example.com:443\x00 HTTP/1.1\r\n\r\n",
+])
+def test_ambiguous_requests_are_refused_before_anything_is_passed_on(head: bytes) -> None:
+    with scripted_parent(b"HTTP/1.1 200 OK\r\n\r\n") as (up, seen):
+        r = routes((f"http://127.0.0.1:{up.port}", "", ""), None, {})
+        proxy = Proxy(ProxyConfig(("up.example.com",), hosts={"up.example.com": ["192.0.2.7"]},
+                                  routes=r))
+        lis = socket.create_server(("127.0.0.1", 0))
+        lis.setblocking(False)
+        proxy.start_in_thread([lis], [])
+        try:
+            with socket.create_connection(lis.getsockname(), timeout=5) as c:
+                c.sendall(head)
+                got = c.recv(4096)
+        finally:
+            proxy.stop()
+    assert got.startswith(b"HTTP/1.1 403") and b"malformed-request" in got
+    assert seen == []
+    assert [d.reason for d in proxy.decisions] == ["malformed-request"]

@@ -540,6 +540,13 @@ class Proxy:
         except ValueError:
             sock.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
             return
+        # a lone CR or LF, or a control character in the request line, is read
+        # differently by different parsers: nothing so ambiguous is passed on
+        if (head.count(b"\n") != head.count(b"\r\n") or head.count(b"\r") != head.count(b"\r\n")
+                or any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in method + target + version)):
+            d = self._log(Decision(False, "malformed-request", "", 0), "http", started)
+            sock.sendall(self._forbidden(d.reason))
+            return
         if method.upper() == "CONNECT":
             host, port = _split_hostport(target, 443)
             admitted = self._admit_http(sock, host, port, "http-connect", started)
