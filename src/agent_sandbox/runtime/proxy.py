@@ -10,8 +10,7 @@ Decisions, in order (all must pass):
 
 1. the host is canonicalised (case, trailing dot, IDNA, NUL, numeric IP forms)
    and matched: denied patterns win, then allowed patterns; anything else is
-   ``blocked-by-allowlist``;
-   (an entry with ``:PORT`` counts for that port only);
+   ``blocked-by-allowlist`` (an entry with ``:PORT`` counts for that port only);
 2. the name is resolved once, here, and no address it resolves to may be
    loopback, link-local, unspecified, multicast, a cloud metadata endpoint or
    one of this host's own addresses (``blocked-by-address``; so DNS rebinding to
@@ -20,13 +19,18 @@ Decisions, in order (all must pass):
    ``deniedDomains`` (unless ``allowedDomains`` names that address itself); the
    connection goes to a checked address, never to a second lookup.
 
+An allowed connection goes to the checked address, or on through an upstream
+proxy when the settings (or the proxy's own environment) name one
+(``upstream.py``: srt's ``parentProxy`` and ``mitmProxy``).
+
 Names can be pinned to addresses by the operator with a hosts(5)-format file
 named in ``$AGENT_SANDBOX_HOSTS`` (read outside the sandbox; the address checks
 still apply). ``python -m agent_sandbox.runtime.proxy`` runs the proxy as a
 service (the rendered systemd unit).
 
-A denial is ``403`` with ``X-Proxy-Error: <reason>`` (SOCKS5: reply 0x02,
-"connection not allowed by ruleset"). Every decision is recorded through
+A denial is ``403`` with ``X-Proxy-Error: <reason>``, and the settings'
+``deniedDomainReasons`` text in the body (SOCKS5: reply 0x02, "connection not
+allowed by ruleset"). Every decision is recorded through
 ``record`` (the audit log). The proxy must never relay a byte for a request it
 has not allowed, and any error while deciding is a denial.
 """
