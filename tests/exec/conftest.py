@@ -354,3 +354,37 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_sep("=", "escape suite: sandbox exec vs srt")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+@contextlib.contextmanager
+def parent_proxy(tmp_path: Path, net: Net, allowed: list[str],
+                 listen: str) -> Iterator[Path]:
+    """This project's proxy, run as a service, as the sandbox proxy's parent (srt's
+    parentProxy) or mitmProxy. Yields its audit folder: what it saw."""
+    audit = tmp_path / f"parent-audit-{secrets.token_hex(3)}"
+    settings = write_settings(tmp_path / f"parent-{secrets.token_hex(3)}.json",
+                              {"network": {"allowedDomains": allowed}})
+    env = dict(os.environ, AGENT_SANDBOX_HOSTS=str(net.hosts_file))
+    for k in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"):
+        env.pop(k, None)
+    p = subprocess.Popen([PY, "-m", "agent_sandbox.runtime.proxy", "--settings", str(settings),
+                          "--http", listen, "--audit-dir", str(audit)],
+                         stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        yield audit
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+
+
+def decisions(audit: Path) -> set[tuple[str, str, bool]]:
+    """(protocol, host, allowed) of each proxy decision in an audit folder."""
+    return {(x["protocol"], x["host"], x["allowed"]) for x in audit_records(audit)
+            if x.get("event") == "proxy.decision"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

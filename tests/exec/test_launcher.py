@@ -20,8 +20,11 @@ from conftest import (
     REPLAYED,
     Net,
     audit_records,
+    decisions,
+    free_port,
     kill_marked,
     needs_bwrap,
+    parent_proxy,
     running,
     wait_for_file,
     wait_gone,
@@ -526,3 +529,20 @@ def test_replayed_plan_keeps_credentials_out(launcher: Path, locks: Path, tmp_pa
     assert REPLAYED in r.stderr
     assert b"token=unset" in r.stdout
     assert b"SECRET" not in r.stdout + r.stderr
+
+
+def test_replayed_plan_proxy_chains_through_the_callers_parent(
+        launcher: Path, locks: Path, settings: Path, work: Path, proxy_env: Net,
+        tmp_path: Path) -> None:
+    """The proxy the launcher starts reads the caller's HTTPS_PROXY as srt does
+    (parentProxy's fallback), like the Python runtime's."""
+    m = secrets.token_hex(6)
+    port = free_port()
+    with parent_proxy(tmp_path, proxy_env, ["up.example.com"], f"127.0.0.1:{port}") as parent:
+        warm(launcher, settings, work)
+        env = dict(os.environ, HTTPS_PROXY=f"http://127.0.0.1:{port}")
+        r = run(launcher, settings, "sh", "-c",
+                f"curl -s -m 5 -p http://up.example.com:8080/v{m}", cwd=work, env=env)
+        assert REPLAYED in r.stderr
+        assert f"upstream-ok /v{m}".encode() in r.stdout
+        assert ("http-connect", "up.example.com", True) in decisions(parent)

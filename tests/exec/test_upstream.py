@@ -9,16 +9,22 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
 import secrets
 import socket
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PY, Net, audit_records, needs_bwrap, write_settings
+from conftest import (
+    Net,
+    audit_records,
+    decisions,
+    free_port,
+    needs_bwrap,
+    parent_proxy,
+    write_settings,
+)
 
 from agent_sandbox.runtime.exec import run_sandboxed
 from agent_sandbox.runtime.proxy import Proxy, ProxyConfig
@@ -216,39 +222,6 @@ def test_plain_http_goes_to_the_parent_in_absolute_form_with_its_own_credentials
 
 
 # --- real sandboxes through a real parent --------------------------------------
-
-
-@contextlib.contextmanager
-def parent_proxy(tmp_path: Path, net: Net, allowed: list[str],
-                 listen: str) -> Iterator[Path]:
-    """This project's proxy, run as a service: the sandbox's parent. Its audit
-    folder is what it saw."""
-    audit = tmp_path / f"parent-audit-{secrets.token_hex(3)}"
-    settings = write_settings(tmp_path / f"parent-{secrets.token_hex(3)}.json",
-                              {"network": {"allowedDomains": allowed}})
-    env = dict(os.environ, AGENT_SANDBOX_HOSTS=str(net.hosts_file))
-    for k in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"):
-        env.pop(k, None)
-    p = subprocess.Popen([PY, "-m", "agent_sandbox.runtime.proxy", "--settings", str(settings),
-                          "--http", listen, "--audit-dir", str(audit)],
-                         stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-        yield audit
-    finally:
-        p.terminate()
-        p.wait(timeout=10)
-
-
-def decisions(audit: Path) -> set[tuple[str, str, bool]]:
-    return {(x["protocol"], x["host"], x["allowed"]) for x in audit_records(audit)
-            if x.get("event") == "proxy.decision"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _settings(tmp_path: Path, work: Path, network: dict) -> Path:
