@@ -35,6 +35,7 @@ SCENARIO = REPO / "molecule" / "default"
 SPEC = SCENARIO / "spec"
 HOST = "sandbox-molecule-1"
 PYINFRA_HOST = "sandbox-molecule-pyinfra"
+UNIT = "agent-sandbox-proxy.service"
 
 
 WHEELHOUSE: dict[str, str] = {}
@@ -136,17 +137,20 @@ def test_site_yml_second_run_changes_nothing(converged: str) -> None:
 
 
 def test_cli_ansible_and_pyinfra_install_identical_bytes(converged: str, tmp_path: Path) -> None:
-    # a fresh host for pyinfra, with the same developer account
+    # a fresh host for pyinfra, booting systemd like Molecule's, with the same
+    # developer account; pyinfra installs the runtime too
     podman("rm", "-f", "-t", "0", PYINFRA_HOST)
-    started = podman("run", "-d", "--name", PYINFRA_HOST, "--network", "none",
-                     "localhost/agent-sandbox-base:bookworm", "sleep", "infinity")
+    started = podman("run", "-d", "--name", PYINFRA_HOST, "--hostname", PYINFRA_HOST,
+                     "--network", "none", "--privileged", "--systemd", "always",
+                     "localhost/agent-sandbox-base:bookworm", "/sbin/init")
     assert started.returncode == 0, started.stderr
     assert podman("exec", PYINFRA_HOST, "useradd", "-m", "dev").returncode == 0
     assert podman("exec", PYINFRA_HOST, "install", "-d", "-o", "dev",
                   "/home/dev/src/app").returncode == 0
     run([tool("pyinfra"), "-y", f"@podman/{PYINFRA_HOST}", "deploy/pyinfra/deploy.py",
-         "--data", f"sandbox_render_host={HOST}"], timeout=600,
-        SANDBOX_INVENTORY=str(SPEC), SANDBOX_INSTALL_RUNTIME="0")
+         "--data", f"sandbox_render_host={HOST}"], timeout=900,
+        SANDBOX_INVENTORY=str(SPEC), SANDBOX_INSTALL_RUNTIME="1",
+        SANDBOX_WHEELHOUSE_DIR=WHEELHOUSE["dir"])
     manifest = cli_render(HOST, tmp_path / "cli")
     want = {a["target"]: (a["sha256"], a["mode"]) for a in manifest["artifacts"]}
     assert len(want) > 10
@@ -157,7 +161,27 @@ def test_cli_ansible_and_pyinfra_install_identical_bytes(converged: str, tmp_pat
         assert got.stdout == cli_manifest, host
 
 
-UNIT = "agent-sandbox-proxy.service"
+def test_pyinfra_installs_a_runtime_that_proves_its_isolation(converged: str) -> None:
+    """The host pyinfra made (previous test) is a peer of Ansible's: the native
+    launcher, the host audit folder, the proxy under systemd, and `sandbox verify`
+    passing every check."""
+    if podman("container", "exists", PYINFRA_HOST).returncode != 0:
+        pytest.skip("the pyinfra host was not made (run with the previous test)")
+
+    def on_host(*argv: str) -> subprocess.CompletedProcess[str]:
+        return podman("exec", PYINFRA_HOST, *argv)
+
+    assert on_host("systemctl", "is-active", UNIT).stdout.strip() == "active"
+    magic = on_host("sh", "-c", "head -c 4 $(readlink -f /usr/local/bin/sandbox) | od -An -c")
+    assert "E   L   F" in magic.stdout, magic.stdout  # the native launcher, not the script
+    assert on_host("stat", "-c", "%a %U", "/var/log/agent-sandbox").stdout.split() == [
+        "700", "root"]
+    verify = on_host("/usr/local/bin/sandbox", "verify")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "6/6 checks passed" in verify.stdout + verify.stderr
+    drift = on_host("/usr/local/bin/sandbox", "verify", "--drift")
+    assert drift.returncode == 0, drift.stdout + drift.stderr
+
 
 
 def service(*props: str) -> dict[str, str]:

@@ -9,7 +9,10 @@ Usage (see deploy/pyinfra/ for an example inventory and deploy file)::
 ``sandbox render`` and the Ansible filter use), installs every artifact with
 ``files.put`` (root-owned, the rendered mode), the render manifest that
 ``sandbox verify --drift`` reads, and optionally the runtime from the
-controller-built wheelhouse. Host data: ``sandbox_render_host`` names the host
+controller-built wheelhouse, as the ``sandbox_runtime`` role does: the system
+packages, the virtualenv, the native launcher (``launcher ensure``), the host
+audit folder (root, 0700), the AppArmor profile loaded where AppArmor restricts
+user namespaces, and the proxy service. Host data: ``sandbox_render_host`` names the host
 in the inventory folder (default: the pyinfra host name without its connector
 prefix).
 
@@ -34,6 +37,8 @@ from agent_sandbox.render import Artifact, json_bytes, manifest
 
 MANIFEST = "/etc/agent-sandbox/manifest.json"
 PREFIX = "/opt/agent-sandbox"
+AUDIT_DIR = "/var/log/agent-sandbox"
+PACKAGES = ("bubblewrap", "socat", "python3-venv")
 _FLEETS: dict[str, FleetRenderer] = {}
 
 
@@ -65,12 +70,12 @@ def owner_of(facts: Any, path: str) -> str | None:
 @deploy("agent-sandbox")
 def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
                   wheelhouse: str | None = None, prefix: str = PREFIX,
-                  manifest_path: str = MANIFEST) -> None:
+                  manifest_path: str = MANIFEST, audit_dir: str = AUDIT_DIR) -> None:
     """Install this host's rendered artifacts (and, if asked, the runtime)."""
     name = render_host_name(host.name, host.data)
     facts, artifacts = rendered(inventory_dir, name)
     if install_runtime:
-        _runtime(wheelhouse, prefix)
+        _runtime(wheelhouse, prefix, audit_dir)
     parents: dict[str, str | None] = {}
     for target in artifacts:
         parent = os.path.dirname(target)
@@ -104,6 +109,9 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
     files.put(name=f"Install {manifest_path}", src=io.BytesIO(json_bytes(manifest(artifacts))),
               dest=manifest_path, user="root", group="root", mode="0644")
     if install_runtime:
+        for art in artifacts.values():
+            if art.kind == "apparmor-profile":
+                _apparmor(art)
         for art in artifacts.values():
             if art.kind == "systemd-unit":
                 _service(art)
@@ -179,14 +187,35 @@ def _init(repo: str, owner: str, prefix: str) -> None:
     )
 
 
-def _runtime(wheelhouse: str | None, prefix: str) -> None:
-    """The virtualenv from the controller's wheelhouse (see deploy.wheelhouse)."""
+def apparmor_command(profile: str) -> str:
+    """Load an AppArmor profile only where AppArmor restricts unprivileged user
+    namespaces (Ubuntu 24.04 and later), as the role does; nothing elsewhere."""
+    q = shlex.quote(profile)
+    return ('if [ "$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null)" '
+            f'= 1 ]; then apparmor_parser -r {q}; fi')
+
+
+def _apparmor(profile: Artifact) -> None:
+    server.shell(name=f"Load {profile.target} where AppArmor restricts user namespaces",
+                 commands=[apparmor_command(profile.target)])
+
+
+def _runtime(wheelhouse: str | None, prefix: str, audit_dir: str = AUDIT_DIR) -> None:
+    """The runtime from the controller's wheelhouse (see deploy.wheelhouse)."""
+    from pyinfra.facts.server import Which
+    from pyinfra.operations import apt
+
     from agent_sandbox.deploy import wheelhouse as wh
 
+    if host.get_fact(Which, command="apt-get"):
+        apt.packages(name="Install bubblewrap, socat and the venv module",
+                     packages=list(PACKAGES), present=True)
     project = Path(__file__).resolve().parents[3]
     out = Path(wheelhouse or project / "build" / "wheelhouse")
     wh.build(project, out)
     files.directory(name=f"Folder {prefix}", path=prefix, present=True, mode="0755")
+    files.directory(name=f"Host audit folder {audit_dir}", path=audit_dir, present=True,
+                    user="root", group="root", mode="0700")
     put = files.put(name="Copy the wheelhouse", src=str(out / wh.ARCHIVE),
                     dest=f"{prefix}/wheelhouse.tar", mode="0644")
     server.shell(
@@ -202,5 +231,8 @@ def _runtime(wheelhouse: str | None, prefix: str) -> None:
         ],
         _if=put.did_change,
     )
+    server.shell(name="Put the native launcher in front of the Python entry point",
+                 commands=[f"{prefix}/venv/bin/python3 -m agent_sandbox.launcher ensure "
+                           f"{prefix}/venv/bin"])
     files.link(name="Link the sandbox command", path="/usr/local/bin/sandbox",
                target=f"{prefix}/venv/bin/sandbox")

@@ -5,6 +5,12 @@ the system C compiler and installs it as ``BINDIR/sandbox``; every subcommand
 except a replayable ``sandbox exec`` goes on to ``BINDIR/sandbox-py`` (the
 Python entry point, installed by pip next to it). Without a compiler nothing
 changes: ``sandbox`` stays the Python entry point and every run plans afresh.
+
+``python -m agent_sandbox.launcher ensure BINDIR`` is what the deploy front ends
+run (the Ansible role, the pyinfra deploy): it builds only when the source or
+the entry point changed since the last build (a stamp next to ``BINDIR``) or a
+reinstall put the Python script back, and says which it did: ``installed``,
+``unchanged`` or ``no-compiler`` (not an error: the Python entry point stays).
 """
 
 from __future__ import annotations
@@ -58,12 +64,38 @@ def install(bindir: str | os.PathLike[str], cc: str | None = None) -> Path:
     return bindir / "sandbox"
 
 
+def ensure(bindir: str | os.PathLike[str], cc: str | None = None) -> str:
+    """Install the launcher unless the one installed is current: ``installed``,
+    ``unchanged`` or ``no-compiler``."""
+    import hashlib
+
+    bindir = Path(bindir)
+    if not (cc or compiler()):
+        return "no-compiler"
+    want = hashlib.sha256(SOURCE.read_bytes() + (bindir / "sandbox-py").read_bytes()).hexdigest()
+    stamp = bindir.parent / ".launcher-stamp"
+    try:
+        with open(bindir / "sandbox", "rb") as fh:
+            native = fh.read(4) == b"\x7fELF"
+        current = native and stamp.read_text().strip() == want
+    except OSError:
+        current = False
+    if current:
+        return "unchanged"
+    install(bindir, cc)
+    stamp.write_text(want + "\n")
+    return "installed"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or args[0] != "install":
-        sys.stderr.write("usage: python -m agent_sandbox.launcher install BINDIR\n")
+    if len(args) != 2 or args[0] not in ("install", "ensure"):
+        sys.stderr.write("usage: python -m agent_sandbox.launcher install|ensure BINDIR\n")
         return 2
     try:
+        if args[0] == "ensure":
+            sys.stdout.write(ensure(args[1]) + "\n")
+            return 0
         path = install(args[1])
     except LauncherError as exc:
         sys.stderr.write(f"launcher: {exc}; `sandbox` stays the Python entry point\n")

@@ -1,4 +1,4 @@
-"""``python -m agent_sandbox.launcher install BINDIR``."""
+"""``python -m agent_sandbox.launcher install|ensure BINDIR``."""
 
 from agent_sandbox.launcher import main
 
