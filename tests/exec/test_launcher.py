@@ -546,3 +546,30 @@ def test_replayed_plan_proxy_chains_through_the_callers_parent(
         assert REPLAYED in r.stderr
         assert f"upstream-ok /v{m}".encode() in r.stdout
         assert ("http-connect", "up.example.com", True) in decisions(parent)
+
+
+def test_ensure_builds_only_when_something_changed(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``launcher ensure``, what the role and the pyinfra deploy run on every converge."""
+    from agent_sandbox.launcher import ensure
+
+    bindir = tmp_path / "venv" / "bin"
+    bindir.mkdir(parents=True)
+    entry = bindir / "sandbox-py"
+    entry.write_text("#!/bin/sh\necho python entry point\n")
+    entry.chmod(0o755)
+    assert ensure(bindir) == "installed"
+    assert (bindir / "sandbox").read_bytes()[:4] == b"\x7fELF"
+    assert ensure(bindir) == "unchanged"
+    # a reinstall of the package puts the Python script back: build again
+    (bindir / "sandbox").write_text("#!/usr/bin/python3\n")
+    assert ensure(bindir) == "installed"
+    # a new entry point (another version of the package): build again
+    entry.write_text("#!/bin/sh\necho another version\n")
+    assert ensure(bindir) == "installed" and ensure(bindir) == "unchanged"
+    # no compiler: nothing changes, and that is not an error
+    (bindir / "sandbox").write_text("#!/usr/bin/python3\n")
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert ensure(bindir) == "no-compiler"
+    assert (bindir / "sandbox").read_text() == "#!/usr/bin/python3\n"

@@ -1,8 +1,11 @@
 """The pyinfra deploy's pure helpers: which inventory host to render, which
-files belong to whom, and the service command taken from the rendered unit."""
+files belong to whom, the service command taken from the rendered unit, and
+when the AppArmor profile is loaded."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -36,3 +39,22 @@ def test_exec_start_comes_from_the_rendered_unit() -> None:
     assert "--settings /etc/agent-sandbox/srt-settings.json" in command
     with pytest.raises(ValueError):
         deploy.exec_start("[Service]\nType=simple\n")
+
+
+@pytest.mark.parametrize("flag,loaded", [("1\n", True), ("0\n", False), (None, False)])
+def test_apparmor_profile_is_loaded_only_where_userns_is_restricted(
+        tmp_path: Path, flag: str | None, loaded: bool) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls"
+    fake = bindir / "apparmor_parser"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    fake.chmod(0o755)
+    sysctl = tmp_path / "restrict"
+    if flag is not None:
+        sysctl.write_text(flag)
+    profile = "/etc/apparmor.d/agent sandbox"
+    r = subprocess.run(["sh", "-c", deploy.apparmor_command(profile, str(sysctl))], check=False,
+                       env={"PATH": f"{bindir}:/usr/bin:/bin"})
+    assert r.returncode == 0
+    assert (calls.read_text() if calls.exists() else "") == (f"-r {profile}\n" if loaded else "")

@@ -187,12 +187,14 @@ def _init(repo: str, owner: str, prefix: str) -> None:
     )
 
 
-def apparmor_command(profile: str) -> str:
+USERNS_RESTRICTED = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
+
+
+def apparmor_command(profile: str, flag: str = USERNS_RESTRICTED) -> str:
     """Load an AppArmor profile only where AppArmor restricts unprivileged user
     namespaces (Ubuntu 24.04 and later), as the role does; nothing elsewhere."""
-    q = shlex.quote(profile)
-    return ('if [ "$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null)" '
-            f'= 1 ]; then apparmor_parser -r {q}; fi')
+    return (f'if [ "$(cat {shlex.quote(flag)} 2>/dev/null)" = 1 ]; then '
+            f"apparmor_parser -r {shlex.quote(profile)}; fi")
 
 
 def _apparmor(profile: Artifact) -> None:
