@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import re
 import secrets
 import socket
 import threading
@@ -97,7 +98,8 @@ def test_parent_falls_back_to_the_environment_field_by_field() -> None:
 @pytest.mark.parametrize("doc,fragment", [
     ({"network": {"parentProxy": "http://p:1"}}, "parentProxy: expected an object"),
     ({"network": {"parentProxy": {"http": "socks5://p:1"}}}, "parentProxy.http"),
-    ({"network": {"parentProxy": {"https": "http://p:99999"}}}, "port 1-65535"),
+    ({"network": {"parentProxy": {"https": "http://p:99999"}}}, "a number 1-65535"),
+    ({"network": {"parentProxy": {"https": "http://alice:s3cret@p:0"}}}, "'http://***@p:0'"),
     ({"network": {"parentProxy": {"http": "http://p:1/path"}}}, "expected http://HOST"),
     ({"network": {"parentProxy": {"noProxy": ["a"]}}}, "noProxy: expected a string"),
     ({"network": {"mitmProxy": {"socketPath": "relative.sock", "domains": []}}},
@@ -106,7 +108,7 @@ def test_parent_falls_back_to_the_environment_field_by_field() -> None:
      "would allow every domain"),
 ])
 def test_bad_upstream_settings_are_refused(doc: dict, fragment: str) -> None:
-    with pytest.raises(SettingsError, match=fragment.replace("(", r"\(")):
+    with pytest.raises(SettingsError, match=re.escape(fragment)):
         parse(doc)
 
 

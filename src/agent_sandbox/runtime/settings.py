@@ -391,24 +391,24 @@ def proxy_url(text: str, where: str) -> str:
     """An upstream proxy's URL, checked: ``http://`` or ``https://`` (a bare
     ``host:port`` is taken as ``http://``, as curl does), a host, an optional
     port and credentials, nothing else."""
+    import urllib.parse
+
     url = text.strip() if "://" in text else "http://" + text.strip()
-    scheme, _, rest = url.partition("://")
-    authority = rest.split("/", 1)[0]
-    tail = rest[len(authority):]
-    hostport = authority.rsplit("@", 1)[-1]
-    if scheme.lower() not in ("http", "https") or not hostport or tail.strip("/") or any(
-            ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
-        raise SettingsError(f"{where}: {text!r}: expected http://HOST[:PORT] or "
-                            "https://HOST[:PORT] (credentials as USER:PASSWORD@ allowed)")
-    host, port = hostport, ""
-    if hostport.startswith("["):
-        host, _, port = hostport[1:].partition("]")
-        port = port[1:] if port.startswith(":") else port
-    elif ":" in hostport:
-        host, port = hostport.rsplit(":", 1)
-    if not host or (port and (not port.isdigit() or not 1 <= int(port) <= 65535)):
-        raise SettingsError(f"{where}: {text!r}: the proxy needs a host and a port 1-65535")
-    return scheme.lower() + "://" + authority
+    problem = "expected http://HOST[:PORT] or https://HOST[:PORT] (USER:PASSWORD@ allowed)"
+    try:
+        u = urllib.parse.urlsplit(url)
+        port = u.port  # a port that is not a number 0-65535 raises here
+    except ValueError:
+        problem, port, u = "the port must be a number 1-65535", None, None
+    if (u is None or u.scheme.lower() not in ("http", "https") or not u.hostname
+            or port == 0 or u.path not in ("", "/") or u.query or u.fragment
+            or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url)):
+        if port == 0:
+            problem = "the port must be a number 1-65535"
+        from .upstream import redact  # no credentials in messages
+
+        raise SettingsError(f"{where}: {redact(text)!r}: {problem}")
+    return f"{u.scheme.lower()}://{u.netloc}"
 
 
 def _parent_proxy(raw: Any, where: str) -> tuple[str, str, str] | None:
