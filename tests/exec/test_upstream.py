@@ -173,6 +173,21 @@ def scripted_parent(answer: bytes) -> Iterator[tuple[Upstream, list[bytes]]]:
         srv.close()
 
 
+@contextlib.contextmanager
+def proxy_through(parent: str) -> Iterator[tuple[Proxy, tuple[str, int]]]:
+    """Our proxy, in this process, allowing up.example.com through ``parent``:
+    the proxy and the address it listens on."""
+    proxy = Proxy(ProxyConfig(("up.example.com",), hosts={"up.example.com": ["192.0.2.7"]},
+                              routes=routes((parent, "", ""), None, {})))
+    lis = socket.create_server(("127.0.0.1", 0))
+    lis.setblocking(False)
+    proxy.start_in_thread([lis], [])
+    try:
+        yield proxy, lis.getsockname()
+    finally:
+        proxy.stop()
+
+
 def test_tunnel_sends_credentials_and_keeps_what_the_server_said_first() -> None:
     with scripted_parent(b"HTTP/1.1 200 Connection established\r\n\r\nSSH-2.0-banner\r\n"
                          ) as (up, seen):
@@ -195,26 +210,18 @@ def test_a_refused_tunnel_is_an_error(answer: bytes) -> None:
 
 
 def test_plain_http_goes_to_the_parent_in_absolute_form_with_its_own_credentials() -> None:
-    with scripted_parent(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") as (up, seen):
-        r = routes((f"http://bob:hunter2@127.0.0.1:{up.port}", "", ""), None, {})
-        proxy = Proxy(ProxyConfig(("up.example.com",), hosts={"up.example.com": ["192.0.2.7"]},
-                                  routes=r))
-        lis = socket.create_server(("127.0.0.1", 0))
-        lis.setblocking(False)
-        proxy.start_in_thread([lis], [])
-        try:
-            with socket.create_connection(lis.getsockname(), timeout=5) as c:
-                c.sendall(b"GET http://up.example.com:8080/x?y=1 HTTP/1.1\r\n"
-                          b"Host: up.example.com:8080\r\n"
-                          b"Proxy-Authorization: Basic Y2xpZW50OnNlY3JldA==\r\n\r\n")
-                got = b""
-                while not got.endswith(b"ok"):
-                    chunk = c.recv(4096)
-                    if not chunk:
-                        break
-                    got += chunk
-        finally:
-            proxy.stop()
+    with scripted_parent(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") as (up, seen), \
+            proxy_through(f"http://bob:hunter2@127.0.0.1:{up.port}") as (proxy, address), \
+            socket.create_connection(address, timeout=5) as c:
+        c.sendall(b"GET http://up.example.com:8080/x?y=1 HTTP/1.1\r\n"
+                  b"Host: up.example.com:8080\r\n"
+                  b"Proxy-Authorization: Basic Y2xpZW50OnNlY3JldA==\r\n\r\n")
+        got = b""
+        while not got.endswith(b"ok"):
+            chunk = c.recv(4096)
+            if not chunk:
+                break
+            got += chunk
     head = seen[0].decode()
     assert head.startswith("GET http://up.example.com:8080/x?y=1 HTTP/1.1\r\n")
     assert f"Proxy-Authorization: Basic {base64.b64encode(b'bob:hunter2').decode()}" in head
@@ -333,19 +340,11 @@ def test_parent_settings_reach_srt_as_written() -> None:
     b"CONNECT up.example.com:443\x00 HTTP/1.1\r\n\r\n",
 ])
 def test_ambiguous_requests_are_refused_before_anything_is_passed_on(head: bytes) -> None:
-    with scripted_parent(b"HTTP/1.1 200 OK\r\n\r\n") as (up, seen):
-        r = routes((f"http://127.0.0.1:{up.port}", "", ""), None, {})
-        proxy = Proxy(ProxyConfig(("up.example.com",), hosts={"up.example.com": ["192.0.2.7"]},
-                                  routes=r))
-        lis = socket.create_server(("127.0.0.1", 0))
-        lis.setblocking(False)
-        proxy.start_in_thread([lis], [])
-        try:
-            with socket.create_connection(lis.getsockname(), timeout=5) as c:
-                c.sendall(head)
-                got = c.recv(4096)
-        finally:
-            proxy.stop()
+    with scripted_parent(b"HTTP/1.1 200 OK\r\n\r\n") as (up, seen), \
+            proxy_through(f"http://127.0.0.1:{up.port}") as (proxy, address), \
+            socket.create_connection(address, timeout=5) as c:
+        c.sendall(head)
+        got = c.recv(4096)
     assert got.startswith(b"HTTP/1.1 403") and b"malformed-request" in got
     assert seen == []
     assert [d.reason for d in proxy.decisions] == ["malformed-request"]
