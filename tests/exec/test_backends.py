@@ -6,10 +6,11 @@ import os
 import secrets
 import shutil
 import subprocess
+import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import SRT, HostListeners, write_settings
+from conftest import SRT, HostListeners, Net, audit_records, write_settings
 
 from agent_sandbox.runtime.backends import gvisor_container_options, gvisor_containers_conf
 from agent_sandbox.runtime.exec import TIMED_OUT, SandboxStartError, run_sandboxed
@@ -49,6 +50,8 @@ def test_gvisor_containers_conf_sets_runsc_without_network() -> None:
     assert 'runtime = "runsc-nonet"' in conf and 'runsc-nonet = ["/x/runsc-nonet"]' in conf
     assert "default_ulimits = []" in conf
     assert "[engine]" in gvisor_containers_conf("", "/w")
+    conf = gvisor_containers_conf(base, "/x/runsc-netns", "runsc-netns")
+    assert 'runtime = "runsc-netns"' in conf and "runsc-nonet" not in conf
 
 
 def test_missing_srt_is_a_start_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -124,6 +127,43 @@ def test_gvisor_backend_isolates_and_passes_status(tmp_path: Path, gvisor_env: N
     assert (work / "f").read_text() == "hi\n"
     assert sorted(p.name for p in work.iterdir()) == ["f"]  # placeholders gone, nothing protected
     assert (host_listeners.tcp_host.hits if host_listeners.tcp_host else 0) == before
+
+
+@pytest.mark.slow
+def test_gvisor_backend_reaches_allowed_domains_through_the_proxy(
+        tmp_path: Path, gvisor_env: None, proxy_env: Net, audit_dir: Path) -> None:
+    """The gVisor container gets the same network policy as bwrap: only the proxy,
+    on its own loopback (judged from the host: what the upstream saw, the audit)."""
+    work = tmp_path / "w"
+    work.mkdir()
+    m = secrets.token_hex(6)
+    s = write_settings(tmp_path / "s.json", {
+        "network": {"allowedDomains": ["up.example.com"], "deniedDomains": ["bad.example.com"]},
+        "filesystem": {"allowWrite": [str(work)]}})
+    client = textwrap.dedent(f"""
+        import socket, urllib.error, urllib.request
+        print(urllib.request.urlopen("http://up.example.com:8080/g{m}", timeout=10).read())
+        try:
+            urllib.request.urlopen("http://bad.example.com:8080/b{m}", timeout=10)
+        except urllib.error.HTTPError as e:
+            print("denied", e.code, e.headers["X-Proxy-Error"])
+        for ip in ("{proxy_env.up_ip}", "{proxy_env.host_ip}", "1.1.1.1"):
+            try:
+                socket.create_connection((ip, 8080), 3).sendall(b"GET /r{m} HTTP/1.0\\r\\n\\r\\n")
+                print("raw reached", ip)
+            except OSError as e:
+                print("raw refused", ip, e.errno)
+    """)
+    r = run_sandboxed(["python3", "-c", client], s, work, backend="gvisor", timeout=120)
+    out = r.stdout.decode()
+    assert r.returncode == 0, (out, r.stderr)
+    assert f"upstream-ok /g{m}" in out and proxy_env.saw(f"/g{m}")
+    assert "denied 403 blocked-by-denylist" in out and not proxy_env.saw(f"b{m}")
+    assert "raw reached" not in out and not proxy_env.saw(f"r{m}")
+    recs = [x for x in audit_records(audit_dir) if x.get("event") == "proxy.decision"]
+    assert {(x["host"], x["allowed"]) for x in recs} == {("up.example.com", True),
+                                                         ("bad.example.com", False)}
+    assert all(x["session"].startswith("gvisor-") for x in recs)
 
 
 @pytest.mark.slow

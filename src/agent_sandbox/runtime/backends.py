@@ -3,16 +3,20 @@
 - ``srt``: writes the same settings (srt format, unchanged) to a private file
   and runs the installed ``srt -s FILE -c CMD``. Found at ``$AGENT_SANDBOX_SRT``
   or on PATH.
-- ``gvisor``: a one-shot container under ``runsc`` with no network at all,
-  driven through the ``docker`` SDK against podman's Docker API
-  (``$DOCKER_HOST``, or a ``podman system service`` this module starts on a
-  private socket). The root filesystem is the image
-  (``$AGENT_SANDBOX_GVISOR_IMAGE``, default ``localhost/agent-sandbox-base:bookworm``),
-  read-only; the mounts come from the same plan as bwrap's: the writable roots
-  read-write with the protected set and ``denyWrite`` read-only and denied reads
-  hidden inside them, the working directory read-only otherwise. Nothing else of
-  the host is visible. gVisor gets no egress proxy: it is the backend for
-  commands that must not reach the network.
+- ``gvisor``: a one-shot container under ``runsc``, driven through the
+  ``docker`` SDK against podman's Docker API (a ``podman system service`` this
+  module starts on a private socket, or ``$DOCKER_HOST``). The root filesystem
+  is the image (``$AGENT_SANDBOX_GVISOR_IMAGE``, default
+  ``localhost/agent-sandbox-base:bookworm``), read-only; the mounts come from
+  the same plan as bwrap's: the writable roots read-write with the protected
+  set and ``denyWrite`` read-only and denied reads hidden inside them, the
+  working directory read-only otherwise. Nothing else of the host is visible.
+  The network policy is bwrap's too: when the settings allow any domain, the
+  container is created (not started), the egress proxy's ports are opened in
+  its own network namespace (loopback only) and served from here, and gVisor
+  uses that namespace (``runsc --network=host`` inside it); the command then
+  starts with the proxy variables set. Otherwise, and through a
+  ``$DOCKER_HOST`` whose runtime cannot be chosen, it has no network at all.
 
 Neither ever runs the command outside a sandbox: a missing srt, image or API is
 ``SandboxStartError``.
@@ -27,6 +31,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .bwrap import Plan
@@ -125,13 +130,14 @@ def _read(path: str | None) -> str:
         return ""
 
 
-def gvisor_containers_conf(base: str, wrapper: str) -> str:
-    """A containers.conf: ``base`` with runsc (no network) as the engine's runtime."""
+def gvisor_containers_conf(base: str, wrapper: str, name: str = "runsc-nonet") -> str:
+    """A containers.conf: ``base`` with ``wrapper`` (runsc with its network mode
+    fixed) as the engine's runtime, called ``name``."""
     import re
 
     lines = [ln for ln in base.splitlines()
              if not re.match(r"\s*runtime\s*=", ln)]
-    engine = 'runtime = "runsc-nonet"'
+    engine = f'runtime = "{name}"'
     out, seen = [], False
     for ln in lines:
         out.append(ln)
@@ -140,26 +146,33 @@ def gvisor_containers_conf(base: str, wrapper: str) -> str:
             seen = True
     if not seen:
         out += ["", "[engine]", engine]
-    out += ["", "[engine.runtimes]", f'runsc-nonet = ["{wrapper}"]', ""]
+    out += ["", "[engine.runtimes]", f'{name} = ["{wrapper}"]', ""]
     return "\n".join(out)
 
 
 class PodmanService:
-    """A private ``podman system service`` (Docker API) for the gVisor backend."""
+    """A private ``podman system service`` (Docker API) for the gVisor backend.
 
-    def __init__(self) -> None:
+    Its default runtime is runsc with the network mode fixed (the Docker API has
+    no runtime flags, and podman's ignores a container's runtime): ``none`` (no
+    network at all) or, for runs that may reach the egress proxy, ``host``: gVisor
+    then uses the container's own network namespace, which has nothing but
+    loopback and the proxy's ports.
+    """
+
+    def __init__(self, network: str = "none") -> None:
         self.dir = tempfile.mkdtemp(prefix="agent-sandbox-podman-")
         self.sock = os.path.join(self.dir, "podman.sock")
-        # runsc with its own network stack disabled, as the default runtime of
-        # this private service (the Docker API has no runtime flags)
-        wrapper = os.path.join(self.dir, "runsc-nonet")
+        name = "runsc-nonet" if network == "none" else "runsc-netns"
+        wrapper = os.path.join(self.dir, name)
         runsc = shutil.which("runsc") or "/usr/bin/runsc"
         with open(wrapper, "w") as fh:
-            fh.write(f'#!/bin/sh\nexec {shlex.quote(runsc)} --network=none "$@"\n')
+            fh.write(f'#!/bin/sh\nexec {shlex.quote(runsc)} --network={network} "$@"\n')
         os.chmod(wrapper, 0o700)
         conf = os.path.join(self.dir, "containers.conf")
         with open(conf, "w") as fh:
-            fh.write(gvisor_containers_conf(_read(os.environ.get("CONTAINERS_CONF")), wrapper))
+            fh.write(gvisor_containers_conf(_read(os.environ.get("CONTAINERS_CONF")), wrapper,
+                                            name))
         env = dict(os.environ, CONTAINERS_CONF=conf)
         self.proc = subprocess.Popen(
             ["podman", "system", "service", "--time=0", f"unix://{self.sock}"],
@@ -216,9 +229,17 @@ def gvisor_mounts(plan: Plan, cwd: str) -> list[dict[str, Any]]:
 
 
 def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
-                             runtime: str | None = "runsc") -> dict[str, Any]:
-    """The docker SDK ``containers.create`` keyword arguments (pure)."""
-    return {
+                             runtime: str | None = "runsc",
+                             proxy: bool = False) -> dict[str, Any]:
+    """The docker SDK ``containers.create`` keyword arguments (pure).
+
+    ``proxy``: the command may reach the egress proxy (its ports are opened from
+    the host in the container's network namespace before the command starts;
+    see ``PodmanService``): it gets the proxy variables.
+    """
+    from . import bwrap as bw
+
+    opts: dict[str, Any] = {
         "image": os.environ.get("AGENT_SANDBOX_GVISOR_IMAGE", GVISOR_IMAGE),
         "command": argv,
         "working_dir": cwd,
@@ -231,20 +252,25 @@ def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
         "pids_limit": 4096,
         "detach": True,
     }
+    if proxy:
+        opts["environment"] = {k: v for k, v in bw.proxy_env().items()
+                               if k != "GIT_SSH_COMMAND"}
+    return opts
 
 
-_SERVICE: PodmanService | None = None
+_SERVICES: dict[str, PodmanService] = {}
 
 
-def _service() -> PodmanService:
-    """One private podman service per process, started on first use, stopped at exit."""
-    global _SERVICE
-    if _SERVICE is None or _SERVICE.proc.poll() is not None:
+def _service(network: str = "none") -> PodmanService:
+    """One private podman service per network mode and process, started on first
+    use, stopped at exit."""
+    service = _SERVICES.get(network)
+    if service is None or service.proc.poll() is not None:
         import atexit
 
-        _SERVICE = PodmanService()
-        atexit.register(_SERVICE.close)
-    return _SERVICE
+        service = _SERVICES[network] = PodmanService(network)
+        atexit.register(service.close)
+    return service
 
 
 def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
@@ -260,8 +286,11 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     started = time.monotonic()
     service: PodmanService | None = None
     url = os.environ.get("DOCKER_HOST")
+    # the proxy needs a private service's runsc-netns runtime (see PodmanService);
+    # through another Docker API the container has no network at all
+    wants_proxy = bool(settings.network.allowed_domains) and not url
     if not url:
-        service = _service()
+        service = _service("host" if wants_proxy else "none")
         url = service.url
     placeholders = Placeholders()
     try:
@@ -273,13 +302,17 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
         placeholders.cleanup()
         raise
     container = None
+    proxy = None
+    close_audit: Callable[[], None] = lambda: None  # noqa: E731
     notes = b""
     try:
         try:
             client = docker.DockerClient(base_url=url, timeout=max(60, int(timeout or 0) + 30))
-            opts = gvisor_container_options(argv, plan, cwd,
+            opts = gvisor_container_options(argv, plan, cwd, proxy=wants_proxy,
                                             runtime=None if service else "runsc")
             container = client.containers.create(**opts)
+            if wants_proxy:
+                proxy, close_audit = _gvisor_proxy(client, container, settings)
             container.start()
         except docker.errors.DockerException as exc:
             raise SandboxStartError(f"gVisor container could not start: {exc}") from None
@@ -298,6 +331,9 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
         if container is not None:
             with contextlib.suppress(Exception):
                 container.remove(force=True)
+        if proxy is not None:
+            proxy.stop()
+        close_audit()
         roots = [w for w in plan.writable_roots if os.path.isdir(w)]
         _, said = quarantine(roots, since, [m.path for m in plan.mounts], warn_incomplete=False)
         notes += "".join(said).encode()
@@ -307,6 +343,40 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
         os.write(1, out)
         os.write(2, err)
     return CompletedRun(rc, out, err, time.monotonic() - started, timed_out, "gvisor")
+
+
+def _gvisor_proxy(client: Any, container: Any,
+                  settings: Settings) -> tuple[Any, Callable[[], None]]:
+    """Create (init) the container without starting its command, open the proxy's
+    ports in its network namespace and serve them from here: the command finds
+    them ready. Any failure here ends the run before the command starts."""
+    from . import bwrap as bw
+    from .netns import open_listeners
+    from .proxy import audit_recorder, serve
+
+    resp = client.api._post(client.api._url("/libpod/containers/{0}/init", container.id))
+    if resp.status_code >= 400:
+        raise SandboxStartError(f"gVisor container could not be created: {resp.text[:300]}")
+    container.reload()
+    pid = int(container.attrs.get("State", {}).get("Pid") or 0)
+    if pid <= 0:
+        raise SandboxStartError("gVisor container has no process to find its network in")
+    try:
+        http, socks = open_listeners(pid, (bw.PROXY_HTTP_PORT, bw.PROXY_SOCKS_PORT),
+                                     loopback_up=True)
+    except OSError as exc:
+        raise SandboxStartError(f"gVisor container: {exc}") from None
+    try:
+        record, close = audit_recorder(None)
+    except Exception as exc:  # no audit, no egress: every request is refused
+        reason = f"the audit log is unavailable ({type(exc).__name__}: {exc})"
+
+        def record(event: dict[str, Any], reason: str = reason) -> None:
+            raise RuntimeError(reason)
+
+        def close() -> None:
+            pass
+    return serve(settings.network, http, socks, record, f"gvisor-{os.getpid()}"), close
 
 
 def run_backend(name: str, argv: list[str], settings: Settings, cwd: str, home: str, *,

@@ -637,7 +637,7 @@ class BwrapRun:
     def start_proxy(self) -> None:
         if self.proxy is not None or not self.listeners:
             return
-        from .proxy import Proxy, ProxyConfig, load_hosts, own_addresses
+        from .proxy import serve
 
         try:
             record = self._recorder()
@@ -648,20 +648,9 @@ class BwrapRun:
 
             def record(event: dict[str, Any], reason: str = reason) -> None:
                 raise RuntimeError(reason)
-        hosts: dict[str, list[str]] = {}
-        hosts_file = os.environ.get(HOSTS_ENV)
-        if hosts_file:
-            with _suppress(OSError):
-                hosts = load_hosts(hosts_file)
-        cfg = ProxyConfig.from_settings(self.settings.network, os.environ, hosts=hosts,
-                                        own=own_addresses(), session=f"exec-{os.getpid()}")
-        self.proxy = Proxy(cfg, record)
-        import socket
-
-        self.listeners = [socket.socket(fileno=s.detach()) for s in self.listeners]
-        for s in self.listeners:
-            s.setblocking(False)
-        self.proxy.start_in_thread([self.listeners[0]], [self.listeners[1]])
+        self.proxy = serve(self.settings.network, self.listeners[0], self.listeners[1], record,
+                           f"exec-{os.getpid()}")
+        self.listeners = []  # the proxy owns them now
 
     # waiting ---------------------------------------------------------------
 

@@ -46,7 +46,27 @@ def _setns(fd: int, nstype: int) -> None:
         raise PermissionError(1, f"setns({nstype:#x}) failed")
 
 
-def _listeners(ports: Sequence[int]) -> list[socket.socket]:
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def _loopback_up() -> None:
+    """Bring this namespace's ``lo`` up (a container runtime may leave it down)."""
+    import fcntl
+    import struct
+
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        ifreq = struct.pack("16sH22x", b"lo", 0)  # struct ifreq: name, flags, padding
+        flags = struct.unpack("16sH22x", fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, ifreq))[1]
+        if not flags & IFF_UP:
+            fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
+    finally:
+        s.close()
+
+
+def _listeners(ports: Sequence[int], loopback_up: bool = False) -> list[socket.socket]:
+    if loopback_up:
+        _loopback_up()
     out = []
     for port in ports:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -58,13 +78,14 @@ def _listeners(ports: Sequence[int]) -> list[socket.socket]:
     return out
 
 
-def _in_process(pid: int, ports: Sequence[int]) -> list[socket.socket]:
+def _in_process(pid: int, ports: Sequence[int],
+                loopback_up: bool = False) -> list[socket.socket]:
     own = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     try:
         _setns(target, CLONE_NEWNET)
         try:
-            return _listeners(ports)
+            return _listeners(ports, loopback_up)
         finally:
             try:
                 _setns(own, CLONE_NEWNET)
@@ -75,7 +96,8 @@ def _in_process(pid: int, ports: Sequence[int]) -> list[socket.socket]:
         os.close(target)
 
 
-def _via_child(pid: int, ports: Sequence[int]) -> list[socket.socket]:
+def _via_child(pid: int, ports: Sequence[int],
+               loopback_up: bool = False) -> list[socket.socket]:
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     userns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
     netns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
@@ -86,7 +108,7 @@ def _via_child(pid: int, ports: Sequence[int]) -> list[socket.socket]:
             parent.close()
             _setns(userns, CLONE_NEWUSER)
             _setns(netns, CLONE_NEWNET)
-            socks = _listeners(ports)
+            socks = _listeners(ports, loopback_up)
             payload = b"".join(s.fileno().to_bytes(4, "little", signed=True) for s in socks)
             child.sendmsg([b"ok"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, payload)])
             code = 0
@@ -117,14 +139,16 @@ def _via_child(pid: int, ports: Sequence[int]) -> list[socket.socket]:
     return [socket.socket(fileno=fd) for fd in fds]
 
 
-def open_listeners(pid: int, ports: Sequence[int]) -> list[socket.socket]:
-    """Listening TCP sockets on 127.0.0.1:<ports> in the network namespace of ``pid``."""
+def open_listeners(pid: int, ports: Sequence[int],
+                   loopback_up: bool = False) -> list[socket.socket]:
+    """Listening TCP sockets on 127.0.0.1:<ports> in the network namespace of ``pid``
+    (``loopback_up``: bring its ``lo`` up first, for a namespace bwrap did not make)."""
     if os.geteuid() == 0:
         try:
-            return _in_process(pid, ports)
+            return _in_process(pid, ports, loopback_up)
         except PermissionError:
             pass
     try:
-        return _via_child(pid, ports)
+        return _via_child(pid, ports, loopback_up)
     except OSError as exc:
         raise NamespaceError(f"cannot open the proxy ports in the sandbox: {exc}") from None

@@ -688,6 +688,26 @@ class Proxy:
         self._listeners = []
 
 
+def serve(network: NetworkSettings, http: Any, socks: Any, record: Recorder | None,
+          session: str) -> Proxy:
+    """A proxy for settings' network section, serving two listening sockets (HTTP
+    and SOCKS5; made in a sandbox's network namespace) from threads of this
+    process: the hosts file named in ``$AGENT_SANDBOX_HOSTS``, this host's own
+    addresses, and the upstream proxies of the settings or this environment."""
+    hosts: dict[str, list[str]] = {}
+    if os.environ.get("AGENT_SANDBOX_HOSTS"):
+        with contextlib.suppress(OSError):
+            hosts = load_hosts(os.environ["AGENT_SANDBOX_HOSTS"])
+    cfg = ProxyConfig.from_settings(network, os.environ, hosts=hosts, own=own_addresses(),
+                                    session=session)
+    proxy = Proxy(cfg, record)
+    listening = [socket.socket(fileno=s.detach()) for s in (http, socks)]
+    for s in listening:
+        s.setblocking(False)
+    proxy.start_in_thread([listening[0]], [listening[1]])
+    return proxy
+
+
 def _split_hostport(text: str, default: int) -> tuple[str, int]:
     t = text.strip()
     if t.startswith("["):
