@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import secrets
-import shutil
+import shlex
 import subprocess
 import textwrap
 from pathlib import Path
@@ -17,7 +16,6 @@ from agent_sandbox.runtime.exec import TIMED_OUT, SandboxStartError, run_sandbox
 from agent_sandbox.runtime.settings import parse
 
 REPO = Path(__file__).resolve().parents[2]
-IMAGE = "localhost/agent-sandbox-base:bookworm"
 
 
 def test_gvisor_mounts_follow_the_bwrap_plan(tmp_path: Path) -> None:
@@ -85,25 +83,6 @@ def test_srt_backend_gets_the_same_settings(tmp_path: Path, monkeypatch: pytest.
     assert not (locks / "plans" / "x").exists()  # no plan planted for the native launcher
 
 
-@pytest.fixture(scope="session")
-def gvisor_image() -> str:
-    """podman, runsc and the base image; the image is built here when missing
-    (scripts/base-image.sh, about a minute), so a fresh machine runs these tests
-    instead of skipping them. Missing tools are a failure: bootstrap installs them."""
-    if not (shutil.which("podman") and shutil.which("runsc") and shutil.which("debootstrap")):
-        pytest.fail("podman, runsc and debootstrap are needed (scripts/bootstrap.sh)")
-    env = dict(os.environ, CONTAINERS_CONF=str(REPO / "containers.conf"))
-    subprocess.run(["bash", "scripts/base-image.sh"], cwd=REPO, env=env, check=True,
-                   timeout=900)
-    return IMAGE
-
-
-@pytest.fixture
-def gvisor_env(monkeypatch: pytest.MonkeyPatch, gvisor_image: str) -> None:
-    monkeypatch.setenv("CONTAINERS_CONF", str(REPO / "containers.conf"))
-    monkeypatch.delenv("DOCKER_HOST", raising=False)
-
-
 @pytest.mark.slow
 def test_gvisor_backend_isolates_and_passes_status(tmp_path: Path, gvisor_env: None,
                                                    host_listeners: HostListeners) -> None:
@@ -154,15 +133,19 @@ def test_gvisor_backend_reaches_allowed_domains_through_the_proxy(
             except OSError as e:
                 print("raw refused", ip, e.errno)
     """)
-    r = run_sandboxed(["python3", "-c", client], s, work, backend="gvisor", timeout=120)
+    r = run_sandboxed(["sh", "-c", f"python3 -c {shlex.quote(client)} && "
+                       f"curl -s -m 10 -x socks5h://127.0.0.1:1080 http://up.example.com:8080/k{m}"],
+                      s, work, backend="gvisor", timeout=120)
     out = r.stdout.decode()
     assert r.returncode == 0, (out, r.stderr)
     assert f"upstream-ok /g{m}" in out and proxy_env.saw(f"/g{m}")
+    assert f"upstream-ok /k{m}" in out and proxy_env.saw(f"/k{m}")  # SOCKS5 too
     assert "denied 403 blocked-by-denylist" in out and not proxy_env.saw(f"b{m}")
     assert "raw reached" not in out and not proxy_env.saw(f"r{m}")
     recs = [x for x in audit_records(audit_dir) if x.get("event") == "proxy.decision"]
-    assert {(x["host"], x["allowed"]) for x in recs} == {("up.example.com", True),
-                                                         ("bad.example.com", False)}
+    assert {(x["protocol"], x["host"], x["allowed"]) for x in recs} == {
+        ("http", "up.example.com", True), ("socks5", "up.example.com", True),
+        ("http", "bad.example.com", False)}
     assert all(x["session"].startswith("gvisor-") for x in recs)
 
 

@@ -5,8 +5,9 @@ Every case runs a shell script inside the sandbox and then looks at the host
 only: file contents, the upstream server's request log, host listeners'
 counters, the host's process table. The exit status of the sandboxed command is
 never the verdict. The same cases run against our ``sandbox exec`` (which must
-block every one) and against the real srt (whose result is recorded, not
-asserted); the side-by-side table is written to build/escape-results.md.
+block every one, on the Python path, on the native launcher's replay path and
+with ``--backend gvisor``) and against the real srt (whose result is recorded,
+not asserted); the side-by-side table is written to build/escape-results.md.
 """
 
 from __future__ import annotations
@@ -440,7 +441,10 @@ def run_case(engine: str, case: Case, tmp: Path, net: Net, ls: HostListeners,
              monkeypatch: pytest.MonkeyPatch, launcher: Path | None = None) -> bool:
     ctx, s = make_ctx(tmp, net, ls, case)
     script = case.script
-    for k, v in ctx.vars().items():
+    values = ctx.vars()
+    if engine == "gvisor":  # the container's root is the image: its own interpreter
+        values["PY"] = "python3"
+    for k, v in values.items():
         script = script.replace("{" + k + "}", v)
     settings_file = tmp / "settings.json"
     settings_file.write_text(json.dumps(s))
@@ -464,6 +468,10 @@ def run_case(engine: str, case: Case, tmp: Path, net: Net, ls: HostListeners,
             p.kill()
             _, err = p.communicate()
         assert REPLAYED in err, f"{case.name}: not run on the replay path: {err[-300:]!r}"
+    elif engine == "gvisor":
+        monkeypatch.setenv("AGENT_SANDBOX_HOSTS", str(net.hosts_file))
+        monkeypatch.setenv("AGENT_SANDBOX_AUDIT_DIR", str(tmp / "audit"))
+        run_sandboxed(["sh", "-c", script], settings_file, ctx.W, backend="gvisor", timeout=60)
     else:
         run_srt_killing_stragglers([str(SRT), "-s", str(settings_file), "-c", script], ctx.W)
     try:
@@ -519,17 +527,18 @@ def results_table() -> Any:
     lines = ["# Escape suite: sandbox exec vs srt", "",
              "Each case is judged from the host (file contents, listeners, process table).",
              "sandbox exec runs it twice: planned by the Python runtime, and replayed by the",
-             "native launcher.", "",
-             "| case | category | sandbox exec | native launcher | srt |",
-             "| --- | --- | --- | --- | --- |"]
+             "native launcher; then once more with the gVisor backend.", "",
+             "| case | category | sandbox exec | native launcher | gVisor backend | srt |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for c in CASES:
         r = RESULTS.get(c.name)
         if r:
             lines.append(f"| {c.name} | {c.category} | {r.get('ours', 'not run')} | "
-                         f"{r.get('launcher', 'not run')} | {r.get('srt', 'not run')} |")
+                         f"{r.get('launcher', 'not run')} | {r.get('gvisor', 'not run')} | "
+                         f"{r.get('srt', 'not run')} |")
     totals = []
     for engine, label in (("ours", "sandbox exec"), ("launcher", "native launcher"),
-                          ("srt", "srt")):
+                          ("gvisor", "gVisor backend"), ("srt", "srt")):
         got = [r[engine] for r in RESULTS.values() if engine in r]
         totals.append(f"{label}: {got.count('blocked')}/{len(got)} blocked")
     lines += ["", "; ".join(totals), ""]
@@ -555,6 +564,16 @@ def test_launcher_blocks(case: Case, tmp_path: Path, net: Net, host_listeners: H
     escaped = run_case("launcher", case, tmp_path, net, host_listeners, monkeypatch, launcher)
     _record("launcher", case, escaped)
     assert not escaped, f"{case.name}: the attack succeeded against the native launcher"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_gvisor_blocks(case: Case, tmp_path: Path, net: Net, host_listeners: HostListeners,
+                       monkeypatch: pytest.MonkeyPatch, gvisor_env: None) -> None:
+    """The same attacks against ``--backend gvisor`` (one runsc container each)."""
+    escaped = run_case("gvisor", case, tmp_path, net, host_listeners, monkeypatch)
+    _record("gvisor", case, escaped)
+    assert not escaped, f"{case.name}: the attack succeeded against the gVisor backend"
 
 
 @pytest.mark.slow
