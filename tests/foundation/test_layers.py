@@ -355,3 +355,27 @@ def test_init_under_a_managed_policy(tmp_path, monkeypatch):
     inside.parent.mkdir()
     inside.write_text('filesystem:\n  allow_write: ["."]\n')
     assert connector._load_spec(str(repo), ["claude"], mcp=False).filesystem.allow_write == ["."]
+
+
+def test_resolved_address_ranges_only_grow_down_the_stack(tmp_path: Path) -> None:
+    """``network.denied_resolved_addresses`` is a deny list: lower layers add ranges,
+    and an empty list below does not drop the managed ones."""
+    managed = write(tmp_path / "managed.yml", """
+        network:
+          allowed_domains: [github.com]
+          denied_resolved_addresses: ["10.0.0.0/8"]
+    """)
+    repo = write(tmp_path / "repo.yml", """
+        network:
+          denied_resolved_addresses: ["192.168.1.10", "10.1.2.3/8"]
+    """)
+    spec = load_spec(str(managed), str(repo))
+    assert spec.network.denied_resolved_addresses == ["10.0.0.0/8", "192.168.1.10/32"]
+    empty = write(tmp_path / "empty.yml", "network:\n  denied_resolved_addresses: []\n")
+    assert load_spec(str(managed), str(empty)).network.denied_resolved_addresses == [
+        "10.0.0.0/8"]
+    bad = write(tmp_path / "bad.yml", "network:\n  denied_resolved_addresses: [10.0.0/33]\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(str(managed), str(bad))
+    assert "network.denied_resolved_addresses" in str(err.value)
+    assert "not an IP address or CIDR range" in str(err.value)

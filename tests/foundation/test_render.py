@@ -367,3 +367,22 @@ def test_every_os_gets_the_policy_the_hooks_read(os_name: str, target: str) -> N
     policy = json.loads(arts[target].content)
     assert policy["network"]["allowed_domains"] == ["github.com", "*.npmjs.org"]
     assert Spec.model_validate(policy) == spec  # the document is the effective spec
+
+
+def test_resolved_address_ranges_reach_the_proxy_settings_only() -> None:
+    """The spec's ``denied_resolved_addresses`` is srt's ``deniedResolvedAddresses`` in
+    the settings every proxy reads (Linux and macOS), and not in Claude Code's sandbox
+    block, whose schema has no such key."""
+    from agent_sandbox.render.srt import srt_settings
+    from agent_sandbox.runtime.settings import parse
+
+    spec = spec_from("network:\n  allowed_domains: [github.com]\n"
+                     "  denied_resolved_addresses: [10.0.0.0/8, fc00::/7]\n")
+    doc = srt_settings(spec)
+    assert doc["network"]["deniedResolvedAddresses"] == ["10.0.0.0/8", "fc00::/7"]
+    assert parse(doc).network.denied_addresses == ("10.0.0.0/8", "fc00::/7")
+    claude = A.claude_settings(spec, HostFacts("h", "linux", (User("u", "/home/u"),), ()),
+                               managed=True)
+    assert "deniedResolvedAddresses" not in json.dumps(claude)
+    assert not list(jsonschema.Draft7Validator(CLAUDE_SCHEMA).iter_errors(claude))
+    assert "deniedResolvedAddresses" not in srt_settings(spec_from("network: {}\n"))["network"]

@@ -50,6 +50,8 @@ def srt_settings(spec: Spec, home: str | None = None) -> dict[str, Any]:
 
     fs = spec.filesystem
     network = srt_network(spec)
+    if spec.network.denied_resolved_addresses:  # srt's key; not in Claude Code's sandbox block
+        network["deniedResolvedAddresses"] = list(spec.network.denied_resolved_addresses)
     filesystem: dict[str, Any] = {
         "denyRead": exp(fs.deny_read),
         "allowWrite": exp(fs.allow_write),

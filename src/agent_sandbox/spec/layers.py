@@ -45,6 +45,7 @@ RULES: dict[str, str] = {
     "filesystem.allow_read": "narrow",
     "filesystem.allow_write": "narrow",
     "network.denied_domains": "union",
+    "network.denied_resolved_addresses": "union",
     "network.allowed_domains": "narrow",
     "network.allow_unix_sockets": "narrow",
     "network.allow_local_binding": "true_is_looser",

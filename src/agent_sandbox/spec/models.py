@@ -54,6 +54,16 @@ def _denied_domain(v: str) -> str:
         raise ValueError(str(exc)) from None
 
 
+def _address_range(v: str) -> str:
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_network(v.strip(), strict=False))
+    except ValueError:
+        raise ValueError(f"{v!r} is not an IP address or CIDR range (such as 10.0.0.0/8, "
+                         "192.168.1.10 or fc00::/7)") from None
+
+
 def _path_rule(v: str) -> str:
     try:
         return paths.validate_path_rule(v)
@@ -70,6 +80,7 @@ def _abs_path(v: str) -> str:
 
 AllowedDomain = Annotated[str, AfterValidator(_allowed_domain)]
 DeniedDomain = Annotated[str, AfterValidator(_denied_domain)]
+AddressRange = Annotated[str, AfterValidator(_address_range)]
 PathRule = Annotated[str, AfterValidator(_path_rule)]
 AbsPath = Annotated[str, AfterValidator(_abs_path)]
 
@@ -123,6 +134,12 @@ class Network(Strict):
     )
     denied_domains: list[DeniedDomain] = Field(
         default_factory=list, description="Domains refused even when allowed; '*' denies all."
+    )
+    denied_resolved_addresses: list[AddressRange] = Field(
+        default_factory=list,
+        description="Addresses and CIDR ranges an allowed name may not resolve to (the proxy "
+        "refuses it), besides loopback, link-local, metadata and the host's own, which are "
+        "always refused.",
     )
     allow_local_binding: bool = Field(
         default=False, description="Let sandboxed programs listen on loopback ports."
