@@ -199,12 +199,25 @@ def require(module: str, feature: str) -> None:
         raise VerifyError(f"not available: {feature} ({module} is not installed)")
 
 
+# The egress proxy goes on through the caller's HTTP(S)_PROXY (srt's parentProxy
+# fallback). The checks prove this host's own enforcement against their own
+# upstream, so their runs never inherit one.
+PROXY_VARIABLES = frozenset({"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy",
+                             "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"})
+
+
+def check_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a check's run: this one's, without proxy variables."""
+    base = {k: v for k, v in os.environ.items() if k not in PROXY_VARIABLES}
+    return {**base, **(extra or {})}
+
+
 def sandbox_cli(ctx: Context, args: list[str], *, cwd: str | None = None,
                 env: dict[str, str] | None = None, stdin: bytes | None = None,
                 timeout: float | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([ctx.python, "-I", "-m", "agent_sandbox", *args], cwd=cwd,
                           input=stdin, capture_output=True, timeout=timeout or ctx.timeout,
-                          env={**os.environ, **(env or {})}, check=False)
+                          env=check_env(env), check=False)
 
 
 def native_launcher(ctx: Context) -> str | None:
@@ -235,7 +248,7 @@ def sandboxed(ctx: Context, settings: str, argv: list[str], *, cwd: str,
     if launcher is None:
         proc = sandbox_cli(ctx, [*args, *argv], cwd=cwd, env=env)
     else:
-        full = {**os.environ, **(env or {})}
+        full = check_env(env)
         subprocess.run([launcher, *args, "true"], cwd=cwd, env=full, capture_output=True,
                        timeout=ctx.timeout, check=False)
         proc = subprocess.run([launcher, *args, *argv], cwd=cwd, capture_output=True,

@@ -30,11 +30,12 @@ def settings(tmp_path: Path, *, allowed: list[str], denied: list[str]) -> Path:
     return path
 
 
-def verify(path: Path, *checks: str) -> tuple[int, dict]:
+def verify(path: Path, *checks: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
     args = [a for c in checks for a in ("--check", c)]
     proc = subprocess.run([sys.executable, "-m", "agent_sandbox", "verify", "--json",
                            "--settings", str(path), *args],
-                          capture_output=True, text=True, timeout=240)
+                          capture_output=True, text=True, timeout=240,
+                          env={**os.environ, **(env or {})})
     return proc.returncode, json.loads(proc.stdout)
 
 
@@ -45,6 +46,18 @@ def test_every_check_passes_with_a_sound_policy(tmp_path: Path) -> None:
     assert doc["passed"] == doc["total"] == 6
     assert not list((tmp_path / "work").iterdir())  # scratch space cleaned up
     assert not list((tmp_path / "secret").iterdir())
+
+
+def test_checks_ignore_the_callers_proxy_variables(tmp_path: Path) -> None:
+    """The sandbox's proxy goes on through the caller's HTTPS_PROXY (srt's
+    parentProxy fallback); verify proves this host's own enforcement, so a proxy in
+    the caller's environment (here one that does not exist) changes nothing."""
+    dead = "http://127.0.0.1:9"
+    policy = settings(tmp_path, allowed=["github.com"], denied=["*.internal.example.com"])
+    code, doc = verify(policy, "allowed_domain", "denied_domain",
+                       env={"HTTP_PROXY": dead, "HTTPS_PROXY": dead, "https_proxy": dead})
+    assert code == 0, json.dumps(doc, indent=2)
+    assert doc["passed"] == doc["total"] == 2
 
 
 def test_a_leaking_allowlist_fails_the_denied_domain_check(tmp_path: Path) -> None:
