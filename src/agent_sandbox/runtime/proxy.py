@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .settings import NetworkSettings
-    from .upstream import Routes
+    from .upstream import Routes, Upstream
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 if TYPE_CHECKING:
@@ -76,7 +76,8 @@ BULK = 1024 * 1024  # ... and once a transfer fills it
 class Decision(_Record):
     """One decision (immutable; a plain class: dataclasses cost a first connection 11 ms)."""
 
-    __slots__ = ("address", "addresses", "allowed", "detail", "host", "port", "reason", "via")
+    __slots__ = ("address", "addresses", "allowed", "detail", "host", "port", "reason",
+                 "upstream")
     allowed: bool
     reason: str
     host: str  # canonical host (or the raw text when it could not be canonicalised)
@@ -85,13 +86,19 @@ class Decision(_Record):
     # every checked address, tried in order when connecting (never a new lookup)
     addresses: tuple[str, ...]
     detail: str  # the settings' reason for a denial (deniedDomainReasons), or ""
-    via: str  # the upstream proxy an allowed connection goes through, or "" (direct)
+    upstream: Upstream | None  # the proxy an allowed connection goes on through, if any
 
     def __init__(self, allowed: bool, reason: str, host: str, port: int,
                  address: str | None = None, addresses: tuple[str, ...] = (),
-                 detail: str = "", via: str = "") -> None:
+                 detail: str = "", upstream: Upstream | None = None) -> None:
         super().__init__(allowed=allowed, reason=reason, host=host, port=port,
-                         address=address, addresses=addresses, detail=detail, via=via)
+                         address=address, addresses=addresses, detail=detail,
+                         upstream=upstream)
+
+    @property
+    def via(self) -> str:
+        """The upstream proxy as the audit names it (no credentials), or ""."""
+        return self.upstream.label if self.upstream is not None else ""
 
 
 def _plain(ip: IPAddress) -> IPAddress:
@@ -447,14 +454,14 @@ class Proxy:
             via = self.config.routes.route(d.host, tunnel) if self.config.routes else None
             if via is not None and domains.parse_ip_literal(d.host) is None and not (
                     via.local(self.config.own)):
-                return Decision(True, "allowed", d.host, port, via=via.label)
+                return Decision(True, "allowed", d.host, port, upstream=via)
             try:
                 addrs = self._resolve(d.host, port)
             except (OSError, ValueError, UnicodeError):
                 addrs = []
             if not addrs:
                 if via is not None:  # the upstream resolves what this host cannot
-                    return Decision(True, "allowed", d.host, port, via=via.label)
+                    return Decision(True, "allowed", d.host, port, upstream=via)
                 return Decision(False, "resolve-failed", d.host, port)
             for a in addrs:
                 if a in self.config.exempt:
@@ -463,7 +470,7 @@ class Proxy:
                 if why is not None:
                     return Decision(False, f"blocked-by-address: {why}", d.host, port, str(a))
             if via is not None:
-                return Decision(True, "allowed", d.host, port, via=via.label)
+                return Decision(True, "allowed", d.host, port, upstream=via)
             return Decision(True, "allowed", d.host, port, str(addrs[0]),
                             tuple(str(a) for a in addrs))
         except Exception as exc:  # fail closed
@@ -473,13 +480,10 @@ class Proxy:
         """A socket to the destination (direct: the first reachable checked address;
         through an upstream: its tunnel, or for a plain HTTP request the upstream
         itself) and the bytes the upstream sent past its answer."""
-        if d.via:
+        up = d.upstream
+        if up is not None:
             from .upstream import open_tunnel
 
-            assert self.config.routes is not None
-            up = self.config.routes.route(d.host, tunnel)
-            if up is None or up.label != d.via:  # the routes are fixed: cannot happen
-                raise OSError("upstream proxy changed")
             if tunnel:
                 return open_tunnel(up, d.host, d.port, self.config.connect_timeout)
             s = up.dial(self.config.connect_timeout)
@@ -586,10 +590,7 @@ class Proxy:
             out.append(line)
         out.append(b"Host: " + authority.encode("latin-1"))
         out.append(b"Connection: close")
-        auth = b""
-        if d.via and self.config.routes is not None:
-            via = self.config.routes.route(d.host, False)
-            auth = via.header() if via is not None else b""
+        auth = d.upstream.header() if d.upstream is not None else b""
         up.sendall(b"\r\n".join(out) + b"\r\n" + auth + b"\r\n" + c.buf)
         relay(sock, up)
 
