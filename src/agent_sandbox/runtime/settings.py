@@ -388,27 +388,14 @@ def _denied_reasons(net: dict[str, Any], canonical: dict[str, str],
 
 
 def proxy_url(text: str, where: str) -> str:
-    """An upstream proxy's URL, checked: ``http://`` or ``https://`` (a bare
-    ``host:port`` is taken as ``http://``, as curl does), a host, an optional
-    port and credentials, nothing else."""
-    import urllib.parse
+    """An upstream proxy's URL, checked and normalised (``upstream.parse_upstream``
+    says what is accepted)."""
+    from .upstream import parse_upstream, redact  # no credentials in messages
 
-    url = text.strip() if "://" in text else "http://" + text.strip()
-    problem = "expected http://HOST[:PORT] or https://HOST[:PORT] (USER:PASSWORD@ allowed)"
     try:
-        u = urllib.parse.urlsplit(url)
-        port = u.port  # a port that is not a number 0-65535 raises here
-    except ValueError:
-        problem, port, u = "the port must be a number 1-65535", None, None
-    if (u is None or u.scheme.lower() not in ("http", "https") or not u.hostname
-            or port == 0 or u.path not in ("", "/") or u.query or u.fragment
-            or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url)):
-        if port == 0:
-            problem = "the port must be a number 1-65535"
-        from .upstream import redact  # no credentials in messages
-
-        raise SettingsError(f"{where}: {redact(text)!r}: {problem}")
-    return f"{u.scheme.lower()}://{u.netloc}"
+        return parse_upstream(text).url
+    except ValueError as exc:
+        raise SettingsError(f"{where}: {redact(text)!r}: {exc}") from None
 
 
 def _parent_proxy(raw: Any, where: str) -> tuple[str, str, str] | None:

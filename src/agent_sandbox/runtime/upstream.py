@@ -23,7 +23,8 @@ its address checks, when the upstream is on this host (a unix socket, or a
 loopback or local address): a proxy next door must not become a way to reach
 this host's own services by a name that resolves to loopback.
 
-Pure parsing here; ``Upstream.dial`` and ``open_tunnel`` do the I/O.
+Pure parsing here (``parse_upstream`` also checks the settings' URLs);
+``Upstream.dial`` and ``open_tunnel`` do the I/O.
 """
 
 from __future__ import annotations
@@ -52,11 +53,12 @@ class UpstreamError(OSError):
 class Upstream:
     """One upstream proxy: ``http``/``https`` (host, port) or ``unix`` (path)."""
 
-    __slots__ = ("_local", "auth", "host", "label", "path", "port", "scheme")
+    __slots__ = ("_local", "auth", "host", "label", "path", "port", "scheme", "url")
 
     def __init__(self, scheme: str, host: str = "", port: int = 0, path: str = "",
-                 auth: str = "") -> None:
+                 auth: str = "", url: str = "") -> None:
         self.scheme, self.host, self.port, self.path, self.auth = scheme, host, port, path, auth
+        self.url = url  # as given, normalised (credentials included: never shown)
         self._local: bool | None = None
         # what the audit names (never the credentials)
         self.label = f"unix:{path}" if scheme == "unix" else (
@@ -120,20 +122,30 @@ class Upstream:
         return any(a.is_loopback or a.is_unspecified or a in own for a in addrs)
 
 
-def parse_upstream(url: str) -> Upstream:
-    """An ``http://[user:password@]host[:port]`` (or ``https://``) URL, already
-    checked by ``settings.proxy_url``."""
-    u = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
+def parse_upstream(text: str) -> Upstream:
+    """An upstream proxy from its URL: ``http://`` or ``https://`` (a bare
+    ``host:port`` is taken as ``http://``, as curl does), a host, an optional
+    port and credentials, nothing else; ValueError saying what is wrong."""
+    url = text.strip() if "://" in text else "http://" + text.strip()
+    try:
+        u = urllib.parse.urlsplit(url)
+        port = u.port  # a port that is not a number 0-65535 raises here
+    except ValueError:
+        raise ValueError("the port must be a number 1-65535") from None
+    if port == 0:
+        raise ValueError("the port must be a number 1-65535")
     scheme = u.scheme.lower()
-    if scheme not in ("http", "https") or not u.hostname:
-        raise ValueError(f"not an http or https proxy URL: {redact(url)}")
-    port = u.port or (443 if scheme == "https" else 80)
+    if (scheme not in ("http", "https") or not u.hostname or u.path not in ("", "/")
+            or u.query or u.fragment or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url)):
+        raise ValueError("expected http://HOST[:PORT] or https://HOST[:PORT] "
+                         "(USER:PASSWORD@ allowed)")
     auth = ""
     if u.username is not None or u.password is not None:
         creds = (f"{urllib.parse.unquote(u.username or '')}:"
                  f"{urllib.parse.unquote(u.password or '')}")
         auth = "Basic " + base64.b64encode(creds.encode()).decode("ascii")
-    return Upstream(scheme, u.hostname, port, auth=auth)
+    return Upstream(scheme, u.hostname, port or (443 if scheme == "https" else 80), auth=auth,
+                    url=f"{scheme}://{u.netloc}")
 
 
 def redact(url: str) -> str:
@@ -227,27 +239,24 @@ def routes(parent: tuple[str, str, str] | None, mitm: tuple[str, tuple[str, ...]
     fields falling back to ``env`` (see the module doc). An unusable URL from
     the environment is ignored, as srt ignores it; the settings' own were
     checked when they were read."""
-    from .settings import SettingsError, proxy_url
 
-    def pick(value: str, *names: str) -> str:
+    def pick(value: str, *names: str) -> Upstream | None:
         if value:
-            return value
+            return parse_upstream(value)
         for n in names:
             if env.get(n):
                 try:
-                    return proxy_url(env[n], n)
-                except SettingsError:
-                    return ""
-        return ""
+                    return parse_upstream(env[n])
+                except ValueError:
+                    return None
+        return None
 
     http_url, https_url, no_proxy = parent or ("", "", "")
-    http_url = pick(http_url, "HTTP_PROXY", "http_proxy")
-    https_url = pick(https_url, "HTTPS_PROXY", "https_proxy") or http_url
+    http = pick(http_url, "HTTP_PROXY", "http_proxy")
+    https = pick(https_url, "HTTPS_PROXY", "https_proxy") or http
     if not no_proxy:
         no_proxy = env.get("NO_PROXY") or env.get("no_proxy") or ""
-    return Routes(http=parse_upstream(http_url) if http_url else None,
-                  https=parse_upstream(https_url) if https_url else None,
-                  no_proxy=no_proxy,
+    return Routes(http=http, https=https, no_proxy=no_proxy,
                   mitm=Upstream("unix", path=mitm[0]) if mitm else None,
                   mitm_domains=mitm[1] if mitm else ())
 
