@@ -352,7 +352,7 @@ def _gvisor_proxy(client: Any, container: Any,
     them ready. Any failure here ends the run before the command starts."""
     from . import bwrap as bw
     from .netns import open_listeners
-    from .proxy import audit_recorder, serve
+    from .proxy import audit_recorder, refusing, serve
 
     resp = client.api._post(client.api._url("/libpod/containers/{0}/init", container.id))
     if resp.status_code >= 400:
@@ -366,16 +366,11 @@ def _gvisor_proxy(client: Any, container: Any,
                                      loopback_up=True)
     except OSError as exc:
         raise SandboxStartError(f"gVisor container: {exc}") from None
+    close: Callable[[], None] = lambda: None  # noqa: E731
     try:
         record, close = audit_recorder(None)
     except Exception as exc:  # no audit, no egress: every request is refused
-        reason = f"the audit log is unavailable ({type(exc).__name__}: {exc})"
-
-        def record(event: dict[str, Any], reason: str = reason) -> None:
-            raise RuntimeError(reason)
-
-        def close() -> None:
-            pass
+        record = refusing(f"the audit log is unavailable ({type(exc).__name__}: {exc})")
     return serve(settings.network, http, socks, record, f"gvisor-{os.getpid()}"), close
 
 

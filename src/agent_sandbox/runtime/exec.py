@@ -61,7 +61,6 @@ SANDBOX_FAILED = 125
 TIMED_OUT = 124
 BACKENDS = ("bwrap", "srt", "gvisor")
 LOCK_DIR_ENV = "AGENT_SANDBOX_LOCK_DIR"
-HOSTS_ENV = "AGENT_SANDBOX_HOSTS"
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
                      signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH, signal.SIGCONT)
 
@@ -637,7 +636,7 @@ class BwrapRun:
     def start_proxy(self) -> None:
         if self.proxy is not None or not self.listeners:
             return
-        from .proxy import serve
+        from .proxy import refusing, serve
 
         try:
             record = self._recorder()
@@ -645,9 +644,7 @@ class BwrapRun:
             reason = f"{type(exc).__name__}: {exc}"
             self.notices.append(f"sandbox: the audit log is unavailable ({reason}); "
                                 "all network requests are refused\n")
-
-            def record(event: dict[str, Any], reason: str = reason) -> None:
-                raise RuntimeError(reason)
+            record = refusing(reason)
         self.proxy = serve(self.settings.network, self.listeners[0], self.listeners[1], record,
                            f"exec-{os.getpid()}")
         self.listeners = []  # the proxy owns them now

@@ -230,6 +230,28 @@ def _literals(patterns: Sequence[str]) -> list[tuple[IPAddress, int | None]]:
     return out
 
 
+HOSTS_ENV = "AGENT_SANDBOX_HOSTS"
+
+
+def hosts_from_env() -> dict[str, list[str]]:
+    """The operator's pinned names (``$AGENT_SANDBOX_HOSTS``); none when unset or
+    unreadable."""
+    path = os.environ.get(HOSTS_ENV)
+    if path:
+        with contextlib.suppress(OSError):
+            return load_hosts(path)
+    return {}
+
+
+def refusing(reason: str) -> Recorder:
+    """The recorder of a proxy without its audit log: recording fails, so every
+    allow becomes a denial (no audit, no egress)."""
+    def record(event: dict[str, Any]) -> None:
+        raise RuntimeError(reason)
+
+    return record
+
+
 class ProxyConfig:
     """What one proxy enforces (a plain class: dataclasses cost start-up time)."""
 
@@ -695,12 +717,8 @@ def serve(network: NetworkSettings, http: Any, socks: Any, record: Recorder | No
     and SOCKS5; made in a sandbox's network namespace) from threads of this
     process: the hosts file named in ``$AGENT_SANDBOX_HOSTS``, this host's own
     addresses, and the upstream proxies of the settings or this environment."""
-    hosts: dict[str, list[str]] = {}
-    if os.environ.get("AGENT_SANDBOX_HOSTS"):
-        with contextlib.suppress(OSError):
-            hosts = load_hosts(os.environ["AGENT_SANDBOX_HOSTS"])
-    cfg = ProxyConfig.from_settings(network, os.environ, hosts=hosts, own=own_addresses(),
-                                    session=session)
+    cfg = ProxyConfig.from_settings(network, os.environ, hosts=hosts_from_env(),
+                                    own=own_addresses(), session=session)
     proxy = Proxy(cfg, record)
     listening = [socket.socket(fileno=s.detach()) for s in (http, socks)]
     for s in listening:
@@ -839,16 +857,10 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # no audit, no egress: every request is refused
             reason = f"the audit log is unavailable ({type(exc).__name__}: {exc})"
             sys.stderr.write(f"proxy: {reason}; all requests are refused\n")
-
-            def record(event: dict[str, Any], reason: str = reason) -> None:
-                raise RuntimeError(reason)
-    hosts: dict[str, list[str]] = {}
-    if os.environ.get("AGENT_SANDBOX_HOSTS"):
-        with contextlib.suppress(OSError):
-            hosts = load_hosts(os.environ["AGENT_SANDBOX_HOSTS"])
-    n = settings.network
-    proxy = Proxy(ProxyConfig.from_settings(n, os.environ, hosts=hosts, own=own_addresses(),
-                                            exempt=exempt, session=args.session), record)
+            record = refusing(reason)
+    proxy = Proxy(ProxyConfig.from_settings(settings.network, os.environ, hosts=hosts_from_env(),
+                                            own=own_addresses(), exempt=exempt,
+                                            session=args.session), record)
     proxy.start_in_thread(http, socks)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
