@@ -329,8 +329,9 @@ def latency(work: Path) -> None:
 def main() -> int:
     # our proxy would go on through a parent named in these (srt's parentProxy fallback):
     # the bench measures the proxy itself
-    for k in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy",
-              "ALL_PROXY", "all_proxy"):
+    from agent_sandbox.runtime.proxy import PROXY_VARIABLES
+
+    for k in PROXY_VARIABLES:
         os.environ.pop(k, None)
     work = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
     try:

@@ -199,15 +199,13 @@ def require(module: str, feature: str) -> None:
         raise VerifyError(f"not available: {feature} ({module} is not installed)")
 
 
-# The egress proxy goes on through the caller's HTTP(S)_PROXY (srt's parentProxy
-# fallback). The checks prove this host's own enforcement against their own
-# upstream, so their runs never inherit one.
-PROXY_VARIABLES = frozenset({"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy",
-                             "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"})
-
-
 def check_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a check's run: this one's, without proxy variables."""
+    """The environment of a check's run: this one's, without proxy variables. The
+    egress proxy goes on through the caller's HTTP(S)_PROXY (srt's parentProxy
+    fallback); the checks prove this host's own enforcement against their own
+    upstream, so their runs never inherit one."""
+    from .runtime.proxy import PROXY_VARIABLES
+
     base = {k: v for k, v in os.environ.items() if k not in PROXY_VARIABLES}
     return {**base, **(extra or {})}
 

@@ -121,8 +121,9 @@ class Net:
 def no_proxy_of_our_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """The sandbox's proxy chains through the caller's HTTP(S)_PROXY (srt's
     parentProxy fallback): tests here choose their own, never the machine's."""
-    for k in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY",
-              "no_proxy", "ALL_PROXY", "all_proxy"):
+    from agent_sandbox.runtime.proxy import PROXY_VARIABLES
+
+    for k in PROXY_VARIABLES:
         monkeypatch.delenv(k, raising=False)
 
 
@@ -365,7 +366,9 @@ def parent_proxy(tmp_path: Path, net: Net, allowed: list[str],
     settings = write_settings(tmp_path / f"parent-{secrets.token_hex(3)}.json",
                               {"network": {"allowedDomains": allowed}})
     env = dict(os.environ, AGENT_SANDBOX_HOSTS=str(net.hosts_file))
-    for k in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"):
+    from agent_sandbox.runtime.proxy import PARENT_VARIABLES
+
+    for k in PARENT_VARIABLES:
         env.pop(k, None)
     p = subprocess.Popen([PY, "-m", "agent_sandbox.runtime.proxy", "--settings", str(settings),
                           "--http", listen, "--audit-dir", str(audit)],

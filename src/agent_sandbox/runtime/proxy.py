@@ -216,7 +216,12 @@ def load_hosts(path: str) -> dict[str, list[str]]:
     return out
 
 
-_PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy")
+# A caller's proxy variables: a parent proxy falls back to the first four (and to
+# NO_PROXY, see upstream.routes); what must not depend on the caller's proxy
+# (``sandbox verify``'s checks, the tests, the bench) drops all of them.
+PARENT_VARIABLES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy")
+PROXY_VARIABLES = frozenset({*PARENT_VARIABLES, "NO_PROXY", "no_proxy", "ALL_PROXY",
+                             "all_proxy"})
 
 
 def _literals(patterns: Sequence[str]) -> list[tuple[IPAddress, int | None]]:
@@ -291,7 +296,7 @@ class ProxyConfig:
         environment a parent proxy falls back to (the proxy's own)."""
         routes = None
         env = env or {}
-        if network.parent_proxy or network.mitm_proxy or any(env.get(k) for k in _PROXY_VARS):
+        if network.parent_proxy or network.mitm_proxy or any(env.get(k) for k in PARENT_VARIABLES):
             from .upstream import routes as make_routes
 
             routes = make_routes(network.parent_proxy, network.mitm_proxy, env)
