@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_sandbox.audit.canonical import GENESIS, HASH_SUFFIX_LEN, split_line
+from agent_sandbox.audit.canonical import GENESIS, HASH_SUFFIX_LEN, chain_hash, split_line
 from agent_sandbox.audit.log import CHECKPOINT_DIR, LOG_NAME, SEAL_EVENT, AuditError
 
 _HASH_OPEN = b',"hash":"'
@@ -430,7 +430,7 @@ def _self_digest(rec: dict[str, Any], body: bytes, hexd: bytes) -> bytes | None:
         p = bytes.fromhex(rec["prev"])
     except (KeyError, TypeError, ValueError):
         return None
-    d = hashlib.sha256(p + body).digest()
+    d = chain_hash(p, body)
     return d if d.hex().encode() == hexd else None
 
 
@@ -453,7 +453,7 @@ def _try_sealed(
         parsed = _parse(cand) if i else None
         if parsed is not None:
             rec, body, hexd = parsed
-            d = hashlib.sha256(prev + body).digest()
+            d = chain_hash(prev, body)
             if d.hex().encode() == hexd:
                 if rec.get("event") == SEAL_EVENT and _seal_matches(rec, offset, region):
                     return i + 1, len(region) + len(cand), d
