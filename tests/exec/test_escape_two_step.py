@@ -313,6 +313,10 @@ CASES: list[Case] = [
     # 6. the sweep's idea of "new"
     Case("sweep-moves-fresh-repo", "6 sweep", "true", lambda ctx: not (ctx.W / "fresh" / ".git").is_dir(),
          setup=repo("fresh")),
+    Case("sweep-moves-its-own-placeholder", "6 sweep", "true",
+         lambda ctx: any(".sandbox-quarantine" in p.name for p in (ctx.W / ".git").iterdir())
+         or (ctx.W / ".git" / "hooks").exists(),
+         setup=both(repo(), lambda ctx: shutil.rmtree(ctx.W / ".git" / "hooks"))),
     Case("sweep-steered-by-planted-marker", "6 sweep",
          "d={H}/.local/state/agent-sandbox/run/owed; mkdir -p $d; printf 'agent-sandbox-owed 2\\000H/\\000R{O}/keep' > $d/evil",
          lambda ctx: not (ctx.O / "keep" / ".vscode").is_dir(), second="true",
@@ -438,6 +442,7 @@ IDS = [c.name for c in CASES]
 def test_control_fires(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Unsandboxed, the same steps succeed: the judge can see the attack."""
     if case.name in ("sweep-moves-fresh-repo", "sweep-steered-by-planted-marker",
+                     "sweep-moves-its-own-placeholder",
                      "placeholders-left-behind"):
         pytest.skip("a sabotage judge: it fires only on the runtime's own mistake")
     if case.name == "helper-imports-planted-package":
