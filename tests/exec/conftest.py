@@ -336,7 +336,15 @@ def running(command: str) -> list[int]:
 
 
 def write_settings(path: Path, data: dict) -> Path:
-    path.write_text(json.dumps(data))
+    """An srt settings file: ``data`` with the lists srt requires that it leaves
+    out written as ``[]`` (a file without them is refused, as srt refuses it)."""
+    full = {**data, "network": dict(data.get("network") or {}),
+            "filesystem": dict(data.get("filesystem") or {})}
+    for section, keys in (("network", ("allowedDomains", "deniedDomains")),
+                          ("filesystem", ("denyRead", "allowWrite", "denyWrite"))):
+        for key in keys:
+            full[section].setdefault(key, [])
+    path.write_text(json.dumps(full))
     return path
 
 

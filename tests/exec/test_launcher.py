@@ -520,7 +520,8 @@ def test_replayed_plan_keeps_credentials_out(launcher: Path, locks: Path, tmp_pa
         "network": {"allowedDomains": []},
         "filesystem": {"denyRead": [], "allowWrite": [str(work)], "denyWrite": []},
         "credentials": {"files": [{"path": str(work / ".netrc"), "mode": "deny"}],
-                        "envVars": [{"name": "API_TOKEN", "mode": "mask"}]},
+                        "envVars": [{"name": "API_TOKEN", "mode": "mask"}],
+                        "allowPlaintextInject": True},
     })
     env = dict(os.environ, API_TOKEN="TOKENSECRET")
     warm(launcher, s, work)
