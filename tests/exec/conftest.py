@@ -378,9 +378,11 @@ def parent_proxy(tmp_path: Path, net: Net, allowed: list[str],
 
     for k in PARENT_VARIABLES:
         env.pop(k, None)
-    p = subprocess.Popen([PY, "-m", "agent_sandbox.runtime.proxy", "--settings", str(settings),
+    # as the service unit runs it: isolated (-I), from a fixed directory
+    p = subprocess.Popen([PY, "-I", "-m", "agent_sandbox.runtime.proxy",
+                          "--settings", str(settings),
                           "--http", listen, "--audit-dir", str(audit)],
-                         stdout=subprocess.PIPE, text=True, env=env)
+                         stdout=subprocess.PIPE, text=True, env=env, cwd="/")
     try:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
         yield audit

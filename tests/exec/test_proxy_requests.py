@@ -409,3 +409,38 @@ def test_unresolvable_name_is_a_502_and_audited_as_a_failure(proxy: Any) -> None
     reply = _exchange(hport, _get(80, "evil.test"))
     assert reply.startswith(b"HTTP/1.1 403")
     assert events[-1]["outcome"] == "denied"
+
+
+# --- srt's httpProxyPort / socksProxyPort: an external proxy on the host ------------
+
+
+def test_proxy_ports_pass_that_protocol_to_the_external_proxy(origin: Recorder) -> None:
+    """``httpProxyPort`` names a proxy already on the host's loopback: the sandbox's
+    HTTP connections go to it unread (it decides); SOCKS5, with no port given,
+    is still decided here."""
+    from agent_sandbox.runtime.proxy import serve
+    from agent_sandbox.runtime.settings import parse
+
+    external = Recorder(answer=b"HTTP/1.1 403 Forbidden\r\nX-Proxy-Error: external\r\n\r\n")
+    settings = parse({"network": {"allowedDomains": ["allowed.test"], "deniedDomains": [],
+                                  "httpProxyPort": external.port}})
+    http, socks = socket.socket(), socket.socket()
+    for s in (http, socks):
+        s.bind(("127.0.0.1", 0))
+        s.listen(4)
+    hport, sport = http.getsockname()[1], socks.getsockname()[1]
+    events: list[dict[str, Any]] = []
+    p = serve(settings.network, http, socks, events.append, "t")
+    try:
+        request = _get(origin.port, "evil.test")
+        reply = _exchange(hport, request)
+        assert b"X-Proxy-Error: external" in reply  # the external proxy's answer
+        assert external.received() == [request]  # all of it, unread and undecided here
+        assert events == []
+        reply = _exchange(sport, _socks_request("evil.test", origin.port))
+        assert reply[2:4] == b"\x05\x02"  # decided here: not allowed
+        assert [e["reason"] for e in events] == ["blocked-by-allowlist"]
+        assert origin.received() == []
+    finally:
+        p.stop()
+        external.sock.close()
