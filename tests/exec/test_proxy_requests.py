@@ -444,3 +444,16 @@ def test_proxy_ports_pass_that_protocol_to_the_external_proxy(origin: Recorder) 
     finally:
         p.stop()
         external.sock.close()
+
+
+def test_headers_named_in_connection_are_hop_by_hop(proxy: Any, origin: Recorder) -> None:
+    _, hport, _, _ = proxy
+    req = _get(origin.port, extra="Connection: keep-alive, X-Hop\r\nX-Hop: secret\r\n"
+                                  "Keep-Alive: 300\r\nProxy-Connection: keep-alive\r\n"
+                                  "TE: trailers\r\nUpgrade: websocket\r\nX-End: kept\r\n")
+    assert _exchange(hport, req).endswith(b"ok")
+    (got,) = origin.received()
+    assert b"X-End: kept\r\n" in got  # the control: an end-to-end header passes
+    for gone in (b"X-Hop", b"Keep-Alive", b"Proxy-Connection", b"TE:", b"Upgrade",
+                 b"keep-alive"):
+        assert gone not in got
