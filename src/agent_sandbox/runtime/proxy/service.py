@@ -96,7 +96,17 @@ def main(argv: list[str] | None = None) -> int:
     proxy = Proxy(ProxyConfig.from_settings(settings.network, os.environ, hosts=hosts_from_env(),
                                             own=own_addresses(), exempt=exempt,
                                             session=args.session), record)
-    proxy.start_in_thread(http, socks)
+    # A listener inherited from a launcher (fd:N) is a sandbox's: srt's proxy ports
+    # hand its protocol to the external proxy, as serve() does in process. A
+    # listener bound here is this service's own: it is that external proxy.
+    net = settings.network
+    external = [(s, port) for specs, socks_, port in ((args.http, http, net.http_proxy_port),
+                                                      (args.socks, socks, net.socks_proxy_port))
+                if port is not None
+                for spec, s in zip(specs, socks_, strict=True) if spec.startswith("fd:")]
+    handed = {id(s) for s, _ in external}
+    proxy.start_in_thread([s for s in http if id(s) not in handed],
+                          [s for s in socks if id(s) not in handed], external)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
