@@ -405,6 +405,15 @@ def test_unresolvable_name_is_a_502_and_audited_as_a_failure(proxy: Any) -> None
     assert reply.startswith(b"HTTP/1.1 502") and b"resolve-failed" in reply
     reply = _exchange(sport, _socks_request("nowhere.invalid", 443))
     assert reply[2:4] == b"\x05\x04"  # host unreachable, not "not allowed by ruleset"
+    # an allowed name whose connection fails: the allow, then the failure
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there
+    reply = _exchange(hport, _get(port))
+    assert reply.startswith(b"HTTP/1.1 502") and b"X-Proxy-Error: connect-failed" in reply
+    assert [(e["outcome"], e["reason"]) for e in events[-2:]] == [
+        ("allowed", "allowed"), ("failed", "connect-failed")]
     # the control: a policy denial stays a 403, audited as denied
     reply = _exchange(hport, _get(80, "evil.test"))
     assert reply.startswith(b"HTTP/1.1 403")

@@ -65,6 +65,13 @@ class Gate:
         """The recorded decision for one request or connection."""
         return self.log(self.decide(host, port, tunnel), protocol, started)
 
+    def failed(self, d: Decision, protocol: str, started: float) -> Decision:
+        """Record that an allowed destination could not be reached (a gateway
+        failure, outcome ``failed``), after the allow itself."""
+        reason = "upstream-failed" if d.via else "connect-failed"
+        return self.log(Decision(False, reason, d.host, d.port, upstream=d.upstream),
+                        protocol, started)
+
     def open(self, d: Decision, tunnel: bool = True) -> tuple[socket.socket, bytes]:
         """A socket to an allowed destination (direct: the first reachable checked
         address; through an upstream: its tunnel, or for a plain HTTP request the

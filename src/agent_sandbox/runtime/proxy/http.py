@@ -155,7 +155,7 @@ def _admit(gate: Gate, sock: socket.socket, host: str, port: int, protocol: str,
     try:
         up, ahead = gate.open(d, tunnel)
     except OSError:
-        sock.sendall(_bad_gateway("upstream-failed" if d.via else "connect-failed"))
+        sock.sendall(_bad_gateway(gate.failed(d, protocol, started).reason))
         return None
     return up, ahead, d
 

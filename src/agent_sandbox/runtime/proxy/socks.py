@@ -60,6 +60,7 @@ def handle_socks(gate: Gate, sock: socket.socket) -> None:
     try:
         up, ahead = gate.open(d)
     except OSError:
+        gate.failed(d, "socks5", started)
         sock.sendall(_CONNECTION_REFUSED)
         return
     sock.sendall(b"\x05\x00\x00\x01" + b"\x00" * 6 + ahead)
