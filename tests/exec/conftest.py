@@ -322,7 +322,15 @@ def running(command: str) -> list[int]:
 
 
 def write_settings(path: Path, data: dict) -> Path:
-    path.write_text(json.dumps(data))
+    """An srt settings file: ``data`` with the lists srt requires that it leaves
+    out written as ``[]`` (a file without them is refused, as srt refuses it)."""
+    full = {**data, "network": dict(data.get("network") or {}),
+            "filesystem": dict(data.get("filesystem") or {})}
+    for section, keys in (("network", ("allowedDomains", "deniedDomains")),
+                          ("filesystem", ("denyRead", "allowWrite", "denyWrite"))):
+        for key in keys:
+            full[section].setdefault(key, [])
+    path.write_text(json.dumps(full))
     return path
 
 
@@ -356,9 +364,11 @@ def parent_proxy(tmp_path: Path, net: Net, allowed: list[str],
 
     for k in PARENT_VARIABLES:
         env.pop(k, None)
-    p = subprocess.Popen([PY, "-m", "agent_sandbox.runtime.proxy", "--settings", str(settings),
+    # as the service unit runs it: isolated (-I), from a fixed directory
+    p = subprocess.Popen([PY, "-I", "-m", "agent_sandbox.runtime.proxy",
+                          "--settings", str(settings),
                           "--http", listen, "--audit-dir", str(audit)],
-                         stdout=subprocess.PIPE, text=True, env=env)
+                         stdout=subprocess.PIPE, text=True, env=env, cwd="/")
     try:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
         yield audit
