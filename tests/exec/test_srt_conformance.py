@@ -157,9 +157,10 @@ def upstream_saw(ctx: Ctx) -> bool:
 
 
 def upstream_saw_ssh(ctx: Ctx) -> bool:
+    """An SSH client's identification reached the upstream's raw port during this run."""
     time.sleep(0.1)
-    return any(line.startswith("RAW SSH-2.0") for line in ctx.net.upstream_lines()
-               if line not in ctx.state["upstream_before"])
+    new = ctx.net.upstream_lines()[ctx.state["upstream_before"]:]
+    return any(line.startswith("RAW SSH-2.0") for line in new)
 
 
 def hit(name: str) -> Callable[[Ctx], bool]:
@@ -385,6 +386,9 @@ def glob_tree(ctx: Ctx) -> None:
 # -- the rows ---------------------------------------------------------------------
 
 CURL = "curl -s -m 5 --noproxy '' -o /dev/null"
+# srt's test stacks its options on the GIT_SSH_COMMAND the sandbox sets (plain ssh unsandboxed)
+GIT_SSH = ('GIT_SSH_COMMAND="${GIT_SSH_COMMAND:-ssh} -o StrictHostKeyChecking=no '
+           '-o UserKnownHostsFile=/dev/null -o BatchMode=yes -o ConnectTimeout=5 -i /dev/null"')
 INTEG = "integration.test.ts"
 MAND = "mandatory-deny-paths.test.ts"
 UDS = "unix-socket-allowlist.test.ts"
@@ -482,11 +486,11 @@ ROWS: list[Row] = [
     # -- integration.test.ts: Git over SSH through the proxy ---------------------
     Row("integ/git-ssh-allowed", f"{INTEG}: should resolve DNS and connect when running git over SSH (GIT_SSH_COMMAND through the proxy)",
         "an SSH client reached the upstream's port 2222", True,
-        "${GIT_SSH_COMMAND:-ssh} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o ConnectTimeout=5 -i /dev/null -p 2222 git@example.test true",
+        GIT_SSH + " git ls-remote ssh://git@example.test:2222/sandbox-runtime.git HEAD",
         upstream_saw_ssh),
     Row("integ/git-ssh-blocked", f"{INTEG}: git over SSH to a host outside the allowlist",
         "an SSH client reached the upstream's port 2222", False,
-        "${GIT_SSH_COMMAND:-ssh} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o ConnectTimeout=5 -i /dev/null -p 2222 git@blocked-domain.example true",
+        GIT_SSH + " git ls-remote ssh://git@blocked-domain.example:2222/sandbox-runtime.git HEAD",
         upstream_saw_ssh),
     Row("integ/zsh-binshell", f"{INTEG}: should execute commands with zsh when binShell is specified",
         "", True, skip="binShell is a library parameter of srt's SandboxManager; neither CLI takes a shell, and zsh is not installed here"),
@@ -751,6 +755,9 @@ SKIPPED_FILES = {
     "allow-read.test.ts (macOS Seatbelt cases)": "Seatbelt last-match-wins re-emission: macOS only",
     "credential-deny.test.ts (macOS env -u preamble)": "sandbox-exec argv: macOS only",
     "windows-*.test.ts, winsrt.test.ts": "WFP filters and a sandbox user account: Windows only",
+    "deny-glob-cwd-scope.test.ts": "cwd rebasing of **/ globs in Seatbelt profiles: macOS only",
+    "default-write-paths.test.ts": "getDefaultWritePaths() (~/.npm/_logs, ~/.claude/debug) is a library function; a behavioural port would write into this machine's real home",
+    "http-proxy-ssh-refusal.test.ts": "the wording of a refused CONNECT (an in-band SSH disconnect) from the proxy library; no isolation property",
     "config-validation, linux-bwrap-argv, quote-*, glob-expand, domain-pattern (unit)": "pure functions and argv strings of srt's library, no behaviour to observe from the host",
 }
 for fname, reason in SKIPPED_FILES.items():
@@ -787,7 +794,7 @@ def make_ctx(net: Net, row: Row) -> Ctx:
     ctx.W.mkdir(parents=True)
     ctx.O.mkdir()
     (ctx.O / "target.txt").write_text(f"outside file {ctx.token}\n")
-    ctx.state["upstream_before"] = set(net.upstream_lines())
+    ctx.state["upstream_before"] = len(net.upstream_lines())
     if row.setup:
         row.setup(ctx)
     return ctx
