@@ -207,6 +207,10 @@ def main(argv: list[str]) -> None:
         report("new_listener", new_listener)
     elif cmd == "tcp":
         report("tcp-connect", tcp_loopback)
+    elif cmd == "inet-socket":  # tcp, udp or tcp6
+        family = socket.AF_INET6 if args[0] == "tcp6" else socket.AF_INET
+        kind = socket.SOCK_DGRAM if args[0] == "udp" else socket.SOCK_STREAM
+        report(args[0], lambda: socket.socket(family, kind).close())
     elif cmd == "connect-via-proxy":
         report("tunnel", lambda: connect_via_proxy(args[0], int(args[1]), args[2]))
     elif cmd == "udp":
