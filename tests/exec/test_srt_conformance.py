@@ -783,6 +783,84 @@ ROWS += [
         fs(denyRead=["{R}/glob/**/*.out"]), glob_tree),
 ]
 
+# -- config-validation.test.ts: settings srt refuses must not run a command -----
+
+
+def mutate(fn: Callable[[Settings], object]) -> Callable[[Ctx, Settings], None]:
+    def mod(ctx: Ctx, s: Settings) -> None:
+        fn(s)
+    return mod
+
+
+CONFIG = "config-validation.test.ts"
+RAN = "echo RAN-$((6*7))-{M}"  # the output proves it ran; the command's text does not contain it
+REFUSED_SETTINGS: list[tuple[str, str, Callable[[Settings], object]]] = [
+    ("invalid-domain", "should reject invalid domain patterns ('not-a-domain')",
+     lambda s: s["network"].update(allowedDomains=["not-a-domain"])),
+    ("domain-with-protocol", "should reject domain with protocol ('https://example.com')",
+     lambda s: s["network"].update(allowedDomains=["https://example.com"])),
+    ("empty-path", "should reject empty filesystem paths (denyRead: [''])",
+     lambda s: s["filesystem"].update(denyRead=[""])),
+    ("missing-required", "should reject missing required fields (deniedDomains, allowWrite, denyWrite)",
+     lambda s: (s["network"].pop("deniedDomains"), s["filesystem"].pop("allowWrite"),
+                s["filesystem"].pop("denyWrite"))),
+    ("wildcard-no-dot", "should validate wildcard domains correctly ('*example.com' rejected)",
+     lambda s: s["network"].update(allowedDomains=["*example.com"])),
+    ("wildcard-tld", "should validate wildcard domains correctly ('*.com' rejected)",
+     lambda s: s["network"].update(allowedDomains=["*.com"])),
+    ("wildcard-bare", "should validate wildcard domains correctly ('*.' rejected)",
+     lambda s: s["network"].update(allowedDomains=["*."])),
+    ("mach-lookup-inner-wildcard", "should reject allowMachLookup entry with non-trailing wildcard ('com.*.foo')",
+     lambda s: s["network"].update(allowMachLookup=["com.*.foo"])),
+    ("relative-bwrapPath", "rejects relative bwrapPath",
+     lambda s: s.update(bwrapPath="bwrap")),
+    ("relative-socatPath", "rejects relative socatPath",
+     lambda s: s.update(socatPath="./bin/socat")),
+    ("empty-bwrapPath", "rejects empty bwrapPath", lambda s: s.update(bwrapPath="")),
+    ("credential-mode-allow", "rejects mode \"allow\" (no longer a valid mode)",
+     lambda s: s.update(credentials={"files": [{"path": "~/.aws", "mode": "allow"}]})),
+    ("mask-without-tls", "rejects mode \"mask\" for files without tlsTerminate",
+     lambda s: s.update(credentials={"files": [{"path": "~/.config/gh/token", "mode": "mask"}]})),
+]
+for key, what, change in REFUSED_SETTINGS:
+    ROWS.append(Row(f"config/refuse:{key}", f"{CONFIG}: {what}",
+                    "the command ran under settings srt refuses", False, RAN,
+                    output_has("RAN-42-{M}"), mutate(change)))
+ACCEPTED_SETTINGS: list[tuple[str, str, Callable[[Settings], object]]] = [
+    ("minimal", "should validate a valid minimal config", lambda s: None),
+    ("domains", "should validate a config with valid domains",
+     lambda s: s["network"].update(allowedDomains=["example.com", "*.github.com", "localhost"],
+                                   deniedDomains=["evil.com"])),
+    ("optional-fields", "should validate config with optional fields",
+     lambda s: (s["network"].update(allowUnixSockets=["/var/run/docker.sock"], allowAllUnixSockets=False,
+                                    allowLocalBinding=True),
+                s.update(ignoreViolations={"*": ["/usr/bin"]}, enableWeakerNestedSandbox=True,
+                         enableWeakerNetworkIsolation=False))),
+    ("credentials-deny", "accepts file and env var entries with deny mode",
+     lambda s: s.update(credentials={"files": [{"path": "~/.netrc", "mode": "deny"}],
+                                     "envVars": [{"name": "GH_TOKEN", "mode": "deny"}]})),
+]
+for key, what, change in ACCEPTED_SETTINGS:
+    ROWS.append(Row(f"config/accept:{key}", f"{CONFIG}: {what}",
+                    "the command ran", True, RAN, output_has("RAN-42-{M}"), mutate(change)))
+
+
+def tcp_listener(name: str) -> Callable[[Ctx], None]:
+    def setup(ctx: Ctx) -> None:
+        lst = Listener(socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", 0))
+        ctx.listeners[name] = lst
+        ctx.state[name.upper()] = lst.port
+        ctx.cleanups.append(lst.close)
+    return setup
+
+
+ROWS.append(Row(
+    "proxy-ports/external-http", "configurable-proxy-ports.test.ts: should route requests through external allow-all proxy (httpProxyPort)",
+    "the external proxy on network.httpProxyPort got the request", True,
+    CURL + " http://example.test:8080/{M}", hit("pproxy"),
+    lambda ctx, s: s["network"].update(httpProxyPort=ctx.listeners["pproxy"].port),
+    tcp_listener("pproxy"), control="curl -s -m 3 -o /dev/null -x http://127.0.0.1:{PPROXY} http://example.test:8080/{M}"))
+
 # Scenarios of srt's test files that depend on macOS or Windows (or exercise only
 # srt's library internals); listed so the table shows what was not ported and why.
 SKIPPED_FILES = {
