@@ -783,6 +783,64 @@ ROWS += [
         fs(denyRead=["{R}/glob/**/*.out"]), glob_tree),
 ]
 
+# -- linux-ancestor-pin.test.ts and symlinked-deny-paths.test.ts (runtime arms) --
+PIN = "linux-ancestor-pin.test.ts"
+SYMDENY = "symlinked-deny-paths.test.ts"
+NESTED_GIT = "{W}/x/y/z/.git/config"
+ROWS += [
+    Row("ancestor-pin/deny-read-parent-renamed", f"{PIN}: pins ancestors of denyRead file masks (mv config away, recreate the secret)",
+        "the read-denied file was replaced on the host", False,
+        "mv config config-moved && mkdir config && echo attacker > {W}/config/secrets.json",
+        lambda ctx: (ctx.W / "config" / "secrets.json").read_text() != '{"k":"REAL"}\n',
+        fs(denyRead=["{W}/config/secrets.json"]), make_files({"{W}/config/secrets.json": '{"k":"REAL"}\n'})),
+    Row("ancestor-pin/git-dir-renamed", f"{PIN}: pins the directories between a mandatory deny leaf and the allowWrite root (mv .git away, recreate config)",
+        ".git/config was replaced on the host", False,
+        "mv .git .git-moved && mkdir -p .git && printf '[core]\\n\\tfsmonitor = evil\\n' > .git/config",
+        lambda ctx: (ctx.W / ".git" / "config").read_text() != "[core]\n" if (ctx.W / ".git" / "config").exists() else True,
+        setup=chain(mkdirs("{W}/.git/hooks"), make_files({"{W}/.git/config": "[core]\n"}))),
+    Row("ancestor-pin/leaf-under-denyread-tmpfs", f"{PIN}: keeps leaf denies enforced when a denyRead tmpfs sits between nested allowWrite roots",
+        "the denied .git/config changed", False, "echo evil >> " + NESTED_GIT,
+        lambda ctx: Path(fill(NESTED_GIT, ctx)).read_text() != "[core]\n",
+        fs(allowWrite=["{W}", "{W}/x/y/z"], denyRead=["{W}/x/y"], denyWrite=[NESTED_GIT]),
+        chain(mkdirs("{W}/x/y/z/.git/hooks"), make_files({NESTED_GIT: "[core]\n"}))),
+    Row("ancestor-pin/carve-out-writable", f"{PIN}: the nested allowWrite root under the denyRead stays writable",
+        "the new file landed on the host", True, "echo n > {W}/x/y/z/newfile.txt",
+        exists("{W}/x/y/z/newfile.txt"),
+        fs(allowWrite=["{W}", "{W}/x/y/z"], denyRead=["{W}/x/y"], denyWrite=[NESTED_GIT]),
+        chain(mkdirs("{W}/x/y/z/.git/hooks"), make_files({NESTED_GIT: "[core]\n"}))),
+    Row("ancestor-pin/secret-under-denyread", f"{PIN}: does not pin an ancestor that contains a denyRead dir (the secret stays unreadable)",
+        "the secret's bytes came out", False, "cat {W}/x/y/z/app/data/secret.txt", leaked,
+        fs(allowWrite=["{W}", "{W}/x/y/z"], denyRead=["{W}/x/y", "{W}/x/y/z/app/data"],
+           denyWrite=["{W}/x/y/z/app/repo/.git/config"]),
+        make_files({"{W}/x/y/z/app/data/secret.txt": "TOPSECRET {TOKEN}\n",
+                    "{W}/x/y/z/app/repo/.git/config": "[core]\n"})),
+    Row("symlinked-deny/claude-link-write", f"{SYMDENY}: e2e: a symlinked .claude still denies writes through it",
+        "a file appeared in the link's target commands/ directory", False,
+        "echo evil > {W}/.claude/commands/evil.md", exists("{R}/dotfiles/claude/commands/evil.md"),
+        fs(allowWrite=["{W}", "{R}/dotfiles"], denyWrite=["{W}/.claude/commands", "{W}/.claude/agents"]),
+        chain(mkdirs("{R}/dotfiles/claude/commands", "{R}/dotfiles/claude/agents"),
+              symlinks(("{W}/.claude", "../dotfiles/claude")))),
+    Row("symlinked-deny/claude-link-starts", f"{SYMDENY}: e2e: sandbox starts with a symlinked .claude",
+        "the command ran", True, "echo e2e-ok-$((6*7))", output_has("e2e-ok-42"),
+        fs(allowWrite=["{W}", "{R}/dotfiles"], denyWrite=["{W}/.claude/commands", "{W}/.claude/agents"]),
+        chain(mkdirs("{R}/dotfiles/claude/commands", "{R}/dotfiles/claude/agents"),
+              symlinks(("{W}/.claude", "../dotfiles/claude")))),
+    Row("symlinked-deny/cyclic-claude", f"{SYMDENY}: e2e: a cyclic .claude stops the sandbox instead of leaving the path writable",
+        "planted.md was created under .claude/commands", False,
+        "rm -f .claude && mkdir -p .claude/commands && echo planted > {W}/.claude/commands/planted.md",
+        exists("{W}/.claude/commands/planted.md"),
+        fs(denyWrite=["{W}/.claude/commands"]),
+        symlinks(("{W}/.claude", "{W}/.claude-x"), ("{W}/.claude-x", "{W}/.claude"))),
+    Row("symlinked-deny/dangling-link", f"{SYMDENY}: follows a dangling symlink so the deny lands where a write would create the file",
+        "the dangling link's target was created", False, "echo evil > {W}/.mcp.json",
+        exists("{R}/area/nowhere.json"), fs(allowWrite=["{W}", "{R}/area"], denyWrite=["{W}/.mcp.json"]),
+        chain(mkdirs("{R}/area"), symlinks(("{W}/.mcp.json", "{R}/area/nowhere.json")))),
+    Row("symlinked-deny/symlinked-parent", f"{SYMDENY}: blocks creation of .mcp.json at the resolved location when its parent is a symlink",
+        "the file was created in the link's target directory", False, "echo evil > {W}/proj2/.mcp.json",
+        exists("{W}/real-proj/.mcp.json"), fs(denyWrite=["{W}/proj2/.mcp.json"]),
+        chain(mkdirs("{W}/real-proj"), symlinks(("{W}/proj2", "{W}/real-proj")))),
+]
+
 # -- config-validation.test.ts: settings srt refuses must not run a command -----
 
 
