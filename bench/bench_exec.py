@@ -10,7 +10,9 @@ bare bwrap, and no slower than Codex's native Linux sandbox.
 starts a new sandbox (namespaces, mounts, seccomp, proxy ports). The row
 "planned afresh" is the same command with the plan cache off
 (``AGENT_SANDBOX_NO_PLAN_CACHE=1``): what a run costs after the settings or
-the filesystem it depends on changed.
+the filesystem it depends on changed. The row "sandbox-py" is the Python
+entry point called directly (``.venv/bin/sandbox-py``, when installed): what
+every run costs without a native launcher in front.
 
 The others, each with the flags that work on this machine:
 
@@ -53,6 +55,8 @@ CODEX_VERSION = "0.171.0"  # the version the agent clients' bootstrap pins
 CODEX_BENCH_DIR = REPO / ".tools" / "bench"
 OURS = "sandbox exec -- true"
 FRESH = "  planned afresh"
+PY_ENTRY = "  sandbox-py (Python entry)"
+SANDBOX_PY = REPO / ".venv" / "bin" / "sandbox-py"
 BARE = "bwrap --unshare-net ... true"
 SRT_ROW = "srt -c true"
 RUNSC_ROW = "runsc do true"
@@ -144,6 +148,10 @@ def main() -> int:
                "--", "true"],
         FRESH: ["env", "AGENT_SANDBOX_NO_PLAN_CACHE=1", str(SANDBOX), "exec",
                 "--settings", str(settings), "--", "true"],
+    }
+    if SANDBOX_PY.exists():  # what runs when there is no native launcher in front of it
+        cmds[PY_ENTRY] = [str(SANDBOX_PY), "exec", "--settings", str(settings), "--", "true"]
+    cmds |= {
         BARE: [BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc",
                "/proc", "--unshare-net", "--unshare-pid",
                "--die-with-parent", "true"],
@@ -216,12 +224,16 @@ def main() -> int:
         ratio = cmed[OURS] / cmed[SRT_ROW]
         print(f"CPU time, sandbox exec / srt: {ratio:.3f}")
         print(f"  planned afresh / srt    : {fresh / srt:5.3f}")
+    if PY_ENTRY in med and SRT_ROW in med:
+        print(f"  sandbox-py / srt        : {med[PY_ENTRY] / med[SRT_ROW]:5.3f}")
     for row in (CODEX_NATIVE, CODEX_NPM):
         if row in med:
             r = ours / med[row]
             verdict = "met" if r <= 1.0 else "NOT met"
             print(f"sandbox exec / {row:31}: {r:5.2f}x   (goal <= 1.00: {verdict})")
             print(f"  planned afresh / {row:27}: {fresh / med[row]:5.2f}x")
+            if PY_ENTRY in med:
+                print(f"  sandbox-py / {row:31}: {med[PY_ENTRY] / med[row]:5.2f}x")
     if RUNSC_ROW in med:
         print(f"sandbox exec / runsc do   : {ours / med[RUNSC_ROW]:5.2f}x")
     return 0
