@@ -3,9 +3,13 @@
 
 The yardstick for "drop-in for srt": every behavioural Linux scenario of
 sandbox-runtime's test files (test/sandbox/integration, mandatory-deny-paths,
-symlink-write-path, symlink-deny-path, unix-socket-allowlist,
-pid-namespace-isolation, credential-deny, allow-read, read-deny-glob) is one
+symlink-write-path, symlink-deny-path, symlinked-deny-paths,
+linux-ancestor-pin, readonly-deny-dir-binds, unix-socket-allowlist,
+seccomp-filter, pid-namespace-isolation, credential-deny, allow-read,
+read-deny-glob; test/config-validation and configurable-proxy-ports) is one
 row here: the srt-format settings, the shell command, and what is observed.
+Scenarios that srt's tests drive through a library call are run through each
+tool's command line with the settings that express them.
 Each row runs three times in one test, each time in a fresh directory:
 
 - unsandboxed (the control: it proves the row's judge can fire),
@@ -34,7 +38,9 @@ TLDs (.test, .example), so nothing can leave this machine. Scenarios that
 need macOS or Windows, or that test srt's library internals (argv strings,
 pure functions) rather than behaviour, are listed as skipped rows with the
 reason. The table is printed at the end of the run and written to
-build/srt-conformance.md.
+build/srt-conformance.md. About 160 rows, several minutes (marked slow):
+
+    .venv/bin/python -m pytest -q tests/exec/test_srt_conformance.py
 """
 
 from __future__ import annotations
