@@ -342,13 +342,15 @@ def audit_records(directory: Path) -> list[dict]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Print the escape suite's side-by-side table (also in build/escape-results.md)."""
-    mod = sys.modules.get("test_escape")
-    lines = getattr(mod, "SUMMARY", None)
-    if lines:
-        terminalreporter.write_sep("=", "escape suite: sandbox exec vs srt")
-        for line in lines:
-            terminalreporter.write_line(line)
+    """Print the side-by-side tables of the escape suite (build/escape-results.md)
+    and of srt's own scenarios (build/srt-conformance.md)."""
+    for module, title in (("test_escape", "escape suite: sandbox exec vs srt"),
+                          ("test_srt_conformance", "srt's Linux scenarios: srt vs sandbox exec")):
+        lines = getattr(sys.modules.get(module), "SUMMARY", None)
+        if lines:
+            terminalreporter.write_sep("=", title)
+            for line in lines:
+                terminalreporter.write_line(line)
 
 
 @contextlib.contextmanager
