@@ -84,8 +84,9 @@ class Listener:
                 return
 
     def close(self) -> None:
-        self._stop = True
-        self.thread.join(1)
+        self._stop = True  # the thread notices within its 0.1 s timeout; not waited for
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
 
 
@@ -157,7 +158,7 @@ class Box:
 def settings_dict(box: Box, **extra: object) -> dict[str, object]:
     data: dict[str, object] = {
         "filesystem": {"allowWrite": [str(box.repo), str(box.scratch)],
-                       "denyRead": [str(box.home / ".ssh"), "**/.env"],
+                       "denyRead": [str(box.home / ".ssh"), "**/.env", "**/.env.local"],
                        "denyWrite": []},
         "network": {"allowedDomains": ["up.example.com"], "deniedDomains": []},
         "credentials": {"files": [{"path": str(box.home / ".netrc"), "mode": "deny"}],
@@ -333,6 +334,19 @@ def settings_relink_fires(b: Box) -> bool:
     return SECRET in r.stdout
 
 
+def env_link_fires(b: Box) -> bool:
+    """Run 2 of the hard-link attack, after the user puts a secret in .env.local."""
+    with open(b.repo / ".env.local", "a") as fh:
+        fh.write(f"TOKEN={SECRET}\n")
+    r = b.sandbox("cat .cache/blob")
+    return SECRET in r.stdout
+
+
+def global_hooks_path(b: Box) -> None:
+    with open(b.home / ".gitconfig", "a") as fh:
+        fh.write("[core]\n\thooksPath = ~/.githooks\n")
+
+
 def tree_listing(b: Box) -> set[str]:
     return {str(p.relative_to(b.repo)) for p in b.repo.rglob("*")}
 
@@ -344,7 +358,7 @@ def litter_judge(b: Box) -> bool:
 
 
 def alive_judge(b: Box) -> bool:
-    time.sleep(2.5)
+    time.sleep(1.2)
     return (b.scratch / "alive").exists()
 
 
@@ -463,6 +477,13 @@ ATTACKS: list[Attack] = [
            base_python, settings=home_writable),
     Attack("git_global_config_in_writable_home",
            "git config --global core.fsmonitor '" + PAYLOAD + "; false'", git_status(), settings=home_writable),
+    Attack("git_user_hookspath_tilde_in_writable_home",
+           "mkdir -p {home}/.githooks && printf '#!/bin/sh\\n" + PAYLOAD + "\\n' > {home}/.githooks/pre-commit && "
+           "chmod +x {home}/.githooks/pre-commit",
+           git_commit, setup=global_hooks_path, settings=home_writable,
+           finding="gitmeta.named_paths skips values starting with '~/' or '$' ('the home "
+                   "rules cover ~'), but HOME_ONLY has no entry for what they name, such "
+                   "as a global core.hooksPath = ~/.githooks"),
     # 1. code on the host later, through python in the repository
     Attack("python_pyc_poisoning", PYC, python_import,
            finding="__pycache__ is writable and not protected; the source stays unchanged "
@@ -501,6 +522,12 @@ ATTACKS: list[Attack] = [
     Attack("read_credential_env",
            "env > {scratch}/loot; cat /proc/1/environ /proc/self/environ >> {scratch}/loot 2>/dev/null; true",
            env_secret_seen),
+    Attack("read_env_through_earlier_hard_link",
+           "rm -f .env.local; : > .env.local; mkdir -p .cache; ln .env.local .cache/blob",
+           env_link_fires,
+           finding="two steps: run 1 creates .env.local (no secret yet) and a hard link to "
+                   "it; the user then writes the secret into .env.local in place (>>, vim on "
+                   "a linked file); run 2 reads the link: denyRead hides names, not inodes"),
     # 3. write outside the writable roots, or protected files
     Attack("write_outside_roots", "echo pwned > {other}/x 2>/dev/null; echo pwned > {root}/x 2>/dev/null; true".replace("{root}", "{other}/.."),
            lambda b: (b.other / "x").exists() or (b.root / "x").exists()),
@@ -540,9 +567,9 @@ ATTACKS: list[Attack] = [
                    "and only the target is bound read-only, so the command re-points the link"),
     # 6. outlive the supervisor, litter
     Attack("background_outlives_run",
-           "setsid sh -c 'sleep 1.5; touch {scratch}/alive' >/dev/null 2>&1 </dev/null & "
-           "nohup sh -c 'sleep 1.5; touch {scratch}/alive' >/dev/null 2>&1 </dev/null & "
-           "(sh -c 'sleep 1.5; touch {scratch}/alive' &) ; exit 0",
+           "setsid sh -c 'sleep 0.5; touch {scratch}/alive' >/dev/null 2>&1 </dev/null & "
+           "nohup sh -c 'sleep 0.5; touch {scratch}/alive' >/dev/null 2>&1 </dev/null & "
+           "(sh -c 'sleep 0.5; touch {scratch}/alive' &) ; exit 0",
            alive_judge),
     Attack("litter_after_plain_run", "true", litter_judge,
            control="touch .bashrc"),
