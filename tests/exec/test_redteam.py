@@ -224,6 +224,9 @@ class Attack:
     """A hostile command (``cmd``), how the host finds out it worked (``judge``),
     and, for two-step attacks, what fires it later (part of the judge).
 
+    ``concurrent``: another sandboxed command of the same user running at the
+    same time (an agent runs several at once).
+
     ``control``: the unsandboxed command that proves the judge can fire, when it
     differs from ``cmd`` (the attack targets the sandbox's own proxy, or needs
     the sandbox's settings). ``setup`` prepares the host first. ``finding``
@@ -237,6 +240,7 @@ class Attack:
     setup: Callable[[Box], None] | None = None
     settings: Callable[[Box], Path] | None = None
     finding: str = ""
+    concurrent: str | None = None  # a second hostile command, in its own sandbox, started first
 
 
 PAYLOAD = "touch {marks}/pwned"
@@ -402,6 +406,28 @@ PROXY_PROBE = (
 DIRECT_TCP = "{py} -c 'import socket; socket.create_connection((\"127.0.0.1\", {tcp_port}), timeout=3)'"
 
 
+# The second sandbox of the sweep race: waits for the first quarantine rename in a
+# decoy folder, then turns d into a link to the victim folder.
+SWAPPER = (
+    "{py} - <<'EOF'\n"
+    "import ctypes, os, time\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "end = time.time() + 8\n"
+    "while not os.path.exists('armed') and time.time() < end: time.sleep(0.002)\n"
+    "name = open('target').read()\n"
+    "fd = libc.inotify_init1(0)\n"
+    "for d in os.listdir('z'): libc.inotify_add_watch(fd, f'z/{{d}}'.encode(), 0x40)\n"
+    "open('watching', 'w').close()\n"
+    "os.read(fd, 4096)\n"
+    "os.rename(name, name + '.r'); os.symlink('{other}', name)\n"
+    "EOF"
+)
+
+
+def other_repo(b: Box) -> None:
+    subprocess.run(["git", "init", "-q", str(b.other)], check=True, env=b.env())
+
+
 def localhost_allowed(b: Box) -> Path:
     data = settings_dict(b)
     data["network"] = {"allowedDomains": ["up.example.com", "localhost", "127.0.0.1",
@@ -565,6 +591,28 @@ ATTACKS: list[Attack] = [
            finding="run.load_settings checks the settings file's realpath against the writable "
                    "roots; a settings path that is a symlink inside a writable root passes, "
                    "and only the target is bound read-only, so the command re-points the link"),
+    Attack("sweep_renames_through_swapped_parent",
+           "{py} - <<'EOF'\n"
+           "import os, time\n"
+           "os.mkdir('z')\n"
+           "for i in range(1500):\n"
+           "    os.mkdir(f'z/n{{i}}'); open(f'z/n{{i}}/.envrc', 'w').close()\n"
+           "for k in range(500):\n"  # a name the host's walk reaches after z's decoys
+           "    name = f't{{k}}'; os.mkdir(name); order = os.listdir('.')\n"
+           "    if order.index(name) < order.index('z'): break\n"
+           "    os.rmdir(name)\n"
+           "open(name + '/.git', 'w').write('gitdir: nowhere')\n"
+           "open('target', 'w').write(name); open('armed', 'w').close()\n"
+           "end = time.time() + 5\n"
+           "while not os.path.exists('watching') and time.time() < end: time.sleep(0.01)\n"
+           "EOF",
+           lambda b: not (b.other / ".git").is_dir(),
+           setup=other_repo, control="mv {other}/.git {other}/.git.moved",
+           concurrent=SWAPPER,
+           finding="sweep.disarm renames by path after the walk; a second sandbox of the user "
+                   "swaps a parent folder for a symlink in between (it sees the sweep's first "
+                   "rename with inotify), and os.rename follows it out of the writable root: "
+                   "the user's other repository loses its .git"),
     # 6. outlive the supervisor, litter
     Attack("background_outlives_run",
            "setsid sh -c 'sleep 0.5; touch {scratch}/alive' >/dev/null 2>&1 </dev/null & "
@@ -593,10 +641,26 @@ def _prepare(box: Box, attack: Attack) -> Path | None:
 def test_attack_fails(box: Box, name: str) -> None:
     attack = BY_NAME[name]
     settings = _prepare(box, attack)
-    r = box.sandbox(attack.cmd, settings=settings)
+    other = None
+    if attack.concurrent:
+        other = subprocess.Popen(
+            [*SANDBOX, "exec", "--settings", str(settings or box.settings), "--", "sh", "-c",
+             box.fmt(attack.concurrent)], cwd=box.repo, env=box.env(),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        r = box.sandbox(attack.cmd, settings=settings)
+    finally:
+        if other is not None:
+            try:
+                other.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                other.kill()
+                other.wait()
     assert r.returncode != 125 or name.startswith("litter"), (
         f"the sandbox did not start: {r.stderr}")
     fired = attack.judge(box)
+    if os.environ.get('RT_DEBUG'):
+        print(r.stderr[-3000:], sorted(os.listdir(box.repo)), os.listdir(box.other))
     if attack.judge is secret_seen:
         fired = fired or SECRET in r.stdout + r.stderr
     assert not fired, f"attack {name} worked: {attack.finding or '(see the judge)'}\n{r.stderr[-2000:]}"
