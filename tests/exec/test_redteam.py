@@ -125,9 +125,10 @@ class Box:
                            udp_port=self.udp.address[1], py=PY, secret=SECRET)
 
     def sandbox(self, cmd: str, settings: Path | str | None = None,
-                timeout: float = 30) -> subprocess.CompletedProcess[str]:
+                timeout: float = 30, launcher: list[str] | None = None
+                ) -> subprocess.CompletedProcess[str]:
         s = str(settings or self.settings)
-        return subprocess.run([*SANDBOX, "exec", "--settings", s, "--", "sh", "-c", self.fmt(cmd)],
+        return subprocess.run([*(launcher or SANDBOX), "exec", "--settings", s, "--", "sh", "-c", self.fmt(cmd)],
                               cwd=self.repo, env=self.env(), capture_output=True, text=True,
                               timeout=timeout)
 
@@ -241,6 +242,7 @@ class Attack:
     settings: Callable[[Box], Path] | None = None
     finding: str = ""
     concurrent: str | None = None  # a second hostile command, in its own sandbox, started first
+    launcher: Callable[[Box], list[str]] | None = None  # the runtime to attack, if not this one
 
 
 PAYLOAD = "touch {marks}/pwned"
@@ -424,6 +426,38 @@ SWAPPER = (
 )
 
 
+def home_pyenv_runtime(b: Box) -> None:
+    """The runtime installed as on a developer machine: a virtualenv whose base
+    interpreter lives under the home folder (pyenv). The base is a copy of this
+    interpreter's (its standard library linked file by file)."""
+    real = Path(sys.base_prefix)
+    base = b.home / ".pyenv" / "versions" / real.name
+    (base / "bin").mkdir(parents=True)
+    shutil.copy2(real / "bin" / PYVER, base / "bin" / PYVER)
+    lib = base / "lib" / PYVER
+    lib.mkdir(parents=True)
+    for e in (real / "lib" / PYVER).iterdir():
+        if e.name != "site-packages":
+            (lib / e.name).symlink_to(e)
+    (lib / "site-packages").mkdir()
+    venv = b.root / "rtvenv"
+    subprocess.run([str(base / "bin" / PYVER), "-m", "venv", "--without-pip", str(venv)],
+                   check=True, env=b.env())
+    here = Path(__file__).resolve().parents[2]
+    ours = Path(sys.prefix) / "lib" / PYVER / "site-packages"
+    (venv / "lib" / PYVER / "site-packages" / "rt.pth").write_text(
+        f"import site; site.addsitedir({str(ours)!r})\n{here / 'src'}\n")
+
+
+def home_pyenv_launcher(b: Box) -> list[str]:
+    return [str(b.root / "rtvenv" / "bin" / "python"), "-m", "agent_sandbox"]
+
+
+def runtime_runs_again(b: Box) -> bool:
+    b.host(*home_pyenv_launcher(b), "exec", "--settings", str(b.settings), "--", "true")
+    return b.marked()
+
+
 def other_repo(b: Box) -> None:
     subprocess.run(["git", "init", "-q", str(b.other)], check=True, env=b.env())
 
@@ -510,6 +544,14 @@ ATTACKS: list[Attack] = [
            finding="gitmeta.named_paths skips values starting with '~/' or '$' ('the home "
                    "rules cover ~'), but HOME_ONLY has no entry for what they name, such "
                    "as a global core.hooksPath = ~/.githooks"),
+    Attack("runtime_base_interpreter_in_writable_home",
+           "echo 'import os; os.system(\"" + PAYLOAD + "\")' > {home}/.pyenv/versions/" + Path(sys.base_prefix).name + "/lib/" + PYVER + "/sitecustomize.py",
+           runtime_runs_again, setup=home_pyenv_runtime, settings=home_writable,
+           launcher=home_pyenv_launcher,
+           finding="bwrap_run.runtime_paths keeps sys.prefix (the virtualenv) and the package "
+                   "read-only, not sys.base_prefix: the standard library of the interpreter "
+                   "the runtime itself runs on (pyenv under ~) is writable when the home is, "
+                   "and the next sandbox exec imports the command's sitecustomize unsandboxed"),
     # 1. code on the host later, through python in the repository
     Attack("python_pyc_poisoning", PYC, python_import,
            finding="__pycache__ is writable and not protected; the source stays unchanged "
@@ -648,7 +690,8 @@ def test_attack_fails(box: Box, name: str) -> None:
              box.fmt(attack.concurrent)], cwd=box.repo, env=box.env(),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        r = box.sandbox(attack.cmd, settings=settings)
+        r = box.sandbox(attack.cmd, settings=settings,
+                        launcher=attack.launcher(box) if attack.launcher else None)
     finally:
         if other is not None:
             try:
@@ -659,8 +702,6 @@ def test_attack_fails(box: Box, name: str) -> None:
     assert r.returncode != 125 or name.startswith("litter"), (
         f"the sandbox did not start: {r.stderr}")
     fired = attack.judge(box)
-    if os.environ.get('RT_DEBUG'):
-        print(r.stderr[-3000:], sorted(os.listdir(box.repo)), os.listdir(box.other))
     if attack.judge is secret_seen:
         fired = fired or SECRET in r.stdout + r.stderr
     assert not fired, f"attack {name} worked: {attack.finding or '(see the judge)'}\n{r.stderr[-2000:]}"
