@@ -512,6 +512,14 @@ ATTACKS: list[Attack] = [
            "p=.git/modules; for i in $(seq 1 18); do p=$p/m; mkdir -p $p; echo ref: refs/heads/main > $p/HEAD; p=$p/modules; done; "
            "mkdir -p sub && cd sub && git init -q . && git config core.fsmonitor '" + PAYLOAD + "; false'",
            git_status("sub"), finding="gitmeta.GitMetaError (nesting > MAX_DEPTH) raised in the sweep, swallowed"),
+    Attack("git_sweep_quarantine_name_taken",
+           "mkdir -p sub && cd sub && git init -q . && git config core.fsmonitor '" + PAYLOAD + "; false'; "
+           "for t in $(seq 0 20); do mkdir -p \".git.sandbox-quarantine-$(date -u -d \"+$t sec\" +%Y%m%dT%H%M%S)/x\"; done",
+           git_status("sub"),
+           finding="sweep.disarm renames to <name>.sandbox-quarantine-<UTC second>, a name the "
+                   "command can predict and fill first (a non-empty folder: ENOTEMPTY, a file "
+                   "over a folder: EISDIR); the OSError is skipped silently, so the new "
+                   "repository stays, with no notice and no audit record"),
     Attack("git_embedded_bare_repo",
            "cd src && mkdir -p objects refs && echo 'ref: refs/heads/main' > HEAD && "
            "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = .\\n\\tfsmonitor = \"" + PAYLOAD + "; false\"\\n' > config",
