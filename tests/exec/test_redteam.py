@@ -114,7 +114,7 @@ class Box:
                if not k.startswith(("GIT_", "AGENT_SANDBOX_")) and k.lower() not in (
                    "http_proxy", "https_proxy", "all_proxy", "no_proxy")}
         env.update(HOME=str(self.home), RT_SECRET_TOKEN=ENV_SECRET, GIT_CONFIG_NOSYSTEM="1",
-                   PYTHONDONTWRITEBYTECODE="1")
+                   PYTHONDONTWRITEBYTECODE="1", AGENT_SANDBOX_AUDIT_DIR=str(self.root / "audit"))
         return env
 
     def fmt(self, text: str) -> str:
@@ -309,6 +309,14 @@ def file_has(rel: str, text: str, base: str = "repo") -> Callable[[Box], bool]:
 
 def exists(path: str) -> Callable[[Box], bool]:
     return lambda b: Path(b.fmt(path)).exists()
+
+
+def proxy_decided(b: Box) -> int:
+    """How many requests the sandbox's proxy decided (the probe reached it)."""
+    f = b.root / "audit" / "audit.jsonl"
+    if not f.exists():
+        return 0
+    return sum(1 for line in f.read_text().splitlines() if '"proxy.decision"' in line)
 
 
 def hits(name: str) -> Callable[[Box], bool]:
@@ -712,6 +720,8 @@ def test_attack_fails(box: Box, name: str) -> None:
     fired = attack.judge(box)
     if attack.judge is secret_seen:
         fired = fired or SECRET in r.stdout + r.stderr
+    if name == "proxy_to_host_loopback":
+        assert proxy_decided(box) > 20, "the probe never reached the proxy: it proves nothing"
     assert not fired, f"attack {name} worked: {attack.finding or '(see the judge)'}\n{r.stderr[-2000:]}"
 
 
