@@ -348,6 +348,15 @@ def settings_relink_fires(b: Box) -> bool:
     return SECRET in r.stdout
 
 
+def long_envrc_left(b: Box) -> bool:
+    """The deep .envrc is still where the command put it (nothing quarantined it)."""
+    try:
+        where = (b.scratch / "where").read_text()
+        return "pwned" in Path(where).read_text()
+    except OSError:
+        return False
+
+
 def env_link_fires(b: Box) -> bool:
     """Run 2 of the hard-link attack, after the user puts a secret in .env.local."""
     with open(b.repo / ".env.local", "a") as fh:
@@ -528,6 +537,21 @@ ATTACKS: list[Attack] = [
                    "command can predict and fill first (a non-empty folder: ENOTEMPTY, a file "
                    "over a folder: EISDIR); the OSError is skipped silently, so the new "
                    "repository stays, with no notice and no audit record"),
+    Attack("sweep_quarantine_name_too_long",
+           "{py} - <<'EOF'\n"
+           "import os\n"
+           "path = os.getcwd()\n"
+           "while len(path) + 1 + len('/.envrc') < 4085:\n"
+           "    n = min(200, 4085 - len(path) - 1 - len('/.envrc'))\n"
+           "    path += '/' + 'd' * n\n"
+           "os.makedirs(path)\n"
+           "open(path + '/.envrc', 'w').write('touch {marks}/pwned\\n')\n"
+           "open('{scratch}/where', 'w').write(path + '/.envrc')\n"
+           "EOF",
+           long_envrc_left,
+           finding="a protected name whose path is near PATH_MAX: the quarantine name "
+                   "(35 characters longer) is too long, rename fails with ENAMETOOLONG and "
+                   "disarm skips it silently"),
     Attack("git_embedded_bare_repo",
            "cd src && mkdir -p objects refs && echo 'ref: refs/heads/main' > HEAD && "
            "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = .\\n\\tfsmonitor = \"" + PAYLOAD + "; false\"\\n' > config",
