@@ -125,16 +125,19 @@ class Box:
                            udp_port=self.udp.address[1], py=PY, secret=SECRET)
 
     def sandbox(self, cmd: str, settings: Path | str | None = None,
-                timeout: float = 30, launcher: list[str] | None = None
-                ) -> subprocess.CompletedProcess[str]:
+                timeout: float = 30, launcher: list[str] | None = None,
+                stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         s = str(settings or self.settings)
-        return subprocess.run([*(launcher or SANDBOX), "exec", "--settings", s, "--", "sh", "-c", self.fmt(cmd)],
-                              cwd=self.repo, env=self.env(), capture_output=True, text=True,
-                              timeout=timeout)
+        with open(self.fmt(stdin) if stdin else os.devnull, "rb") as inp:
+            return subprocess.run([*(launcher or SANDBOX), "exec", "--settings", s, "--", "sh",
+                                   "-c", self.fmt(cmd)], cwd=self.repo, env=self.env(),
+                                  capture_output=True, text=True, timeout=timeout, stdin=inp)
 
-    def direct(self, cmd: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["sh", "-c", self.fmt(cmd)], cwd=self.repo, env=self.env(),
-                              capture_output=True, text=True, timeout=timeout)
+    def direct(self, cmd: str, timeout: float = 30,
+               stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        with open(self.fmt(stdin) if stdin else os.devnull, "rb") as inp:
+            return subprocess.run(["sh", "-c", self.fmt(cmd)], cwd=self.repo, env=self.env(),
+                                  capture_output=True, text=True, timeout=timeout, stdin=inp)
 
     def host(self, *argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         """A host tool run as the user would, after the sandbox is gone."""
@@ -243,6 +246,7 @@ class Attack:
     finding: str = ""
     concurrent: str | None = None  # a second hostile command, in its own sandbox, started first
     launcher: Callable[[Box], list[str]] | None = None  # the runtime to attack, if not this one
+    stdin: str | None = None  # a host file given to sandbox exec as its standard input
 
 
 PAYLOAD = "touch {marks}/pwned"
@@ -639,6 +643,14 @@ ATTACKS: list[Attack] = [
     # 3. write outside the writable roots, or protected files
     Attack("write_outside_roots", "echo pwned > {other}/x 2>/dev/null; echo pwned > {root}/x 2>/dev/null; true".replace("{root}", "{other}/.."),
            lambda b: (b.other / "x").exists() or (b.root / "x").exists()),
+    Attack("write_through_inherited_stdin",
+           "echo pwned > /proc/self/fd/0", file_has("input.txt", "pwned", base="other"),
+           setup=lambda b: (b.other / "input.txt").write_text("original\n"),
+           stdin="{other}/input.txt",
+           finding="the caller's standard input (a host file opened read-only, outside every "
+                   "writable root) reaches the command as an inherited descriptor; reopening "
+                   "/proc/self/fd/0 for writing goes through the host's own read-write mount, "
+                   "not the sandbox's read-only bind"),
     Attack("write_settings_file", "echo '{{}}' > {cfg}/S.json", file_has("S.json", "{}", base="cfg")),
     Attack("write_state_and_audit",
            "mkdir -p {home}/.local/state/agent-sandbox/run/owed && echo x > {home}/.local/state/agent-sandbox/run/owed/forged",
@@ -731,7 +743,8 @@ def test_attack_fails(box: Box, name: str) -> None:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         r = box.sandbox(attack.cmd, settings=settings,
-                        launcher=attack.launcher(box) if attack.launcher else None)
+                        launcher=attack.launcher(box) if attack.launcher else None,
+                        stdin=attack.stdin)
     finally:
         if other is not None:
             try:
@@ -753,5 +766,5 @@ def test_attack_fails(box: Box, name: str) -> None:
 def test_control_fires(box: Box, name: str) -> None:
     attack = BY_NAME[name]
     _prepare(box, attack)
-    box.direct(attack.control or attack.cmd)
+    box.direct(attack.control or attack.cmd, stdin=attack.stdin)
     assert attack.judge(box), f"the judge of {name} cannot fire: it proves nothing"
