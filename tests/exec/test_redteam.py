@@ -768,3 +768,51 @@ def test_control_fires(box: Box, name: str) -> None:
     _prepare(box, attack)
     box.direct(attack.control or attack.cmd, stdin=attack.stdin)
     assert attack.judge(box), f"the judge of {name} cannot fire: it proves nothing"
+
+
+# -- a finished run's clean-up against the other runs of a supervisor that is PID 1 ---
+
+PID1_SUPERVISOR = """
+import sys, threading, time
+from agent_sandbox.runtime import run_sandboxed
+settings, repo, long_cmd = sys.argv[1], sys.argv[2], sys.argv[3]
+out = {}
+t = threading.Thread(target=lambda: out.setdefault("long", run_sandboxed(
+    ["sh", "-c", long_cmd], settings, cwd=repo)))
+t.start()
+time.sleep(1.0)
+run_sandboxed(["true"], settings, cwd=repo)  # any run, hostile or not, that ends first
+t.join()
+print(out["long"].returncode)
+"""
+
+
+def _pid1_supervisor(box: Box, long_cmd: str) -> str:
+    """An approver, MCP server or dashboard as a container's entrypoint (PID 1)
+    running two sandboxed commands at once; the long run's exit status."""
+    return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", PY, "-c", PID1_SUPERVISOR,
+                    str(box.settings), str(box.repo), box.fmt(long_cmd)],
+                   env=box.env(), capture_output=True, text=True, timeout=30).stdout.strip()
+
+
+needs_unshare = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                                   reason="needs root and unshare for a PID namespace")
+
+
+@needs_unshare
+def test_attack_fails_reaper_kills_live_runs_under_pid1(box: Box) -> None:
+    """reaper.reap_stuck kills every bwrap running the start gate whose parent is
+    PID 1; when the supervisor itself is PID 1, that is every live sandbox."""
+    status = _pid1_supervisor(box, "sleep 2.5; touch {scratch}/long-done")
+    assert (box.scratch / "long-done").exists(), (
+        f"a run that ended killed another run that was still working (its status: {status}): "
+        "reaper.reap_stuck takes 'parent is PID 1' for 'supervisor gone'")
+
+
+@needs_unshare
+def test_control_fires_reaper_kills_live_runs_under_pid1(box: Box) -> None:
+    # a run that never does its work, and one that does it outside PID 1's reach
+    _pid1_supervisor(box, "sleep 2.5")
+    assert not (box.scratch / "long-done").exists()
+    box.direct("sleep 0.5; touch {scratch}/long-done")
+    assert (box.scratch / "long-done").exists()
