@@ -486,7 +486,7 @@ def other_repo(b: Box) -> None:
 def localhost_allowed(b: Box) -> Path:
     data = settings_dict(b)
     data["network"] = {"allowedDomains": ["up.example.com", "localhost", "127.0.0.1",
-                                          "*.nip.io"]}
+                                          "*.nip.io"], "deniedDomains": []}
     return write_settings(b.cfg / "S-localhost.json", data)
 
 
@@ -677,10 +677,10 @@ ATTACKS: list[Attack] = [
            settings=localhost_allowed),
     # 5. loosen a later run
     Attack("settings_named_through_link",
-           "printf '{{\"filesystem\": {{\"allowWrite\": [\"{repo}\"]}}, \"network\": {{\"allowedDomains\": [\"up.example.com\"]}}}}' > {scratch}/evil.json; "
+           "printf '{{\"filesystem\": {{\"allowWrite\": [\"{repo}\"], \"denyRead\": [], \"denyWrite\": []}}, \"network\": {{\"allowedDomains\": [\"up.example.com\"], \"deniedDomains\": []}}}}' > {scratch}/evil.json; "
            "ln -sfn {scratch}/evil.json sandbox.json",
            settings_relink_fires, settings=settings_link,
-           control="printf '{{\"filesystem\": {{\"allowWrite\": [\"{repo}\"]}}, \"network\": {{\"allowedDomains\": [\"up.example.com\"]}}}}' > {scratch}/evil.json; "
+           control="printf '{{\"filesystem\": {{\"allowWrite\": [\"{repo}\"], \"denyRead\": [], \"denyWrite\": []}}, \"network\": {{\"allowedDomains\": [\"up.example.com\"], \"deniedDomains\": []}}}}' > {scratch}/evil.json; "
                    "ln -sfn {scratch}/evil.json sandbox.json",
            finding="run.load_settings checks the settings file's realpath against the writable "
                    "roots; a settings path that is a symlink inside a writable root passes, "
