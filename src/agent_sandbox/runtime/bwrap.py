@@ -70,7 +70,8 @@ if TYPE_CHECKING:
 
         def walk(self, root: str) -> list[tuple[str, str]]:
             """Every (path, kind) below ``root``, complete: kind is 'd', 'f', 'l',
-            or 'u' for a folder that cannot be listed; raises ``WalkError``."""
+            's' (socket, fifo, device) or 'u' for a folder that cannot be listed;
+            raises ``WalkError``."""
 
         def read(self, path: str, limit: int) -> bytes | None:
             """The first ``limit`` bytes of a regular file, or None."""
@@ -248,8 +249,10 @@ class RealFs:
                         kind = "l"
                     elif e.is_dir(follow_symlinks=False):
                         kind = "d"
-                    else:
+                    elif e.is_file(follow_symlinks=False):
                         kind = "f"
+                    else:
+                        kind = "s"  # a socket, fifo or device node
                 except OSError:
                     kind = "u"
                 if len(out) >= self.limit:
@@ -543,10 +546,24 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     hide_unix = False
     if n.allow_unix_sockets and not n.allow_all_unix_sockets:
         hide_unix = True
+        carved = [m.path for m in mounts.values() if m.op in ("ro", "hide")]
         for s in n.allow_unix_sockets:
             p = expand(s, home=home, cwd=cwd)
-            if fs.kind(p) is not None:
-                mounts[("sock", fs.realpath(p))] = Mount("sock", fs.realpath(p), "f")
+            if fs.kind(p) is None:
+                continue
+            rp = fs.realpath(p)
+            # an entry the command can also write is dropped (srt's rule): it could put
+            # its own socket, or a link to another, where the allowed one was
+            if any(_under(rp, w) for w in writable) and not any(_under(rp, c) for c in carved):
+                continue
+            mounts[("sock", rp)] = Mount("sock", rp, "f")
+        # sockets in the writable roots stay visible through their binds: hide every
+        # one the list does not name
+        allowed = [m.path for m in mounts.values() if m.op == "sock"]
+        for w in roots:
+            for path, kind in fs.walk(w):
+                if kind == "s" and not any(_under(path, a) for a in allowed):
+                    mounts[("hide", path)] = Mount("hide", path, "f")
     ordered = tuple(sorted(mounts.values(), key=Mount.key))
     return Plan(mounts=ordered, placeholders=tuple(placeholders.items()),
                 writable_roots=tuple(writable), hide_unix_dirs=hide_unix, hide_root=hide_root,
@@ -598,6 +615,10 @@ def build_argv(
     """
     argv = [bwrap] if p.hide_root else [bwrap, "--ro-bind", "/", "/"]
     argv += ["--dev", "/dev", "--proc", "/proc"]
+    # the sandbox's pid 1 is bwrap's own init, which runs without the seccomp
+    # filter: its memory must not be writable by the command
+    for mem in ("/proc/1/mem", "/proc/1/task/1/mem"):
+        argv += ["--ro-bind", "/dev/null", mem]
     if p.hide_unix_dirs:  # where sockets live; the allowed ones are bound back ("sock")
         for d in UNIX_SOCKET_DIRS:
             argv += ["--tmpfs", d]

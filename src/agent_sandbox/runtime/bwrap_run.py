@@ -138,8 +138,10 @@ class BwrapRun:
 
         n = self.settings.network
         try:
-            self._seccomp = seccomp.program(allow_unix=bool(n.allow_unix_sockets)
-                                            or n.allow_all_unix_sockets)
+            by_path = bool(n.allow_unix_sockets) and not n.allow_all_unix_sockets
+            self._seccomp = seccomp.program(
+                allow_unix=bool(n.allow_unix_sockets) or n.allow_all_unix_sockets,
+                deny_bind=by_path and not n.allow_local_binding)
             sfd = seccomp.memfd(self._seccomp)
         except seccomp.SeccompError as exc:
             raise SandboxStartError(str(exc)) from None

@@ -72,14 +72,22 @@ def load_settings(path: str, home: str, cwd: str) -> Settings:
         if is_glob(written):
             continue
         # the file, and every link on the way to it: a link in a writable root can
-        # be pointed at another file by the command
-        if any(p == root or p.startswith(root.rstrip("/") + "/")
+        # be pointed at another file by the command; a folder of the protected set
+        # (a repository's .sandbox/) is read-only in every sandbox, wherever it is
+        if any((p == root or p.startswith(root.rstrip("/") + "/")) and not _protected_dir(p)
                for p in (real, given) for root in (written, os.path.realpath(written))):
             raise SettingsError(
                 f"{path} lies in its own writable root {written}: a sandboxed command could "
                 "rewrite the policy of the next run; keep the settings file outside "
                 "allowWrite (for example in ~/.config/agent-sandbox/)")
     return s
+
+
+def _protected_dir(path: str) -> bool:
+    """Whether a path lies inside a folder of the protected set (at any depth)."""
+    from agent_sandbox.protected import ANY_DEPTH
+
+    return any(kind == "d" and f"/{rel}/" in path for rel, kind, _ in ANY_DEPTH)
 
 
 def resolve_settings(settings: Settings | str | os.PathLike[str] | dict[str, Any] | None,
