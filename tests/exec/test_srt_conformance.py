@@ -977,17 +977,10 @@ for fname, reason in SKIPPED_FILES.items():
     ROWS.append(Row(f"not-ported/{fname.split(' ')[0]}", fname, "", False, skip=reason))
 
 
-# Rows where ours is still LOOSER than srt (issue 13; 20 when the suite was written,
-# 16 of them fixed since, which now gate like every other row).
-# They are reported as expected failures so that the rest of the suite gates
-# every change; a LOOSER row not listed here fails. Remove an id once it is
-# fixed; empty the set to make every one of them a hard failure again.
-KNOWN_LOOSER = frozenset({
-    "uds/bind",
-    "uds/writable-entry-dropped",
-    "uds/glob-write-root",
-    "pidns/proc-1-mem",
-})
+# Rows where ours is still LOOSER than srt (20 when the suite was written, all
+# fixed since: every row now gates). A row listed here is reported as an expected
+# failure instead; keep it empty.
+KNOWN_LOOSER: frozenset[str] = frozenset()
 
 # -- running ----------------------------------------------------------------------
 
