@@ -80,6 +80,15 @@ BASE_MACH_LOOKUP: tuple[str, ...] = (
 _PRIVATE_LINKS = ("/tmp", "/var", "/etc")
 
 
+def protected_names_rules() -> tuple[str, ...]:
+    """The project's protected names as path rules (never writable, never plantable)."""
+    from ..policy import protect
+
+    extra = [f"**/{d}/**" for d in protect._PER_DIRECTORY]
+    extra += [f"**/{f}" for f in protect._FILES]
+    return tuple(dict.fromkeys([*paths.MANDATORY_DENY_WRITE, *extra]))
+
+
 def seatbelt_target(facts: HostFacts, user: User) -> str:
     return f"{facts.prefix}/seatbelt/{user.name}.sb"
 
