@@ -235,6 +235,8 @@ class Profile:
             return re.search(self.regex_value(f[1]), q.path) is not None
         if kind == "global-name":
             return q.name == self.value(f[1])
+        if kind == "ipc-posix-name-regex":
+            return q.name is not None and re.search(self.regex_value(f[1]), q.name) is not None
         if kind == "ipc-posix-name":
             return q.name == self.value(f[1])
         if kind == "target":

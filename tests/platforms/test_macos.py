@@ -35,6 +35,13 @@ def _private(p: str) -> str:
     return p
 
 
+def _write_allowed(p: str, allow: list[str], deny: list[str]) -> bool:
+    """The spec's write rule, with every deny covering its own name (``x/**`` covers ``x``)."""
+    names = [r[:-3] if r.endswith("/**") else r
+             for r in [*deny, *macos.protected_names_rules()]]
+    return paths.write_allowed(p, allow, names, mandatory=False)
+
+
 def _profile(spec: Spec, home: str) -> Profile:
     return Profile(macos.seatbelt_profile(spec, home), {"CWD": CWD})
 
@@ -122,10 +129,13 @@ def test_writes_follow_srt_semantics_and_protected_set(fleet, host):
         allow = _expanded(spec.filesystem.allow_write, user.home)
         deny = _expanded(spec.filesystem.deny_write, user.home)
         for p in _sample_paths(spec, user.home):
-            want = "allow" if paths.write_allowed(p, allow, deny) else "deny"
-            for op in ("file-write-data", "file-write-create"):
-                got = prof.decide(Query(op, path=_private(p)))
-                assert got == want, f"{op} {p}: profile says {got}, spec says {want}"
+            want = "allow" if _write_allowed(p, allow, deny) else "deny"
+            got = prof.decide(Query("file-write-data", path=_private(p)))
+            assert got == want, f"write {p}: profile says {got}, spec says {want}"
+            # create is never allowed where a write is not (it is also denied on
+            # protected names' parents, the roots and the home: tested below)
+            if want == "deny":
+                assert prof.decide(Query("file-write-create", path=_private(p))) == "deny", p
         repo = f"{user.home}/src/app"
         assert prof.decide(Query("file-write-data", path=f"{repo}/main.py")) == "allow"
         for protected in (".git/hooks/pre-commit", ".claude/settings.json", ".sandbox/x",
@@ -389,5 +399,5 @@ def test_golden_spec_semantics():
             continue  # relative deny glob: matched at any depth on purpose (tested above)
         want_r = "allow" if paths.read_allowed(p, rd, ra) else "deny"
         assert prof.decide(Query("file-read-data", path=_private(p))) == want_r, p
-        want_w = "allow" if paths.write_allowed(p, wa, wd) else "deny"
-        assert prof.decide(Query("file-write-create", path=_private(p))) == want_w, p
+        want_w = "allow" if _write_allowed(p, wa, wd) else "deny"
+        assert prof.decide(Query("file-write-data", path=_private(p))) == want_w, p

@@ -59,6 +59,9 @@ _UUID_NS = uuid.UUID("7d8f4c52-2f6e-4b0c-9a55-3f1b9a3c6e01")
 
 # Mach services that common command-line tools need. trustd is not here: it is
 # in the spec's allow_mach_lookup default so it can be removed (see above).
+# Preferences go through ``user-preference-read``, not the cfprefsd daemons, and
+# the diagnostics and analytics daemons are left out: both carry data out of the
+# sandbox and nothing a command-line tool needs depends on them.
 BASE_MACH_LOOKUP: tuple[str, ...] = (
     "com.apple.bsd.dirhelper",
     "com.apple.coreservices.launchservicesd",
@@ -70,11 +73,33 @@ BASE_MACH_LOOKUP: tuple[str, ...] = (
     "com.apple.system.opendirectoryd.membership",
     "com.apple.SecurityServer",
     "com.apple.securityd.xpc",
-    "com.apple.diagnosticd",
-    "com.apple.analyticsd",
-    "com.apple.cfprefsd.daemon",
-    "com.apple.cfprefsd.agent",
 )
+
+# sysctls a sandboxed tool may read: hardware and OS identity that runtimes
+# (Python, Node, Go, the JVM) query at start. Nothing that describes other
+# processes (kern.procargs2 holds their arguments and environment,
+# kern.proc.all lists them) and nothing about the host's boot or identity.
+SYSCTL_READ_NAMES: tuple[str, ...] = (
+    "hw.activecpu", "hw.byteorder", "hw.cachelinesize", "hw.cpufamily", "hw.cpufrequency",
+    "hw.cputype", "hw.l1dcachesize", "hw.l1icachesize", "hw.l2cachesize", "hw.l3cachesize",
+    "hw.logicalcpu", "hw.logicalcpu_max", "hw.machine", "hw.memsize", "hw.model", "hw.ncpu",
+    "hw.nperflevels", "hw.packages", "hw.pagesize", "hw.physicalcpu", "hw.physicalcpu_max",
+    "hw.tbfrequency", "hw.vectorunit", "kern.argmax", "kern.hostname", "kern.maxfiles",
+    "kern.maxfilesperproc", "kern.maxproc", "kern.ngroups", "kern.osproductversion",
+    "kern.osrelease", "kern.ostype", "kern.osversion", "kern.secure_kernel",
+    "kern.usrstack64", "kern.version", "machdep.ptrauth_enabled", "sysctl.proc_cputype",
+    "vm.loadavg",
+)
+SYSCTL_READ_PREFIXES: tuple[str, ...] = (
+    "hw.optional.", "hw.perflevel", "machdep.cpu.",
+    "kern.proc.pid.",  # a process's own kinfo_proc (getppid, ps of itself); not its arguments
+)
+
+# POSIX semaphore and shared-memory names Python's multiprocessing creates
+# (``/mp-...`` semaphores, ``/psm_...`` shared_memory). The names are one
+# namespace for the whole machine, so only these are opened, not those of
+# every other program.
+IPC_POSIX_NAME_REGEX = "^/(mp-|psm_)"
 
 # Seatbelt sees the resolved path: these top-level links point into /private.
 _PRIVATE_LINKS = ("/tmp", "/var", "/etc")
@@ -219,6 +244,14 @@ def _ancestors_for(rule: str, home: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _self_and_ancestors(rule: str, home: str) -> tuple[str, ...]:
+    """``literal`` filters for an anchored literal rule's own path and every directory above."""
+    exp = _expand(rule, home)
+    if not exp.startswith("/") or exp == "/":
+        return ()
+    return (f"(literal {_quote(_private(exp))})", *_ancestors(rule, home))
+
+
 def _proxy_ports(spec: Spec) -> list[int]:
     ports = {spec.platforms.macos.proxy_port}
     if spec.network.socks_proxy_port:
@@ -226,6 +259,72 @@ def _proxy_ports(spec: Spec) -> list[int]:
     if spec.network.http_proxy_port:
         ports.add(spec.network.http_proxy_port)
     return sorted(ports)
+
+
+def _name_rule(rule: str) -> str:
+    """A deny rule that covers the name itself, not only what is below it.
+
+    ``**/.claude/**`` leaves ``.claude`` free to be created as a symlink to a
+    writable folder; ``**/.claude`` covers the name and everything below it.
+    """
+    while rule.endswith("/**"):
+        rule = rule[:-3]
+    return rule
+
+
+def _sample(rule: str) -> str:
+    """A concrete path of the shape a rule matches (glob parts replaced)."""
+    return re.sub(r"\*\*/|\[[^\]]*\]|[*?]+", "x", rule)
+
+
+def _read_rules(spec: Spec, home: str) -> list[tuple[str, str]]:
+    """(action, filter) for file-read*, in emission order (the last match wins).
+
+    Denies and carve-outs in increasing specificity (a tie goes to the allow);
+    then every glob deny again, after all allows, minus the carve-outs the glob
+    itself covers: a leaf glob (``**/.env``) covers no directory allow, so a
+    longer ``allow_read`` (the repository) cannot re-open ``repo/.env``; a
+    region glob (``~/**``) keeps its own carve-outs.
+    """
+    fs = spec.filesystem
+    ordered: list[tuple[int, int, str, str]] = []
+    deny_read = [_name_rule(r) for r in fs.deny_read]
+    for rule in deny_read:
+        n = paths.specificity(_expand(rule, home))
+        ordered += [(n, 0, "deny", f) for f in _filters(rule, home, deny=True)]
+    for rule in fs.allow_read:
+        n = paths.specificity(_expand(rule, home))
+        ordered += [(n, 1, "allow", f) for f in _filters(rule, home, deny=False)]
+    ordered.sort(key=lambda r: (r[0], r[1], r[3]))
+    out = [(action, f) for _, _, action, f in ordered]
+    for rule in deny_read:
+        exp = _expand(rule, home)
+        if not paths.is_glob(exp):
+            continue
+        carve = [f for a in fs.allow_read for f in _filters(a, home, deny=False)
+                 if paths.covers(exp, _sample(_expand(a, home)))]
+        out += [("deny", _minus(f, carve)) for f in _filters(rule, home, deny=True)]
+    return out
+
+
+def _minus(filt: str, carve: list[str]) -> str:
+    if not carve:
+        return filt
+    return "(require-all " + filt + "".join(f" (require-not {c})" for c in carve) + ")"
+
+
+def _read_denied(rules: list[tuple[str, str]]) -> list[str]:
+    """Filters matching exactly the paths the read rules deny.
+
+    With the last match winning, a path is denied when some deny matches it and
+    no allow emitted after that deny does: each deny minus the later allows.
+    """
+    out = []
+    for i, (action, f) in enumerate(rules):
+        if action == "deny":
+            later = _dedupe([g for a, g in rules[i + 1:] if a == "allow"])
+            out.append(_minus(f, later))
+    return out
 
 
 def seatbelt_profile(spec: Spec, home: str) -> str:
@@ -236,41 +335,64 @@ def seatbelt_profile(spec: Spec, home: str) -> str:
             raise RenderError(f"platforms.macos.allow_mach_lookup: {name!r} is not a mach "
                               "service name")
 
-    # Reads: (specificity, order, action, filter); deny before allow at a tie.
-    read_rules: list[tuple[int, int, str, str]] = []
-    for rule in fs.deny_read:
-        spec_n = paths.specificity(_expand(rule, home))
-        read_rules += [(spec_n, 0, "deny", f) for f in _filters(rule, home, deny=True)]
-    for rule in fs.allow_read:
-        spec_n = paths.specificity(_expand(rule, home))
-        read_rules += [(spec_n, 1, "allow", f) for f in _filters(rule, home, deny=False)]
-    read_rules.sort(key=lambda r: (r[0], r[1], r[3]))
-
+    read_rules = _read_rules(spec, home)
     write_allow = [f for r in fs.allow_write for f in _filters(r, home, deny=False)]
-    write_deny = [f for r in fs.deny_write for f in _filters(r, home, deny=True)]
-    mandatory = [f for r in paths.MANDATORY_DENY_WRITE for f in _filters(r, home, deny=True)]
+    deny_write = [_name_rule(r) for r in fs.deny_write]
+    deny_read = [_name_rule(r) for r in fs.deny_read]
+    write_deny = [f for r in deny_write for f in _filters(r, home, deny=True)]
+    protected = [_name_rule(r) for r in protected_names_rules()]
+    mandatory = [f for r in protected for f in _filters(r, home, deny=True)]
 
-    guarded = [*fs.deny_read, *fs.deny_write, *paths.MANDATORY_DENY_WRITE]
-    move_guard = [f for r in guarded for f in _filters(r, home, deny=True)]
-    ancestors = [a for r in guarded for a in _ancestors(r, home)]
+    # Never created, removed or renamed: what may not be written (the name
+    # itself, so nothing can be planted there as a symlink or a git file) and
+    # every directory above it (so a missing parent cannot be planted either).
+    write_guarded = [*deny_write, *protected]
+    plant_guard = [f for r in write_guarded for f in _filters(r, home, deny=True)]
+    plant_guard += [a for r in write_guarded for a in _ancestors(r, home)]
+    # ... nor the roots themselves, the working directory (relative rules are
+    # anchored there) or the home folder, nor any directory above them: a
+    # rename there would carry every rule anchored below away from its path.
+    roots = [r for r in fs.allow_write if r.startswith(("/", "~")) and not paths.is_glob(r)]
+    plant_guard += ['(literal (param "CWD"))']
+    plant_guard += [a for r in [*roots, "~"] for a in _self_and_ancestors(r, home)]
+    # Never removed or renamed: what may not be read, minus its carve-outs (so
+    # rm and mv inside a re-allowed repository still work), and the literal
+    # directories above a denied path (a rename there carries it away). A
+    # literal denied path is not created either (a symlink planted there would
+    # catch what the host later writes to it).
+    read_literal = [r for r in deny_read if not paths.is_glob(r)]
+    move_guard = _read_denied(read_rules)
+    move_guard += [a for r in deny_read for a in _ancestors(r, home)]
+    read_plant_guard = [f for r in read_literal for f in _filters(r, home, deny=True)]
 
     def lines(fmt: str, items: Iterable[str]) -> str:
         return "".join(fmt.format(x) + "\n" for x in items)
 
     services = sorted(set(BASE_MACH_LOOKUP) | set(mac.allow_mach_lookup))
+    unix_any = net.allow_all_unix_sockets or bool(net.allow_unix_sockets)
     text: str = _template().render(
         home=home,
         mach_services=lines('  (global-name "{}")', services),
-        read_rules="".join(f"({action} file-read* {f})\n" for _, _, action, f in read_rules),
+        sysctl_names=lines('  (sysctl-name "{}")', SYSCTL_READ_NAMES),
+        sysctl_prefixes=lines('  (sysctl-name-prefix "{}")', SYSCTL_READ_PREFIXES),
+        ipc_regex=IPC_POSIX_NAME_REGEX,
+        allow_pty=mac.allow_pty,
+        read_rules="".join(f"({action} file-read* {f})\n" for action, f in read_rules),
+        any_read_deny=bool(fs.deny_read),
         write_allow=lines("(allow file-write* {})", _dedupe(write_allow)),
         write_deny=lines("(deny file-write* {})", _dedupe(write_deny)),
         mandatory=lines("(deny file-write* {})", _dedupe(mandatory)),
-        move_guard=lines("(deny file-write-unlink {})", _dedupe(move_guard + ancestors)),
+        plant_guard=lines("(deny file-write-create file-write-unlink {})",
+                          _dedupe(plant_guard + read_plant_guard)),
+        move_guard=lines("(deny file-write-unlink {})", _dedupe(move_guard)),
         proxy_ports=lines('(allow network-outbound (remote ip "localhost:{}"))',
                           map(str, _proxy_ports(spec))),
         allow_local_binding=net.allow_local_binding,
-        unix_sockets=lines("(allow network-outbound (remote unix-socket (path-literal {})))",
-                           [_quote(_private(p)) for p in net.allow_unix_sockets]),
+        unix_socket_domain=unix_any,
+        unix_sockets="".join(
+            f"(allow network-outbound (remote unix-socket (path-literal {q})))\n"
+            f"(allow network-bind (local unix-socket (path-literal {q})))\n"
+            for q in (_quote(_private(p)) for p in net.allow_unix_sockets)),
         allow_all_unix_sockets=net.allow_all_unix_sockets,
     )
     return text
