@@ -159,7 +159,8 @@ def probes(spec: Spec, home: str = HOME, cwd: str = CWD) -> list[Probe]:
     for port in ports:
         out.append(Probe(f"connect localhost:{port}",
                          Query("network-outbound", remote=f"localhost:{port}")))
-        out.append(Probe(f"bind localhost:{port}", Query("network-bind", local=f"localhost:{port}")))
+        out.append(Probe(f"bind localhost:{port}",
+                         Query("network-bind", local=f"localhost:{port}")))
     out.append(Probe("connect *:443", Query("network-outbound", remote="*:443")))
     socks = ["/private/var/run/docker.sock", f"{home}/.ssh/agent.sock",
              *[private(s) for s in spec.network.allow_unix_sockets]]

@@ -118,6 +118,10 @@ def seatbelt_target(facts: HostFacts, user: User) -> str:
     return f"{facts.prefix}/seatbelt/{user.name}.sb"
 
 
+def denies_target(facts: HostFacts, user: User) -> str:
+    return f"{facts.prefix}/seatbelt/{user.name}.denies.json"
+
+
 def proxy_settings_target(facts: HostFacts) -> str:
     return f"{facts.prefix}/etc/proxy-settings.json"
 
@@ -143,29 +147,59 @@ _ERE_SPECIAL = set(".^$+?()[]{}|\\*")
 _ERE_TOKENS = {"dirs": "(.*/)?", "any": ".*", "star": "[^/]*", "one": "[^/]"}
 
 
+# sandbox-exec refuses a string literal longer than about 1 KiB ("Error reading
+# string"), and one such string invalidates the whole profile.
+SBPL_STRING_MAX = 900
+
+
 @functools.lru_cache(maxsize=4096)
-def glob_to_ere(pattern: str) -> str:
+def glob_to_ere(pattern: str, fold: bool = False) -> str:
     """A path glob (``paths`` semantics) as a POSIX extended regex for SBPL.
 
     Covers what ``paths.covers`` covers: the match itself and everything below.
-    A pattern not anchored at ``/`` matches at any depth.
+    A pattern not anchored at ``/`` matches at any depth. ``fold`` matches
+    letters in either case: macOS volumes are case-insensitive by default, so
+    ``.Claude`` created in the sandbox is the ``.claude`` an agent on the host
+    opens. Deny rules fold (they deny more); allow rules never do. Where folding
+    the whole path would make the regex too long for sandbox-exec, only its
+    last components are folded (those are the ones that may not exist yet).
     """
+    tokens = paths.glob_tokens(pattern)
+    head = "^" if pattern.startswith(("/", "**")) else "^(.*/)?"
+    cuts = [0] + [i + 1 for i, t in enumerate(tokens) if t == ("lit", "/")] if fold else []
+    for start in cuts or [len(tokens)]:
+        ere = head + _ere_body(tokens, start) + "(/.*)?$"
+        if len(ere) <= SBPL_STRING_MAX:
+            return ere
+    return head + _ere_body(tokens, len(tokens)) + "(/.*)?$"
+
+
+def _ere_body(tokens: list[tuple[str, str]], fold_from: int) -> str:
     out: list[str] = []
-    for kind, text in paths.glob_tokens(pattern):
+    for i, (kind, text) in enumerate(tokens):
         if kind == "class":
             out.append("[" + text + "]")
         elif kind == "lit":
-            out.append("\\" + text if text in _ERE_SPECIAL else text)
+            if i >= fold_from and text.lower() != text.upper():
+                out.append("[" + text.lower() + text.upper() + "]")
+            else:
+                out.append("\\" + text if text in _ERE_SPECIAL else text)
         else:
             out.append(_ERE_TOKENS[kind])
-    head = "^" if pattern.startswith(("/", "**")) else "^(.*/)?"
-    return head + "".join(out) + "(/.*)?$"
+    return "".join(out)
 
 
-def _regex(pattern: str) -> str:
-    ere = glob_to_ere(pattern)
+def _regex(pattern: str, fold: bool = False, exact: bool = False) -> str:
+    """A ``regex`` filter for a glob (or a literal path read as one); ``exact``
+    matches the path itself only, not what is below it."""
+    ere = glob_to_ere(pattern, fold)
+    if exact:
+        ere = ere[: -len("(/.*)?$")] + "$"
     if '"' in ere or "\n" in ere:
-        raise RenderError(f"glob {pattern!r} cannot be written into a Seatbelt profile")
+        raise RenderError(f"path {pattern!r} cannot be written into a Seatbelt profile "
+                          "(it contains a double quote or newline)")
+    if len(ere.encode()) > SBPL_STRING_MAX:
+        raise RenderError(f"path {pattern!r} is too long for a Seatbelt profile")
     return f'(regex #"{ere}")'
 
 
@@ -191,15 +225,16 @@ def _filters_for(rule: str, home: str, deny: bool) -> tuple[str, ...]:
     glob = paths.is_glob(exp)
     if exp.startswith("/"):
         real = _private(exp)
-        if glob:
-            return (_regex(real),)
+        if glob or deny:
+            _quote(real)
+            return (_regex(real, fold=deny),)
         return (f"(subpath {_quote(real)})",)
     if exp.startswith("**"):
-        return (_regex(exp),)
+        return (_regex(exp, fold=deny),)
     # relative to the working directory
     rel = posixpath.normpath(exp)
     if glob:
-        return (_regex(rel),) if deny else ()
+        return (_regex(rel, fold=True),) if deny else ()
     if rel == ".":
         return ('(subpath (param "CWD"))',)
     return (f'(subpath (string-append (param "CWD") {_quote("/" + rel)}))',)
@@ -229,7 +264,7 @@ def _ancestors_for(rule: str, home: str) -> tuple[str, ...]:
         while cur and cur != "/":
             chain.append(_private(cur))
             cur = posixpath.dirname(cur)
-        return tuple(f"(literal {_quote(p)})" for p in chain)
+        return tuple(_regex(p, fold=True, exact=True) for p in chain)
     body = exp
     while body.startswith("**/"):
         body = body[3:]
@@ -239,17 +274,16 @@ def _ancestors_for(rule: str, home: str) -> tuple[str, ...]:
         prefix = parts[:i]
         if any(paths.is_glob(p) for p in prefix):
             break
-        ere = glob_to_ere("/".join(prefix))[: -len("(/.*)?$")] + "$"
-        out.append(f'(regex #"{ere}")')
+        out.append(_regex("/".join(prefix), fold=True, exact=True))
     return tuple(out)
 
 
 def _self_and_ancestors(rule: str, home: str) -> tuple[str, ...]:
-    """``literal`` filters for an anchored literal rule's own path and every directory above."""
+    """Filters for an anchored literal rule's own path and every directory above it."""
     exp = _expand(rule, home)
     if not exp.startswith("/") or exp == "/":
         return ()
-    return (f"(literal {_quote(_private(exp))})", *_ancestors(rule, home))
+    return (_regex(_private(exp), fold=True, exact=True), *_ancestors(rule, home))
 
 
 def _proxy_ports(spec: Spec) -> list[int]:
@@ -363,7 +397,8 @@ def seatbelt_profile(spec: Spec, home: str) -> str:
     read_literal = [r for r in deny_read if not paths.is_glob(r)]
     move_guard = _read_denied(read_rules)
     move_guard += [a for r in deny_read for a in _ancestors(r, home)]
-    read_plant_guard = [f for r in read_literal for f in _filters(r, home, deny=True)]
+    read_plant_guard = [_regex(_private(exp), fold=True, exact=True) for exp in
+                        (_expand(r, home) for r in read_literal) if exp.startswith("/")]
 
     def lines(fmt: str, items: Iterable[str]) -> str:
         return "".join(fmt.format(x) + "\n" for x in items)
@@ -396,6 +431,51 @@ def seatbelt_profile(spec: Spec, home: str) -> str:
         allow_all_unix_sockets=net.allow_all_unix_sockets,
     )
     return text
+
+
+# ------------------------------------------------------ links resolved on the host
+
+
+def denied_paths(spec: Spec, home: str) -> dict[str, list[str]]:
+    """The anchored literal paths the profile denies, as Seatbelt spells them.
+
+    Seatbelt matches the resolved path, and the renderer cannot see the host: if
+    ``~/.ssh`` is a symbolic link, a rule for ``~/.ssh`` never matches. The role
+    resolves these paths on the host and appends ``resolved_denies`` for the
+    ones that differ (``roles/sandbox_macos``).
+    """
+    def literal(rules: list[str]) -> list[str]:
+        out = []
+        for rule in rules:
+            exp = _expand(_name_rule(rule), home)
+            if exp.startswith("/") and not paths.is_glob(exp):
+                out.append(_private(exp))
+        return sorted(set(out))
+
+    fs = spec.filesystem
+    return {"read": literal(fs.deny_read), "write": literal(fs.deny_write)}
+
+
+def resolved_denies(denied: dict[str, list[str]], resolved: dict[str, str]) -> str:
+    """Deny rules for the resolved form of each denied path that resolves elsewhere.
+
+    Appended at the end of the profile: denies only, so they can only tighten it.
+    """
+    out: list[str] = []
+    for kind in ("read", "write"):
+        for path in denied.get(kind, []):
+            real = resolved.get(path)
+            if not real or real == path:
+                continue
+            if not real.startswith("/"):
+                raise RenderError(f"resolved form of {path!r} is not absolute: {real!r}")
+            real = posixpath.normpath(real)
+            op = "file-read*" if kind == "read" else "file-write*"
+            out.append(f";; {path} resolves to {real} on this host")
+            out.append(f"(deny {op} {_regex(real, fold=True)})")
+            guard = [_regex(real, fold=True), *_ancestors(real, "")]
+            out += [f"(deny file-write-create file-write-unlink {g})" for g in guard]
+    return "".join(line + "\n" for line in out)
 
 
 @functools.lru_cache(maxsize=1)
@@ -557,6 +637,8 @@ def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
     for user in facts.users:
         yield Artifact(seatbelt_target(facts, user), _profile_bytes(spec, user.home), 0o644,
                        "seatbelt")
+        yield Artifact(denies_target(facts, user),
+                       json_bytes(denied_paths(spec, user.home)), 0o644, "seatbelt-denies")
     settings: bytes = memo(spec, "macos-proxy-settings",
                            lambda: json_bytes(srt.srt_settings(spec), sort_keys=False))
     yield Artifact(proxy_settings_target(facts), settings, 0o644, "srt-settings")
