@@ -125,7 +125,7 @@ def sample_paths(spec: Spec, home: str = HOME, cwd: str = CWD) -> list[str]:
            f"{cwd}/build/out.o", f"{cwd}/sub/deep/file.txt", "/usr/bin/git", "/etc/passwd",
            "/tmp/x/y", "/opt/other", "/", "/Users", "/dev/null", "/dev/ttys003", "/dev/ptmx"}
     rules = [*fs.deny_read, *fs.allow_read, *fs.allow_write, *fs.deny_write,
-             *paths.MANDATORY_DENY_WRITE, *macos.protected_names_rules()]
+             *macos.protected_rules(home)]
     for rule in rules:
         exp = paths.expand(rule, home=home, cwd=cwd)
         if exp.startswith("**"):

@@ -35,10 +35,10 @@ def _private(p: str) -> str:
     return p
 
 
-def _write_allowed(p: str, allow: list[str], deny: list[str]) -> bool:
+def _write_allowed(p: str, allow: list[str], deny: list[str], home: str) -> bool:
     """The spec's write rule, with every deny covering its own name (``x/**`` covers ``x``)."""
     names = [r[:-3] if r.endswith("/**") else r
-             for r in [*deny, *macos.protected_names_rules()]]
+             for r in [*deny, *macos.protected_rules(home)]]
     return paths.write_allowed(p, allow, names, mandatory=False)
 
 
@@ -56,7 +56,7 @@ def _sample_paths(spec: Spec, home: str) -> list[str]:
     out = {home, f"{home}/notes.txt", "/usr/bin/git", "/etc/passwd", "/tmp/x/y", "/private/var/z",
            "/var/lib/runner/work/job/out.txt", "/srv/src/app/main.py", "/opt/other"}
     rules = [*fs.deny_read, *fs.allow_read, *fs.allow_write, *fs.deny_write,
-             *paths.MANDATORY_DENY_WRITE]
+             *macos.protected_rules(home)]
     for rule in rules:
         exp = paths.expand(rule, home=home, cwd=CWD)
         if exp.startswith("**"):
@@ -129,7 +129,7 @@ def test_writes_follow_srt_semantics_and_protected_set(fleet, host):
         allow = _expanded(spec.filesystem.allow_write, user.home)
         deny = _expanded(spec.filesystem.deny_write, user.home)
         for p in _sample_paths(spec, user.home):
-            want = "allow" if _write_allowed(p, allow, deny) else "deny"
+            want = "allow" if _write_allowed(p, allow, deny, user.home) else "deny"
             got = prof.decide(Query("file-write-data", path=_private(p)))
             assert got == want, f"write {p}: profile says {got}, spec says {want}"
             # create is never allowed where a write is not (it is also denied on
@@ -400,7 +400,7 @@ def test_golden_spec_semantics():
             continue  # relative deny glob: matched at any depth on purpose (tested above)
         want_r = "allow" if paths.read_allowed(p, rd, ra) else "deny"
         assert prof.decide(Query("file-read-data", path=_private(p))) == want_r, p
-        want_w = "allow" if _write_allowed(p, wa, wd) else "deny"
+        want_w = "allow" if _write_allowed(p, wa, wd, home) else "deny"
         assert prof.decide(Query("file-write-data", path=_private(p))) == want_w, p
 
 
@@ -417,7 +417,8 @@ def test_protected_names_cannot_be_planted(base):
     prof = _profile(spec, "/Users/erin")
     names = [".claude", ".codex", ".cursor", ".gemini", ".vscode", ".idea", ".sandbox",
              ".git", ".git/hooks", ".git/config", ".config", ".config/git", ".mcp.json",
-             ".zshrc", ".CLAUDE", ".Git/Hooks", ".VSCode", ".windsurf", ".claude.json"]
+             ".zshrc", ".CLAUDE", ".Git/Hooks", ".VSCode", ".windsurf", ".envrc", ".husky",
+             ".git/worktrees/w/commondir"]
     for name in names:
         p = _private(f"{base}/{name}")
         for vnode in ("REGULAR-FILE", "DIRECTORY", "SYMLINK"):
@@ -426,6 +427,13 @@ def test_protected_names_cannot_be_planted(base):
         assert prof.decide(Query("file-write-data", path=p)) == "deny" or name in (
             ".git", ".config"), name
         assert prof.decide(Query("file-write-unlink", path=p)) == "deny", name
+    # home-only names (agent_sandbox.protected.HOME_ONLY), with the home writable
+    home_w = _profile(Spec.model_validate({"filesystem": {"allow_write": ["~"]}}), "/Users/erin")
+    for name in (".claude.json", ".ssh", ".local/bin", ".config/agent-sandbox", ".ssh/rc"):
+        got = home_w.decide(Query("file-write-create", path=f"/Users/erin/{name}",
+                                  vnode="SYMLINK"))
+        assert got == "deny", name
+    assert home_w.decide(Query("file-write-create", path="/Users/erin/notes.txt")) == "allow"
     # control: ordinary names are created, written and removed
     for name in ("src", "main.py", ".github", ".gitignore", "config", ".env.example"):
         p = _private(f"{base}/{name}")

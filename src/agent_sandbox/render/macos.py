@@ -6,14 +6,23 @@ For every user on a macOS host this renders a Seatbelt (SBPL) profile for
 - deny by default;
 - reads allowed except ``deny_read`` (with ``allow_read`` carve-outs): rules are
   emitted in increasing specificity, and since SBPL lets the *last* matching rule
-  win, the most specific rule decides, exactly like ``paths.read_allowed``
-  (a tie goes to the allow, emitted after the deny);
+  win, the most specific rule decides (a tie goes to the allow); then every glob
+  deny again, after all allows, minus only the carve-outs the glob itself covers,
+  so a longer ``allow_read`` (the repository) never re-opens ``repo/.env``;
 - writes only under ``allow_write``, then every ``deny_write`` entry and the
-  mandatory protected set (``paths.MANDATORY_DENY_WRITE``) emitted after the
-  allows, so a deny always beats an allow (``paths.write_allowed``);
-- ``file-write-unlink`` (which also governs rename) denied on every denied path
-  and on each of its ancestors, so a denied file cannot be moved out from under
-  its rule by renaming a parent;
+  protected set (``agent_sandbox.protected``) emitted after the allows, so a deny
+  always beats an allow. A deny covers its name too (``x/**`` covers ``x``);
+- no create, unlink or rename of a write-denied path or protected name, of any
+  folder above one, of the writable roots, the working directory or the home: a
+  name that does not exist yet cannot be planted as a symlink (or a git file),
+  and a rename cannot carry a rule away. No unlink or rename of what may not be
+  read, minus its carve-outs (rm and mv work in a re-allowed repository);
+- every deny matches letters in either case (macOS volumes are case-insensitive);
+- literal denied paths are listed per user (``denied_paths``); the role resolves
+  them on the host and appends ``resolved_denies`` for those that are links;
+- sysctl reads from an allowlist (nothing about other processes), pseudo-terminals
+  only with ``platforms.macos.allow_pty``, AF_UNIX sockets only when a unix
+  socket is allowed, POSIX IPC under multiprocessing's names only;
 - network only to the proxy port(s) on localhost;
 - a mach-lookup allowlist sufficient for common tools. ``com.apple.trustd.agent``
   is on it by default (``platforms.macos.allow_mach_lookup``) because Go, and
@@ -21,6 +30,9 @@ For every user on a macOS host this renders a Seatbelt (SBPL) profile for
   trade-off: trustd runs outside the sandbox and may fetch OCSP/CRL data on the
   sandboxed program's behalf, a narrow channel that bypasses the proxy. Remove it
   from the list where that matters more than Go tooling.
+
+``tests/platforms/test_macos_vs_srt.py`` holds the result against srt's own
+generator: no probe may be allowed here and denied there.
 
 Seatbelt matches resolved paths, so ``/tmp``, ``/var`` and ``/etc`` become
 ``/private/...``. Globs become SBPL regexes. A relative rule is relative to the
@@ -105,13 +117,12 @@ IPC_POSIX_NAME_REGEX = "^/(mp-|psm_)"
 _PRIVATE_LINKS = ("/tmp", "/var", "/etc")
 
 
-def protected_names_rules() -> tuple[str, ...]:
-    """The project's protected names as path rules (never writable, never plantable)."""
-    from ..policy import protect
+def protected_rules(home: str) -> tuple[str, ...]:
+    """The project's protected set (``agent_sandbox.protected``) as path rules for
+    one home: never writable, never plantable, at any depth below a writable root."""
+    from .. import protected
 
-    extra = [f"**/{d}/**" for d in protect._PER_DIRECTORY]
-    extra += [f"**/{f}" for f in protect._FILES]
-    return tuple(dict.fromkeys([*paths.MANDATORY_DENY_WRITE, *extra]))
+    return (*protected.any_depth_rules(), *protected.home_rules(home))
 
 
 def seatbelt_target(facts: HostFacts, user: User) -> str:
@@ -374,7 +385,7 @@ def seatbelt_profile(spec: Spec, home: str) -> str:
     deny_write = [_name_rule(r) for r in fs.deny_write]
     deny_read = [_name_rule(r) for r in fs.deny_read]
     write_deny = [f for r in deny_write for f in _filters(r, home, deny=True)]
-    protected = [_name_rule(r) for r in protected_names_rules()]
+    protected = list(dict.fromkeys(_name_rule(r) for r in protected_rules(home)))
     mandatory = [f for r in protected for f in _filters(r, home, deny=True)]
 
     # Never created, removed or renamed: what may not be written (the name
