@@ -51,7 +51,16 @@ from . import Artifact, RenderError, json_bytes, memo
 from .templating import render_template
 
 STATE_DIR = "C:/ProgramData/agent-sandbox"
-PASSWORD_FILE = f"{STATE_DIR}/account.dpapi"
+OWNERSHIP_KEY = "HKLM:\\SOFTWARE\\agent-sandbox"
+OWNERSHIP_VALUE = "AccountSid"
+USERLIST_KEY = ("HKLM:\\SOFTWARE\\Microsoft\\Windows NT\\CurrentVersion\\Winlogon"
+                "\\SpecialAccounts\\UserList")
+# Logon rights the sandbox account is denied: network, batch, service, remote desktop.
+DENY_LOGON_RIGHTS = ("SeDenyNetworkLogonRight", "SeDenyBatchLogonRight",
+                     "SeDenyServiceLogonRight", "SeDenyRemoteInteractiveLogonRight")
+# The engine: srt's own Windows backend, from the pinned npm package.
+ENGINE_VERSION = "0.0.78"
+ENGINE_SUBLAYER = "5f0b3c1e-8a47-4c2f-9d6e-2b7a41c0e9d3"
 REGISTRY_KEY = "HKLM:\\SOFTWARE\\Policies\\ClaudeCode"
 REGISTRY_VALUE = "Settings"
 FIREWALL_GROUP = "agent-sandbox"
@@ -159,6 +168,9 @@ def _user_acl(spec: Spec, home: str) -> tuple[list[dict[str, Any]], list[dict[st
             continue
         roots.append(path)
         add(path, "Modify", "allow", "writable root", if_exists=False)
+        # a child may be deleted through its parent's delete-child right: never
+        # granted, and denied outright so no later grant can add it
+        add(path, "DeleteSubdirectoriesAndFiles", "deny", "parent delete-child", if_exists=False)
     for rule in fs.allow_read:
         path, why = _expand(rule, user)
         if path is None:
@@ -167,7 +179,7 @@ def _user_acl(spec: Spec, home: str) -> tuple[list[dict[str, Any]], list[dict[st
         add(path, "ReadAndExecute", "allow", "read carve-out", if_exists=True)
     deny_sets = (("deny_read", fs.deny_read, "Read"),
                  ("deny_write", fs.deny_write, "Write, Delete"),
-                 ("mandatory", list(paths.MANDATORY_DENY_WRITE), "Write, Delete"))
+                 ("mandatory", _protected_rules(), "Write, Delete"))
     for section, rules, rights in deny_sets:
         for rule in rules:
             name = _any_depth_name(rule)
@@ -184,6 +196,13 @@ def _user_acl(spec: Spec, home: str) -> tuple[list[dict[str, Any]], list[dict[st
                 continue
             add(path, rights, "deny", f"{section} {rule}", if_exists=True)
     return list(entries.values()), skipped
+
+
+def _protected_rules() -> list[str]:
+    """The project's protected set (``agent_sandbox.protected``), any-depth names."""
+    from .. import protected
+
+    return list(protected.any_depth_rules())
 
 
 def _templatable(spec: Spec) -> bool:
@@ -238,13 +257,40 @@ def _plan_shared(spec: Spec, facts: HostFacts) -> dict[str, Any]:
     return {
         "account": win.account,
         "group": win.group,
-        "password_file": win_path(PASSWORD_FILE),
+        "engine": engine(spec, facts),
+        "ownership": {"path": OWNERSHIP_KEY, "name": OWNERSHIP_VALUE},
+        "hidden_key": USERLIST_KEY,
+        "deny_logon_rights": list(DENY_LOGON_RIGHTS),
         "state_dir": win_path(STATE_DIR),
         "proxy_ports": [lo, hi],
         "firewall_group": FIREWALL_GROUP,
         "firewall": firewall_rules(spec),
         "managed_settings_file": win_path(settings_file) if settings_file else None,
         "registry": registry,
+    }
+
+
+def engine(spec: Spec, facts: HostFacts) -> dict[str, Any]:
+    """How srt-win is installed and called: the spec's account and port range.
+
+    ``srt-win install`` creates the account (its credential stays with the
+    engine), hides it from the logon screen and installs the WFP filters keyed
+    on its SID; ``srt-win exec`` runs commands as that account
+    (``windows_host.exec_argv``).
+    """
+    win = spec.platforms.windows
+    lo, hi = win.proxy_port_range
+    exe = win_path(f"{facts.prefix}/srt-win/srt-win.exe")
+    return {
+        "kind": "srt-win",
+        "version": ENGINE_VERSION,
+        "exe": exe,
+        "sandbox_user": win.account,
+        "proxy_port_range": [lo, hi],
+        "sublayer_guid": ENGINE_SUBLAYER,
+        "install_args": ["install", "--sublayer-guid", ENGINE_SUBLAYER,
+                         "--proxy-port-range", f"{lo}-{hi}", "--sandbox-user", win.account],
+        "uninstall_args": ["uninstall", "--sublayer-guid", ENGINE_SUBLAYER],
     }
 
 
