@@ -247,7 +247,7 @@ def test_windows_role_in_check_mode_against_a_stand_in(tmp_path):
                                 "description": "Accounts that run sandboxed agent commands"}]
     script = arts[windows.script_target(facts)].content.decode()
     steps = [a["parameters"]["Steps"] for a in by["win_powershell"]]
-    assert steps == [["Account"], ["Firewall"]]
+    assert steps == [["State"], ["Engine"], ["Account"], ["Firewall"], ["Fence"]]
     assert all(a["script"] == script for a in by["win_powershell"])
     assert {a["path"] for a in by["win_stat"]} == {a["path"] for a in plan["acl"]}
     applied = {(a["path"], a["rights"], a["type"]) for a in by["win_acl"]}
@@ -257,7 +257,14 @@ def test_windows_role_in_check_mode_against_a_stand_in(tmp_path):
     (reg,) = by["win_regedit"]
     assert reg["path"] == plan["registry"]["path"] and reg["name"] == "Settings"
     assert isinstance(reg["data"], str) and reg["data"] == plan["registry"]["data"]
-    copied = {a["dest"]: a["content"] for a in by["win_copy"]}
+    # the engine: srt-win.exe from the pinned npm package on the controller
+    (engine,) = [a for a in by["win_copy"] if "src" in a]
+    assert engine["dest"] == plan["engine"]["exe"]
+    src = Path(engine["src"]).resolve()
+    assert src == (REPO / ".tools/node_modules/@anthropic-ai/sandbox-runtime/vendor/srt-win/x64/"
+                   "srt-win.exe").resolve() and src.is_file()
+    assert src.read_bytes()[:2] == b"MZ"  # a Windows executable
+    copied = {a["dest"]: a["content"] for a in by["win_copy"] if "content" in a}
     assert set(copied) == set(arts)
     assert copied["C:/Program Files/ClaudeCode/managed-settings.json"].encode() == \
         arts["C:/Program Files/ClaudeCode/managed-settings.json"].content
