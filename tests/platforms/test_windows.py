@@ -65,25 +65,29 @@ CMDLETS: dict[str, tuple[set[str], set[str], set[str]]] = {
     "Out-Null": (set(), set(), set()),
     "Where-Object": (set(), set(), set()),
     "Get-Variable": ({"name", "scope"}, set(), set()),
-    "ConvertTo-Json": ({"compress", "depth"}, {"compress"}, set()),
+    "ConvertTo-Json": ({"compress", "depth", "inputobject"}, {"compress"}, set()),
     "Set-StrictMode": ({"version"}, set(), set()),
     "Get-NetFirewallAddressFilter": ({"associatednetfirewallrule", "all"}, {"all"}, set()),
     "Get-NetFirewallPortFilter": ({"associatednetfirewallrule", "all"}, {"all"}, set()),
     "Get-NetFirewallProfile": ({"name", "policystore", "all"}, {"all"}, set()),
     "Get-Content": ({"path", "literalpath", "raw", "encoding"}, {"raw"}, set()),
-    "Set-Content": ({"path", "literalpath", "value", "encoding", "force"}, {"force"}, set()),
+    "Set-Content": ({"path", "literalpath", "value", "encoding", "force", "nonewline"},
+                    {"force", "nonewline"}, set()),
     "Remove-Item": ({"path", "literalpath", "force", "recurse"}, {"force", "recurse"}, set()),
     "Join-Path": ({"path", "childpath"}, set(), {"path", "childpath"}),
     "ConvertFrom-Json": ({"inputobject", "depth"}, set(), set()),
     "Get-ChildItem": ({"path", "literalpath", "recurse", "force", "file", "directory"},
                       {"recurse", "force", "file", "directory"}, set()),
     "ForEach-Object": (set(), set(), set()),
+    "Remove-ItemProperty": ({"path", "literalpath", "name", "force"}, {"force"}, {"name"}),
+    "Remove-LocalGroup": ({"name", "sid"}, set(), set()),
     # native programs: secedit (user rights) and the engine, srt-win
     "secedit.exe": (set(), set(), set()),
 }
 MUTATING = {"New-LocalUser", "Set-LocalUser", "New-LocalGroup", "Add-LocalGroupMember",
             "New-NetFirewallRule", "Remove-NetFirewallRule", "Set-Acl", "New-ItemProperty",
-            "New-Item", "Set-Content"}
+            "New-Item", "Set-Content", "Remove-ItemProperty", "Remove-LocalGroup",
+            "Remove-Item"}
 FILESYSTEM_RIGHTS = {"ReadData", "ListDirectory", "WriteData", "CreateFiles", "AppendData",
                      "CreateDirectories", "ReadExtendedAttributes", "WriteExtendedAttributes",
                      "ExecuteFile", "Traverse", "DeleteSubdirectoriesAndFiles", "ReadAttributes",
@@ -217,7 +221,7 @@ def test_account_is_the_engines_never_adopted_and_denied_other_logons(fleet, hos
     body = script.src[fn.node.start_byte:fn.node.end_byte].decode()
     assert "-cne (Get-OwnedAccountSid)" in body and "throw" in body
     sites = script.calls("Assert-OwnedAccount")
-    assert len(sites) == 2
+    assert len(sites) == 3  # Engine, Account, Uninstall
     # the marker is written only right after an install that created the account
     marks = [c for c in script.calls("New-ItemProperty")
              if c.params.get("name") == [plan["ownership"]["name"]]]
@@ -293,7 +297,10 @@ def test_every_change_is_guarded_for_check_mode(fleet, host):
                          for c in sites):
             guarded_functions.add(name)
     assert "set-sandboxfirewallrule" not in guarded_functions  # it guards inside
-    mutating = [c for c in script.calls() if c.name in MUTATING]
+    # (the temporary export of the user rights, made and removed by the script itself,
+    # is the one removal that runs in check mode)
+    mutating = [c for c in script.calls() if c.name in MUTATING
+                and c.params.get("literalpath") != [Var("export")]]
     mutating += [n for n in script.nodes("invokation_expression")
                  if re.search(rb"WriteAll(Text|Bytes)", script.src[n.start_byte:n.end_byte])]
     assert len(mutating) > 8
@@ -460,3 +467,33 @@ def test_plan_artifact_is_the_plan(fleet, host):
     assert json.loads(text) == windows.windows_plan(spec, facts)
     assert text == (json.dumps(windows.windows_plan(spec, facts), sort_keys=True,
                                ensure_ascii=False) + "\n").encode()
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_aces_the_spec_dropped_are_removed_and_uninstall_takes_everything_back(fleet, host):
+    script, plan, _ = _script(fleet, host)
+    text = script.src.decode()
+    # every ACE the plan asks for is recorded; earlier ones not asked for are removed
+    fn = script.functions["add-sandboxace"]
+    assert "$script:WantedAces.Add($Type + '|' + $Rights + '|' + $Path)" in \
+        script.src[fn.node.start_byte:fn.node.end_byte].decode()
+    sync = script.functions["sync-sandboxacerecord"]
+    body = script.src[sync.node.start_byte:sync.node.end_byte].decode()
+    assert "if ($Wanted -ccontains $entry) { continue }" in body
+    assert "Remove-SandboxAce -Path $parts[2]" in body
+    assert len(script.calls("Sync-SandboxAceRecord")) == 2
+    acl_step = text[text.index("if ($Steps -contains 'Acl')"):text.index("# --- Claude Code")]
+    assert ("Sync-SandboxAceRecord -Wanted @($script:WantedAces) -Identity "
+            + windows.ps_quote(plan["group"])) in acl_step
+    rm = script.functions["remove-sandboxace"]
+    body = script.src[rm.node.start_byte:rm.node.end_byte].decode()
+    assert "$_.IdentityReference.Value -ceq $sid" in body  # by SID, exactly
+    assert "-not $_.IsInherited" not in body and "GetAccessRules($true, $false" in body
+    # uninstall: not a default step; takes back ACEs, rules, policy, rights, engine, group
+    default = re.search(r"\[string\[\]\]\$Steps = @\(([^)]*)\)", text).group(1)
+    assert "'Uninstall'" not in default
+    block = text[text.index("if ($Steps -contains 'Uninstall')"):]
+    for needle in ("Sync-SandboxAceRecord -Wanted @()", "Remove-NetFirewallRule",
+                   windows.ps_list(plan["engine"]["uninstall_args"]), "Remove-LocalGroup",
+                   "give back the logon rights", "$owned = Assert-OwnedAccount"):
+        assert needle in block, needle
