@@ -270,6 +270,23 @@ def test_windows_role_in_check_mode_against_a_stand_in(tmp_path):
         arts["C:/Program Files/ClaudeCode/managed-settings.json"].content
 
 
+def test_windows_role_uninstall_in_check_mode_against_a_stand_in(tmp_path):
+    _need_collections()
+    standin = _standin(tmp_path, "ansible", "windows", ["win_powershell"])
+    fleet = FleetRenderer.from_path(str(EXAMPLE_FLEET))
+    facts = fleet.facts("dev-win-01")
+    script = fleet.render_host("dev-win-01")[windows.script_target(facts)].content.decode()
+    log = tmp_path / "calls.jsonl"
+    inv = _inventory(tmp_path, {"dev-win-01": {"sandbox_os": "windows"}})
+    extra = json.dumps({"sandbox_windows_render_inventory": str(EXAMPLE_FLEET),
+                        "sandbox_windows_state": "absent"})
+    env = _env([standin, COLLECTIONS], tmp=str(tmp_path / "ansible-tmp"), STANDIN_LOG=str(log))
+    _playbook(["-i", str(inv), "playbooks/windows.yml", "-e", extra, "--check"], env)
+    calls = _log(log)
+    assert [c["args"]["parameters"]["Steps"] for c in calls] == [["Uninstall"]]
+    assert calls[0]["args"]["script"] == script
+
+
 def test_stand_in_rejects_arguments_the_real_module_would(tmp_path):
     _need_collections()
     standin = _standin(tmp_path, "ansible", "windows", ["win_acl"])
