@@ -125,6 +125,21 @@ def exec_argv(engine: dict[str, Any], command: str, *, env: dict[str, str],
     return [*argv, "--", *shell, command]
 
 
+def protected_denies(protected: dict[str, list[str]], folders: Sequence[str]) -> list[str]:
+    """``--deny-write`` targets for one session: every protected name at the top of
+    each folder (the writable roots and the working folder) and inside its git
+    folder, whether or not it exists yet. Folder names keep their trailing
+    backslash, srt-win's marker for a folder target that does not exist yet.
+    ``protected`` is the plan's ``protected`` block (``render.windows``)."""
+    out: list[str] = []
+    for folder in folders:
+        base = folder.rstrip("\\")
+        out += [f"{base}\\{name}" for name in protected["names"]]
+        for git_dir in protected["git_dir"]:
+            out += [f"{base}\\{git_dir}\\{name}" for name in protected["git"]]
+    return list(dict.fromkeys(out))
+
+
 # --------------------------------------------------------------------- checks
 
 

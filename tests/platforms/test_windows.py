@@ -187,7 +187,8 @@ def test_firewall_calls_match_the_plan_argument_by_argument(fleet, host):
 @pytest.mark.parametrize("host", WIN_HOSTS)
 def test_acl_calls_match_the_plan_argument_by_argument(fleet, host):
     script, plan, _ = _script(fleet, host)
-    calls = script.calls("Add-SandboxAce")
+    calls = [c for c in script.calls("Add-SandboxAce")
+             if ("function", "Protect-ExistingNames") not in script.enclosing(c.node)]
     assert len(calls) == len(plan["acl"]) > 0
     for call, ace in zip(calls, plan["acl"], strict=True):
         p = call.params
@@ -497,3 +498,25 @@ def test_aces_the_spec_dropped_are_removed_and_uninstall_takes_everything_back(f
                    windows.ps_list(plan["engine"]["uninstall_args"]), "Remove-LocalGroup",
                    "give back the logon rights", "$owned = Assert-OwnedAccount"):
         assert needle in block, needle
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_existing_protected_names_at_any_depth_get_the_deny(fleet, host):
+    script, plan, _ = _script(fleet, host)
+    from agent_sandbox import protected
+
+    names = plan["protected"]["names"]
+    assert ".claude\\" in names and ".mcp.json" in names and ".vscode\\" in names
+    assert len(names) == len(protected.ANY_DEPTH)
+    assert plan["protected"]["git"] == ["config", "config.worktree", "hooks\\", "commondir"]
+    walks = script.calls("Protect-ExistingNames")
+    assert sorted(w.params["root"][0] for w in walks) == plan["roots"]
+    assert all(w.params["identity"] == [plan["group"]] for w in walks)
+    fn = script.functions["protect-existingnames"]
+    body = script.src[fn.node.start_byte:fn.node.end_byte].decode()
+    assert "Get-ChildItem -LiteralPath $Root -Recurse -Force -ErrorAction Stop" in body
+    inner = [c for c in script.calls("Add-SandboxAce")
+             if ("function", "Protect-ExistingNames") in script.enclosing(c.node)]
+    assert len(inner) == 2
+    assert all(c.params["rights"] == ["Write, Delete"] and c.params["type"] == ["Deny"]
+               for c in inner)

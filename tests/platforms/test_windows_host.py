@@ -121,3 +121,17 @@ def test_exec_argv_runs_the_command_as_the_sandbox_account():
         wh.exec_argv(eng, "a\x00b", env={})
     with pytest.raises(ValueError):
         wh.exec_argv(eng, "x", env={"A=B": "c"})
+
+
+def test_every_session_denies_the_protected_names_at_the_top_of_each_folder():
+    fr = FleetRenderer.from_path(str(EXAMPLE_FLEET))
+    host = next(h for h in fr.inventory if fr.facts(h).os == "windows")
+    plan = json.loads(fr.render_host(host)[windows.plan_target(fr.facts(host))].content)
+    denies = wh.protected_denies(plan["protected"], ["C:\\Users\\ann\\src\\",
+                                                      "D:\\work"])
+    for want in ("C:\\Users\\ann\\src\\.claude\\", "C:\\Users\\ann\\src\\.mcp.json",
+                 "C:\\Users\\ann\\src\\.git\\hooks\\", "C:\\Users\\ann\\src\\.git\\config",
+                 "D:\\work\\.vscode\\", "D:\\work\\.git\\commondir"):
+        assert want in denies, want
+    argv = wh.exec_argv(_engine(), "dir", env={}, deny_write=denies)
+    assert argv.count("--deny-write") == len(denies)
