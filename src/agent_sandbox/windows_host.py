@@ -233,3 +233,22 @@ def check(host: WindowsHost, engine: dict[str, Any]) -> list[Check]:
     except Exception as exc:
         out.append(Check("engine", False, f"could not run: {exc}"))
     return out
+
+
+PLAN_PATH = "C:\\Program Files\\agent-sandbox\\provision\\plan.json"
+
+
+def verify(plan_path: str = PLAN_PATH, host: WindowsHost | None = None) -> list[Check]:
+    """``sandbox verify`` on a Windows host: the checks above, for the installed plan."""
+    try:
+        with open(plan_path, encoding="utf-8") as fh:
+            engine = json.load(fh)["engine"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [Check("plan", False, f"cannot read the provisioning plan {plan_path}: {exc}")]
+    if host is not None:
+        return check(host, engine)
+    real = ProcessHost()
+    try:
+        return check(real, engine)
+    finally:
+        real.close()

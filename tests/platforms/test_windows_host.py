@@ -135,3 +135,17 @@ def test_every_session_denies_the_protected_names_at_the_top_of_each_folder():
         assert want in denies, want
     argv = wh.exec_argv(_engine(), "dir", env={}, deny_write=denies)
     assert argv.count("--deny-write") == len(denies)
+
+
+def test_verify_reads_the_installed_plan_and_fails_without_one(tmp_path):
+    plan = tmp_path / "plan.json"
+    missing = wh.verify(str(plan), FakeHost())
+    assert [c.name for c in missing] == ["plan"] and not missing[0].ok
+    plan.write_text(json.dumps({"engine": _engine()}))
+    host = FakeHost()
+    checks = wh.verify(str(plan), host)
+    assert checks and all(c.ok for c in checks) and host.calls
+    # the plan path is where the Windows render installs it
+    fr = FleetRenderer.from_path(str(EXAMPLE_FLEET))
+    win = next(h for h in fr.inventory if fr.facts(h).os == "windows")
+    assert windows.plan_target(fr.facts(win)).replace("/", "\\") == wh.PLAN_PATH
