@@ -155,6 +155,31 @@ def _quote(text: str) -> str:
 
 
 _ERE_SPECIAL = set(".^$+?()[]{}|\\*")
+# Characters outside ASCII that Unicode case folding (which case-insensitive
+# APFS applies) turns into an ASCII letter: KELVIN SIGN is k, LONG S is s, so
+# ".ſandbox" is the same name as ".sandbox" there.
+_FOLDS_TO = {"k": ("\u212a",), "s": ("\u017f",)}
+# ... and the characters that fold into two or three ASCII letters (ligatures, sharp s).
+_FOLDS_TO_MANY = {"ss": ("\u00df", "\u1e9e"), "ff": ("\ufb00",), "fi": ("\ufb01",),
+                  "fl": ("\ufb02",), "ffi": ("\ufb03",), "ffl": ("\ufb04",),
+                  "st": ("\ufb05", "\ufb06")}
+
+
+def _spellings(word: str) -> list[str]:
+    """Every spelling that folds to ``word`` (lower-case ASCII letters)."""
+    if not word:
+        return [""]
+    out: list[str] = []
+    for n in (1, 2, 3):
+        head, rest = word[:n], word[n:]
+        if len(head) < n:
+            break
+        if n == 1:
+            heads: tuple[str, ...] = (head, head.upper(), *_FOLDS_TO.get(head, ()))
+        else:
+            heads = _FOLDS_TO_MANY.get(head, ())
+        out += [h + tail for h in heads for tail in _spellings(rest)]
+    return out
 _ERE_TOKENS = {"dirs": "(.*/)?", "any": ".*", "star": "[^/]*", "one": "[^/]"}
 
 
@@ -187,11 +212,31 @@ def glob_to_ere(pattern: str, fold: bool = False) -> str:
 
 def _ere_body(tokens: list[tuple[str, str]], fold_from: int) -> str:
     out: list[str] = []
+    skip = 0
     for i, (kind, text) in enumerate(tokens):
+        if skip:
+            skip -= 1
+            continue
+        if kind == "lit" and i >= fold_from:
+            window = ""
+            for n in (3, 2):
+                run = tokens[i:i + n]
+                if len(run) == n and all(k == "lit" for k, _ in run):
+                    cand = "".join(t for _, t in run).lower()
+                    if cand in _FOLDS_TO_MANY:
+                        window = cand
+                        break
+            if window:
+                out.append("(" + "|".join(_spellings(window)) + ")")
+                skip = len(window) - 1
+                continue
         if kind == "class":
             out.append("[" + text + "]")
         elif kind == "lit":
-            if i >= fold_from and text.lower() != text.upper():
+            if i >= fold_from and text.lower() in _FOLDS_TO:
+                out.append("(" + "|".join((text.lower(), text.upper(),
+                                           *_FOLDS_TO[text.lower()])) + ")")
+            elif i >= fold_from and text.lower() != text.upper():
                 out.append("[" + text.lower() + text.upper() + "]")
             else:
                 out.append("\\" + text if text in _ERE_SPECIAL else text)
