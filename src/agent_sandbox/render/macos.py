@@ -157,7 +157,7 @@ def _quote(text: str) -> str:
 _ERE_SPECIAL = set(".^$+?()[]{}|\\*")
 # Characters outside ASCII that Unicode case folding (which case-insensitive
 # APFS applies) turns into an ASCII letter: KELVIN SIGN is k, LONG S is s, so
-# ".\\u017fandbox" is the same name as ".sandbox" there.
+# ".\u017fandbox" (long s) is the same name as ".sandbox" there.
 _FOLDS_TO = {"k": ("\u212a",), "s": ("\u017f",)}
 # ... and the characters that fold into two or three ASCII letters (ligatures, sharp s).
 _FOLDS_TO_MANY = {"ss": ("\u00df", "\u1e9e"), "ff": ("\ufb00",), "fi": ("\ufb01",),
