@@ -515,6 +515,8 @@ def test_existing_protected_names_at_any_depth_get_the_deny(fleet, host):
     fn = script.functions["protect-existingnames"]
     body = script.src[fn.node.start_byte:fn.node.end_byte].decode()
     assert "Get-ChildItem -LiteralPath $Root -Recurse -Force -ErrorAction Stop" in body
+    # NTFS names are compared without regard to case (.CLAUDE is .claude)
+    assert ".EndsWith('\\' + $bare, [System.StringComparison]::OrdinalIgnoreCase)" in body
     inner = [c for c in script.calls("Add-SandboxAce")
              if ("function", "Protect-ExistingNames") in script.enclosing(c.node)]
     assert len(inner) == 2
