@@ -25,8 +25,13 @@ from .psast import Block, Script, Var
 WIN_HOSTS = hosts_of("windows")
 COMMON = {"erroraction", "whatif", "confirm", "verbose", "warningaction"}
 
-# Parameters of the cmdlets the script calls (Microsoft's documentation), and
-# which of them are switches and which are mandatory in the parameter set used.
+# Parameters of the cmdlets the script calls, and which of them are switches and
+# which are mandatory in the parameter set used. Source: Microsoft's module
+# reference (learn.microsoft.com/powershell/module/: netsecurity,
+# microsoft.powershell.localaccounts, microsoft.powershell.security,
+# microsoft.powershell.management, microsoft.powershell.utility, microsoft.powershell.core).
+# No package from PyPI or npm ships the metadata of these modules (NetSecurity
+# and LocalAccounts exist only on Windows), so this table stands in for it.
 CMDLETS: dict[str, tuple[set[str], set[str], set[str]]] = {
     # name: (parameters, switches, mandatory)
     "Get-LocalGroup": ({"name", "sid"}, set(), set()),
