@@ -207,6 +207,8 @@ def test_acl_calls_match_the_plan_argument_by_argument(fleet, host):
     body = script.functions["add-sandboxace"]
     text = script.src[body.node.start_byte:body.node.end_byte].decode()
     assert "AddAccessRule" in text
+    # an existing ACE counts only when it is this group's, by SID, exactly
+    assert "$ace.IdentityReference.Value -ceq $sid" in text and "-like" not in text
     assert "SetAccessRule" not in text and "RemoveAccessRule" not in text
     assert "SetAccessRuleProtection" not in text
 
