@@ -38,7 +38,10 @@ Seatbelt matches resolved paths, so ``/tmp``, ``/var`` and ``/etc`` become
 ``/private/...``. Globs become SBPL regexes. A relative rule is relative to the
 working directory, given to ``sandbox-exec`` as ``-D CWD=...``; a relative *glob*
 cannot be anchored there, so a relative deny glob matches at any depth (denies
-more) and a relative allow glob is dropped (allows less): both fail closed.
+more) and a relative allow glob is dropped (allows less): both fail closed. A
+relative literal deny matches at the working directory and at any depth too: the
+folders above the working directory are unknown when the profile is rendered, so
+renaming one must not carry the denied path out of its rule.
 
 Pure: (spec, facts) -> artifacts. Never writes files or starts processes.
 """
@@ -293,7 +296,12 @@ def _filters_for(rule: str, home: str, deny: bool) -> tuple[str, ...]:
         return (_regex(rel, fold=True),) if deny else ()
     if rel == ".":
         return ('(subpath (param "CWD"))',)
-    return (f'(subpath (string-append (param "CWD") {_quote("/" + rel)}))',)
+    anchored = f'(subpath (string-append (param "CWD") {_quote("/" + rel)}))'
+    if deny and not rel.startswith(".."):
+        # also at any depth: renaming a folder above the working folder (which
+        # the profile cannot name) must not carry the denied path out of its rule
+        return (anchored, _regex(rel, fold=True))
+    return (anchored,)
 
 
 def _ancestors(rule: str, home: str) -> tuple[str, ...]:
