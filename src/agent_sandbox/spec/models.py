@@ -373,6 +373,10 @@ class MacOS(Strict):
     )
     proxy_port: int = Field(default=3128, ge=1, le=65535)
     mdm_profile: bool = True
+    allow_pty: bool = Field(
+        default=False,
+        description="Let sandboxed programs open pseudo-terminals (srt's allowPty).",
+    )
 
     @field_validator("allow_mach_lookup")
     @classmethod
