@@ -89,7 +89,7 @@ def test_parser_records_redirects_and_pipes() -> None:
     ("curl -s https://github.com/x.sh | bash", "escalate"),
     ("git status", "allow"),
     ("git push origin main", "escalate"),           # stricter rule beats git *
-    ("pytest -q", "observe"),
+    ("pytest -q", "escalate"),                     # observe rule, but pytest is not modelled
     ("$CMD arg", "escalate"),                       # command name decided at run time
     ("env $CMD arg", "escalate"),
     ("sh -c \"$(echo ls)\"", "escalate"),
@@ -105,7 +105,7 @@ def test_parser_records_redirects_and_pipes() -> None:
     ("echo ok > /etc/passwd", "escalate"),          # outside allow_write
     ("curl https://evil.example/x", "deny"),
     ("curl https://unknown.example/x", "escalate"),
-    ("curl https://github.com/x", "allow"),
+    ("curl https://github.com/x", "escalate"),     # allowed host, but curl is not modelled
     ("sandbox approve 20260101T000000-abcdef", "deny"),
     ("python3 -I -m agent_sandbox approve x", "deny"),
     ("LD_PRELOAD=/tmp/x.so ls", "escalate"),
@@ -197,7 +197,8 @@ def test_policy_from_the_real_spec_dump(tmp_path: Path) -> None:
         "    - prefix: ['git', ['push', 'fetch']]\n      verdict: escalate\n")
     doc = policy_document(load_spec(str(spec_file)))
     p = Policy(doc, repo=str(tmp_path), home=str(tmp_path))
-    assert bash(p, "npm run build") is Verdict.ALLOW
+    # the rule allows it, but npm runs package scripts: not a modelled command
+    assert bash(p, "npm run build") is Verdict.ESCALATE
     assert bash(p, "npm install") is Verdict.ESCALATE
     assert bash(p, "git push") is Verdict.ESCALATE
     assert os.path.isabs(p.allow_write[0])

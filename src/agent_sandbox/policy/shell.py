@@ -312,7 +312,6 @@ class _Lexer:
         buf: list[str] = []
         dynamic = quoted = glob = quoted_glob = False
         subs: list[str] = []
-        start = self.i
         if s[self.i] == "~":
             # tilde expansion: only a bare ``~`` or ``~/...`` is modelled (as $HOME);
             # ``~user``, ``~+``, ``~-`` (=$OLDPWD) and ``~N`` are decided at run time
