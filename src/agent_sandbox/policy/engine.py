@@ -22,7 +22,13 @@ import os
 import posixpath
 
 from ..spec import paths
-from ..spec.rules import Verdict, command_matches, normalise_command, prefix_matches
+from ..spec.rules import (
+    Verdict,
+    command_matches,
+    compound_pattern,
+    normalise_command,
+    prefix_matches,
+)
 from . import modelled, shell
 
 TYPE_CHECKING = False
@@ -387,6 +393,13 @@ class Policy:
             cwds = None
         for seg in parsed.segments:
             cwds = self._segment(seg, cwds, cwd, d)
+        # rules that span several commands (curl * | *sh*) judge the whole line; they
+        # can only tighten (the spec refuses allow and observe ones)
+        whole = normalise_command(command)
+        for r in self.rules:
+            if (r.tool in ("bash", "any") and r.pattern and compound_pattern(r.pattern)
+                    and r.verdict.rank > ALLOW.rank and command_matches(r.pattern, whole)):
+                d.add(r.verdict, r.reason or f"policy rule {r.pattern!r}")
 
     def _paths_in(self, d: Decision, path: str, cwds: list[str] | None) -> list[str]:
         """Every place ``path`` may name (each working directory; ``~`` both as
@@ -689,8 +702,8 @@ def _strings(obj: dict[str, Any], key: str, where: str) -> list[str]:
 
 def _number(obj: dict[str, Any], key: str, default: float) -> float:
     v = obj.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        raise PolicyError(f"approvals.{key} must be a number of seconds")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+        raise PolicyError(f"approvals.{key} must be a finite number of seconds")
     return float(v)
 
 

@@ -73,6 +73,10 @@ def validate_path_rule(rule: str) -> str:
         raise PathRuleError(f"path {rule!r} has leading or trailing white space")
     if rule.startswith("~") and not (rule == "~" or rule.startswith("~/")):
         raise PathRuleError(f"path {rule!r}: only '~' and '~/...' are expanded (not ~user)")
+    if is_glob(rule) and ".." in rule.split("/"):
+        # ".." after "**" or "*" names a different folder for each match: no one
+        # reading of it (lexical or physical) is safe to compare across layers
+        raise PathRuleError(f"path {rule!r}: '..' is not allowed in a glob")
     if is_glob(rule):
         import re
 

@@ -112,6 +112,12 @@ def command_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(body + r"\Z", re.DOTALL)
 
 
+def compound_pattern(pattern: str) -> bool:
+    """A Bash pattern that spans several commands (a pipe, list or background
+    operator): it is matched against the whole command line, not one segment."""
+    return any(op in pattern for op in ("|", ";", "&", "\n"))
+
+
 def normalise_command(command: str) -> str:
     return " ".join(command.split())
 
