@@ -329,7 +329,7 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
         else:
             state.record(key, value, layer, path, deleg)
     elif kind == "fixed":
-        if upper is not None and _dump(value) != _dump(upper) and not ok_to_loosen:
+        if key in state.value and _dump(value) != _dump(upper) and not ok_to_loosen:
             loosen(path, f"changing it to {_dump(value)!r}")
         else:
             state.record(key, value, layer, path, deleg)
