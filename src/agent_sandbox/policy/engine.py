@@ -26,6 +26,7 @@ from ..spec.rules import (
     Verdict,
     command_matches,
     compound_pattern,
+    mcp_name_matches,
     normalise_command,
     prefix_matches,
 )
@@ -229,8 +230,7 @@ class Policy:
             elif kind == "fetch":
                 ok = pat == "*" or _domains().pattern_matches(pat, subject)
             elif kind == "mcp":
-                ok = (pat == "*" or subject == pat or subject.startswith(pat + "__")
-                      or (pat.endswith("*") and subject.startswith(pat[:-1])))
+                ok = pat == "*" or mcp_name_matches(pat, subject)
             else:
                 ok = pat == "*"
             if ok:

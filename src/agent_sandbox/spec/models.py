@@ -29,6 +29,7 @@ from .rules import (
     Verdict,
     command_matches,
     compound_pattern,
+    mcp_name_matches,
     parse_claude_rule,
     prefix_matches,
     split_argv,
@@ -234,9 +235,7 @@ class Rule(Strict):
         if self.tool in (ToolKind.READ, ToolKind.WRITE):
             return pat == "*" or paths.covers(pat, subject)
         if self.tool is ToolKind.MCP:
-            return subject == pat or subject.startswith(pat + "__") or (
-                pat.endswith("*") and subject.startswith(pat[:-1])
-            )
+            return pat == "*" or mcp_name_matches(pat, subject)
         return True
 
 

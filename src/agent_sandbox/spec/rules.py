@@ -112,6 +112,18 @@ def command_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(body + r"\Z", re.DOTALL)
 
 
+def mcp_name_matches(pattern: str, name: str) -> bool:
+    """``mcp__server`` covers ``mcp__server__tool``, but not ``mcp__server___tool``
+    or ``mcp__server__a__b``: those names may also be the tool of a server named
+    ``server_`` or ``server__a``, and a rule names one server."""
+    if name == pattern:
+        return True
+    if pattern.endswith("*"):
+        return name.startswith(pattern[:-1])
+    rest = name[len(pattern) + 2:] if name.startswith(pattern + "__") else ""
+    return bool(rest) and not rest.startswith("_") and "__" not in rest
+
+
 def compound_pattern(pattern: str) -> bool:
     """A Bash pattern that spans several commands (a pipe, list or background
     operator): it is matched against the whole command line, not one segment."""
