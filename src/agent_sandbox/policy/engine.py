@@ -268,7 +268,7 @@ class Policy:
         return self._protected
 
     def read_ok(self, abspath: str) -> bool:
-        if ".sandbox" in abspath:
+        if "audit-keys" in abspath:
             from .protect import PROTECTED_READ
 
             if any(paths.covers(r, abspath) for r in PROTECTED_READ):
@@ -276,6 +276,10 @@ class Policy:
         return paths.read_allowed(abspath, self.deny_read, self.allow_read)
 
     def is_protected(self, abspath: str) -> bool:
+        # a .git entry itself (a gitdir: file, or a folder put in place) decides which
+        # configuration and hooks git runs there
+        if abspath.rsplit("/", 1)[-1] == ".git" or abspath.endswith("/.git/hooks"):
+            return True
         return any(paths.covers(r, abspath) for r in self.protected)
 
     def check_read(self, d: Decision, path: str, cwd: str, *, explicit: bool = True) -> None:

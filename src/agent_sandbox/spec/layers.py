@@ -106,10 +106,13 @@ RULES: dict[str, str] = {
 AGENT_SWITCHES = ("enabled", "hooks", "managed_settings", "allow_managed_hooks_only")
 
 # Which delegate key unlocks loosening of a merge key.
+# ("cluster": the cluster side's own settings, which a cluster group configures:
+# namespace, egress proxy, runner image, Vault server and roles; never its egress
+# CIDRs, gVisor or Calico)
 DELEGATE_KEY = {"commands.rules": "commands.allow",
-                "cluster.vault.address": "cluster.vault",
-                "cluster.vault.kubernetes_mount": "cluster.vault",
-                "cluster.vault.roles": "cluster.vault"}
+                **{f"cluster.{k}": "cluster" for k in (
+                    "namespace", "egress_proxy", "runner_image", "vault.address",
+                    "vault.kubernetes_mount", "vault.roles")}}
 
 # srt and bwrap are peers; gVisor (a user-space kernel) is the stronger boundary
 _BACKEND_RANK = {"srt": 0, "bwrap": 0, "gvisor": 1}

@@ -512,7 +512,7 @@ DELEGABLE = (
     "audit.enabled",
     "mcp_servers",
     "agents",
-    "cluster.vault",
+    "cluster",
 )
 
 
