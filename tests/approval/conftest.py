@@ -56,7 +56,25 @@ def make_repo(root: Path, policy: dict[str, Any] | None = None) -> Path:
         "filesystem": {"denyRead": [], "allowWrite": [str(root)], "denyWrite": []},
     }
     (sb / "srt-settings.json").write_text(json.dumps(settings))
+    from agent_sandbox.policy.registry import register
+
+    register(str(root), os.path.expanduser("~"))  # as `sandbox init` does
     return root
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_registry(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The registry of connected repositories lives in the user's state folder:
+    each test session gets its own (hooks run as subprocesses inherit it)."""
+    from agent_sandbox import contract
+
+    old = os.environ.get(contract.STATE_DIR_ENV)
+    os.environ[contract.STATE_DIR_ENV] = str(tmp_path_factory.mktemp("user-state"))
+    yield
+    if old is None:
+        os.environ.pop(contract.STATE_DIR_ENV, None)
+    else:
+        os.environ[contract.STATE_DIR_ENV] = old
 
 
 @pytest.fixture
