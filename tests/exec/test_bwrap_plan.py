@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Sequence
 
 import pytest
 
 from agent_sandbox.runtime import bwrap as bw
 from agent_sandbox.runtime.settings import parse
-from agent_sandbox.spec.paths import covers
 
 
 class FakeFs:

@@ -515,7 +515,7 @@ def results_table() -> Any:
              "sandbox exec runs it with the bwrap backend, then once more with the gVisor",
              "backend.", "",
              "| case | category | sandbox exec | gVisor backend | srt |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- |"]
     for c in CASES:
         r = RESULTS.get(c.name)
         if r:

@@ -458,12 +458,18 @@ out = {
     "netlink": sock(socket.AF_NETLINK, socket.SOCK_RAW),
     "tcp": sock(socket.AF_INET, socket.SOCK_STREAM),
     "socketpair": 0 if socket.socketpair() else 1,
+    "vsock": sock(40, socket.SOCK_STREAM),
+    "alg": sock(38, socket.SOCK_SEQPACKET),
     "io_uring_setup": sc(425, 1, ctypes.create_string_buffer(120)),
     "unshare_user": sc(272, 0x10000000),
     "clone3": sc(435, 0, 0),
     "mount": sc(165, b"none", b"/tmp", b"tmpfs", 0, 0),
     "ptrace": sc(101, 16, 1, 0, 0),
 }
+try:
+    socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); out["unix_dgram_pair"] = 0
+except OSError as e:
+    out["unix_dgram_pair"] = e.errno
 try:
     fcntl.ioctl(0, 0x5412, b"x"); out["tiocsti"] = 0
 except OSError as e:
@@ -478,6 +484,8 @@ def test_seccomp_filter_is_live(settings: Path, work: Path) -> None:
     r = run_sandboxed([PY, "-I", "-c", SYSCALL_PROBE], settings, work, stdin=b"")
     got = eval(r.stdout.decode())  # a dict literal printed by the probe
     assert got["unix"] == 97 and got["netlink"] == 97
+    assert got["vsock"] == 97 and got["alg"] == 97  # an allowlist of families
+    assert got["unix_dgram_pair"] == 1  # sendto() could point it at any socket path
     assert got["udp"] == got["udp6"] == got["raw"] == 1
     assert got["tcp"] == 0 and got["socketpair"] == 0
     assert got["io_uring_setup"] == 1 and got["unshare_user"] == 1 and got["mount"] == 1

@@ -77,6 +77,9 @@ if TYPE_CHECKING:
 
 __all__ = ["PROXY_HTTP_PORT", "PROXY_SOCKS_PORT"]
 
+# Folders hidden (an empty tmpfs) when the settings allow unix sockets by path:
+# seccomp cannot see a connect()'s path, so the sockets must not be visible.
+UNIX_SOCKET_DIRS = ("/tmp", "/var/tmp", "/run", "/dev/shm")
 WALK_LIMIT = 2_000_000  # entries below one root; beyond it the run refuses to start
 
 _ORDER = {"hide": 0, "show": 1, "rw": 2, "ro": 3, "sock": 4}
@@ -550,8 +553,8 @@ def build_argv(
     """
     argv = [bwrap] if p.hide_root else [bwrap, "--ro-bind", "/", "/"]
     argv += ["--dev", "/dev", "--proc", "/proc"]
-    if p.hide_unix_dirs:
-        for d in ("/run", "/tmp"):
+    if p.hide_unix_dirs:  # where sockets live; the allowed ones are bound back ("sock")
+        for d in UNIX_SOCKET_DIRS:
             argv += ["--tmpfs", d]
     remount: list[str] = []
     for m in p.mounts:

@@ -59,7 +59,7 @@ def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
     for path, ident in now.items():
         if path in skipped or before.get(path) == ident:
             if os.path.basename(path) == protected.GIT_DIR and os.path.isdir(path):
-                found += _new_inside(fs, path, before)
+                found += _new_inside(fs, path, before, skipped)
             continue
         name = os.path.basename(path)
         if name == protected.GIT_DIR:
@@ -74,14 +74,15 @@ def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
     return found
 
 
-def _new_inside(fs: RealFs, gitdir: str, before: Mapping[str, Identity]
-                ) -> list[tuple[str, str]]:
-    """Git metadata added during the run to a git directory that existed."""
+def _new_inside(fs: RealFs, gitdir: str, before: Mapping[str, Identity],
+                skipped: set[str]) -> list[tuple[str, str]]:
+    """Git metadata added during the run to a git directory that existed (the
+    run's own placeholders, in ``skipped``, are not)."""
     out: list[tuple[str, str]] = []
     ro, _ = gitmeta.protect_git_dir(fs, gitdir, os.path.dirname(gitdir))
     judged: set[str] = set()
     for p in ro:
-        if p in before:
+        if p in before or p in skipped:
             continue
         rel = os.path.relpath(p, gitdir)
         if rel.startswith("modules/"):
