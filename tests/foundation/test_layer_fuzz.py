@@ -33,6 +33,7 @@ from .conftest import EXAMPLE_FLEET
 SANDBOX = EXAMPLE_FLEET / "sandbox"
 UPPER = [SANDBOX / "fleet.yml", SANDBOX / "groups" / "engineering.yml",
          SANDBOX / "hosts" / "dev-linux-01.yml"]
+UPPER_CI = [SANDBOX / "fleet.yml", SANDBOX / "groups" / "ci_runners.yml"]  # default: deny
 HOME = "/home/fuzz"
 REPO = "/home/fuzz/src/app"
 
@@ -188,10 +189,10 @@ FUZZ = settings(max_examples=120, derandomize=True, deadline=None, database=None
 
 
 @FUZZ
-@given(lower=lower_layers)
+@given(lower=lower_layers, ci=st.booleans())
 def test_accepted_lower_layers_never_loosen(tmp_path_factory: pytest.TempPathFactory,
-                                            lower: dict[str, Any]) -> None:
-    _run(tmp_path_factory.mktemp("repo"), UPPER, lower, delegated=True)
+                                            lower: dict[str, Any], ci: bool) -> None:
+    _run(tmp_path_factory.mktemp("repo"), UPPER_CI if ci else UPPER, lower, delegated=True)
 
 
 @FUZZ

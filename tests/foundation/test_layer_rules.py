@@ -192,3 +192,13 @@ def test_delegated_command_rules_do_not_hand_over_network_or_files(tmp_path: Pat
     # control: the same engine does allow what the fleet allows
     assert verdict("fetch", urls=("https://github.com/x",)) is Verdict.ALLOW
     assert verdict("write", paths=("/tmp/x",)) is Verdict.ALLOW
+
+
+def test_an_allow_rule_cannot_loosen_a_default_deny_above(tmp_path: Path) -> None:
+    fleet = FLEET.replace("default: escalate", "default: deny")
+    assert "commands.default: deny" in refused(
+        tmp_path, 'commands: {rules: [{pattern: "ls *", verdict: allow}]}', fleet)
+    # with commands.default delegated too, it may
+    fleet = fleet.replace("delegate: [commands.allow]",
+                          "delegate: [commands.allow, commands.default]")
+    stack(tmp_path, 'commands: {rules: [{pattern: "ls *", verdict: allow}]}', fleet)

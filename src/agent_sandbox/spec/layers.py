@@ -211,6 +211,7 @@ class _State:
         self.value: dict[str, Any] = {}
         self.where: dict[str, tuple[Layer, Path_]] = {}
         self.setters: dict[str, list[tuple[Layer, list[str]]]] = {}
+        self.history: dict[str, list[tuple[Layer, Any]]] = {}
 
     def delegated(self, key: str) -> bool:
         need = DELEGATE_KEY.get(key, key)
@@ -226,6 +227,7 @@ class _State:
         self.value[key] = value
         self.where[key] = (layer, path)
         self.setters.setdefault(key, []).append((layer, deleg))
+        self.history.setdefault(key, []).append((layer, value))
 
 
 def merge(layers: list[Layer], specs: list[Spec] | None = None
@@ -351,9 +353,21 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
             state.record(key, value, layer, path, deleg)
     elif kind == "rules":
         bad = False
+        # a commands.default of deny above is a deny too: an allow rule below may not
+        # turn it into anything looser unless commands.default is delegated as well
+        denying = [setter for setter, v in state.history.get("commands.default", [])
+                   if v is Verdict.DENY and setter is not layer]
+        default_denies = bool(denying) and not state.delegated("commands.default")
         for i, rule in enumerate(value):
             if rule.verdict in (Verdict.ALLOW, Verdict.OBSERVE) and not ok_to_loosen:
                 loosen((*path, i), f"an {rule.verdict.value} rule")
+                bad = True
+            elif rule.verdict in (Verdict.ALLOW, Verdict.OBSERVE) and default_denies:
+                line, col = denying[0].where(("commands", "default"))
+                problems.append(layer.problem(
+                    (*path, i), f"an {rule.verdict.value} rule would loosen commands.default: "
+                    f"deny set at {denying[0].source}:{line}:{col}; a lower layer may only "
+                    "tighten it (unless that layer lists 'commands.default' under delegate)"))
                 bad = True
         if not bad:
             state.record(key, list(upper or []) + list(value), layer, path, deleg)
