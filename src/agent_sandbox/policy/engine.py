@@ -608,7 +608,7 @@ class Policy:
             if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
                 real = os.path.realpath(candidate)
                 return not any(paths.covers(r, real) or paths.covers(r, folder)
-                               for r in self.allow_write) and not self.is_protected(real)
+                               for r in self.allow_write)
         return False
 
     def _check_git(self, d: Decision, where: str) -> None:

@@ -41,21 +41,56 @@ def safe_assignment(text: str) -> bool:
 
 
 class Flags:
-    """A command's known flags and what its positional arguments are."""
+    """A command's known flags and what its positional arguments are.
 
-    __slots__ = ("long", "long_val", "max_pos", "numeric", "pos", "short", "short_val", "tree")
+    The flag sets are built the first time a command is judged: the hook imports
+    this table on every call and judges one or two commands of it.
+    """
+
+    __slots__ = ("_long", "_long_val", "_raw", "_short", "_short_val", "max_pos", "numeric",
+                 "pos", "tree")
 
     def __init__(self, short: str = "", short_val: str = "", long: str = "", long_val: str = "",
                  pos: str = "files", *, max_pos: int = -1, numeric: bool = False,
                  tree: str = "") -> None:
-        self.short = frozenset(short)
-        self.short_val = frozenset(short_val)
-        self.long = frozenset(long.split()) | {"help", "version"}
-        self.long_val = frozenset(long_val.split())
-        self.pos = pos  # files | text | none | pattern_files | list
+        self._raw: tuple[str, str, str, str] | None = (short, short_val, long, long_val)
+        self.pos = pos  # files | text | none | pattern_files | list | format | command...
         self.max_pos = max_pos
         self.numeric = numeric  # -5 means -n 5 (head, tail)
         self.tree = tree  # flags that make it walk a tree ("*": always)
+
+    def _build(self) -> None:
+        assert self._raw is not None
+        short, short_val, long, long_val = self._raw
+        self._short = frozenset(short)
+        self._short_val = frozenset(short_val)
+        self._long = frozenset(long.split()) | {"help", "version"}
+        self._long_val = frozenset(long_val.split())
+        self._raw = None
+
+    @property
+    def short(self) -> frozenset[str]:
+        if self._raw is not None:
+            self._build()
+        return self._short
+
+    @property
+    def short_val(self) -> frozenset[str]:
+        if self._raw is not None:
+            self._build()
+        return self._short_val
+
+    @property
+    def long(self) -> frozenset[str]:
+        if self._raw is not None:
+            self._build()
+        return self._long
+
+    @property
+    def long_val(self) -> frozenset[str]:
+        if self._raw is not None:
+            self._build()
+        return self._long_val
 
 
 TABLE: dict[str, Flags] = {
