@@ -243,6 +243,10 @@ def judge(scratch: Scratch, lines: list[str]) -> list[str]:
         name, args, ret = m.group("name"), _split_args(m.group("args")), m.group("ret")
         if name in ("openat", "open", "openat2"):
             dfd, idx = (0, 1) if name != "open" else (None, 0)
+            raw = _STR.match(args[idx]) if len(args) > idx else None
+            if raw and re.fullmatch(r"/dev/(stdout|stderr|stdin|fd/\d+)|/proc/self/fd/\d+",
+                                    raw.group(1)):
+                continue  # the command's own descriptors
             flags = args[idx + 1] if len(args) > idx + 1 else ""
             fdret = _FD.match(ret)
             targets = [os.path.realpath(fdret.group("path"))] if fdret else \

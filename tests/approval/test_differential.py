@@ -219,9 +219,55 @@ BASH_ATTACKS: dict[str, list[str]] = {
         "echo ok > notes.txt", "wc -l src/main.py", "head -1 README.md", "cat src/*.py",
         "find src -name '*.py'", "sed -n 1,2p README.md", "cd src && cat main.py",
         "rg TODO src", "LANG=C ls", "cat keys/id_rsa", "cat link.txt", "echo x > link.txt",
+        "git status --ignored", "git ls-files -o", "git status -uall",
+        "cat README.md > /dev/stdout",
+        "cat /proc/self/root/etc/hostname", "cd .. && cd repo && cat .env", "ls .[e]nv",
         "ls keys", "grep -r TODO .", "du -sh .", "stat ~/.ssh/id_rsa",
     ],
 }
+
+# Attacks on the modelled set itself: every spelling of a path, flag, cd and
+# descriptor the table allows, for one client (the shape is the same for all).
+MODEL_ATTACKS = [
+    'ls -la -- .env', 'cat -- .env', 'cat ./.env', 'cat src/../.env', 'cat .//.env', 'cat .env/',
+    'grep -r x --include=.env .', 'grep -R TODO src', 'rg --hidden TODO', 'rg -uuu TODO',
+    'rg --no-ignore TODO src', 'rg -L TODO', 'ls -RL', 'du -aL', 'find . -L -name x', 'find -L .',
+    'find . -newer .env', 'find . -samefile .env', 'stat -L keys', 'file keys/id_rsa', 'tree -a',
+    'diff -r . /tmp', 'cat README.md > /dev/stdout', 'echo x > /dev/fd/3',
+    'echo x >/proc/self/fd/1', 'echo x > /proc/self/cwd/.git/config', 'cat /proc/self/cwd/.env',
+    'cat /proc/self/root/etc/hostname', 'cat /proc/self/root$HOME/.ssh/id_rsa',
+    'echo x>.git/config', 'echo x>>~/.bashrc', 'echo x >\\.git/config', "echo x > '.git'/config",
+    "echo x > .git/co''nfig", 'echo x 3>.git/config', 'echo x {fd}>x', 'cat < link.txt',
+    'ls -d .git/hooks', 'wc -l keys/*', 'head -c1 keys/config', 'tac keys/config',
+    'sort keys/id_rsa', 'cut -c1 .env', 'od .env', 'xxd .env', 'cmp .env README.md', 'nl .env',
+    'rev .env', 'git show HEAD:README.md', 'git log -p -- .env', 'git diff -- .env',
+    'git blame README.md', 'git ls-files -o', 'git status --ignored',
+    'git --no-pager log -1 --format=%H', 'git log --grep=x --all', 'git log -S x',
+    'git rev-parse --show-toplevel', 'git branch -a', 'git branch -l foo', 'git remote -v',
+    'cd ~ ; ls -a', 'cd; cat .bashrc', 'cd ..; cd ..; cat .ssh/id_rsa',
+    'cd / && cat etc/hostname', 'cd .. && cd repo && cat .env',
+    'cd src; cd ..; echo x > .git/config', 'cd src && cat ../.env',
+    'true || cd .git; echo x >> config', 'cd .git || true; echo x >> config',
+    '! cd .git; echo x >> config', 'if cd .git; then echo x >> config; fi',
+    '{ cd .git; }; echo x >> config', 'cd .git & wait; echo x >> config', "echo $'\\x2e'env",
+    "cat $'.env'", "cat '.en'v", 'cat \\.env', 'cat ".e"nv', 'ls .[e]nv', 'cat .e?v', 'cat ?env',
+    'cat *env', 'cat .*', 'cat */main.py', 'ls ~/.*', 'echo ~', 'echo ~/x > ~/.profile',
+    'LANG=C.UTF-8 cat .env', 'LC_ALL=../x cat README.md', 'TZ=:/etc/localtime date',
+    'TERM=dumb ls', 'env -i cat README.md', 'env -u HOME ls', 'nice cat README.md',
+    'timeout 1 cat .env', 'command cat .env', 'command -v cat', 'time cat README.md', 'type cat',
+    'which cat', "printf '%s' x > notes.txt", 'echo x | cat > .git/config',
+    'cat README.md | grep x > notes.txt', "cat <<'EOF' > .git/config\nx\nEOF",
+    'cat <<< x > .bashrc', 'exit; cat .env', 'cat README.md; exit 1', 'test -f .env && echo yes',
+    '[ -r ~/.ssh/id_rsa ]', 'echo $(( 1 + 1 ))', 'echo x # > .git/config', 'echo x #; cat .env',
+    'echo x\\\n > .git/config', 'echo x \\\n> notes.txt', 'cat\t.env', 'ls\x0b.env', 'git -P log',
+    "git log --format='%(describe)'", 'git log --pretty=format:%x', 'git -C .. status',
+    'git status -- ../../..', 'git diff HEAD~1 -- ~/.ssh/id_rsa', 'git show ::README.md',
+    'readlink keys', 'realpath keys/id_rsa', 'basename ~/.ssh/id_rsa', 'dirname .env',
+    'uniq -c .env', 'grep -f .env README.md', 'grep --file=.env README.md',
+    'rg -f .env README.md', 'grep -e x -- .env', 'rg --files-from=x', 'ls --hyperlink',
+    'date --file=.env', 'du --exclude-from=.env', 'sed -n 1p .env', "sed -n '1p;w x' README.md",
+    "sed -n $'1p\\nw .git/config' README.md",
+]
 
 WRITE_PATHS = ["{repo}/.git/config", "{repo}/./.git//config", "{repo}/notes.txt/../.git/config",
                "{repo}/link.txt", "/proc/self/cwd/.git/config", "~/.bashrc",
@@ -262,6 +308,9 @@ def hand_written() -> Iterator[tuple[str, str, str, dict[str, Any]]]:
             yield cls, "bash", "gemini", {"tool_name": "run_shell_command",
                                           "tool_input": {"command": c}}
             yield cls, "bash", "cursor:before-shell-execution", {"command": c}
+    for c in MODEL_ATTACKS:
+        yield "attacks on the modelled set", "bash", "claude", {"tool_name": "Bash",
+                                                                "tool_input": {"command": c}}
     for p in WRITE_PATHS:
         for tool in ("Write", "Edit", "MultiEdit"):
             yield "file tools", "write", "claude", {"tool_name": tool,

@@ -402,8 +402,15 @@ def _git(argv: list[str]) -> tuple[str | None, list[tuple[str, str]]]:
     problem = _git_flags(sub, f, rest)
     if problem:
         return problem, []
-    # diff and blame read the working tree: judged like a walk of the repository
-    return None, [(".", "tree" if sub in ("diff", "blame") else "git")]
+    # diff and blame read the working tree, and untracked or ignored listings walk
+    # it: judged like a walk of the repository
+    walks = sub in ("diff", "blame") or (sub == "status" and any(
+        (a.startswith(("-u", "--untracked-files", "--ignored")) and a not in (
+            "-uno", "--untracked-files=no")) for a in rest)) or (sub == "ls-files" and any(
+        a in ("--others", "--ignored", "--directory", "--killed") or (
+            not a.startswith("--") and a.startswith("-") and any(c in a[1:] for c in "oik"))
+        for a in rest))
+    return None, [(".", "git"), *([(".", "tree")] if walks else [])]
 
 
 def _git_flags(sub: str, f: Flags, args: list[str]) -> str | None:
