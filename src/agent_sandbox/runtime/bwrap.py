@@ -170,8 +170,9 @@ def _matcher(rule: str) -> Callable[[str], bool]:
 class RealFs:
     """``FsView`` over the real filesystem: complete walks, no writes.
 
-    A walk visits everything below its root (symlinks are not followed) and is
-    done once per root; past ``limit`` entries it raises ``WalkError``.
+    A walk visits everything below its root (symlinks are not followed) but the
+    insides of ``.git`` folders (``gitmeta`` judges those), and is done once per
+    root; past ``limit`` entries it raises ``WalkError``.
     """
 
     def __init__(self, limit: int = WALK_LIMIT, skip: Sequence[str] = ()) -> None:
@@ -247,7 +248,10 @@ class RealFs:
                         f"{root} holds more than {self.limit} entries, too many to check "
                         "for protected and denied paths; make a smaller folder writable "
                         "or run from a smaller one")
-                if kind == "d" and e.path not in self.skip:
+                # a git directory's insides are judged by ``gitmeta`` (its object
+                # store alone can hold more entries than the rest of the tree)
+                if kind == "d" and e.path not in self.skip and (
+                        e.name != protected.GIT_DIR or d == root and root.endswith("/.git")):
                     stack.append(e.path)
                 out.append((e.path, kind))
         return out
@@ -322,7 +326,17 @@ def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]
     for rel, _kind, _ in protected.ANY_DEPTH:
         last.setdefault(rel.rsplit("/", 1)[-1], []).append(rel)
     out: list[tuple[str, str]] = []
-    for path, kind in fs.walk(root):
+    walked = fs.walk(root)
+    # a folder git takes for a git directory (HEAD, objects/, refs/) whatever its
+    # name: git run inside or below it reads its config (a bare repository)
+    kinds = dict(walked)
+    for path, kind in [(root, "d"), *walked]:
+        if kind == "d" and posixpath.basename(path) != protected.GIT_DIR and (
+                kinds.get(posixpath.join(path, "HEAD")) == "f"
+                and kinds.get(posixpath.join(path, "objects")) == "d"
+                and kinds.get(posixpath.join(path, "refs")) == "d"):
+            out.append((path, "g"))
+    for path, kind in walked:
         if kind == "u":
             out.append((path, "u"))
             continue
@@ -443,13 +457,17 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 add("ro", path)  # cannot be listed: protected whole
                 continue
             name = path.rsplit("/", 1)[-1]
-            if name == protected.GIT_DIR:
-                gitdir = path if kind == "d" else gitmeta.gitdir_of_file(fs, path)
-                if kind != "d":
+            if name == protected.GIT_DIR or kind == "g":
+                gitdir = path if kind in "dg" else gitmeta.gitdir_of_file(fs, path)
+                if kind not in "dg":
                     mounts[("ro", path)] = Mount("ro", path, "f")
                 if gitdir is None or fs.kind(gitdir) != "d":
                     continue
-                ro, absent = gitmeta.protect_git_dir(fs, gitdir, posixpath.dirname(path))
+                for sub in ("modules", "worktrees"):
+                    if fs.lkind(posixpath.join(gitdir, sub)) is not None:
+                        before.append(posixpath.join(gitdir, sub))
+                worktree = path if kind == "g" else posixpath.dirname(path)
+                ro, absent = gitmeta.protect_git_dir(fs, gitdir, worktree, home=home)
                 for p in ro:
                     add("ro", fs.realpath(p))
                     before.append(p)
@@ -464,10 +482,10 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 p = posixpath.join(home, rel)
                 if _under(p, w):
                     protect_path(p, kind)
-    # the user's and the system's git configuration name paths too
+    # the user's git configuration names paths too
     for config in (posixpath.join(home, ".gitconfig"),
                    posixpath.join(home, ".config/git/config")):
-        for p, k in gitmeta.named_paths(fs, config, home):
+        for p, k in gitmeta.named_paths(fs, config, home, home=home):
             if any(_under(p, w) for w in writable):
                 protect_path(p, k)
     # Pin every directory between a writable root and a read-only or hidden mount
