@@ -12,7 +12,6 @@ from __future__ import annotations
 import enum
 import functools
 import re
-import shlex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this module: keep typing and ast off its path
@@ -157,6 +156,8 @@ def prefix_matches(prefix: list[PrefixToken], argv: list[str]) -> bool:
 
 def split_argv(command: str) -> list[str] | None:
     try:
+        import shlex  # not on the hook's path: only rule examples split commands
+
         return shlex.split(command, comments=False, posix=True)
     except ValueError:
         return None
@@ -172,6 +173,7 @@ def parse_codex_rules(source: str, filename: str = "<rules>") -> list[dict[str, 
     file is parsed, never executed.
     """
     import ast
+    import shlex
 
     try:
         tree = ast.parse(source, filename=filename)
