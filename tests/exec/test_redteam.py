@@ -124,9 +124,13 @@ class Box:
                            unix_dgram=self.unix_dgram.address, abstract=self.abstract_name,
                            udp_port=self.udp.address[1], py=PY, secret=SECRET)
 
+    unsandboxed = False  # the controls of attacks a refusal blocks run every step directly
+
     def sandbox(self, cmd: str, settings: Path | str | None = None,
                 timeout: float = 30, launcher: list[str] | None = None,
                 stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        if self.unsandboxed:
+            return self.direct(cmd, timeout, stdin)
         s = str(settings or self.settings)
         with open(self.fmt(stdin) if stdin else os.devnull, "rb") as inp:
             return subprocess.run([*(launcher or SANDBOX), "exec", "--settings", s, "--", "sh",
@@ -723,6 +727,21 @@ ATTACKS: list[Attack] = [
 ]
 
 BY_NAME = {a.name: a for a in ATTACKS}
+# Attacks the runtime now stops by refusing to run (exit 125 with the reason): a
+# settings file reached through a link in a writable root; a denied file with a
+# second name. Their controls run every step unsandboxed.
+REFUSAL_BLOCKS = {"settings_named_through_link", "read_env_through_earlier_hard_link"}
+# Known limits, listed in the README: each must keep failing until it is closed
+# (strict), so closing one shows here.
+KNOWN_LIMITS = {
+    "python_repo_venv_pth": "a virtualenv inside a writable root is the command's to change "
+                            "(pip install -e writes .pth files there); run it only after review",
+    "read_env_glob_outside_roots": "'**/' globs are searched below the working directory and "
+                                   "the writable roots, as srt does; deny other projects' "
+                                   "folders by path",
+}
+ATTACK_PARAMS = [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_LIMITS[n]))
+                 if n in KNOWN_LIMITS else n for n in BY_NAME]
 
 
 def _prepare(box: Box, attack: Attack) -> Path | None:
@@ -731,7 +750,7 @@ def _prepare(box: Box, attack: Attack) -> Path | None:
     return attack.settings(box) if attack.settings else None
 
 
-@pytest.mark.parametrize("name", list(BY_NAME))
+@pytest.mark.parametrize("name", ATTACK_PARAMS)
 def test_attack_fails(box: Box, name: str) -> None:
     attack = BY_NAME[name]
     settings = _prepare(box, attack)
@@ -752,7 +771,7 @@ def test_attack_fails(box: Box, name: str) -> None:
             except subprocess.TimeoutExpired:
                 other.kill()
                 other.wait()
-    assert r.returncode != 125 or name.startswith("litter"), (
+    assert r.returncode != 125 or name.startswith("litter") or name in REFUSAL_BLOCKS, (
         f"the sandbox did not start: {r.stderr}")
     fired = attack.judge(box)
     if attack.judge is secret_seen:
@@ -766,6 +785,7 @@ def test_attack_fails(box: Box, name: str) -> None:
 def test_control_fires(box: Box, name: str) -> None:
     attack = BY_NAME[name]
     _prepare(box, attack)
+    box.unsandboxed = name in REFUSAL_BLOCKS
     box.direct(attack.control or attack.cmd, stdin=attack.stdin)
     assert attack.judge(box), f"the judge of {name} cannot fire: it proves nothing"
 

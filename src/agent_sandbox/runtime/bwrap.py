@@ -75,6 +75,9 @@ if TYPE_CHECKING:
         def read(self, path: str, limit: int) -> bytes | None:
             """The first ``limit`` bytes of a regular file, or None."""
 
+        def links(self, path: str) -> int:
+            """How many names the file has (hard links); 1 when unknown."""
+
 __all__ = ["PROXY_HTTP_PORT", "PROXY_SOCKS_PORT"]
 
 # Folders hidden (an empty tmpfs) when the settings allow unix sockets by path:
@@ -217,6 +220,12 @@ class RealFs:
         finally:
             os.close(fd)
 
+    def links(self, path: str) -> int:
+        try:
+            return os.stat(path).st_nlink
+        except (OSError, ValueError):
+            return 1
+
     def walk(self, root: str) -> list[tuple[str, str]]:
         if root not in self._walked:
             self._walked[root] = self._walk(root)
@@ -251,7 +260,7 @@ class RealFs:
                 # a git directory's insides are judged by ``gitmeta`` (its object
                 # store alone can hold more entries than the rest of the tree)
                 if kind == "d" and e.path not in self.skip and (
-                        e.name != protected.GIT_DIR or d == root and root.endswith("/.git")):
+                        e.name != protected.GIT_DIR or (d == root and root.endswith("/.git"))):
                     stack.append(e.path)
                 out.append((e.path, kind))
         return out
@@ -320,8 +329,9 @@ def _absent_target(fs: FsView, path: str) -> str:
 
 def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]]:
     """Existing protected entries below one writable root: (path, kind) of each
-    any-depth name (its whole relative path matched), each home-only entry, and
-    each folder the walk could not list (protected whole)."""
+    any-depth name (its whole relative path matched), each home-only entry, each
+    folder git takes for a git directory ('g'), each folder the walk could not
+    list ('u', protected whole), and each bytecode cache file ('c')."""
     last: dict[str, list[str]] = {}
     for rel, _kind, _ in protected.ANY_DEPTH:
         last.setdefault(rel.rsplit("/", 1)[-1], []).append(rel)
@@ -340,6 +350,9 @@ def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]
         if kind == "u":
             out.append((path, "u"))
             continue
+        if kind == "f" and path.endswith(".pyc") and "/__pycache__/" in path:
+            out.append((path, "c"))  # bytecode Python runs instead of its source
+            continue
         name = path.rsplit("/", 1)[-1]
         if name == protected.GIT_DIR:
             out.append((path, kind))
@@ -356,12 +369,14 @@ def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]
 
 
 def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
-         protect: Sequence[str] = ()) -> Plan:
+         protect: Sequence[str] = (), tools: Sequence[str] = ()) -> Plan:
     """The mount plan for these settings (pure given ``fs``).
 
     ``protect``: absolute paths the runtime itself keeps read-only in every
     sandbox, like ``denyWrite`` entries (its state folders, its installation,
-    the settings file).
+    the settings file). ``tools``: folders of programs the user runs (the PATH):
+    read-only, or kept from being created, where they lie inside a writable root,
+    without ever making a writable root itself read-only.
     """
     f, n = settings.filesystem, settings.network
     mounts: dict[tuple[str, str], Mount] = {}
@@ -418,6 +433,13 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                                                    search_roots)]
     for rp in creds:
         add("hide", rp)
+    # a denied file with a second name (a hard link made in an earlier run) would be
+    # readable through it: refuse the run rather than guess where the names are
+    for m in mounts.values():
+        if m.op == "hide" and m.kind == "f" and fs.links(m.path) > 1:
+            raise SettingsError(
+                f"{m.path} is denied for reading but has {fs.links(m.path)} hard links: "
+                "another name could read it; remove the extra links (find -samefile)")
     for p in _concrete(f.allow_read, home, cwd, fs, search_roots):
         rp = fs.realpath(p)
         # only where a deny hides it (elsewhere a read-only bind would take away writes)
@@ -448,11 +470,16 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
         if any(_under(path, w) for w in writable) or any(
                 _under(fs.realpath(path), w) for w in writable):
             protect_path(path, "f")
+    for t in tools:
+        if any(_under(t, w) and t != w for w in writable):
+            protect_path(t, "d")
     # the protected set, at every depth of every writable root
     before: list[str] = []
     for w in roots:
         for path, kind in _protected_entries(fs, w, home):
             before.append(path)
+            if kind == "c":
+                continue  # the sweep removes what the run wrote (see sweep)
             if kind == "u":
                 add("ro", path)  # cannot be listed: protected whole
                 continue

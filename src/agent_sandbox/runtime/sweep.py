@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,6 +35,9 @@ from .bwrap import RealFs, _protected_entries
 from .process import suppress
 
 Identity = tuple[int, int]
+# A bytecode file the run wrote: Python would run it instead of the unchanged
+# source beside it (a change no diff shows). Removed, not kept: it is a cache.
+CACHE = "bytecode written during the run"
 Recorder = Callable[[dict[str, object]], None]
 
 
@@ -75,6 +77,10 @@ def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
     kinds = dict(entries)
     now = identities(p for p, _ in entries)
     for path, ident in now.items():
+        if kinds.get(path) == "c":
+            if before.get(path) != ident:
+                found.append((path, CACHE))
+            continue
         gitdir = kinds.get(path) == "g" or (
             os.path.basename(path) == protected.GIT_DIR and os.path.isdir(path)
             and not os.path.islink(path))
@@ -145,7 +151,8 @@ def _new_inside(fs: RealFs, gitdir: str, before: Mapping[str, Identity],
 
 
 def disarm(paths: Iterable[str], roots: Sequence[str], seen: Mapping[str, Identity],
-           now: float | None = None) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+           now: float | None = None, *, remove: bool = False
+           ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """Rename each path to an inert quarantine name: (moved (old, new), failed (path,
     why)). The rename goes through descriptors opened from the writable root without
     following symlinks, and only when the entry is still the one judged (same
@@ -160,14 +167,15 @@ def disarm(paths: Iterable[str], roots: Sequence[str], seen: Mapping[str, Identi
             failed.append((p, "outside the writable roots"))
             continue
         try:
-            new = _rename_inside(root, p, seen.get(p), stamp)
+            new = _rename_inside(root, p, seen.get(p), stamp, remove)
             moved.append((p, new))
         except OSError as exc:
             failed.append((p, exc.strerror or str(exc)))
     return moved, failed
 
 
-def _rename_inside(root: str, path: str, ident: Identity | None, stamp: str) -> str:
+def _rename_inside(root: str, path: str, ident: Identity | None, stamp: str,
+                   remove: bool = False) -> str:
     parts = os.path.relpath(path, root).split("/")
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -180,8 +188,11 @@ def _rename_inside(root: str, path: str, ident: Identity | None, stamp: str) -> 
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         if ident is not None and (st.st_dev, st.st_ino) != ident:
             raise OSError(0, "it changed after it was judged")
-        for target in (f"{name}.sandbox-quarantine-{stamp}-{secrets.token_hex(4)}",
-                       f".sbq-{secrets.token_hex(6)}"):
+        if remove and stat.S_ISREG(st.st_mode):
+            os.unlink(name, dir_fd=fd)
+            return ""
+        for target in (f"{name}.sandbox-quarantine-{stamp}-{os.urandom(4).hex()}",
+                       f".sbq-{os.urandom(6).hex()}"):
             try:
                 os.rename(name, target, src_dir_fd=fd, dst_dir_fd=fd)
                 return os.path.join(os.path.dirname(path), target)
@@ -203,14 +214,22 @@ def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
     hidden. A path that could not be moved is a notice and an audit record.
     ``late``: the sweep a killed run owed (``settle``).
     """
-    new = find_new(roots, before, home, skip)
+    found = find_new(roots, before, home, skip)
+    caches = [p for p, why in found if why == CACHE]
+    new = [(p, why) for p, why in found if why != CACHE]
     why = dict(new)
-    seen = identities(p for p, _ in new)
+    seen = identities(p for p, _ in found)
     moved, failed = disarm([p for p, _ in new], roots, seen)
+    removed, unremoved = disarm(caches, roots, seen, remove=True)
+    failed += unremoved
+    why.update((p, CACHE) for p in caches)
     said = ("an earlier run ended before its check; it had created" if late
             else "the command created")
     notes = [f"sandbox: {said} the protected path {old} ({why[old]}); moved to {target}\n"
              for old, target in moved]
+    if removed:
+        notes.append(f"sandbox: removed {len(removed)} bytecode file(s) the command wrote "
+                     "(Python writes them again from the source)\n")
     notes += [f"sandbox: WARNING: {said} the protected path {p} ({why[p]}) and it could not "
               f"be moved ({err}); do not run git or other tools there before removing it\n"
               for p, err in failed]
