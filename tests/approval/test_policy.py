@@ -264,3 +264,14 @@ def test_apply_patch_headers_are_read_with_codex_trimming(policy: Policy) -> Non
     with pytest.raises(BadInput):
         claude_call({"tool_name": "apply_patch", "cwd": policy.repo,
                      "tool_input": {"input": "*** Begin Patch\nx*** Add File: a\n*** End Patch"}})
+
+
+@pytest.mark.parametrize("command", ["curl 2130706433", "curl 0x7f.1", "wget 127.1:8080/x",
+                                     "curl localhost", "curl -s [::ffff:127.0.0.1]/x",
+                                     "nc 127.1 80", "echo x > /dev/tcp/127.1/80"])
+def test_hosts_without_a_dot_are_found(tmp_path: Path, command: str) -> None:
+    doc = copy.deepcopy(BASE_POLICY)
+    doc["network"]["denied_domains"] = ["127.0.0.1", "localhost"]
+    repo = make_repo(tmp_path / "r", doc)
+    p = Policy(doc, repo=str(repo), home=str(tmp_path / "home"))
+    assert bash(p, command) is Verdict.DENY

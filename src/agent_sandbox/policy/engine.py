@@ -845,7 +845,8 @@ def _hosts_in(seg: shell.Segment, cwd: str) -> list[tuple[str, str]]:
                     out.append((h, name))
     if name in NETWORK_TOOLS:
         for a in argv[1:]:
-            if not a.startswith("-") and "://" not in a and "." in a and "/" not in a.split(".")[0]:
+            # any bare argument may be a host: localhost, 2130706433, 0x7f.1, [::1]
+            if not a.startswith("-") and "://" not in a:
                 h = host_of(a)
                 if h and _looks_like_host(h):
                     out.append((h, name))
