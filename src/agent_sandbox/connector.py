@@ -357,6 +357,9 @@ def init(repo: str, agents: list[str] | None = None, mcp: bool = False) -> dict[
                  "files": sorted(files.values(), key=lambda f: f["path"])}
     if _read_state(state_path) != new_state:
         _write_atomic(state_path, _json_bytes(new_state), 0o600)
+    from .policy.registry import register
+
+    register(repo, os.path.expanduser("~"))
     return {"repo": repo, "agents": chosen, "mcp": mcp, "changed": changed}
 
 
@@ -423,6 +426,9 @@ def uninstall(repo: str) -> dict[str, Any]:
                 shutil.rmtree(p, ignore_errors=True)
             elif os.path.lexists(p):
                 os.unlink(p)
+    from .policy.registry import unregister
+
+    unregister(repo, os.path.expanduser("~"))
     return {"repo": repo, "restored": restored, "removed": removed, "kept_audit": kept_audit}
 
 
