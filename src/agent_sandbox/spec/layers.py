@@ -82,6 +82,7 @@ RULES: dict[str, str] = {
     "platforms.linux.proxy_socket": "fixed",
     "platforms.macos.proxy_port": "fixed",
     "platforms.macos.mdm_profile": "false_is_looser",
+    "platforms.macos.allow_pty": "true_is_looser",
     "platforms.windows.account": "fixed",
     "platforms.windows.group": "fixed",
     "platforms.windows.proxy_port_range": "fixed",

@@ -20,6 +20,8 @@ import functools
 import os
 import posixpath
 
+from agent_sandbox.protected import any_depth_rules
+
 TYPE_CHECKING = False  # (not typing.TYPE_CHECKING: importing typing costs startup time)
 if TYPE_CHECKING:  # ``re`` loads on the first glob: ``sandbox exec`` starts without it
     import re
@@ -27,32 +29,10 @@ if TYPE_CHECKING:  # ``re`` loads on the first glob: ``sandbox exec`` starts wit
 GLOB_CHARS = frozenset("*?[")
 
 # Paths that no setting makes writable for an agent (relative names match at any
-# depth under a writable root). The sandbox runtime and the policy engine both
-# enforce this set; it is re-applied on every policy load.
-MANDATORY_DENY_WRITE: tuple[str, ...] = (
-    "**/.bashrc",
-    "**/.bash_profile",
-    "**/.bash_login",
-    "**/.profile",
-    "**/.zshrc",
-    "**/.zshenv",
-    "**/.zprofile",
-    "**/.zlogin",
-    "**/.config/fish/**",
-    "**/.config/git/**",  # git's second config location: same code-execution path
-    "**/.gitconfig",
-    "**/.git/hooks/**",
-    "**/.git/config",
-    "**/.gitmodules",
-    "**/.mcp.json",
-    "**/.claude/**",
-    "**/.codex/**",
-    "**/.cursor/**",
-    "**/.gemini/**",
-    "**/.vscode/**",
-    "**/.idea/**",
-    "**/.sandbox/**",
-)
+# depth under a writable root): the protected set's any-depth entries
+# (``agent_sandbox.protected``, the one list). The sandbox runtime and the policy
+# engine both enforce it; it is re-applied on every policy load.
+MANDATORY_DENY_WRITE: tuple[str, ...] = any_depth_rules()
 
 
 class PathRuleError(ValueError):
