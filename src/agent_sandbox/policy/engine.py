@@ -302,6 +302,10 @@ class Policy:
 
     # -- network ----------------------------------------------------------
     def check_host(self, d: Decision, host: str, what: str) -> None:
+        if not host:  # a transfer to a local path (a path remote): a human decides
+            d.add(ESCALATE, f"{what} is a transfer outside this repository")
+            _raise_risk(d, "medium")
+            return
         try:
             canon = _domains().canonical_host(host)
         except _domains().DomainError as exc:
@@ -610,7 +614,10 @@ def _hosts_in(seg: shell.Segment, cwd: str) -> list[tuple[str, str]]:
             if not urls and sub[0] != "clone":
                 name_ = remotes[0] if remotes else "origin"
                 url = _git_remote_url(cwd, name_)
-                if url:
+                if url and (url.startswith(("/", ".", "~", "file:")) or ":" not in url):
+                    # a path remote: no host to check, but it leaves the repository
+                    out.append(("", f"git {sub[0]} {name_} (the local repository {url})"))
+                elif url:
                     h = host_of(url) if "://" in url else url.split(":", 1)[0].rsplit("@", 1)[-1]
                     if h:
                         out.append((h, f"git {sub[0]} {name_}"))
