@@ -42,6 +42,9 @@ version: 1
 filesystem:
   allow_write: ["."]
   deny_read: ["~/.ssh", "~/.aws", "~/.gnupg", "~/.config/gcloud", "**/.env"]
+network:
+  # loopback services and cloud metadata endpoints (the proxy refuses them too)
+  denied_domains: ["localhost", "127.0.0.1", "169.254.169.254", "metadata.google.internal"]
 commands:
   default: escalate
   rules:
@@ -238,7 +241,8 @@ def plan(repo: str, agents: list[str], mcp: bool) -> list[Planned]:
     out.append(Planned(os.path.join(sb, "srt-settings.json"), _json_bytes(settings), 0o644,
                        "own"))
     for art in agent_render.project_artifacts(spec, facts, repo):
-        out.append(Planned(art.target, art.content, art.mode, "json"))
+        out.append(Planned(art.target, art.content, art.mode,
+                           "own" if art.target.endswith(".toml") else "json"))
     if "codex" in agents:
         opts = spec.agents["codex"]
         if opts.hooks:
@@ -246,6 +250,9 @@ def plan(repo: str, agents: list[str], mcp: bool) -> list[Planned]:
                                _json_bytes(agent_render.codex_hooks(spec, facts)), 0o644,
                                "json"))
         cfg = agent_render.codex_config(spec)
+        if mcp and MCP_NAME in cfg.get("mcp_servers", {}):
+            # the first turn waits for our tools instead of going out without them
+            cfg["mcp_servers"][MCP_NAME]["required"] = True
         if cfg:
             out.append(Planned(os.path.join(repo, ".codex", "config.toml"),
                                agent_render.toml_bytes(cfg), 0o644, "toml"))
@@ -286,8 +293,47 @@ def _merged(p: Planned, original: bytes) -> bytes:
     return p.content
 
 
-def init(repo: str, agents: list[str] | None = None, mcp: bool = False) -> dict[str, Any]:
-    """Install the connector in ``repo``. Returns a summary of what changed."""
+def _trust_entries(repo: str, chosen: list[str]) -> list[Any]:
+    """The client trust entries for our own hooks in ``repo`` (see client_trust)."""
+    from . import client_trust
+    from .facts import HostFacts
+    from .render import agents as agent_render
+
+    home = os.path.expanduser("~")
+    entries: list[Any] = []
+    hooks_file = os.path.join(repo, ".codex", "hooks.json")
+    if "codex" in chosen and os.path.isfile(hooks_file):
+        facts = HostFacts(name=socket.gethostname(), os="linux", python=sys.executable)
+        ours = {agent_render.hook_command(facts, "codex", ev)
+                for _, ev, _ in agent_render.CODEX_EVENTS}
+        with open(hooks_file, "rb") as fh:
+            doc = json.loads(fh.read())
+        codex_home = os.environ.get("CODEX_HOME") or os.path.join(home, ".codex")
+        entries += client_trust.codex_entries(codex_home, repo, hooks_file, doc, ours)
+    if "gemini" in chosen:
+        entries += client_trust.gemini_entries(home, repo)
+    return entries
+
+
+def _merge_trust(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Restore records of two inits: the first original of each file wins."""
+    by_path = {r["path"]: dict(r) for r in old}
+    for r in new:
+        prev = by_path.get(r["path"])
+        if prev is None:
+            by_path[r["path"]] = r
+        else:
+            prev["keys"] = prev["keys"] + [k for k in r["keys"] if k not in prev["keys"]]
+    return [by_path[p] for p in sorted(by_path)]
+
+
+def init(repo: str, agents: list[str] | None = None, mcp: bool = False,
+         trust: bool = False) -> dict[str, Any]:
+    """Install the connector in ``repo``. Returns a summary of what changed.
+
+    With ``trust`` (the user's consent), also mark our hooks trusted in the
+    clients that ask for it (Codex project and hook trust, Gemini CLI trusted
+    folder); the restore data records it and ``uninstall`` takes it back."""
     repo = os.path.realpath(repo)
     if not os.path.isdir(repo):
         raise ConnectorError(f"{repo} is not a directory")
@@ -353,11 +399,23 @@ def init(repo: str, agents: list[str] | None = None, mcp: bool = False) -> dict[
             changed.append(rel)
         entry["sha256"] = _sha(desired)
         files[rel] = entry
+    trusted: list[dict[str, Any]] = list(state.get("trust", []))
+    if trust:
+        from . import client_trust
+
+        try:
+            trusted = _merge_trust(trusted, client_trust.apply(_trust_entries(repo, chosen)))
+        except (OSError, ValueError) as exc:
+            raise ConnectorError(f"cannot record trust in the clients' settings: {exc}"
+                                 ) from None
     new_state = {"version": 1, "agents": chosen, "mcp": mcp, "dirs": created_dirs,
                  "files": sorted(files.values(), key=lambda f: f["path"])}
+    if trusted:
+        new_state["trust"] = trusted
     if _read_state(state_path) != new_state:
         _write_atomic(state_path, _json_bytes(new_state), 0o600)
-    return {"repo": repo, "agents": chosen, "mcp": mcp, "changed": changed}
+    return {"repo": repo, "agents": chosen, "mcp": mcp, "changed": changed,
+            "trusted": sorted(r["path"] for r in trusted)}
 
 
 def _read_state(path: str) -> dict[str, Any]:
@@ -380,6 +438,10 @@ def uninstall(repo: str) -> dict[str, Any]:
     if not state:
         raise ConnectorError(f"no connector installed in {repo} (no .sandbox/state/installed.json)")
     restored, removed = [], []
+    if state.get("trust"):
+        from . import client_trust
+
+        restored += client_trust.remove(state["trust"])
     for f in state.get("files", []):
         rel = f["path"]
         target = os.path.join(repo, rel)

@@ -2,8 +2,13 @@
 server, each in a throwaway HOME and repository.
 
 A ``World`` is one temporary root holding ``home/`` (the client's HOME, with a
-planted ``~/.ssh/id_ed25519`` and the client's own login/model settings) and
-``repo/`` (a git repository with a bare ``remote.git`` beside it as ``origin``).
+planted ``~/.ssh/id_ed25519`` and the client's own login/model settings),
+``repo/`` (a git repository with a bare ``remote.git`` beside it as ``origin``)
+and ``etc/``, a copy of the host's /etc without any managed agent or sandbox
+files. Every client and every ``sandbox`` command runs in a mount namespace
+(bubblewrap) that shows ``etc/`` at /etc, so what this machine has installed
+system-wide never leaks into a test, and a test can install managed files at
+their real system paths (``World.install_system``).
 Roots live under /var/tmp: Codex refuses to put its sandbox helpers under the
 system temporary folder, and its sandbox then cannot start.
 
@@ -25,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".tools" / "agents" / "node_modules" / ".bin"
 CLIENTS = ("claude", "codex", "gemini")
 SECRET = "SECRET-KEY-MATERIAL-4711"
+# System folders the clients and the runtime read managed files from.
+MANAGED_ETC = ("agent-sandbox", "claude-code", "codex", "gemini-cli")
 PROMPT = "Follow the scripted plan."
 
 
@@ -63,6 +70,9 @@ class World:
         base = Path("/var/tmp")
         root = Path(tempfile.mkdtemp(prefix="agent-sandbox-e2e-", dir=base))
         w = cls(root)
+        shutil.copytree("/etc", root / "etc", symlinks=True, ignore_dangling_symlinks=True,
+                        ignore=lambda d, names: [n for n in names if d == "/etc"
+                                                 and n in MANAGED_ETC])
         (w.home / ".ssh").mkdir(parents=True, mode=0o700)
         (w.home / ".ssh" / "id_ed25519").write_text(SECRET + "\n")
         (w.home / ".gitconfig").write_text(
@@ -75,6 +85,28 @@ class World:
              "-q", "--allow-empty", "-m", "first")
         _git(w.repo, "remote", "add", "origin", str(w.remote))
         return w
+
+    def install_system(self, target: str, content: bytes, mode: int = 0o644) -> None:
+        """Install a managed file at its system path (inside the world's /etc)."""
+        assert target.startswith("/etc/"), target
+        path = self.root / target[1:]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        path.chmod(mode)
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return ["bwrap", "--dev-bind", "/", "/", "--bind", str(self.root / "etc"), "/etc",
+                "--die-with-parent", "--", *argv]
+
+    def sandbox(self, *args: str, check: bool = True, timeout: float = 60
+                ) -> subprocess.CompletedProcess[str]:
+        """Our own CLI, as the user would run it in this world."""
+        env = {**self.env("claude", ""), "COLUMNS": "200"}
+        r = subprocess.run(self.wrap([sys.executable, "-m", "agent_sandbox", *args]),
+                           env=env, capture_output=True, text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError(f"sandbox {' '.join(args)} failed: {r.stdout}{r.stderr}")
+        return r
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -118,7 +150,8 @@ class World:
         if client == "claude":
             env.update(ANTHROPIC_BASE_URL=model_url, ANTHROPIC_API_KEY="sk-scripted",
                        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1",
-                       DISABLE_TELEMETRY="1")
+                       DISABLE_TELEMETRY="1", ENABLE_TOOL_SEARCH="false",
+                       MCP_TIMEOUT="30000")
         elif client == "codex":
             env.update(CODEX_HOME=str(self.home / ".codex"))
         else:
@@ -137,7 +170,7 @@ class World:
     def run(self, client: str, model_url: str, *, extra: list[str] | None = None,
             timeout: float = 240, cwd: Path | None = None,
             env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.argv(client, extra), cwd=cwd or self.repo,
+        return subprocess.run(self.wrap(self.argv(client, extra)), cwd=cwd or self.repo,
                               env={**self.env(client, model_url), **(env_extra or {})},
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=timeout)

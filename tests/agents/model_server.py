@@ -242,7 +242,14 @@ class ModelServer:
             self.seen.append(Seen(api, path, body, len(results), tools))
         if not tools or len(results) >= len(self.steps):
             return None
-        return self.steps[len(results)]
+        step = self.steps[len(results)]
+        if isinstance(step, Mcp):
+            try:
+                _find_tool(tools, step.tool)
+            except LookupError as exc:  # end the run now; the test reports it
+                self.errors.append(str(exc))
+                return None
+        return step
 
     def dispatch(self, h: Any, body: dict[str, Any]) -> None:
         path = h.path.split("?")[0]

@@ -363,9 +363,18 @@ class Policy:
                 else:
                     self.check_host(d, host, call.tool)
         elif kind == "mcp":
-            self._apply_rules(d, "mcp", call.mcp_name, None, self.default)
+            from .tools import own_mcp_verdict
+
+            own = own_mcp_verdict(call.mcp_name)
+            if own is not None:  # our own server's tools (policy/tools.py)
+                d.add(own[0], f"{call.mcp_name}: {own[1]}" if own[0] is not ALLOW else "")
+            else:
+                self._apply_rules(d, "mcp", call.mcp_name, None, self.default)
         elif kind == "internal":
-            d.add(ALLOW, "")
+            from .tools import BY_NAME
+
+            verdict, why = BY_NAME.get(call.tool, (ALLOW, ""))
+            d.add(verdict, why if verdict is not ALLOW else "")
         else:
             d.add(DENY, f"unknown tool {call.tool!r}")
         _finish_risk(d)

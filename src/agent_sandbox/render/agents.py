@@ -181,9 +181,13 @@ def mcp_gemini(spec: Spec) -> dict[str, Any]:
 
 
 def mcp_codex(spec: Spec) -> dict[str, Any]:
+    """Codex ``[mcp_servers.NAME]``: each tool call is approved up front
+    (``default_tools_approval_mode = "approve"``), so our hook, which sees every
+    MCP call, decides instead of a second prompt ``codex exec`` cannot answer."""
     out: dict[str, Any] = {}
     for name, srv in _servers(spec, "codex"):
         out[name] = {"url": srv.url} if srv.url is not None else _stdio(srv)
+        out[name]["default_tools_approval_mode"] = "approve"
     return out
 
 
@@ -372,6 +376,31 @@ def gemini_settings(spec: Spec, facts: HostFacts, *, system: bool) -> dict[str, 
     return _deep_merge(doc, opts.extra)
 
 
+# Gemini CLI tools whose calls our BeforeTool hook judges; without an allow
+# rule a headless run rejects them before the hook is asked.
+GEMINI_HOOKED_TOOLS = ("run_shell_command", "write_file", "replace", "web_fetch")
+GEMINI_POLICY = {
+    "linux": "/etc/gemini-cli/policies/agent-sandbox.toml",
+    "macos": "/Library/Application Support/GeminiCli/policies/agent-sandbox.toml",
+    "windows": "C:/ProgramData/gemini-cli/policies/agent-sandbox.toml",
+}
+
+
+def gemini_policy(spec: Spec) -> bytes:
+    """Gemini CLI policy rules (admin tier in the system policies folder, or a
+    workspace policy): the tools our hook judges are allowed here so the hook,
+    not a prompt a headless run cannot answer, decides; so are the tools of the
+    MCP servers the spec declares, whose calls the hook judges too."""
+    rules: list[dict[str, Any]] = [{
+        "toolName": list(GEMINI_HOOKED_TOOLS), "decision": "allow", "priority": 900}]
+    for name, _srv in _servers(spec, "gemini"):
+        rules.append({"toolName": "*", "mcpName": name, "decision": "allow",
+                      "priority": 900})
+    head = ("# Managed by agent-sandbox: rendered from the spec, do not edit by hand.\n"
+            "# The agent-sandbox BeforeTool hook judges every call these rules let through.\n")
+    return (head + tomli_w.dumps({"rule": rules})).encode()
+
+
 def codex_hooks(spec: Spec, facts: HostFacts) -> dict[str, Any]:
     return {"hooks": _hook_groups(spec, facts, "codex", CODEX_EVENTS)}
 
@@ -387,21 +416,37 @@ def codex_config(spec: Spec) -> dict[str, Any]:
     return _deep_merge(doc, opts.extra)
 
 
-def codex_requirements(spec: Spec) -> bytes:
-    """Managed requirements (``requirements.toml``): what users may not change."""
+def codex_requirements(spec: Spec, facts: HostFacts) -> bytes:
+    """Managed requirements (``requirements.toml``): what users may not change.
+
+    Our hooks live here, under ``[hooks]`` with ``allow_managed_hooks_only``:
+    Codex runs managed hooks without a trust step, and no user or project hook
+    can be added beside them. Because the hook sees every call and sends what
+    needs a human to the approval queue, ``never`` is among the allowed approval
+    policies (the one ``codex exec`` asks for); without hooks it is left out.
+    The spec's ``deny_read`` becomes ``[permissions.filesystem] deny_read``,
+    which Codex's own sandbox enforces for every command it runs."""
     servers = mcp_codex(spec)
     identities = [
         (name, [("url", e["url"])] if "url" in e else [("command", e["command"])])
         for name, e in servers.items()
     ]
+    hooks = (_enabled(spec, "codex") or AgentOptions()).hooks
+    extra: dict[str, Any] = {}
+    if hooks:
+        extra["hooks"] = codex_hooks(spec, facts)["hooks"]
+    if spec.filesystem.deny_read:
+        extra["permissions"] = {"filesystem": {"deny_read": [
+            p.rstrip("/") for p in spec.filesystem.deny_read]}}
     return render_template(
         "agents/codex/requirements.toml.j2",
-        approval_policies=["untrusted", "on-request"],
+        approval_policies=["untrusted", "on-request", "never"] if hooks
+        else ["untrusted", "on-request"],
         sandbox_modes=["read-only", "workspace-write"],
         web_search_modes=[],
-        pin_hooks=(_enabled(spec, "codex") or AgentOptions()).hooks,
+        pin_hooks=hooks,
         mcp_servers=identities,
-    )
+    ) + (b"\n" + tomli_w.dumps(extra).encode() if extra else b"")
 
 
 def toml_bytes(data: dict[str, Any]) -> bytes:
@@ -427,9 +472,11 @@ def _system_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
         out.append((GEMINI_SYSTEM[facts.os],
                     json_bytes(gemini_settings(spec, facts, system=True)), 0o644,
                     "gemini-settings"))
+        if gemini.hooks:
+            out.append((GEMINI_POLICY[facts.os], gemini_policy(spec), 0o644, "gemini-policy"))
     codex = _enabled(spec, "codex")
     if codex and codex.managed_settings:
-        out.append((CODEX_REQUIREMENTS[facts.os], codex_requirements(spec), 0o644,
+        out.append((CODEX_REQUIREMENTS[facts.os], codex_requirements(spec, facts), 0o644,
                     "codex-requirements"))
     return out
 
@@ -449,7 +496,9 @@ def _user_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
     if codex:
         out.append((".codex/config.toml", toml_bytes(codex_config(spec)), 0o644,
                     "codex-config"))
-        if codex.hooks:
+        if codex.hooks and not codex.managed_settings:
+            # only where no managed requirements.toml carries them: a user's
+            # hooks.json runs only once that user has trusted it
             out.append((".codex/hooks.json", json_bytes(codex_hooks(spec, facts)), 0o644,
                         "codex-hooks"))
     return out
@@ -471,10 +520,14 @@ def _project_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
             out.append((".cursor/hooks.json", json_bytes(cursor_hooks(spec, facts)), 0o644,
                         "cursor-hooks"))
         out.append((".cursor/mcp.json", json_bytes(mcp_cursor(spec)), 0o644, "mcp-config"))
-    if _enabled(spec, "gemini"):
+    gemini = _enabled(spec, "gemini")
+    if gemini:
         out.append((".gemini/settings.json",
                     json_bytes(gemini_settings(spec, facts, system=False)), 0o644,
                     "gemini-settings"))
+        if gemini.hooks:
+            out.append((".gemini/policies/agent-sandbox.toml", gemini_policy(spec), 0o644,
+                        "gemini-policy"))
     return out
 
 
