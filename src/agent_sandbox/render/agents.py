@@ -367,6 +367,16 @@ def gemini_settings(spec: Spec, facts: HostFacts, *, system: bool) -> dict[str, 
                                "timeout": timeout_ms}]
             hooks[client_event] = [group]
         doc["hooks"] = hooks
+    if opts.hooks and not system:
+        # workspace policies are off in Gemini CLI, so a repository lets the
+        # tools our hook judges through here (the system tier uses an admin
+        # policy, gemini_policy); the hook still sees every call
+        doc["tools"] = {"allowed": list(GEMINI_HOOKED_TOOLS)}
+        # "auto_edit": a shell redirection is not turned back into a prompt
+        # (the hook judges redirections itself); never "yolo"
+        doc["general"] = {"defaultApprovalMode": "auto_edit"}
+        for entry in doc.get("mcpServers", {}).values():
+            entry["trust"] = True
     if system:
         # system settings override user and project ones: keep hooks on, and
         # only the listed MCP servers
@@ -525,9 +535,6 @@ def _project_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
         out.append((".gemini/settings.json",
                     json_bytes(gemini_settings(spec, facts, system=False)), 0o644,
                     "gemini-settings"))
-        if gemini.hooks:
-            out.append((".gemini/policies/agent-sandbox.toml", gemini_policy(spec), 0o644,
-                        "gemini-policy"))
     return out
 
 
