@@ -415,9 +415,31 @@ def codex_hooks(spec: Spec, facts: HostFacts) -> dict[str, Any]:
     return {"hooks": _hook_groups(spec, facts, "codex", CODEX_EVENTS)}
 
 
+CODEX_PROFILE = "agent-sandbox"
+
+
+def codex_permissions(spec: Spec) -> dict[str, Any]:
+    """A Codex permission profile from the spec: the project roots writable, no
+    network, and every ``deny_read`` path unreadable (``"none"``) for each
+    command Codex's own sandbox runs. Globs below the repository go under
+    ``:project_roots``."""
+    roots: dict[str, str] = {".": "write"}
+    fs: dict[str, Any] = {"/": "read"}  # reads as Codex's workspace sandbox allows them
+    for path in spec.filesystem.deny_read:
+        rule = path.rstrip("/")
+        if rule.startswith(("/", "~")):
+            fs[rule] = "none"
+        else:
+            roots[rule] = "none"
+    fs[":project_roots"] = roots
+    fs["glob_scan_max_depth"] = 4
+    return {CODEX_PROFILE: {"filesystem": fs, "network": {"enabled": False}}}
+
+
 def codex_config(spec: Spec) -> dict[str, Any]:
     opts = _enabled(spec, "codex") or AgentOptions()
-    doc: dict[str, Any] = {}
+    doc: dict[str, Any] = {"default_permissions": CODEX_PROFILE,
+                           "permissions": codex_permissions(spec)}
     if opts.hooks:
         doc["features"] = {"hooks": True}  # on by default in current Codex; never off
     servers = mcp_codex(spec)
