@@ -125,9 +125,11 @@ class World:
         if client == "codex":
             d = self.home / ".codex"
             d.mkdir(exist_ok=True)
-            (d / "config.toml").write_text(
+            cfg = d / "config.toml"
+            rendered = cfg.read_text() if cfg.exists() else ""  # the fleet's user config
+            cfg.write_text(
                 'model = "gpt-5.1-codex"\n'
-                'model_provider = "scripted"\n'
+                'model_provider = "scripted"\n' + rendered + "\n"
                 "[model_providers.scripted]\n"
                 'name = "scripted"\n'
                 f'base_url = "{model_url}/v1"\n'

@@ -381,8 +381,13 @@ def gemini_settings(spec: Spec, facts: HostFacts, *, system: bool) -> dict[str, 
         # system settings override user and project ones: keep hooks on, and
         # only the listed MCP servers
         doc["mcp"] = {"allowed": sorted(servers)}
+        # yolo skips confirmations the admin policy asks for; never offered
+        doc["security"] = {"disableYoloMode": True}
         if opts.hooks:
             doc["hooksConfig"] = {"enabled": True}
+            # Gemini CLI runs system hooks only in trusted folders: folder trust
+            # off makes every folder run them (``extra`` may turn it back on)
+            doc["security"]["folderTrust"] = {"enabled": False}
     return _deep_merge(doc, opts.extra)
 
 
@@ -402,7 +407,9 @@ def gemini_policy(spec: Spec) -> bytes:
     not a prompt a headless run cannot answer, decides; so are the tools of the
     MCP servers the spec declares, whose calls the hook judges too."""
     rules: list[dict[str, Any]] = [{
-        "toolName": list(GEMINI_HOOKED_TOOLS), "decision": "allow", "priority": 900}]
+        # the hook judges redirections itself: no downgrade to a prompt here
+        "toolName": list(GEMINI_HOOKED_TOOLS), "decision": "allow", "priority": 900,
+        "allowRedirection": True}]
     for name, _srv in _servers(spec, "gemini"):
         rules.append({"toolName": "*", "mcpName": name, "decision": "allow",
                       "priority": 900})
