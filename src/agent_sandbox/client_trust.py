@@ -152,7 +152,7 @@ def remove(records: list[dict[str, Any]]) -> list[str]:
                 chain.append(nxt)
             else:
                 chain[-1].pop(key[-1], None)
-                for parent, part in zip(reversed(chain[:-1]), reversed(key[:-1])):
+                for parent, part in zip(reversed(chain[:-1]), reversed(key[:-1]), strict=True):
                     if parent.get(part) == {}:
                         del parent[part]
         original = bytes.fromhex(rec["original"]) if rec["original"] is not None else None
