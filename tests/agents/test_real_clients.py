@@ -17,7 +17,7 @@ import time
 import pytest
 
 from .harness import CLIENTS, SECRET, World
-from .model_server import FINAL_TEXT, Mcp, ModelServer, Shell, WriteFile
+from .model_server import Mcp, ModelServer, Shell, WriteFile
 
 HOOK_CONFIG = {"claude": ".claude/settings.json", "codex": ".codex/hooks.json",
                "gemini": ".gemini/settings.json"}
