@@ -41,6 +41,10 @@ CLAUDE_MANAGED = {
     "macos": "/Library/Application Support/ClaudeCode/managed-settings.json",
     "windows": "C:/Program Files/ClaudeCode/managed-settings.json",
 }
+# Claude Code's managed MCP file (beside managed-settings.json): with it, only
+# these servers start.
+CLAUDE_MANAGED_MCP = {os_: path.rsplit("/", 1)[0] + "/managed-mcp.json"
+                      for os_, path in CLAUDE_MANAGED.items()}
 GEMINI_SYSTEM = {
     "linux": "/etc/gemini-cli/settings.json",
     "macos": "/Library/Application Support/GeminiCli/settings.json",
@@ -328,6 +332,14 @@ def claude_settings(spec: Spec, facts: HostFacts, *, managed: bool) -> dict[str,
     if managed:
         doc["allowManagedHooksOnly"] = opts.allow_managed_hooks_only
         doc["allowedMcpServers"] = [{"serverName": n} for n in servers]
+        # only the managed layer's permission rules, domains, read paths and MCP
+        # servers count: a user or repository settings file cannot widen them
+        # (a spec that wants otherwise says so in agents.claude.extra)
+        doc["allowManagedPermissionRulesOnly"] = True
+        doc["allowManagedMcpServersOnly"] = True
+        doc["sandbox"]["network"] = {**doc["sandbox"]["network"],
+                                     "allowManagedDomainsOnly": True}
+        doc["sandbox"]["filesystem"]["allowManagedReadPathsOnly"] = True
     else:
         doc["enableAllProjectMcpServers"] = False
         if servers:
@@ -506,6 +518,9 @@ def _system_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
         out.append((CLAUDE_MANAGED[facts.os],
                     json_bytes(claude_settings(spec, facts, managed=True)), 0o644,
                     "claude-managed-settings"))
+        if _servers(spec, "claude"):
+            out.append((CLAUDE_MANAGED_MCP[facts.os], json_bytes(mcp_claude(spec)), 0o644,
+                        "claude-managed-settings"))
     gemini = _enabled(spec, "gemini")
     if gemini and gemini.managed_settings:
         out.append((GEMINI_SYSTEM[facts.os],
