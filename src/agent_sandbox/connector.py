@@ -509,6 +509,10 @@ def status(repo: str) -> dict[str, Any]:
         recent.append({"id": rid, "status": rec.get("status"),
                        "summary": (rec.get("request") or {}).get("summary"),
                        "exit_code": rec.get("exit_code")})
+    from .client_checks import check
+
+    agents = [a for a in state.get("agents", []) if a in ("claude", "codex", "gemini")]
+    findings = [f.__dict__ for f in check(repo, clients=agents)] if state else []
     return {"repo": repo, "installed": bool(state), "agents": state.get("agents", []),
             "mcp": state.get("mcp", False), "queue": q.counts() if q.exists() else None,
-            "recent": recent}
+            "recent": recent, "clients": findings}

@@ -168,3 +168,5 @@ def register(app: typer.Typer) -> None:
                    f"{q.get('running', 0)} running, {q.get('done', 0)} done")
         for r in st["recent"]:
             typer.echo(f"  {r['id']}  {r['status']:<11} {r['summary']}")
+        for f in st.get("clients", []):
+            typer.echo(f"WARN  {f['client']}: {f['problem']}: {f['detail']}")
