@@ -114,6 +114,7 @@ def apply(entries: list[Entry]) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     for path in sorted({e[0] for e in entries}):
         raw, doc = _load(path)
+        created_dir = not os.path.isdir(os.path.dirname(path))
         keys = [(k, v) for f, k, v in entries if f == path]
         for key, value in keys:
             node = doc
@@ -127,7 +128,7 @@ def apply(entries: list[Entry]) -> list[dict[str, Any]]:
         if data != raw:
             _write(path, data)
         records.append({"path": path, "original": None if raw is None else raw.hex(),
-                        "keys": [k for k, _ in keys]})
+                        "keys": [k for k, _ in keys], "created_dir": created_dir})
     return records
 
 
@@ -159,6 +160,11 @@ def remove(records: list[dict[str, Any]]) -> list[str]:
         if original is None:
             if not doc:
                 os.unlink(path)
+                if rec.get("created_dir"):
+                    try:
+                        os.rmdir(os.path.dirname(path))  # only when nothing else is there
+                    except OSError:
+                        pass
             else:
                 _write(path, _dump(path, doc))
         else:

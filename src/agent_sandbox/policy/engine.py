@@ -617,7 +617,9 @@ def _hosts_in(seg: shell.Segment, cwd: str) -> list[tuple[str, str]]:
             remotes = [a for a in sub[1:] if "://" not in a]
             urls = [a for a in sub[1:] if "://" in a or (":" in a and "@" in a)]
             for u in urls:
-                if "://" not in u:
+                if u.lower().startswith("file:"):  # a local repository: no host
+                    out.append(("", f"git {sub[0]} (the local repository {u})"))
+                elif "://" not in u:
                     h = u.split(":", 1)[0].rsplit("@", 1)[-1]
                     out.append((h, "git"))
             if not urls and sub[0] != "clone":
