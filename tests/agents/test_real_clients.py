@@ -126,7 +126,7 @@ def test_allow_deny_self_protection_mcp_and_uninstall(world: World, client: str)
     for rel in (".claude", ".codex", ".gemini", ".mcp.json"):
         assert not (world.repo / rel).exists(), rel
     home_after = world.snapshot_home()
-    for rel in ("codex/config.toml", ".codex/config.toml", ".gemini/settings.json",
+    for rel in (".codex/config.toml", ".gemini/settings.json",
                 ".gemini/trustedFolders.json"):
         assert home_after.get(rel) == home_before.get(rel), rel
 
