@@ -60,6 +60,12 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"  {c}")
         for t in res.get("trusted", []):
             typer.echo(f"  trusted in {t}")
+        from ..client_checks import check
+
+        clients = [a for a in res["agents"] if a in ("claude", "codex", "gemini")]
+        for f in check(res["repo"], clients=clients):
+            if f.problem == "skips-hooks":
+                typer.echo(f"warning: {f.client}: {f.detail}", err=True)
 
     @app.command("uninstall")
     def uninstall_cmd(directory: str = typer.Argument(".")) -> None:
