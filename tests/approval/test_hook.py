@@ -264,3 +264,25 @@ def test_an_unreadable_link_is_judged_by_its_name(tmp_path: Path,
     assert d.verdict.value == "allow"  # ls of a path inside the repository
     d = policy.classify(Call("bash", "Bash", {}, str(repo), command="ls -la /proc/1/exe"))
     assert "internal error" not in d.reason_text()
+
+
+GEMINI_TOOLS = {"run_shell_command", "write_file", "replace", "edit", "read_file",
+                "read_many_files", "list_directory", "glob", "grep_search",
+                "search_file_content", "grep", "web_fetch", "google_web_search"}
+
+
+@pytest.mark.parametrize("tool", sorted(__import__("agent_sandbox.policy.tools",
+                                                   fromlist=["KINDS"]).KINDS))
+def test_every_tool_in_the_table_reaches_the_engine_as_its_kind(tool: str) -> None:
+    """policy/tools.KINDS and hooks/calls agree: no listed tool falls through
+    to "unknown" (which would deny it)."""
+    from agent_sandbox.hooks.calls import claude_call, gemini_call
+    from agent_sandbox.policy.tools import KINDS
+
+    patch = "*** Begin Patch\n*** Add File: x.txt\n+a\n*** End Patch"
+    ti = {"command": "ls" if KINDS[tool] == "bash" else patch, "file_path": "/r/x",
+          "notebook_path": "/r/x.ipynb", "path": "/r/x", "content": "",
+          "url": "https://example.com/", "prompt": "see https://example.com/"}
+    data = {"tool_name": tool, "tool_input": ti, "cwd": "/r"}
+    call = gemini_call(data) if tool in GEMINI_TOOLS else claude_call(data)
+    assert call.kind == KINDS[tool]

@@ -120,7 +120,7 @@ def claude_call(data: dict[str, Any]) -> Call:
         return Call("search", tool, ti, cwd, paths=(p,) if p else ())
     if tool == "WebFetch":
         return Call("fetch", tool, ti, cwd, urls=(_str(ti, "url", tool),))
-    if tool == "WebSearch":
+    if tool in ("WebSearch", "web_search"):
         return Call("fetch", tool, ti, cwd)
     if tool.startswith("mcp__"):
         return Call("mcp", tool, ti, cwd, mcp_name=tool)
