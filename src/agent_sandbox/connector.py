@@ -265,6 +265,23 @@ def plan(repo: str, agents: list[str], mcp: bool) -> list[Planned]:
     return out
 
 
+def registered_settings(repo: str, home: str | None = None) -> str:
+    """Where init registers the sandbox settings approved commands of ``repo``
+    run under: outside the repository (a settings file inside one of its own
+    writable roots is refused by the runtime, since a sandboxed command could
+    rewrite the policy of its next run) and outside every sandbox's writable set."""
+    home = home or os.path.expanduser("~")
+    key = hashlib.sha256(os.path.realpath(repo).encode()).hexdigest()[:16]
+    return os.path.join(home, ".config", "agent-sandbox", "repos", key, "srt-settings.json")
+
+
+def sandbox_settings(repo: str) -> str:
+    """The settings file approved commands of ``repo`` run under: the registered
+    one when init wrote it, else the legacy ``.sandbox/srt-settings.json``."""
+    reg = registered_settings(repo)
+    return reg if os.path.isfile(reg) else os.path.join(repo, ".sandbox", "srt-settings.json")
+
+
 def _write_atomic(path: str, data: bytes, mode: int) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.sandbox-init-{os.getpid()}"
@@ -399,6 +416,11 @@ def init(repo: str, agents: list[str] | None = None, mcp: bool = False,
             changed.append(rel)
         entry["sha256"] = _sha(desired)
         files[rel] = entry
+    # the registered copy of the sandbox settings, outside the repository
+    settings_doc = next(p.content for p in planned if p.path.endswith("/srt-settings.json"))
+    reg = registered_settings(repo)
+    os.makedirs(os.path.dirname(reg), mode=0o700, exist_ok=True)
+    _write_atomic(reg, settings_doc, 0o644)
     trusted: list[dict[str, Any]] = list(state.get("trust", []))
     if trust:
         from . import client_trust
@@ -409,7 +431,8 @@ def init(repo: str, agents: list[str] | None = None, mcp: bool = False,
             raise ConnectorError(f"cannot record trust in the clients' settings: {exc}"
                                  ) from None
     new_state = {"version": 1, "agents": chosen, "mcp": mcp, "dirs": created_dirs,
-                 "files": sorted(files.values(), key=lambda f: f["path"])}
+                 "files": sorted(files.values(), key=lambda f: f["path"]),
+                 "settings": reg}
     if trusted:
         new_state["trust"] = trusted
     if _read_state(state_path) != new_state:
@@ -438,6 +461,17 @@ def uninstall(repo: str) -> dict[str, Any]:
     if not state:
         raise ConnectorError(f"no connector installed in {repo} (no .sandbox/state/installed.json)")
     restored, removed = [], []
+    reg = state.get("settings")
+    if isinstance(reg, str) and reg == registered_settings(repo) and os.path.isfile(reg):
+        os.unlink(reg)
+        removed.append(reg)
+        d = os.path.dirname(reg)
+        for _ in range(3):  # <key>/, repos/, agent-sandbox/ when nothing else is there
+            try:
+                os.rmdir(d)
+            except OSError:
+                break
+            d = os.path.dirname(d)
     if state.get("trust"):
         from . import client_trust
 

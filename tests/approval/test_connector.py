@@ -181,7 +181,7 @@ def test_trust_is_recorded_and_taken_back_byte_for_byte(tmp_path: Path) -> None:
     assert not (home / ".gemini").exists()  # init created the folder: gone again
 
 
-def test_without_trust_nothing_outside_the_repository_changes(tmp_path: Path) -> None:
+def test_without_trust_only_the_registered_settings_live_outside(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     repo = tmp_path / "repo"
@@ -191,4 +191,11 @@ def test_without_trust_nothing_outside_the_repository_changes(tmp_path: Path) ->
     r = subprocess.run([sys.executable, "-I", "-m", "agent_sandbox", "init", str(repo),
                         "--codex", "--gemini"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
-    assert list(home.iterdir()) == []
+    # only the registered sandbox settings, outside the repository's writable roots
+    reg = home / ".config" / "agent-sandbox" / "repos"
+    assert [p.name for p in reg.glob("*/*")] == ["srt-settings.json"]
+    assert [p.name for p in home.rglob("*") if p.is_file()] == ["srt-settings.json"]
+    r = subprocess.run([sys.executable, "-I", "-m", "agent_sandbox", "uninstall", str(repo)],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert [p for p in home.rglob("*") if p.is_file()] == []
