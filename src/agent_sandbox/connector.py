@@ -42,6 +42,9 @@ version: 1
 filesystem:
   allow_write: ["."]
   deny_read: ["~/.ssh", "~/.aws", "~/.gnupg", "~/.config/gcloud", "**/.env"]
+network:
+  # loopback services and cloud metadata endpoints (the proxy refuses them too)
+  denied_domains: ["localhost", "127.0.0.1", "169.254.169.254", "metadata.google.internal"]
 commands:
   default: escalate
   rules:
@@ -238,7 +241,8 @@ def plan(repo: str, agents: list[str], mcp: bool) -> list[Planned]:
     out.append(Planned(os.path.join(sb, "srt-settings.json"), _json_bytes(settings), 0o644,
                        "own"))
     for art in agent_render.project_artifacts(spec, facts, repo):
-        out.append(Planned(art.target, art.content, art.mode, "json"))
+        out.append(Planned(art.target, art.content, art.mode,
+                           "own" if art.target.endswith(".toml") else "json"))
     if "codex" in agents:
         opts = spec.agents["codex"]
         if opts.hooks:
@@ -246,6 +250,9 @@ def plan(repo: str, agents: list[str], mcp: bool) -> list[Planned]:
                                _json_bytes(agent_render.codex_hooks(spec, facts)), 0o644,
                                "json"))
         cfg = agent_render.codex_config(spec)
+        if mcp and MCP_NAME in cfg.get("mcp_servers", {}):
+            # the first turn waits for our tools instead of going out without them
+            cfg["mcp_servers"][MCP_NAME]["required"] = True
         if cfg:
             out.append(Planned(os.path.join(repo, ".codex", "config.toml"),
                                agent_render.toml_bytes(cfg), 0o644, "toml"))
@@ -256,6 +263,23 @@ def plan(repo: str, agents: list[str], mcp: bool) -> list[Planned]:
         seen.add(p.path)
         _rel(repo, p.path)
     return out
+
+
+def registered_settings(repo: str, home: str | None = None) -> str:
+    """Where init registers the sandbox settings approved commands of ``repo``
+    run under: outside the repository (a settings file inside one of its own
+    writable roots is refused by the runtime, since a sandboxed command could
+    rewrite the policy of its next run) and outside every sandbox's writable set."""
+    home = home or os.path.expanduser("~")
+    key = hashlib.sha256(os.path.realpath(repo).encode()).hexdigest()[:16]
+    return os.path.join(home, ".config", "agent-sandbox", "repos", key, "srt-settings.json")
+
+
+def sandbox_settings(repo: str) -> str:
+    """The settings file approved commands of ``repo`` run under: the registered
+    one when init wrote it, else the legacy ``.sandbox/srt-settings.json``."""
+    reg = registered_settings(repo)
+    return reg if os.path.isfile(reg) else os.path.join(repo, ".sandbox", "srt-settings.json")
 
 
 def _write_atomic(path: str, data: bytes, mode: int) -> None:
@@ -286,8 +310,47 @@ def _merged(p: Planned, original: bytes) -> bytes:
     return p.content
 
 
-def init(repo: str, agents: list[str] | None = None, mcp: bool = False) -> dict[str, Any]:
-    """Install the connector in ``repo``. Returns a summary of what changed."""
+def _trust_entries(repo: str, chosen: list[str]) -> list[Any]:
+    """The client trust entries for our own hooks in ``repo`` (see client_trust)."""
+    from . import client_trust
+    from .facts import HostFacts
+    from .render import agents as agent_render
+
+    home = os.path.expanduser("~")
+    entries: list[Any] = []
+    hooks_file = os.path.join(repo, ".codex", "hooks.json")
+    if "codex" in chosen and os.path.isfile(hooks_file):
+        facts = HostFacts(name=socket.gethostname(), os="linux", python=sys.executable)
+        ours = {agent_render.hook_command(facts, "codex", ev)
+                for _, ev, _ in agent_render.CODEX_EVENTS}
+        with open(hooks_file, "rb") as fh:
+            doc = json.loads(fh.read())
+        codex_home = os.environ.get("CODEX_HOME") or os.path.join(home, ".codex")
+        entries += client_trust.codex_entries(codex_home, repo, hooks_file, doc, ours)
+    if "gemini" in chosen:
+        entries += client_trust.gemini_entries(home, repo)
+    return entries
+
+
+def _merge_trust(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Restore records of two inits: the first original of each file wins."""
+    by_path = {r["path"]: dict(r) for r in old}
+    for r in new:
+        prev = by_path.get(r["path"])
+        if prev is None:
+            by_path[r["path"]] = r
+        else:
+            prev["keys"] = prev["keys"] + [k for k in r["keys"] if k not in prev["keys"]]
+    return [by_path[p] for p in sorted(by_path)]
+
+
+def init(repo: str, agents: list[str] | None = None, mcp: bool = False,
+         trust: bool = False) -> dict[str, Any]:
+    """Install the connector in ``repo``. Returns a summary of what changed.
+
+    With ``trust`` (the user's consent), also mark our hooks trusted in the
+    clients that ask for it (Codex project and hook trust, Gemini CLI trusted
+    folder); the restore data records it and ``uninstall`` takes it back."""
     repo = os.path.realpath(repo)
     if not os.path.isdir(repo):
         raise ConnectorError(f"{repo} is not a directory")
@@ -353,14 +416,32 @@ def init(repo: str, agents: list[str] | None = None, mcp: bool = False) -> dict[
             changed.append(rel)
         entry["sha256"] = _sha(desired)
         files[rel] = entry
+    # the registered copy of the sandbox settings, outside the repository
+    settings_doc = next(p.content for p in planned if p.path.endswith("/srt-settings.json"))
+    reg = registered_settings(repo)
+    os.makedirs(os.path.dirname(reg), mode=0o700, exist_ok=True)
+    _write_atomic(reg, settings_doc, 0o644)
+    trusted: list[dict[str, Any]] = list(state.get("trust", []))
+    if trust:
+        from . import client_trust
+
+        try:
+            trusted = _merge_trust(trusted, client_trust.apply(_trust_entries(repo, chosen)))
+        except (OSError, ValueError) as exc:
+            raise ConnectorError(f"cannot record trust in the clients' settings: {exc}"
+                                 ) from None
     new_state = {"version": 1, "agents": chosen, "mcp": mcp, "dirs": created_dirs,
-                 "files": sorted(files.values(), key=lambda f: f["path"])}
+                 "files": sorted(files.values(), key=lambda f: f["path"]),
+                 "settings": reg}
+    if trusted:
+        new_state["trust"] = trusted
     if _read_state(state_path) != new_state:
         _write_atomic(state_path, _json_bytes(new_state), 0o600)
     from .policy.registry import register
 
     register(repo, os.path.expanduser("~"))
-    return {"repo": repo, "agents": chosen, "mcp": mcp, "changed": changed}
+    return {"repo": repo, "agents": chosen, "mcp": mcp, "changed": changed,
+            "trusted": sorted(r["path"] for r in trusted)}
 
 
 def _read_state(path: str) -> dict[str, Any]:
@@ -383,6 +464,21 @@ def uninstall(repo: str) -> dict[str, Any]:
     if not state:
         raise ConnectorError(f"no connector installed in {repo} (no .sandbox/state/installed.json)")
     restored, removed = [], []
+    reg = state.get("settings")
+    if isinstance(reg, str) and reg == registered_settings(repo) and os.path.isfile(reg):
+        os.unlink(reg)
+        removed.append(reg)
+        d = os.path.dirname(reg)
+        for _ in range(3):  # <key>/, repos/, agent-sandbox/ when nothing else is there
+            try:
+                os.rmdir(d)
+            except OSError:
+                break
+            d = os.path.dirname(d)
+    if state.get("trust"):
+        from . import client_trust
+
+        restored += client_trust.remove(state["trust"])
     for f in state.get("files", []):
         rel = f["path"]
         target = os.path.join(repo, rel)
@@ -453,6 +549,10 @@ def status(repo: str) -> dict[str, Any]:
         recent.append({"id": rid, "status": rec.get("status"),
                        "summary": (rec.get("request") or {}).get("summary"),
                        "exit_code": rec.get("exit_code")})
+    from .client_checks import check
+
+    agents = [a for a in state.get("agents", []) if a in ("claude", "codex", "gemini")]
+    findings = [f.__dict__ for f in check(repo, clients=agents)] if state else []
     return {"repo": repo, "installed": bool(state), "agents": state.get("agents", []),
             "mcp": state.get("mcp", False), "queue": q.counts() if q.exists() else None,
-            "recent": recent}
+            "recent": recent, "clients": findings}

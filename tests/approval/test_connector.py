@@ -140,3 +140,62 @@ def test_init_imports_codex_and_claude_rules(project: Path) -> None:
     assert v("echo hi") == "escalate"           # Bash(*) allow was not imported
     assert p.classify(Call("read", "Read", {}, str(project),
                            paths=("secrets/key.pem",))).verdict.value == "deny"
+
+
+def test_trust_is_recorded_and_taken_back_byte_for_byte(tmp_path: Path) -> None:
+    """``--trust`` writes Codex project and hook trust and Gemini folder trust into
+    the user's own files; uninstall restores those files exactly (a comment and
+    the user's own keys included) and removes the file init created."""
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True)
+    original = b'# my settings\nmodel = "o3"\n\n[projects."/elsewhere"]\ntrust_level = "trusted"\n'
+    (home / ".codex" / "config.toml").write_bytes(original)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update(HOME=str(home))
+    env.pop("CODEX_HOME", None)
+
+    def run(*args: str) -> None:
+        r = subprocess.run([sys.executable, "-I", "-m", "agent_sandbox", *args],
+                           capture_output=True, text=True, timeout=120, env=env)
+        assert r.returncode == 0, r.stderr
+
+    run("init", str(repo), "--codex", "--gemini", "--trust")
+    cfg = tomllib.loads((home / ".codex" / "config.toml").read_text())
+    real = os.path.realpath(repo)
+    assert cfg["model"] == "o3" and cfg["projects"]["/elsewhere"]["trust_level"] == "trusted"
+    assert cfg["projects"][real]["trust_level"] == "trusted"
+    states = cfg["hooks"]["state"]
+    assert {k.rsplit(":", 3)[1] for k in states} == {"pre_tool_use", "post_tool_use",
+                                                      "session_start"}
+    assert all(v["trusted_hash"].startswith("sha256:") for v in states.values())
+    assert json.loads((home / ".gemini" / "trustedFolders.json").read_text()) == {
+        real: "TRUST_FOLDER"}
+    state = json.loads((repo / ".sandbox/state/installed.json").read_text())
+    assert {r["path"] for r in state["trust"]} == {
+        str(home / ".codex" / "config.toml"), str(home / ".gemini" / "trustedFolders.json")}
+    run("init", str(repo), "--codex", "--gemini", "--trust")  # twice: the first original wins
+    run("uninstall", str(repo))
+    assert (home / ".codex" / "config.toml").read_bytes() == original
+    assert not (home / ".gemini").exists()  # init created the folder: gone again
+
+
+def test_without_trust_only_the_registered_settings_live_outside(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update(HOME=str(home))
+    r = subprocess.run([sys.executable, "-I", "-m", "agent_sandbox", "init", str(repo),
+                        "--codex", "--gemini"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    # only the registered sandbox settings, outside the repository's writable roots
+    reg = home / ".config" / "agent-sandbox" / "repos"
+    assert [p.name for p in reg.glob("*/*")] == ["srt-settings.json"]
+    assert [p.name for p in home.rglob("*") if p.is_file()] == ["srt-settings.json"]
+    r = subprocess.run([sys.executable, "-I", "-m", "agent_sandbox", "uninstall", str(repo)],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert [p for p in home.rglob("*") if p.is_file()] == []

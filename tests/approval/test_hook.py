@@ -202,3 +202,87 @@ def test_fuzz_structured_garbage_never_allows(tool: str, tool_input: Any, cwd: A
     for agent, event in (("claude", "pre-tool-use"), ("gemini", "before-tool")):
         out, code = _run_in_process(agent, event, data, monkeypatch)
         assert not _allowed(agent, out, code)
+
+
+def _policy(repo: Path, doc: dict[str, Any]) -> Any:
+    from agent_sandbox.policy.engine import Policy
+
+    return Policy(doc, repo=str(repo), home=str(repo.parent / "home"))
+
+
+def test_push_to_a_path_remote_escalates_like_any_push(tmp_path: Path) -> None:
+    import subprocess
+
+    from agent_sandbox.policy.engine import Call
+
+    from .conftest import BASE_POLICY
+
+    repo = make_repo(tmp_path / "repo")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", str(tmp_path / "r.git")],
+                   check=True)
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "web",
+                    "https://github.com/example/x.git"], check=True)
+    doc = json.loads(json.dumps(BASE_POLICY))
+    doc["commands"]["rules"] = [r for r in doc["commands"]["rules"]
+                                if r.get("pattern") != "git push *"]  # "git *" allows
+    policy = _policy(repo, doc)
+
+    def verdict(cmd: str) -> tuple[str, str]:
+        d = policy.classify(Call("bash", "Bash", {"command": cmd}, str(repo), command=cmd))
+        return d.verdict.value, d.reason_text()
+
+    v, why = verdict("git push origin main")
+    assert v == "escalate" and "bad host" not in why, why
+    v, why = verdict("git push file:///srv/r.git main")
+    assert v != "allow" and "bad host" not in why, why
+    # control: a push to a remote whose host the policy allows is still allowed
+    assert verdict("git push web main")[0] == "allow"
+
+
+def test_an_unreadable_link_is_judged_by_its_name(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from agent_sandbox.policy.engine import Call
+    from agent_sandbox.spec import paths
+
+    repo = make_repo(tmp_path / "repo")
+    policy = _policy(repo, json.loads((repo / ".sandbox/policy.json").read_text()))
+    real = os.path.realpath
+    link = str(repo / "unreadable-link")
+
+    def realpath(p: str, *a: Any, **k: Any) -> str:
+        if p.startswith(link):
+            raise PermissionError(13, "Permission denied", p)
+        return real(p, *a, **k)
+
+    monkeypatch.setattr(paths.os.path, "realpath", realpath)
+    assert paths.resolve(link + "/x", "/") == link + "/x"
+    d = policy.classify(Call("bash", "Bash", {}, str(repo), command=f"ls -la {link}"))
+    assert "internal error" not in d.reason_text()
+    assert d.verdict.value == "allow"  # ls of a path inside the repository
+    d = policy.classify(Call("bash", "Bash", {}, str(repo), command="ls -la /proc/1/exe"))
+    assert "internal error" not in d.reason_text()
+
+
+GEMINI_TOOLS = {"run_shell_command", "write_file", "replace", "edit", "read_file",
+                "read_many_files", "list_directory", "glob", "grep_search",
+                "search_file_content", "grep", "web_fetch", "google_web_search"}
+
+
+@pytest.mark.parametrize("tool", sorted(__import__("agent_sandbox.policy.tools",
+                                                   fromlist=["KINDS"]).KINDS))
+def test_every_tool_in_the_table_reaches_the_engine_as_its_kind(tool: str) -> None:
+    """policy/tools.KINDS and hooks/calls agree: no listed tool falls through
+    to "unknown" (which would deny it)."""
+    from agent_sandbox.hooks.calls import claude_call, gemini_call
+    from agent_sandbox.policy.tools import KINDS
+
+    patch = "*** Begin Patch\n*** Add File: x.txt\n+a\n*** End Patch"
+    ti = {"command": "ls" if KINDS[tool] == "bash" else patch, "file_path": "/r/x",
+          "notebook_path": "/r/x.ipynb", "path": "/r/x", "content": "",
+          "url": "https://example.com/", "prompt": "see https://example.com/"}
+    data = {"tool_name": tool, "tool_input": ti, "cwd": "/r"}
+    call = gemini_call(data) if tool in GEMINI_TOOLS else claude_call(data)
+    assert call.kind == KINDS[tool]

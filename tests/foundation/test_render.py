@@ -96,10 +96,14 @@ def test_claude_settings_validate_against_the_published_schema(
 def test_codex_hooks_validate_against_the_published_schema(
     fleet: FleetRenderer, host: str
 ) -> None:
-    hooks = by_kind(fleet.render_host(host), "codex-hooks")
-    assert hooks
-    for art in hooks:
-        jsonschema.validate(json.loads(art.content), CODEX_HOOKS_SCHEMA)
+    arts = fleet.render_host(host)
+    docs = [json.loads(a.content) for a in by_kind(arts, "codex-hooks")]
+    # on managed hosts the hooks live in requirements.toml ([hooks], managed-only)
+    docs += [{"hooks": tomllib.loads(a.content.decode())["hooks"]}
+             for a in by_kind(arts, "codex-requirements")]
+    assert docs
+    for d in docs:
+        jsonschema.validate(d, CODEX_HOOKS_SCHEMA)
 
 
 def test_the_schemas_can_fail() -> None:
@@ -196,7 +200,7 @@ def test_hooks_call_the_absolute_interpreter(arts: dict[str, Artifact]) -> None:
         "SessionStart": f"{py} claude session-start",
     }
     assert claude["PreToolUse"][0]["hooks"][0]["timeout"] >= 45
-    codex = doc(arts, "/home/alice/.codex/hooks.json")["hooks"]
+    codex = tomllib.loads(arts["/etc/codex/requirements.toml"].content.decode())["hooks"]
     assert codex["PreToolUse"][0]["hooks"][0]["command"] == f"{py} codex pre-tool-use"
     assert set(codex) == {"PreToolUse", "PostToolUse", "SessionStart"}
     gemini = doc(arts, "/etc/gemini-cli/settings.json")["hooks"]
@@ -240,11 +244,14 @@ def test_mcp_entries_in_each_clients_shape(arts: dict[str, Artifact]) -> None:
     assert doc(arts, "/home/alice/.config/Claude/claude_desktop_config.json") == {
         "mcpServers": {"docs": stdio}}
     gemini = doc(arts, "/home/alice/app/.gemini/settings.json")["mcpServers"]
-    assert gemini["remote"] == {"httpUrl": "https://mcp.example.com/mcp"}
-    assert gemini["events"] == {"url": "https://mcp.example.com/sse"}
+    # trusted: a headless run has no one to confirm; the BeforeTool hook judges each call
+    assert gemini["remote"] == {"httpUrl": "https://mcp.example.com/mcp", "trust": True}
+    assert gemini["events"] == {"url": "https://mcp.example.com/sse", "trust": True}
     config = tomllib.loads(arts["/home/alice/.codex/config.toml"].content.decode())
-    assert config["mcp_servers"]["docs"] == stdio
-    assert config["mcp_servers"]["remote"] == {"url": "https://mcp.example.com/mcp"}
+    # each MCP call is approved up front: our hook, not a second prompt, decides
+    assert config["mcp_servers"]["docs"] == {**stdio, "default_tools_approval_mode": "approve"}
+    assert config["mcp_servers"]["remote"] == {"url": "https://mcp.example.com/mcp",
+                                               "default_tools_approval_mode": "approve"}
     assert "only_vscode" not in config["mcp_servers"]
     assert config["features"]["hooks"] is True
 
@@ -253,7 +260,15 @@ def test_codex_requirements(arts: dict[str, Artifact]) -> None:
     art = arts["/etc/codex/requirements.toml"]
     assert art.content.startswith(b"# Managed by agent-sandbox")
     req = tomllib.loads(art.content.decode())
-    assert "never" not in req["allowed_approval_policies"]
+    # "never" (what codex exec asks for) only because the managed hooks below decide
+    assert "never" in req["allowed_approval_policies"]
+    assert req["allow_managed_hooks_only"] is True
+    assert set(req["hooks"]) == {"PreToolUse", "PostToolUse", "SessionStart"}
+    assert req["permissions"]["filesystem"]["deny_read"] == ["~/.ssh", "/srv/secrets",
+                                                             "**/.env"]
+    unhooked = render(spec_from("agents: {codex: {hooks: false}}"), LINUX)
+    assert "never" not in tomllib.loads(
+        unhooked["/etc/codex/requirements.toml"].content.decode())["allowed_approval_policies"]
     assert "danger-full-access" not in req["allowed_sandbox_modes"]
     assert req["features"] == {"hooks": True}  # users cannot switch the hooks off
     assert req["mcp_servers"] == {

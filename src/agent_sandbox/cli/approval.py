@@ -37,6 +37,11 @@ def register(app: typer.Typer) -> None:
         cursor: bool = typer.Option(False, "--cursor", help="Install Cursor hooks."),
         gemini: bool = typer.Option(False, "--gemini", help="Install Gemini CLI hooks."),
         mcp: bool = typer.Option(False, "--mcp", help="Register the sandbox MCP server."),
+        trust: bool = typer.Option(
+            False, "--trust",
+            help="Trust this repository's sandbox hooks in the clients that ask for it "
+                 "(Codex project and hook trust, Gemini CLI trusted folder); uninstall "
+                 "takes it back. Without it those clients skip the hooks."),
     ) -> None:
         """Install the connector: .sandbox/ plus each chosen agent's hooks and MCP entries."""
         from ..connector import init
@@ -44,7 +49,7 @@ def register(app: typer.Typer) -> None:
         agents = [n for n, on in (("claude", claude), ("codex", codex), ("cursor", cursor),
                                   ("gemini", gemini)) if on]
         try:
-            res = init(directory, agents, mcp)
+            res = init(directory, agents, mcp, trust=trust)
         except SandboxError as exc:
             _fail(str(exc))
         changed = res["changed"]
@@ -53,6 +58,14 @@ def register(app: typer.Typer) -> None:
                    + (f"{len(changed)} file(s) written" if changed else "nothing to change"))
         for c in changed:
             typer.echo(f"  {c}")
+        for t in res.get("trusted", []):
+            typer.echo(f"  trusted in {t}")
+        from ..client_checks import check
+
+        clients = [a for a in res["agents"] if a in ("claude", "codex", "gemini")]
+        for f in check(res["repo"], clients=clients):
+            if f.problem == "skips-hooks":
+                typer.echo(f"warning: {f.client}: {f.detail}", err=True)
 
     @app.command("uninstall")
     def uninstall_cmd(directory: str = typer.Argument(".")) -> None:
@@ -161,3 +174,5 @@ def register(app: typer.Typer) -> None:
                    f"{q.get('running', 0)} running, {q.get('done', 0)} done")
         for r in st["recent"]:
             typer.echo(f"  {r['id']}  {r['status']:<11} {r['summary']}")
+        for f in st.get("clients", []):
+            typer.echo(f"WARN  {f['client']}: {f['problem']}: {f['detail']}")

@@ -52,15 +52,25 @@ def verify(
     except v.VerifyError as exc:
         typer.echo(f"sandbox verify: {exc}", err=True)
         raise typer.Exit(1) from None
+    from agent_sandbox.client_checks import check as check_clients
+
+    clients = check_clients(None)  # each installed client, as it will read its files
     passed = sum(r.passed for r in results)
     if as_json:
         typer.echo(json.dumps({"passed": passed, "total": len(results),
-                               "checks": [r.__dict__ for r in results]}, indent=2))
+                               "checks": [r.__dict__ for r in results],
+                               "clients": [f.__dict__ for f in clients]}, indent=2))
     else:
         for r in results:
             typer.echo(f"{'PASS' if r.passed else 'FAIL'}  {r.name:16} {r.detail}")
-        typer.echo(f"{passed}/{len(results)} checks passed")
-    raise typer.Exit(0 if results and passed == len(results) else 1)
+        for f in clients:
+            typer.echo(f"WARN  {f.client}: {f.problem}: {f.detail}")
+        typer.echo(f"{passed}/{len(results)} checks passed"
+                   + (f"; {len(clients)} client warning(s)" if clients else ""))
+    # a client that would skip our hooks fails the check; calls outside the
+    # boundary are reported (they are contained by the hook's verdicts only)
+    skipping = [f for f in clients if f.problem != "outside-boundary"]
+    raise typer.Exit(0 if results and passed == len(results) and not skipping else 1)
 
 
 def register(app: typer.Typer) -> None:

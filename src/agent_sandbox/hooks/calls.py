@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from ..policy.engine import INTERNAL_TOOLS, Call
+from ..policy.engine import Call
+from ..policy.tools import BY_NAME
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -107,7 +108,8 @@ def claude_call(data: dict[str, Any]) -> Call:
     tool = _str(data, "tool_name", "hook input")
     ti = _tool_input(data)
     cwd = cwd_of(data)
-    if tool in ("Bash", "shell", "local_shell", "exec_command", "unified_exec"):
+    if tool in ("Bash", "Monitor", "shell", "local_shell", "exec_command", "unified_exec",
+                "shell_command"):
         cmd = ti.get("command")
         if isinstance(cmd, list) and cmd and all(isinstance(c, str) for c in cmd):
             import shlex
@@ -117,6 +119,8 @@ def claude_call(data: dict[str, Any]) -> Call:
             raise BadInput(f"{tool}: tool_input.command must be a non-empty string")
         wd = _opt_str(ti, "workdir", "cwd")
         return Call("bash", tool, ti, wd or cwd, command=cmd)
+    if tool == "view_image":
+        return Call("read", tool, ti, cwd, paths=(_str(ti, "path", tool),))
     if tool in ("Read", "NotebookRead"):
         return Call("read", tool, ti, cwd, paths=(_str(ti, "file_path" if tool == "Read"
                                                           else "notebook_path", tool),))
@@ -139,11 +143,11 @@ def claude_call(data: dict[str, Any]) -> Call:
         return Call("search", tool, ti, cwd, paths=(p,) if p else ())
     if tool == "WebFetch":
         return Call("fetch", tool, ti, cwd, urls=(_str(ti, "url", tool),))
-    if tool == "WebSearch":
+    if tool in ("WebSearch", "web_search"):
         return Call("fetch", tool, ti, cwd)
     if tool.startswith("mcp__"):
         return Call("mcp", tool, ti, cwd, mcp_name=tool)
-    if tool in INTERNAL_TOOLS:
+    if tool in BY_NAME:
         return Call("internal", tool, ti, cwd)
     return Call("unknown", tool, ti, cwd)
 
@@ -186,7 +190,7 @@ def gemini_call(data: dict[str, Any]) -> Call:
         return Call("fetch", tool, ti, cwd)
     if tool.startswith("mcp__"):
         return Call("mcp", tool, ti, cwd, mcp_name=tool)
-    if tool in INTERNAL_TOOLS:
+    if tool in BY_NAME:
         return Call("internal", tool, ti, cwd)
     return Call("unknown", tool, ti, cwd)
 

@@ -316,6 +316,10 @@ class Policy:
 
     # -- network ----------------------------------------------------------
     def check_host(self, d: Decision, host: str, what: str) -> None:
+        if not host:  # a transfer to a local path (a path remote): a human decides
+            d.add(ESCALATE, f"{what} is a transfer outside this repository")
+            _raise_risk(d, "medium")
+            return
         try:
             canon = _domains().canonical_host(host)
         except _domains().DomainError as exc:
@@ -374,9 +378,18 @@ class Policy:
                 else:
                     self.check_host(d, host, call.tool)
         elif kind == "mcp":
-            self._apply_rules(d, "mcp", call.mcp_name, None, self.default)
+            from .tools import own_mcp_verdict
+
+            own = own_mcp_verdict(call.mcp_name)
+            if own is not None:  # our own server's tools (policy/tools.py)
+                d.add(own[0], f"{call.mcp_name}: {own[1]}" if own[0] is not ALLOW else "")
+            else:
+                self._apply_rules(d, "mcp", call.mcp_name, None, self.default)
         elif kind == "internal":
-            d.add(ALLOW, "")
+            from .tools import BY_NAME
+
+            verdict, why = BY_NAME.get(call.tool, (ALLOW, ""))
+            d.add(verdict, why if verdict is not ALLOW else "")
         else:
             d.add(DENY, f"unknown tool {call.tool!r}")
         _finish_risk(d)
@@ -873,13 +886,18 @@ def _hosts_in(seg: shell.Segment, cwd: str) -> list[tuple[str, str]]:
             remotes = [a for a in sub[1:] if "://" not in a]
             urls = [a for a in sub[1:] if "://" in a or (":" in a and "@" in a)]
             for u in urls:
-                if "://" not in u:
+                if u.lower().startswith("file:"):  # a local repository: no host
+                    out.append(("", f"git {sub[0]} (the local repository {u})"))
+                elif "://" not in u:
                     h = u.split(":", 1)[0].rsplit("@", 1)[-1]
                     out.append((h, "git"))
             if not urls and sub[0] != "clone":
                 name_ = remotes[0] if remotes else "origin"
                 url = _git_remote_url(cwd, name_)
-                if url:
+                if url and (url.startswith(("/", ".", "~", "file:")) or ":" not in url):
+                    # a path remote: no host to check, but it leaves the repository
+                    out.append(("", f"git {sub[0]} {name_} (the local repository {url})"))
+                elif url:
                     h = host_of(url) if "://" in url else url.split(":", 1)[0].rsplit("@", 1)[-1]
                     if h:
                         out.append((h, f"git {sub[0]} {name_}"))

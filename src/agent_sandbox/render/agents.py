@@ -41,6 +41,10 @@ CLAUDE_MANAGED = {
     "macos": "/Library/Application Support/ClaudeCode/managed-settings.json",
     "windows": "C:/Program Files/ClaudeCode/managed-settings.json",
 }
+# Claude Code's managed MCP file (beside managed-settings.json): with it, only
+# these servers start.
+CLAUDE_MANAGED_MCP = {os_: path.rsplit("/", 1)[0] + "/managed-mcp.json"
+                      for os_, path in CLAUDE_MANAGED.items()}
 GEMINI_SYSTEM = {
     "linux": "/etc/gemini-cli/settings.json",
     "macos": "/Library/Application Support/GeminiCli/settings.json",
@@ -181,9 +185,13 @@ def mcp_gemini(spec: Spec) -> dict[str, Any]:
 
 
 def mcp_codex(spec: Spec) -> dict[str, Any]:
+    """Codex ``[mcp_servers.NAME]``: each tool call is approved up front
+    (``default_tools_approval_mode = "approve"``), so our hook, which sees every
+    MCP call, decides instead of a second prompt ``codex exec`` cannot answer."""
     out: dict[str, Any] = {}
     for name, srv in _servers(spec, "codex"):
         out[name] = {"url": srv.url} if srv.url is not None else _stdio(srv)
+        out[name]["default_tools_approval_mode"] = "approve"
     return out
 
 
@@ -324,6 +332,14 @@ def claude_settings(spec: Spec, facts: HostFacts, *, managed: bool) -> dict[str,
     if managed:
         doc["allowManagedHooksOnly"] = opts.allow_managed_hooks_only
         doc["allowedMcpServers"] = [{"serverName": n} for n in servers]
+        # only the managed layer's permission rules, domains, read paths and MCP
+        # servers count: a user or repository settings file cannot widen them
+        # (a spec that wants otherwise says so in agents.claude.extra)
+        doc["allowManagedPermissionRulesOnly"] = True
+        doc["allowManagedMcpServersOnly"] = True
+        doc["sandbox"]["network"] = {**doc["sandbox"]["network"],
+                                     "allowManagedDomainsOnly": True}
+        doc["sandbox"]["filesystem"]["allowManagedReadPathsOnly"] = True
     else:
         doc["enableAllProjectMcpServers"] = False
         if servers:
@@ -363,22 +379,140 @@ def gemini_settings(spec: Spec, facts: HostFacts, *, system: bool) -> dict[str, 
                                "timeout": timeout_ms}]
             hooks[client_event] = [group]
         doc["hooks"] = hooks
+    if opts.hooks and not system:
+        # workspace policies are off in Gemini CLI, so a repository lets the
+        # tools our hook judges through here (the system tier uses an admin
+        # policy, gemini_policy); the hook still sees every call
+        doc["tools"] = {"allowed": list(GEMINI_HOOKED_TOOLS)}
+        # "auto_edit": a shell redirection is not turned back into a prompt
+        # (the hook judges redirections itself); never "yolo"
+        doc["general"] = {"defaultApprovalMode": "auto_edit"}
+        for entry in doc.get("mcpServers", {}).values():
+            entry["trust"] = True
     if system:
         # system settings override user and project ones: keep hooks on, and
         # only the listed MCP servers
         doc["mcp"] = {"allowed": sorted(servers)}
+        # yolo skips confirmations the admin policy asks for; never offered
+        doc["security"] = {"disableYoloMode": True}
         if opts.hooks:
             doc["hooksConfig"] = {"enabled": True}
+            # Gemini CLI runs system hooks only in trusted folders: folder trust
+            # off makes every folder run them (``extra`` may turn it back on)
+            doc["security"]["folderTrust"] = {"enabled": False}
     return _deep_merge(doc, opts.extra)
+
+
+# Gemini CLI tools whose calls our BeforeTool hook judges; without an allow
+# rule a headless run rejects them before the hook is asked.
+GEMINI_HOOKED_TOOLS = ("run_shell_command", "write_file", "replace", "web_fetch")
+GEMINI_POLICY = {
+    "linux": "/etc/gemini-cli/policies/agent-sandbox.toml",
+    "macos": "/Library/Application Support/GeminiCli/policies/agent-sandbox.toml",
+    "windows": "C:/ProgramData/gemini-cli/policies/agent-sandbox.toml",
+}
+
+
+# Gemini CLI tools whose arguments name files or hosts.
+GEMINI_PATH_TOOLS = ("run_shell_command", "read_file", "read_many_files", "list_directory",
+                     "glob", "grep_search", "write_file", "replace", "web_fetch")
+
+
+def _tail_regex(path: str) -> str | None:
+    """A regular expression for where a ``deny_read`` path shows up in a tool's
+    arguments: its tail below ``~`` or ``**`` (the home folder differs per user),
+    or the whole absolute path."""
+    import re
+
+    rule = path.rstrip("/")
+    if rule.startswith("~/"):
+        tail = rule[2:]
+    elif rule.startswith("**/"):
+        tail = rule[3:]
+    elif rule.startswith("/"):
+        return re.escape(rule) + r"(/|\b|$)"
+    else:
+        return None
+    if not tail or any(c in tail for c in "[]{}?"):
+        return None
+    body = re.escape(tail).replace(r"\*", r"[^/\s\"']*")
+    return r"(^|[/~\s\"'=])" + body + r"(/|\b|$)"
+
+
+def gemini_backstop(spec: Spec) -> list[dict[str, Any]]:
+    """Admin-tier deny rules that hold when the hooks do not run (a user's or a
+    repository's ``hooksConfig`` can switch Gemini CLI's hooks off, and nothing
+    in Gemini CLI prevents it): any tool whose arguments name a ``deny_read``
+    path or a denied domain is refused. A backstop for the plain forms only; the
+    hook, which parses commands, is the real judge."""
+    import re
+
+    rules: list[dict[str, Any]] = []
+    for path in spec.filesystem.deny_read:
+        rx = _tail_regex(path)
+        if rx is not None:
+            rules.append({"toolName": list(GEMINI_PATH_TOOLS), "argsPattern": rx,
+                          "decision": "deny", "priority": 999,
+                          "denyMessage": f"agent-sandbox: {path} is in filesystem.deny_read"})
+    for domain in spec.network.denied_domains:
+        d = str(domain)
+        if d == "*":
+            continue
+        body = re.escape(d.removeprefix("*."))
+        rx = (r"\." if d.startswith("*.") else r"(^|[/@\s\"'.])") + body + r"($|[:/\s\"'])"
+        rules.append({"toolName": ["run_shell_command", "web_fetch"], "argsPattern": rx,
+                      "decision": "deny", "priority": 999,
+                      "denyMessage": f"agent-sandbox: {d} is in network.denied_domains"})
+    return rules
+
+
+def gemini_policy(spec: Spec) -> bytes:
+    """Gemini CLI policy rules (admin tier in the system policies folder, or a
+    workspace policy): the tools our hook judges are allowed here so the hook,
+    not a prompt a headless run cannot answer, decides; so are the tools of the
+    MCP servers the spec declares, whose calls the hook judges too."""
+    rules: list[dict[str, Any]] = [{
+        # the hook judges redirections itself: no downgrade to a prompt here
+        "toolName": list(GEMINI_HOOKED_TOOLS), "decision": "allow", "priority": 900,
+        "allowRedirection": True}]
+    for name, _srv in _servers(spec, "gemini"):
+        rules.append({"toolName": "*", "mcpName": name, "decision": "allow",
+                      "priority": 900})
+    rules += gemini_backstop(spec)
+    head = ("# Managed by agent-sandbox: rendered from the spec, do not edit by hand.\n"
+            "# The agent-sandbox BeforeTool hook judges every call these rules let through.\n")
+    return (head + tomli_w.dumps({"rule": rules})).encode()
 
 
 def codex_hooks(spec: Spec, facts: HostFacts) -> dict[str, Any]:
     return {"hooks": _hook_groups(spec, facts, "codex", CODEX_EVENTS)}
 
 
+CODEX_PROFILE = "agent-sandbox"
+
+
+def codex_permissions(spec: Spec) -> dict[str, Any]:
+    """A Codex permission profile from the spec: the project roots writable, no
+    network, and every ``deny_read`` path unreadable (``"none"``) for each
+    command Codex's own sandbox runs. Globs below the repository go under
+    ``:project_roots``."""
+    roots: dict[str, str] = {".": "write"}
+    fs: dict[str, Any] = {"/": "read"}  # reads as Codex's workspace sandbox allows them
+    for path in spec.filesystem.deny_read:
+        rule = path.rstrip("/")
+        if rule.startswith(("/", "~")):
+            fs[rule] = "none"
+        else:
+            roots[rule] = "none"
+    fs[":project_roots"] = roots
+    fs["glob_scan_max_depth"] = 4
+    return {CODEX_PROFILE: {"filesystem": fs, "network": {"enabled": False}}}
+
+
 def codex_config(spec: Spec) -> dict[str, Any]:
     opts = _enabled(spec, "codex") or AgentOptions()
-    doc: dict[str, Any] = {}
+    doc: dict[str, Any] = {"default_permissions": CODEX_PROFILE,
+                           "permissions": codex_permissions(spec)}
     if opts.hooks:
         doc["features"] = {"hooks": True}  # on by default in current Codex; never off
     servers = mcp_codex(spec)
@@ -387,21 +521,37 @@ def codex_config(spec: Spec) -> dict[str, Any]:
     return _deep_merge(doc, opts.extra)
 
 
-def codex_requirements(spec: Spec) -> bytes:
-    """Managed requirements (``requirements.toml``): what users may not change."""
+def codex_requirements(spec: Spec, facts: HostFacts) -> bytes:
+    """Managed requirements (``requirements.toml``): what users may not change.
+
+    Our hooks live here, under ``[hooks]`` with ``allow_managed_hooks_only``:
+    Codex runs managed hooks without a trust step, and no user or project hook
+    can be added beside them. Because the hook sees every call and sends what
+    needs a human to the approval queue, ``never`` is among the allowed approval
+    policies (the one ``codex exec`` asks for); without hooks it is left out.
+    The spec's ``deny_read`` becomes ``[permissions.filesystem] deny_read``,
+    which Codex's own sandbox enforces for every command it runs."""
     servers = mcp_codex(spec)
     identities = [
         (name, [("url", e["url"])] if "url" in e else [("command", e["command"])])
         for name, e in servers.items()
     ]
+    hooks = (_enabled(spec, "codex") or AgentOptions()).hooks
+    extra: dict[str, Any] = {}
+    if hooks:
+        extra["hooks"] = codex_hooks(spec, facts)["hooks"]
+    if spec.filesystem.deny_read:
+        extra["permissions"] = {"filesystem": {"deny_read": [
+            p.rstrip("/") for p in spec.filesystem.deny_read]}}
     return render_template(
         "agents/codex/requirements.toml.j2",
-        approval_policies=["untrusted", "on-request"],
+        approval_policies=["untrusted", "on-request", "never"] if hooks
+        else ["untrusted", "on-request"],
         sandbox_modes=["read-only", "workspace-write"],
         web_search_modes=[],
-        pin_hooks=(_enabled(spec, "codex") or AgentOptions()).hooks,
+        pin_hooks=hooks,
         mcp_servers=identities,
-    )
+    ) + (b"\n" + tomli_w.dumps(extra).encode() if extra else b"")
 
 
 def toml_bytes(data: dict[str, Any]) -> bytes:
@@ -422,14 +572,19 @@ def _system_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
         out.append((CLAUDE_MANAGED[facts.os],
                     json_bytes(claude_settings(spec, facts, managed=True)), 0o644,
                     "claude-managed-settings"))
+        if _servers(spec, "claude"):
+            out.append((CLAUDE_MANAGED_MCP[facts.os], json_bytes(mcp_claude(spec)), 0o644,
+                        "claude-managed-settings"))
     gemini = _enabled(spec, "gemini")
     if gemini and gemini.managed_settings:
         out.append((GEMINI_SYSTEM[facts.os],
                     json_bytes(gemini_settings(spec, facts, system=True)), 0o644,
                     "gemini-settings"))
+        if gemini.hooks:
+            out.append((GEMINI_POLICY[facts.os], gemini_policy(spec), 0o644, "gemini-policy"))
     codex = _enabled(spec, "codex")
     if codex and codex.managed_settings:
-        out.append((CODEX_REQUIREMENTS[facts.os], codex_requirements(spec), 0o644,
+        out.append((CODEX_REQUIREMENTS[facts.os], codex_requirements(spec, facts), 0o644,
                     "codex-requirements"))
     return out
 
@@ -449,7 +604,9 @@ def _user_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
     if codex:
         out.append((".codex/config.toml", toml_bytes(codex_config(spec)), 0o644,
                     "codex-config"))
-        if codex.hooks:
+        if codex.hooks and not codex.managed_settings:
+            # only where no managed requirements.toml carries them: a user's
+            # hooks.json runs only once that user has trusted it
             out.append((".codex/hooks.json", json_bytes(codex_hooks(spec, facts)), 0o644,
                         "codex-hooks"))
     return out
@@ -471,7 +628,8 @@ def _project_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
             out.append((".cursor/hooks.json", json_bytes(cursor_hooks(spec, facts)), 0o644,
                         "cursor-hooks"))
         out.append((".cursor/mcp.json", json_bytes(mcp_cursor(spec)), 0o644, "mcp-config"))
-    if _enabled(spec, "gemini"):
+    gemini = _enabled(spec, "gemini")
+    if gemini:
         out.append((".gemini/settings.json",
                     json_bytes(gemini_settings(spec, facts, system=False)), 0o644,
                     "gemini-settings"))

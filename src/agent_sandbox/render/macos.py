@@ -612,11 +612,11 @@ def claude_managed_settings(spec: Spec, facts: HostFacts) -> dict[str, Any]:
     return agents.claude_settings(spec, facts, managed=True)
 
 
-def codex_requirements_toml(spec: Spec) -> bytes:
+def codex_requirements_toml(spec: Spec, facts: HostFacts) -> bytes:
     """Codex requirements.toml: the same bytes as the file-based requirements."""
     from . import agents
 
-    return agents.codex_requirements(spec)
+    return agents.codex_requirements(spec, facts)
 
 
 def _payload_uuid(facts: HostFacts, name: str) -> str:
@@ -660,7 +660,7 @@ def _mobileconfig_shared(spec: Spec, facts: HostFacts) -> bytes:
             "PayloadDisplayName": "Claude Code managed settings",
         })
     if "codex" in enabled and spec.agents["codex"].managed_settings:
-        req = codex_requirements_toml(spec)
+        req = codex_requirements_toml(spec, facts)
         content.append({
             "requirements_toml_base64": base64.b64encode(req).decode(),
             "PayloadType": CODEX_DOMAIN,

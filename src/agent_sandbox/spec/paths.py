@@ -236,8 +236,14 @@ def write_allowed(
 
 def resolve(path: str, cwd: str) -> str:
     """Absolute, normalised, symlinks resolved (the parent when it does not exist)."""
-    full = path if os.path.isabs(path) else os.path.join(cwd, path)
-    return os.path.realpath(full)
+    full = os.path.normpath(path if os.path.isabs(path) else os.path.join(cwd, path))
+    try:
+        return os.path.realpath(full)
+    except OSError:
+        # a link nobody may read (/proc/1/exe): judged by its own name, below its
+        # resolved parent, like any other path
+        parent, name = os.path.split(full)
+        return full if parent == full else os.path.join(resolve(parent, "/"), name)
 
 
 def rule_covers_rule(upper: str, lower: str) -> bool:

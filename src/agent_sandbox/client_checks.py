@@ -1,0 +1,219 @@
+"""What each installed agent client will actually apply: would it skip our
+hooks, and would the calls it allows run outside an OS boundary?
+
+It reads the clients' own files the way the clients read them (Codex project
+and hook trust and its managed requirements, Claude Code workspace trust and
+``disableAllHooks``, Gemini CLI folder trust and ``hooksConfig`` in every
+settings layer, and the managed files a fleet host should have) and returns
+findings a human can act on. ``sandbox status`` shows them for a repository,
+``sandbox verify`` for the host.
+
+Read-only: it never changes a file, and an unreadable file is a finding, not
+an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tomllib
+from dataclasses import dataclass
+from typing import Any
+
+CODEX_REQUIREMENTS = "/etc/codex/requirements.toml"
+CLAUDE_MANAGED = "/etc/claude-code/managed-settings.json"
+GEMINI_SYSTEM = "/etc/gemini-cli/settings.json"
+HOST_POLICY = "/etc/agent-sandbox/policy.json"
+
+
+@dataclass(frozen=True)
+class Finding:
+    client: str
+    problem: str  # "skips-hooks" | "outside-boundary" | "missing-managed-file"
+    detail: str
+
+
+def _json(path: str) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        with open(path, "rb") as fh:
+            doc = json.loads(fh.read())
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as exc:
+        return None, f"{path} is unreadable ({exc})"
+    return (doc if isinstance(doc, dict) else None), None
+
+
+def _toml(path: str) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh), None
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as exc:
+        return None, f"{path} is unreadable ({exc})"
+
+
+def installed_clients(extra_path: str = "") -> list[str]:
+    path = os.pathsep.join(p for p in (extra_path, os.environ.get("PATH", "")) if p)
+    return [c for c in ("claude", "codex", "gemini") if shutil.which(c, path=path)]
+
+
+# -- Codex --------------------------------------------------------------------
+
+def codex(repo: str | None, home: str) -> list[Finding]:
+    from .client_trust import codex_entries
+
+    out: list[Finding] = []
+    req, err = _toml(CODEX_REQUIREMENTS)
+    if err:
+        out.append(Finding("codex", "skips-hooks", err))
+    managed_hooks = bool(req and req.get("hooks"))
+    codex_home = os.environ.get("CODEX_HOME") or os.path.join(home, ".codex")
+    hooks_file = os.path.join(repo, ".codex", "hooks.json") if repo else ""
+    if repo and os.path.isfile(hooks_file):
+        doc, err = _json(hooks_file)
+        cfg, cerr = _toml(os.path.join(codex_home, "config.toml"))
+        if err or cerr:
+            out.append(Finding("codex", "skips-hooks", err or cerr or ""))
+        elif doc is not None:
+            ours = {h.get("command") for groups in (doc.get("hooks") or {}).values()
+                    for g in groups for h in g.get("hooks") or []
+                    if "agent_sandbox hook codex" in str(h.get("command"))}
+            for _file, key, value in codex_entries(codex_home, repo, hooks_file, doc,
+                                                   {c for c in ours if c}):
+                node: Any = cfg or {}
+                for part in key:
+                    node = node.get(part) if isinstance(node, dict) else None
+                if node != value:
+                    what = ("the project is not trusted" if key[0] == "projects"
+                            else f"hook {key[2]} is not trusted (or was modified)")
+                    out.append(Finding("codex", "skips-hooks",
+                                       f"{what}: Codex skips it silently; run "
+                                       f"`sandbox init --codex --trust {repo}`"))
+                    break
+        return out + _codex_boundary(req, repo)
+    if not managed_hooks:
+        out.append(Finding("codex", "skips-hooks",
+                           f"no managed hooks in {CODEX_REQUIREMENTS} and no trusted "
+                           "project hooks here"))
+    return out + _codex_boundary(req, repo)
+
+
+def _codex_boundary(req: dict[str, Any] | None, repo: str | None) -> list[Finding]:
+    fs = ((req or {}).get("permissions") or {}).get("filesystem") or {}
+    if fs.get("deny_read"):
+        return []
+    if repo:
+        cfg, _ = _toml(os.path.join(repo, ".codex", "config.toml"))
+        if cfg and cfg.get("default_permissions") in (cfg.get("permissions") or {}):
+            return []
+    return [Finding("codex", "outside-boundary",
+                    "no deny_read for Codex's sandbox (requirements or permission profile): "
+                    "an allowed command can read anything")]
+
+
+# -- Claude Code ----------------------------------------------------------------
+
+def claude(repo: str | None, home: str) -> list[Finding]:
+    out: list[Finding] = []
+    managed, err = _json(CLAUDE_MANAGED)
+    if err:
+        out.append(Finding("claude", "skips-hooks", err))
+    layers = [os.path.join(home, ".claude", "settings.json")]
+    if repo:
+        layers += [os.path.join(repo, ".claude", "settings.json"),
+                   os.path.join(repo, ".claude", "settings.local.json")]
+    for path in layers:
+        doc, _ = _json(path)
+        if doc and doc.get("disableAllHooks") and not (managed or {}).get("hooks"):
+            out.append(Finding("claude", "skips-hooks", f"{path} sets disableAllHooks"))
+    if repo and not managed and os.path.isfile(os.path.join(repo, ".claude", "settings.json")):
+        state, _ = _json(os.path.join(home, ".claude.json"))
+        project = ((state or {}).get("projects") or {}).get(repo) or {}
+        if not project.get("hasTrustDialogAccepted"):
+            out.append(Finding("claude", "skips-hooks",
+                               "the workspace is not trusted: an interactive Claude Code "
+                               "runs no project hooks until its trust dialog is accepted"))
+    sandbox_on = [(managed or {}).get("sandbox", {}).get("enabled")]
+    if repo:
+        proj, _ = _json(os.path.join(repo, ".claude", "settings.json"))
+        sandbox_on.append((proj or {}).get("sandbox", {}).get("enabled"))
+    if True not in sandbox_on:
+        out.append(Finding("claude", "outside-boundary",
+                           "Claude Code's sandbox is not enabled by a managed or project "
+                           "settings file"))
+    return out
+
+
+# -- Gemini CLI -----------------------------------------------------------------
+
+def _our_gemini_hooks(doc: dict[str, Any] | None) -> set[str]:
+    names: set[str] = set()
+    for groups in ((doc or {}).get("hooks") or {}).values():
+        for g in groups if isinstance(groups, list) else []:
+            for h in g.get("hooks") or []:
+                if "agent_sandbox hook gemini" in str(h.get("command")):
+                    names.update(str(x) for x in (h.get("name"), h.get("command")) if x)
+    return names
+
+
+def gemini(repo: str | None, home: str) -> list[Finding]:
+    out: list[Finding] = []
+    system, err = _json(GEMINI_SYSTEM)
+    if err:
+        out.append(Finding("gemini", "skips-hooks", err))
+    layers = [os.path.join(home, ".gemini", "settings.json")]
+    if repo:
+        layers.append(os.path.join(repo, ".gemini", "settings.json"))
+    ours = _our_gemini_hooks(system)
+    for path in layers:
+        doc, _ = _json(path)
+        ours |= _our_gemini_hooks(doc)
+    for path in layers:
+        doc, _ = _json(path)
+        cfg = (doc or {}).get("hooksConfig") or {}
+        if cfg.get("enabled") is False:
+            out.append(Finding("gemini", "skips-hooks", f"{path} sets hooksConfig.enabled false"))
+        if ours & {str(x) for x in cfg.get("disabled") or []}:
+            out.append(Finding("gemini", "skips-hooks",
+                               f"{path} lists our hooks in hooksConfig.disabled"))
+    folder_trust = (((system or {}).get("security") or {}).get("folderTrust") or {})
+    if repo and folder_trust.get("enabled") is not False:
+        trusted, _ = _json(os.path.join(home, ".gemini", "trustedFolders.json"))
+        marks = trusted or {}
+        d, ok = repo, False
+        while True:
+            if marks.get(d) in ("TRUST_FOLDER", "TRUST_PARENT"):
+                ok = True
+                break
+            parent = os.path.dirname(d)
+            if parent == d:
+                break
+            d = parent
+        if not ok:
+            out.append(Finding("gemini", "skips-hooks",
+                               "the folder is not trusted: Gemini CLI ignores the repository's "
+                               f"hooks there; run `sandbox init --gemini --trust {repo}`"))
+    out.append(Finding("gemini", "outside-boundary",
+                       "Gemini CLI runs allowed calls without an OS sandbox on this host"))
+    return out
+
+
+def check(repo: str | None, home: str | None = None,
+          clients: list[str] | None = None) -> list[Finding]:
+    """Findings for the given clients (default: those on PATH), for ``repo`` if given."""
+    home = home or os.path.expanduser("~")
+    chosen = clients if clients is not None else installed_clients()
+    out: list[Finding] = []
+    checks = {"claude": claude, "codex": codex, "gemini": gemini}
+    for c in chosen:
+        out += checks[c](repo, home)
+    if os.path.isfile(HOST_POLICY):
+        for c, path in (("claude", CLAUDE_MANAGED), ("codex", CODEX_REQUIREMENTS),
+                        ("gemini", GEMINI_SYSTEM)):
+            if c in chosen and not os.path.isfile(path):
+                out.append(Finding(c, "missing-managed-file",
+                                   f"this host has a managed policy but no {path}"))
+    return out

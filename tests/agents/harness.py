@@ -1,0 +1,178 @@
+"""Run the real agent clients (from .tools/agents) against the scripted model
+server, each in a throwaway HOME and repository.
+
+A ``World`` is one temporary root holding ``home/`` (the client's HOME, with a
+planted ``~/.ssh/id_ed25519`` and the client's own login/model settings),
+``repo/`` (a git repository with a bare ``remote.git`` beside it as ``origin``)
+and ``etc/``, a copy of the host's /etc without any managed agent or sandbox
+files. Every client and every ``sandbox`` command runs in a mount namespace
+(bubblewrap) that shows ``etc/`` at /etc, so what this machine has installed
+system-wide never leaks into a test, and a test can install managed files at
+their real system paths (``World.install_system``).
+Roots live under /var/tmp: Codex refuses to put its sandbox helpers under the
+system temporary folder, and its sandbox then cannot start.
+
+Test support only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = ROOT / ".tools" / "agents" / "node_modules" / ".bin"
+CLIENTS = ("claude", "codex", "gemini")
+SECRET = "SECRET-KEY-MATERIAL-4711"
+# System folders the clients and the runtime read managed files from.
+MANAGED_ETC = ("agent-sandbox", "claude-code", "codex", "gemini-cli")
+PROMPT = "Follow the scripted plan."
+
+
+def client_bin(client: str) -> Path:
+    return BIN / client
+
+
+def missing_clients() -> list[str]:
+    return [c for c in CLIENTS if not os.access(client_bin(c), os.X_OK)]
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null",
+                        "GIT_CONFIG_NOSYSTEM": "1"})
+
+
+@dataclass
+class World:
+    root: Path
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def repo(self) -> Path:
+        return self.root / "repo"
+
+    @property
+    def remote(self) -> Path:
+        return self.root / "remote.git"
+
+    @classmethod
+    def create(cls) -> World:
+        base = Path("/var/tmp")
+        root = Path(tempfile.mkdtemp(prefix="agent-sandbox-e2e-", dir=base))
+        w = cls(root)
+        shutil.copytree("/etc", root / "etc", symlinks=True, ignore_dangling_symlinks=True,
+                        ignore=lambda d, names: [n for n in names if d == "/etc"
+                                                 and n in MANAGED_ETC])
+        (w.home / ".ssh").mkdir(parents=True, mode=0o700)
+        (w.home / ".ssh" / "id_ed25519").write_text(SECRET + "\n")
+        (w.home / ".gitconfig").write_text(
+            "[user]\n\tname = Test\n\temail = test@example.invalid\n"
+            "[init]\n\tdefaultBranch = main\n")
+        w.repo.mkdir()
+        _git(root, "init", "-q", "--bare", "-b", "main", str(w.remote))
+        _git(w.repo, "init", "-q", "-b", "main")
+        _git(w.repo, "-c", "user.name=T", "-c", "user.email=t@example.invalid", "commit",
+             "-q", "--allow-empty", "-m", "first")
+        _git(w.repo, "remote", "add", "origin", str(w.remote))
+        return w
+
+    def install_system(self, target: str, content: bytes, mode: int = 0o644) -> None:
+        """Install a managed file at its system path (inside the world's /etc)."""
+        assert target.startswith("/etc/"), target
+        path = self.root / target[1:]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        path.chmod(mode)
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return ["bwrap", "--dev-bind", "/", "/", "--bind", str(self.root / "etc"), "/etc",
+                "--die-with-parent", "--", *argv]
+
+    def sandbox(self, *args: str, check: bool = True, timeout: float = 60
+                ) -> subprocess.CompletedProcess[str]:
+        """Our own CLI, as the user would run it in this world."""
+        env = {**self.env("claude", ""), "COLUMNS": "200"}
+        r = subprocess.run(self.wrap([sys.executable, "-m", "agent_sandbox", *args]),
+                           env=env, capture_output=True, text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError(f"sandbox {' '.join(args)} failed: {r.stdout}{r.stderr}")
+        return r
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def snapshot_home(self) -> dict[str, bytes]:
+        """Every file under HOME with its bytes (for restore checks)."""
+        out = {}
+        for p in sorted(self.home.rglob("*")):
+            if p.is_file() and not p.is_symlink():
+                out[str(p.relative_to(self.home))] = p.read_bytes()
+        return out
+
+    # -- each client's own settings (what a user has before `sandbox init`) --
+
+    def configure(self, client: str, model_url: str) -> None:
+        if client == "codex":
+            d = self.home / ".codex"
+            d.mkdir(exist_ok=True)
+            cfg = d / "config.toml"
+            rendered = cfg.read_text() if cfg.exists() else ""  # the fleet's user config
+            cfg.write_text(
+                'model = "gpt-5.1-codex"\n'
+                'model_provider = "scripted"\n' + rendered + "\n"
+                "[model_providers.scripted]\n"
+                'name = "scripted"\n'
+                f'base_url = "{model_url}/v1"\n'
+                'wire_api = "responses"\n')
+        elif client == "gemini":
+            d = self.home / ".gemini"
+            d.mkdir(exist_ok=True)
+            (d / "settings.json").write_text(json.dumps(
+                {"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+
+    def env(self, client: str, model_url: str) -> dict[str, str]:
+        env = {
+            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(self.home),
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+            "NO_COLOR": "1",
+            "GIT_CONFIG_NOSYSTEM": "1",
+        }
+        if client == "claude":
+            env.update(ANTHROPIC_BASE_URL=model_url, ANTHROPIC_API_KEY="sk-scripted",
+                       CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1",
+                       DISABLE_TELEMETRY="1", ENABLE_TOOL_SEARCH="false",
+                       MCP_TIMEOUT="30000")
+        elif client == "codex":
+            env.update(CODEX_HOME=str(self.home / ".codex"))
+        else:
+            env.update(GEMINI_API_KEY="scripted", GOOGLE_GEMINI_BASE_URL=model_url,
+                       GEMINI_CLI_NO_RELAUNCH="true")
+        return env
+
+    def argv(self, client: str, extra: list[str] | None = None) -> list[str]:
+        extra = extra or []
+        if client == "claude":
+            return [str(client_bin("claude")), "-p", PROMPT, "--output-format", "json", *extra]
+        if client == "codex":
+            return [str(client_bin("codex")), "exec", *extra, PROMPT]
+        return [str(client_bin("gemini")), "-p", PROMPT, "-o", "json", *extra]
+
+    def run(self, client: str, model_url: str, *, extra: list[str] | None = None,
+            timeout: float = 240, cwd: Path | None = None,
+            env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.wrap(self.argv(client, extra)), cwd=cwd or self.repo,
+                              env={**self.env(client, model_url), **(env_extra or {})},
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=timeout)

@@ -1,0 +1,49 @@
+"""``sandbox status`` reports a client that would skip our hooks, and each
+finding is checked against what the real client then does (the control: the
+reported gap is real, and it goes away once closed)."""
+
+from __future__ import annotations
+
+import json
+
+from .harness import SECRET, World
+from .model_server import ModelServer, Shell
+
+
+def findings(world: World) -> list[dict[str, str]]:
+    out = world.sandbox("status", str(world.repo), "--json").stdout
+    return list(json.loads(out)["clients"])
+
+
+def test_untrusted_codex_hooks_are_reported_and_really_skipped(world: World) -> None:
+    with ModelServer([Shell("cat ~/.ssh/id_ed25519")]) as model:
+        world.configure("codex", model.url)
+        world.sandbox("init", str(world.repo), "--codex")  # no --trust
+        got = [f for f in findings(world) if f["problem"] == "skips-hooks"]
+        assert got and got[0]["client"] == "codex", got
+        world.run("codex", model.url, extra=["--sandbox", "danger-full-access"])
+        # the report was true: without trust Codex ran the denied read
+        assert SECRET in "".join(model.results())
+    world.sandbox("init", str(world.repo), "--codex", "--trust")
+    assert not [f for f in findings(world) if f["problem"] == "skips-hooks"]
+
+
+def test_gemini_hooks_disabled_by_a_lower_settings_file(world: World) -> None:
+    world.configure("gemini", "http://127.0.0.1:9")
+    world.sandbox("init", str(world.repo), "--gemini", "--trust")
+    assert not [f for f in findings(world) if f["problem"] == "skips-hooks"]
+    settings = json.loads((world.repo / ".gemini" / "settings.json").read_text())
+    command = settings["hooks"]["BeforeTool"][0]["hooks"][0]["command"]
+    user = world.home / ".gemini" / "settings.json"
+    doc = json.loads(user.read_text())
+    doc["hooksConfig"] = {"disabled": [command]}
+    user.write_text(json.dumps(doc))
+    got = [f for f in findings(world) if f["problem"] == "skips-hooks"]
+    assert got and "hooksConfig.disabled" in got[0]["detail"], got
+
+
+def test_claude_hooks_disabled_in_local_settings(world: World) -> None:
+    world.sandbox("init", str(world.repo), "--claude")
+    (world.repo / ".claude" / "settings.local.json").write_text('{"disableAllHooks": true}')
+    got = [f for f in findings(world) if f["client"] == "claude"]
+    assert any("disableAllHooks" in f["detail"] for f in got), got
