@@ -166,10 +166,11 @@ def test_killed_runner_ends_interrupted_and_is_never_rerun(tmp_path: Path) -> No
     q = FolderQueue(str(repo / ".sandbox/escalations"))
     req = q.submit({"tool": "Bash", "params": {"command": f"echo start >> {log}; sleep 20; "
                                                           f"echo end >> {log}"},
-                    "cwd": str(repo), "kind": "bash", "summary": "x", "mode": "run",
-                    "requester": {"pid": 999999, "start": "1"}})
+                    "cwd": str(repo), "kind": "bash", "summary": "x", "mode": "run"})
     rid = req["id"]
     q.decide(rid, "approve", by="test")
+    pending = Path(q.path("pending", rid))          # then its hook died
+    pending.write_text(json.dumps({**req, "requester": {"pid": 999999, "start": "1"}}))
     spawn_runner(str(repo), rid)
     end = time.monotonic() + 30
     while not (log.exists() and "start" in log.read_text()):

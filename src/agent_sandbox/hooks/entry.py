@@ -19,6 +19,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
+
+from .budget import EXIT_SLACK, RUN_WAIT, START_BUDGET, hook_deadline
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,8 +44,31 @@ PRE_EVENTS = frozenset({"pre-tool-use", "before-tool", "before-shell-execution",
 OUTPUT_LIMITS = {"claude": 20_000, "codex": 20_000, "gemini": 20_000, "cursor": 10_000}
 
 
+MAX_POLICY = 4 * 1024 * 1024
+STARTED = 0.0  # time.monotonic() when main() began: the budget counts from here
+
+
 class Refusal(Exception):
     """Deny with this message (bad input, missing policy ...)."""
+
+
+class OutOfTime(BaseException):
+    """The hook's own deadline passed (``budget``): deny before the agent's
+    timeout does, since a timed-out hook lets the tool run. A BaseException, so
+    no ``except Exception`` on the way can swallow it."""
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise OutOfTime("the hook ran out of its time budget")
+
+
+def set_deadline(seconds: float) -> None:
+    """Interrupt whatever the hook is doing after ``seconds`` (POSIX)."""
+    import signal
+
+    if hasattr(signal, "setitimer"):
+        signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, max(0.001, seconds))
 
 
 # -- answering in each protocol ----------------------------------------------
@@ -72,17 +98,31 @@ def answer(agent: str, event: str, allow: bool, message: str, *, error: bool = F
     return json.dumps(cur), (2 if error else 0)
 
 
+def _write(fd: int, text: str) -> bool:
+    data = text.encode("utf-8", "replace")
+    try:
+        while data:
+            n = os.write(fd, data)
+            data = data[n:]
+    except OSError:
+        return False
+    return True
+
+
 def _emit(out: str, code: int, err: str = "") -> int:
-    if out:
-        sys.stdout.write(out + "\n")
+    """Write the answer straight to fd 1. An answer that cannot be delivered
+    (stdout closed, full or unwritable) is a block: exit status 2."""
     if err:
-        sys.stderr.write(err + "\n")
-    sys.stdout.flush()
+        _write(2, err + "\n")
+    if out and not _write(1, out + "\n"):
+        _write(2, "agent-sandbox: cannot write the hook's answer to stdout; blocking\n")
+        return 2
     return code
 
 
 def refuse(agent: str, event: str, message: str) -> int:
     """A fail-closed answer: deny in the protocol, the reason on stderr, exit 2."""
+    set_deadline(EXIT_SLACK)  # answering gets its own short budget, never the agent's
     msg = f"agent-sandbox: {message}"
     if agent not in AGENTS or event not in PRE_EVENTS:
         return _emit("", 2, msg)
@@ -111,8 +151,7 @@ def load_policy(cwd: str) -> tuple[Any, str | None]:
     repo = find_repo(cwd)
     path = os.path.join(repo, ".sandbox", "policy.json") if repo else MANAGED_POLICY
     try:
-        with open(path, "rb") as fh:
-            doc = json.loads(fh.read())
+        doc = json.loads(read_regular(path, MAX_POLICY))
     except FileNotFoundError:
         if repo:
             raise Refusal(f"{path} is missing: run `sandbox init {repo}`") from None
@@ -120,14 +159,59 @@ def load_policy(cwd: str) -> tuple[Any, str | None]:
                       "run `sandbox init`") from None
     except (OSError, ValueError) as exc:
         raise Refusal(f"cannot read the policy {path}: {exc}") from None
-    home = os.environ.get("HOME") or os.path.expanduser("~")
+    account_home, shell_home = homes()
     try:
-        policy = Policy(doc, repo=repo, home=home,
+        policy = Policy(doc, repo=repo, home=account_home, shell_home=shell_home,
                         remembered_path=os.path.join(repo, ".sandbox", "state",
                                                      "remembered.json") if repo else None)
     except PolicyError as exc:
         raise Refusal(f"the policy {path} is invalid: {exc}") from None
     return policy, repo
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of a regular file, or Refusal: a FIFO, device or directory
+    (which could block the hook or feed it forever) is refused before reading."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refusal(f"the policy {path} is not a regular file")
+        if st.st_size > limit:
+            raise Refusal(f"the policy {path} is larger than {limit} bytes")
+        chunks, size = [], 0
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > limit:
+                raise Refusal(f"the policy {path} is larger than {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def homes() -> tuple[str, str]:
+    """(the account's home from the password database, which ``~`` in the
+    policy means; ``$HOME``, which ``~`` in a command means to the agent's
+    shell). Refusal when ``$HOME`` cannot be judged: unset, empty, relative or
+    ``/`` (everything would be "under home")."""
+    env = os.environ.get("HOME", "")
+    if not env or not os.path.isabs(env) or os.path.normpath(env) in ("/", "//"):
+        raise Refusal(f"HOME is {env!r}: set it to the user's home directory")
+    try:
+        import pwd
+
+        account = pwd.getpwuid(os.geteuid()).pw_dir
+    except (ImportError, KeyError):
+        account = env
+    if not account or not os.path.isabs(account) or os.path.normpath(account) == "/":
+        account = env
+    return account, os.path.normpath(env)
 
 
 def to_call(agent: str, event: str, data: dict[str, Any]) -> Call:
@@ -151,6 +235,7 @@ def pre_tool(agent: str, event: str, data: dict[str, Any]) -> int:
     except BadInput as exc:
         raise Refusal(f"malformed hook input: {exc}") from None
     policy, repo = load_policy(cwd)
+    set_deadline(STARTED + hook_deadline(policy.wait) - time.monotonic())
     decision = policy.classify(call)
     verdict = decision.verdict.value
     if verdict in ("allow", "observe"):
@@ -180,9 +265,13 @@ def _escalate(agent: str, event: str, data: dict[str, Any], policy: Any, repo: s
               call: Call, decision: Decision) -> int:
     from .escalate import escalate
 
+    # both waits end before the hook's own deadline (budget.hook_deadline)
+    left = STARTED + hook_deadline(policy.wait) - EXIT_SLACK - time.monotonic()
+    wait = max(0.0, min(policy.wait, left))
     outcome = escalate(repo, call, decision, agent=agent,
-                       session=str(data.get("session_id") or ""), wait=policy.wait,
-                       ttl=policy.ttl, limit=OUTPUT_LIMITS[agent])
+                       session=str(data.get("session_id") or ""), wait=wait,
+                       run_wait=max(0.0, min(RUN_WAIT, left - wait)), ttl=policy.ttl,
+                       limit=OUTPUT_LIMITS[agent], use_id=str(data.get("tool_use_id") or ""))
     out, code = answer(agent, event, outcome.allow, outcome.message)
     return _emit(out, code)
 
@@ -228,7 +317,10 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"usage: sandbox hook AGENT EVENT ({known})\n")
         return 2
     agent, event = argv
+    global STARTED
+    STARTED = time.monotonic()
     try:
+        set_deadline(START_BUDGET)
         raw = sys.stdin.buffer.read(MAX_INPUT + 1)
         if len(raw) > MAX_INPUT:
             raise Refusal("hook input is larger than 8 MiB")

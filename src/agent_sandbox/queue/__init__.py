@@ -71,6 +71,14 @@ def request_hash(tool: str, params: Any, cwd: str) -> str:
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def use_key_of(agent: str, session: str, use_id: str) -> str:
+    """The file name under ``uses/`` for one client tool-call id."""
+    import hashlib
+
+    body = "\0".join((agent, session, use_id)).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(body).hexdigest()[:32]
+
+
 def new_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + os.urandom(6).hex()
 
@@ -246,6 +254,17 @@ class FolderQueue:
             if rec is not None:
                 out.append(rec)
         return out
+
+    # -- the agent's own ids of its tool calls -----------------------------
+    def bind_use(self, use_key: str, rid: str) -> str | None:
+        """Bind the client's id of one tool call (``use_key``, from
+        ``use_key_of``) to request ``rid``, once ever. Returns the request it
+        was already bound to (a retried call), or None when ``rid`` won."""
+        os.makedirs(self.dir("uses"), mode=0o700, exist_ok=True)
+        if self._create_once("uses", use_key, {"id": rid, "at": time.time()}):
+            return None
+        prior = _read_json(self.path("uses", use_key)) or {}
+        return str(prior.get("id") or "") if valid_id(prior.get("id")) else ""
 
     # -- the life of a request -------------------------------------------
     def submit(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -432,7 +451,7 @@ class FolderQueue:
         that have no live executor or requester and should be run now."""
         now = time.time() if now is None else now
         to_run: list[str] = []
-        for state in (*STATES, "spent"):  # temporary files of writers killed mid-write
+        for state in (*STATES, "spent", "uses"):  # temporary files of writers killed mid-write
             try:
                 names = os.listdir(self.dir(state))
             except OSError:
