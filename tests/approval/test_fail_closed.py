@@ -93,9 +93,9 @@ def test_tilde_in_the_policy_is_the_accounts_home_not_HOME(repo: Path, tmp_path:
     elsewhere.mkdir()
     env = {**ENV, "HOME": str(elsewhere)}
     for command in (f"cat {account}/.ssh/id_ed25519", "cat ~/.ssh/id_ed25519"):
-        code, out, _ = hook(claude_pre(command, repo), env=env)
+        _, out, _ = hook(claude_pre(command, repo), env=env)
         assert verdict(out) == "deny", (command, out)
-    code, out, _ = hook(claude_pre(f"cat {elsewhere}/notes.txt", repo), env=env)
+    _, out, _ = hook(claude_pre(f"cat {elsewhere}/notes.txt", repo), env=env)
     assert verdict(out) == "allow", out                        # control
 
 
