@@ -64,6 +64,8 @@ def describe_result(rec: dict[str, Any], limit: int = OUTPUT_LIMIT, *,
     dec = rec.get("decision") or {}
     req = rec.get("request") or {}
     by = dec.get("by") or "a human"
+    if dec.get("owner") and dec.get("owner") != by:  # the file's owner decided
+        by = f"{by} (account {dec.get('owner')})"
     if status == "completed":
         out, err = str(rec.get("stdout") or ""), str(rec.get("stderr") or "")
         budget = max(1000, limit - 400)

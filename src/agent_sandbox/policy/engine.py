@@ -468,14 +468,41 @@ class Policy:
         import time
 
         now = time.time()
-        subject = summary_of(call)
         if self.remembered is None:
             self.remembered = load_remembered(self.remembered_path)
         for e in self.remembered:
-            if (isinstance(e, dict) and e.get("kind") == call.kind and e.get("subject") == subject
-                    and e.get("repo") == self.repo and float(e.get("expires", 0)) > now):
+            if (isinstance(e, dict) and e.get("repo") == self.repo
+                    and isinstance(e.get("key"), str) and e.get("scope") in REMEMBER_SCOPES
+                    and isinstance(e.get("expires"), (int, float)) and e["expires"] > now
+                    and e["key"] == remembered_key(call.tool, call.params, call.cwd,
+                                                   str(e["scope"]))):
                 return True
         return False
+
+
+# What ``approve --always`` may remember, named by the approver:
+#   exact    this tool, these arguments (file content included), this directory
+#   anywhere this tool and these arguments, in any directory of the repository
+REMEMBER_SCOPES = ("exact", "anywhere")
+# Arguments that describe a call without changing what it does.
+_COSMETIC = frozenset({"description"})
+
+
+def remembered_key(tool: str, params: Any, cwd: str, scope: str) -> str:
+    """The SHA-256 an always-allow is bound to: the exact tool and arguments
+    (a file's content is an argument), and the working directory unless the
+    scope says otherwise. Raises PolicyError for an unknown scope."""
+    import hashlib
+    import json
+
+    if scope not in REMEMBER_SCOPES:
+        raise PolicyError(f"unknown scope {scope!r} (one of {', '.join(REMEMBER_SCOPES)})")
+    args = ({k: v for k, v in params.items() if k not in _COSMETIC}
+            if isinstance(params, dict) else params)
+    body = json.dumps({"tool": tool, "params": args, "cwd": cwd if scope == "exact" else None,
+                       "scope": scope}, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False, default=str)
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def load_remembered(path: str | None) -> list[dict[str, Any]]:

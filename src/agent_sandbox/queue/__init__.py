@@ -231,7 +231,30 @@ class FolderQueue:
         return None
 
     def decision(self, rid: str) -> dict[str, Any] | None:
-        return _read_json(self.path("decided", rid))
+        """The decision on ``rid``, with ``uid``: the owner of the decision
+        file, which says who decided whatever the record's ``by`` claims."""
+        try:
+            fd = os.open(self.path("decided", rid), os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            uid = os.fstat(fd).st_uid
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                data = json.loads(fh.read())
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(fd)
+        if not isinstance(data, dict):
+            return None
+        data["uid"] = uid
+        try:
+            import pwd
+
+            data["owner"] = pwd.getpwuid(uid).pw_name
+        except (ImportError, KeyError):
+            data["owner"] = f"uid:{uid}"
+        return data
 
     def result(self, rid: str) -> dict[str, Any] | None:
         return _read_json(self.path("done", rid))
@@ -315,7 +338,8 @@ class FolderQueue:
                              "(its hook ended); nothing ran")
         now = time.time()
         rec = {"id": rid, "decision": decision, "hash": req.get("hash"), "by": by,
-               "reason": reason, "at": now, "remember": bool(remember)}
+               "uid": os.geteuid(), "seen_hash": expect_hash, "reason": reason, "at": now,
+               "remember": bool(remember)}
         if decision == "approve":
             rec["expires_at"] = now + ttl
         if not self._create_once("decided", rid, rec):
