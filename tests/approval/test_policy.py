@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import copy
-import os
 import json
+import os
 import time
 from pathlib import Path
 
