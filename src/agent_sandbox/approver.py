@@ -107,7 +107,8 @@ class Approver:
         except QueueError as exc:
             raise ApprovalError(str(exc)) from None
         audit(self.repo, "approval", request_id=rid, by=self.user, uid=os.geteuid(),
-              always=always, scope=scope if always else None, hash=dec.get("hash"))
+              always=always, scope=scope if always else None,
+              request_hash=dec.get("hash"))
         if always:
             self.remember(req, scope)
         if req is not None and req.get("mode", "run") == "run":

@@ -239,17 +239,18 @@ def pre_tool(agent: str, event: str, data: dict[str, Any]) -> int:
     decision = policy.classify(call)
     verdict = decision.verdict.value
     if verdict in ("allow", "observe"):
-        if verdict == "observe" and repo:
-            _audit(repo, "decision", verdict="observe", tool=call.tool, agent=agent,
-                   summary=decision.summary, session=str(data.get("session_id") or ""))
+        if repo and not _record(repo, "decision", data, quick=True, verdict=verdict,
+                                tool=call.tool, agent=agent, summary=decision.summary,
+                                remembered=decision.remembered or None):
+            raise Refusal("the audit record of this call could not be written")
         out, code = answer(agent, event, True, "allowed by agent-sandbox policy"
                            + (" (remembered approval)" if decision.remembered else ""))
         return _emit(out, code)
     if verdict == "deny":
         msg = f"agent-sandbox denied this call: {decision.reason_text()}"
         if repo:
-            _audit(repo, "denial", tool=call.tool, agent=agent, summary=decision.summary,
-                   reasons=decision.reasons, session=str(data.get("session_id") or ""))
+            _record(repo, "denial", data, tool=call.tool, agent=agent,
+                    summary=decision.summary, reasons=decision.reasons)
         out, code = answer(agent, event, False, msg)
         return _emit(out, code)
     # escalate
@@ -274,6 +275,18 @@ def _escalate(agent: str, event: str, data: dict[str, Any], policy: Any, repo: s
                        limit=OUTPUT_LIMITS[agent], use_id=str(data.get("tool_use_id") or ""))
     out, code = answer(agent, event, outcome.allow, outcome.message)
     return _emit(out, code)
+
+
+def _record(repo: str, event: str, data: dict[str, Any], *, quick: bool = False,
+            **fields: Any) -> bool:
+    """Every tool call leaves a record, correlated by the client's session and
+    tool-use ids; a call whose record cannot be written does not run."""
+    from ..queue.runner import append_audit
+
+    fields["session"] = str(data.get("session_id") or "")
+    fields["tool_use_id"] = str(data.get("tool_use_id") or "") or None
+    return append_audit(repo, event, {k: v for k, v in fields.items() if v is not None},
+                        quick=quick)
 
 
 def _audit(repo: str, event: str, **fields: Any) -> None:

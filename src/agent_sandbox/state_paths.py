@@ -1,0 +1,69 @@
+"""Where per-user state that no agent may write lives, defined once.
+
+The audit signing key of each repository's log, the pinned verifier key that
+``audit verify`` trusts, and the host-level approval queue of a fleet host
+(escalations from repositories that never ran ``sandbox init``) all live in the
+user's state folder: ``<account home>/.local/state/agent-sandbox``. The home is
+the account's, from the password database, never ``$HOME`` (which the agent's
+environment could point anywhere).
+
+This folder is outside every repository, so a ``git add -A`` never commits a
+key; it is in the self-protection list (``policy.protect``), so an agent's own
+tools cannot write it; the sandbox runtime must mount it read-only (or not at
+all) inside every sandbox.
+
+Stdlib only, cheap to import (the hook uses it). It never creates anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+# The host's own state (root-owned): the host log's signing key lives here.
+HOST_STATE = "/var/lib/agent-sandbox"
+
+
+def account_home(uid: int | None = None) -> str:
+    """The home directory of ``uid`` (default: the effective uid) from the
+    password database; ``$HOME`` only where there is no password database."""
+    try:
+        import pwd
+
+        home = pwd.getpwuid(os.geteuid() if uid is None else uid).pw_dir
+    except (ImportError, KeyError):
+        home = os.path.expanduser("~")
+    return home
+
+
+def user_state_dir(home: str | None = None) -> str:
+    """The per-user state folder: ``<home>/.local/state/agent-sandbox``."""
+    return os.path.join(home or account_home(), ".local", "state", "agent-sandbox")
+
+
+def repo_slug(repo: str) -> str:
+    """A stable, file-name-safe name for one repository (its real path)."""
+    real = os.path.realpath(repo)
+    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    base = "".join(c if c.isalnum() or c in "-_." else "_" for c in os.path.basename(real))
+    return f"{base[:40] or 'root'}-{digest}"
+
+
+def repo_key_path(repo: str, home: str | None = None) -> str:
+    """The Ed25519 key that signs the checkpoints of ``repo``'s audit log."""
+    return os.path.join(user_state_dir(home), "audit-keys", repo_slug(repo) + ".ed25519")
+
+
+def repo_pin_path(repo: str, home: str | None = None) -> str:
+    """The verifier key pinned for ``repo``'s audit log when it was connected."""
+    return os.path.join(user_state_dir(home), "pins", repo_slug(repo) + ".verifier")
+
+
+def host_queue_dir(home: str | None = None) -> str:
+    """The host-level approval queue of this user (fleet hosts, no ``sandbox init``)."""
+    return os.path.join(user_state_dir(home), "escalations")
+
+
+def host_audit_dir(home: str | None = None) -> str:
+    """The audit log that goes with the host-level queue."""
+    return os.path.join(user_state_dir(home), "audit")
