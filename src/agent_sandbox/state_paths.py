@@ -17,7 +17,6 @@ Stdlib only, cheap to import (the hook uses it). It never creates anything.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 # The host's own state (root-owned): the host log's signing key lives here.
@@ -43,8 +42,10 @@ def user_state_dir(home: str | None = None) -> str:
 
 def repo_slug(repo: str) -> str:
     """A stable, file-name-safe name for one repository (its real path)."""
+    from agent_sandbox.audit.canonical import sha256_hex  # the cheap one, not hashlib's
+
     real = os.path.realpath(repo)
-    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    digest = sha256_hex(real.encode("utf-8", "surrogateescape"))[:16]
     base = "".join(c if c.isalnum() or c in "-_." else "_" for c in os.path.basename(real))
     return f"{base[:40] or 'root'}-{digest}"
 

@@ -40,14 +40,20 @@ from __future__ import annotations
 import _thread
 import atexit
 import errno
-import hashlib
 import json
 import os
 import re
 import sys
 import time
 
-from agent_sandbox.audit.canonical import GENESIS, canonical, chain_hash, seal_line, split_line
+from agent_sandbox.audit.canonical import (
+    GENESIS,
+    canonical,
+    chain_hash,
+    seal_line,
+    sha256_hex,
+    split_line,
+)
 from agent_sandbox.audit.redact import redact as _redact
 from agent_sandbox.errors import SandboxError
 
@@ -418,7 +424,7 @@ class AuditLog:
                     {
                         "torn_offset": tail.torn_offset,
                         "torn_length": len(torn),
-                        "torn_sha256": hashlib.sha256(torn).hexdigest(),
+                        "torn_sha256": sha256_hex(torn),
                         "sealed_by": sealed_by,
                         "reason": "incomplete write left by an interrupted writer",
                     },

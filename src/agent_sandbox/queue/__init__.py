@@ -298,6 +298,10 @@ class FolderQueue:
         if not valid_id(rid):
             raise QueueError(f"{rid!r} is not a request id")
         rec["hash"] = request_hash(rec["tool"], rec["params"], rec["cwd"])
+        if "summary" in rec or "reasons" in rec:  # shown to people: redacted; params
+            from agent_sandbox.audit.redact import redact  # stay exact (they are run)
+
+            rec.update(redact({k: rec[k] for k in ("summary", "reasons") if k in rec}))
         rec.setdefault("created", time.time())
         rec.setdefault("requester", self.seam.me())
         tmp = self._tmp("pending", rid, rec, sync=False)
@@ -354,10 +358,14 @@ class FolderQueue:
         """Write the terminal record once; clean every other trace of ``rid``."""
         if status not in TERMINAL:
             raise QueueError(f"unknown terminal status {status!r}")
+        from agent_sandbox.audit.redact import redact
+
         req = request or self.request(rid) or {"id": rid}
         rec = {"id": rid, "status": status, "request": req,
                "decision": decision or self.decision(rid), "finished": time.time(), **result}
-        won = self._create_once("done", rid, rec)
+        # the terminal record stays: secrets in the call or its output are
+        # redacted like the audit log's (the hashes it carries are kept)
+        won = self._create_once("done", rid, redact(rec))
         self._cleanup(rid)
         return won
 
