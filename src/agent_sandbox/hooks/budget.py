@@ -14,8 +14,6 @@ returns a budget the hook cannot keep.
 
 from __future__ import annotations
 
-import math
-
 # Reading the hook input and the policy: a FIFO, a stalled pipe or a slow
 # network mount blocks here, never longer.
 START_BUDGET = 10.0
@@ -39,4 +37,6 @@ def hook_deadline(wait: float) -> float:
 def agent_timeout(wait: float) -> int:
     """Whole seconds to render as the hook's timeout in an agent's settings;
     always greater than ``hook_deadline(wait)``."""
-    return math.ceil(hook_deadline(wait)) + MARGIN
+    deadline = hook_deadline(wait)
+    whole = int(deadline)
+    return (whole if whole == deadline else whole + 1) + MARGIN

@@ -63,12 +63,13 @@ def _alarm(signum: int, frame: Any) -> None:
 
 
 def set_deadline(seconds: float) -> None:
-    """Interrupt whatever the hook is doing after ``seconds`` (POSIX)."""
-    import signal
+    """Interrupt whatever the hook is doing after ``seconds`` (POSIX; the
+    builtin ``_signal``: ``signal`` builds enums, ~1 ms of the allow path)."""
+    import _signal
 
-    if hasattr(signal, "setitimer"):
-        signal.signal(signal.SIGALRM, _alarm)
-        signal.setitimer(signal.ITIMER_REAL, max(0.001, seconds))
+    if hasattr(_signal, "setitimer"):
+        _signal.signal(_signal.SIGALRM, _alarm)
+        _signal.setitimer(_signal.ITIMER_REAL, max(0.001, seconds))
 
 
 # -- answering in each protocol ----------------------------------------------
@@ -281,7 +282,7 @@ def _record(repo: str, event: str, data: dict[str, Any], *, quick: bool = False,
             **fields: Any) -> bool:
     """Every tool call leaves a record, correlated by the client's session and
     tool-use ids; a call whose record cannot be written does not run."""
-    from ..queue.runner import append_audit
+    from ..audit.repo import append_audit
 
     fields["session"] = str(data.get("session_id") or "")
     fields["tool_use_id"] = str(data.get("tool_use_id") or "") or None

@@ -39,32 +39,9 @@ def queue_for(repo: str) -> FolderQueue:
 def audit(repo: str, event: str, **fields: Any) -> None:
     """Append to the repository's audit log; an audit failure is reported on
     stderr and never turns a refusal into an allow."""
+    from agent_sandbox.audit.repo import append_audit
+
     append_audit(repo, event, fields)
-
-
-def append_audit(repo: str, event: str, fields: dict[str, Any], *, quick: bool = False
-                 ) -> bool:
-    """The one writer of a repository's audit records. Its signing key lives
-    in the user's state folder, never in the repository (``state_paths``).
-    ``quick`` (the hook's allow path): no fsync and no timed checkpoint in this
-    process (a count-based one still happens; long-running writers and
-    ``sandbox audit checkpoint`` sign the timed ones). Returns False, with the
-    reason on stderr, when the record could not be written."""
-    try:
-        from agent_sandbox.audit.log import AuditLog
-        from agent_sandbox.state_paths import repo_key_path
-
-        log = AuditLog(os.path.join(repo, ".sandbox", "audit"), key_path=repo_key_path(repo),
-                       sync="none" if quick else "always",
-                       checkpoint_interval=None if quick else 60.0)
-        try:
-            log.append(event, **fields)
-        finally:
-            log.close()
-        return True
-    except Exception as exc:
-        sys.stderr.write(f"agent-sandbox: audit write failed: {exc}\n")
-        return False
 
 
 def _keep(data: bytes) -> str:
