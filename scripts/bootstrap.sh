@@ -54,16 +54,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# The native `sandbox` launcher (replays compiled plans; see src/agent_sandbox/launcher).
-# Rebuilt when its source changes, or when pip put the Python entry point back.
-lstamp=.venv/.launcher-stamp
-lwant=$(cat src/agent_sandbox/launcher/sandbox.c "$stamp" | sha256sum | cut -d' ' -f1)
-if [ ! -f "$lstamp" ] || [ "$(cat "$lstamp")" != "$lwant" ] || head -c 2 .venv/bin/sandbox | grep -q '#!'; then
-  echo "bootstrap: building the native sandbox launcher"
-  .venv/bin/python -m agent_sandbox.launcher install .venv/bin >/dev/null
-  echo "$lwant" > "$lstamp"
-fi
-
 # The reference sandbox (srt) for comparison tests and benchmarks.
 if [ ! -x .tools/node_modules/.bin/srt ] && command -v npm >/dev/null 2>&1; then
   echo "bootstrap: installing @anthropic-ai/sandbox-runtime (reference srt)"

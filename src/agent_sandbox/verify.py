@@ -218,45 +218,12 @@ def sandbox_cli(ctx: Context, args: list[str], *, cwd: str | None = None,
                           env=check_env(env), check=False)
 
 
-def native_launcher(ctx: Context) -> str | None:
-    """The installed native ``sandbox`` launcher next to this install's Python, if any."""
-    exe = os.path.join(os.path.dirname(ctx.python), "sandbox")
-    try:
-        with open(exe, "rb") as fh:
-            return exe if fh.read(4) == b"\x7fELF" else None
-    except OSError:
-        return None
-
-
-REPLAYED = b"sandbox: plan replayed: "
-
-
 def sandboxed(ctx: Context, settings: str, argv: list[str], *, cwd: str,
               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-    """Run argv under ``sandbox exec`` as this host runs it.
-
-    Where the native launcher is installed, the command runs on its fast path:
-    a first run (``true``) plans and writes the plan, the command itself must
-    then be a replay of it (a check that passed on the Python path instead
-    would not prove the launcher).
-    """
-    require("agent_sandbox.runtime.exec", "sandbox exec")
+    """Run argv under ``sandbox exec`` as this host runs it."""
+    require("agent_sandbox.runtime.run", "sandbox exec")
     args = ["exec", "--settings", settings, "--cwd", cwd, "--"]
-    launcher = native_launcher(ctx)
-    if launcher is None:
-        proc = sandbox_cli(ctx, [*args, *argv], cwd=cwd, env=env)
-    else:
-        full = check_env(env)
-        subprocess.run([launcher, *args, "true"], cwd=cwd, env=full, capture_output=True,
-                       timeout=ctx.timeout, check=False)
-        proc = subprocess.run([launcher, *args, *argv], cwd=cwd, capture_output=True,
-                              env={**full, "AGENT_SANDBOX_TRACE": "1"}, timeout=ctx.timeout,
-                              check=False)
-        first, _, rest = proc.stderr.partition(b"\n")
-        if not first.startswith(REPLAYED):
-            why = _short(first.decode("utf-8", "replace"))
-            raise VerifyError(f"the native launcher did not replay its plan: {why}")
-        proc.stderr = rest
+    proc = sandbox_cli(ctx, [*args, *argv], cwd=cwd, env=env)
     if proc.returncode == 2 and b"No such command" in proc.stderr:
         raise VerifyError("not available: sandbox exec is not a command of this install")
     return proc

@@ -263,20 +263,6 @@ def proxy_env(net: Net, audit_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Net
     return net
 
 
-REPLAYED = b"sandbox: plan replayed"
-
-
-@pytest.fixture(scope="session")
-def launcher(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The native launcher, built here from its source (``agent_sandbox.launcher.install``)
-    into a private folder, next to a link to the Python entry point it falls back to."""
-    from agent_sandbox.launcher import install
-
-    bindir = tmp_path_factory.mktemp("bin")
-    (bindir / "sandbox-py").symlink_to(REPO / ".venv" / "bin" / "sandbox-py")
-    return install(bindir)
-
-
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
     """The working directory and writable root of a sandboxed command."""

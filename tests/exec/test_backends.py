@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import SRT, HostListeners, Net, audit_records, write_settings
 
-from agent_sandbox.runtime.backends import gvisor_container_options, gvisor_containers_conf
-from agent_sandbox.runtime.exec import TIMED_OUT, SandboxStartError, run_sandboxed
+from agent_sandbox.runtime.backends.gvisor import gvisor_container_options, gvisor_containers_conf
+from agent_sandbox.runtime.errors import TIMED_OUT, SandboxStartError
+from agent_sandbox.runtime.run import run_sandboxed
 from agent_sandbox.runtime.settings import parse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +32,8 @@ def test_gvisor_mounts_follow_the_bwrap_plan(tmp_path: Path) -> None:
     m = {x["Target"]: x for x in opts["mounts"]}
     assert m[str(w)]["ReadOnly"] is False
     assert m[str(w / "locked")]["ReadOnly"] is True
-    assert m[str(w / ".git")]["ReadOnly"] is True  # protected placeholder
+    assert m[str(w / ".vscode")]["ReadOnly"] is True  # protected placeholder
+    assert str(w / ".git") not in m  # git init works inside; the sweep judges it
     assert m[str(w / ".env")]["Source"] == "/dev/null"
     assert m[str(tmp_path)]["ReadOnly"] is True  # the working directory, read-only
     targets = [x["Target"] for x in opts["mounts"]]
@@ -104,7 +106,9 @@ def test_gvisor_backend_isolates_and_passes_status(tmp_path: Path, gvisor_env: N
     assert b"gVisor" in r.stdout
     assert token.encode() not in r.stdout
     assert (work / "f").read_text() == "hi\n"
-    assert sorted(p.name for p in work.iterdir()) == ["f"]  # placeholders gone, nothing protected
+    # placeholders gone, nothing protected created (an empty .git/hooks is no repository)
+    assert sorted(p.name for p in work.iterdir()) in (["f"], [".git", "f"])
+    assert not (work / ".mcp.json").exists() and not any((work / ".git").rglob("*/*"))
     assert (host_listeners.tcp_host.hits if host_listeners.tcp_host else 0) == before
 
 
@@ -164,10 +168,12 @@ def test_srt_backend_timeout_takes_the_sandbox_down(tmp_path: Path,
 
     monkeypatch.setenv("AGENT_SANDBOX_SRT", str(SRT))
     m = secrets.randbelow(9000) + 1000
+    work = tmp_path / "w"
+    work.mkdir()
     s = write_settings(tmp_path / "s.json", {
         "network": {"allowedDomains": [], "deniedDomains": []},
-        "filesystem": {"denyRead": [], "allowWrite": [str(tmp_path)], "denyWrite": []}})
-    r = run_sandboxed(["sh", "-c", f"sleep 8{m} & sleep 9{m}"], s, tmp_path, backend="srt",
+        "filesystem": {"denyRead": [], "allowWrite": [str(work)], "denyWrite": []}})
+    r = run_sandboxed(["sh", "-c", f"sleep 8{m} & sleep 9{m}"], s, work, backend="srt",
                       timeout=3)
     assert r.timed_out and r.returncode == TIMED_OUT
     time.sleep(0.5)

@@ -19,7 +19,7 @@ import pytest
 
 CHILD = (
     "import sys\n"
-    "from agent_sandbox.runtime.exec import run_sandboxed\n"
+    "from agent_sandbox.runtime.run import run_sandboxed\n"
     "f = 'out.' + sys.argv[3]\n"
     "r = run_sandboxed(['sh', '-c', f'echo ok > {f} && rm {f}'], sys.argv[1], cwd=sys.argv[2])\n"
     "sys.stdout.write(f'{r.returncode} {r.stderr[:300]!r}')\n"

@@ -5,7 +5,7 @@ Every case runs a shell script inside the sandbox and then looks at the host
 only: file contents, the upstream server's request log, host listeners'
 counters, the host's process table. The exit status of the sandboxed command is
 never the verdict. The same cases run against our ``sandbox exec`` (which must
-block every one, on the Python path, on the native launcher's replay path and
+block every one, on the bwrap backend and
 with ``--backend gvisor``) and against the real srt (whose result is recorded,
 not asserted); the side-by-side table is written to build/escape-results.md.
 """
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PY, REPLAYED, REPO, SRT, HostListeners, Net, needs_bwrap
+from conftest import PY, REPO, SRT, HostListeners, Net, needs_bwrap
 
-from agent_sandbox.runtime.exec import run_sandboxed
+from agent_sandbox.runtime.run import run_sandboxed
 
 RESULTS: dict[str, dict[str, str]] = {}
 SUMMARY: list[str] = []
@@ -438,7 +438,7 @@ def make_ctx(tmp: Path, net: Net, ls: HostListeners, case: Case) -> tuple[Ctx, d
 
 
 def run_case(engine: str, case: Case, tmp: Path, net: Net, ls: HostListeners,
-             monkeypatch: pytest.MonkeyPatch, launcher: Path | None = None) -> bool:
+             monkeypatch: pytest.MonkeyPatch) -> bool:
     ctx, s = make_ctx(tmp, net, ls, case)
     script = case.script
     values = ctx.vars()
@@ -454,20 +454,6 @@ def run_case(engine: str, case: Case, tmp: Path, net: Net, ls: HostListeners,
         monkeypatch.setenv("AGENT_SANDBOX_HOSTS", str(net.hosts_file))
         monkeypatch.setenv("AGENT_SANDBOX_AUDIT_DIR", str(tmp / "audit"))
         run_sandboxed(["sh", "-c", script], settings_file, ctx.W, timeout=30)
-    elif engine == "launcher":  # the native launcher, replaying the plan of a first run
-        env = dict(os.environ, AGENT_SANDBOX_HOSTS=str(net.hosts_file),
-                   AGENT_SANDBOX_AUDIT_DIR=str(tmp / "audit"), AGENT_SANDBOX_TRACE="1",
-                   AGENT_SANDBOX_LOCK_DIR=str(tmp / "locks"))
-        argv = [str(launcher), "exec", "--settings", str(settings_file), "--"]
-        subprocess.run([*argv, "true"], cwd=ctx.W, env=env, capture_output=True, timeout=60)
-        p = subprocess.Popen([*argv, "sh", "-c", script], cwd=ctx.W, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            _, err = p.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            _, err = p.communicate()
-        assert REPLAYED in err, f"{case.name}: not run on the replay path: {err[-300:]!r}"
     elif engine == "gvisor":
         monkeypatch.setenv("AGENT_SANDBOX_HOSTS", str(net.hosts_file))
         monkeypatch.setenv("AGENT_SANDBOX_AUDIT_DIR", str(tmp / "audit"))
@@ -526,19 +512,19 @@ def results_table() -> Any:
     out.parent.mkdir(exist_ok=True)
     lines = ["# Escape suite: sandbox exec vs srt", "",
              "Each case is judged from the host (file contents, listeners, process table).",
-             "sandbox exec runs it twice: planned by the Python runtime, and replayed by the",
-             "native launcher; then once more with the gVisor backend.", "",
-             "| case | category | sandbox exec | native launcher | gVisor backend | srt |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "sandbox exec runs it with the bwrap backend, then once more with the gVisor",
+             "backend.", "",
+             "| case | category | sandbox exec | gVisor backend | srt |",
+             "| --- | --- | --- | --- | --- |"]
     for c in CASES:
         r = RESULTS.get(c.name)
         if r:
             lines.append(f"| {c.name} | {c.category} | {r.get('ours', 'not run')} | "
-                         f"{r.get('launcher', 'not run')} | {r.get('gvisor', 'not run')} | "
+                         f"{r.get('gvisor', 'not run')} | "
                          f"{r.get('srt', 'not run')} |")
     totals = []
-    for engine, label in (("ours", "sandbox exec"), ("launcher", "native launcher"),
-                          ("gvisor", "gVisor backend"), ("srt", "srt")):
+    for engine, label in (("ours", "sandbox exec"), ("gvisor", "gVisor backend"),
+                          ("srt", "srt")):
         got = [r[engine] for r in RESULTS.values() if engine in r]
         totals.append(f"{label}: {got.count('blocked')}/{len(got)} blocked")
     lines += ["", "; ".join(totals), ""]
@@ -555,15 +541,6 @@ def test_ours_blocks(case: Case, tmp_path: Path, net: Net, host_listeners: HostL
     escaped = run_case("ours", case, tmp_path, net, host_listeners, monkeypatch)
     _record("ours", case, escaped)
     assert not escaped, f"{case.name}: the attack succeeded against sandbox exec"
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_launcher_blocks(case: Case, tmp_path: Path, net: Net, host_listeners: HostListeners,
-                         monkeypatch: pytest.MonkeyPatch, launcher: Path) -> None:
-    """The same attacks against the native launcher replaying a plan."""
-    escaped = run_case("launcher", case, tmp_path, net, host_listeners, monkeypatch, launcher)
-    _record("launcher", case, escaped)
-    assert not escaped, f"{case.name}: the attack succeeded against the native launcher"
 
 
 @pytest.mark.slow

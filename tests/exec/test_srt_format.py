@@ -17,8 +17,9 @@ import pytest
 from conftest import PY, Net, audit_records, needs_bwrap, write_settings
 
 from agent_sandbox.runtime import bwrap as bw
-from agent_sandbox.runtime.exec import InvalidSettingsError, run_sandboxed
+from agent_sandbox.runtime.errors import InvalidSettingsError
 from agent_sandbox.runtime.proxy import ProxyConfig, decide_name, range_refusal
+from agent_sandbox.runtime.run import run_sandboxed
 from agent_sandbox.runtime.settings import SettingsError, parse, require_enforceable
 from agent_sandbox.spec.domains import (
     DomainError,

@@ -27,8 +27,8 @@ from conftest import (
     write_settings,
 )
 
-from agent_sandbox.runtime.exec import run_sandboxed
 from agent_sandbox.runtime.proxy import Proxy, ProxyConfig
+from agent_sandbox.runtime.run import run_sandboxed
 from agent_sandbox.runtime.settings import SettingsError, parse
 from agent_sandbox.runtime.upstream import (
     NoProxy,

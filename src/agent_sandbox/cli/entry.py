@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return hook_main(args[1:])
     if args and args[0] == "exec":  # cold start matters: no typer/pydantic here either
-        from agent_sandbox.runtime.exec import main as exec_main
+        from agent_sandbox.cli.exec_main import main as exec_main
 
         return exec_main(args[1:])
     from agent_sandbox.cli.main import run

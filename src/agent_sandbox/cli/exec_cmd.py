@@ -1,19 +1,11 @@
-"""``sandbox exec``: run a command under the host's sandbox policy.
-
-The work is in ``agent_sandbox.runtime.exec`` (stdlib argument parsing, so the
-``sandbox exec`` fast path in ``cli/entry.py`` never imports typer); this module
-only registers the same command on the typer app for ``sandbox --help``.
-"""
+"""``sandbox exec`` on the typer app (for ``sandbox --help``); the work is in
+``exec_main.main``, which the fast path in ``cli/entry.py`` calls directly."""
 
 from __future__ import annotations
 
 import typer
 
-HELP = (
-    "Run CMD in the sandbox: sandbox exec [--settings FILE | --spec SPEC --host NAME] "
-    "[--cwd DIR] [--backend bwrap|srt|gvisor] [--timeout S] -- CMD [ARG...]. "
-    "Exit status is CMD's; 125 means the sandbox could not start."
-)
+from .exec_main import HELP
 
 
 def register(app: typer.Typer) -> None:
@@ -25,6 +17,6 @@ def register(app: typer.Typer) -> None:
         add_help_option=False,
     )
     def exec_command(ctx: typer.Context) -> None:
-        from agent_sandbox.runtime.exec import main
+        from .exec_main import main
 
         raise typer.Exit(main(list(ctx.args)))

@@ -10,7 +10,7 @@ Usage (see deploy/pyinfra/ for an example inventory and deploy file)::
 ``files.put`` (root-owned, the rendered mode), the render manifest that
 ``sandbox verify --drift`` reads, and optionally the runtime from the
 controller-built wheelhouse, as the ``sandbox_runtime`` role does: the system
-packages, the virtualenv, the native launcher (``launcher ensure``), the host
+packages, the virtualenv, the host
 audit folder (root, 0700), the AppArmor profile loaded where AppArmor restricts
 user namespaces, and the proxy service. Host data: ``sandbox_render_host`` names the host
 in the inventory folder (default: the pyinfra host name without its connector
@@ -233,8 +233,5 @@ def _runtime(wheelhouse: str | None, prefix: str, audit_dir: str = AUDIT_DIR) ->
         ],
         _if=put.did_change,
     )
-    server.shell(name="Put the native launcher in front of the Python entry point",
-                 commands=[f"{prefix}/venv/bin/python3 -m agent_sandbox.launcher ensure "
-                           f"{prefix}/venv/bin"])
     files.link(name="Link the sandbox command", path="/usr/local/bin/sandbox",
                target=f"{prefix}/venv/bin/sandbox")

@@ -101,7 +101,7 @@ def _preload() -> None:
     starts the sandbox at once after the approval (saves ~40 ms of latency)."""
     import importlib
 
-    for name in ("agent_sandbox.audit", "agent_sandbox.runtime.exec"):
+    for name in ("agent_sandbox.audit", "agent_sandbox.runtime.run"):
         try:
             importlib.import_module(name)
         except Exception as exc:  # the runner reports the real problem itself

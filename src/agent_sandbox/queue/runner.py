@@ -1,7 +1,7 @@
 """Run approved requests: the only place an escalated action is carried out.
 
 A shell command runs through the Linux sandbox runtime
-(``agent_sandbox.runtime.exec.run_sandboxed``) with the repository's srt
+(``agent_sandbox.runtime.run.run_sandboxed``) with the repository's srt
 settings (``.sandbox/srt-settings.json``), never with the agent's rights and
 never unsandboxed: if the sandbox cannot start the request ends ``failed``. An
 approved file write (Write, Edit, MultiEdit) is applied exactly as approved.
@@ -54,7 +54,8 @@ def _keep(data: bytes) -> str:
 
 
 def run_command(repo: str, req: dict[str, Any]) -> dict[str, Any]:
-    from agent_sandbox.runtime.exec import SandboxStartError, run_sandboxed
+    from agent_sandbox.runtime.errors import SandboxStartError
+    from agent_sandbox.runtime.run import run_sandboxed
 
     command = req["params"].get("command")
     if not isinstance(command, str) or not command:

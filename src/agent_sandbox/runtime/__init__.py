@@ -4,6 +4,33 @@ the srt and gVisor backends behind the same policy.
 ``run_sandboxed`` is the stable entry point for code that needs to run a
 command in the sandbox; importing this package is cheap (nothing heavy loads
 until a run starts).
+
+The trust boundary. The sandboxed command is hostile, and so is every byte it
+can write. The host-side readers of sandbox-writable data, and why each is safe:
+
+- the planner (``bwrap.plan``) walks the writable roots before the run: it only
+  lists names and reads small git files (``.git`` files, configs, through
+  ``gitmeta``) to decide what to protect; what it reads can only make the plan
+  stricter (more paths read-only), and a walk that cannot finish refuses the run;
+- the sweep (``sweep``) walks them after the run, with nothing inside running,
+  compares identities recorded before the run, and only renames new protected
+  names to an inert quarantine name; it reads git configs of new repositories
+  only to judge them, never to run anything;
+- the proxy (``proxy``) reads only bytes from the sandbox's sockets, each request
+  decided before anything is relayed; its policy is the parsed settings object,
+  never a file re-read;
+- the placeholders' run records and the owed sweeps live in the per-user lock
+  folder, under the state folders that every sandbox gets read-only
+  (``contract.state_paths``), checked to be this user's private folder;
+- settings are read only from a file outside their own writable roots and bound
+  read-only in the run (``run.load_settings``), and the runtime's own
+  installation is read-only in every sandbox, so no run can change what decides
+  or runs the next one. Helpers started on the host (the proxy service, ssh's
+  connect helper inside) run with an absolute interpreter in isolated mode
+  (``-I``), importing nothing from a path a sandbox can write.
+- later host tools (git, shells, editors, agents, package managers) read what
+  the protected set (``agent_sandbox.protected``) keeps read-only in every
+  writable root, at every depth, and in the home folder.
 """
 
 from __future__ import annotations
@@ -16,8 +43,16 @@ __all__ = ["SANDBOX_FAILED", "CompletedRun", "SandboxStartError", "run_sandboxed
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from . import exec as _exec
+    if name in ("SANDBOX_FAILED", "SandboxStartError"):
+        from . import errors
 
-        return getattr(_exec, name)
+        return getattr(errors, name)
+    if name == "CompletedRun":
+        from .result import CompletedRun
+
+        return CompletedRun
+    if name == "run_sandboxed":
+        from .run import run_sandboxed
+
+        return run_sandboxed
     raise AttributeError(name)

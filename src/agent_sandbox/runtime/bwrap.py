@@ -7,14 +7,19 @@ real filesystem, tests pass a dictionary.
 
 The layout:
 
-- the host root read-only (``--ro-bind / /``), a fresh ``/dev`` and ``/proc``;
+- the host root read-only (``--ro-bind / /``; nothing at all when ``denyRead``
+  holds ``/``, then only ``allowRead`` and the writable roots are bound), a
+  fresh ``/dev`` and ``/proc``;
 - denied reads hidden (an empty read-only tmpfs over a directory, ``/dev/null``
   over a file), allowed reads inside them bound back;
-- each ``allowWrite`` root bound read-write, ``denyWrite`` and the mandatory
-  protected set bound read-only inside them. Protected names that do not exist
-  yet at the top of a writable root (``.git``, ``.claude``, ``.bashrc``...) get an
-  empty placeholder on the host so a read-only mount can sit on it: the command
-  cannot create them (``git init`` then ``.git/hooks/...`` fails);
+- each ``allowWrite`` root bound read-write, ``denyWrite``, the runtime's own
+  state and the protected set (``agent_sandbox.protected``) bound read-only
+  inside them. Protected names that do not exist yet at the top of a writable
+  root, and ``denyWrite`` paths that do not exist yet, get an empty placeholder
+  on the host so a read-only mount can sit on them: the command cannot create
+  them. Git metadata that changes what git runs is read-only in every
+  repository below a writable root (``gitmeta``); the rest of ``.git`` stays
+  writable, and a missing ``.git`` may be created (the sweep judges it after);
 - every namespace unshared (user, pid, net, ipc, uts, cgroup), user namespaces
   disabled inside, all capabilities dropped, a new session (no TIOCSTI), and
   ``--die-with-parent``.
@@ -22,21 +27,28 @@ The layout:
 Operations are applied shallow to deep, so the most specific rule for a path
 wins, and on the same path in the order hide < allow-read < write < deny-write:
 deny beats allow. Every path is resolved (symlinks followed) before it is
-mounted, so a symlink cannot redirect a rule.
+mounted, so a symlink cannot redirect a rule; an ``allowWrite`` entry that is a
+symlink grants nothing (srt's rule), and a symlink loop refuses the run.
 
-It must never produce an argv that is looser than the settings: unknown or
-unresolvable paths are skipped only when there is nothing on disk to protect.
+Walks are complete: every glob matches at any depth below its roots, nothing is
+skipped, and a walk that cannot finish (``WALK_LIMIT`` entries) refuses the run;
+a folder that cannot be listed is bound read-only whole. It must never produce
+an argv that is looser than the settings.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
 import stat
 
-from agent_sandbox.spec.paths import MANDATORY_DENY_WRITE, expand, is_glob
+from agent_sandbox import protected
+from agent_sandbox.contract import PROXY_HTTP_PORT, PROXY_SOCKS_PORT
 from agent_sandbox.spec.paths import covers as _glob_covers
+from agent_sandbox.spec.paths import expand, is_glob
 
+from . import gitmeta
 from .settings import Settings, SettingsError, _Record
 
 TYPE_CHECKING = False
@@ -48,37 +60,33 @@ if TYPE_CHECKING:
         """What the builder needs to know about the filesystem (read-only questions)."""
 
         def kind(self, path: str) -> str | None:
-            """'d', 'f' (anything not a directory) or None when absent (symlinks followed)."""
+            """'d', 'f' (anything not a directory) or None when absent (symlinks
+            followed); raises ``SettingsError`` on a symlink loop."""
+
+        def lkind(self, path: str) -> str | None:
+            """'d', 'f', 'l' (a symlink) or None when absent (not followed)."""
 
         def realpath(self, path: str) -> str: ...
 
-        def glob(self, pattern: str, roots: Sequence[str], depth: int) -> list[str]:
-            """Existing paths matching an absolute or ``**/``-anchored glob."""
+        def walk(self, root: str) -> list[tuple[str, str]]:
+            """Every (path, kind) below ``root``, complete: kind is 'd', 'f', 'l',
+            or 'u' for a folder that cannot be listed; raises ``WalkError``."""
 
-        def find(self, root: str, names: frozenset[str], depth: int) -> list[str]:
-            """Existing paths below ``root`` whose last component is in ``names``."""
+        def read(self, path: str, limit: int) -> bytes | None:
+            """The first ``limit`` bytes of a regular file, or None."""
 
-# Protected names that a placeholder is made for at the top of each writable root
-# when they do not exist yet (kind: "f" file, "d" directory).
-PLACEHOLDERS: tuple[tuple[str, str], ...] = (
-    (".bashrc", "f"), (".bash_profile", "f"), (".bash_login", "f"), (".profile", "f"),
-    (".zshrc", "f"), (".zshenv", "f"), (".zprofile", "f"), (".zlogin", "f"),
-    (".gitconfig", "f"), (".gitmodules", "f"), (".mcp.json", "f"),
-    (".git", "d"), (".claude", "d"), (".codex", "d"), (".cursor", "d"), (".gemini", "d"),
-    (".vscode", "d"), (".idea", "d"), (".sandbox", "d"),
-)
-# Names searched for (existing) below each writable root, to a bounded depth.
-PROTECTED_NAMES = frozenset(n for n, _ in PLACEHOLDERS) | {"fish", "git"}
-SEARCH_DEPTH = 5
-WALK_BUDGET = 20_000
-# Large trees that hold no agent or shell configuration worth the walk.
-SKIP_DIRS = frozenset({"node_modules", ".git", ".venv", "venv", "__pycache__", ".tox",
-                       ".mypy_cache", ".ruff_cache", ".pytest_cache"})
+__all__ = ["PROXY_HTTP_PORT", "PROXY_SOCKS_PORT"]
 
-PROXY_HTTP_PORT = 3128
-PROXY_SOCKS_PORT = 1080
+# Folders hidden (an empty tmpfs) when the settings allow unix sockets by path:
+# seccomp cannot see a connect()'s path, so the sockets must not be visible.
+UNIX_SOCKET_DIRS = ("/tmp", "/var/tmp", "/run", "/dev/shm")
+WALK_LIMIT = 2_000_000  # entries below one root; beyond it the run refuses to start
 
 _ORDER = {"hide": 0, "show": 1, "rw": 2, "ro": 3, "sock": 4}
+
+
+class WalkError(SettingsError):
+    """A walk that decides protection cannot finish: the run must not start."""
 
 
 class Mount(_Record):
@@ -98,16 +106,23 @@ class Mount(_Record):
 
 class Plan(_Record):
     """The mounts, the placeholders to create on the host first, the writable roots,
-    the environment variables unset inside (the settings' credentials)."""
+    the environment variables removed (the settings' credentials), and the
+    protected entries that existed before the run with their identities (what the
+    sweep must never move)."""
 
-    __slots__ = ("hide_unix_dirs", "mounts", "placeholders", "unset_env", "writable_roots")
+    __slots__ = ("before", "hide_root", "hide_unix_dirs", "mounts", "placeholders",
+                 "unset_env", "writable_roots")
     mounts: tuple[Mount, ...]
     placeholders: tuple[tuple[str, str], ...]
     writable_roots: tuple[str, ...]
     hide_unix_dirs: bool
+    hide_root: bool
     unset_env: tuple[str, ...]
+    before: tuple[str, ...]
     _hide_unix_dirs = False
+    _hide_root = False
     _unset_env: tuple[str, ...] = ()
+    _before: tuple[str, ...] = ()
 
 
 def _any_depth_literal(rule: str) -> tuple[tuple[str, ...], bool] | None:
@@ -153,105 +168,129 @@ def _matcher(rule: str) -> Callable[[str], bool]:
 
 
 class RealFs:
-    """``FsView`` over the real filesystem (bounded walks, no writes).
+    """``FsView`` over the real filesystem: complete walks, no writes.
 
-    Each walk stops after ``budget`` entries (a ``**/.env`` rule run from ``/``
-    would otherwise read the whole disk at every start); ``notes`` says where a
-    walk stopped, so the caller can tell the user that deeper matches are not
-    covered.
+    A walk visits everything below its root (symlinks are not followed) and is
+    done once per root; past ``limit`` entries it raises ``WalkError``.
     """
 
-    def __init__(self, budget: int = WALK_BUDGET, skip: Sequence[str] = ()) -> None:
-        self.budget = budget
+    def __init__(self, limit: int = WALK_LIMIT, skip: Sequence[str] = ()) -> None:
+        self.limit = limit
         self.skip = frozenset(skip)  # folders never walked into (the runtime's own)
-        self.notes: list[str] = []
-        self._walked: dict[tuple[str, int], list[str]] = {}
+        self._walked: dict[str, list[tuple[str, str]]] = {}
 
     def kind(self, path: str) -> str | None:
         try:
             st = os.stat(path)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise SettingsError(f"{path}: a symlink loop; remove it") from None
+            return None
+        except ValueError:
+            return None
+        return "d" if stat.S_ISDIR(st.st_mode) else "f"
+
+    def lkind(self, path: str) -> str | None:
+        try:
+            st = os.lstat(path)
         except (OSError, ValueError):
             return None
+        if stat.S_ISLNK(st.st_mode):
+            return "l"
         return "d" if stat.S_ISDIR(st.st_mode) else "f"
 
     def realpath(self, path: str) -> str:
         return os.path.realpath(path)
 
-    def _walk(self, root: str, depth: int) -> list[str]:
-        """Paths below root to a depth (walked once per root and depth)."""
-        key = (root, depth)
-        if key not in self._walked:
-            self._walked[key] = list(self._walk_uncached(root, depth))
-        return self._walked[key]
+    def read(self, path: str, limit: int) -> bytes | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            return os.read(fd, limit)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
-    def _walk_uncached(self, root: str, depth: int) -> Iterable[str]:
-        stack = [(root, 0)]
-        seen = 0
+    def walk(self, root: str) -> list[tuple[str, str]]:
+        if root not in self._walked:
+            self._walked[root] = self._walk(root)
+        return self._walked[root]
+
+    def _walk(self, root: str) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        stack = [root]
         while stack:
-            d, level = stack.pop()
+            d = stack.pop()
             try:
                 with os.scandir(d) as it:
                     entries = list(it)
             except OSError:
+                out.append((d, "u"))  # cannot be listed: protected whole by the planner
                 continue
             for e in entries:
-                seen += 1
-                if seen > self.budget:
-                    note = (f"sandbox: stopped searching {root} for protected and denied "
-                            f"names after {self.budget} entries; run from a smaller "
-                            "directory for full coverage\n")
-                    if note not in self.notes:
-                        self.notes.append(note)
-                    return
-                yield e.path
-                if level + 1 < depth and e.name not in SKIP_DIRS and e.path not in self.skip:
-                    try:
-                        if e.is_dir(follow_symlinks=False):
-                            stack.append((e.path, level + 1))
-                    except OSError:
-                        pass
-
-    def glob(self, pattern: str, roots: Sequence[str], depth: int) -> list[str]:
-        out: list[str] = []
-        if pattern.startswith("/"):
-            # walk from the longest literal prefix
-            parts = pattern.split("/")
-            lit: list[str] = []
-            for p in parts[1:]:
-                if is_glob(p):
-                    break
-                lit.append(p)
-            base = "/" + "/".join(lit)
-            search = [base] if self.kind(base) == "d" else []
-        else:
-            search = list(roots)
-        match = _matcher(pattern)
-        for r in search:
-            for p in self._walk(r, depth):
-                if match(p) and not any(match(q) for q in _parents(p, r)):
-                    out.append(p)
+                try:
+                    if e.is_symlink():
+                        kind = "l"
+                    elif e.is_dir(follow_symlinks=False):
+                        kind = "d"
+                    else:
+                        kind = "f"
+                except OSError:
+                    kind = "u"
+                if len(out) >= self.limit:
+                    raise WalkError(
+                        f"{root} holds more than {self.limit} entries, too many to check "
+                        "for protected and denied paths; make a smaller folder writable "
+                        "or run from a smaller one")
+                if kind == "d" and e.path not in self.skip:
+                    stack.append(e.path)
+                out.append((e.path, kind))
         return out
 
-    def find(self, root: str, names: frozenset[str], depth: int) -> list[str]:
-        return [p for p in self._walk(root, depth) if posixpath.basename(p) in names]
 
-
-def _parents(path: str, stop: str) -> list[str]:
-    out = []
-    p = posixpath.dirname(path)
-    while p.startswith(stop) and p != stop and p != "/":
-        out.append(p)
-        p = posixpath.dirname(p)
+def _glob(fs: FsView, pattern: str, roots: Sequence[str]) -> list[str]:
+    """Existing paths matching an absolute or ``**/``-anchored glob (outermost only)."""
+    if pattern.startswith("/"):
+        lit: list[str] = []
+        for part in pattern.split("/")[1:]:
+            if is_glob(part):
+                break
+            lit.append(part)
+        base = "/" + "/".join(lit)
+        search = [base] if fs.kind(base) == "d" else []
+    else:
+        search = list(roots)
+    match = _matcher(pattern)
+    out: list[str] = []
+    for r in search:
+        if match(r):
+            out.append(r)
+            continue
+        matched: list[str] = []
+        for p, _ in fs.walk(r):
+            if match(p) and not any(_under(p, m) for m in matched):
+                matched.append(p)
+        out += matched
     return out
 
 
+def _under(path: str, root: str) -> bool:
+    return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def _concrete(rules: Iterable[str], home: str, cwd: str, fs: FsView,
-              roots: Sequence[str], depth: int = SEARCH_DEPTH) -> list[str]:
-    """Expanded, existing, resolved paths for a list of rules (globs expanded)."""
+              roots: Sequence[str]) -> list[str]:
+    """Expanded, existing paths for a list of rules (globs expanded), each with its
+    resolved form too when a symlink leads elsewhere."""
     out: list[str] = []
     for rule in rules:
         path = expand(rule, home=home, cwd=cwd)
-        cands = fs.glob(path, roots, depth) if is_glob(path) else [path]
+        cands = _glob(fs, path, roots) if is_glob(path) else [path]
         for c in cands:
             if fs.kind(c) is None:
                 continue
@@ -262,8 +301,44 @@ def _concrete(rules: Iterable[str], home: str, cwd: str, fs: FsView,
     return list(dict.fromkeys(out))
 
 
-def _under(path: str, root: str) -> bool:
-    return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
+def _absent_target(fs: FsView, path: str) -> str:
+    """Where a path that does not exist would be created: a dangling symlink's
+    target (followed to its end), or the path itself."""
+    for _ in range(40):
+        if fs.lkind(path) != "l":
+            return path
+        real = fs.realpath(path)
+        if real == path:
+            return path
+        path = real
+    raise SettingsError(f"{path}: a symlink loop; remove it")
+
+
+def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]]:
+    """Existing protected entries below one writable root: (path, kind) of each
+    any-depth name (its whole relative path matched), each home-only entry, and
+    each folder the walk could not list (protected whole)."""
+    last: dict[str, list[str]] = {}
+    for rel, _kind, _ in protected.ANY_DEPTH:
+        last.setdefault(rel.rsplit("/", 1)[-1], []).append(rel)
+    out: list[tuple[str, str]] = []
+    for path, kind in fs.walk(root):
+        if kind == "u":
+            out.append((path, "u"))
+            continue
+        name = path.rsplit("/", 1)[-1]
+        if name == protected.GIT_DIR:
+            out.append((path, kind))
+            continue
+        for rel in last.get(name, ()):
+            if path.endswith("/" + rel) and _under(path, root) and path != root:
+                out.append((path, kind))
+    if _under(home, root) or _under(root, home):
+        for rel, _, _ in protected.HOME_ONLY:
+            p = posixpath.join(home, rel)
+            if _under(p, root) and fs.lkind(p) is not None:
+                out.append((p, fs.lkind(p) or "f"))
+    return out
 
 
 def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
@@ -271,12 +346,12 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     """The mount plan for these settings (pure given ``fs``).
 
     ``protect``: absolute paths the runtime itself keeps read-only in every
-    sandbox, like ``denyWrite`` entries (the per-user lock and plan folder).
+    sandbox, like ``denyWrite`` entries (its state folders, its installation,
+    the settings file).
     """
     f, n = settings.filesystem, settings.network
-    # srt's mandatoryDenySearchDepth may ask for a deeper search, never a shallower one
-    depth = max(SEARCH_DEPTH, settings.search_depth or 0)
     mounts: dict[tuple[str, str], Mount] = {}
+    placeholders: dict[str, str] = {}
 
     def add(op: str, path: str) -> None:
         kind = fs.kind(path)
@@ -284,7 +359,16 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
             return
         mounts[(op, path)] = Mount(op, path, kind)
 
-    writable_in = [fs.realpath(p) for p in _concrete(f.allow_write, home, cwd, fs, [cwd])]
+    writable_in: list[str] = []
+    for rule in f.allow_write:
+        path = expand(rule, home=home, cwd=cwd)
+        for c in (_glob(fs, path, [cwd]) if is_glob(path) else [path]):
+            if fs.kind(c) is None:
+                continue
+            real = fs.realpath(c)
+            if real != c:
+                continue  # a symlink (or one on the way) grants nothing: srt's rule
+            writable_in.append(real)
     if "/" in writable_in:
         raise SettingsError(
             f"{settings.source}: filesystem.allowWrite makes '/' writable; list the "
@@ -292,68 +376,105 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
         )
     # deny beats allow: a writable root inside a denied or protected path stays read-only
     deny_rules = [expand(r, home=home, cwd=cwd) for r in f.deny_write]
-    deny_real = [fs.realpath(d) for d in [*deny_rules, *protect] if not is_glob(d)]
+    # the protected set's ``**/name`` forms (a writable root is a folder: the git
+    # metadata rules with inner globs name files inside .git, covered by **/.git)
+    mandatory = (*(r for r in protected.any_depth_rules() if _any_depth_literal(r)),
+                 *(r for r in protected.home_rules(home) if not is_glob(r)))
+    deny_real = [fs.realpath(d) for d in [*deny_rules, *protect, *mandatory] if not is_glob(d)]
 
-    def protected(w: str) -> bool:
+    def is_protected(w: str) -> bool:
         inside = w.rstrip("/") + "/_"
         return (any(_under(w, d) for d in deny_real)
                 or any(covers(r, w) or covers(r, inside)
-                       for r in (*deny_rules, *MANDATORY_DENY_WRITE) if is_glob(r)))
+                       for r in (*deny_rules, *mandatory) if is_glob(r)))
 
-    writable = [w for w in dict.fromkeys(writable_in) if not protected(w)]
-    search_roots = list(dict.fromkeys([cwd, *[w for w in writable if fs.kind(w) == "d"]]))
-    for p in _concrete(f.deny_read, home, cwd, fs, search_roots, depth):
-        add("hide", fs.realpath(p))
+    writable = [w for w in dict.fromkeys(writable_in) if not is_protected(w)]
+    roots = [w for w in writable if fs.kind(w) == "d"]
+    search_roots = list(dict.fromkeys([cwd, *roots]))
+    hide_root = False
+    for p in _concrete(f.deny_read, home, cwd, fs, search_roots):
+        rp = fs.realpath(p)
+        if rp == "/":
+            hide_root = True
+            continue
+        add("hide", rp)
     hidden = [m.path for m in mounts.values() if m.op == "hide"]
     # credentials are hidden like denyRead, and no allowRead opens them again
     creds = [fs.realpath(p) for p in _concrete(settings.credential_files, home, cwd, fs,
-                                                   search_roots, depth)]
+                                                   search_roots)]
     for rp in creds:
         add("hide", rp)
-    for p in _concrete(f.allow_read, home, cwd, fs, search_roots, depth):
+    for p in _concrete(f.allow_read, home, cwd, fs, search_roots):
         rp = fs.realpath(p)
         # only where a deny hides it (elsewhere a read-only bind would take away writes)
-        if any(_under(rp, h) for h in hidden) and not any(_under(rp, c) for c in creds):
+        if (hide_root or any(_under(rp, h) for h in hidden)) and not any(
+                _under(rp, c) for c in creds):
             add("show", rp)
     for w in writable:
         add("rw", w)
-    deny_write = _concrete([*f.deny_write, *protect], home, cwd, fs, search_roots, depth)
-    for p in deny_write:
-        rp = fs.realpath(p)
-        if any(_under(rp, w) for w in writable):
-            add("ro", rp)
-    # the mandatory protected set, inside every writable root
-    placeholders: list[tuple[str, str]] = []
-    for w in writable:
-        if fs.kind(w) != "d":
+
+    def protect_path(path: str, kind: str) -> None:
+        """Read-only if it exists; a placeholder if it could be created inside."""
+        target = _absent_target(fs, path)
+        if fs.kind(target) is not None:
+            add("ro", fs.realpath(target))
+        elif any(_under(target, w) and target != w for w in roots):
+            placeholders.setdefault(target, kind)
+            mounts[("ro", target)] = Mount("ro", target, kind)
+
+    # denyWrite and the runtime's own paths: existing ones read-only, absent ones
+    # (and dangling symlinks' targets) kept from being created
+    for rule in [*f.deny_write, *protect]:
+        path = expand(rule, home=home, cwd=cwd)
+        if is_glob(path):
+            for c in _concrete([path], home, cwd, fs, search_roots):
+                if any(_under(fs.realpath(c), w) for w in writable):
+                    add("ro", fs.realpath(c))
             continue
-        for p in fs.find(w, PROTECTED_NAMES, depth):
-            if posixpath.basename(p) in ("fish", "git") and not p.endswith(
-                    ("/.config/fish", "/.config/git")):
+        if any(_under(path, w) for w in writable) or any(
+                _under(fs.realpath(path), w) for w in writable):
+            protect_path(path, "f")
+    # the protected set, at every depth of every writable root
+    before: list[str] = []
+    for w in roots:
+        for path, kind in _protected_entries(fs, w, home):
+            before.append(path)
+            if kind == "u":
+                add("ro", path)  # cannot be listed: protected whole
                 continue
-            rp = fs.realpath(p)
-            if posixpath.basename(p) == ".git" and fs.kind(rp) == "d":
-                for sub, kind in (("hooks", "d"), ("config", "f")):
-                    target = posixpath.join(rp, sub)
-                    if fs.kind(target) is None:
-                        placeholders.append((target, kind))
-                        mounts[("ro", target)] = Mount("ro", target, kind)
-                    else:
-                        add("ro", target)
+            name = path.rsplit("/", 1)[-1]
+            if name == protected.GIT_DIR:
+                gitdir = path if kind == "d" else gitmeta.gitdir_of_file(fs, path)
+                if kind != "d":
+                    mounts[("ro", path)] = Mount("ro", path, "f")
+                if gitdir is None or fs.kind(gitdir) != "d":
+                    continue
+                ro, absent = gitmeta.protect_git_dir(fs, gitdir, posixpath.dirname(path))
+                for p in ro:
+                    add("ro", fs.realpath(p))
+                    before.append(p)
+                for p, k in absent:
+                    protect_path(p, k)
                 continue
-            add("ro", rp)
-        for name, kind in PLACEHOLDERS:
-            target = posixpath.join(w, name)
-            if fs.kind(target) is None and fs.realpath(target) == target:
-                placeholders.append((target, kind))
-                mounts[("ro", target)] = Mount("ro", target, kind)
-    # Pin every directory between a writable root and a read-only mount inside it
-    # (bind it onto itself): a mount point cannot be renamed (EBUSY), so moving a
-    # parent away and recreating the protected path beneath a new one fails.
+            add("ro", fs.realpath(path))
+        for rel, kind, _ in protected.ANY_DEPTH:
+            protect_path(posixpath.join(w, rel), kind)
+        if _under(home, w) or _under(w, home):
+            for rel, kind, _ in protected.HOME_ONLY:
+                p = posixpath.join(home, rel)
+                if _under(p, w):
+                    protect_path(p, kind)
+    # the user's and the system's git configuration name paths too
+    for config in (posixpath.join(home, ".gitconfig"),
+                   posixpath.join(home, ".config/git/config")):
+        for p, k in gitmeta.named_paths(fs, config, home):
+            if any(_under(p, w) for w in writable):
+                protect_path(p, k)
+    # Pin every directory between a writable root and a read-only or hidden mount
+    # inside it (bind it onto itself): a mount point cannot be renamed (EBUSY), so
+    # moving a parent away and recreating the protected path beneath a new one fails.
     locked = [m for m in mounts.values() if m.op in ("hide", "ro")]
     for m in list(locked):
-        if m.op != "ro":
-            continue
         for w in writable:
             if not _under(m.path, w) or m.path == w:
                 continue
@@ -362,6 +483,18 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 if not any(_under(a, x.path) for x in locked):
                     mounts[("rw", a)] = Mount("rw", a, "d")
                 a = posixpath.dirname(a)
+    # A read-only bind under a hidden (or shown read-only) region would expose what
+    # the deny hides: it is needed only where the nearest mount above is writable.
+    for key, m in list(mounts.items()):
+        if m.op != "ro":
+            continue
+        above = [x for x in mounts.values() if x is not m and _under(m.path, x.path)
+                 and x.op in ("hide", "show", "rw")]
+        if hide_root and not above:
+            del mounts[key]
+            continue
+        if above and max(above, key=Mount.key).op != "rw":
+            del mounts[key]
     hide_unix = False
     if n.allow_unix_sockets and not n.allow_all_unix_sockets:
         hide_unix = True
@@ -370,9 +503,9 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
             if fs.kind(p) is not None:
                 mounts[("sock", fs.realpath(p))] = Mount("sock", fs.realpath(p), "f")
     ordered = tuple(sorted(mounts.values(), key=Mount.key))
-    return Plan(mounts=ordered, placeholders=tuple(placeholders),
-                writable_roots=tuple(writable), hide_unix_dirs=hide_unix,
-                unset_env=settings.credential_env)
+    return Plan(mounts=ordered, placeholders=tuple(placeholders.items()),
+                writable_roots=tuple(writable), hide_unix_dirs=hide_unix, hide_root=hide_root,
+                unset_env=settings.credential_env, before=tuple(dict.fromkeys(before)))
 
 
 def without(p: Plan, paths: set[str]) -> Plan:
@@ -382,7 +515,7 @@ def without(p: Plan, paths: set[str]) -> Plan:
     return Plan(mounts=tuple(m for m in p.mounts if m.path not in paths),
                 placeholders=tuple(x for x in p.placeholders if x[0] not in paths),
                 writable_roots=p.writable_roots, hide_unix_dirs=p.hide_unix_dirs,
-                unset_env=p.unset_env)
+                hide_root=p.hide_root, unset_env=p.unset_env, before=p.before)
 
 
 class Fds(_Record):
@@ -412,18 +545,16 @@ def build_argv(
     bwrap: str = "bwrap",
     is_root: bool = False,
     new_session: bool = True,
-    gate: str | None = None,
 ) -> list[str]:
     """The ``bwrap`` command line for a plan (pure).
-
-    ``gate``: the native launcher, when it can be the start gate (see ``gated``).
 
     ``new_session=False`` keeps an interactive command on its terminal; only
     safe with the seccomp filter, which refuses TIOCSTI and TIOCLINUX.
     """
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    if p.hide_unix_dirs:
-        for d in ("/run", "/tmp"):
+    argv = [bwrap] if p.hide_root else [bwrap, "--ro-bind", "/", "/"]
+    argv += ["--dev", "/dev", "--proc", "/proc"]
+    if p.hide_unix_dirs:  # where sockets live; the allowed ones are bound back ("sock")
+        for d in UNIX_SOCKET_DIRS:
             argv += ["--tmpfs", d]
     remount: list[str] = []
     for m in p.mounts:
@@ -457,7 +588,7 @@ def build_argv(
         argv += ["--block-fd", str(fds.block)]
     for name in p.unset_env:
         argv += ["--unsetenv", name]
-    argv += ["--chdir", cwd, "--", *gated(command, fds.gate, fds.ready, gate)]
+    argv += ["--chdir", cwd, "--", *gated(command, fds.gate, fds.ready)]
     return argv
 
 
@@ -473,17 +604,10 @@ GATE_SCRIPT = ('echo ready >&{ready}; exec {ready}>&-; '
                'exec {gate}<&-; exec "$@"')
 
 
-def gated(command: Sequence[str], gate: int | None, ready: int | None,
-          program: str | None = None) -> list[str]:
-    """The command behind the start gate (unchanged without the gate's fds).
-
-    ``program``: the native launcher, whose ``__gate`` mode does what the shell
-    script does without starting a shell (about a millisecond less).
-    """
+def gated(command: Sequence[str], gate: int | None, ready: int | None) -> list[str]:
+    """The command behind the start gate (unchanged without the gate's fds)."""
     if gate is None or ready is None:
         return list(command)
-    if program:
-        return [program, "__gate", str(int(ready)), str(int(gate)), "--", *command]
     script = GATE_SCRIPT.format(gate=int(gate), ready=int(ready))
     # bash, not sh: dash takes only single-digit descriptors in redirections;
     # -p skips BASH_ENV, so nothing of the caller's runs before the gate opens.
@@ -491,21 +615,6 @@ def gated(command: Sequence[str], gate: int | None, ready: int | None,
 
 
 GATE_SHELL = "/bin/bash"
-
-
-def gate_program(p: Plan, candidate: str) -> str | None:
-    """``candidate`` (the native launcher) when it can serve as the start gate: an
-    executable that the sandbox still sees (not under a hidden folder)."""
-    try:
-        with open(candidate, "rb") as fh:
-            if fh.read(4) != b"\x7fELF":
-                return None
-    except OSError:
-        return None
-    real = os.path.realpath(candidate)
-    if any(m.op == "hide" and _under(real, m.path) for m in p.mounts):
-        return None
-    return real
 
 
 def proxy_env(http_port: int = PROXY_HTTP_PORT, socks_port: int = PROXY_SOCKS_PORT,

@@ -3,11 +3,13 @@
 Written by hand (``struct sock_filter`` records) so no libseccomp binding is
 needed. What it refuses, with ``EPERM`` unless noted:
 
-- ``socket(AF_UNIX, ...)``: no reaching host unix sockets by path (the proxy
-  bridge uses an inherited socket instead); lifted when the settings allow unix
-  sockets. ``socketpair`` stays allowed (it cannot reach anything outside);
-- UDP and raw sockets (``SOCK_DGRAM``/``SOCK_RAW`` on IPv4/IPv6), netlink,
-  packet sockets: no UDP, no DNS, no route changes;
+- ``socket()`` of any family but IPv4 and IPv6 (``EAFNOSUPPORT``): an allowlist,
+  so AF_VSOCK (which leaves the network namespace for the hypervisor), netlink,
+  packet, and every family a kernel adds later are refused; ``AF_UNIX`` is
+  allowed only when the settings allow unix sockets; of the allowed families only
+  stream sockets (no UDP, no DNS, no raw sockets, no unix datagrams);
+- ``socketpair(AF_UNIX)`` of any type but stream: a datagram pair can be pointed
+  at any socket path with ``sendto()`` or ``connect()``;
 - ``io_uring_*`` (it would bypass this filter), ``clone3`` (``ENOSYS``, so libc
   falls back to ``clone``, whose flags are checked), ``clone``/``unshare``/
   ``setns`` with namespace flags, every mount-API call, ``ptrace``, keyrings,
@@ -38,7 +40,7 @@ EPERM = 1
 ENOSYS = 38
 EAFNOSUPPORT = 97
 
-AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, AF_PACKET = 1, 2, 10, 16, 17
+AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 SOCK_STREAM = 1
 NS_FLAGS = 0x10000000 | 0x20000 | 0x40000000 | 0x08000000 | 0x04000000 | 0x20000000 | 0x02000000
 # CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID
@@ -55,7 +57,8 @@ ARCHES: dict[str, dict[str, object]] = {
         "audit": 0xC000003E,
         "x32": True,
         "nr": {
-            "socket": 41, "clone": 56, "clone3": 435, "unshare": 272, "setns": 308,
+            "socket": 41, "socketpair": 53, "clone": 56, "clone3": 435, "unshare": 272,
+            "setns": 308,
             "ioctl": 16, "mount": 165, "umount2": 166, "pivot_root": 155,
             "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
             "fsmount": 432, "fspick": 433, "mount_setattr": 442,
@@ -71,7 +74,8 @@ ARCHES: dict[str, dict[str, object]] = {
         "audit": 0xC00000B7,
         "x32": False,
         "nr": {
-            "socket": 198, "clone": 220, "clone3": 435, "unshare": 97, "setns": 268,
+            "socket": 198, "socketpair": 199, "clone": 220, "clone3": 435, "unshare": 97,
+            "setns": 268,
             "ioctl": 29, "mount": 40, "umount2": 39, "pivot_root": 41,
             "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
             "fsmount": 432, "fspick": 433, "mount_setattr": 442,
@@ -140,21 +144,29 @@ def program(*, allow_unix: bool = False, machine: str | None = None) -> bytes:
         code.append(_ins(_JEQ_K, "eperm", 0, nr[name]))
     code.append(_ins(_JEQ_K, "enosys", 0, nr["clone3"]))
     code.append(_ins(_JEQ_K, "socket", 0, nr["socket"]))
+    code.append(_ins(_JEQ_K, "socketpair", 0, nr["socketpair"]))
     code.append(_ins(_JEQ_K, "clone", 0, nr["clone"]))
     code.append(_ins(_JEQ_K, "ioctl", 0, nr["ioctl"]))
     code.append(_ins(_RET_K, k=RET_ALLOW))
-    # socket(domain, type, protocol)
+    # socket(domain, type, protocol): an allowlist of families, stream sockets only
     label("socket")
     code.append(_ins(_LD_W_ABS, k=16))  # args[0] low word: domain
-    if not allow_unix:
-        code.append(_ins(_JEQ_K, "eafnosupport", 0, AF_UNIX))
-    code.append(_ins(_JEQ_K, "eafnosupport", 0, AF_NETLINK))
-    code.append(_ins(_JEQ_K, "eafnosupport", 0, AF_PACKET))
-    code.append(_ins(_JEQ_K, "inet", 0, AF_INET))
-    code.append(_ins(_JEQ_K, "inet", 0, AF_INET6))
-    code.append(_ins(_RET_K, k=RET_ALLOW))
-    label("inet")
+    code.append(_ins(_JEQ_K, "stream", 0, AF_INET))
+    code.append(_ins(_JEQ_K, "stream", 0, AF_INET6))
+    if allow_unix:
+        code.append(_ins(_JEQ_K, "stream", 0, AF_UNIX))
+    code.append(_ins(_RET_K, k=errno(EAFNOSUPPORT)))
+    label("stream")
     code.append(_ins(_LD_W_ABS, k=24))  # args[1] low word: type (with flags)
+    code.append(_ins(_ALU_AND_K, k=0xF))
+    code.append(_ins(_JEQ_K, "allow", "eperm", SOCK_STREAM))
+    # socketpair(domain, type, protocol, sv): a connected pair reaches nothing but
+    # itself, except an AF_UNIX datagram one, which sendto() or connect() can point
+    # at any socket path
+    label("socketpair")
+    code.append(_ins(_LD_W_ABS, k=16))
+    code.append(_ins(_JEQ_K, 0, "allow", AF_UNIX))
+    code.append(_ins(_LD_W_ABS, k=24))
     code.append(_ins(_ALU_AND_K, k=0xF))
     code.append(_ins(_JEQ_K, "allow", "eperm", SOCK_STREAM))
     # clone(flags, ...)

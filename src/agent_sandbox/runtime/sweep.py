@@ -1,153 +1,107 @@
-"""After a run: disarm protected names the command created deep in a writable root.
+"""After a run: disarm protected names the command created in a writable root.
 
-The mounts protect every protected name that exists (to a bounded depth) and
-the top of each writable root. A command can still ``mkdir -p a/b/.git/hooks``
-in a directory where no repository existed, or write below a protected name
-deeper than the mounts reach. ``find_new`` walks the writable roots after the
-command has ended (so nothing inside the sandbox is running) and reports what
-was written under protected names during the run (by ``ctime``, which no
-program can set back): a protected name created during the run as a whole;
-in one that existed, the files written (for ``.git`` only ``config`` and
-``hooks/``). ``disarm`` renames each to ``<name>.sandbox-quarantine-<time>``:
-an inert name no agent or git will load, kept as evidence, never deleted.
+The mounts keep every protected entry that existed read-only, and placeholders
+keep the top of each writable root from growing new ones. A command can still
+create protected names deeper down (``mkdir -p a/b/.vscode``), create a new
+repository (``git init``, allowed so that git works inside), or add git metadata
+that did not exist (``.git/commondir``). After the command has ended (nothing
+inside the sandbox runs any more), ``find_new`` walks the writable roots and
+compares with the identities (device, inode) recorded before the run:
 
-It must never touch a path outside the writable roots, nor anything under a
-protected name that was not written during the run.
+- an entry that existed before, with the same identity, is never touched;
+- a new git directory stays when ``gitmeta.check_new_git_dir`` finds nothing
+  that would make host-side git run a program (what ``git init`` writes);
+- anything else new is renamed to ``<name>.sandbox-quarantine-<time>``: an
+  inert name no agent, shell or git will load, kept as evidence, never deleted.
+
+Decisions come from identities, never from clocks. It never touches a path
+outside the writable roots. A run killed before its sweep leaves it owed
+(``owe``), with its identities, in the lock folder no sandbox can write; the
+next run of the user to finish does it (``settle``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from .bwrap import PROTECTED_NAMES
+from agent_sandbox import protected
 
-WALK_BUDGET = 200_000
-# ctime uses the kernel's coarse clock, which can lag wall time by a tick
-CLOCK_SLACK = 0.05
+from . import gitmeta
+from .bwrap import RealFs, _protected_entries
+from .process import suppress
+
+Identity = tuple[int, int]
+Recorder = Callable[[dict[str, object]], None]
 
 
-def _is_new(path: str, since: float) -> bool:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    if st.st_ctime < since:
-        return False
-    if os.path.isdir(path) and not os.path.islink(path):
+def identities(paths: Iterable[str]) -> dict[str, Identity]:
+    """(device, inode) of each path that exists (symlinks not followed)."""
+    out: dict[str, Identity] = {}
+    for p in paths:
         try:
-            with os.scandir(path) as it:
-                for e in it:
-                    try:
-                        if e.stat(follow_symlinks=False).st_ctime < since:
-                            return False
-                    except OSError:
-                        continue
-        except OSError:
-            return False
-    return True
-
-
-def _changed(path: str, since: float) -> bool:
-    try:
-        return os.lstat(path).st_ctime >= since
-    except OSError:
-        return False
-
-
-def _changed_inside(path: str, since: float, limit: int = 2000) -> list[str]:
-    """Entries below a directory written at or after ``since`` (bounded walk)."""
-    out: list[str] = []
-    stack, seen = [path], 0
-    while stack:
-        d = stack.pop()
-        try:
-            with os.scandir(d) as it:
-                entries = list(it)
+            st = os.lstat(p)
         except OSError:
             continue
-        for e in entries:
-            seen += 1
-            if seen > limit:
-                return out
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if st.st_ctime >= since and not e.is_dir(follow_symlinks=False):
-                out.append(e.path)
-            elif e.is_dir(follow_symlinks=False):
-                stack.append(e.path)
+        out[p] = (st.st_dev, st.st_ino)
     return out
 
 
-def _violations(path: str, name: str, since: float) -> list[str]:
-    """What the command wrote under one protected name found deep in a root.
-
-    A name created during the run goes whole. In one that existed, only what
-    was written goes: in ``.git`` just ``config`` and ``hooks/`` (objects, refs
-    and the index are git's ordinary work), elsewhere any file written. Looking
-    inside as well as at the name itself defeats moving an old directory into
-    place and adding a hook to it.
-    """
-    if _is_new(path, since):
-        return [path]
-    if not os.path.isdir(path) or os.path.islink(path):
-        return [path] if _changed(path, since) else []
-    if name == ".git":
-        out = [c for c in (os.path.join(path, "config"),) if _changed(c, since)]
-        hooks = os.path.join(path, "hooks")
-        if os.path.isdir(hooks) and not os.path.islink(hooks):
-            out += _changed_inside(hooks, since)
-        elif _changed(hooks, since):
-            out.append(hooks)
-        return out
-    return _changed_inside(path, since)
-
-
-def find_new(roots: Sequence[str], since: float, skip: Iterable[str] = (),
-             budget: int = WALK_BUDGET, *, top: bool = False) -> tuple[list[str], bool]:
-    """(paths to disarm, complete) below ``roots``; ``skip`` are mounted targets.
-
-    ``top`` also checks the top of each root (the bwrap backend does not need
-    to: placeholders and mounts protect it).
-    """
+def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
+             skip: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """(path, why) of each protected entry the run created that must be disarmed."""
     skipped = set(skip)
-    found: list[str] = []
-    seen = 0
-    stack = [r for r in roots if os.path.isdir(r)]
-    cutoff = since - CLOCK_SLACK
-    while stack:
-        d = stack.pop()
-        try:
-            with os.scandir(d) as it:
-                entries = list(it)
-        except OSError:
+    fs = RealFs()
+    found: list[tuple[str, str]] = []
+    now = identities(p for w in roots if os.path.isdir(w)
+                     for p, _ in _protected_entries(fs, w, home))
+    for path, ident in now.items():
+        if path in skipped or before.get(path) == ident:
+            if os.path.basename(path) == protected.GIT_DIR and os.path.isdir(path):
+                found += _new_inside(fs, path, before, skipped)
             continue
-        for e in entries:
-            seen += 1
-            if seen > budget:
-                return found, False
-            if e.path in skipped:
+        name = os.path.basename(path)
+        if name == protected.GIT_DIR:
+            if os.path.islink(path) or not os.path.isdir(path):
+                found.append((path, "a .git file or link made during the run"))
                 continue
-            if e.name in PROTECTED_NAMES and (
-                    e.name != "fish" or os.path.basename(d) == ".config"):
-                if d in roots and not top:
-                    continue  # the top of a root is covered by placeholders and mounts
-                found += [p for p in _violations(e.path, e.name, cutoff) if p not in skipped]
-                continue  # never walk on into a protected directory (e.g. .git/objects)
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    stack.append(e.path)
-            except OSError:
+            why = gitmeta.check_new_git_dir(fs, path)
+            if why:
+                found.append((path, f"a repository made during the run: {why}"))
+            continue
+        found.append((path, "a protected name made during the run"))
+    return found
+
+
+def _new_inside(fs: RealFs, gitdir: str, before: Mapping[str, Identity],
+                skipped: set[str]) -> list[tuple[str, str]]:
+    """Git metadata added during the run to a git directory that existed (the
+    run's own placeholders, in ``skipped``, are not)."""
+    out: list[tuple[str, str]] = []
+    ro, _ = gitmeta.protect_git_dir(fs, gitdir, os.path.dirname(gitdir))
+    judged: set[str] = set()
+    for p in ro:
+        if p in before or p in skipped:
+            continue
+        rel = os.path.relpath(p, gitdir)
+        if rel.startswith("modules/"):
+            module = os.path.dirname(p)
+            if module in judged:
                 continue
-    return found, True
+            judged.add(module)
+            why = gitmeta.check_new_git_dir(fs, module)
+            if why and not any(q.startswith(module + "/") for q in before):
+                out.append((module, f"a submodule made during the run: {why}"))
+            continue
+        if rel.startswith("worktrees/"):
+            continue  # read by git only through commondir checks of that worktree
+        out.append((p, "git metadata made during the run"))
+    return out
 
 
 def disarm(paths: Iterable[str], now: float | None = None) -> list[tuple[str, str]]:
-    """Rename each new protected path to an inert quarantine name; (old, new) pairs."""
+    """Rename each path to an inert quarantine name; (old, new) pairs."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now or time.time()))
     moved = []
     for p in paths:
@@ -160,35 +114,28 @@ def disarm(paths: Iterable[str], now: float | None = None) -> list[tuple[str, st
     return moved
 
 
-INCOMPLETE = ("sandbox: warning: the writable roots are too large to check completely for "
-              "new protected paths\n")
-Recorder = Callable[[dict[str, object]], None]
-
-
-def quarantine(roots: Sequence[str], since: float, skip: Iterable[str] = (), *,
-               top: bool = False, recorder: Callable[[], Recorder] | None = None,
-               late: bool = False, warn_incomplete: bool = True,
-               ) -> tuple[list[tuple[str, str]], list[str]]:
+def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
+               skip: Iterable[str] = (), *, recorder: Callable[[], Recorder] | None = None,
+               late: bool = False) -> tuple[list[tuple[str, str]], list[str]]:
     """``find_new`` then ``disarm``, each move recorded in the audit: (moved, notices).
 
     ``recorder`` opens the audit, only when something moved; when recording fails
     the rename has already happened, so the failure is a notice, never hidden.
     ``late``: the sweep a killed run owed (``settle``).
     """
-    new, complete = find_new(roots, since, skip, top=top)
-    moved = disarm(new)
+    new = find_new(roots, before, home, skip)
+    why = dict(new)
+    moved = disarm(p for p, _ in new)
     said = ("an earlier run ended before its check; it had created" if late
             else "the command created")
-    notes = [f"sandbox: {said} the protected path {old}; moved to {target}\n"
+    notes = [f"sandbox: {said} the protected path {old} ({why[old]}); moved to {target}\n"
              for old, target in moved]
-    if warn_incomplete and not complete:
-        notes.append(INCOMPLETE)
     if moved and recorder is not None:
         try:
             record = recorder()
             for old, target in moved:
                 event: dict[str, object] = {"event_kind": "quarantine", "path": old,
-                                            "moved_to": target}
+                                            "moved_to": target, "reason": why[old]}
                 if late:
                     event["late"] = True
                 record(event)
@@ -201,16 +148,19 @@ def quarantine(roots: Sequence[str], since: float, skip: Iterable[str] = (), *,
 # a supervisor killed before its sweep (SIGKILL, the OOM killer) leaves it behind,
 # and the next run of the user to finish does that sweep (``settle``).
 OWED = "owed"
-MARK = b"agent-sandbox-owed 1"
+MARK = b"agent-sandbox-owed 2"
 
 
-def owe(lock_dir: str, since: float, roots: Sequence[str], skip: Iterable[str]) -> str:
-    """Leave the marker for one run; its path."""
+def owe(lock_dir: str, name: str, home: str, roots: Sequence[str],
+        before: Mapping[str, Identity], skip: Iterable[str]) -> str:
+    """Leave the marker for one run (``name``: its run record's); its path."""
     folder = os.path.join(lock_dir, OWED)
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    path = os.path.join(folder, f"{os.getpid()}.{time.time_ns()}")
-    data = b"\0".join([MARK, repr(since).encode(), *(b"R" + os.fsencode(r) for r in roots),
-                       *(b"S" + os.fsencode(x) for x in skip)])
+    path = os.path.join(folder, name)
+    data = b"\0".join([MARK, b"H" + os.fsencode(home),
+                       *(b"R" + os.fsencode(r) for r in roots),
+                       *(b"S" + os.fsencode(x) for x in skip),
+                       *(b"B%d:%d:" % ident + os.fsencode(p) for p, ident in before.items())])
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
                  0o600)
     try:
@@ -221,9 +171,10 @@ def owe(lock_dir: str, since: float, roots: Sequence[str], skip: Iterable[str]) 
 
 
 def settle(lock_dir: str, recorder: Callable[[], Recorder] | None = None,
-           out: Callable[[str], object] | None = None) -> list[tuple[str, str]]:
-    """Do the sweeps that runs killed before theirs left owed (call holding the
-    placeholder lock exclusively: no run of this user is alive then)."""
+           out: Callable[[str], object] | None = None,
+           alive: Callable[[str], bool] | None = None) -> list[tuple[str, str]]:
+    """Do the sweeps that runs killed before theirs left owed. ``alive(name)``
+    says whether the run that left a marker still runs (its marker is skipped)."""
     folder = os.path.join(lock_dir, OWED)
     try:
         names = sorted(os.listdir(folder))
@@ -231,90 +182,35 @@ def settle(lock_dir: str, recorder: Callable[[], Recorder] | None = None,
         return []
     moved: list[tuple[str, str]] = []
     for name in names:
+        if alive is not None and alive(name):
+            continue
         path = os.path.join(folder, name)
         try:
-            with open(path, "rb") as fh:
-                fields = fh.read().split(b"\0")
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            try:
+                data = b""
+                while chunk := os.read(fd, 1 << 16):
+                    data += chunk
+            finally:
+                os.close(fd)
         except OSError:
             continue
-        if fields[:1] == [MARK] and len(fields) > 1:
-            try:
-                since = float(fields[1])
-            except ValueError:
-                since = 0.0  # unreadable: check everything written since ever
-            roots = [os.fsdecode(f[1:]) for f in fields[2:] if f[:1] == b"R"]
-            skip = [os.fsdecode(f[1:]) for f in fields[2:] if f[:1] == b"S"]
-            done, notes = quarantine(roots, since, skip, recorder=recorder, late=True,
-                                     warn_incomplete=False)
+        fields = data.split(b"\0")
+        if fields[:1] == [MARK]:
+            home = next((os.fsdecode(f[1:]) for f in fields if f[:1] == b"H"), "/")
+            roots = [os.fsdecode(f[1:]) for f in fields[1:] if f[:1] == b"R"]
+            skip = [os.fsdecode(f[1:]) for f in fields[1:] if f[:1] == b"S"]
+            before: dict[str, Identity] = {}
+            for f in fields[1:]:
+                if f[:1] == b"B":
+                    with suppress(ValueError):
+                        dev, ino, p = f[1:].split(b":", 2)
+                        before[os.fsdecode(p)] = (int(dev), int(ino))
+            done, notes = quarantine(roots, before, home, skip, recorder=recorder, late=True)
             moved += done
             for note in notes:
                 if out:
                     out(note)
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             os.unlink(path)
     return moved
-
-
-class AuditOpener:
-    """A ``recorder`` for ``quarantine``: opens the audit once, on first use; ``close``."""
-
-    def __init__(self, directory: str | None = None) -> None:
-        self.directory = directory
-        self.record: Recorder | None = None
-        self._close: Callable[[], None] | None = None
-
-    def __call__(self) -> Recorder:
-        if self.record is None:
-            from .proxy import audit_recorder
-
-            self.record, self._close = audit_recorder(self.directory)
-        return self.record
-
-    def close(self) -> None:
-        if self._close is not None:
-            self._close()
-            self._close = None
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m agent_sandbox.runtime.sweep --since T --root R... [--skip P...]``.
-
-    The native launcher runs this after a command when its own walk saw anything
-    written under a protected name: disarm, record in the audit, tell the user.
-    """
-    import argparse
-    import sys
-
-    ap = argparse.ArgumentParser(prog="python -m agent_sandbox.runtime.sweep")
-    ap.add_argument("--since", type=float, help="when the command started")
-    ap.add_argument("--root", action="append", default=[], help="a writable root")
-    ap.add_argument("--skip", action="append", default=[], help="a mounted path")
-    ap.add_argument("--owed", metavar="LOCK_DIR",
-                    help="do the sweeps earlier runs left owed in this lock folder")
-    args = ap.parse_args(argv)
-    if args.owed:
-        return _settle_cli(args.owed)
-    if args.since is None:
-        ap.error("--since is required")
-    audit = AuditOpener()
-    try:
-        _, notes = quarantine(args.root, args.since, args.skip, recorder=audit)
-    finally:
-        audit.close()
-    sys.stderr.write("".join(notes))
-    return 0
-
-
-def _settle_cli(lock_dir: str) -> int:
-    import sys
-
-    audit = AuditOpener()
-    try:
-        settle(lock_dir, audit, sys.stderr.write)
-    finally:
-        audit.close()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

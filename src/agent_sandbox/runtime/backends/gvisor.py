@@ -1,24 +1,20 @@
-"""The other backends behind the same policy: srt (delegate) and gVisor (one-shot container).
+"""The gVisor backend: a one-shot container under ``runsc``, driven through the
+``docker`` SDK against podman's Docker API (a ``podman system service`` this
+module starts on a private socket, or ``$DOCKER_HOST``).
 
-- ``srt``: writes the same settings (srt format, unchanged) to a private file
-  and runs the installed ``srt -s FILE -c CMD``. Found at ``$AGENT_SANDBOX_SRT``
-  or on PATH.
-- ``gvisor``: a one-shot container under ``runsc``, driven through the
-  ``docker`` SDK against podman's Docker API (a ``podman system service`` this
-  module starts on a private socket, or ``$DOCKER_HOST``). The root filesystem
-  is the image (``$AGENT_SANDBOX_GVISOR_IMAGE``, default
-  ``localhost/agent-sandbox-base:bookworm``), read-only; the mounts come from
-  the same plan as bwrap's: the writable roots read-write with the protected
-  set and ``denyWrite`` read-only and denied reads hidden inside them, the
-  working directory read-only otherwise. Nothing else of the host is visible.
-  The network policy is bwrap's too: when the settings allow any domain, the
-  container is created (not started), the egress proxy's ports are opened in
-  its own network namespace (loopback only) and served from here, and gVisor
-  uses that namespace (``runsc --network=host`` inside it); the command then
-  starts with the proxy variables set. Otherwise, and through a
-  ``$DOCKER_HOST`` whose runtime cannot be chosen, it has no network at all.
+The root filesystem is the image (``$AGENT_SANDBOX_GVISOR_IMAGE``, default
+``localhost/agent-sandbox-base:bookworm``), read-only; the mounts come from the
+same plan as bwrap's: the writable roots read-write with the protected set and
+``denyWrite`` read-only and denied reads hidden inside them, the working
+directory read-only otherwise. Nothing else of the host is visible. The network
+policy is bwrap's too: when the settings allow any domain, the container is
+created (not started), the egress proxy's ports are opened in its own network
+namespace (loopback only) and served from here, and gVisor uses that namespace
+(``runsc --network=host`` inside it); the command then starts with the proxy
+variables set. Otherwise, and through a ``$DOCKER_HOST`` whose runtime cannot
+be chosen, it has no network at all.
 
-Neither ever runs the command outside a sandbox: a missing srt, image or API is
+It never runs the command outside a sandbox: a missing image or API is a
 ``SandboxStartError``.
 """
 
@@ -34,90 +30,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .bwrap import Plan
-from .exec import TIMED_OUT, CompletedRun, SandboxStartError
-from .settings import Settings
+from ..bwrap import Plan
+from ..errors import TIMED_OUT, SandboxStartError
+from ..result import CompletedRun
+from ..settings import Settings
 
 GVISOR_IMAGE = "localhost/agent-sandbox-base:bookworm"
-
-
-def find_srt() -> str:
-    env = os.environ.get("AGENT_SANDBOX_SRT")
-    if env and os.access(env, os.X_OK):
-        return env
-    found = shutil.which("srt")
-    if not found:
-        raise SandboxStartError(
-            "srt is not installed: `npm install -g @anthropic-ai/sandbox-runtime` "
-            "(or set AGENT_SANDBOX_SRT), or use --backend bwrap"
-        )
-    return found
-
-
-def _kill_tree(pid: int) -> None:
-    """Kill a process and all its descendants (srt does not take its sandbox down)."""
-    import psutil
-
-    try:
-        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-    except psutil.Error:
-        return
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-
-
-def _run(argv: list[str], *, cwd: str, env: dict[str, str] | None, timeout: float | None,
-         capture: bool, stdin: bytes | None, backend: str) -> CompletedRun:
-    started = time.monotonic()
-    pipe = subprocess.PIPE if capture else None
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=pipe, stderr=pipe,
-                            stdin=subprocess.PIPE if stdin is not None else None,
-                            start_new_session=capture)
-    try:
-        out, err = proc.communicate(input=stdin, timeout=timeout)
-        return CompletedRun(proc.returncode, out or b"", err or b"",
-                            time.monotonic() - started, False, backend)
-    except subprocess.TimeoutExpired:
-        _kill_tree(proc.pid)
-        proc.kill()
-        out, err = proc.communicate()
-        return CompletedRun(TIMED_OUT, out or b"", err or b"", time.monotonic() - started,
-                            True, backend)
-
-
-def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | None,
-            capture: bool, env: dict[str, str] | None, stdin: bytes | None) -> CompletedRun:
-    import json
-
-    from . import bwrap as bw
-    from .sweep import quarantine
-
-    srt = find_srt()
-    plan = bw.plan(settings, home=os.path.expanduser("~"), cwd=cwd, fs=bw.RealFs())
-    since = time.time()
-    with tempfile.TemporaryDirectory(prefix="agent-sandbox-srt-") as tmp:
-        path = os.path.join(tmp, "srt-settings.json")
-        doc = settings.to_srt()
-        # the runtime's own files (lock and plan folder, installation): no sandbox
-        # may rewrite what runs outside it next (bwrap gets them through ``protect``)
-        from .exec import runtime_paths
-
-        doc.setdefault("filesystem", {}).setdefault("denyWrite", []).extend(runtime_paths())
-        with open(path, "w") as fh:
-            json.dump(doc, fh)
-        result = _run([srt, "-s", path, "-c", shlex.join(argv)], cwd=cwd, env=env,
-                      timeout=timeout, capture=capture, stdin=stdin, backend="srt")
-    # srt does not stop a command from creating .git/hooks and the like where
-    # none existed: disarm what it created, as the bwrap backend does
-    roots = [w for w in plan.writable_roots if os.path.isdir(w)]
-    notes = "".join(quarantine(roots, since, (), top=True, warn_incomplete=False)[1])
-    if not notes:
-        return result
-    if not capture:
-        os.write(2, notes.encode())
-    return CompletedRun(result.returncode, result.stdout, result.stderr + notes.encode(),
-                        result.duration, result.timed_out, "srt")
 
 
 def _read(path: str | None) -> str:
@@ -237,7 +155,7 @@ def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
     the host in the container's network namespace before the command starts;
     see ``PodmanService``): it gets the proxy variables.
     """
-    from . import bwrap as bw
+    from .. import bwrap as bw
 
     opts: dict[str, Any] = {
         "image": os.environ.get("AGENT_SANDBOX_GVISOR_IMAGE", GVISOR_IMAGE),
@@ -277,10 +195,12 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
                timeout: float | None, capture: bool) -> CompletedRun:
     import docker
 
-    from . import bwrap as bw
-    from .exec import Placeholders
-    from .settings import require_enforceable
-    from .sweep import quarantine
+    from agent_sandbox import contract
+
+    from .. import bwrap as bw
+    from ..placeholders import Placeholders
+    from ..settings import require_enforceable
+    from ..sweep import identities, quarantine
 
     require_enforceable(settings, "gvisor")
     started = time.monotonic()
@@ -292,12 +212,14 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     if not url:
         service = _service("host" if wants_proxy else "none")
         url = service.url
-    placeholders = Placeholders()
+    placeholders = Placeholders(contract.lock_dir(home))
     try:
         with placeholders:  # plan under the lock: see Placeholders
+            others = placeholders.others()
             plan = bw.plan(settings, home=home, cwd=cwd, fs=bw.RealFs())
-            since = time.time()
-            plan = bw.without(plan, placeholders.create(plan.placeholders))
+            relied = [m.path for m in plan.mounts if m.path in others]
+            plan = bw.without(plan, placeholders.create(plan.placeholders, relied))
+            before = identities(plan.before)
     except BaseException:
         placeholders.cleanup()
         raise
@@ -335,7 +257,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
             proxy.stop()
         close_audit()
         roots = [w for w in plan.writable_roots if os.path.isdir(w)]
-        _, said = quarantine(roots, since, [m.path for m in plan.mounts], warn_incomplete=False)
+        _, said = quarantine(roots, before, home, [m.path for m in plan.mounts])
         notes += "".join(said).encode()
         placeholders.cleanup()
     err += notes
@@ -350,9 +272,9 @@ def _gvisor_proxy(client: Any, container: Any,
     """Create (init) the container without starting its command, open the proxy's
     ports in its network namespace and serve them from here: the command finds
     them ready. Any failure here ends the run before the command starts."""
-    from . import bwrap as bw
-    from .netns import open_listeners
-    from .proxy import audit_recorder, refusing, serve
+    from .. import bwrap as bw
+    from ..netns import open_listeners
+    from ..proxy import audit_recorder, refusing, serve
 
     resp = client.api._post(client.api._url("/libpod/containers/{0}/init", container.id))
     if resp.status_code >= 400:
@@ -372,14 +294,3 @@ def _gvisor_proxy(client: Any, container: Any,
     except Exception as exc:  # no audit, no egress: every request is refused
         record = refusing(f"the audit log is unavailable ({type(exc).__name__}: {exc})")
     return serve(settings.network, http, socks, record, f"gvisor-{os.getpid()}"), close
-
-
-def run_backend(name: str, argv: list[str], settings: Settings, cwd: str, home: str, *,
-                timeout: float | None, capture: bool, env: dict[str, str] | None = None,
-                stdin: bytes | None = None) -> CompletedRun:
-    if name == "srt":
-        return run_srt(argv, settings, cwd, timeout=timeout, capture=capture, env=env,
-                       stdin=stdin)
-    if name == "gvisor":
-        return run_gvisor(argv, settings, cwd, home, timeout=timeout, capture=capture)
-    raise SandboxStartError(f"unknown backend {name!r} (bwrap, srt or gvisor)")

@@ -1,0 +1,133 @@
+"""``sandbox exec``: run a command under the host's sandbox policy.
+
+``main`` is the fast path that ``cli/entry.py`` calls without importing typer or
+pydantic (stdlib argument parsing in ``exec_args``); ``exec_cmd.register`` adds the same
+command to the typer app for ``sandbox --help`` (``exec_cmd``). The work is the runtime's
+(``agent_sandbox.runtime.run``); this module reads the command line, the host
+profile (``contract.EXEC_PROFILE``) and, with ``--spec``, renders the settings
+from a spec (the only place the runtime's caller pulls in the renderer).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from agent_sandbox import contract
+from agent_sandbox.runtime.errors import SANDBOX_FAILED, SandboxStartError
+from agent_sandbox.runtime.host import home_dir
+from agent_sandbox.runtime.run import exec_passthrough, resolve_settings
+from agent_sandbox.runtime.settings import Settings, SettingsError, loads
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import IO, Any
+
+
+HELP = (
+    "Run CMD in the sandbox: sandbox exec [--settings FILE | --spec SPEC --host NAME] "
+    "[--cwd DIR] [--backend bwrap|srt|gvisor] [--timeout S] -- CMD [ARG...]. "
+    "Exit status is CMD's; 125 means the sandbox could not start."
+)
+
+
+def host_profile(path: str = contract.EXEC_PROFILE) -> dict[str, Any]:
+    """The rendered host profile (backend, audit folder, seccomp), or {} when absent.
+
+    A profile that exists but cannot be read is an error: the host's policy
+    must not be silently ignored.
+    """
+    try:
+        with open(path, "rb") as fh:
+            data = loads(fh.read())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise SandboxStartError(f"cannot read the host profile {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SandboxStartError(f"{path}: expected a JSON object")
+    return data
+
+
+def main(args: Sequence[str], err: IO[str] | None = None) -> int:
+    """``sandbox exec`` without typer (the fast path)."""
+    err = err or sys.stderr
+    from .exec_args import UsageError, parse_exec_args
+
+    try:
+        opts = parse_exec_args(list(args))
+    except UsageError as exc:
+        err.write(f"sandbox exec: {exc}\n")
+        return 2
+    if opts.help:
+        sys.stdout.write(USAGE)
+        return 0
+    try:
+        profile = host_profile()
+        if opts.backend_given is False and profile.get("backend") in ("bwrap", "srt", "gvisor"):
+            opts.backend = profile["backend"]
+        if profile.get("auditDir") and contract.AUDIT_DIR_ENV not in os.environ:
+            os.environ[contract.AUDIT_DIR_ENV] = str(profile["auditDir"])
+        home = home_dir()
+        cwd = os.path.realpath(opts.cwd or os.getcwd())
+        if not os.path.isdir(cwd):
+            raise SandboxStartError(f"--cwd {cwd} is not a directory")
+        if opts.spec:
+            settings = settings_from_spec(opts.spec, opts.host, home)
+        else:
+            settings = resolve_settings(opts.settings, home, cwd)
+        return exec_passthrough(opts.command, settings, cwd, backend=opts.backend,
+                                timeout=opts.timeout)
+    except SettingsError as exc:
+        err.write(f"sandbox exec: {exc}\n")
+        return SANDBOX_FAILED
+    except SandboxStartError as exc:
+        err.write(f"sandbox exec: the sandbox could not start: {exc}\n")
+        return SANDBOX_FAILED
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # fail closed, and no traceback for the user
+        err.write(f"sandbox exec: internal error ({type(exc).__name__}: {exc}); "
+                  "nothing ran outside the sandbox\n")
+        return SANDBOX_FAILED
+
+
+def settings_from_spec(spec_path: str, host: str | None, home: str) -> Settings:
+    """srt settings rendered from a spec (the same document the renderer writes).
+
+    ``spec_path`` is a spec file, or an inventory folder with ``--host`` naming
+    the host whose layered spec applies.
+    """
+    from agent_sandbox.errors import SandboxError
+    from agent_sandbox.render.srt import srt_settings
+    from agent_sandbox.runtime.settings import parse
+
+    try:
+        if os.path.isdir(spec_path):
+            if not host:
+                raise SettingsError(f"{spec_path} is an inventory folder: add --host NAME")
+            from agent_sandbox.fleet import FleetRenderer
+
+            spec = FleetRenderer.from_path(spec_path).spec_for(host)
+        else:
+            from agent_sandbox.spec.loader import load_spec
+
+            spec = load_spec(spec_path)
+    except SettingsError:
+        raise
+    except SandboxError as exc:
+        raise SettingsError(f"{spec_path}: invalid spec:\n{exc}") from None
+    except (OSError, KeyError) as exc:
+        raise SettingsError(f"cannot use spec {spec_path} (host {host}): {exc}") from None
+    return parse(srt_settings(spec, home), source=f"{spec_path} (rendered)")
+
+
+USAGE = """usage: sandbox exec [--settings FILE | --spec SPEC [--host NAME]] [--cwd DIR]
+                    [--backend bwrap|srt|gvisor] [--timeout SECONDS] -- CMD [ARG...]
+
+Run CMD with the filesystem and network policy of srt-format settings enforced.
+Settings default to /etc/agent-sandbox/srt-settings.json, then ~/.srt-settings.json.
+The exit status is CMD's; 125 means the sandbox itself could not start
+(the message names the cause and the remedy); 124 means --timeout expired.
+"""

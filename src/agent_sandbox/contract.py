@@ -1,0 +1,66 @@
+"""The host contract: where agent-sandbox installs its files and keeps its state.
+
+Every module that reads or writes an installed path takes it from here (the
+renderer, the runtime, ``sandbox verify``, the roles through the filter plugin).
+State that decides policy or records what happened (settings, the audit log,
+queues, locks, keys) lives only in the folders listed by ``state_paths``, which
+every sandbox gets read-only whatever its settings say.
+
+Stdlib only, no I/O at import: the hook and ``sandbox exec`` import it.
+"""
+
+from __future__ import annotations
+
+import os
+
+ETC_DIR = "/etc/agent-sandbox"
+EXEC_PROFILE = f"{ETC_DIR}/exec.json"
+SYSTEM_SRT_SETTINGS = f"{ETC_DIR}/srt-settings.json"
+POLICY_FILE = f"{ETC_DIR}/policy.json"
+MANIFEST_FILE = f"{ETC_DIR}/manifest.json"
+HOST_STATE_DIR = "/var/lib/agent-sandbox"
+HOST_AUDIT_DIR = "/var/log/agent-sandbox"
+APPARMOR_PROFILE = "/etc/apparmor.d/agent-sandbox-bwrap"
+USER_SRT_SETTINGS = ".srt-settings.json"  # relative to the home folder
+USER_CONFIG_DIR = ".config/agent-sandbox"  # relative to the home folder
+USER_STATE_DIR = ".local/state/agent-sandbox"  # relative to the home folder
+
+LOCK_DIR_ENV = "AGENT_SANDBOX_LOCK_DIR"
+AUDIT_DIR_ENV = "AGENT_SANDBOX_AUDIT_DIR"
+STATE_DIR_ENV = "AGENT_SANDBOX_STATE_DIR"
+
+# Ports the egress proxy listens on inside a sandbox's network namespace.
+PROXY_HTTP_PORT = 3128
+PROXY_SOCKS_PORT = 1080
+
+
+def user_state_dir(home: str) -> str:
+    """The per-user state folder (audit, locks, pinned keys): never under XDG
+    variables a caller may vary, so every run of a user finds the same one."""
+    return os.environ.get(STATE_DIR_ENV) or os.path.join(home, USER_STATE_DIR)
+
+
+def lock_dir(home: str) -> str:
+    """The per-user folder of run records and owed sweeps (not created here)."""
+    return os.environ.get(LOCK_DIR_ENV) or os.path.join(user_state_dir(home), "run")
+
+
+def default_audit_dir(home: str) -> str:
+    """Where the runtime's decisions go when nothing else is configured."""
+    env = os.environ.get(AUDIT_DIR_ENV)
+    if env:
+        return env
+    if os.access(HOST_AUDIT_DIR, os.W_OK) or (
+            not os.path.exists(HOST_AUDIT_DIR) and os.geteuid() == 0):
+        return HOST_AUDIT_DIR
+    return os.path.join(user_state_dir(home), "audit")
+
+
+def state_paths(home: str) -> list[str]:
+    """Every folder of agent-sandbox state and policy: read-only in every sandbox."""
+    paths = [ETC_DIR, HOST_STATE_DIR, HOST_AUDIT_DIR, user_state_dir(home), lock_dir(home),
+             os.path.join(home, USER_CONFIG_DIR), os.path.join(home, USER_SRT_SETTINGS)]
+    audit = os.environ.get(AUDIT_DIR_ENV)
+    if audit:
+        paths.append(audit)
+    return list(dict.fromkeys(os.path.abspath(p) for p in paths))

@@ -1,0 +1,350 @@
+"""One command in a bubblewrap sandbox, from start to cleanup (``BwrapRun``).
+
+Step by step: plan the mounts (``bwrap.plan``), create the placeholders under
+the lock (``placeholders``), record the protected entries' identities and leave
+the owed-sweep marker (``sweep.owe``), start ``bwrap`` held at ``--block-fd``,
+open the proxy ports inside its network namespace (``netns.open_listeners``),
+release the command through the start gate, serve the proxy lazily (on the
+first connection), wait, then clean up: the sweep disarms protected names the
+command created, and this run's placeholders go.
+
+Why no bridge process inside the sandbox (srt runs socat there): the proxy's
+listening sockets are created in the sandbox's network namespace and held by
+this process, so the sandbox's loopback ports lead straight to the host proxy.
+Nothing inside can kill, replace or impersonate the bridge, ``socket(AF_UNIX)``
+can be refused outright by seccomp, and the ports are ready before the command.
+
+Nothing here decides policy beyond what ``bwrap.plan`` planned; nothing read
+from a place a sandbox can write decides anything (the lock folder is private
+and read-only in every sandbox). It never runs a command unsandboxed: every
+failure before the command starts raises ``SandboxStartError``.
+"""
+
+from __future__ import annotations
+
+import _signal as signal
+import fcntl
+import os
+import select
+import sys
+import time
+
+from agent_sandbox import contract
+
+from . import bwrap as bw
+from .errors import SandboxStartError
+from .host import diagnose_userns, find_bwrap
+from .placeholders import Placeholders
+from .process import Spawned, no_inherited_fds, read_all, read_line, suppress
+from .settings import Settings, loads, require_enforceable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+
+def connect_helper() -> list[str]:
+    """ssh's ProxyCommand inside the sandbox (an isolated interpreter, no site)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [sys.executable, "-I", "-S", os.path.join(here, "connect.py")]
+
+
+def runtime_paths(home: str, settings_source: str | None = None) -> list[str]:
+    """What the runtime keeps read-only in every sandbox besides the protected set:
+    its state and policy folders (``contract.state_paths``), its installation (the
+    interpreter's prefix and the package), and the settings file of this run. A
+    command that could rewrite them would loosen or forge the next run."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [*contract.state_paths(home), sys.prefix, os.path.realpath(sys.prefix), package]
+    if settings_source and os.path.isabs(settings_source):
+        paths.append(settings_source)
+    return list(dict.fromkeys(paths))
+
+
+def prepare(p: bw.Plan, command: Sequence[str], cwd: str, env: dict[str, str] | None,
+            fds: bw.Fds, interactive: bool = False) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment for a run (no effects). The settings' credential
+    variables are removed from bwrap's own environment: no process inside holds
+    them, bwrap's pid 1 included."""
+    argv = bw.build_argv(p, command, cwd=cwd, fds=fds, bwrap=find_bwrap(),
+                         is_root=os.geteuid() == 0, new_session=not interactive)
+    full_env = {k: v for k, v in (os.environ if env is None else env).items()
+                if k not in p.unset_env}
+    full_env.update(bw.proxy_env(connect_helper=connect_helper()))
+    return argv, full_env
+
+
+def _run_alive(runs_dir: str) -> Callable[[str], bool]:
+    def alive(name: str) -> bool:
+        try:
+            fd = os.open(os.path.join(runs_dir, name), os.O_RDONLY | os.O_CLOEXEC
+                         | os.O_NOFOLLOW)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except OSError:
+            return True
+        finally:
+            os.close(fd)
+    return alive
+
+
+class BwrapRun:
+    """One sandboxed process (bwrap backend), from start to cleanup."""
+
+    def __init__(self, settings: Settings, command: Sequence[str], *, cwd: str, home: str,
+                 env: dict[str, str] | None = None, audit_dir: str | None = None,
+                 record: Callable[[dict[str, Any]], None] | None = None) -> None:
+        if not command:
+            raise SandboxStartError("no command given: sandbox exec -- CMD [ARG...]")
+        require_enforceable(settings, "bwrap")
+        self.settings, self.command, self.cwd, self.home = settings, list(command), cwd, home
+        self.env, self.audit_dir, self._record = env, audit_dir, record
+        self.proc: Any = None
+        self.pid1: int | None = None
+        self.listeners: list[Any] = []
+        self.proxy: Any = None
+        self.placeholders: Placeholders | None = None
+        self.plan: bw.Plan | None = None
+        self.before: dict[str, tuple[int, int]] = {}
+        self.quarantined: list[tuple[str, str]] = []
+        self.notices: list[str] = []
+        self._audit_close: Callable[[], None] | None = None
+        self.owed: str | None = None  # this run's marker until its sweep is done
+        self._seccomp = b""  # the filter this run's sandbox got
+
+    # start -----------------------------------------------------------------
+
+    def start(self, *, capture: bool = False, stdin: Any = None, stdout: Any = None,
+              stderr: Any = None) -> None:
+        from . import seccomp
+        from .sweep import identities, owe
+
+        n = self.settings.network
+        try:
+            self._seccomp = seccomp.program(allow_unix=bool(n.allow_unix_sockets)
+                                            or n.allow_all_unix_sockets)
+            sfd = seccomp.memfd(self._seccomp)
+        except seccomp.SeccompError as exc:
+            raise SandboxStartError(str(exc)) from None
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        gate_r, gate_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        fds = bw.Fds(seccomp=sfd, info=info_w, block=block_r, gate=gate_r, ready=ready_w)
+        try:
+            lock_dir = contract.lock_dir(self.home)
+            self.placeholders = Placeholders(lock_dir)
+            realfs = bw.RealFs(skip=[lock_dir])
+            with self.placeholders:
+                others = self.placeholders.others()
+                p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
+                            protect=runtime_paths(self.home, self.settings.source))
+                relied = [m.path for m in p.mounts if m.path in others]
+                impossible = self.placeholders.create(p.placeholders, relied)
+                # a placeholder this user cannot create, and the folders it would have
+                # sat in, cannot be created by the command either: nothing to mount
+                p = bw.without(p, impossible | {m.path for m in p.mounts
+                                                if not os.path.lexists(m.path)})
+                self.before = identities(p.before)
+                # owed until this run's own sweep is done (see sweep.settle)
+                self.owed = owe(lock_dir, os.path.basename(self.placeholders.record),
+                                self.home, p.writable_roots, self.before,
+                                [m.path for m in p.mounts])
+            self.plan = p
+            argv, env = prepare(p, self.command, self.cwd, self.env, fds,
+                                interactive=not capture and os.isatty(0))
+            try:
+                if capture:
+                    import subprocess
+
+                    self.proc = subprocess.Popen(
+                        argv, env=env, pass_fds=(sfd, info_w, block_r, gate_r, ready_w),
+                        stdin=stdin, stdout=stdout, stderr=stderr)
+                else:
+                    no_inherited_fds()
+                    for fd in (sfd, info_w, block_r, gate_r, ready_w):
+                        os.set_inheritable(fd, True)
+                    self.proc = Spawned(argv, env)
+            except OSError as exc:
+                raise SandboxStartError(f"cannot start bwrap: {exc}") from None
+            for fd in (info_w, block_r, gate_r, ready_w, sfd):
+                os.close(fd)
+            info_w = block_r = gate_r = ready_w = sfd = -1
+            info = read_all(info_r)
+            try:
+                self.pid1 = int(loads(info)["child-pid"])
+            except (ValueError, KeyError, TypeError):
+                self.proc.wait()
+                hint = diagnose_userns()
+                raise SandboxStartError(
+                    "bubblewrap could not create the sandbox (see its message above)"
+                    + (f"; {hint}" if hint else "; check that user namespaces are enabled")
+                ) from None
+            from .netns import NamespaceError, open_listeners
+
+            try:
+                self.listeners = open_listeners(self.pid1, (bw.PROXY_HTTP_PORT,
+                                                            bw.PROXY_SOCKS_PORT))
+            except NamespaceError as exc:
+                self.proc.kill()
+                self.proc.wait()
+                raise SandboxStartError(f"{exc}; {diagnose_userns() or 'check /proc access'}"
+                                        ) from None
+            os.write(block_w, b"1")
+            if read_line(ready_r) != b"ready\n":  # bwrap failed before the command
+                self.proc.wait()
+                raise SandboxStartError("the sandbox could not start the command "
+                                        "(see bwrap's message above)")
+            os.write(gate_w, b"go\n")  # the command starts only on this word
+        except BaseException:
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.cleanup()
+            raise
+        finally:
+            for fd in (info_r, info_w, block_r, block_w, gate_r, gate_w, ready_r, ready_w,
+                       sfd):
+                if fd >= 0:
+                    with suppress(OSError):
+                        os.close(fd)
+
+    # proxy -----------------------------------------------------------------
+
+    def start_proxy(self) -> None:
+        if self.proxy is not None or not self.listeners:
+            return
+        from .proxy import refusing, serve
+
+        try:
+            record = self._recorder()
+        except Exception as exc:  # no audit, no egress: every request is refused
+            reason = f"{type(exc).__name__}: {exc}"
+            self.notices.append(f"sandbox: the audit log is unavailable ({reason}); "
+                                "all network requests are refused\n")
+            record = refusing(reason)
+        self.proxy = serve(self.settings.network, self.listeners[0], self.listeners[1], record,
+                           f"exec-{os.getpid()}")
+        self.listeners = []  # the proxy owns them now
+
+    # waiting ---------------------------------------------------------------
+
+    def forward(self, signum: int) -> None:
+        """Send a signal to the command (the children of the sandbox's init)."""
+        targets: list[int] = []
+        if self.pid1 is not None:
+            with suppress(OSError):
+                with open(f"/proc/{self.pid1}/task/{self.pid1}/children") as fh:
+                    targets = [int(x) for x in fh.read().split()]
+        for pid in targets or ([self.pid1] if self.pid1 else []):
+            with suppress(OSError):
+                os.kill(pid, signum)
+
+    def wait(self, timeout: float | None = None, *, lazy_proxy: bool = True) -> tuple[int, bool]:
+        """Wait for the command; (returncode, timed_out)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not lazy_proxy:
+            self.start_proxy()
+        pidfd = os.pidfd_open(self.proc.pid)
+        try:
+            poller = select.poll()
+            poller.register(pidfd, select.POLLIN)
+            watching = self.proxy is None and bool(self.listeners)
+            if watching:
+                for s in self.listeners:
+                    poller.register(s.fileno(), select.POLLIN)
+            while True:
+                ms = None if deadline is None else max(0, int((deadline - time.monotonic())
+                                                              * 1000))
+                try:
+                    events = poller.poll(ms)
+                except InterruptedError:
+                    continue
+                if not events:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        self.kill()
+                        return self.proc.wait(), True
+                    continue
+                fds = {fd for fd, _ in events}
+                if pidfd in fds:
+                    return self.proc.wait(), False
+                if watching:
+                    for s in self.listeners:
+                        poller.unregister(s.fileno())
+                    watching = False
+                    self.start_proxy()
+        finally:
+            os.close(pidfd)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()  # --die-with-parent and the pid namespace take the rest
+            with suppress(OSError):
+                os.kill(self.proc.pid, signal.SIGKILL)
+
+    def sweep(self) -> bool:
+        """Disarm protected names the command created below the writable roots;
+        False when that cannot be done yet (the sandbox is still running)."""
+        if self.plan is None or self.proc is None:
+            return True  # nothing ran
+        if self.proc.poll() is None:
+            return False
+        from .sweep import quarantine
+
+        roots = [w for w in self.plan.writable_roots if os.path.isdir(w)]
+        skip = [m.path for m in self.plan.mounts if m.op in ("ro", "hide")]
+        self.quarantined, notes = quarantine(roots, self.before, self.home, skip,
+                                             recorder=self._recorder)
+        self.notices.extend(notes)
+        return True
+
+    def _recorder(self) -> Callable[[dict[str, Any]], None]:
+        """This run's one audit recorder, for the proxy and the sweep alike: the
+        caller's, or the audit folder's, opened on first use and closed in cleanup."""
+        if self._record is None:
+            from .proxy import audit_recorder
+
+            self._record, self._audit_close = audit_recorder(
+                self.audit_dir or contract.default_audit_dir(self.home))
+        return self._record
+
+    def cleanup(self) -> None:
+        swept = False
+        with suppress(Exception):
+            swept = self.sweep()
+        if swept and self.owed:
+            with suppress(OSError):
+                os.unlink(self.owed)
+            self.owed = None
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
+        for s in self.listeners:
+            with suppress(OSError):
+                s.close()
+        self.listeners = []
+        if self.placeholders is not None:
+            ph, self.placeholders = self.placeholders, None
+            with suppress(Exception):
+                self._settle_owed(ph)
+            ph.cleanup()
+        if self._audit_close is not None:
+            self._audit_close()
+            self._audit_close = None
+
+    def _settle_owed(self, ph: Placeholders) -> None:
+        """The sweeps of runs killed before theirs, and stuck sandboxes (``reaper``)."""
+        from .reaper import reap_stuck
+        from .sweep import OWED, settle
+
+        reap_stuck(ph.dir)
+        try:
+            if not os.listdir(os.path.join(ph.dir, OWED)):
+                return
+        except OSError:
+            return
+        settle(ph.dir, self._recorder, self.notices.append, alive=_run_alive(ph.runs))

@@ -1,0 +1,192 @@
+"""The public API of the runtime: run one command in the sandbox.
+
+``run_sandboxed(argv, settings, cwd, timeout, capture=True)`` is the stable
+Python API (the approval loop runs approved commands through it) and
+``exec_passthrough`` is what ``sandbox exec`` calls (stdin/stdout/stderr
+inherited, signals forwarded, exit status passed through). Both pick the
+backend: bubblewrap here (``bwrap_run``), srt or gVisor (``backends``).
+
+Settings decide policy, so they are read only from a file no sandbox they
+govern can write: ``load_settings`` refuses a settings file inside one of its
+own writable roots, and every run binds its settings file read-only.
+
+It never runs a command unsandboxed: every failure before the command starts
+raises ``SandboxStartError`` (exit status ``SANDBOX_FAILED``, 125).
+"""
+
+from __future__ import annotations
+
+import _signal as signal
+import os
+import sys
+import time
+
+from agent_sandbox import contract
+
+from .bwrap_run import BwrapRun
+from .errors import TIMED_OUT, InvalidSettingsError, SandboxStartError
+from .host import home_dir
+from .process import suppress
+from .result import CompletedRun
+from .settings import Settings, SettingsError, load
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import IO, Any
+
+BACKENDS = ("bwrap", "srt", "gvisor")
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
+                     signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH, signal.SIGCONT)
+
+
+def default_path(home: str) -> str:
+    """The settings file used when none is named, or SettingsError."""
+    if os.path.isfile(contract.SYSTEM_SRT_SETTINGS):
+        return contract.SYSTEM_SRT_SETTINGS
+    user = os.path.join(home, contract.USER_SRT_SETTINGS)
+    if os.path.isfile(user):
+        return user
+    raise SettingsError(
+        f"no sandbox settings: neither {contract.SYSTEM_SRT_SETTINGS} nor {user} exists; "
+        "pass --settings FILE (srt format) or --spec SPEC --host NAME"
+    )
+
+
+def load_settings(path: str, home: str, cwd: str) -> Settings:
+    """Settings from a file, refused when the file lies in one of its own writable
+    roots (a command could loosen its next run) or is writable by other users."""
+    from agent_sandbox.spec.paths import expand, is_glob
+
+    real = os.path.realpath(path)
+    s = load(real)
+    try:
+        st = os.stat(real)
+    except OSError as exc:
+        raise SettingsError(f"cannot read {path}: {exc.strerror}") from None
+    if st.st_mode & 0o022:
+        raise SettingsError(f"{path} is writable by other users; `chmod go-w {path}`")
+    for rule in s.filesystem.allow_write:
+        root = expand(rule, home=home, cwd=cwd)
+        if is_glob(root):
+            continue
+        root = os.path.realpath(root)
+        if real == root or real.startswith(root.rstrip("/") + "/"):
+            raise SettingsError(
+                f"{path} lies in its own writable root {root}: a sandboxed command could "
+                "rewrite the policy of the next run; keep the settings file outside "
+                "allowWrite (for example in ~/.config/agent-sandbox/)")
+    return s
+
+
+def resolve_settings(settings: Settings | str | os.PathLike[str] | dict[str, Any] | None,
+                     home: str, cwd: str | None = None) -> Settings:
+    if isinstance(settings, Settings):
+        return settings
+    if isinstance(settings, dict):
+        from .settings import parse
+
+        return parse(settings)
+    path = default_path(home) if settings is None else os.fspath(settings)
+    return load_settings(path, home, cwd or os.getcwd())
+
+
+def run_sandboxed(
+    argv: Sequence[str],
+    settings: Settings | str | os.PathLike[str] | dict[str, Any] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    timeout: float | None = None,
+    capture: bool = True,
+    *,
+    backend: str = "bwrap",
+    env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
+    audit_dir: str | None = None,
+) -> CompletedRun:
+    """Run ``argv`` in the sandbox and return its result.
+
+    ``settings`` is srt-format settings (a path, a parsed ``Settings`` or a
+    dict; None: the host default). Raises ``SandboxStartError`` when the sandbox
+    cannot start, bad settings included (``InvalidSettingsError``, also a
+    ``SettingsError``); the command never runs unsandboxed. A timeout kills every
+    process of the command.
+    """
+    try:
+        return _run_sandboxed(argv, settings, cwd, timeout, capture, backend=backend, env=env,
+                              stdin=stdin, audit_dir=audit_dir)
+    except InvalidSettingsError:
+        raise
+    except SettingsError as exc:
+        raise InvalidSettingsError(str(exc)) from None
+
+
+def _run_sandboxed(argv: Sequence[str], settings: Any, cwd: Any, timeout: float | None,
+                   capture: bool, *, backend: str, env: dict[str, str] | None,
+                   stdin: bytes | None, audit_dir: str | None) -> CompletedRun:
+    started = time.monotonic()
+    home = home_dir()
+    wd = os.path.realpath(os.fspath(cwd) if cwd is not None else os.getcwd())
+    if not os.path.isdir(wd):
+        raise SandboxStartError(f"working directory {wd} does not exist")
+    s = resolve_settings(settings, home, wd)
+    if backend != "bwrap":
+        from .backends import run_backend
+
+        return run_backend(backend, list(argv), s, wd, home, timeout=timeout, capture=capture,
+                           env=env, stdin=stdin)
+    import subprocess
+
+    run = BwrapRun(s, argv, cwd=wd, home=home, env=env, audit_dir=audit_dir)
+    pipe = subprocess.PIPE if capture else None
+    run.start(capture=True, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+              stdout=pipe, stderr=pipe)
+    out, err = b"", b""
+    timed_out = False
+    try:
+        run.start_proxy()
+        try:
+            out_b, err_b = run.proc.communicate(input=stdin, timeout=timeout)
+            out, err = out_b or b"", err_b or b""
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            run.kill()
+            out_b, err_b = run.proc.communicate()
+            out, err = out_b or b"", err_b or b""
+        rc = run.proc.returncode
+    finally:
+        run.kill()
+        run.cleanup()
+    err += "".join(run.notices).encode()
+    return CompletedRun(TIMED_OUT if timed_out else rc, out, err,
+                        time.monotonic() - started, timed_out, "bwrap")
+
+
+def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
+                     backend: str = "bwrap", timeout: float | None = None,
+                     err: IO[str] | None = None) -> int:
+    """Run with the terminal attached; return the command's exit status."""
+    home = home_dir()
+    if backend != "bwrap":
+        from .backends import run_backend
+
+        return run_backend(backend, list(argv), settings, cwd, home, timeout=timeout,
+                           capture=False).returncode
+    run = BwrapRun(settings, argv, cwd=cwd, home=home)
+    run.start()
+    previous: dict[int, Any] = {}
+    try:
+        for sig in FORWARDED_SIGNALS:
+            with suppress(OSError, ValueError):
+                previous[sig] = signal.signal(sig, lambda signum, _f: run.forward(signum))
+        rc, timed_out = run.wait(timeout)
+        if timed_out:
+            return TIMED_OUT
+        return rc if rc >= 0 else 128 - rc
+    finally:
+        for signum, handler in previous.items():
+            with suppress(OSError, ValueError, TypeError):
+                signal.signal(signum, handler)
+        run.kill()
+        run.cleanup()
+        for note in run.notices:
+            (err or sys.stderr).write(note)
