@@ -1,16 +1,13 @@
-"""Where per-user state that no agent may write lives, defined once.
+"""The approval loop's and the audit's files in the user's state folder.
 
 The audit signing key of each repository's log, the pinned verifier key that
 ``audit verify`` trusts, and the host-level approval queue of a fleet host
 (escalations from repositories that never ran ``sandbox init``) all live in the
-user's state folder: ``<account home>/.local/state/agent-sandbox``. The home is
-the account's, from the password database, never ``$HOME`` (which the agent's
-environment could point anywhere).
+user's state folder (``contract.user_state_dir``) of the account's home, from
+the password database, never ``$HOME``.
 
-This folder is outside every repository, so a ``git add -A`` never commits a
-key; it is in the self-protection list (``policy.protect``), so an agent's own
-tools cannot write it; the sandbox runtime must mount it read-only (or not at
-all) inside every sandbox.
+That folder is outside every repository, so a ``git add -A`` never commits a
+key, and every sandbox gets it read-only (``contract.state_paths``).
 
 Stdlib only, cheap to import (the hook uses it). It never creates anything.
 """
@@ -19,8 +16,7 @@ from __future__ import annotations
 
 import os
 
-# The host's own state (root-owned): the host log's signing key lives here.
-HOST_STATE = "/var/lib/agent-sandbox"
+from agent_sandbox import contract
 
 
 def account_home(uid: int | None = None) -> str:
@@ -36,8 +32,8 @@ def account_home(uid: int | None = None) -> str:
 
 
 def user_state_dir(home: str | None = None) -> str:
-    """The per-user state folder: ``<home>/.local/state/agent-sandbox``."""
-    return os.path.join(home or account_home(), ".local", "state", "agent-sandbox")
+    """The per-user state folder of the account (``contract.user_state_dir``)."""
+    return contract.user_state_dir(home or account_home())
 
 
 def repo_slug(repo: str) -> str:

@@ -21,7 +21,9 @@ _FILES = (".mcp.json", ".git/config", ".claude.json", ".cursorrules.json")
 
 
 # Never readable by an agent: the key that signs audit checkpoints.
-PROTECTED_READ: tuple[str, ...] = ("**/.sandbox/audit-keys", "**/.sandbox/audit-keys/**")
+PROTECTED_READ: tuple[str, ...] = ("**/.sandbox/audit-keys", "**/.sandbox/audit-keys/**",
+                                   "**/.local/state/agent-sandbox/audit-keys",
+                                   "**/.local/state/agent-sandbox/audit-keys/**")
 
 
 def protected_paths(repo: str | None, home: str) -> list[str]:
@@ -39,6 +41,7 @@ def protected_paths(repo: str | None, home: str) -> list[str]:
         "/etc/cursor",
         "/Library/Application Support/ClaudeCode",
         os.path.join(home, ".config", "agent-sandbox"),
+        os.path.join(home, ".local", "state", "agent-sandbox"),  # keys, pins, host queue
         os.path.join(home, ".srt-settings.json"),
         os.path.join(home, ".codex"),
         os.path.join(home, ".gemini"),
