@@ -33,14 +33,23 @@ class ApprovalError(SandboxError):
 
 
 def find_repo(start: str) -> str:
+    """The connected repository at or above ``start``; else, on a host whose
+    managed policy sends escalations to this user's host-level queue, that
+    queue's site (``state_paths.Site``)."""
+    from .state_paths import Site, host_site
+
     d = os.path.abspath(start)
     while True:
         if os.path.isdir(os.path.join(d, ".sandbox", "escalations")):
             return d
         parent = os.path.dirname(d)
         if parent == d:
-            raise ApprovalError(f"no .sandbox/ at or above {start}: run `sandbox init DIR` first")
+            break
         d = parent
+    if os.path.isdir(Site(host_site()).queue):
+        return host_site()
+    raise ApprovalError(f"no .sandbox/ at or above {start} and no host-level queue: run "
+                        "`sandbox init DIR` first")
 
 
 class Approver:
@@ -53,14 +62,16 @@ class Approver:
             self.policy = Policy(self.policy_doc, repo=self.repo,
                                  home=os.path.expanduser("~"))
         except PolicyError as exc:
-            raise ApprovalError(f"the policy in {self.repo}/.sandbox is invalid: {exc}") from None
+            raise ApprovalError(f"the policy for {self.repo} is invalid: {exc}") from None
         approvers = (self.policy_doc.get("approvals") or {}).get("approvers") or []
         if approvers and self.user not in approvers and os.geteuid() != 0:
             raise ApprovalError(f"{self.user} is not among approvals.approvers "
                                 f"({', '.join(approvers)})")
 
     def _policy_doc(self) -> dict[str, Any]:
-        path = os.path.join(self.repo, ".sandbox", "policy.json")
+        from .state_paths import Site
+
+        path = Site(self.repo).policy
         try:
             with open(path, "rb") as fh:
                 doc = json.loads(fh.read())
@@ -96,6 +107,11 @@ class Approver:
 
         if scope not in REMEMBER_SCOPES:
             raise ApprovalError(f"unknown scope {scope!r} (one of {', '.join(REMEMBER_SCOPES)})")
+        from .state_paths import Site
+
+        if always and Site(self.repo).host:
+            raise ApprovalError("--always needs a connected repository; the host-level queue "
+                                "approves one call at a time")
         rid = self._resolve(rid)
         req = self.queue.request(rid)
         if req is None:

@@ -58,9 +58,40 @@ def repo_pin_path(repo: str, home: str | None = None) -> str:
 
 def host_queue_dir(home: str | None = None) -> str:
     """The host-level approval queue of this user (fleet hosts, no ``sandbox init``)."""
-    return os.path.join(user_state_dir(home), "escalations")
+    return os.path.join(user_state_dir(home), "escalations")  # see Site
 
 
 def host_audit_dir(home: str | None = None) -> str:
     """The audit log that goes with the host-level queue."""
     return os.path.join(user_state_dir(home), "audit")
+
+
+class Site:
+    """Where one approval queue keeps its files: a connected repository
+    (``<repo>/.sandbox/...``, its own srt settings and policy), or this user's
+    host-level site in the state folder (fleet hosts, no ``sandbox init``: the
+    host's managed policy and system srt settings)."""
+
+    __slots__ = ("audit", "host", "policy", "queue", "root", "settings", "state")
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.host = os.path.realpath(root) == os.path.realpath(user_state_dir())
+        if self.host:
+            self.queue = host_queue_dir()
+            self.audit = host_audit_dir()
+            self.state = os.path.join(root, "state")
+            self.settings = contract.SYSTEM_SRT_SETTINGS
+            self.policy = contract.POLICY_FILE
+        else:
+            sb = os.path.join(root, ".sandbox")
+            self.queue = os.path.join(sb, "escalations")
+            self.audit = os.path.join(sb, "audit")
+            self.state = os.path.join(sb, "state")
+            self.settings = os.path.join(sb, "srt-settings.json")
+            self.policy = os.path.join(sb, "policy.json")
+
+
+def host_site() -> str:
+    """The root of this user's host-level site (pass it where a repository goes)."""
+    return user_state_dir()

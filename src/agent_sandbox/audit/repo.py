@@ -27,9 +27,9 @@ def append_audit(repo: str, event: str, fields: dict[str, Any], *, quick: bool =
     could not be written."""
     try:
         from agent_sandbox.audit.log import AuditLog
-        from agent_sandbox.state_paths import repo_key_path
+        from agent_sandbox.state_paths import Site, repo_key_path
 
-        log = AuditLog(os.path.join(repo, ".sandbox", "audit"), key_path=repo_key_path(repo),
+        log = AuditLog(Site(repo).audit, key_path=repo_key_path(repo),
                        sync="none" if quick else "always",
                        checkpoint_interval=None if quick else 60.0)
         try:

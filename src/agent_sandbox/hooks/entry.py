@@ -240,7 +240,7 @@ def pre_tool(agent: str, event: str, data: dict[str, Any]) -> int:
     decision = policy.classify(call)
     verdict = decision.verdict.value
     if verdict in ("allow", "observe"):
-        if repo and not _record(repo, "decision", data, quick=True, verdict=verdict,
+        if not _record(repo or _host_site(), "decision", data, quick=True, verdict=verdict,
                                 tool=call.tool, agent=agent, summary=decision.summary,
                                 remembered=decision.remembered or None):
             raise Refusal("the audit record of this call could not be written")
@@ -249,18 +249,28 @@ def pre_tool(agent: str, event: str, data: dict[str, Any]) -> int:
         return _emit(out, code)
     if verdict == "deny":
         msg = f"agent-sandbox denied this call: {decision.reason_text()}"
-        if repo:
-            _record(repo, "denial", data, tool=call.tool, agent=agent,
-                    summary=decision.summary, reasons=decision.reasons)
+        _record(repo or _host_site(), "denial", data, tool=call.tool, agent=agent,
+                summary=decision.summary, reasons=decision.reasons)
         out, code = answer(agent, event, False, msg)
         return _emit(out, code)
-    # escalate
-    if repo is None:
-        out, code = answer(agent, event, False,
-                           "agent-sandbox: this call needs approval, but there is no approval "
-                           f"queue here ({decision.reason_text()}); run `sandbox init`")
-        return _emit(out, code)
-    return _escalate(agent, event, data, policy, repo, call, decision)
+    # escalate: to the repository's queue, or on a host without `sandbox init`
+    # to this user's host-level queue (state_paths.Site), for `sandbox watch`
+    return _escalate(agent, event, data, policy, repo or _host_site(queue=True), call,
+                     decision)
+
+
+def _host_site(queue: bool = False) -> str:
+    """This user's host-level site (audit, and with ``queue`` its approval
+    queue), created on first use in the user's state folder."""
+    from ..state_paths import Site, host_site
+
+    site = host_site()
+    os.makedirs(Site(site).audit, mode=0o700, exist_ok=True)
+    if queue:
+        from ..queue.runner import queue_for
+
+        queue_for(site).ensure()
+    return site
 
 
 def _escalate(agent: str, event: str, data: dict[str, Any], policy: Any, repo: str,
