@@ -82,7 +82,8 @@ def run_command(repo: str, req: dict[str, Any]) -> dict[str, Any]:
                    0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        audit(repo, "sandbox_started", request_id=req["id"], command=command, cwd=cwd)
+        audit(repo, "sandbox_started", request_id=req["id"], command=command, cwd=cwd,
+              uid=os.geteuid())
         try:
             run = run_sandboxed(["bash", "-c", command], _settings_document(settings),
                                 cwd=cwd, timeout=timeout,
@@ -172,7 +173,7 @@ def execute_request(repo: str, req: dict[str, Any]) -> dict[str, Any]:
         result = apply_write(repo, req)
     else:
         result = {"status": "failed", "reason": f"{req.get('tool')} cannot run outside the agent"}
-    audit(repo, "completed", request_id=req["id"], status=result.get("status"),
+    audit(repo, "completed", request_id=req["id"], status=result.get("status"), uid=os.geteuid(),
           exit_code=result.get("exit_code"), duration_ms=round(
               float(result.get("duration") or 0) * 1000, 3))
     return result
