@@ -204,12 +204,9 @@ def homes() -> tuple[str, str]:
     env = os.environ.get("HOME", "")
     if not env or not os.path.isabs(env) or os.path.normpath(env) in ("/", "//"):
         raise Refusal(f"HOME is {env!r}: set it to the user's home directory")
-    try:
-        import pwd
+    from ..state_paths import account_home
 
-        account = pwd.getpwuid(os.geteuid()).pw_dir
-    except (ImportError, KeyError):
-        account = env
+    account = account_home()
     if not account or not os.path.isabs(account) or os.path.normpath(account) == "/":
         account = env
     return account, os.path.normpath(env)
