@@ -1,17 +1,36 @@
-"""Cold start of ``sandbox exec -- true`` against ``srt -c true`` and bare bwrap.
+"""Cold start of ``sandbox exec -- true`` against srt, bare bwrap, gVisor and Codex.
 
-Each round runs the commands once, in turn, so load on the machine falls on
-all of them alike; the table shows the median and 90th percentile wall time and
-the ratios the goals are stated in (at most 1/5 of srt, at most 3x bwrap).
+Each round runs every command once, in turn, so load on the machine falls on
+all of them alike; the table shows the median, the spread (25th-75th
+percentile and the 90th percentile) of wall time, the CPU time of each process
+tree, and the ratios the goals are stated in: at most 1/5 of srt, at most 3x
+bare bwrap, and no slower than Codex's native Linux sandbox.
 
-``sandbox exec`` is the installed command: the native launcher, which replays
-the plan the first run wrote while its inputs hold (every run here starts a
-new sandbox: namespaces, mounts, seccomp, proxy ports). The row "planned
-afresh" is the same command with the plan cache off
+``sandbox exec`` is the installed command (``.venv/bin/sandbox``): every run
+starts a new sandbox (namespaces, mounts, seccomp, proxy ports). The row
+"planned afresh" is the same command with the plan cache off
 (``AGENT_SANDBOX_NO_PLAN_CACHE=1``): what a run costs after the settings or
-the filesystem it depends on changed.
+the filesystem it depends on changed. The row "sandbox-py" is the Python
+entry point called directly (``.venv/bin/sandbox-py``, when installed): what
+every run costs without a native launcher in front.
 
-    .venv/bin/python bench/bench_exec.py [ROUNDS]
+The others, each with the flags that work on this machine:
+
+- ``srt -s SETTINGS -c true``: Anthropic's sandbox-runtime from
+  ``.tools/node_modules`` (``make setup`` installs it), same settings file.
+- ``bwrap --unshare-net ... true``: bubblewrap alone, the floor.
+- ``runsc --network=none do true``: gVisor; ``runsc do`` needs root, and the
+  row says "not run" with the reason otherwise.
+- ``codex sandbox -- true``: Codex's native Linux sandbox. Codex CLI 0.171.0
+  runs it as ``codex sandbox [COMMAND]...``; the ``linux`` subcommand of earlier
+  releases is gone (``codex sandbox linux -- true`` now tries to run a program
+  named ``linux``). Two rows: the npm entry point (a Node script that starts
+  the native binary) and the native binary itself. The first
+  ``.tools/**/node_modules/.bin/codex`` found is used; when there is none,
+  the bench installs the pinned ``@openai/codex`` into ``.tools/bench`` with
+  npm and says so.
+
+    .venv/bin/python bench/bench_exec.py [ROUNDS]      # default 30
 """
 
 from __future__ import annotations
@@ -31,14 +50,29 @@ REPO = Path(__file__).resolve().parents[1]
 SANDBOX = REPO / ".venv" / "bin" / "sandbox"
 SRT = REPO / ".tools" / "node_modules" / ".bin" / "srt"
 BWRAP = shutil.which("bwrap") or "bwrap"
+RUNSC = shutil.which("runsc")
+CODEX_VERSION = "0.171.0"  # the version the agent clients' bootstrap pins
+CODEX_BENCH_DIR = REPO / ".tools" / "bench"
+OURS = "sandbox exec -- true"
+FRESH = "  planned afresh"
+PY_ENTRY = "  sandbox-py (Python entry)"
+SANDBOX_PY = REPO / ".venv" / "bin" / "sandbox-py"
+BARE = "bwrap --unshare-net ... true"
+SRT_ROW = "srt -c true"
+RUNSC_ROW = "runsc do true"
+CODEX_NPM = "codex sandbox -- true (npm)"
+CODEX_NATIVE = "codex sandbox -- true (native)"
 
 
-def timed(argv: list[str], cwd: str) -> tuple[float, float]:
-    """(wall ms, CPU ms of the whole process tree: user + system)."""
+def timed(argv: list[str], cwd: str) -> tuple[float, float, bytes]:
+    """(wall ms, CPU ms of the whole process tree: user + system, stderr)."""
     env = None
     if argv[0] == "env":
-        env = dict(os.environ, **dict(a.split("=", 1) for a in argv[1:2]))
-        argv = argv[2:]
+        n = 1
+        while "=" in argv[n]:
+            n += 1
+        env = dict(os.environ, **dict(a.split("=", 1) for a in argv[1:n]))
+        argv = argv[n:]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     r = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
@@ -48,11 +82,58 @@ def timed(argv: list[str], cwd: str) -> tuple[float, float]:
     if r.returncode != 0:
         raise SystemExit(f"{argv[0]} failed ({r.returncode}): {r.stderr.decode()[-500:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return elapsed * 1000, cpu * 1000
+    return elapsed * 1000, cpu * 1000, r.stderr
+
+
+def codex_entry() -> tuple[Path | None, str]:
+    """The Codex CLI's npm entry point: one already under .tools/, or the pinned
+    version installed into .tools/bench now. (path or None, a note to print)."""
+    found = sorted((REPO / ".tools").glob("**/node_modules/.bin/codex"))
+    if found:
+        return found[0], f"codex: using {found[0].relative_to(REPO)}"
+    if shutil.which("npm") is None:
+        return None, "codex: not installed under .tools/ and npm is missing; codex rows skipped"
+    print(f"note: no codex under .tools/; installing @openai/codex@{CODEX_VERSION} into "
+          f"{CODEX_BENCH_DIR.relative_to(REPO)} with npm", flush=True)
+    CODEX_BENCH_DIR.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix",
+                        str(CODEX_BENCH_DIR), f"@openai/codex@{CODEX_VERSION}"],
+                       capture_output=True, text=True, timeout=600)
+    entry = CODEX_BENCH_DIR / "node_modules" / ".bin" / "codex"
+    if r.returncode != 0 or not entry.exists():
+        return None, f"codex: npm install failed ({r.returncode}): {r.stderr.strip()[-300:]}"
+    return entry, (f"codex: installed @openai/codex@{CODEX_VERSION} into "
+                   f"{CODEX_BENCH_DIR.relative_to(REPO)} (none was under .tools/)")
+
+
+def codex_native(entry: Path) -> Path | None:
+    """The native binary the npm entry point starts (the platform package's vendor/)."""
+    modules = entry.resolve().parents[3]  # node_modules/@openai/codex/bin/codex.js
+    found = sorted(modules.glob("@openai/codex-linux-*/vendor/*/bin/codex"))
+    found += sorted(modules.glob("@openai/codex/vendor/*/codex/codex"))
+    return found[0] if found else None
+
+
+def works(name: str, argv: list[str], cwd: str, notes: list[str]) -> bool:
+    try:
+        r = subprocess.run(argv, cwd=cwd, capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        notes.append(f"{name}: not run ({e})")
+        return False
+    if r.returncode != 0:
+        tail = r.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        notes.append(f"{name}: not run, exit {r.returncode}: {tail[0][:200]}")
+        return False
+    return True
+
+
+def percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[int(q * (len(s) - 1))]
 
 
 def main() -> int:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 25
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 30
     work = tempfile.mkdtemp(prefix="bench-exec-")
     settings = Path(work) / "srt-settings.json"
     settings.write_text(json.dumps({
@@ -61,53 +142,100 @@ def main() -> int:
         "filesystem": {"denyRead": ["~/.ssh", "~/.aws", "**/.env"], "allowWrite": [work],
                        "denyWrite": []},
     }))
+    notes: list[str] = []
     cmds: dict[str, list[str]] = {
-        "sandbox exec -- true": [str(SANDBOX), "exec", "--settings", str(settings), "--", "true"],
-        "  planned afresh": ["env", "AGENT_SANDBOX_NO_PLAN_CACHE=1", str(SANDBOX), "exec",
-                             "--settings", str(settings), "--", "true"],
-        "bwrap --unshare-net ... true": [BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc",
-                                         "/proc", "--unshare-net", "--unshare-pid",
-                                         "--die-with-parent", "true"],
+        OURS: ["env", "AGENT_SANDBOX_TRACE=1", str(SANDBOX), "exec", "--settings", str(settings),
+               "--", "true"],
+        FRESH: ["env", "AGENT_SANDBOX_NO_PLAN_CACHE=1", str(SANDBOX), "exec",
+                "--settings", str(settings), "--", "true"],
+    }
+    if SANDBOX_PY.exists():  # what runs when there is no native launcher in front of it
+        cmds[PY_ENTRY] = [str(SANDBOX_PY), "exec", "--settings", str(settings), "--", "true"]
+    cmds |= {
+        BARE: [BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc",
+               "/proc", "--unshare-net", "--unshare-pid",
+               "--die-with-parent", "true"],
     }
     if SRT.exists():
-        cmds["srt -c true"] = [str(SRT), "-s", str(settings), "-c", "true"]
+        cmds[SRT_ROW] = [str(SRT), "-s", str(settings), "-c", "true"]
     else:
         print(f"note: {SRT} missing (make setup installs it); srt column skipped")
+    if RUNSC is None:
+        notes.append("runsc: not run (not installed; make setup installs it)")
+    elif os.geteuid() != 0:
+        notes.append("runsc: not run (`runsc do` needs root)")
+    elif works(RUNSC_ROW, [RUNSC, "--network=none", "do", "true"], work, notes):
+        cmds[RUNSC_ROW] = [RUNSC, "--network=none", "do", "true"]
+    entry, where = codex_entry()
+    notes.append(where)
+    if entry is not None:
+        if works(CODEX_NPM, [str(entry), "sandbox", "--", "true"], work, notes):
+            cmds[CODEX_NPM] = [str(entry), "sandbox", "--", "true"]
+        native = codex_native(entry)
+        if native is None:
+            notes.append("codex: native binary not found beside the npm entry point")
+        elif works(CODEX_NATIVE, [str(native), "sandbox", "--", "true"], work, notes):
+            cmds[CODEX_NATIVE] = [str(native), "sandbox", "--", "true"]
     times: dict[str, list[float]] = {k: [] for k in cmds}
     cpu: dict[str, list[float]] = {k: [] for k in cmds}
-    for argv in cmds.values():  # warm the page cache once
-        timed(argv, work)
-    trace = subprocess.run(cmds["sandbox exec -- true"], cwd=work, capture_output=True,
-                           env=dict(os.environ, AGENT_SANDBOX_TRACE="1"))
-    if b"plan replayed" not in trace.stderr:
+    # each command in a working directory of its own (all below the writable root),
+    # so that what one tool leaves behind (mount points, placeholders) meets no other
+    cwd = {k: os.path.join(work, f"cwd{i}") for i, k in enumerate(cmds)}
+    for d in cwd.values():
+        os.mkdir(d)
+    for k, argv in cmds.items():  # warm the page cache once
+        timed(argv, cwd[k])
+    _, _, trace = timed(cmds[OURS], cwd[OURS])
+    if b"plan replayed" not in trace:
         print("note: sandbox exec did not replay its plan (is the native launcher installed? "
-              "make setup builds it): " + trace.stderr.decode(errors="replace").strip())
+              "make setup builds it): " + trace.decode(errors="replace").strip())
     load = os.getloadavg()[0]
+    replayed = 0
     for _ in range(rounds):
         for name, argv in cmds.items():
-            wall, used = timed(argv, work)
+            wall, used, err = timed(argv, cwd[name])
             times[name].append(wall)
             cpu[name].append(used)
+            replayed += name == OURS and b"plan replayed" in err
     shutil.rmtree(work, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in times.items()}
-    p90 = {k: sorted(v)[int(0.9 * (len(v) - 1))] for k, v in times.items()}
+    p90 = {k: percentile(v, 0.9) for k, v in times.items()}
+    iqr = {k: (percentile(v, 0.25), percentile(v, 0.75)) for k, v in times.items()}
     cmed = {k: statistics.median(v) for k, v in cpu.items()}
-    ours, bare = med["sandbox exec -- true"], med["bwrap --unshare-net ... true"]
+    ours, bare = med[OURS], med[BARE]
     print(f"cold start, {rounds} rounds, {os.cpu_count()} CPUs, "
           f"load average {load:.2f} -> {os.getloadavg()[0]:.2f}")
-    print(f"{'command':32} {'median ms':>10} {'p90 ms':>8} {'CPU ms':>8}")
+    print(f"{'command':32} {'median ms':>10} {'p90 ms':>8} {'CPU ms':>8} {'p25-p75 ms':>14}")
     for k in cmds:
-        print(f"{k:32} {med[k]:10.1f} {p90[k]:8.1f} {cmed[k]:8.1f}")
+        spread = f"{iqr[k][0]:.1f}-{iqr[k][1]:.1f}"
+        print(f"{k:32} {med[k]:10.1f} {p90[k]:8.1f} {cmed[k]:8.1f} {spread:>14}")
+    print(f"  sandbox exec replayed a plan in {replayed} of {rounds} runs "
+          "(AGENT_SANDBOX_TRACE=1 on that row)")
+    for n in notes:
+        print(f"  {n}")
     print()
     print(f"sandbox exec / bare bwrap : {ours / bare:5.2f}x   (goal <= 3x)")
-    fresh = med["  planned afresh"]
+    fresh = med[FRESH]
     print(f"  planned afresh / bwrap  : {fresh / bare:5.2f}x")
-    if "srt -c true" in med:
-        srt = med["srt -c true"]
+    if SRT_ROW in med:
+        srt = med[SRT_ROW]
         print(f"sandbox exec / srt        : {ours / srt:5.3f}    (goal <= 0.200, i.e. 1/5)")
         print(f"srt / sandbox exec        : {srt / ours:5.1f}x faster")
-        ratio = cmed["sandbox exec -- true"] / cmed["srt -c true"]
+        ratio = cmed[OURS] / cmed[SRT_ROW]
         print(f"CPU time, sandbox exec / srt: {ratio:.3f}")
+        print(f"  planned afresh / srt    : {fresh / srt:5.3f}")
+    if PY_ENTRY in med and SRT_ROW in med:
+        print(f"  sandbox-py / srt        : {med[PY_ENTRY] / med[SRT_ROW]:5.3f}")
+    for row in (CODEX_NATIVE, CODEX_NPM):
+        if row in med:
+            r = ours / med[row]
+            verdict = "met" if r <= 1.0 else "NOT met"
+            print(f"sandbox exec / {row:31}: {r:5.2f}x   (goal <= 1.00: {verdict})")
+            print(f"  planned afresh / {row:27}: {fresh / med[row]:5.2f}x")
+            if PY_ENTRY in med:
+                print(f"  sandbox-py / {row:31}: {med[PY_ENTRY] / med[row]:5.2f}x")
+    if RUNSC_ROW in med:
+        print(f"sandbox exec / runsc do   : {ours / med[RUNSC_ROW]:5.2f}x")
     return 0
 
 

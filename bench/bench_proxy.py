@@ -166,9 +166,11 @@ def start_pair(work: Path, ends: set[int] | None = None,
     sport, pport = free_port(), free_port()
     (work / "server.py").write_text(SERVER)
     settings = work / "proxy-settings.json"
-    settings.write_text(json.dumps({"network": {"allowedDomains": ["127.0.0.1"]}}))
+    settings.write_text(json.dumps({  # every list srt requires: files without them are refused
+        "network": {"allowedDomains": ["127.0.0.1"], "deniedDomains": []},
+        "filesystem": {"denyRead": [], "allowWrite": [], "denyWrite": []}}))
     server = start([PY, str(work / "server.py"), "127.0.0.1", str(sport)], ends)
-    proxy = start([PY, "-m", "agent_sandbox.runtime.proxy", "--settings", str(settings),
+    proxy = start([PY, "-I", "-m", "agent_sandbox.runtime.proxy", "--settings", str(settings),
                    "--http", f"127.0.0.1:{pport}", "--allow-address", "127.0.0.1",
                    "--audit-dir", str(work / "audit")], relay)
     return server, proxy, f"http://127.0.0.1:{sport}/bytes/{SIZE}", f"http://127.0.0.1:{pport}"

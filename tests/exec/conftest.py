@@ -322,7 +322,15 @@ def running(command: str) -> list[int]:
 
 
 def write_settings(path: Path, data: dict) -> Path:
-    path.write_text(json.dumps(data))
+    """An srt settings file: ``data`` with the lists srt requires that it leaves
+    out written as ``[]`` (a file without them is refused, as srt refuses it)."""
+    full = {**data, "network": dict(data.get("network") or {}),
+            "filesystem": dict(data.get("filesystem") or {})}
+    for section, keys in (("network", ("allowedDomains", "deniedDomains")),
+                          ("filesystem", ("denyRead", "allowWrite", "denyWrite"))):
+        for key in keys:
+            full[section].setdefault(key, [])
+    path.write_text(json.dumps(full))
     return path
 
 
@@ -334,13 +342,15 @@ def audit_records(directory: Path) -> list[dict]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Print the escape suite's side-by-side table (also in build/escape-results.md)."""
-    mod = sys.modules.get("test_escape")
-    lines = getattr(mod, "SUMMARY", None)
-    if lines:
-        terminalreporter.write_sep("=", "escape suite: sandbox exec vs srt")
-        for line in lines:
-            terminalreporter.write_line(line)
+    """Print the side-by-side tables of the escape suite (build/escape-results.md)
+    and of srt's own scenarios (build/srt-conformance.md)."""
+    for module, title in (("test_escape", "escape suite: sandbox exec vs srt"),
+                          ("test_srt_conformance", "srt's Linux scenarios: srt vs sandbox exec")):
+        lines = getattr(sys.modules.get(module), "SUMMARY", None)
+        if lines:
+            terminalreporter.write_sep("=", title)
+            for line in lines:
+                terminalreporter.write_line(line)
 
 
 @contextlib.contextmanager
@@ -356,9 +366,11 @@ def parent_proxy(tmp_path: Path, net: Net, allowed: list[str],
 
     for k in PARENT_VARIABLES:
         env.pop(k, None)
-    p = subprocess.Popen([PY, "-m", "agent_sandbox.runtime.proxy", "--settings", str(settings),
+    # as the service unit runs it: isolated (-I), from a fixed directory
+    p = subprocess.Popen([PY, "-I", "-m", "agent_sandbox.runtime.proxy",
+                          "--settings", str(settings),
                           "--http", listen, "--audit-dir", str(audit)],
-                         stdout=subprocess.PIPE, text=True, env=env)
+                         stdout=subprocess.PIPE, text=True, env=env, cwd="/")
     try:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
         yield audit

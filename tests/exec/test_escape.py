@@ -144,6 +144,8 @@ def credential(kind: str, value: str, mode: str = "deny") -> Callable[[Ctx, dict
     def mod(ctx: Ctx, s: dict) -> None:
         entry = ({"path": str(ctx.W / value)} if kind == "files" else {"name": value})
         s.setdefault("credentials", {}).setdefault(kind, []).append({**entry, "mode": mode})
+        if mode == "mask":  # srt refuses a mask without tlsTerminate unless told so
+            s["credentials"]["allowPlaintextInject"] = True
     return mod
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PY, REPO, SRT, needs_bwrap
+from conftest import PY, REPO, SRT, needs_bwrap, write_settings
 
 from agent_sandbox.runtime.errors import SandboxStartError
 from agent_sandbox.runtime.run import run_sandboxed
@@ -489,11 +489,11 @@ def test_refusals(tmp_path: Path) -> None:
     w = tmp_path / "w"
     w.mkdir()
     s = w / "s.json"
-    s.write_text(json.dumps({"filesystem": {"allowWrite": [str(w)]}}))
+    write_settings(s, {"filesystem": {"allowWrite": [str(w)]}})
     with pytest.raises(SandboxStartError, match="its own writable root"):
         run_sandboxed(["touch", "ran"], s, w)
     s2 = tmp_path / "s2.json"
-    s2.write_text(json.dumps({"filesystem": {"allowWrite": [str(w)]}}))
+    write_settings(s2, {"filesystem": {"allowWrite": [str(w)]}})
     (w / ".claude").symlink_to(w / ".claude")
     with pytest.raises(SandboxStartError, match="symlink loop"):
         run_sandboxed(["touch", "ran"], s2, w)
@@ -525,8 +525,8 @@ def test_placeholders_go_when_their_run_ends(tmp_path: Path) -> None:
     a.mkdir()
     b.mkdir()
     sa, sb = tmp_path / "sa.json", tmp_path / "sb.json"
-    sa.write_text(json.dumps({"filesystem": {"allowWrite": [str(a)]}}))
-    sb.write_text(json.dumps({"filesystem": {"allowWrite": [str(b)]}}))
+    write_settings(sa, {"filesystem": {"allowWrite": [str(a)]}})
+    write_settings(sb, {"filesystem": {"allowWrite": [str(b)]}})
     long = subprocess.Popen([str(REPO / ".venv/bin/sandbox"), "exec", "--settings", str(sa),
                              "--", "sh", "-c", "echo x > ready; sleep 3"], cwd=a)
     try:

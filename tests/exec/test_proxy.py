@@ -233,7 +233,7 @@ def _connect_once(p: Proxy, target: str) -> bytes:
 
 
 def test_stalled_handshake_is_dropped(proxy: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent_sandbox.runtime import proxy as mod
+    from agent_sandbox.runtime.proxy import server as mod
 
     monkeypatch.setattr(mod, "HANDSHAKE_TIMEOUT", 0.3)
     _, _, sport, _ = proxy

@@ -54,8 +54,11 @@ def test_proxy_unit_runs_the_proxy_hardened() -> None:
                       "socks_proxy_port": 8889})
     unit = render(s, FACTS)[PROXY_UNIT].content.decode()
     exec_line = next(x for x in unit.splitlines() if x.startswith("ExecStart="))
-    assert "-m agent_sandbox.runtime.proxy" in exec_line
-    assert FACTS.python in exec_line
+    # an absolute interpreter, isolated, from a fixed directory: nothing is
+    # imported from a path a sandbox can write
+    assert exec_line.startswith(f"ExecStart={FACTS.python} -I -m agent_sandbox.runtime.proxy ")
+    assert FACTS.python.startswith("/")
+    assert "WorkingDirectory=/" in unit.splitlines()
     assert "--http 127.0.0.1:8888" in exec_line and "--socks 127.0.0.1:8889" in exec_line
     assert "--http unix:/run/agent-sandbox/proxy.sock" in exec_line
     for line in ("DynamicUser=yes", "NoNewPrivileges=yes", "ProtectSystem=strict",

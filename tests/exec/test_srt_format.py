@@ -105,7 +105,8 @@ SRT_DOC = {
     "credentials": {"files": [{"path": "~/.aws/credentials", "mode": "mask",
                                "extract": "key=(\\S+)"}],
                     "envVars": [{"name": "GITHUB_TOKEN", "mode": "deny"},
-                                {"name": "NPM_TOKEN", "mode": "mask"}]},
+                                {"name": "NPM_TOKEN", "mode": "mask"}],
+                    "allowPlaintextInject": True},  # srt masks only through TLS otherwise
     "mandatoryDenySearchDepth": 8,
     "ignoreViolations": {"*": ["/tmp"]},
     "enableWeakerNestedSandbox": False,
@@ -224,7 +225,8 @@ def test_credentials_are_hidden_and_unset_in_the_plan(tmp_path: Path) -> None:
     s = parse({"filesystem": {"denyRead": [str(home)], "allowRead": [str(home / ".aws")],
                               "allowWrite": [str(home / "work")]},
                "credentials": {"files": [{"path": "~/.aws", "mode": "deny"}],
-                               "envVars": [{"name": "GITHUB_TOKEN", "mode": "mask"}]}})
+                               "envVars": [{"name": "GITHUB_TOKEN", "mode": "mask"}],
+                               "allowPlaintextInject": True}})
     p = bw.plan(s, home=str(home), cwd=str(home / "work"), fs=bw.RealFs())
     ops = {(m.op, m.path) for m in p.mounts}
     assert ("hide", str(home / ".aws")) in ops
@@ -315,7 +317,7 @@ def test_credential_files_and_variables_never_reach_the_command(
         "files": [{"path": "~/.aws/credentials", "mode": "mask"},
                   {"path": str(work / ".npmrc"), "mode": "deny"}],
         "envVars": [{"name": "GITHUB_TOKEN", "mode": "deny"},
-                    {"name": "NPM_TOKEN", "mode": "mask"}]})
+                    {"name": "NPM_TOKEN", "mode": "mask"}], "allowPlaintextInject": True})
     r = run_sandboxed(["sh", "-c", "env; cat ~/.aws/credentials .npmrc; "
                        f"{PY} -c \"print(open('.npmrc').read())\"; "
                        "echo overwrite > .npmrc; echo rc=$?"], s, work, timeout=60)

@@ -348,3 +348,27 @@ def test_ambiguous_requests_are_refused_before_anything_is_passed_on(head: bytes
     assert got.startswith(b"HTTP/1.1 403") and b"malformed-request" in got
     assert seen == []
     assert [d.reason for d in proxy.decisions] == ["malformed-request"]
+
+
+@needs_bwrap
+def test_http_proxy_port_uses_the_external_proxy_on_the_host(tmp_path: Path, work: Path,
+                                                             proxy_env: Net,
+                                                             audit_dir: Path) -> None:
+    """srt's ``httpProxyPort``: the proxy service already on that host port does the
+    filtering (its policy, its audit); SOCKS5, with no port given, is still ours."""
+    m = secrets.token_hex(6)
+    port = free_port()
+    with parent_proxy(tmp_path, proxy_env, ["up.example.com"], f"127.0.0.1:{port}") as ext:
+        s = _settings(tmp_path, work, {"allowedDomains": ["also.up.example.com"],
+                                       "httpProxyPort": port})
+        r = run_sandboxed(["sh", "-c",
+                           f"curl -s -m 5 http://up.example.com:8080/e{m}; echo; "
+                           f"curl -s -m 5 -x socks5h://127.0.0.1:1080 "
+                           f"http://up.example.com:8080/s{m}; echo"], s, work, timeout=60)
+        out = r.stdout.decode()
+        assert f"upstream-ok /e{m}" in out and proxy_env.saw(f"/e{m}")
+        assert not proxy_env.saw(f"/s{m}")  # our SOCKS5 decides: not in our allow list
+        assert ("http", "up.example.com", True) in decisions(ext)
+    ours = {(x["protocol"], x["host"]) for x in audit_records(audit_dir)
+            if x.get("event") == "proxy.decision"}
+    assert ours == {("socks5", "up.example.com")}

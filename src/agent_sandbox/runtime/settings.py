@@ -10,8 +10,22 @@ The runtime's input is the JSON document srt reads (camelCase keys)::
 
 On Linux ``allowLocalBinding`` changes nothing: the sandbox has its own network
 namespace, so a port bound inside is invisible to the host either way.
-``httpProxyPort``/``socksProxyPort`` are carried through for the srt backend
-(srt then uses the proxy service on those host ports instead of its own).
+``httpProxyPort``/``socksProxyPort`` mean what they mean to srt: an external
+proxy already runs on that port of the host's loopback and does the domain
+filtering; srt, and ``sandbox exec``'s own proxy (``runtime/proxy/server.py``),
+pass that protocol's connections to it instead of deciding them.
+
+A file srt refuses is refused here too, whatever the backend (srt's schema,
+``sandbox-config.ts``, is the yardstick; ``tests/exec/test_settings_conformance.py``
+feeds the same cases to both): in a file (``load``) the ``network`` and
+``filesystem`` objects and their lists ``allowedDomains``, ``deniedDomains``,
+``denyRead``, ``allowWrite`` and ``denyWrite`` are required (``[]`` for none);
+an IPv6 literal is written in
+brackets (``[::1]``, ``[2001:db8::1]:443``); ``bwrapPath``, ``socatPath`` and
+``javaAgentJarPath`` are absolute; ``allowMachLookup`` patterns have at most
+one ``*``, at the end; a ``mask`` credential needs ``network.tlsTerminate`` (or
+``credentials.allowPlaintextInject``); a rooted deny glob may not end in ``/``;
+and the other keys srt knows have srt's types.
 
 Semantics are srt's: reads are allowed unless ``denyRead`` covers the path (an
 ``allowRead`` entry re-opens a more specific part); writes are allowed only under
@@ -69,6 +83,13 @@ _NETWORK_BOOL = ("allowLocalBinding", "allowAllUnixSockets", "strictAllowlist")
 _NETWORK_LIST = ("allowedDomains", "deniedDomains", "allowUnixSockets")
 _NETWORK_PORT = ("httpProxyPort", "socksProxyPort")
 _FS_LIST = ("denyRead", "allowRead", "allowWrite", "denyWrite")
+# Lists srt's schema requires (an empty list says "none"; a missing one is an error).
+_NETWORK_REQUIRED = ("allowedDomains", "deniedDomains")
+_FS_REQUIRED = ("denyRead", "allowWrite", "denyWrite")
+# Keys of srt's that change nothing here; checked for srt's types all the same.
+_TOP_BOOL = ("enableWeakerNestedSandbox", "enableWeakerNetworkIsolation", "allowAppleEvents",
+             "allowPty")
+_TOP_BINARY = ("bwrapPath", "socatPath", "javaAgentJarPath")
 # What the bwrap and gVisor backends cannot do as srt does (see the module doc).
 _SRT_ONLY_NETWORK = ("tlsTerminate",)
 _CREDENTIAL_KEYS = frozenset({"files", "envVars", "allowPlaintextInject", "awsPairs", "sigv4"})
@@ -235,8 +256,8 @@ class Settings(_Record):
         for key in (*_NETWORK_LIST, *_NETWORK_PORT, "allowAllUnixSockets"):
             net.pop(key, None)
         net.update({
-            "allowedDomains": list(n.allowed_domains),
-            "deniedDomains": list(n.denied_domains),
+            "allowedDomains": [_bracketed(d) for d in n.allowed_domains],
+            "deniedDomains": [_bracketed(d) for d in n.denied_domains],
             "allowLocalBinding": n.allow_local_binding,
         })
         if n.allow_unix_sockets:
@@ -258,6 +279,27 @@ class Settings(_Record):
             fs["allowRead"] = list(f.allow_read)
         doc.update({"network": net, "filesystem": fs})
         return doc
+
+
+def _bracketed(entry: str) -> str:
+    """A canonical domain entry as srt reads it: a bare IPv6 literal in brackets."""
+    return f"[{entry}]" if entry.count(":") >= 2 and not entry.startswith("[") else entry
+
+
+def _required(section: dict[str, Any], keys: tuple[str, ...], where: str) -> None:
+    for key in keys:
+        if key not in section:
+            raise SettingsError(f"{where}.{key}: required (srt refuses a file without it; "
+                                "write [] for none)")
+
+
+def _domain_entries(items: tuple[str, ...], key: str, where: str) -> None:
+    """srt's rule on the entries as written: an IPv6 literal goes in brackets
+    (``2001:db8::1:443`` is itself an address: is ``:443`` a port or not?)."""
+    for v in items:
+        if v.count(":") >= 2 and not v.startswith("["):
+            raise SettingsError(f"{where}.{key}: {v!r}: write an IPv6 address in brackets "
+                                "([::1], or [2001:db8::1]:443 with a port)")
 
 
 def _str_list(section: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
@@ -290,19 +332,27 @@ def _path_list(section: dict[str, Any], key: str, where: str) -> tuple[str, ...]
     return items
 
 
-def parse(data: Any, source: str = "<memory>", text: str | None = None) -> Settings:
-    """Validate an srt settings document (already JSON-decoded from ``text``)."""
+def parse(data: Any, source: str = "<memory>", text: str | None = None, *,
+          complete: bool = False) -> Settings:
+    """Validate an srt settings document (already JSON-decoded from ``text``).
+
+    ``complete``: require what srt's schema requires (``load`` does, for every
+    file); a document built in memory may leave a list out, read as ``[]``
+    (never looser: a missing allow list allows nothing)."""
     if not isinstance(data, dict):
         raise SettingsError(f"{source}: the settings must be a JSON object")
-    net_raw = data.get("network")
-    fs_raw = data.get("filesystem")
-    net_raw = {} if net_raw is None else net_raw
-    fs_raw = {} if fs_raw is None else fs_raw
-    if not isinstance(net_raw, dict):
-        raise SettingsError(f"{source}: network: expected an object")
-    if not isinstance(fs_raw, dict):
-        raise SettingsError(f"{source}: filesystem: expected an object")
+    for key in ("network", "filesystem"):
+        if data.get(key) is None and complete:
+            raise SettingsError(f"{source}: {key}: required (srt refuses a file without it)")
+        if not isinstance(data.get(key, {}), dict) and data.get(key) is not None:
+            raise SettingsError(f"{source}: {key}: expected an object")
+    net_raw: dict[str, Any] = data.get("network") or {}
+    fs_raw: dict[str, Any] = data.get("filesystem") or {}
     where = f"{source}: network"
+    if complete:
+        _required(net_raw, _NETWORK_REQUIRED, where)
+        _required(fs_raw, _FS_REQUIRED, f"{source}: filesystem")
+    _srt_keys(data, net_raw, fs_raw, source)
     for key in _NETWORK_BOOL:
         if key in net_raw and not isinstance(net_raw[key], bool):
             raise SettingsError(f"{where}.{key}: expected true or false, got {net_raw[key]!r}")
@@ -314,6 +364,8 @@ def parse(data: Any, source: str = "<memory>", text: str | None = None) -> Setti
         ports[key] = v
     allowed = _str_list(net_raw, "allowedDomains", where)
     denied = _str_list(net_raw, "deniedDomains", where)
+    _domain_entries(allowed, "allowedDomains", where)
+    _domain_entries(denied, "deniedDomains", where)
     try:
         allowed_c = tuple(domains.validate_port_pattern(p, allow_list=True) for p in allowed)
         denied_c = tuple(domains.validate_port_pattern(p, allow_list=False) for p in denied)
@@ -322,6 +374,9 @@ def parse(data: Any, source: str = "<memory>", text: str | None = None) -> Setti
     reasons = _denied_reasons(net_raw, dict(zip(denied, denied_c, strict=True)), where)
     unix = _path_list(net_raw, "allowUnixSockets", where)
     fwhere = f"{source}: filesystem"
+    if fs_raw.get("disabled") is not True:
+        for key in ("denyRead", "denyWrite"):
+            _inert_deny_globs(_str_list(fs_raw, key, fwhere), f"{fwhere}.{key}")
     fs = FilesystemSettings(
         deny_read=_path_list(fs_raw, "denyRead", fwhere),
         allow_read=_path_list(fs_raw, "allowRead", fwhere),
@@ -346,7 +401,9 @@ def parse(data: Any, source: str = "<memory>", text: str | None = None) -> Setti
     srt_only = tuple(f"network.{k}" for k in _SRT_ONLY_NETWORK if net_raw.get(k) is not None)
     if fs_raw.get("disabled") is True:
         srt_only += ("filesystem.disabled",)
-    files, env = _credentials(data.get("credentials"), f"{source}: credentials")
+    files, env = _credentials(data.get("credentials"), f"{source}: credentials",
+                              tls=net_raw.get("tlsTerminate") is not None,
+                              enforced=fs_raw.get("disabled") is not True)
     depth = data.get("mandatoryDenySearchDepth")
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
                               or not 1 <= depth <= 10):
@@ -423,6 +480,8 @@ def _mitm_proxy(raw: Any, where: str) -> tuple[str, tuple[str, ...]] | None:
     if not isinstance(path, str) or not path.startswith("/") or "\x00" in path:
         raise SettingsError(f"{where}.socketPath: expected the absolute path of a unix socket")
     listed = _str_list(raw, "domains", where)
+    if not listed:
+        raise SettingsError(f"{where}.domains: expected at least one domain")
     try:
         names = tuple(domains.validate_pattern(d, allow_list=True) for d in listed)
     except domains.DomainError as exc:
@@ -449,8 +508,11 @@ def _address_ranges(net: dict[str, Any], where: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def _credentials(raw: Any, where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``credentials``: the files to hide and the variables to unset."""
+def _credentials(raw: Any, where: str, tls: bool = False,
+                 enforced: bool = True) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``credentials``: the files to hide and the variables to unset. ``tls``:
+    the settings have ``network.tlsTerminate`` (srt masks only through it);
+    ``enforced``: the filesystem policy applies (no ``filesystem.disabled``)."""
     if raw is None:
         return (), ()
     if not isinstance(raw, dict):
@@ -459,6 +521,15 @@ def _credentials(raw: Any, where: str) -> tuple[tuple[str, ...], tuple[str, ...]
     if unknown:  # srt refuses these too: a misspelt key must not protect nothing
         raise SettingsError(f"{where}: unknown key {unknown[0]!r} (known: "
                             f"{', '.join(sorted(_CREDENTIAL_KEYS))})")
+    plaintext = raw.get("allowPlaintextInject")
+    if plaintext is not None and not isinstance(plaintext, bool):
+        raise SettingsError(f"{where}.allowPlaintextInject: expected true or false")
+    masked = [e for key in ("files", "envVars") for e in (raw.get(key) or [])
+              if isinstance(e, dict) and e.get("mode") == "mask"]
+    if masked and not tls and not plaintext:
+        raise SettingsError(f"{where}: mode 'mask' needs network.tlsTerminate (srt substitutes "
+                            "the real value only over a verified TLS connection); use mode "
+                            "'deny', or configure tlsTerminate (srt backend)")
     files: list[str] = []
     env: list[str] = []
     for key, field, out in (("files", "path", files), ("envVars", "name", env)):
@@ -476,6 +547,11 @@ def _credentials(raw: Any, where: str) -> tuple[tuple[str, ...], tuple[str, ...]
                 raise SettingsError(f"{at}.mode: expected 'deny' or 'mask', got {mode!r}")
             if not isinstance(value, str) or not value.strip() or "\x00" in value:
                 raise SettingsError(f"{at}.{field}: expected a non-empty string")
+            if key == "files" and mode == "mask" and value.endswith("/"):
+                raise SettingsError(f"{at}.path: mode 'mask' applies to a file, not a "
+                                    "folder; use mode 'deny'")
+            if key == "files" and mode == "deny" and enforced:
+                _inert_deny_globs((value,), f"{at}.path")
             out.append(value)
     for name in env:
         if not (name[0].isalpha() or name[0] == "_") or not name.isascii() or not all(
@@ -484,6 +560,67 @@ def _credentials(raw: Any, where: str) -> tuple[tuple[str, ...], tuple[str, ...]
                                 "digits and '_', not starting with a digit)")
     _path_list({"files": files}, "files", where)  # the same path forms as denyRead
     return tuple(dict.fromkeys(files)), tuple(dict.fromkeys(env))
+
+
+def _inert_deny_globs(items: tuple[str, ...], where: str) -> None:
+    """A rooted deny glob ending in ``/`` matches no path: a deny that denies
+    nothing is refused (as srt refuses it)."""
+    for v in items:
+        if v.endswith("/") and is_glob(v) and (v.startswith(("/", "~"))):
+            raise SettingsError(f"{where}: deny glob {v!r} ends in '/', so it matches no "
+                                f"path; write {v.rstrip('/')!r}, or add a '**' segment")
+
+
+def _srt_keys(data: dict[str, Any], net: dict[str, Any], fs: dict[str, Any],
+              source: str) -> None:
+    """The keys of srt's that change nothing here, held to srt's schema: a file
+    srt refuses is refused on every backend (see the module doc)."""
+    def fail(key: str, what: str) -> SettingsError:
+        return SettingsError(f"{source}: {key}: {what}")
+
+    def strings(value: Any) -> bool:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+    for key in _TOP_BOOL:
+        if data.get(key) is not None and not isinstance(data[key], bool):
+            raise fail(key, "expected true or false")
+    for key in _TOP_BINARY:
+        v = data.get(key)
+        if v is not None and (not isinstance(v, str) or not v.startswith("/")):
+            raise fail(key, f"expected an absolute path, got {v!r} (a relative one would be "
+                            "looked up from the working directory or PATH)")
+    if fs.get("allowGitConfig") is not None and not isinstance(fs["allowGitConfig"], bool):
+        raise fail("filesystem.allowGitConfig", "expected true or false")
+    mach = net.get("allowMachLookup")
+    if mach is not None:
+        if not strings(mach):
+            raise fail("network.allowMachLookup", "expected a list of strings")
+        for v in mach:
+            if "*" in (v[:-1] if v.endswith("*") else v):
+                raise fail("network.allowMachLookup", f"{v!r}: a '*' is allowed only once, "
+                                                      "at the end (com.example.* or *)")
+    rg = data.get("ripgrep")
+    if rg is not None and not (isinstance(rg, dict) and isinstance(rg.get("command"), str)
+                               and (rg.get("args") is None or strings(rg["args"]))
+                               and isinstance(rg.get("argv0", ""), str)):
+        raise fail("ripgrep", "expected {command: string, args?: [string], argv0?: string}")
+    sc = data.get("seccomp")
+    if sc is not None and not (isinstance(sc, dict) and all(
+            isinstance(sc.get(k, ""), str) for k in ("applyPath", "argv0"))):
+        raise fail("seccomp", "expected {applyPath?: string, argv0?: string}")
+    iv = data.get("ignoreViolations")
+    if iv is not None and not (isinstance(iv, dict) and all(strings(v) for v in iv.values())):
+        raise fail("ignoreViolations", "expected an object of command patterns to path lists")
+    git = data.get("git")
+    if git is not None and not (isinstance(git, dict) and strings(git.get("safeDirectories",
+                                                                          []))):
+        raise fail("git", "expected {safeDirectories?: [string]}")
+    tls = net.get("tlsTerminate")
+    if tls is not None:
+        if not isinstance(tls, dict):
+            raise fail("network.tlsTerminate", "expected an object")
+        if bool(tls.get("caCertPath")) != bool(tls.get("caKeyPath")):
+            raise fail("network.tlsTerminate", "caCertPath and caKeyPath go together")
 
 
 def load(path: str) -> Settings:
@@ -498,7 +635,7 @@ def load(path: str) -> Settings:
         data = loads(text)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise SettingsError(f"{path}: not valid JSON: {exc}") from None
-    return parse(data, source=path, text=text)
+    return parse(data, source=path, text=text, complete=True)
 
 
 def default_path(home: str | None = None) -> str:

@@ -45,6 +45,13 @@ if TYPE_CHECKING:
 
 HEAD_LIMIT = 16 * 1024
 
+# A caller's proxy variables: a parent proxy falls back to the first four (and to
+# NO_PROXY, see ``routes``); what must not depend on the caller's proxy
+# (``sandbox verify``'s checks, the tests, the bench) drops all of them.
+PARENT_VARIABLES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy")
+PROXY_VARIABLES = frozenset({*PARENT_VARIABLES, "NO_PROXY", "no_proxy", "ALL_PROXY",
+                             "all_proxy"})
+
 
 class UpstreamError(OSError):
     """The upstream proxy could not be reached or refused the tunnel."""

@@ -1,0 +1,77 @@
+"""Where the proxy's decisions (and the runtime's other events) are recorded.
+
+``audit_recorder`` writes ``proxy.decision`` events to the chained audit log
+from a writer thread (off the connection's path); once a write fails, every
+later record raises, so every later allow becomes a denial. ``refusing`` is
+the recorder of a proxy without its audit log: no audit, no egress. Must
+never swallow a failure to record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    Recorder = Callable[[dict[str, Any]], None]
+
+
+def refusing(reason: str) -> Recorder:
+    """The recorder of a proxy without its audit log: recording fails, so every
+    allow becomes a denial (no audit, no egress)."""
+    def record(event: dict[str, Any]) -> None:
+        raise RuntimeError(reason)
+
+    return record
+
+
+def audit_recorder(directory: str | None) -> tuple[Recorder, Callable[[], None]]:
+    """A recorder writing ``proxy.decision`` events to the chained audit log."""
+    import queue
+
+    from agent_sandbox.audit import AuditLog
+
+    log = AuditLog(directory or default_audit_dir(), sync="batch", checkpoint_every=None,
+                   checkpoint_interval=None, origin="sandbox-exec-proxy")
+    pending: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+    failed: list[BaseException] = []
+
+    def writer() -> None:  # off the connection's path; close() waits for the last record
+        while (event := pending.get()) is not None:
+            try:
+                log.append("proxy.decision", **event)
+            except Exception as exc:  # from now on every allow becomes a denial
+                failed.append(exc)
+
+    thread = threading.Thread(target=writer, name="agent-sandbox-audit", daemon=True)
+    thread.start()
+
+    def record(event: dict[str, Any]) -> None:
+        if failed:
+            raise RuntimeError(f"the audit log cannot be written: {failed[0]}")
+        pending.put(event)
+
+    def close() -> None:
+        pending.put(None)
+        thread.join(timeout=10)
+        with contextlib.suppress(Exception):
+            log.close()
+
+    return record, close
+
+
+def default_audit_dir() -> str:
+    """Where decisions go when nothing else is configured."""
+    env = os.environ.get("AGENT_SANDBOX_AUDIT_DIR")
+    if env:
+        return env
+    system = "/var/log/agent-sandbox"
+    if os.access(system, os.W_OK) or (not os.path.exists(system) and os.geteuid() == 0):
+        return system
+    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(state, "agent-sandbox", "audit")
