@@ -192,6 +192,7 @@ class AuditLog:
     - ``checkpoint_every`` / ``checkpoint_interval``: sign a checkpoint every N
       records or T seconds (None disables either).
     - ``key_path``: the Ed25519 signing key (created 0600 on first use); default
+      the user's state folder for a repository's log (never the repository), else
       ``<directory>/../audit-keys/<directory name>.ed25519``, apart from the log.
     - ``sink``: also send each checkpoint to a callable or POST it to a URL.
     - ``redact``: redact secrets before writing (leave on; off only for benchmarks).
@@ -218,13 +219,7 @@ class AuditLog:
             raise AuditError(f"unknown sync mode {sync!r} (use always, batch or none)")
         self._dir = os.path.abspath(os.fspath(directory))
         self._log = os.path.join(self._dir, LOG_NAME)
-        self._key = (
-            os.fspath(key_path)
-            if key_path is not None
-            else os.path.join(
-                os.path.dirname(self._dir), "audit-keys", f"{os.path.basename(self._dir)}.ed25519"
-            )
-        )
+        self._key = os.fspath(key_path) if key_path is not None else _default_key(self._dir)
         self.sync: SyncMode = sync
         self.batch_size = max(1, batch_size)
         self.batch_interval = batch_interval
@@ -641,6 +636,21 @@ class AuditLog:
             self.close()
         except Exception:  # noqa: S110 - interpreter teardown; nothing left to report to
             pass
+
+
+def _default_key(directory: str) -> str:
+    """A repository's log (``<repo>/.sandbox/audit``) signs with the key in the
+    user's state folder, never one inside the repository; any other log with
+    ``<log dir>/../audit-keys/<name>.ed25519``."""
+    from agent_sandbox.audit.repo import repo_of_log
+
+    repo = repo_of_log(directory)
+    if repo is not None:
+        from agent_sandbox.state_paths import repo_key_path
+
+        return repo_key_path(repo)
+    return os.path.join(os.path.dirname(directory), "audit-keys",
+                        f"{os.path.basename(directory)}.ed25519")
 
 
 def _pread(fd: int, n: int, offset: int) -> bytes:
