@@ -52,6 +52,9 @@ def make_repo(root: Path) -> Path:
     (sb / "srt-settings.json").write_text(json.dumps({
         "network": {"allowedDomains": [], "deniedDomains": []},
         "filesystem": {"denyRead": [], "allowWrite": [str(root)], "denyWrite": []}}))
+    from agent_sandbox.policy.registry import register
+
+    register(str(root), os.path.expanduser("~"))  # as `sandbox init` does
     return root
 
 
@@ -92,6 +95,11 @@ def bench_allow(repo: Path, runs: int) -> tuple[list[float], list[float], list[f
     bare, allow, deny = [], [], []
     hook = [PY, "-I", "-m", "agent_sandbox", "hook", "claude", "pre-tool-use"]
     ok, bad = hook_input("git status --short", repo), hook_input("ls; rm -rf /", repo)
+    for data, want in ((ok, "allow"), (bad, "deny")):
+        out = subprocess.run(hook, input=data, capture_output=True, check=False).stdout
+        got = json.loads(out)["hookSpecificOutput"]["permissionDecision"]
+        if got != want:
+            raise SystemExit(f"the bench's {want} call was answered {got}: {out!r}")
     for _ in range(3):
         timed([PY, "-I", "-S", "-c", "pass"])
         timed(hook, ok)
@@ -191,6 +199,9 @@ def main() -> int:
                     help="only the whole-process allow/deny paths against the bare interpreter")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-hook-") as tmp:
+        from agent_sandbox import contract
+
+        os.environ[contract.STATE_DIR_ENV] = str(Path(tmp) / "user-state")  # own registry
         repo = make_repo(Path(tmp) / "repo")
         bare, allow, deny = bench_allow(repo, args.runs)
         if args.allow_only:
@@ -212,18 +223,19 @@ def main() -> int:
                   f"{min(cpu_allow) / min(cpu_bare):.2f}")
             return 0
         classify = bench_classify(repo)
+        ratio = statistics.median(allow) / statistics.median(bare)
+        print(f"interpreter: {PY}  (runs: {args.runs}, round trips: {args.round_trips}, "
+              f"load average: {os.getloadavg()[0]:.1f})")
+        print(f"{'measurement':<58} {'median':>9} {'p90':>9} {'min':>9}")
+        print(row("bare interpreter: python -I -S -c pass", bare))
+        print(row("hook allow path (whole process)", allow))
+        print(row("hook deny path (whole process)", deny))
+        print(f"{'allow path / bare interpreter (medians; goal <= 3.0)':<58} {ratio:9.2f}")
+        print(f"{'allow path / bare interpreter (minimums)':<58} {min(allow) / min(bare):9.2f}")
+        for cmd, secs in classify:
+            print(f"{'classify in process: ' + cmd[:36]:<58} {secs * 1e6:9.1f} {'':>9} {'':>9} us")
+        sys.stdout.flush()
         rt = bench_round_trip(repo, args.round_trips)
-    ratio = statistics.median(allow) / statistics.median(bare)
-    print(f"interpreter: {PY}  (runs: {args.runs}, round trips: {args.round_trips}, "
-          f"load average: {os.getloadavg()[0]:.1f})")
-    print(f"{'measurement':<58} {'median':>9} {'p90':>9} {'min':>9}")
-    print(row("bare interpreter: python -I -S -c pass", bare))
-    print(row("hook allow path (whole process)", allow))
-    print(row("hook deny path (whole process)", deny))
-    print(f"{'allow path / bare interpreter (medians; goal <= 3.0)':<58} {ratio:9.2f}")
-    print(f"{'allow path / bare interpreter (minimums)':<58} {min(allow) / min(bare):9.2f}")
-    for cmd, secs in classify:
-        print(f"{'classify in process: ' + cmd[:36]:<58} {secs * 1e6:9.1f} {'':>9} {'':>9} us")
     print(row("escalation: request visible to approver, from its write", rt["visible_from_write"]))
     print(row("escalation: request visible to approver, from hook spawn",
               rt["visible_from_spawn"]))

@@ -358,7 +358,9 @@ def init(repo: str, agents: list[str] | None = None, mcp: bool = False) -> dict[
     if _read_state(state_path) != new_state:
         _write_atomic(state_path, _json_bytes(new_state), 0o600)
     from .audit.repo import pin_verifier  # the audit's trust anchor, outside the repository
+    from .policy.registry import register
 
+    register(repo, os.path.expanduser("~"))
     pin_verifier(repo)
     return {"repo": repo, "agents": chosen, "mcp": mcp, "changed": changed}
 
@@ -429,6 +431,9 @@ def uninstall(repo: str) -> dict[str, Any]:
                 shutil.rmtree(p, ignore_errors=True)
             elif os.path.lexists(p):
                 os.unlink(p)
+    from .policy.registry import unregister
+
+    unregister(repo, os.path.expanduser("~"))
     return {"repo": repo, "restored": restored, "removed": removed, "kept_audit": kept_audit}
 
 

@@ -8,14 +8,22 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent_sandbox import contract
+
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / ".." / "shared" / "schemas"
 PY = sys.executable
+
+# The registry of connected repositories lives in the user's state folder: this
+# test session gets its own, set before any test module copies the environment
+# for the hooks it starts as subprocesses.
+os.environ[contract.STATE_DIR_ENV] = tempfile.mkdtemp(prefix="agent-sandbox-test-state-")
 
 BASE_POLICY: dict[str, Any] = {
     "filesystem": {"allow_write": ["."], "deny_read": ["~/.ssh", "**/.env"], "deny_write": [],
@@ -56,7 +64,11 @@ def make_repo(root: Path, policy: dict[str, Any] | None = None) -> Path:
         "filesystem": {"denyRead": [], "allowWrite": [str(root)], "denyWrite": []},
     }
     (sb / "srt-settings.json").write_text(json.dumps(settings))
+    from agent_sandbox.policy.registry import register
+
+    register(str(root), os.path.expanduser("~"))  # as `sandbox init` does
     return root
+
 
 
 @pytest.fixture

@@ -46,6 +46,9 @@ class FakeFs:
     def read(self, path: str, limit: int) -> bytes | None:
         return self.contents.get(path)
 
+    def links(self, path: str) -> int:
+        return 1
+
 
 def _ancestors(p: str) -> list[str]:
     out = []

@@ -22,7 +22,9 @@ secret's bytes came out on the command's output); only for syscalls that leave
 no host-side trace (ptrace, io_uring, seccomp listeners) is it the probe's own
 report. A row's observation is "did it happen": a write, a connection, a read,
 a leftover file. The verdict compares ours with srt: *same*, *ours stricter*,
-or *ours LOOSER* (ours let happen what srt prevented); only LOOSER fails.
+or *ours LOOSER* (ours let happen what srt prevented); only LOOSER fails
+(the rows found LOOSER when the suite was written are listed in KNOWN_LOOSER
+and reported as expected failures until they are fixed).
 
 srt is the version ``make setup`` installs (0.0.78 when this was written).
 Some of the newest test files describe behaviour that version does not have
@@ -69,7 +71,8 @@ PROBE = Path(__file__).with_name("conformance_probe.py")
 SYS_PY = "/usr/bin/python3"
 ORIGINAL, MODIFIED = "ORIGINAL", "MODIFIED"
 NAMES = ["example.test", "blocked-domain.example", "anthropic.test", "api.github.test",
-         "github.test", "malicious-github.test", "raw.githubusercontent.test"]
+         "github.test", "malicious-github.test", "raw.githubusercontent.test",
+         "api.github.test."]  # the trailing-dot spelling resolves only when listed
 Settings = dict[str, Any]
 
 pytestmark = [needs_bwrap, pytest.mark.slow,
@@ -789,6 +792,31 @@ ROWS += [
         fs(denyRead=["{R}/glob/**/*.out"]), glob_tree),
 ]
 
+# -- network-filter.test.ts: the rules, observed through each tool's proxy ------
+NETF = "network-filter.test.ts"
+ROWS += [
+    Row("netfilter/deny-wins-exact", f"{NETF}: deny wins when host matches both lists",
+        "the upstream server got the request", False, CURL + " http://example.test:8080/{M}", upstream_saw,
+        net_key(allowedDomains=["example.test"], deniedDomains=["example.test"])),
+    Row("netfilter/exact-deny-beats-wildcard-allow", f"{NETF}: deny wins when allow is wildcard but deny is exact",
+        "the upstream server got the request", False, CURL + " http://api.github.test:8080/{M}", upstream_saw,
+        net_key(allowedDomains=["*.github.test"], deniedDomains=["api.github.test"])),
+    Row("netfilter/wildcard-deny-beats-exact-allow", f"{NETF}: deny wins when deny is wildcard but allow is exact",
+        "the upstream server got the request", False, CURL + " http://api.github.test:8080/{M}", upstream_saw,
+        net_key(allowedDomains=["api.github.test"], deniedDomains=["*.github.test"])),
+    Row("netfilter/wildcard-allow-other-deny", f"{NETF}: allow wildcard with a non-matching exact deny",
+        "the upstream server got the request", True, CURL + " http://api.github.test:8080/{M}", upstream_saw,
+        net_key(allowedDomains=["*.github.test"], deniedDomains=["internal.github.test"])),
+    Row("netfilter/case-folding", f"{NETF}: case-folding: uppercase host matches lowercase allow entry",
+        "the upstream server got the request", True, CURL + " http://EXAMPLE.TEST:8080/{M}", upstream_saw),
+    Row("netfilter/deny-case-folding", f"{NETF}: case-insensitive pattern (an uppercase spelling of a denied host)",
+        "the upstream server got the request", False, CURL + " http://API.GITHUB.TEST:8080/{M}", upstream_saw,
+        net_key(allowedDomains=["*.github.test"], deniedDomains=["api.github.test"])),
+    Row("netfilter/deny-trailing-dot", f"{NETF}: trailing dot is stripped (a denied host spelled with a trailing dot)",
+        "the upstream server got the request", False, CURL + " http://api.github.test.:8080/{M}", upstream_saw,
+        net_key(allowedDomains=["*.github.test"], deniedDomains=["api.github.test"])),
+]
+
 # -- linux-ancestor-pin.test.ts and symlinked-deny-paths.test.ts (runtime arms) --
 PIN = "linux-ancestor-pin.test.ts"
 SYMDENY = "symlinked-deny-paths.test.ts"
@@ -940,6 +968,7 @@ SKIPPED_FILES = {
     "windows-*.test.ts, winsrt.test.ts": "WFP filters and a sandbox user account: Windows only",
     "deny-glob-cwd-scope.test.ts": "cwd rebasing of **/ globs in Seatbelt profiles: macOS only",
     "default-write-paths.test.ts": "getDefaultWritePaths() (~/.npm/_logs, ~/.claude/debug) is a library function; a behavioural port would write into this machine's real home",
+    "filesystem-unrestricted.test.ts, filesystem-disabled.test.ts": "filesystem.unrestricted is not in the installed srt's settings schema; both turn enforcement off, nothing to compare for looseness",
     "linux-allow-only-mode.test.ts": "readConfig.mode 'allow-only' is a superseded library API; its settings form (denyRead [\"/\"] + allowRead) is ported from allow-read.test.ts",
     "http-proxy-ssh-refusal.test.ts": "the wording of a refused CONNECT (an in-band SSH disconnect) from the proxy library; no isolation property",
     "config-validation, linux-bwrap-argv, quote-*, glob-expand, domain-pattern (unit)": "pure functions and argv strings of srt's library, no behaviour to observe from the host",
@@ -947,6 +976,11 @@ SKIPPED_FILES = {
 for fname, reason in SKIPPED_FILES.items():
     ROWS.append(Row(f"not-ported/{fname.split(' ')[0]}", fname, "", False, skip=reason))
 
+
+# Rows where ours is still LOOSER than srt (20 when the suite was written, all
+# fixed since: every row now gates). A row listed here is reported as an expected
+# failure instead; keep it empty.
+KNOWN_LOOSER: frozenset[str] = frozenset()
 
 # -- running ----------------------------------------------------------------------
 
@@ -1101,6 +1135,9 @@ def judged(row: Row, control: bool, cctx: Ctx, srt: bool, sctx: Ctx, ours: bool,
                        "srt_note": note(sctx), "ours_note": note(octx)}
     assert control, (f"{row.id}: the judge did not fire on the unsandboxed control "
                      f"({row.observe}); output: {cctx.output[-400:]!r}")
+    if v == "ours LOOSER" and row.id in KNOWN_LOOSER:
+        RESULTS[row.id]["verdict"] = "ours LOOSER (known, issue 13)"
+        pytest.xfail(f"known: ours let happen what srt prevented: {row.observe}")
     assert v != "ours LOOSER", (
         f"{row.id}: ours let happen what srt prevented: {row.observe}\n"
         f"settings: {(octx.root / 'srt-settings.json').read_text()}\ncommand: {fill(row.script, octx)}\n"
@@ -1122,7 +1159,7 @@ def conformance_table() -> Any:
         r = RESULTS.get(row.id)
         if not r:
             continue
-        key = r["verdict"].split(":")[0]
+        key = r["verdict"].split(":")[0].split(" (")[0]
         counts[key] = counts.get(key, 0) + 1
         if "srt" not in r:
             lines.append(f"| {row.id} | {row.source} | | | | | {r['verdict']} |")

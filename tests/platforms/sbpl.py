@@ -113,12 +113,27 @@ def parse(text: str) -> list[Expr]:
         forms.append(expr())
 
 
+def _is_modifier(f: Expr) -> bool:
+    """``(with message ...)`` and the like: they change reporting, not the decision."""
+    return isinstance(f, list) and bool(f) and f[0] == Sym("with")
+
+
 OP_FAMILIES = {
     "file-read*": ("file-read-data", "file-read-metadata", "file-read-xattr"),
     "file-write*": ("file-write-data", "file-write-create", "file-write-unlink",
                     "file-write-mode", "file-write-xattr"),
     "process-info*": ("process-info-pidinfo",),
     "network*": ("network-outbound", "network-inbound", "network-bind"),
+    "ipc-posix-shm": ("ipc-posix-shm-read-data", "ipc-posix-shm-write-data",
+                      "ipc-posix-shm-write-create", "ipc-posix-shm-write-unlink",
+                      "ipc-posix-shm-read-metadata"),
+    "ipc-posix-sem": ("ipc-posix-sem-create", "ipc-posix-sem-open", "ipc-posix-sem-post",
+                      "ipc-posix-sem-wait", "ipc-posix-sem-unlink"),
+    "ipc-posix*": ("ipc-posix-shm-read-data", "ipc-posix-shm-write-data",
+                   "ipc-posix-shm-write-create", "ipc-posix-shm-write-unlink",
+                   "ipc-posix-shm-read-metadata", "ipc-posix-sem-create", "ipc-posix-sem-open",
+                   "ipc-posix-sem-post", "ipc-posix-sem-wait", "ipc-posix-sem-unlink"),
+    "sysctl*": ("sysctl-read", "sysctl-write"),
 }
 
 
@@ -132,11 +147,14 @@ def op_matches(rule_op: str, op: str) -> bool:
 class Query:
     op: str
     path: str | None = None
-    name: str | None = None  # mach service / ipc name
+    name: str | None = None  # mach service, ipc, sysctl or iokit class name
     remote: str | None = None  # "localhost:3128"
     local: str | None = None
     unix_socket: str | None = None
     same_sandbox: bool = False
+    vnode: str = "REGULAR-FILE"  # the vnode-type of the object (DIRECTORY, SYMLINK, ...)
+    domain: str | None = None  # system-socket: socket-domain (AF_UNIX, AF_INET, ...)
+    protocol: int | None = None  # system-socket: socket-protocol
 
 
 class Profile:
@@ -153,10 +171,13 @@ class Profile:
                 continue
             if head not in ("allow", "deny"):
                 raise SbplSyntaxError(f"unknown top-level form {head!r}")
-            op = form[1]
-            if not isinstance(op, Sym):
-                raise SbplSyntaxError(f"operation must be a symbol: {op!r}")
-            self.rules.append((head, op.name, list(form[2:])))
+            ops = [x for x in form[1:] if isinstance(x, Sym)]
+            filters = [x for x in form[1:] if not isinstance(x, Sym)]
+            if not ops or form[1:1 + len(ops)] != ops:
+                raise SbplSyntaxError(f"operations must be symbols before the filters: {form!r}")
+            filters = [f for f in filters if not _is_modifier(f)]
+            for op in ops:
+                self.rules.append((head, op.name, filters))
 
     def value(self, e: Expr) -> str:
         if isinstance(e, Str):
@@ -171,10 +192,38 @@ class Profile:
                 return "".join(self.value(x) for x in e[1:])
         raise SbplSyntaxError(f"not a string expression: {e!r}")
 
+    def regex_value(self, e: Expr) -> str:
+        if isinstance(e, Regex):
+            return e.pattern
+        if isinstance(e, Str):  # srt spells regexes as JSON strings
+            return e.value
+        raise SbplSyntaxError(f"not a regex: {e!r}")
+
     def filter_matches(self, f: Expr, q: Query) -> bool:
         if not isinstance(f, list) or not f or not isinstance(f[0], Sym):
             raise SbplSyntaxError(f"bad filter {f!r}")
         kind = f[0].name
+        if kind == "require-all":
+            return all(self.filter_matches(x, q) for x in f[1:])
+        if kind == "require-any":
+            return any(self.filter_matches(x, q) for x in f[1:])
+        if kind == "require-not":
+            return not self.filter_matches(f[1], q)
+        if kind == "vnode-type":
+            return isinstance(f[1], Sym) and q.vnode == f[1].name
+        if kind == "sysctl-name":
+            return q.op.startswith("sysctl") and q.name == self.value(f[1])
+        if kind == "sysctl-name-prefix":
+            return q.op.startswith("sysctl") and q.name is not None and \
+                q.name.startswith(self.value(f[1]))
+        if kind == "global-name-prefix":
+            return q.name is not None and q.name.startswith(self.value(f[1]))
+        if kind in ("iokit-registry-entry-class", "iokit-user-client-class"):
+            return q.name == self.value(f[1])
+        if kind == "socket-domain":
+            return isinstance(f[1], Sym) and q.domain == f[1].name
+        if kind == "socket-protocol":
+            return q.protocol == f[1]
         if kind in ("literal", "subpath", "regex"):
             if q.path is None:
                 return False
@@ -183,12 +232,11 @@ class Profile:
             if kind == "subpath":
                 base = self.value(f[1]).rstrip("/")
                 return q.path == base or q.path.startswith(base + "/")
-            pat = f[1]
-            if not isinstance(pat, Regex):
-                raise SbplSyntaxError("regex filter needs #\"...\"")
-            return re.search(pat.pattern, q.path) is not None
+            return re.search(self.regex_value(f[1]), q.path) is not None
         if kind == "global-name":
             return q.name == self.value(f[1])
+        if kind == "ipc-posix-name-regex":
+            return q.name is not None and re.search(self.regex_value(f[1]), q.name) is not None
         if kind == "ipc-posix-name":
             return q.name == self.value(f[1])
         if kind == "target":
@@ -202,7 +250,7 @@ class Profile:
                     return False
                 host, port = want.rsplit(":", 1)
                 h_host, h_port = have.rsplit(":", 1)
-                return host == h_host and port in ("*", h_port)
+                return host in ("*", h_host) and port in ("*", h_port)
             if isinstance(sub, Sym) and sub.name == "unix-socket":
                 if q.unix_socket is None:
                     return False
@@ -211,6 +259,11 @@ class Profile:
                 inner = f[2]
                 if isinstance(inner, list) and inner and inner[0] == Sym("path-literal"):
                     return q.unix_socket == self.value(inner[1])
+                if isinstance(inner, list) and inner and inner[0] == Sym("subpath"):
+                    base = self.value(inner[1]).rstrip("/")
+                    return q.unix_socket == base or q.unix_socket.startswith(base + "/")
+                if isinstance(inner, list) and inner and inner[0] == Sym("path-regex"):
+                    return re.search(self.regex_value(inner[1]), q.unix_socket) is not None
             raise SbplSyntaxError(f"unsupported network filter {f!r}")
         raise SbplSyntaxError(f"unsupported filter {kind!r}")
 

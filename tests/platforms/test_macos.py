@@ -22,7 +22,7 @@ from agent_sandbox.spec import paths
 from agent_sandbox.spec.models import Spec
 
 from .conftest import GOLDEN, hosts_of
-from .sbpl import Profile, Query, Str, Sym, parse
+from .sbpl import Profile, Query, Sym, parse
 
 MAC_HOSTS = hosts_of("macos")
 CWD = "/Users/erin/src/app"
@@ -33,6 +33,13 @@ def _private(p: str) -> str:
         if p == link or p.startswith(link + "/"):
             return "/private" + p
     return p
+
+
+def _write_allowed(p: str, allow: list[str], deny: list[str], home: str) -> bool:
+    """The spec's write rule, with every deny covering its own name (``x/**`` covers ``x``)."""
+    names = [r[:-3] if r.endswith("/**") else r
+             for r in [*deny, *macos.protected_rules(home)]]
+    return paths.write_allowed(p, allow, names, mandatory=False)
 
 
 def _profile(spec: Spec, home: str) -> Profile:
@@ -49,7 +56,7 @@ def _sample_paths(spec: Spec, home: str) -> list[str]:
     out = {home, f"{home}/notes.txt", "/usr/bin/git", "/etc/passwd", "/tmp/x/y", "/private/var/z",
            "/var/lib/runner/work/job/out.txt", "/srv/src/app/main.py", "/opt/other"}
     rules = [*fs.deny_read, *fs.allow_read, *fs.allow_write, *fs.deny_write,
-             *paths.MANDATORY_DENY_WRITE]
+             *macos.protected_rules(home)]
     for rule in rules:
         exp = paths.expand(rule, home=home, cwd=CWD)
         if exp.startswith("**"):
@@ -122,10 +129,13 @@ def test_writes_follow_srt_semantics_and_protected_set(fleet, host):
         allow = _expanded(spec.filesystem.allow_write, user.home)
         deny = _expanded(spec.filesystem.deny_write, user.home)
         for p in _sample_paths(spec, user.home):
-            want = "allow" if paths.write_allowed(p, allow, deny) else "deny"
-            for op in ("file-write-data", "file-write-create"):
-                got = prof.decide(Query(op, path=_private(p)))
-                assert got == want, f"{op} {p}: profile says {got}, spec says {want}"
+            want = "allow" if _write_allowed(p, allow, deny, user.home) else "deny"
+            got = prof.decide(Query("file-write-data", path=_private(p)))
+            assert got == want, f"write {p}: profile says {got}, spec says {want}"
+            # create is never allowed where a write is not (it is also denied on
+            # protected names' parents, the roots and the home: tested below)
+            if want == "deny":
+                assert prof.decide(Query("file-write-create", path=_private(p))) == "deny", p
         repo = f"{user.home}/src/app"
         assert prof.decide(Query("file-write-data", path=f"{repo}/main.py")) == "allow"
         for protected in (".git/hooks/pre-commit", ".claude/settings.json", ".sandbox/x",
@@ -332,10 +342,11 @@ def test_only_macos_hosts_get_macos_artifacts(fleet):
 def test_strings_in_profile_are_escaped():
     text = macos.seatbelt_profile(Spec.model_validate(
         {"filesystem": {"deny_read": ["/Users/x/back\\slash"]}}), "/Users/x")
-    forms = parse(text)
-    found = [f for f in forms if isinstance(f, list) and f[0] == Sym("deny") and
-             f[1] == Sym("file-read*")]
-    assert [Str("/Users/x/back\\slash")] == [f[2][1] for f in found if f[2][0] == Sym("subpath")]
+    parse(text)
+    prof = Profile(text, {"CWD": CWD})
+    assert prof.decide(Query("file-read-data", path="/Users/x/back\\slash/k")) == "deny"
+    assert prof.decide(Query("file-read-data", path="/Users/x/backslash/k")) == "allow"
+    assert prof.decide(Query("file-read-data", path="/Users/x/back/slash/k")) == "allow"
 
 
 def test_launch_daemon_command_runs_the_real_proxy(fleet, tmp_path):
@@ -389,5 +400,161 @@ def test_golden_spec_semantics():
             continue  # relative deny glob: matched at any depth on purpose (tested above)
         want_r = "allow" if paths.read_allowed(p, rd, ra) else "deny"
         assert prof.decide(Query("file-read-data", path=_private(p))) == want_r, p
-        want_w = "allow" if paths.write_allowed(p, wa, wd) else "deny"
-        assert prof.decide(Query("file-write-create", path=_private(p))) == want_w, p
+        want_w = "allow" if _write_allowed(p, wa, wd, home) else "deny"
+        assert prof.decide(Query("file-write-data", path=_private(p))) == want_w, p
+
+
+# ------------------------------------------------ the classes srt held us to
+
+REPO_DIR = CWD
+
+
+@pytest.mark.parametrize("base", [REPO_DIR, f"{REPO_DIR}/sub/pkg", "/tmp/w"])
+def test_protected_names_cannot_be_planted(base):
+    """A protected name that does not exist yet cannot be created (file, folder,
+    symlink, git file), in any case spelling, nor can any folder on its way."""
+    spec = Spec.model_validate({"filesystem": {"allow_write": [REPO_DIR, "/tmp"]}})
+    prof = _profile(spec, "/Users/erin")
+    names = [".claude", ".codex", ".cursor", ".gemini", ".vscode", ".idea", ".sandbox",
+             ".git", ".git/hooks", ".git/config", ".config", ".config/git", ".mcp.json",
+             ".zshrc", ".CLAUDE", ".Git/Hooks", ".VSCode", ".windsurf", ".envrc", ".husky",
+             ".git/worktrees/w/commondir",
+             # spellings case-insensitive APFS folds to a protected name (Unicode folding)
+             ".\u017fandbox", ".con\ufb01g/git", ".git/hoo\u212as", ".git/con\ufb01g",
+             ".gitcon\ufb01g"]
+    for name in names:
+        p = _private(f"{base}/{name}")
+        for vnode in ("REGULAR-FILE", "DIRECTORY", "SYMLINK"):
+            got = prof.decide(Query("file-write-create", path=p, vnode=vnode))
+            assert got == "deny", (name, vnode)
+        assert prof.decide(Query("file-write-data", path=p)) == "deny" or name in (
+            ".git", ".config"), name
+        assert prof.decide(Query("file-write-unlink", path=p)) == "deny", name
+    # home-only names (agent_sandbox.protected.HOME_ONLY), with the home writable
+    home_w = _profile(Spec.model_validate({"filesystem": {"allow_write": ["~"]}}), "/Users/erin")
+    for name in (".claude.json", ".ssh", ".local/bin", ".config/agent-sandbox", ".ssh/rc"):
+        got = home_w.decide(Query("file-write-create", path=f"/Users/erin/{name}",
+                                  vnode="SYMLINK"))
+        assert got == "deny", name
+    assert home_w.decide(Query("file-write-create", path="/Users/erin/notes.txt")) == "allow"
+    # control: ordinary names are created, written and removed
+    for name in ("src", "main.py", ".github", ".gitignore", "config", ".env.example"):
+        p = _private(f"{base}/{name}")
+        for op in ("file-write-create", "file-write-data", "file-write-unlink"):
+            assert prof.decide(Query(op, path=p)) == "allow", (name, op)
+
+
+def test_absent_parents_of_a_denied_path_cannot_be_planted():
+    spec = Spec.model_validate({"filesystem": {
+        "allow_write": [REPO_DIR], "deny_write": [f"{REPO_DIR}/config/prod/secrets.yml"]}})
+    prof = _profile(spec, "/Users/erin")
+    for p in ("config", "config/prod", "config/prod/secrets.yml", "Config", "CONFIG/Prod"):
+        assert prof.decide(Query("file-write-create", path=f"{REPO_DIR}/{p}",
+                                 vnode="SYMLINK")) == "deny", p
+    assert prof.decide(Query("file-write-create", path=f"{REPO_DIR}/config/dev.yml")) == "allow"
+    # the roots, the working directory and the home cannot be renamed away
+    for p in (REPO_DIR, "/Users/erin", "/Users/erin/src"):
+        assert prof.decide(Query("file-write-unlink", path=p)) == "deny", p
+
+
+def test_a_glob_read_deny_beats_a_longer_allow_read():
+    spec = Spec.model_validate({"filesystem": {
+        "deny_read": ["**/.env", "~/.aws", "/Users/erin/**/*.pem"],
+        "allow_read": [REPO_DIR, "~/.aws/config", "/Users/erin/certs/ca.pem"],
+        "allow_write": [REPO_DIR]}})
+    prof = _profile(spec, "/Users/erin")
+    for p in (f"{REPO_DIR}/.env", f"{REPO_DIR}/sub/.env", f"{REPO_DIR}/.ENV",
+              f"{REPO_DIR}/key.pem", "/Users/erin/.aws/credentials"):
+        assert prof.decide(Query("file-read-data", path=p)) == "deny", p
+    for p in (f"{REPO_DIR}/main.py", "/Users/erin/.aws/config", "/Users/erin/certs/ca.pem"):
+        assert prof.decide(Query("file-read-data", path=p)) == "allow", p
+
+
+def test_rm_and_mv_work_in_a_reallowed_repository_under_a_home_wide_deny():
+    spec = Spec.model_validate({"filesystem": {
+        "deny_read": ["~", "**/.env"], "allow_read": [REPO_DIR],
+        "allow_write": [REPO_DIR, "/tmp"]}})
+    prof = _profile(spec, "/Users/erin")
+    for p in (f"{REPO_DIR}/build.log", f"{REPO_DIR}/sub/old.py", "/private/tmp/scratch"):
+        assert prof.decide(Query("file-write-unlink", path=p)) == "allow", p
+        assert prof.decide(Query("file-write-create", path=p)) == "allow", p
+    # what stays denied: read-denied files inside it, and the home outside it
+    for p in (f"{REPO_DIR}/.env", "/Users/erin/notes.txt", "/Users/erin", REPO_DIR):
+        assert prof.decide(Query("file-write-unlink", path=p)) == "deny", p
+    assert prof.decide(Query("file-read-metadata", path="/Users/erin", vnode="DIRECTORY")) \
+        == "allow", "realpath must be able to walk through the denied home"
+    assert prof.decide(Query("file-read-data", path="/Users/erin", vnode="DIRECTORY")) == "deny"
+
+
+def test_sysctl_pty_mach_ipc_and_unix_sockets():
+    base = _profile(Spec(), "/Users/x")
+    for name in ("kern.procargs2", "kern.procargs", "kern.proc.all", "kern.boottime"):
+        assert base.decide(Query("sysctl-read", name=name)) == "deny", name
+    for name in ("hw.ncpu", "hw.memsize", "kern.osversion", "hw.optional.arm.FEAT_AES",
+                 "kern.proc.pid.123"):
+        assert base.decide(Query("sysctl-read", name=name)) == "allow", name
+    assert base.decide(Query("pseudo-tty")) == "deny"
+    assert base.decide(Query("file-ioctl", path="/dev/ttys003")) == "deny"
+    pty = _profile(Spec.model_validate({"platforms": {"macos": {"allow_pty": True}}}), "/Users/x")
+    assert pty.decide(Query("pseudo-tty")) == "allow"
+    assert pty.decide(Query("file-ioctl", path="/dev/ptmx")) == "allow"
+    for name in ("com.apple.cfprefsd.daemon", "com.apple.cfprefsd.agent",
+                 "com.apple.diagnosticd", "com.apple.analyticsd"):
+        assert base.decide(Query("mach-lookup", name=name)) == "deny", name
+    assert base.decide(Query("user-preference-read")) == "allow"
+    # multiprocessing's semaphores and shared memory; nobody else's
+    for op in ("ipc-posix-sem-create", "ipc-posix-sem-open", "ipc-posix-shm-write-create"):
+        assert base.decide(Query(op, name="/mp-x1y2")) == "allow", op
+        assert base.decide(Query(op, name="/psm_ab12")) == "allow", op
+        assert base.decide(Query(op, name="/com.other.app.shm")) == "deny", op
+    # AF_UNIX only when a unix socket is allowed, and then only that path
+    assert base.decide(Query("system-socket", domain="AF_UNIX")) == "deny"
+    socks = _profile(Spec.model_validate({"network": {
+        "allow_unix_sockets": ["/var/run/app.sock"]}}), "/Users/x")
+    assert socks.decide(Query("system-socket", domain="AF_UNIX")) == "allow"
+    assert socks.decide(Query("system-socket", domain="AF_INET")) == "deny"
+    assert socks.decide(Query("network-outbound",
+                              unix_socket="/private/var/run/app.sock")) == "allow"
+    assert socks.decide(Query("network-outbound",
+                              unix_socket="/private/var/run/docker.sock")) == "deny"
+
+
+def test_resolved_forms_of_linked_denied_paths_are_denied():
+    spec = Spec.model_validate({"filesystem": {"deny_read": ["~/.ssh"],
+                                               "deny_write": ["~/deploy/keys"],
+                                               "allow_write": ["~"]}})
+    home = "/Users/x"
+    denied = macos.denied_paths(spec, home)
+    assert denied == {"read": ["/Users/x/.ssh"], "write": ["/Users/x/deploy/keys"]}
+    resolved = {"/Users/x/.ssh": "/Volumes/Keys/ssh", "/Users/x/deploy/keys": "/opt/keys"}
+    text = macos.seatbelt_profile(spec, home)
+    plain = Profile(text, {"CWD": CWD})
+    linked = Profile(text + macos.resolved_denies(denied, resolved), {"CWD": CWD})
+    # control: without the resolved forms, the link's target is open
+    assert plain.decide(Query("file-read-data", path="/Volumes/Keys/ssh/id_rsa")) == "allow"
+    assert linked.decide(Query("file-read-data", path="/Volumes/Keys/ssh/id_rsa")) == "deny"
+    assert linked.decide(Query("file-write-unlink", path="/Volumes/Keys")) == "deny"
+    assert plain.decide(Query("file-write-data", path="/Users/x/notes")) == "allow"
+    assert linked.decide(Query("file-write-data", path="/Users/x/notes")) == "allow"
+    with pytest.raises(RenderError):
+        macos.resolved_denies(denied, {"/Users/x/.ssh": "relative/path"})
+
+
+def test_resolver_script_resolves_real_links(tmp_path):
+    """The role's resolver (files/resolve_links.py), run here on real links."""
+    import json
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    (tmp_path / "Volumes" / "k").mkdir(parents=True)
+    (tmp_path / "Users" / "x").mkdir(parents=True)
+    (tmp_path / "Users" / "x" / ".ssh").symlink_to(tmp_path / "Volumes" / "k")
+    (tmp_path / "Users" / "x" / "cfg").symlink_to("../../Volumes")
+    denied = {"read": ["/Users/x/.ssh", "/Users/x/cfg/k/deep", "/Users/x/plain"], "write": []}
+    script = (REPO / "roles" / "sandbox_macos" / "files" / "resolve_links.py").read_text()
+    out = subprocess.run([sys.executable, "-I", "-c", script, str(tmp_path)],
+                         input=json.dumps(denied), capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == {"/Users/x/.ssh": "/Volumes/k",
+                                      "/Users/x/cfg/k/deep": "/Volumes/k/deep"}

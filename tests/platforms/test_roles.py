@@ -29,10 +29,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from agent_sandbox.facts import User
 from agent_sandbox.fleet import FleetRenderer
-from agent_sandbox.render import windows
+from agent_sandbox.render import macos, windows
 
 from .conftest import EXAMPLE_FLEET, REPO, ROOT_TOKEN
+from .sbpl import Profile, Query
 
 pytestmark = pytest.mark.slow
 
@@ -154,6 +156,11 @@ def test_macos_role_installs_the_rendered_bytes_idempotently(tmp_path):
     _need_collections()
     root = tmp_path / "root"
     root.mkdir()
+    # erin's ~/.ssh is a link to a folder elsewhere on the host: the profile must
+    # deny the folder it resolves to (Seatbelt matches resolved paths)
+    (root / "Volumes" / "keys" / "ssh").mkdir(parents=True)
+    (root / "Users" / "erin").mkdir(parents=True)
+    (root / "Users" / "erin" / ".ssh").symlink_to(root / "Volumes" / "keys" / "ssh")
     inv = _inventory(tmp_path, {
         "dev-mac-01": {"sandbox_os": "macos"},
         "dev-linux-01": {"sandbox_os": "linux"},
@@ -177,12 +184,26 @@ def test_macos_role_installs_the_rendered_bytes_idempotently(tmp_path):
     arts = FleetRenderer.from_path(str(EXAMPLE_FLEET)).render_host("dev-mac-01")
     mine = {t: a for t, a in arts.items() if a.kind in MAC_KINDS}
     assert len(mine) >= 6
+    spec = FleetRenderer.from_path(str(EXAMPLE_FLEET)).spec_for("dev-mac-01")
+    erin = "/Users/erin"
+    links = macos.resolved_denies(macos.denied_paths(spec, erin),
+                                  {f"{erin}/.ssh": "/Volumes/keys/ssh"})
+    assert "/Volumes/keys/ssh" in links
     for target, art in mine.items():
         installed = root / target.lstrip("/")
-        assert installed.read_bytes() == art.content, target
+        want = art.content + (links.encode() if target.endswith("/erin.sb") else b"")
+        assert installed.read_bytes() == want, target
         assert installed.stat().st_mode & 0o777 == art.mode, target
-    installed_files = {"/" + str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+    installed_files = {"/" + str(p.relative_to(root)) for p in root.rglob("*")
+                       if p.is_file() and not str(p.relative_to(root)).startswith("Volumes")}
     assert installed_files == set(mine)
+    prof = Profile((root / macos.seatbelt_target(
+        FleetRenderer.from_path(str(EXAMPLE_FLEET)).facts("dev-mac-01"),
+        User("erin", erin)).lstrip("/")).read_text(), {"CWD": f"{erin}/src/app"})
+    for path in ("/Volumes/keys/ssh/id_ed25519", f"{erin}/.ssh/id_ed25519"):
+        assert prof.decide(Query("file-read-data", path=path)) == "deny", path
+    assert prof.decide(Query("file-write-unlink", path="/Volumes/keys/ssh")) == "deny"
+    assert prof.decide(Query("file-read-data", path="/Volumes/keys/other")) == "allow"
 
     again = _playbook(["-i", str(inv), "playbooks/macos.yml", "-e", extra], env)
     assert _recap(again, "dev-mac-01")["changed"] == 0
@@ -226,7 +247,7 @@ def test_windows_role_in_check_mode_against_a_stand_in(tmp_path):
                                 "description": "Accounts that run sandboxed agent commands"}]
     script = arts[windows.script_target(facts)].content.decode()
     steps = [a["parameters"]["Steps"] for a in by["win_powershell"]]
-    assert steps == [["Account"], ["Firewall"]]
+    assert steps == [["State"], ["Engine"], ["Account"], ["Firewall"], ["Fence"]]
     assert all(a["script"] == script for a in by["win_powershell"])
     assert {a["path"] for a in by["win_stat"]} == {a["path"] for a in plan["acl"]}
     applied = {(a["path"], a["rights"], a["type"]) for a in by["win_acl"]}
@@ -236,10 +257,34 @@ def test_windows_role_in_check_mode_against_a_stand_in(tmp_path):
     (reg,) = by["win_regedit"]
     assert reg["path"] == plan["registry"]["path"] and reg["name"] == "Settings"
     assert isinstance(reg["data"], str) and reg["data"] == plan["registry"]["data"]
-    copied = {a["dest"]: a["content"] for a in by["win_copy"]}
+    # the engine: srt-win.exe from the pinned npm package on the controller
+    (engine,) = [a for a in by["win_copy"] if "src" in a]
+    assert engine["dest"] == plan["engine"]["exe"]
+    src = Path(engine["src"]).resolve()
+    assert src == (REPO / ".tools/node_modules/@anthropic-ai/sandbox-runtime/vendor/srt-win/x64/"
+                   "srt-win.exe").resolve() and src.is_file()
+    assert src.read_bytes()[:2] == b"MZ"  # a Windows executable
+    copied = {a["dest"]: a["content"] for a in by["win_copy"] if "content" in a}
     assert set(copied) == set(arts)
     assert copied["C:/Program Files/ClaudeCode/managed-settings.json"].encode() == \
         arts["C:/Program Files/ClaudeCode/managed-settings.json"].content
+
+
+def test_windows_role_uninstall_in_check_mode_against_a_stand_in(tmp_path):
+    _need_collections()
+    standin = _standin(tmp_path, "ansible", "windows", ["win_powershell"])
+    fleet = FleetRenderer.from_path(str(EXAMPLE_FLEET))
+    facts = fleet.facts("dev-win-01")
+    script = fleet.render_host("dev-win-01")[windows.script_target(facts)].content.decode()
+    log = tmp_path / "calls.jsonl"
+    inv = _inventory(tmp_path, {"dev-win-01": {"sandbox_os": "windows"}})
+    extra = json.dumps({"sandbox_windows_render_inventory": str(EXAMPLE_FLEET),
+                        "sandbox_windows_state": "absent"})
+    env = _env([standin, COLLECTIONS], tmp=str(tmp_path / "ansible-tmp"), STANDIN_LOG=str(log))
+    _playbook(["-i", str(inv), "playbooks/windows.yml", "-e", extra, "--check"], env)
+    calls = _log(log)
+    assert [c["args"]["parameters"]["Steps"] for c in calls] == [["Uninstall"]]
+    assert calls[0]["args"]["script"] == script
 
 
 def test_stand_in_rejects_arguments_the_real_module_would(tmp_path):

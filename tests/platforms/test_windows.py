@@ -25,8 +25,13 @@ from .psast import Block, Script, Var
 WIN_HOSTS = hosts_of("windows")
 COMMON = {"erroraction", "whatif", "confirm", "verbose", "warningaction"}
 
-# Parameters of the cmdlets the script calls (Microsoft's documentation), and
-# which of them are switches and which are mandatory in the parameter set used.
+# Parameters of the cmdlets the script calls, and which of them are switches and
+# which are mandatory in the parameter set used. Source: Microsoft's module
+# reference (learn.microsoft.com/powershell/module/: netsecurity,
+# microsoft.powershell.localaccounts, microsoft.powershell.security,
+# microsoft.powershell.management, microsoft.powershell.utility, microsoft.powershell.core).
+# No package from PyPI or npm ships the metadata of these modules (NetSecurity
+# and LocalAccounts exist only on Windows), so this table stands in for it.
 CMDLETS: dict[str, tuple[set[str], set[str], set[str]]] = {
     # name: (parameters, switches, mandatory)
     "Get-LocalGroup": ({"name", "sid"}, set(), set()),
@@ -65,12 +70,29 @@ CMDLETS: dict[str, tuple[set[str], set[str], set[str]]] = {
     "Out-Null": (set(), set(), set()),
     "Where-Object": (set(), set(), set()),
     "Get-Variable": ({"name", "scope"}, set(), set()),
-    "ConvertTo-Json": ({"compress", "depth"}, {"compress"}, set()),
+    "ConvertTo-Json": ({"compress", "depth", "inputobject"}, {"compress"}, set()),
     "Set-StrictMode": ({"version"}, set(), set()),
+    "Get-NetFirewallAddressFilter": ({"associatednetfirewallrule", "all"}, {"all"}, set()),
+    "Get-NetFirewallPortFilter": ({"associatednetfirewallrule", "all"}, {"all"}, set()),
+    "Get-NetFirewallProfile": ({"name", "policystore", "all"}, {"all"}, set()),
+    "Get-Content": ({"path", "literalpath", "raw", "encoding"}, {"raw"}, set()),
+    "Set-Content": ({"path", "literalpath", "value", "encoding", "force", "nonewline"},
+                    {"force", "nonewline"}, set()),
+    "Remove-Item": ({"path", "literalpath", "force", "recurse"}, {"force", "recurse"}, set()),
+    "Join-Path": ({"path", "childpath"}, set(), {"path", "childpath"}),
+    "ConvertFrom-Json": ({"inputobject", "depth"}, set(), set()),
+    "Get-ChildItem": ({"path", "literalpath", "recurse", "force", "file", "directory"},
+                      {"recurse", "force", "file", "directory"}, set()),
+    "ForEach-Object": (set(), set(), set()),
+    "Remove-ItemProperty": ({"path", "literalpath", "name", "force"}, {"force"}, {"name"}),
+    "Remove-LocalGroup": ({"name", "sid"}, set(), set()),
+    # native programs: secedit (user rights) and the engine, srt-win
+    "secedit.exe": (set(), set(), set()),
 }
 MUTATING = {"New-LocalUser", "Set-LocalUser", "New-LocalGroup", "Add-LocalGroupMember",
             "New-NetFirewallRule", "Remove-NetFirewallRule", "Set-Acl", "New-ItemProperty",
-            "New-Item"}
+            "New-Item", "Set-Content", "Remove-ItemProperty", "Remove-LocalGroup",
+            "Remove-Item"}
 FILESYSTEM_RIGHTS = {"ReadData", "ListDirectory", "WriteData", "CreateFiles", "AppendData",
                      "CreateDirectories", "ReadExtendedAttributes", "WriteExtendedAttributes",
                      "ExecuteFile", "Traverse", "DeleteSubdirectoriesAndFiles", "ReadAttributes",
@@ -93,7 +115,7 @@ def test_script_parses(fleet, host):
     script, _, _ = _script(fleet, host)
     assert script.errors() == []
     assert {"invoke-change", "set-sandboxfirewallrule", "add-sandboxace",
-            "save-sandboxsecret"} <= set(script.functions)
+            "assert-ownedaccount", "invoke-engine"} <= set(script.functions)
 
 
 def test_parser_catches_broken_scripts():
@@ -103,11 +125,18 @@ def test_parser_catches_broken_scripts():
 
 @pytest.mark.parametrize("host", WIN_HOSTS)
 def test_every_call_uses_real_parameters(fleet, host):
-    script, _, _ = _script(fleet, host)
+    script, plan, _ = _script(fleet, host)
     calls = script.calls()
     assert len(calls) > 50
+    engine_calls = 0
     for call in calls:
         if call.name == "$ChangeBlock":  # & $ChangeBlock inside Invoke-Change
+            continue
+        if call.name == windows.ps_quote(plan["engine"]["exe"]):
+            # the engine is called in one place, with the arguments it was given
+            assert call.positional == [Var("@arguments")] and not call.params
+            assert ("function", "Invoke-Engine") in script.enclosing(call.node)
+            engine_calls += 1
             continue
         fn = script.functions.get(call.name.lower())
         if fn is not None:
@@ -131,6 +160,7 @@ def test_every_call_uses_real_parameters(fleet, host):
         assert not missing, f"{call.name} lacks {missing}"
         if "erroraction" in call.params:
             assert call.params["erroraction"] in (["SilentlyContinue"], ["Stop"])
+    assert engine_calls == 1
 
 
 @pytest.mark.parametrize("host", WIN_HOSTS)
@@ -162,7 +192,8 @@ def test_firewall_calls_match_the_plan_argument_by_argument(fleet, host):
 @pytest.mark.parametrize("host", WIN_HOSTS)
 def test_acl_calls_match_the_plan_argument_by_argument(fleet, host):
     script, plan, _ = _script(fleet, host)
-    calls = script.calls("Add-SandboxAce")
+    calls = [c for c in script.calls("Add-SandboxAce")
+             if ("function", "Protect-ExistingNames") not in script.enclosing(c.node)]
     assert len(calls) == len(plan["acl"]) > 0
     for call, ace in zip(calls, plan["acl"], strict=True):
         p = call.params
@@ -176,35 +207,88 @@ def test_acl_calls_match_the_plan_argument_by_argument(fleet, host):
     body = script.functions["add-sandboxace"]
     text = script.src[body.node.start_byte:body.node.end_byte].decode()
     assert "AddAccessRule" in text
+    # an existing ACE counts only when it is this group's, by SID, exactly
+    assert "$ace.IdentityReference.Value -ceq $sid" in text and "-like" not in text
     assert "SetAccessRule" not in text and "RemoveAccessRule" not in text
     assert "SetAccessRuleProtection" not in text
 
 
 @pytest.mark.parametrize("host", WIN_HOSTS)
-def test_account_group_and_secret(fleet, host):
+def test_account_is_the_engines_never_adopted_and_denied_other_logons(fleet, host):
     script, plan, _ = _script(fleet, host)
     (group,) = script.calls("New-LocalGroup")
     assert group.params["name"] == [plan["group"]]
-    (user,) = script.calls("New-LocalUser")
-    assert user.params["name"] == [plan["account"]]
-    assert user.params["password"] == [Var("secure")], "password only from the generated secret"
-    assert {"accountneverexpires", "passwordneverexpires", "usermaynotchangepassword"} <= \
-        set(user.params)
+    # no password is ever set here: the engine creates the account and keeps its
+    # credential, and an existing account is never re-passworded or adopted
+    assert not script.calls("New-LocalUser") and not script.calls("Set-LocalUser")
+    assert "ConvertTo-SecureString" not in script.src.decode()
     (member,) = script.calls("Add-LocalGroupMember")
-    assert member.params == {"group": [plan["group"]], "member": [plan["account"]]}
-    (secure,) = script.calls("ConvertTo-SecureString")
-    assert secure.params["string"] == [Var("secret")]
-    (save,) = script.calls("Save-SandboxSecret")
-    assert save.params == {"path": [plan["password_file"]], "secret": [Var("secret")]}
-    # the secret goes to exactly these two calls and nowhere else (never printed)
-    uses = [c.name for c in script.calls() for vals in c.params.values() for v in vals
-            if v == Var("secret")]
-    assert sorted(uses) == ["ConvertTo-SecureString", "Save-SandboxSecret"]
+    assert member.params == {"group": [plan["group"]], "member": [Var("sid")]}
+    # every step that touches the account first refuses one it did not create
+    fn = script.functions["assert-ownedaccount"]
+    body = script.src[fn.node.start_byte:fn.node.end_byte].decode()
+    assert "-cne (Get-OwnedAccountSid)" in body and "throw" in body
+    sites = script.calls("Assert-OwnedAccount")
+    assert len(sites) == 3  # Engine, Account, Uninstall
+    # the marker is written only right after an install that created the account
+    marks = [c for c in script.calls("New-ItemProperty")
+             if c.params.get("name") == [plan["ownership"]["name"]]]
+    assert len(marks) == 1
+    assert marks[0].params["path"] == [plan["ownership"]["path"]]
+    assert marks[0].params["value"] == ["$created.SID.Value"]
     text = script.src.decode()
-    assert "[System.Security.Cryptography.DataProtectionScope]::LocalMachine" in text
-    assert "ProtectedData]::Protect(" in text
-    assert "S-1-5-18" in text and "S-1-5-32-544" in text  # SYSTEM and Administrators only
-    assert plan["password_file"].startswith("C:\\ProgramData\\agent-sandbox\\")
+    assert "if ($null -eq $before)" in text
+    for right in ("SeDenyNetworkLogonRight", "SeDenyBatchLogonRight",
+                  "SeDenyServiceLogonRight", "SeDenyRemoteInteractiveLogonRight"):
+        assert right in plan["deny_logon_rights"] and f"'{right}'" in text
+    hide = [c for c in script.calls("New-ItemProperty") if c.params.get("path") ==
+            [plan["hidden_key"]]]
+    assert len(hide) == 1 and hide[0].params["value"] == ["0"]
+    assert hide[0].params["propertytype"] == ["DWord"]
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_engine_is_srt_win_with_the_specs_account_and_ports(fleet, host):
+    script, plan, _ = _script(fleet, host)
+    spec = fleet.spec_for(host)
+    eng = plan["engine"]
+    lo, hi = spec.platforms.windows.proxy_port_range
+    assert eng["kind"] == "srt-win" and eng["version"] == "0.0.78"
+    assert eng["install_args"] == ["install", "--sublayer-guid", eng["sublayer_guid"],
+                                   "--proxy-port-range", f"{lo}-{hi}", "--sandbox-user",
+                                   spec.platforms.windows.account]
+    text = script.src.decode()
+    assert windows.ps_list(eng["install_args"]) in text
+    # the fence step fails closed on a disabled profile, GPO ignoring local
+    # rules, and a direct connection from the account (srt-win exit 3)
+    for needle in ("Get-NetFirewallProfile -PolicyStore ActiveStore",
+                   "AllowLocalFirewallRules.ToString() -ceq 'False'",
+                   "$profile.Enabled.ToString() -cne 'True'", "if ($probe.Code -eq 3) { throw",
+                   "if ($probe.Code -ne 0) { throw"):
+        assert needle in text, needle
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_state_folder_is_taken_over_with_a_fixed_acl(fleet, host):
+    script, plan, _ = _script(fleet, host)
+    text = script.src.decode()
+    want = "O:BAG:BAD:PAI(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICI;0x1200a9;;;BU)"
+    assert f"$wantSddl = '{want}'" in text
+    assert "if ($haveSddl -cne $wantSddl)" in text  # owner and ACL compared exactly
+    assert "SetOwner((New-Object System.Security.Principal.SecurityIdentifier('S-1-5-32-544')))" \
+        in text
+    assert plan["state_dir"] == "C:\\ProgramData\\agent-sandbox"
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_firewall_drift_compares_every_property_case_sensitively(fleet, host):
+    script, _, _ = _script(fleet, host)
+    fn = script.functions["set-sandboxfirewallrule"]
+    body = script.src[fn.node.start_byte:fn.node.end_byte].decode()
+    for prop in ("Description", "DisplayName", "Enabled", "Direction", "Action", "Profile",
+                 "LocalUser", "RemoteAddress", "Protocol", "RemotePort"):
+        assert re.search(prop + r"[^\n]*-ceq", body), prop
+    assert " -eq $description" not in body and "-like" not in body
 
 
 @pytest.mark.parametrize("host", WIN_HOSTS)
@@ -220,8 +304,11 @@ def test_every_change_is_guarded_for_check_mode(fleet, host):
         if sites and all(("block-of", "Invoke-Change") in script.enclosing(c.node)
                          for c in sites):
             guarded_functions.add(name)
-    assert "save-sandboxsecret" in guarded_functions
-    mutating = [c for c in script.calls() if c.name in MUTATING]
+    assert "set-sandboxfirewallrule" not in guarded_functions  # it guards inside
+    # (the temporary export of the user rights, made and removed by the script itself,
+    # is the one removal that runs in check mode)
+    mutating = [c for c in script.calls() if c.name in MUTATING
+                and c.params.get("literalpath") != [Var("export")]]
     mutating += [n for n in script.nodes("invokation_expression")
                  if re.search(rb"WriteAll(Text|Bytes)", script.src[n.start_byte:n.end_byte])]
     assert len(mutating) > 8
@@ -251,7 +338,7 @@ def test_managed_settings_file_and_registry(fleet, host):
     assert json.loads(reg["data"]) == json.loads(settings_file)
     policy = re.search(r"\$policy = @'\n(.*?)\n'@", text, re.S).group(1)
     assert policy == reg["data"]
-    (prop,) = script.calls("New-ItemProperty")
+    (prop,) = [c for c in script.calls("New-ItemProperty") if c.params["name"] == ["Settings"]]
     assert prop.params["path"] == [reg["path"]] and prop.params["name"] == ["Settings"]
     assert prop.params["propertytype"] == ["String"] and prop.params["value"] == [Var("policy")]
 
@@ -323,7 +410,11 @@ def test_acl_plan_maps_paths_and_says_what_it_skips():
                              ("deny_read", "**/*.pem")}
     roots = [a for a in acl if a["type"] == "allow" and a["rights"] == "Modify"]
     assert all(not a["if_exists"] for a in roots)
-    assert all(a["if_exists"] for a in acl if a["type"] == "deny")
+    assert all(a["if_exists"] for a in acl if a["type"] == "deny"
+               and a["reason"] != "parent delete-child")
+    # no root lets a protected child be deleted through the parent
+    for root in ("C:\\Users\\ann\\src", "D:\\builds"):
+        assert (root, "DeleteSubdirectoriesAndFiles", "deny") in got
 
 
 def test_bad_names_and_strings_are_refused():
@@ -384,3 +475,57 @@ def test_plan_artifact_is_the_plan(fleet, host):
     assert json.loads(text) == windows.windows_plan(spec, facts)
     assert text == (json.dumps(windows.windows_plan(spec, facts), sort_keys=True,
                                ensure_ascii=False) + "\n").encode()
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_aces_the_spec_dropped_are_removed_and_uninstall_takes_everything_back(fleet, host):
+    script, plan, _ = _script(fleet, host)
+    text = script.src.decode()
+    # every ACE the plan asks for is recorded; earlier ones not asked for are removed
+    fn = script.functions["add-sandboxace"]
+    assert "$script:WantedAces.Add($Type + '|' + $Rights + '|' + $Path)" in \
+        script.src[fn.node.start_byte:fn.node.end_byte].decode()
+    sync = script.functions["sync-sandboxacerecord"]
+    body = script.src[sync.node.start_byte:sync.node.end_byte].decode()
+    assert "if ($Wanted -ccontains $entry) { continue }" in body
+    assert "Remove-SandboxAce -Path $parts[2]" in body
+    assert len(script.calls("Sync-SandboxAceRecord")) == 2
+    acl_step = text[text.index("if ($Steps -contains 'Acl')"):text.index("# --- Claude Code")]
+    assert ("Sync-SandboxAceRecord -Wanted @($script:WantedAces) -Identity "
+            + windows.ps_quote(plan["group"])) in acl_step
+    rm = script.functions["remove-sandboxace"]
+    body = script.src[rm.node.start_byte:rm.node.end_byte].decode()
+    assert "$_.IdentityReference.Value -ceq $sid" in body  # by SID, exactly
+    assert "-not $_.IsInherited" not in body and "GetAccessRules($true, $false" in body
+    # uninstall: not a default step; takes back ACEs, rules, policy, rights, engine, group
+    default = re.search(r"\[string\[\]\]\$Steps = @\(([^)]*)\)", text).group(1)
+    assert "'Uninstall'" not in default
+    block = text[text.index("if ($Steps -contains 'Uninstall')"):]
+    for needle in ("Sync-SandboxAceRecord -Wanted @()", "Remove-NetFirewallRule",
+                   windows.ps_list(plan["engine"]["uninstall_args"]), "Remove-LocalGroup",
+                   "give back the logon rights", "$owned = Assert-OwnedAccount"):
+        assert needle in block, needle
+
+
+@pytest.mark.parametrize("host", WIN_HOSTS)
+def test_existing_protected_names_at_any_depth_get_the_deny(fleet, host):
+    script, plan, _ = _script(fleet, host)
+    from agent_sandbox import protected
+
+    names = plan["protected"]["names"]
+    assert ".claude\\" in names and ".mcp.json" in names and ".vscode\\" in names
+    assert len(names) == len(protected.ANY_DEPTH)
+    assert plan["protected"]["git"] == ["config", "config.worktree", "hooks\\", "commondir"]
+    walks = script.calls("Protect-ExistingNames")
+    assert sorted(w.params["root"][0] for w in walks) == plan["roots"]
+    assert all(w.params["identity"] == [plan["group"]] for w in walks)
+    fn = script.functions["protect-existingnames"]
+    body = script.src[fn.node.start_byte:fn.node.end_byte].decode()
+    assert "Get-ChildItem -LiteralPath $Root -Recurse -Force -ErrorAction Stop" in body
+    # NTFS names are compared without regard to case (.CLAUDE is .claude)
+    assert ".EndsWith('\\' + $bare, [System.StringComparison]::OrdinalIgnoreCase)" in body
+    inner = [c for c in script.calls("Add-SandboxAce")
+             if ("function", "Protect-ExistingNames") in script.enclosing(c.node)]
+    assert len(inner) == 2
+    assert all(c.params["rights"] == ["Write, Delete"] and c.params["type"] == ["Deny"]
+               for c in inner)

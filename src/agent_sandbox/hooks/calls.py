@@ -69,14 +69,37 @@ def _urls_in(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+_PATCH_HEADS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
+_LINE_BREAKS = frozenset("\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
 def patch_paths(patch: str) -> tuple[str, ...]:
-    """File paths an ``apply_patch`` envelope touches."""
-    out = []
-    for line in patch.splitlines():
-        for head in ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "):
-            if line.startswith(head):
-                out.append(line[len(head):].strip())
-    return tuple(out)
+    """Every file path an ``apply_patch`` envelope may touch, read as Codex reads it.
+
+    Codex splits on ``\\n`` (dropping a trailing ``\\r``), trims each hunk header
+    (Unicode white space) before matching it, and matches ``*** Move to:`` untrimmed.
+    Here every line is matched both as it is and trimmed, and each path both as
+    written and trimmed, so nothing Codex writes is left out. A marker anywhere
+    else in a line, or a path holding a line break or control character, is
+    refused rather than guessed.
+    """
+    out: list[str] = []
+    for raw in patch.split("\n"):
+        line = raw[:-1] if raw.endswith("\r") else raw
+        found = False
+        for variant in (line, line.strip()):
+            for head in _PATCH_HEADS:
+                if variant.startswith(head):
+                    found = True
+                    path = variant[len(head):]
+                    out += [path, path.strip()]
+        if not found and any(h.strip() in line for h in _PATCH_HEADS):
+            raise BadInput(f"apply_patch: a file header that is not at the start of its line: "
+                           f"{line[:80]!r}")
+    for path in out:
+        if any(ord(c) < 0x20 or ord(c) == 0x7F or c in _LINE_BREAKS for c in path):
+            raise BadInput(f"apply_patch: a file path with a control character: {path!r}")
+    return tuple(dict.fromkeys(p for p in out if p))
 
 
 def claude_call(data: dict[str, Any]) -> Call:

@@ -134,16 +134,11 @@ def refuse(agent: str, event: str, message: str) -> int:
 # -- policy ----------------------------------------------------------------
 
 def find_repo(cwd: str) -> str | None:
-    """The nearest directory at or above ``cwd`` holding ``.sandbox/``."""
-    d = cwd
-    for _ in range(256):
-        if os.path.isdir(os.path.join(d, ".sandbox")):
-            return d
-        parent = os.path.dirname(d)
-        if parent == d:
-            return None
-        d = parent
-    return None
+    """The nearest repository at or above ``cwd`` that ``sandbox init`` registered
+    (never a ``.sandbox/`` that merely exists: one could have been planted)."""
+    from ..policy.registry import repository_of
+
+    return repository_of(cwd, os.environ.get("HOME") or os.path.expanduser("~"))
 
 
 def load_policy(cwd: str) -> tuple[Any, str | None]:

@@ -6,8 +6,12 @@ escalate or deny.
 - ``engine``: ``Policy`` (built from the effective policy JSON) and
   ``Policy.classify(call) -> Decision``; pure apart from resolving symlinks and
   reading git remotes.
-- ``protect``: the self-protected paths, re-applied at every policy load.
-- ``remember``: "always allow this exact command in this repository" entries.
+- ``modelled``: the commands the engine fully models, with every flag it knows;
+  nothing else is ever allowed.
+- ``protect``: the self-protected paths (from ``agent_sandbox.protected``),
+  re-applied at every policy load.
+- ``registry``: the repositories ``sandbox init`` connected; the only ones whose
+  policy a hook applies.
 
 Nothing here may ever answer allow for input it does not understand.
 """

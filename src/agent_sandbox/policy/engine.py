@@ -22,8 +22,16 @@ import os
 import posixpath
 
 from ..spec import paths
-from ..spec.rules import ToolKind, Verdict, command_matches, normalise_command, prefix_matches
-from . import shell
+from ..spec.rules import (
+    ToolKind,
+    Verdict,
+    command_matches,
+    compound_pattern,
+    mcp_name_matches,
+    normalise_command,
+    prefix_matches,
+)
+from . import modelled, shell
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs the hook ~9 ms to import; annotations only
@@ -107,8 +115,8 @@ MUTATORS = frozenset({
 })
 # Shell builtins that change nothing outside the shell itself: allowed when no
 # rule names them (their redirects and substitutions are still judged).
-INERT = frozenset({"true", "false", "exit", ":", "cd", "pwd", "test", "[", "[[", "return",
-                   "shift", "wait", "set", "unset", "local", "read", "break", "continue"})
+INERT = frozenset({"true", "false", "exit", ":", "cd", "pwd", "test", "[", "return",
+                   "shift", "wait", "break", "continue"})
 DESTRUCTIVE = frozenset({"rm", "dd", "mkfs", "shred", "wipefs", "fdisk", "parted", "sudo", "su",
                          "doas", "chown", "kill", "pkill", "killall", "reboot", "shutdown"})
 NETWORK_TOOLS = frozenset({"curl", "wget", "http", "https", "aria2c", "lynx", "links", "w3m"})
@@ -127,9 +135,13 @@ PACKAGE_REGISTRIES = {
 _INSTALL_WORDS = frozenset({"install", "add", "i", "update", "upgrade", "download", "fetch",
                             "sync"})
 _GIT_NET = frozenset({"clone", "fetch", "pull", "push", "ls-remote", "submodule"})
+# Named for a high risk; every assignment outside modelled.SAFE_ENV escalates anyway.
 RISKY_ENV = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "BASH_ENV", "ENV",
                        "PROMPT_COMMAND", "GIT_SSH_COMMAND", "GIT_EXEC_PATH", "PYTHONPATH",
-                       "NODE_OPTIONS"})
+                       "NODE_OPTIONS", "GIT_EXTERNAL_DIFF", "GIT_CONFIG_COUNT", "CDPATH",
+                       "PAGER", "EDITOR", "VISUAL", "PERL5OPT", "RUBYOPT", "PYTHONSTARTUP"})
+_GIT_PLACE_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CONFIG",
+                  "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_COUNT")
 APPROVER_COMMANDS = frozenset({"approve", "deny", "watch", "init", "uninstall", "pending"})
 INTERNAL_TOOLS = frozenset({
     "TodoWrite", "Task", "ExitPlanMode", "BashOutput", "KillShell", "KillBash", "AskUserQuestion",
@@ -228,8 +240,7 @@ class Policy:
             elif kind == "fetch":
                 ok = pat == "*" or _domains().pattern_matches(pat, subject)
             elif kind == "mcp":
-                ok = (pat == "*" or subject == pat or subject.startswith(pat + "__")
-                      or (pat.endswith("*") and subject.startswith(pat[:-1])))
+                ok = pat == "*" or mcp_name_matches(pat, subject)
             else:
                 ok = pat == "*"
             if ok:
@@ -267,7 +278,7 @@ class Policy:
         return self._protected
 
     def read_ok(self, abspath: str) -> bool:
-        if ".sandbox" in abspath:
+        if "audit-keys" in abspath:
             from .protect import PROTECTED_READ
 
             if any(paths.covers(r, abspath) for r in PROTECTED_READ):
@@ -275,6 +286,10 @@ class Policy:
         return paths.read_allowed(abspath, self.deny_read, self.allow_read)
 
     def is_protected(self, abspath: str) -> bool:
+        # a .git entry itself (a gitdir: file, or a folder put in place) decides which
+        # configuration and hooks git runs there
+        if abspath.rsplit("/", 1)[-1] == ".git" or abspath.endswith("/.git/hooks"):
+            return True
         return any(paths.covers(r, abspath) for r in self.protected)
 
     def check_read(self, d: Decision, path: str, cwd: str, *, explicit: bool = True) -> None:
@@ -302,8 +317,8 @@ class Policy:
             d.add(DENY, f"writing {full} is denied by filesystem.deny_write")
             d.risk = "high"
             return
-        if self._apply_rules(d, "write", full, None, None):
-            return
+        # a rule may tighten a write, never loosen filesystem.allow_write
+        self._apply_rules(d, "write", full, None, None)
         if any(paths.covers(r, full) for r in self.allow_write):
             return
         d.add(ESCALATE, f"{full} is outside filesystem.allow_write")
@@ -316,14 +331,14 @@ class Policy:
         except _domains().DomainError as exc:
             d.add(DENY, f"{what}: bad host {host!r}: {exc}")
             return
-        if self._apply_rules(d, "fetch", canon, None, None):
-            return
-        ok, _why = _domains().host_allowed(canon, self.allowed_domains, self.denied_domains)
-        if ok:
-            return
         if any(_domains().pattern_matches(p, canon) or p == "*" for p in self.denied_domains):
             d.add(DENY, f"{what}: {canon} is in network.denied_domains")
             d.risk = "high"
+            return
+        # a rule may tighten a host, never loosen network.allowed_domains
+        self._apply_rules(d, "fetch", canon, None, None)
+        ok, _why = _domains().host_allowed(canon, self.allowed_domains, self.denied_domains)
+        if ok:
             return
         d.add(ESCALATE, f"{what}: {canon} is not in network.allowed_domains")
         _raise_risk(d, "medium")
@@ -362,9 +377,10 @@ class Policy:
             if not call.urls:
                 d.add(ESCALATE, f"{call.tool}: no URL to check")
             for u in call.urls:
-                host = host_of(u)
+                host = url_host(u)
                 if host is None:
-                    d.add(DENY, f"{call.tool}: cannot read the host of {u!r}")
+                    d.add(DENY, f"{call.tool}: {u!r} is not an http(s) URL whose host the "
+                                "policy engine can read exactly")
                 else:
                     self.check_host(d, host, call.tool)
         elif kind == "mcp":
@@ -383,28 +399,52 @@ class Policy:
         for problem in parsed.problems:
             d.add(ESCALATE, problem)
             _raise_risk(d, "medium")
-        here = cwd
+        # the working directories a command may run in: a cd that may or may not
+        # happen (after && or ||, in a condition, a subshell, a pipeline) adds one;
+        # None: unknown (a cd inside a loop, to a run-time place, to $OLDPWD)
+        cwds: list[str] | None = [os.path.realpath(cwd)]
+        if parsed.loops and any(seg.name in ("cd", "pushd", "popd") for seg in parsed.segments):
+            cwds = None
         for seg in parsed.segments:
-            here = self._segment(seg, here, cwd, d)
+            cwds = self._segment(seg, cwds, cwd, d)
+        # rules that span several commands (curl * | *sh*) judge the whole line; they
+        # can only tighten (the spec refuses allow and observe ones)
+        whole = normalise_command(command)
+        for r in self.rules:
+            if (r.tool in ("bash", "any") and r.pattern and compound_pattern(r.pattern)
+                    and r.verdict.rank > ALLOW.rank and command_matches(r.pattern, whole)):
+                d.add(r.verdict, r.reason or f"policy rule {r.pattern!r}")
 
-    def _segment(self, seg: shell.Segment, here: str, base: str, d: Decision) -> str:
+    def _paths_in(self, d: Decision, path: str, cwds: list[str] | None) -> list[str]:
+        """Every place ``path`` may name (each working directory; ``~`` both as
+        $HOME and as a literal folder), or none when the directory is unknown."""
+        if path.startswith("/"):
+            return [self.resolve(path, "/")]
+        out = []
+        if path == "~" or path.startswith("~/"):
+            out.append(self.resolve(path, "/"))
+        if cwds is None:
+            d.add(ESCALATE, f"{path!r} is relative to a working directory decided at run time")
+            return out
+        out += [paths.resolve(path, c) for c in cwds]
+        return out
+
+    def _segment(self, seg: shell.Segment, cwds: list[str] | None, base: str,
+                 d: Decision) -> list[str] | None:
+        here = cwds[0] if cwds else base
         for op, target in seg.redirects:
-            if op.endswith("&") or target.startswith("&"):
-                continue
-            if op.endswith(("<", "<&")) and not op.endswith("<>"):
-                if target.startswith("\x00dynamic:"):
-                    d.add(ESCALATE, "input file decided at run time")
-                else:
-                    self.check_read(d, target, here, explicit=False)
-            else:
-                self.check_write(d, target, here)
+            self._redirect(d, op, target, cwds)
         for a in seg.assignments:
             name = a.split("=", 1)[0].rstrip("+")
-            if name in RISKY_ENV:
+            if name in RISKY_ENV or name.endswith(("_proxy", "_PROXY")) or name.startswith(
+                    ("GIT_", "LD_", "BASH_FUNC_")) or name in ("CDPATH", "IFS", "SHELLOPTS"):
                 d.add(ESCALATE, f"sets {name}, which changes what runs")
                 _raise_risk(d, "high")
+            elif not modelled.safe_assignment(a):
+                d.add(ESCALATE, f"sets {name}, an environment variable the policy engine does "
+                                "not model (it may make a program load code or configuration)")
         if not seg.argv:
-            return here
+            return cwds
         argv = seg.argv
         name = seg.name
         if seg.dynamic and seg.dynamic[0]:
@@ -441,28 +481,193 @@ class Policy:
             d.risk = "high"
         if name == "source" or name == ".":
             d.add(ESCALATE, "sources a script into the shell")
-        # paths in arguments: protected reads, protected writes
+        # paths in arguments of commands that are not modelled: protected reads and
+        # writes found by shape (a modelled command's arguments are judged exactly below)
         mutating = name in MUTATORS
         for a, dyn in zip(argv[1:], seg.dynamic[1:], strict=False):
             if dyn and mutating and (".sandbox" in a or a.startswith("$")):
                 d.add(ESCALATE, f"{name} on a path decided at run time ({a!r})")
             for cand in _path_candidates(a):
-                full = self.resolve(cand, here)
-                if not self.read_ok(full):
-                    d.add(DENY, f"{name} touches {full}, which filesystem.deny_read protects")
-                    d.risk = "high"
-                if mutating and self.is_protected(full):
-                    d.add(DENY, f"{name} may modify {full}, which is protected")
-                    d.risk = "high"
+                for full in self._paths_in(d, cand, cwds or [here]):
+                    if not self.read_ok(full):
+                        d.add(DENY, f"{name} touches {full}, which filesystem.deny_read "
+                                    "protects")
+                        d.risk = "high"
+                    if mutating and self.is_protected(full):
+                        d.add(DENY, f"{name} may modify {full}, which is protected")
+                        d.risk = "high"
             if mutating and ".sandbox" in a.split("/") and a not in ("--",):
                 d.add(DENY, f"{name} names the sandbox state directory ({a!r})")
                 d.risk = "high"
         # network
         for host, what in _hosts_in(seg, here):
             self.check_host(d, host, what)
-        if name == "cd" and len(argv) > 1 and not seg.dynamic[1]:
-            return self.resolve(argv[1], here)
-        return here
+        if name == "cd":
+            return self._cd(seg, cwds, d)
+        self._modelled(seg, cwds, d)
+        return cwds
+
+    def _redirect(self, d: Decision, op: str, target: str, cwds: list[str] | None) -> None:
+        bare = op.lstrip("0123456789")
+        if bare in (">&", "<&") and (target == "-" or target.rstrip("-").isdigit()):
+            return  # duplicates or closes a descriptor
+        if target.startswith("\x00dynamic:"):
+            d.add(ESCALATE, f"redirection target decided at run time ({target[9:]})")
+            return
+        if target.startswith(("/dev/tcp/", "/dev/udp/")) or target in ("/dev/tcp", "/dev/udp"):
+            parts = target.split("/")
+            if len(parts) > 3 and parts[3]:
+                self.check_host(d, parts[3], "a /dev/tcp redirection")
+            d.add(ESCALATE, f"{target} opens a network connection from the shell")
+            _raise_risk(d, "high")
+            return
+        if target in shell.DEV_SINKS or (target.startswith("/dev/fd/")
+                                         and target[8:].isdigit()):
+            return
+        reading = bare in ("<", "<&")
+        for full in self._paths_in(d, target, cwds):
+            if reading:
+                self.check_read(d, full, "/", explicit=False)
+            else:
+                self.check_write(d, full, "/")
+
+    def _cd(self, seg: shell.Segment, cwds: list[str] | None, d: Decision) -> list[str] | None:
+        args = seg.argv[1:]
+        dyn = seg.dynamic[1:]
+        physical = False
+        while args and args[0] in ("-L", "-P", "-e", "-@", "--") and not dyn[0]:
+            physical = physical or args[0] == "-P"
+            stop = args[0] == "--"
+            args, dyn = args[1:], dyn[1:]
+            if stop:
+                break
+        if len(args) > 1 or (args and (dyn[0] or args[0] == "-" or args[0].startswith("-"))):
+            d.add(ESCALATE, "cd to a place decided at run time")
+            return None
+        target = args[0] if args else "~"
+        if (os.environ.get("CDPATH") and not target.startswith(("/", "~"))
+                and target.split("/", 1)[0] not in (".", "..")):
+            d.add(ESCALATE, "cd under CDPATH may go elsewhere")
+            return None
+        if cwds is None:
+            return None
+        if target == "~" or target.startswith("~/"):
+            target = self.home + target[1:]
+        new: list[str] = []
+        for c in cwds:
+            joined = os.path.join(c, target)
+            new.append(os.path.realpath(joined))  # physical (cd -P, and the kernel)
+            if not physical:
+                new.append(os.path.realpath(os.path.normpath(joined)))  # logical ..
+        new = list(dict.fromkeys(new))
+        certain = (seg.persist and seg.after in ("", ";", "\n") and not seg.conditional
+                   and len(new) == 1 and os.path.isdir(new[0]))
+        out = new if certain else list(dict.fromkeys(cwds + new))
+        return out if len(out) <= 8 else None
+
+    def _modelled(self, seg: shell.Segment, cwds: list[str] | None, d: Decision) -> None:
+        """At least escalate unless the command is one the engine fully models."""
+        argv = list(seg.argv)
+        for i, (dyn, glob) in enumerate(zip(seg.dynamic, seg.globs, strict=False)):
+            if dyn and not glob:
+                d.add(ESCALATE, f"{argv[i]!r} is decided at run time")
+                return
+        if any(seg.globs):
+            if cwds is None or len(cwds) != 1:
+                d.add(ESCALATE, "a glob in a working directory decided at run time")
+                return
+            expanded = [argv[0]]
+            for word, glob in zip(argv[1:], seg.globs[1:], strict=False):
+                if not glob:
+                    expanded.append(word)
+                    continue
+                import glob as globmod
+
+                pattern = self.home + word[1:] if word.startswith("~/") else word
+                found = sorted(globmod.glob(pattern, root_dir=cwds[0]))[:1001]
+                if len(found) > 1000:
+                    d.add(ESCALATE, f"{word!r} matches too many files to judge")
+                    return
+                if any(f.startswith("-") for f in found):
+                    d.add(ESCALATE, f"{word!r} matches a file name that reads as an option")
+                    return
+                expanded += found or [word]
+            argv = expanded
+        problem, uses = modelled.model(argv)
+        if problem:
+            d.add(ESCALATE, problem)
+            return
+        if seg.name not in modelled.BUILTINS and not self._trusted_program(seg.name):
+            d.add(ESCALATE, f"{seg.name} does not resolve to a program outside the writable "
+                            "places")
+            return
+        for path, how in uses:
+            for full in self._paths_in(d, path, cwds):
+                if how == "git":
+                    self._check_git(d, full)
+                    continue
+                self.check_read(d, full, "/", explicit=False)
+                if how == "tree" and d.verdict.rank < ESCALATE.rank:
+                    self._check_tree(d, full)
+
+    def _trusted_program(self, name: str) -> bool:
+        for folder in os.environ.get("PATH", "/usr/bin:/bin").split(":"):
+            if not folder.startswith("/"):
+                return False  # an empty or relative PATH entry: the working directory
+            candidate = os.path.join(folder, name)
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                real = os.path.realpath(candidate)
+                return not any(paths.covers(r, real) or paths.covers(r, folder)
+                               for r in self.allow_write)
+        return False
+
+    def _check_git(self, d: Decision, where: str) -> None:
+        if any(k in os.environ for k in _GIT_PLACE_ENV):
+            d.add(ESCALATE, "git's repository is chosen by the environment (GIT_DIR ...)")
+            return
+        cur = where
+        for _ in range(256):
+            dotgit = os.path.join(cur, ".git")
+            if os.path.lexists(dotgit):
+                if os.path.islink(dotgit) or not os.path.isdir(dotgit):
+                    d.add(ESCALATE, f"{dotgit} points git at another directory")
+                elif os.path.lexists(os.path.join(dotgit, "commondir")):
+                    d.add(ESCALATE, f"{dotgit}/commondir points git at another directory")
+                return
+            parent = os.path.dirname(cur)
+            if parent == cur:
+                return
+            cur = parent
+        d.add(ESCALATE, "git repository too deep to find")
+
+    def _check_tree(self, d: Decision, root: str, budget: int = 20000) -> None:
+        """A walk reads everything below ``root``: escalate when something there is
+        read-denied (or there is too much to look at)."""
+        from .protect import PROTECTED_READ
+
+        denies = list(self.deny_read) + list(PROTECTED_READ)
+        anchored = [r for r in denies if not r.startswith("**/")]
+        if not any(r.startswith("**/") for r in denies) and not any(
+                r == root or r.startswith(root.rstrip("/") + "/") or paths.is_glob(r)
+                for r in anchored):
+            return
+        if not os.path.isdir(root):
+            return
+        seen = 0
+        for top, dirs, files in os.walk(root, followlinks=False):
+            for entry in dirs + files:
+                seen += 1
+                full = os.path.join(top, entry)
+                targets = [full]
+                if os.path.islink(full):
+                    targets.append(os.path.realpath(full))
+                for t in targets:
+                    if not self.read_ok(t):
+                        d.add(ESCALATE, f"walks {root}, which holds {t} (read-denied)")
+                        return
+            if seen > budget:
+                d.add(ESCALATE, f"{root} holds more than {budget} entries: too many to check")
+                return
 
     def _remembered(self, call: Call) -> bool:
         import time
@@ -564,8 +769,8 @@ def _strings(obj: dict[str, Any], key: str, where: str) -> list[str]:
 
 def _number(obj: dict[str, Any], key: str, default: float) -> float:
     v = obj.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        raise PolicyError(f"approvals.{key} must be a number of seconds")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+        raise PolicyError(f"approvals.{key} must be a finite number of seconds")
     return float(v)
 
 
@@ -609,13 +814,17 @@ def _path_candidates(arg: str) -> list[str]:
 
 
 def host_of(url: str) -> str | None:
-    """The host of a URL (scheme optional), or None when there is none."""
+    """The host of a URL-like shell argument (scheme optional), or None.
+
+    Used to find hosts in command arguments, where it only needs to find more
+    than a client would; a fetch tool's URL is read by ``url_host``.
+    """
     u = url.strip()
     if "://" in u:
         u = u.split("://", 1)[1]
     elif u.startswith("//"):
         u = u[2:]
-    u = u.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    u = u.replace("\\", "/").split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
     if "@" in u:
         u = u.rsplit("@", 1)[1]
     if u.startswith("["):
@@ -623,6 +832,66 @@ def host_of(url: str) -> str | None:
         return u[: end + 1] if end > 0 else None
     host = u.split(":", 1)[0]
     return host or None
+
+
+_FORBIDDEN_HOST = frozenset(" #%/:<>?@[\\]^|")
+
+
+def url_host(url: str) -> str | None:
+    """The host a WHATWG URL parser (the one the agents' fetch tools use) reads
+    from an http(s) URL, or None when the URL is anything else or anything the
+    engine cannot read exactly.
+
+    As the WHATWG parser does: leading and trailing C0 controls and spaces are
+    dropped, tabs and newlines anywhere are removed, ``\\`` counts as ``/``, any
+    run of slashes after the scheme is skipped, the authority ends at the first
+    ``/``, ``\\``, ``?`` or ``#``, the user information ends at its last ``@``,
+    and the host is percent-decoded.
+    """
+    if not isinstance(url, str):
+        return None
+    u = url.strip("".join(chr(i) for i in range(0x21)))
+    u = u.replace("\t", "").replace("\n", "").replace("\r", "")
+    scheme, colon, rest = u.partition(":")
+    if not colon or scheme.lower() not in ("http", "https"):
+        return None
+    rest = rest.lstrip("/\\")
+    end = len(rest)
+    for c in "/\\?#":
+        j = rest.find(c)
+        if 0 <= j < end:
+            end = j
+    authority = rest[:end]
+    if "@" in authority:
+        authority = authority.rsplit("@", 1)[1]
+    if authority.startswith("["):
+        close = authority.find("]")
+        if close < 0:
+            return None
+        host, port = authority[: close + 1], authority[close + 1 :]
+        if port and not (port.startswith(":") and port[1:].isdigit()):
+            return None
+        return host
+    host, _, port = authority.partition(":")
+    if port and not port.isdigit():
+        return None
+    if "%" in host:
+        from urllib.parse import unquote
+
+        host = unquote(host, errors="strict") if _percent_ok(host) else ""
+    if not host or any(c in _FORBIDDEN_HOST or ord(c) < 0x20 or ord(c) == 0x7F
+                       for c in host):
+        return None
+    return host
+
+
+def _percent_ok(text: str) -> bool:
+    i = text.find("%")
+    while i >= 0:
+        if len(text) < i + 3 or not all(c in "0123456789abcdefABCDEF" for c in text[i + 1:i + 3]):
+            return False
+        i = text.find("%", i + 1)
+    return True
 
 
 def _hosts_in(seg: shell.Segment, cwd: str) -> list[tuple[str, str]]:
@@ -639,7 +908,8 @@ def _hosts_in(seg: shell.Segment, cwd: str) -> list[tuple[str, str]]:
                     out.append((h, name))
     if name in NETWORK_TOOLS:
         for a in argv[1:]:
-            if not a.startswith("-") and "://" not in a and "." in a and "/" not in a.split(".")[0]:
+            # any bare argument may be a host: localhost, 2130706433, 0x7f.1, [::1]
+            if not a.startswith("-") and "://" not in a:
                 h = host_of(a)
                 if h and _looks_like_host(h):
                     out.append((h, name))

@@ -57,19 +57,22 @@ DEV_SINKS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 # Plain classes, not dataclasses: importing dataclasses costs the hook ~10 ms.
 class Word:
     """One shell word: its literal text with quotes removed, and whether any
-    part of it is decided only at run time (a variable, a substitution, a glob)."""
+    part of it is decided only at run time (a variable, a substitution, a glob,
+    a brace or tilde form other than ``~/``). ``glob`` marks a word whose only
+    run-time part is an unquoted ``*`` or ``?`` (the engine may expand it)."""
 
-    __slots__ = ("dynamic", "quoted", "text")
+    __slots__ = ("dynamic", "glob", "quoted", "text")
 
-    def __init__(self, text: str, dynamic: bool = False, quoted: bool = False) -> None:
-        self.text, self.dynamic, self.quoted = text, dynamic, quoted
+    def __init__(self, text: str, dynamic: bool = False, quoted: bool = False,
+                 glob: bool = False) -> None:
+        self.text, self.dynamic, self.quoted, self.glob = text, dynamic, quoted, glob
 
 
 class Segment:
     """One simple command as it would be executed."""
 
-    __slots__ = ("argv", "assignments", "dynamic", "heredoc", "origin", "pipe_sources",
-                 "redirects", "stdin_from_pipe")
+    __slots__ = ("after", "argv", "assignments", "conditional", "dynamic", "globs", "heredoc",
+                 "origin", "persist", "pipe_sources", "redirects", "stdin_from_pipe")
 
     def __init__(
         self,
@@ -89,6 +92,13 @@ class Segment:
         self.pipe_sources: list[list[str]] = []  # argv of the earlier pipe stages
         self.heredoc = heredoc
         self.origin = origin  # how it was reached: "", "bash -c", "$(...)", "find -exec"
+        # which words are plain unquoted * / ? globs (their only run-time part)
+        self.globs: list[bool] = [False] * len(argv)
+        # whether a change of directory here outlives the command: top level, not in
+        # ( ), a pipeline, the background or a substitution
+        self.persist = False
+        self.after = ""  # the operator before it: "", ";", "\n", "&&", "||", "&", "|"
+        self.conditional = False  # behind if/then/else/while/until/do/!
 
     def __repr__(self) -> str:
         return f"Segment({self.argv!r}, origin={self.origin!r})"
@@ -105,11 +115,12 @@ class Segment:
 
 
 class Parse:
-    __slots__ = ("problems", "segments")
+    __slots__ = ("loops", "problems", "segments")
 
     def __init__(self) -> None:
         self.segments: list[Segment] = []
         self.problems: list[str] = []
+        self.loops = False  # while/until/for/select: the order of segments may repeat
 
 
 class _Unparsable(Exception):
@@ -137,8 +148,9 @@ class _Lexer:
         self.s = src
         self.i = 0
         self.n = len(src)
-        self.heredocs: list[tuple[str, bool]] = []  # (delimiter, strip tabs)
+        self.heredocs: list[tuple[str, bool, bool]] = []  # (delimiter, strip tabs, quoted)
         self.heredoc_bodies: list[str] = []
+        self.expanding_heredoc = False  # a body with $, ` or \\ under an unquoted delimiter
 
     def error(self, msg: str) -> _Unparsable:
         return _Unparsable(msg)
@@ -244,7 +256,7 @@ class _Lexer:
                     delim = self._word()
                     if delim.word is None or not delim.word.text or delim.subs:
                         raise self.error("here-document without a plain delimiter")
-                    self.heredocs.append((delim.word.text, op == "<<-"))
+                    self.heredocs.append((delim.word.text, op == "<<-", delim.word.quoted))
                     out.append(delim)
                 continue
             if not (c in "<>" and self.i + 1 < n and s[self.i + 1] == "("):
@@ -277,7 +289,7 @@ class _Lexer:
 
     def _read_heredoc_bodies(self) -> None:
         s = self.s
-        for delim, strip in self.heredocs:
+        for delim, strip, quoted in self.heredocs:
             lines: list[str] = []
             while True:
                 if self.i >= self.n:
@@ -289,14 +301,23 @@ class _Lexer:
                 if check == delim:
                     break
                 lines.append(line)
-            self.heredoc_bodies.append("\n".join(lines))
+            body = "\n".join(lines)
+            if not quoted and any(c in body for c in "$`\\"):
+                self.expanding_heredoc = True
+            self.heredoc_bodies.append(body)
         self.heredocs = []
 
     def _word(self) -> _Tok:
         s, n = self.s, self.n
         buf: list[str] = []
-        dynamic = quoted = False
+        dynamic = quoted = glob = quoted_glob = False
         subs: list[str] = []
+        if s[self.i] == "~":
+            # tilde expansion: only a bare ``~`` or ``~/...`` is modelled (as $HOME);
+            # ``~user``, ``~+``, ``~-`` (=$OLDPWD) and ``~N`` are decided at run time
+            j = self.i + 1
+            if j < n and s[j] not in " \t\r\n;&|()<>/":
+                dynamic = True
         while self.i < n:
             c = s[self.i]
             if c in " \t\r\n;&|()":
@@ -312,6 +333,7 @@ class _Lexer:
             if c == "\\":
                 if self.i + 1 < n:
                     buf.append(s[self.i + 1])
+                    quoted_glob = quoted_glob or s[self.i + 1] in "*?["
                 self.i += 2
                 quoted = True
                 continue
@@ -319,14 +341,22 @@ class _Lexer:
                 j = s.find("'", self.i + 1)
                 if j < 0:
                     raise self.error("unterminated single quote")
-                buf.append(s[self.i + 1 : j])
+                part = s[self.i + 1 : j]
+                quoted_glob = quoted_glob or any(g in part for g in "*?[")
+                buf.append(part)
                 self.i = j + 1
                 quoted = True
                 continue
             if c == "$" and self.i + 1 < n and s[self.i + 1] == "'":
                 text, self.i = _ansi_c(s, self.i + 2)
+                quoted_glob = quoted_glob or any(g in text for g in "*?[")
                 buf.append(text)
                 quoted = True
+                continue
+            if c == "$" and self.i + 1 < n and s[self.i + 1] == '"':
+                # $"..." is translated through the message catalogue at run time
+                dynamic = True
+                self.i += 1
                 continue
             if c == '"':
                 quoted = True
@@ -349,6 +379,7 @@ class _Lexer:
                             subs.append(sub)
                         buf.append("\x00")
                         continue
+                    quoted_glob = quoted_glob or d in "*?["
                     buf.append(d)
                     self.i += 1
                 continue
@@ -359,13 +390,18 @@ class _Lexer:
                     subs.append(sub)
                 buf.append("\x00")
                 continue
-            ahead = s[self.i : self.i + 200]
-            if c in "*?[" or (c == "{" and "}" in ahead and "," in ahead):
+            if c in "*?":
+                glob = True
+            elif c == "[" or (c == "{" and "}" in s[self.i : self.i + 4096]):
+                # bracket classes, brace expansion ({a,b}, {a..z}) and {fd}> names
                 dynamic = True
             buf.append(c)
             self.i += 1
         text = "".join(buf)
-        return _Tok("word", text, Word(text.replace("\x00", "$"), dynamic, quoted), subs)
+        if glob and quoted_glob:
+            dynamic = True  # quoted and unquoted glob characters in one word: not expanded here
+        return _Tok("word", text, Word(text.replace("\x00", "$"), dynamic or glob, quoted,
+                                       glob and not dynamic), subs)
 
     def _dollar(self) -> tuple[bool, str | None]:
         """At ``$`` or a backtick: consume the expansion. Returns (dynamic,
@@ -476,6 +512,9 @@ def _parse_into(command: str, result: Parse, depth: int, origin: str) -> None:
     except _Unparsable as exc:
         result.problems.append(f"cannot parse the command: {exc}")
         return
+    if lexer.expanding_heredoc:
+        result.problems.append("a here-document body is expanded at run time (unquoted "
+                               "delimiter with $, ` or \\ in the body)")
     bodies = iter(lexer.heredoc_bodies)
     # group tokens into pipelines of simple commands
     pipeline: list[Segment] = []
@@ -484,13 +523,19 @@ def _parse_into(command: str, result: Parse, depth: int, origin: str) -> None:
     cur_heredoc: list[str | None] = [None]
     pending_redir: str | None = None
     pending_fd = ""
+    paren = 0
+    prev_op = ""
 
-    def flush(piped_next: bool) -> None:
-        nonlocal cur_words, cur_redirs
+    def flush(op: str) -> None:
+        nonlocal cur_words, cur_redirs, prev_op
         seg = _segment(cur_words, cur_redirs, cur_heredoc[0], result, depth, origin)
         cur_words, cur_redirs = [], []
         cur_heredoc[0] = None
+        piped_next = op in ("|", "|&")
         if seg is not None:
+            seg.after = prev_op
+            seg.persist = (depth == 0 and paren == 0 and not pipeline and not piped_next
+                           and op != "&")
             if pipeline:
                 seg.stdin_from_pipe = True
                 seg.pipe_sources = [p.argv for p in pipeline]
@@ -498,6 +543,7 @@ def _parse_into(command: str, result: Parse, depth: int, origin: str) -> None:
             result.segments.append(seg)
         if not piped_next:
             pipeline.clear()
+        prev_op = op
 
     for tok in toks:
         if pending_redir is not None:
@@ -516,6 +562,8 @@ def _parse_into(command: str, result: Parse, depth: int, origin: str) -> None:
                     return
                 continue
             if op == "<<<":
+                if tok.word.dynamic:
+                    result.problems.append("a here-string decided at run time")
                 cur_heredoc[0] = tok.word.text
                 continue
             target = tok.word.text
@@ -531,23 +579,27 @@ def _parse_into(command: str, result: Parse, depth: int, origin: str) -> None:
             cur_words.append(tok)
             continue
         op = tok.value
-        if op in ("|", "|&"):
-            flush(True)
-        elif op in ("(", ")"):
+        if op in ("(", ")"):
             if cur_words and op == "(":
                 # "name ( ) {" : a function definition, or arithmetic we do not model
                 result.problems.append("function definitions are not judged; run them as a script")
                 return
-            flush(False)
+            flush(prev_op if op == "(" else ";")
+            paren += 1 if op == "(" else -1
+            if paren < 0:
+                result.problems.append("unbalanced parenthesis")
+                return
         elif op == ";;":
             result.problems.append("case statements are not judged")
             return
         else:
-            flush(False)
+            flush(op)
     if pending_redir is not None:
         result.problems.append(f"redirection {pending_redir} has no target")
         return
-    flush(False)
+    if paren:
+        result.problems.append("unbalanced parenthesis")
+    flush("")
 
 
 def _segment(
@@ -561,36 +613,46 @@ def _segment(
     for w in words:
         for sub in w.subs:
             _parse_into(sub, result, depth + 1, "$(...)")
-    ws = [w.word for w in words if w.word is not None]
+    toks = [w for w in words if w.word is not None]
     # leading keywords and assignments
     assignments: list[str] = []
-    while ws:
-        t = ws[0]
+    conditional = False
+    while toks:
+        t = toks[0].word
+        assert t is not None
         if not t.quoted and t.text in KEYWORDS_PREFIX:
-            ws = ws[1:]
+            conditional = True
+            if t.text in ("while", "until"):
+                result.loops = True
+            toks = toks[1:]
             continue
         if not t.quoted and t.text in ("for", "select", "case", "function"):
             if t.text in ("case", "function"):
                 result.problems.append(f"{t.text} statements are not judged")
+            else:
+                result.loops = True
             return None
         if not t.quoted and t.text in KEYWORDS_END:
-            ws = ws[1:]
-            continue
-        if _is_assignment(t.text) and not t.quoted:
-            assignments.append(t.text)
-            ws = ws[1:]
+            toks = toks[1:]
             continue
         if _is_assignment(t.text):
+            if t.dynamic:
+                result.problems.append(f"an assignment decided at run time ({t.text!r})")
             assignments.append(t.text)
-            ws = ws[1:]
+            toks = toks[1:]
             continue
         break
+    ws = [w.word for w in toks if w.word is not None]
     if not ws:
         if assignments or redirs:
-            return Segment([], [], redirs, assignments, origin=origin, heredoc=heredoc)
+            seg = Segment([], [], redirs, assignments, origin=origin, heredoc=heredoc)
+            seg.conditional = conditional
+            return seg
         return None
     seg = Segment([w.text for w in ws], [w.dynamic for w in ws], redirs, assignments,
                   heredoc=heredoc, origin=origin)
+    seg.globs = [w.glob for w in ws]
+    seg.conditional = conditional
     _expand_nested(seg, result, depth)
     return seg
 

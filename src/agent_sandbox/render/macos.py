@@ -6,14 +6,23 @@ For every user on a macOS host this renders a Seatbelt (SBPL) profile for
 - deny by default;
 - reads allowed except ``deny_read`` (with ``allow_read`` carve-outs): rules are
   emitted in increasing specificity, and since SBPL lets the *last* matching rule
-  win, the most specific rule decides, exactly like ``paths.read_allowed``
-  (a tie goes to the allow, emitted after the deny);
+  win, the most specific rule decides (a tie goes to the allow); then every glob
+  deny again, after all allows, minus only the carve-outs the glob itself covers,
+  so a longer ``allow_read`` (the repository) never re-opens ``repo/.env``;
 - writes only under ``allow_write``, then every ``deny_write`` entry and the
-  mandatory protected set (``paths.MANDATORY_DENY_WRITE``) emitted after the
-  allows, so a deny always beats an allow (``paths.write_allowed``);
-- ``file-write-unlink`` (which also governs rename) denied on every denied path
-  and on each of its ancestors, so a denied file cannot be moved out from under
-  its rule by renaming a parent;
+  protected set (``agent_sandbox.protected``) emitted after the allows, so a deny
+  always beats an allow. A deny covers its name too (``x/**`` covers ``x``);
+- no create, unlink or rename of a write-denied path or protected name, of any
+  folder above one, of the writable roots, the working directory or the home: a
+  name that does not exist yet cannot be planted as a symlink (or a git file),
+  and a rename cannot carry a rule away. No unlink or rename of what may not be
+  read, minus its carve-outs (rm and mv work in a re-allowed repository);
+- every deny matches letters in either case (macOS volumes are case-insensitive);
+- literal denied paths are listed per user (``denied_paths``); the role resolves
+  them on the host and appends ``resolved_denies`` for those that are links;
+- sysctl reads from an allowlist (nothing about other processes), pseudo-terminals
+  only with ``platforms.macos.allow_pty``, AF_UNIX sockets only when a unix
+  socket is allowed, POSIX IPC under multiprocessing's names only;
 - network only to the proxy port(s) on localhost;
 - a mach-lookup allowlist sufficient for common tools. ``com.apple.trustd.agent``
   is on it by default (``platforms.macos.allow_mach_lookup``) because Go, and
@@ -22,11 +31,17 @@ For every user on a macOS host this renders a Seatbelt (SBPL) profile for
   sandboxed program's behalf, a narrow channel that bypasses the proxy. Remove it
   from the list where that matters more than Go tooling.
 
+``tests/platforms/test_macos_vs_srt.py`` holds the result against srt's own
+generator: no probe may be allowed here and denied there.
+
 Seatbelt matches resolved paths, so ``/tmp``, ``/var`` and ``/etc`` become
 ``/private/...``. Globs become SBPL regexes. A relative rule is relative to the
 working directory, given to ``sandbox-exec`` as ``-D CWD=...``; a relative *glob*
 cannot be anchored there, so a relative deny glob matches at any depth (denies
-more) and a relative allow glob is dropped (allows less): both fail closed.
+more) and a relative allow glob is dropped (allows less): both fail closed. A
+relative literal deny matches at the working directory and at any depth too: the
+folders above the working directory are unknown when the profile is rendered, so
+renaming one must not carry the denied path out of its rule.
 
 Pure: (spec, facts) -> artifacts. Never writes files or starts processes.
 """
@@ -59,6 +74,9 @@ _UUID_NS = uuid.UUID("7d8f4c52-2f6e-4b0c-9a55-3f1b9a3c6e01")
 
 # Mach services that common command-line tools need. trustd is not here: it is
 # in the spec's allow_mach_lookup default so it can be removed (see above).
+# Preferences go through ``user-preference-read``, not the cfprefsd daemons, and
+# the diagnostics and analytics daemons are left out: both carry data out of the
+# sandbox and nothing a command-line tool needs depends on them.
 BASE_MACH_LOOKUP: tuple[str, ...] = (
     "com.apple.bsd.dirhelper",
     "com.apple.coreservices.launchservicesd",
@@ -70,18 +88,52 @@ BASE_MACH_LOOKUP: tuple[str, ...] = (
     "com.apple.system.opendirectoryd.membership",
     "com.apple.SecurityServer",
     "com.apple.securityd.xpc",
-    "com.apple.diagnosticd",
-    "com.apple.analyticsd",
-    "com.apple.cfprefsd.daemon",
-    "com.apple.cfprefsd.agent",
 )
+
+# sysctls a sandboxed tool may read: hardware and OS identity that runtimes
+# (Python, Node, Go, the JVM) query at start. Nothing that describes other
+# processes (kern.procargs2 holds their arguments and environment,
+# kern.proc.all lists them) and nothing about the host's boot or identity.
+SYSCTL_READ_NAMES: tuple[str, ...] = (
+    "hw.activecpu", "hw.byteorder", "hw.cachelinesize", "hw.cpufamily", "hw.cpufrequency",
+    "hw.cputype", "hw.l1dcachesize", "hw.l1icachesize", "hw.l2cachesize", "hw.l3cachesize",
+    "hw.logicalcpu", "hw.logicalcpu_max", "hw.machine", "hw.memsize", "hw.model", "hw.ncpu",
+    "hw.nperflevels", "hw.packages", "hw.pagesize", "hw.physicalcpu", "hw.physicalcpu_max",
+    "hw.tbfrequency", "hw.vectorunit", "kern.argmax", "kern.hostname", "kern.maxfiles",
+    "kern.maxfilesperproc", "kern.maxproc", "kern.ngroups", "kern.osproductversion",
+    "kern.osrelease", "kern.ostype", "kern.osversion", "kern.secure_kernel",
+    "kern.usrstack64", "kern.version", "machdep.ptrauth_enabled", "sysctl.proc_cputype",
+    "vm.loadavg",
+)
+SYSCTL_READ_PREFIXES: tuple[str, ...] = (
+    "hw.optional.", "hw.perflevel", "machdep.cpu.",
+    "kern.proc.pid.",  # a process's own kinfo_proc (getppid, ps of itself); not its arguments
+)
+
+# POSIX semaphore and shared-memory names Python's multiprocessing creates
+# (``/mp-...`` semaphores, ``/psm_...`` shared_memory). The names are one
+# namespace for the whole machine, so only these are opened, not those of
+# every other program.
+IPC_POSIX_NAME_REGEX = "^/(mp-|psm_)"
 
 # Seatbelt sees the resolved path: these top-level links point into /private.
 _PRIVATE_LINKS = ("/tmp", "/var", "/etc")
 
 
+def protected_rules(home: str) -> tuple[str, ...]:
+    """The project's protected set (``agent_sandbox.protected``) as path rules for
+    one home: never writable, never plantable, at any depth below a writable root."""
+    from .. import protected
+
+    return (*protected.any_depth_rules(), *protected.home_rules(home))
+
+
 def seatbelt_target(facts: HostFacts, user: User) -> str:
     return f"{facts.prefix}/seatbelt/{user.name}.sb"
+
+
+def denies_target(facts: HostFacts, user: User) -> str:
+    return f"{facts.prefix}/seatbelt/{user.name}.denies.json"
 
 
 def proxy_settings_target(facts: HostFacts) -> str:
@@ -106,32 +158,107 @@ def _quote(text: str) -> str:
 
 
 _ERE_SPECIAL = set(".^$+?()[]{}|\\*")
+# Characters outside ASCII that Unicode case folding (which case-insensitive
+# APFS applies) turns into an ASCII letter: KELVIN SIGN is k, LONG S is s, so
+# ".\u017fandbox" (long s) is the same name as ".sandbox" there.
+_FOLDS_TO = {"k": ("\u212a",), "s": ("\u017f",)}
+# ... and the characters that fold into two or three ASCII letters (ligatures, sharp s).
+_FOLDS_TO_MANY = {"ss": ("\u00df", "\u1e9e"), "ff": ("\ufb00",), "fi": ("\ufb01",),
+                  "fl": ("\ufb02",), "ffi": ("\ufb03",), "ffl": ("\ufb04",),
+                  "st": ("\ufb05", "\ufb06")}
+
+
+def _spellings(word: str) -> list[str]:
+    """Every spelling that folds to ``word`` (lower-case ASCII letters)."""
+    if not word:
+        return [""]
+    out: list[str] = []
+    for n in (1, 2, 3):
+        head, rest = word[:n], word[n:]
+        if len(head) < n:
+            break
+        if n == 1:
+            heads: tuple[str, ...] = (head, head.upper(), *_FOLDS_TO.get(head, ()))
+        else:
+            heads = _FOLDS_TO_MANY.get(head, ())
+        out += [h + tail for h in heads for tail in _spellings(rest)]
+    return out
 _ERE_TOKENS = {"dirs": "(.*/)?", "any": ".*", "star": "[^/]*", "one": "[^/]"}
 
 
+# sandbox-exec refuses a string literal longer than about 1 KiB ("Error reading
+# string"), and one such string invalidates the whole profile.
+SBPL_STRING_MAX = 900
+
+
 @functools.lru_cache(maxsize=4096)
-def glob_to_ere(pattern: str) -> str:
+def glob_to_ere(pattern: str, fold: bool = False) -> str:
     """A path glob (``paths`` semantics) as a POSIX extended regex for SBPL.
 
     Covers what ``paths.covers`` covers: the match itself and everything below.
-    A pattern not anchored at ``/`` matches at any depth.
+    A pattern not anchored at ``/`` matches at any depth. ``fold`` matches
+    letters in either case: macOS volumes are case-insensitive by default, so
+    ``.Claude`` created in the sandbox is the ``.claude`` an agent on the host
+    opens. Deny rules fold (they deny more); allow rules never do. Where folding
+    the whole path would make the regex too long for sandbox-exec, only its
+    last components are folded (those are the ones that may not exist yet).
     """
+    tokens = paths.glob_tokens(pattern)
+    head = "^" if pattern.startswith(("/", "**")) else "^(.*/)?"
+    cuts = [0] + [i + 1 for i, t in enumerate(tokens) if t == ("lit", "/")] if fold else []
+    for start in cuts or [len(tokens)]:
+        ere = head + _ere_body(tokens, start) + "(/.*)?$"
+        if len(ere) <= SBPL_STRING_MAX:
+            return ere
+    return head + _ere_body(tokens, len(tokens)) + "(/.*)?$"
+
+
+def _ere_body(tokens: list[tuple[str, str]], fold_from: int) -> str:
     out: list[str] = []
-    for kind, text in paths.glob_tokens(pattern):
+    skip = 0
+    for i, (kind, text) in enumerate(tokens):
+        if skip:
+            skip -= 1
+            continue
+        if kind == "lit" and i >= fold_from:
+            window = ""
+            for n in (3, 2):
+                run = tokens[i:i + n]
+                if len(run) == n and all(k == "lit" for k, _ in run):
+                    cand = "".join(t for _, t in run).lower()
+                    if cand in _FOLDS_TO_MANY:
+                        window = cand
+                        break
+            if window:
+                out.append("(" + "|".join(_spellings(window)) + ")")
+                skip = len(window) - 1
+                continue
         if kind == "class":
             out.append("[" + text + "]")
         elif kind == "lit":
-            out.append("\\" + text if text in _ERE_SPECIAL else text)
+            if i >= fold_from and text.lower() in _FOLDS_TO:
+                out.append("(" + "|".join((text.lower(), text.upper(),
+                                           *_FOLDS_TO[text.lower()])) + ")")
+            elif i >= fold_from and text.lower() != text.upper():
+                out.append("[" + text.lower() + text.upper() + "]")
+            else:
+                out.append("\\" + text if text in _ERE_SPECIAL else text)
         else:
             out.append(_ERE_TOKENS[kind])
-    head = "^" if pattern.startswith(("/", "**")) else "^(.*/)?"
-    return head + "".join(out) + "(/.*)?$"
+    return "".join(out)
 
 
-def _regex(pattern: str) -> str:
-    ere = glob_to_ere(pattern)
+def _regex(pattern: str, fold: bool = False, exact: bool = False) -> str:
+    """A ``regex`` filter for a glob (or a literal path read as one); ``exact``
+    matches the path itself only, not what is below it."""
+    ere = glob_to_ere(pattern, fold)
+    if exact:
+        ere = ere[: -len("(/.*)?$")] + "$"
     if '"' in ere or "\n" in ere:
-        raise RenderError(f"glob {pattern!r} cannot be written into a Seatbelt profile")
+        raise RenderError(f"path {pattern!r} cannot be written into a Seatbelt profile "
+                          "(it contains a double quote or newline)")
+    if len(ere.encode()) > SBPL_STRING_MAX:
+        raise RenderError(f"path {pattern!r} is too long for a Seatbelt profile")
     return f'(regex #"{ere}")'
 
 
@@ -157,18 +284,24 @@ def _filters_for(rule: str, home: str, deny: bool) -> tuple[str, ...]:
     glob = paths.is_glob(exp)
     if exp.startswith("/"):
         real = _private(exp)
-        if glob:
-            return (_regex(real),)
+        if glob or deny:
+            _quote(real)
+            return (_regex(real, fold=deny),)
         return (f"(subpath {_quote(real)})",)
     if exp.startswith("**"):
-        return (_regex(exp),)
+        return (_regex(exp, fold=deny),)
     # relative to the working directory
     rel = posixpath.normpath(exp)
     if glob:
-        return (_regex(rel),) if deny else ()
+        return (_regex(rel, fold=True),) if deny else ()
     if rel == ".":
         return ('(subpath (param "CWD"))',)
-    return (f'(subpath (string-append (param "CWD") {_quote("/" + rel)}))',)
+    anchored = f'(subpath (string-append (param "CWD") {_quote("/" + rel)}))'
+    if deny and not rel.startswith(".."):
+        # also at any depth: renaming a folder above the working folder (which
+        # the profile cannot name) must not carry the denied path out of its rule
+        return (anchored, _regex(rel, fold=True))
+    return (anchored,)
 
 
 def _ancestors(rule: str, home: str) -> tuple[str, ...]:
@@ -195,7 +328,7 @@ def _ancestors_for(rule: str, home: str) -> tuple[str, ...]:
         while cur and cur != "/":
             chain.append(_private(cur))
             cur = posixpath.dirname(cur)
-        return tuple(f"(literal {_quote(p)})" for p in chain)
+        return tuple(_regex(p, fold=True, exact=True) for p in chain)
     body = exp
     while body.startswith("**/"):
         body = body[3:]
@@ -205,9 +338,16 @@ def _ancestors_for(rule: str, home: str) -> tuple[str, ...]:
         prefix = parts[:i]
         if any(paths.is_glob(p) for p in prefix):
             break
-        ere = glob_to_ere("/".join(prefix))[: -len("(/.*)?$")] + "$"
-        out.append(f'(regex #"{ere}")')
+        out.append(_regex("/".join(prefix), fold=True, exact=True))
     return tuple(out)
+
+
+def _self_and_ancestors(rule: str, home: str) -> tuple[str, ...]:
+    """Filters for an anchored literal rule's own path and every directory above it."""
+    exp = _expand(rule, home)
+    if not exp.startswith("/") or exp == "/":
+        return ()
+    return (_regex(_private(exp), fold=True, exact=True), *_ancestors(rule, home))
 
 
 def _proxy_ports(spec: Spec) -> list[int]:
@@ -219,6 +359,72 @@ def _proxy_ports(spec: Spec) -> list[int]:
     return sorted(ports)
 
 
+def _name_rule(rule: str) -> str:
+    """A deny rule that covers the name itself, not only what is below it.
+
+    ``**/.claude/**`` leaves ``.claude`` free to be created as a symlink to a
+    writable folder; ``**/.claude`` covers the name and everything below it.
+    """
+    while rule.endswith("/**"):
+        rule = rule[:-3]
+    return rule
+
+
+def _sample(rule: str) -> str:
+    """A concrete path of the shape a rule matches (glob parts replaced)."""
+    return re.sub(r"\*\*/|\[[^\]]*\]|[*?]+", "x", rule)
+
+
+def _read_rules(spec: Spec, home: str) -> list[tuple[str, str]]:
+    """(action, filter) for file-read*, in emission order (the last match wins).
+
+    Denies and carve-outs in increasing specificity (a tie goes to the allow);
+    then every glob deny again, after all allows, minus the carve-outs the glob
+    itself covers: a leaf glob (``**/.env``) covers no directory allow, so a
+    longer ``allow_read`` (the repository) cannot re-open ``repo/.env``; a
+    region glob (``~/**``) keeps its own carve-outs.
+    """
+    fs = spec.filesystem
+    ordered: list[tuple[int, int, str, str]] = []
+    deny_read = [_name_rule(r) for r in fs.deny_read]
+    for rule in deny_read:
+        n = paths.specificity(_expand(rule, home))
+        ordered += [(n, 0, "deny", f) for f in _filters(rule, home, deny=True)]
+    for rule in fs.allow_read:
+        n = paths.specificity(_expand(rule, home))
+        ordered += [(n, 1, "allow", f) for f in _filters(rule, home, deny=False)]
+    ordered.sort(key=lambda r: (r[0], r[1], r[3]))
+    out = [(action, f) for _, _, action, f in ordered]
+    for rule in deny_read:
+        exp = _expand(rule, home)
+        if not paths.is_glob(exp):
+            continue
+        carve = [f for a in fs.allow_read for f in _filters(a, home, deny=False)
+                 if paths.covers(exp, _sample(_expand(a, home)))]
+        out += [("deny", _minus(f, carve)) for f in _filters(rule, home, deny=True)]
+    return out
+
+
+def _minus(filt: str, carve: list[str]) -> str:
+    if not carve:
+        return filt
+    return "(require-all " + filt + "".join(f" (require-not {c})" for c in carve) + ")"
+
+
+def _read_denied(rules: list[tuple[str, str]]) -> list[str]:
+    """Filters matching exactly the paths the read rules deny.
+
+    With the last match winning, a path is denied when some deny matches it and
+    no allow emitted after that deny does: each deny minus the later allows.
+    """
+    out = []
+    for i, (action, f) in enumerate(rules):
+        if action == "deny":
+            later = _dedupe([g for a, g in rules[i + 1:] if a == "allow"])
+            out.append(_minus(f, later))
+    return out
+
+
 def seatbelt_profile(spec: Spec, home: str) -> str:
     """The SBPL profile text for one user's home."""
     fs, net, mac = spec.filesystem, spec.network, spec.platforms.macos
@@ -227,44 +433,113 @@ def seatbelt_profile(spec: Spec, home: str) -> str:
             raise RenderError(f"platforms.macos.allow_mach_lookup: {name!r} is not a mach "
                               "service name")
 
-    # Reads: (specificity, order, action, filter); deny before allow at a tie.
-    read_rules: list[tuple[int, int, str, str]] = []
-    for rule in fs.deny_read:
-        spec_n = paths.specificity(_expand(rule, home))
-        read_rules += [(spec_n, 0, "deny", f) for f in _filters(rule, home, deny=True)]
-    for rule in fs.allow_read:
-        spec_n = paths.specificity(_expand(rule, home))
-        read_rules += [(spec_n, 1, "allow", f) for f in _filters(rule, home, deny=False)]
-    read_rules.sort(key=lambda r: (r[0], r[1], r[3]))
-
+    read_rules = _read_rules(spec, home)
     write_allow = [f for r in fs.allow_write for f in _filters(r, home, deny=False)]
-    write_deny = [f for r in fs.deny_write for f in _filters(r, home, deny=True)]
-    mandatory = [f for r in paths.MANDATORY_DENY_WRITE for f in _filters(r, home, deny=True)]
+    deny_write = [_name_rule(r) for r in fs.deny_write]
+    deny_read = [_name_rule(r) for r in fs.deny_read]
+    write_deny = [f for r in deny_write for f in _filters(r, home, deny=True)]
+    protected = list(dict.fromkeys(_name_rule(r) for r in protected_rules(home)))
+    mandatory = [f for r in protected for f in _filters(r, home, deny=True)]
 
-    guarded = [*fs.deny_read, *fs.deny_write, *paths.MANDATORY_DENY_WRITE]
-    move_guard = [f for r in guarded for f in _filters(r, home, deny=True)]
-    ancestors = [a for r in guarded for a in _ancestors(r, home)]
+    # Never created, removed or renamed: what may not be written (the name
+    # itself, so nothing can be planted there as a symlink or a git file) and
+    # every directory above it (so a missing parent cannot be planted either).
+    write_guarded = [*deny_write, *protected]
+    plant_guard = [f for r in write_guarded for f in _filters(r, home, deny=True)]
+    plant_guard += [a for r in write_guarded for a in _ancestors(r, home)]
+    # ... nor the roots themselves, the working directory (relative rules are
+    # anchored there) or the home folder, nor any directory above them: a
+    # rename there would carry every rule anchored below away from its path.
+    roots = [r for r in fs.allow_write if r.startswith(("/", "~")) and not paths.is_glob(r)]
+    plant_guard += ['(literal (param "CWD"))']
+    plant_guard += [a for r in [*roots, "~"] for a in _self_and_ancestors(r, home)]
+    # Never removed or renamed: what may not be read, minus its carve-outs (so
+    # rm and mv inside a re-allowed repository still work), and the literal
+    # directories above a denied path (a rename there carries it away). A
+    # literal denied path is not created either (a symlink planted there would
+    # catch what the host later writes to it).
+    read_literal = [r for r in deny_read if not paths.is_glob(r)]
+    move_guard = _read_denied(read_rules)
+    move_guard += [a for r in deny_read for a in _ancestors(r, home)]
+    read_plant_guard = [_regex(_private(exp), fold=True, exact=True) for exp in
+                        (_expand(r, home) for r in read_literal) if exp.startswith("/")]
 
     def lines(fmt: str, items: Iterable[str]) -> str:
         return "".join(fmt.format(x) + "\n" for x in items)
 
     services = sorted(set(BASE_MACH_LOOKUP) | set(mac.allow_mach_lookup))
+    unix_any = net.allow_all_unix_sockets or bool(net.allow_unix_sockets)
     text: str = _template().render(
         home=home,
         mach_services=lines('  (global-name "{}")', services),
-        read_rules="".join(f"({action} file-read* {f})\n" for _, _, action, f in read_rules),
+        sysctl_names=lines('  (sysctl-name "{}")', SYSCTL_READ_NAMES),
+        sysctl_prefixes=lines('  (sysctl-name-prefix "{}")', SYSCTL_READ_PREFIXES),
+        ipc_regex=IPC_POSIX_NAME_REGEX,
+        allow_pty=mac.allow_pty,
+        read_rules="".join(f"({action} file-read* {f})\n" for action, f in read_rules),
+        any_read_deny=bool(fs.deny_read),
         write_allow=lines("(allow file-write* {})", _dedupe(write_allow)),
         write_deny=lines("(deny file-write* {})", _dedupe(write_deny)),
         mandatory=lines("(deny file-write* {})", _dedupe(mandatory)),
-        move_guard=lines("(deny file-write-unlink {})", _dedupe(move_guard + ancestors)),
+        plant_guard=lines("(deny file-write-create file-write-unlink {})",
+                          _dedupe(plant_guard + read_plant_guard)),
+        move_guard=lines("(deny file-write-unlink {})", _dedupe(move_guard)),
         proxy_ports=lines('(allow network-outbound (remote ip "localhost:{}"))',
                           map(str, _proxy_ports(spec))),
         allow_local_binding=net.allow_local_binding,
-        unix_sockets=lines("(allow network-outbound (remote unix-socket (path-literal {})))",
-                           [_quote(_private(p)) for p in net.allow_unix_sockets]),
+        unix_socket_domain=unix_any,
+        unix_sockets="".join(
+            f"(allow network-outbound (remote unix-socket (path-literal {q})))\n"
+            f"(allow network-bind (local unix-socket (path-literal {q})))\n"
+            for q in (_quote(_private(p)) for p in net.allow_unix_sockets)),
         allow_all_unix_sockets=net.allow_all_unix_sockets,
     )
     return text
+
+
+# ------------------------------------------------------ links resolved on the host
+
+
+def denied_paths(spec: Spec, home: str) -> dict[str, list[str]]:
+    """The anchored literal paths the profile denies, as Seatbelt spells them.
+
+    Seatbelt matches the resolved path, and the renderer cannot see the host: if
+    ``~/.ssh`` is a symbolic link, a rule for ``~/.ssh`` never matches. The role
+    resolves these paths on the host and appends ``resolved_denies`` for the
+    ones that differ (``roles/sandbox_macos``).
+    """
+    def literal(rules: list[str]) -> list[str]:
+        out = []
+        for rule in rules:
+            exp = _expand(_name_rule(rule), home)
+            if exp.startswith("/") and not paths.is_glob(exp):
+                out.append(_private(exp))
+        return sorted(set(out))
+
+    fs = spec.filesystem
+    return {"read": literal(fs.deny_read), "write": literal(fs.deny_write)}
+
+
+def resolved_denies(denied: dict[str, list[str]], resolved: dict[str, str]) -> str:
+    """Deny rules for the resolved form of each denied path that resolves elsewhere.
+
+    Appended at the end of the profile: denies only, so they can only tighten it.
+    """
+    out: list[str] = []
+    for kind in ("read", "write"):
+        for path in denied.get(kind, []):
+            real = resolved.get(path)
+            if not real or real == path:
+                continue
+            if not real.startswith("/"):
+                raise RenderError(f"resolved form of {path!r} is not absolute: {real!r}")
+            real = posixpath.normpath(real)
+            op = "file-read*" if kind == "read" else "file-write*"
+            out.append(f";; {path} resolves to {real} on this host")
+            out.append(f"(deny {op} {_regex(real, fold=True)})")
+            guard = [_regex(real, fold=True), *_ancestors(real, "")]
+            out += [f"(deny file-write-create file-write-unlink {g})" for g in guard]
+    return "".join(line + "\n" for line in out)
 
 
 @functools.lru_cache(maxsize=1)
@@ -426,6 +701,8 @@ def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
     for user in facts.users:
         yield Artifact(seatbelt_target(facts, user), _profile_bytes(spec, user.home), 0o644,
                        "seatbelt")
+        yield Artifact(denies_target(facts, user),
+                       json_bytes(denied_paths(spec, user.home)), 0o644, "seatbelt-denies")
     settings: bytes = memo(spec, "macos-proxy-settings",
                            lambda: json_bytes(srt.srt_settings(spec), sort_keys=False))
     yield Artifact(proxy_settings_target(facts), settings, 0o644, "srt-settings")

@@ -1,33 +1,34 @@
-"""Windows artifacts: PowerShell provisioning for a dedicated sandbox account.
+"""Windows artifacts: PowerShell provisioning for the engine and a dedicated sandbox account.
 
-``windows_plan(spec, facts)`` is the pure decision: which account and group,
-which firewall rules, which ACEs, which registry policy. Two things consume it:
-the rendered ``provision.ps1`` (idempotent, ``-CheckMode`` aware, for hosts
-managed without Ansible) and the ``sandbox_windows`` role (which reads the
-rendered ``plan.json`` and applies it with ``ansible.windows`` modules).
+``windows_plan(spec, facts)`` is the pure decision: which engine, account and
+group, which firewall rules, which ACEs, which registry policy. Two things
+consume it: the rendered ``provision.ps1`` (idempotent, ``-CheckMode`` aware,
+for hosts managed without Ansible) and the ``sandbox_windows`` role (which
+reads the rendered ``plan.json`` and runs the script's steps, and applies the
+rest with ``ansible.windows`` modules).
 
 What it sets up:
 
-- a local group and a local account for sandboxed runs; the account's password
-  is generated on the host, stored there with DPAPI (machine scope, file readable
-  by SYSTEM and Administrators only) and never leaves it: not in the inventory,
-  not in Ansible's output;
-- outbound firewall rules scoped to the group with ``-LocalUser`` (an SDDL
-  naming the group's SID): block every non-loopback address, and block loopback
-  outside the proxy port range. Windows Firewall rules are compiled into WFP
-  filters conditioned on the process token's user (``ALE_USER_ID``), so the
-  non-loopback block is what a raw WFP filter would do; the differences: block
-  rules always win over allow rules (so the proxy "allow" rule only matters where
-  the default outbound action is Block), loopback traffic of ordinary
-  (non-AppContainer) processes is exempt from the firewall, so the loopback
-  rules are defence in depth rather than a guarantee, and rules live in the
-  firewall's policy store (visible, mergeable by Group Policy) instead of a
-  private WFP sublayer with its own weight that could also filter loopback;
-- ACEs for the group: Modify on writable roots, Deny Read on denied reads, Deny
-  Write/Delete on denied writes and on the mandatory protected names under each
-  writable root; added next to existing ACEs, never replacing them. Glob rules
-  and POSIX-only paths (``/tmp``) have no ACL equivalent and are listed as
-  skipped (the agents' hooks and managed settings still enforce them);
+- the engine, srt-win (srt's own Windows backend, from the pinned npm package):
+  its install creates the sandbox account, keeps its credential, hides it from
+  the logon screen and installs WFP filters keyed on the account's SID that let
+  it reach only the proxy's port range, loopback included (Windows Firewall
+  exempts loopback; WFP does not); its ``exec`` runs agents' commands as the
+  account (``windows_host.exec_argv``);
+- the state folder owned by Administrators with a fixed ACL; an account of the
+  same name that this provisioning did not create is refused, never adopted;
+  the account is denied network, batch, service and remote-desktop logon;
+- outbound firewall rules scoped to the group with ``-LocalUser`` as defence
+  in depth, repaired when any property drifted (compared case-sensitively); the
+  provisioning fails when a profile is disabled, Group Policy ignores local
+  rules, or the account reaches a loopback port outside the range directly;
+- ACEs for the group: Modify on writable roots (and delete-child denied there),
+  Deny Read on denied reads, Deny Write/Delete on denied writes and on the
+  protected names (``agent_sandbox.protected``) wherever they exist below a
+  writable root; ACEs an earlier run added that the plan no longer lists are
+  removed. Glob rules and POSIX-only paths (``/tmp``) have no ACL equivalent
+  and are listed as skipped (the agents' hooks and managed settings still
+  enforce them);
 - Claude Code managed settings under Program Files and the registry policy
   value ``HKLM\\SOFTWARE\\Policies\\ClaudeCode\\Settings``.
 
@@ -51,7 +52,16 @@ from . import Artifact, RenderError, json_bytes, memo
 from .templating import render_template
 
 STATE_DIR = "C:/ProgramData/agent-sandbox"
-PASSWORD_FILE = f"{STATE_DIR}/account.dpapi"
+OWNERSHIP_KEY = "HKLM:\\SOFTWARE\\agent-sandbox"
+OWNERSHIP_VALUE = "AccountSid"
+USERLIST_KEY = ("HKLM:\\SOFTWARE\\Microsoft\\Windows NT\\CurrentVersion\\Winlogon"
+                "\\SpecialAccounts\\UserList")
+# Logon rights the sandbox account is denied: network, batch, service, remote desktop.
+DENY_LOGON_RIGHTS = ("SeDenyNetworkLogonRight", "SeDenyBatchLogonRight",
+                     "SeDenyServiceLogonRight", "SeDenyRemoteInteractiveLogonRight")
+# The engine: srt's own Windows backend, from the pinned npm package.
+ENGINE_VERSION = "0.0.78"
+ENGINE_SUBLAYER = "5f0b3c1e-8a47-4c2f-9d6e-2b7a41c0e9d3"
 REGISTRY_KEY = "HKLM:\\SOFTWARE\\Policies\\ClaudeCode"
 REGISTRY_VALUE = "Settings"
 FIREWALL_GROUP = "agent-sandbox"
@@ -159,6 +169,9 @@ def _user_acl(spec: Spec, home: str) -> tuple[list[dict[str, Any]], list[dict[st
             continue
         roots.append(path)
         add(path, "Modify", "allow", "writable root", if_exists=False)
+        # a child may be deleted through its parent's delete-child right: never
+        # granted, and denied outright so no later grant can add it
+        add(path, "DeleteSubdirectoriesAndFiles", "deny", "parent delete-child", if_exists=False)
     for rule in fs.allow_read:
         path, why = _expand(rule, user)
         if path is None:
@@ -167,7 +180,7 @@ def _user_acl(spec: Spec, home: str) -> tuple[list[dict[str, Any]], list[dict[st
         add(path, "ReadAndExecute", "allow", "read carve-out", if_exists=True)
     deny_sets = (("deny_read", fs.deny_read, "Read"),
                  ("deny_write", fs.deny_write, "Write, Delete"),
-                 ("mandatory", list(paths.MANDATORY_DENY_WRITE), "Write, Delete"))
+                 ("mandatory", _protected_rules(), "Write, Delete"))
     for section, rules, rights in deny_sets:
         for rule in rules:
             name = _any_depth_name(rule)
@@ -184,6 +197,24 @@ def _user_acl(spec: Spec, home: str) -> tuple[list[dict[str, Any]], list[dict[st
                 continue
             add(path, rights, "deny", f"{section} {rule}", if_exists=True)
     return list(entries.values()), skipped
+
+
+def protected_names() -> dict[str, list[str]]:
+    """The protected set as names: any-depth entries (``names``; a folder name
+    with a trailing backslash) and what is protected inside every git folder."""
+    from .. import protected
+
+    names = [win_path(p) + ("\\" if kind == "d" else "") for p, kind, _ in protected.ANY_DEPTH]
+    git = [win_path(p) + ("\\" if kind == "d" else "") for p, kind, _ in
+           protected.GIT_EXECUTABLE]
+    return {"names": names, "git_dir": [protected.GIT_DIR], "git": git}
+
+
+def _protected_rules() -> list[str]:
+    """The project's protected set (``agent_sandbox.protected``), any-depth names."""
+    from .. import protected
+
+    return list(protected.any_depth_rules())
 
 
 def _templatable(spec: Spec) -> bool:
@@ -238,7 +269,11 @@ def _plan_shared(spec: Spec, facts: HostFacts) -> dict[str, Any]:
     return {
         "account": win.account,
         "group": win.group,
-        "password_file": win_path(PASSWORD_FILE),
+        "engine": engine(spec, facts),
+        "protected": protected_names(),
+        "ownership": {"path": OWNERSHIP_KEY, "name": OWNERSHIP_VALUE},
+        "hidden_key": USERLIST_KEY,
+        "deny_logon_rights": list(DENY_LOGON_RIGHTS),
         "state_dir": win_path(STATE_DIR),
         "proxy_ports": [lo, hi],
         "firewall_group": FIREWALL_GROUP,
@@ -248,13 +283,38 @@ def _plan_shared(spec: Spec, facts: HostFacts) -> dict[str, Any]:
     }
 
 
+def engine(spec: Spec, facts: HostFacts) -> dict[str, Any]:
+    """How srt-win is installed and called: the spec's account and port range.
+
+    ``srt-win install`` creates the account (its credential stays with the
+    engine), hides it from the logon screen and installs the WFP filters keyed
+    on its SID; ``srt-win exec`` runs commands as that account
+    (``windows_host.exec_argv``).
+    """
+    win = spec.platforms.windows
+    lo, hi = win.proxy_port_range
+    exe = win_path(f"{facts.prefix}/srt-win/srt-win.exe")
+    return {
+        "kind": "srt-win",
+        "version": ENGINE_VERSION,
+        "exe": exe,
+        "sandbox_user": win.account,
+        "proxy_port_range": [lo, hi],
+        "sublayer_guid": ENGINE_SUBLAYER,
+        "install_args": ["install", "--sublayer-guid", ENGINE_SUBLAYER,
+                         "--proxy-port-range", f"{lo}-{hi}", "--sandbox-user", win.account],
+        "uninstall_args": ["uninstall", "--sublayer-guid", ENGINE_SUBLAYER],
+    }
+
+
 def windows_plan(spec: Spec, facts: HostFacts) -> dict[str, Any]:
     """Everything the provisioning applies, as plain data."""
     acl, skipped = acl_entries(spec, facts)
     shared = _shared(spec, facts)
     plan = {k: v for k, v in shared.items() if k not in ("managed_settings_file", "registry")}
+    roots = sorted({a["path"] for a in acl if a["reason"] == "writable root"})
     plan.update(acl=acl, skipped=skipped, managed_settings_file=shared["managed_settings_file"],
-                registry=shared["registry"])
+                registry=shared["registry"], roots=roots)
     return plan
 
 
@@ -296,6 +356,9 @@ def _acl_block(plan: dict[str, Any]) -> str:
                    f"-Identity {group} -Rights {fixed(ace['rights'])} "
                    f"-Type {fixed(ace['type'].capitalize())}"
                    + (" -IfExists\n" if ace["if_exists"] else "\n"))
+    for root in plan["roots"]:
+        out.append(f"    # protected names that exist anywhere below {root}\n"
+                   f"    Protect-ExistingNames -Root {ps_quote(root)} -Identity {group}\n")
     for item in plan["skipped"]:
         out.append(f"    # skipped {item['section']} {item['rule']}: {item['why']}\n")
     return "".join(out).replace("\r", " ")
@@ -351,11 +414,12 @@ def _plan_json(spec: Spec, facts: HostFacts, plan: dict[str, Any]) -> bytes:
     Single-line JSON: machine-read, and the C encoder keeps a large fleet fast.
     """
     def frame() -> str:
-        doc = {**plan, "acl": "@@acl@@", "skipped": "@@skipped@@"}
+        doc = {**plan, "acl": "@@acl@@", "skipped": "@@skipped@@", "roots": "@@roots@@"}
         return json.dumps(doc, sort_keys=True, ensure_ascii=False)
 
     text: str = memo(spec, ("windows-plan-json", facts.python), frame)
     text = text.replace('"@@acl@@"', json.dumps(plan["acl"], sort_keys=True, ensure_ascii=False))
+    text = text.replace('"@@roots@@"', json.dumps(plan["roots"], ensure_ascii=False))
     text = text.replace('"@@skipped@@"',
                         json.dumps(plan["skipped"], sort_keys=True, ensure_ascii=False))
     return (text + "\n").encode()

@@ -70,10 +70,14 @@ if TYPE_CHECKING:
 
         def walk(self, root: str) -> list[tuple[str, str]]:
             """Every (path, kind) below ``root``, complete: kind is 'd', 'f', 'l',
-            or 'u' for a folder that cannot be listed; raises ``WalkError``."""
+            's' (socket, fifo, device) or 'u' for a folder that cannot be listed;
+            raises ``WalkError``."""
 
         def read(self, path: str, limit: int) -> bytes | None:
             """The first ``limit`` bytes of a regular file, or None."""
+
+        def links(self, path: str) -> int:
+            """How many names the file has (hard links); 1 when unknown."""
 
 __all__ = ["PROXY_HTTP_PORT", "PROXY_SOCKS_PORT"]
 
@@ -170,8 +174,9 @@ def _matcher(rule: str) -> Callable[[str], bool]:
 class RealFs:
     """``FsView`` over the real filesystem: complete walks, no writes.
 
-    A walk visits everything below its root (symlinks are not followed) and is
-    done once per root; past ``limit`` entries it raises ``WalkError``.
+    A walk visits everything below its root (symlinks are not followed) but the
+    insides of ``.git`` folders (``gitmeta`` judges those), and is done once per
+    root; past ``limit`` entries it raises ``WalkError``.
     """
 
     def __init__(self, limit: int = WALK_LIMIT, skip: Sequence[str] = ()) -> None:
@@ -216,6 +221,12 @@ class RealFs:
         finally:
             os.close(fd)
 
+    def links(self, path: str) -> int:
+        try:
+            return os.stat(path).st_nlink
+        except (OSError, ValueError):
+            return 1
+
     def walk(self, root: str) -> list[tuple[str, str]]:
         if root not in self._walked:
             self._walked[root] = self._walk(root)
@@ -238,8 +249,10 @@ class RealFs:
                         kind = "l"
                     elif e.is_dir(follow_symlinks=False):
                         kind = "d"
-                    else:
+                    elif e.is_file(follow_symlinks=False):
                         kind = "f"
+                    else:
+                        kind = "s"  # a socket, fifo or device node
                 except OSError:
                     kind = "u"
                 if len(out) >= self.limit:
@@ -247,7 +260,10 @@ class RealFs:
                         f"{root} holds more than {self.limit} entries, too many to check "
                         "for protected and denied paths; make a smaller folder writable "
                         "or run from a smaller one")
-                if kind == "d" and e.path not in self.skip:
+                # a git directory's insides are judged by ``gitmeta`` (its object
+                # store alone can hold more entries than the rest of the tree)
+                if kind == "d" and e.path not in self.skip and (
+                        e.name != protected.GIT_DIR or (d == root and root.endswith("/.git"))):
                     stack.append(e.path)
                 out.append((e.path, kind))
         return out
@@ -316,15 +332,29 @@ def _absent_target(fs: FsView, path: str) -> str:
 
 def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]]:
     """Existing protected entries below one writable root: (path, kind) of each
-    any-depth name (its whole relative path matched), each home-only entry, and
-    each folder the walk could not list (protected whole)."""
+    any-depth name (its whole relative path matched), each home-only entry, each
+    folder git takes for a git directory ('g'), each folder the walk could not
+    list ('u', protected whole), and each bytecode cache file ('c')."""
     last: dict[str, list[str]] = {}
     for rel, _kind, _ in protected.ANY_DEPTH:
         last.setdefault(rel.rsplit("/", 1)[-1], []).append(rel)
     out: list[tuple[str, str]] = []
-    for path, kind in fs.walk(root):
+    walked = fs.walk(root)
+    # a folder git takes for a git directory (HEAD, objects/, refs/) whatever its
+    # name: git run inside or below it reads its config (a bare repository)
+    kinds = dict(walked)
+    for path, kind in [(root, "d"), *walked]:
+        if kind == "d" and posixpath.basename(path) != protected.GIT_DIR and (
+                kinds.get(posixpath.join(path, "HEAD")) == "f"
+                and kinds.get(posixpath.join(path, "objects")) == "d"
+                and kinds.get(posixpath.join(path, "refs")) == "d"):
+            out.append((path, "g"))
+    for path, kind in walked:
         if kind == "u":
             out.append((path, "u"))
+            continue
+        if kind == "f" and path.endswith(".pyc") and "/__pycache__/" in path:
+            out.append((path, "c"))  # bytecode Python runs instead of its source
             continue
         name = path.rsplit("/", 1)[-1]
         if name == protected.GIT_DIR:
@@ -342,12 +372,14 @@ def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]
 
 
 def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
-         protect: Sequence[str] = ()) -> Plan:
+         protect: Sequence[str] = (), tools: Sequence[str] = ()) -> Plan:
     """The mount plan for these settings (pure given ``fs``).
 
     ``protect``: absolute paths the runtime itself keeps read-only in every
     sandbox, like ``denyWrite`` entries (its state folders, its installation,
-    the settings file).
+    the settings file). ``tools``: folders of programs the user runs (the PATH):
+    read-only, or kept from being created, where they lie inside a writable root,
+    without ever making a writable root itself read-only.
     """
     f, n = settings.filesystem, settings.network
     mounts: dict[tuple[str, str], Mount] = {}
@@ -404,6 +436,13 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                                                    search_roots)]
     for rp in creds:
         add("hide", rp)
+    # a denied file with a second name (a hard link made in an earlier run) would be
+    # readable through it: refuse the run rather than guess where the names are
+    for m in mounts.values():
+        if m.op == "hide" and m.kind == "f" and fs.links(m.path) > 1:
+            raise SettingsError(
+                f"{m.path} is denied for reading but has {fs.links(m.path)} hard links: "
+                "another name could read it; remove the extra links (find -samefile)")
     for p in _concrete(f.allow_read, home, cwd, fs, search_roots):
         rp = fs.realpath(p)
         # only where a deny hides it (elsewhere a read-only bind would take away writes)
@@ -434,22 +473,31 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
         if any(_under(path, w) for w in writable) or any(
                 _under(fs.realpath(path), w) for w in writable):
             protect_path(path, "f")
+    for t in tools:
+        if any(_under(t, w) and t != w for w in writable):
+            protect_path(t, "d")
     # the protected set, at every depth of every writable root
     before: list[str] = []
     for w in roots:
         for path, kind in _protected_entries(fs, w, home):
             before.append(path)
+            if kind == "c":
+                continue  # the sweep removes what the run wrote (see sweep)
             if kind == "u":
                 add("ro", path)  # cannot be listed: protected whole
                 continue
             name = path.rsplit("/", 1)[-1]
-            if name == protected.GIT_DIR:
-                gitdir = path if kind == "d" else gitmeta.gitdir_of_file(fs, path)
-                if kind != "d":
+            if name == protected.GIT_DIR or kind == "g":
+                gitdir = path if kind in "dg" else gitmeta.gitdir_of_file(fs, path)
+                if kind not in "dg":
                     mounts[("ro", path)] = Mount("ro", path, "f")
                 if gitdir is None or fs.kind(gitdir) != "d":
                     continue
-                ro, absent = gitmeta.protect_git_dir(fs, gitdir, posixpath.dirname(path))
+                for sub in ("modules", "worktrees"):
+                    if fs.lkind(posixpath.join(gitdir, sub)) is not None:
+                        before.append(posixpath.join(gitdir, sub))
+                worktree = path if kind == "g" else posixpath.dirname(path)
+                ro, absent = gitmeta.protect_git_dir(fs, gitdir, worktree, home=home)
                 for p in ro:
                     add("ro", fs.realpath(p))
                     before.append(p)
@@ -464,10 +512,10 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 p = posixpath.join(home, rel)
                 if _under(p, w):
                     protect_path(p, kind)
-    # the user's and the system's git configuration name paths too
+    # the user's git configuration names paths too
     for config in (posixpath.join(home, ".gitconfig"),
                    posixpath.join(home, ".config/git/config")):
-        for p, k in gitmeta.named_paths(fs, config, home):
+        for p, k in gitmeta.named_paths(fs, config, home, home=home):
             if any(_under(p, w) for w in writable):
                 protect_path(p, k)
     # Pin every directory between a writable root and a read-only or hidden mount
@@ -498,10 +546,24 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     hide_unix = False
     if n.allow_unix_sockets and not n.allow_all_unix_sockets:
         hide_unix = True
+        carved = [m.path for m in mounts.values() if m.op in ("ro", "hide")]
         for s in n.allow_unix_sockets:
             p = expand(s, home=home, cwd=cwd)
-            if fs.kind(p) is not None:
-                mounts[("sock", fs.realpath(p))] = Mount("sock", fs.realpath(p), "f")
+            if fs.kind(p) is None:
+                continue
+            rp = fs.realpath(p)
+            # an entry the command can also write is dropped (srt's rule): it could put
+            # its own socket, or a link to another, where the allowed one was
+            if any(_under(rp, w) for w in writable) and not any(_under(rp, c) for c in carved):
+                continue
+            mounts[("sock", rp)] = Mount("sock", rp, "f")
+        # sockets in the writable roots stay visible through their binds: hide every
+        # one the list does not name
+        allowed = [m.path for m in mounts.values() if m.op == "sock"]
+        for w in roots:
+            for path, kind in fs.walk(w):
+                if kind == "s" and not any(_under(path, a) for a in allowed):
+                    mounts[("hide", path)] = Mount("hide", path, "f")
     ordered = tuple(sorted(mounts.values(), key=Mount.key))
     return Plan(mounts=ordered, placeholders=tuple(placeholders.items()),
                 writable_roots=tuple(writable), hide_unix_dirs=hide_unix, hide_root=hide_root,
@@ -553,6 +615,10 @@ def build_argv(
     """
     argv = [bwrap] if p.hide_root else [bwrap, "--ro-bind", "/", "/"]
     argv += ["--dev", "/dev", "--proc", "/proc"]
+    # the sandbox's pid 1 is bwrap's own init, which runs without the seccomp
+    # filter: its memory must not be writable by the command
+    for mem in ("/proc/1/mem", "/proc/1/task/1/mem"):
+        argv += ["--ro-bind", "/dev/null", mem]
     if p.hide_unix_dirs:  # where sockets live; the allowed ones are bound back ("sock")
         for d in UNIX_SOCKET_DIRS:
             argv += ["--tmpfs", d]

@@ -35,7 +35,7 @@ from . import bwrap as bw
 from .errors import SandboxStartError
 from .host import diagnose_userns, find_bwrap
 from .placeholders import Placeholders
-from .process import Spawned, no_inherited_fds, read_all, read_line, suppress
+from .process import Relay, Spawned, no_inherited_fds, read_all, read_line, suppress
 from .settings import Settings, loads, require_enforceable
 
 TYPE_CHECKING = False
@@ -53,13 +53,25 @@ def connect_helper() -> list[str]:
 def runtime_paths(home: str, settings_source: str | None = None) -> list[str]:
     """What the runtime keeps read-only in every sandbox besides the protected set:
     its state and policy folders (``contract.state_paths``), its installation (the
-    interpreter's prefix and the package), and the settings file of this run. A
-    command that could rewrite them would loosen or forge the next run."""
+    virtualenv, the base interpreter it was made from, the package) and the settings
+    file of this run. A command that could rewrite them would loosen or forge the
+    next run, or run its code on the host."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    paths = [*contract.state_paths(home), sys.prefix, os.path.realpath(sys.prefix), package]
+    paths = [*contract.state_paths(home), package]
+    for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                   os.path.dirname(os.path.realpath(sys.executable))):
+        paths += [prefix, os.path.realpath(prefix)]
     if settings_source and os.path.isabs(settings_source):
         paths.append(settings_source)
     return list(dict.fromkeys(paths))
+
+
+def tool_dirs(env: dict[str, str] | None = None) -> list[str]:
+    """The folders on the caller's PATH: a program planted in one would run on the
+    host instead of the one the user types (``bwrap.plan``'s ``tools``)."""
+    path = (os.environ if env is None else env).get("PATH", "")
+    return list(dict.fromkeys(os.path.normpath(d) for d in path.split(":")
+                              if os.path.isabs(d)))
 
 
 def prepare(p: bw.Plan, command: Sequence[str], cwd: str, env: dict[str, str] | None,
@@ -115,6 +127,7 @@ class BwrapRun:
         self._audit_close: Callable[[], None] | None = None
         self.owed: str | None = None  # this run's marker until its sweep is done
         self._seccomp = b""  # the filter this run's sandbox got
+        self.relay: Relay | None = None  # standard streams that are files (see Relay)
 
     # start -----------------------------------------------------------------
 
@@ -125,8 +138,10 @@ class BwrapRun:
 
         n = self.settings.network
         try:
-            self._seccomp = seccomp.program(allow_unix=bool(n.allow_unix_sockets)
-                                            or n.allow_all_unix_sockets)
+            by_path = bool(n.allow_unix_sockets) and not n.allow_all_unix_sockets
+            self._seccomp = seccomp.program(
+                allow_unix=bool(n.allow_unix_sockets) or n.allow_all_unix_sockets,
+                deny_bind=by_path and not n.allow_local_binding)
             sfd = seccomp.memfd(self._seccomp)
         except seccomp.SeccompError as exc:
             raise SandboxStartError(str(exc)) from None
@@ -142,7 +157,8 @@ class BwrapRun:
             with self.placeholders:
                 others = self.placeholders.others()
                 p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
-                            protect=runtime_paths(self.home, self.settings.source))
+                            protect=runtime_paths(self.home, self.settings.source),
+                            tools=tool_dirs())
                 relied = [m.path for m in p.mounts if m.path in others]
                 impossible = self.placeholders.create(p.placeholders, relied)
                 # a placeholder this user cannot create, and the folders it would have
@@ -168,15 +184,22 @@ class BwrapRun:
                     no_inherited_fds()
                     for fd in (sfd, info_w, block_r, gate_r, ready_w):
                         os.set_inheritable(fd, True)
-                    self.proc = Spawned(argv, env)
+                    self.relay = Relay()
+                    stdio = self.relay.start()
+                    self.proc = Spawned(argv, env, stdio)
+                    self.relay.after_spawn()
             except OSError as exc:
                 raise SandboxStartError(f"cannot start bwrap: {exc}") from None
             for fd in (info_w, block_r, gate_r, ready_w, sfd):
                 os.close(fd)
             info_w = block_r = gate_r = ready_w = sfd = -1
             info = read_all(info_r)
+            if self.placeholders is not None:
+                self.placeholders.note_pid(self.proc.pid)
             try:
                 self.pid1 = int(loads(info)["child-pid"])
+                if self.placeholders is not None:
+                    self.placeholders.note_pid(self.pid1)
             except (ValueError, KeyError, TypeError):
                 self.proc.wait()
                 hint = diagnose_userns()
@@ -335,6 +358,9 @@ class BwrapRun:
         if self._audit_close is not None:
             self._audit_close()
             self._audit_close = None
+        if self.relay is not None:
+            self.relay.finish()
+            self.relay = None
 
     def _settle_owed(self, ph: Placeholders) -> None:
         """The sweeps of runs killed before theirs, and stuck sandboxes (``reaper``)."""

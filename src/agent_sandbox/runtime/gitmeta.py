@@ -87,9 +87,11 @@ def _config_key(full: str) -> str:
     return full
 
 
-def named_paths(fs: FsView, config: str, base: str, depth: int = 0) -> list[tuple[str, str]]:
+def named_paths(fs: FsView, config: str, base: str, depth: int = 0,
+                home: str | None = None) -> list[tuple[str, str]]:
     """Paths (with kind) that a config file names in keys that run or load things,
-    includes followed; relative values resolved against ``base`` (the worktree)."""
+    includes followed; relative values resolved against ``base`` (the worktree),
+    ``~/`` against ``home`` (git expands it in path values)."""
     if depth > MAX_DEPTH:
         raise GitMetaError(f"{config}: includes nested deeper than {MAX_DEPTH}")
     data = fs.read(config, READ_LIMIT)
@@ -106,19 +108,21 @@ def named_paths(fs: FsView, config: str, base: str, depth: int = 0) -> list[tupl
                 continue
             if word.startswith("!"):
                 word = word[1:]
-            if word.startswith("~/") or word.startswith("$") or word.startswith("%("):
-                continue  # outside the repository: the home rules cover ~
+            if word.startswith("~/") and home:
+                word = posixpath.join(home, word[2:])
+            elif word.startswith(("~", "$", "%(")):
+                continue  # another user's home, or expanded by a shell at run time
             rel_to = posixpath.dirname(config) if key == "include.path" else base
             path = posixpath.normpath(posixpath.join(rel_to, word))
             kind = "d" if key == "core.hookspath" else "f"
             out.append((path, kind))
             if key == "include.path" and fs.kind(path) == "f":
-                out += named_paths(fs, path, base, depth + 1)
+                out += named_paths(fs, path, base, depth + 1, home)
     return out
 
 
-def protect_git_dir(fs: FsView, gitdir: str, worktree: str,
-                    depth: int = 0) -> tuple[list[str], list[tuple[str, str]]]:
+def protect_git_dir(fs: FsView, gitdir: str, worktree: str, depth: int = 0,
+                    home: str | None = None) -> tuple[list[str], list[tuple[str, str]]]:
     """(existing paths to keep read-only, absent ones to protect with a placeholder)
     for one git directory and every git directory inside it."""
     if depth > MAX_DEPTH:
@@ -132,7 +136,7 @@ def protect_git_dir(fs: FsView, gitdir: str, worktree: str,
         elif sub == "hooks":
             absent.append((p, "d"))  # git runs what appears here: keep it from appearing
     for config in ("config", "config.worktree"):
-        for path, kind in named_paths(fs, posixpath.join(gitdir, config), worktree):
+        for path, kind in named_paths(fs, posixpath.join(gitdir, config), worktree, home=home):
             if fs.lkind(path) is not None:
                 ro.append(path)
             else:
@@ -141,7 +145,7 @@ def protect_git_dir(fs: FsView, gitdir: str, worktree: str,
     if fs.kind(modules) == "d":
         for path, kind in fs.walk(modules):
             if kind == "d" and fs.lkind(posixpath.join(path, "HEAD")) == "f":
-                r, a = protect_git_dir(fs, path, path, depth + 1)
+                r, a = protect_git_dir(fs, path, path, depth + 1, home)
                 ro += r
                 absent += a
     worktrees = posixpath.join(gitdir, "worktrees")

@@ -88,6 +88,11 @@ class Placeholders:
             os.write(self.fd, os.fsencode("".join(lines)))
         return impossible
 
+    def note_pid(self, pid: int) -> None:
+        """Record a process of this run (the reaper leaves live runs' processes alone)."""
+        if self.fd >= 0:
+            os.write(self.fd, f"p{pid}\0".encode())
+
     def _scan(self) -> tuple[set[str], list[tuple[str, list[tuple[str, str]]]]]:
         """(paths live runs rely on, [(record, entries)] of dead runs). Call with
         the mutex held."""
@@ -196,3 +201,28 @@ def _make(path: str, kind: str) -> list[tuple[str, str]] | None:
             "make the directory writable or remove it from allowWrite"
         ) from None
     return made
+
+
+def live_pids(runs_dir: str) -> set[int]:
+    """Processes that live runs recorded (their records are locked)."""
+    pids: set[int] = set()
+    try:
+        names = os.listdir(runs_dir)
+    except OSError:
+        return pids
+    for name in names:
+        try:
+            fd = os.open(os.path.join(runs_dir, name), os.O_RDONLY | os.O_CLOEXEC
+                         | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                continue  # nobody holds it: a dead run's
+            except OSError:
+                pass
+            pids.update(int(p) for k, p in _entries(fd) if k == "p" and p.isdigit())
+        finally:
+            os.close(fd)
+    return pids

@@ -45,9 +45,12 @@ def no_inherited_fds() -> None:
 class Spawned:
     """A child started with posix_spawn (no subprocess import): pid, poll, wait, kill."""
 
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-        # Python ignores SIGPIPE and SIGXFSZ; the command gets the defaults back
-        self.pid = os.posix_spawn(argv[0], argv, env,
+    def __init__(self, argv: list[str], env: dict[str, str],
+                 stdio: dict[int, int] | None = None) -> None:
+        # Python ignores SIGPIPE and SIGXFSZ; the command gets the defaults back.
+        # ``stdio``: {0|1|2: descriptor} given to the child in place of ours
+        actions = [(os.POSIX_SPAWN_DUP2, src, dst) for dst, src in (stdio or {}).items()]
+        self.pid = os.posix_spawn(argv[0], argv, env, file_actions=actions,
                                   setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
         self.returncode: int | None = None
 
@@ -106,3 +109,68 @@ def read_all(fd: int) -> bytes:
         data += chunk
         if data.rstrip().endswith(b"}"):
             return data
+
+
+def reopenable(fd: int) -> bool:
+    """Whether a descriptor names a file or folder that a process could reopen
+    through ``/proc/self/fd`` with more rights than it was given (a terminal,
+    pipe, socket or device node gives nothing more)."""
+    import stat
+
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISBLK(mode)
+
+
+class Relay:
+    """Standard streams that are files, relayed through pipes: the sandbox gets a
+    pipe end, a thread copies between it and our descriptor. Reopening
+    ``/proc/self/fd/0`` inside would otherwise open the host's file read-write
+    through the host's mount."""
+
+    def __init__(self) -> None:
+        self.child: dict[int, int] = {}
+        self._threads: list[object] = []
+        self._close: list[int] = []
+
+    def start(self) -> dict[int, int]:
+        for fd in (0, 1, 2):
+            if not reopenable(fd):
+                continue
+            import threading
+
+            r, w = os.pipe()
+            inner, outer = (r, w) if fd == 0 else (w, r)
+            self.child[fd] = inner
+            self._close.append(inner)
+            src, dst = (fd, outer) if fd == 0 else (outer, fd)
+            t = threading.Thread(target=_copy, args=(src, dst, fd == 0), daemon=True)
+            t.start()
+            if fd != 0:  # output is waited for; input the command never read is not
+                self._threads.append(t)
+        return self.child
+
+    def after_spawn(self) -> None:
+        for fd in self._close:
+            with suppress(OSError):
+                os.close(fd)
+        self._close = []
+
+    def finish(self) -> None:
+        for t in self._threads:
+            t.join(timeout=5)  # type: ignore[attr-defined]
+
+
+def _copy(src: int, dst: int, close_dst: bool) -> None:
+    try:
+        while chunk := os.read(src, 65536):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(dst, view):]
+    except OSError:
+        pass
+    finally:
+        with suppress(OSError):
+            os.close(dst if close_dst else src)

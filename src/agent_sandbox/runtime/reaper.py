@@ -22,10 +22,14 @@ def reap_stuck(lock_dir: str, every: float | None = None) -> int:
     which would have answered, died with the caller; its parent-death signal
     is not armed yet). The command never runs there (the start gate), but the
     process stays. Such a process is a bwrap running our start gate whose
-    parent is gone (it was handed to init, parent pid 1). The last run of a
+    parent is gone (it was handed to init, parent pid 1) and that no live run
+    recorded as its own (under a supervisor that is pid 1 itself, a container's
+    entry point, every live sandbox has parent pid 1 too). The last run of a
     user to finish looks for them, at most every ``REAP_EVERY`` seconds
     (``AGENT_SANDBOX_REAP_EVERY`` overrides it).
     """
+    from .placeholders import live_pids
+
     if every is None:
         every = float(os.environ.get("AGENT_SANDBOX_REAP_EVERY", REAP_EVERY))
     stamp = os.path.join(lock_dir, "reaped")
@@ -40,8 +44,9 @@ def reap_stuck(lock_dir: str, every: float | None = None) -> int:
     except OSError:
         return 0
     uid, killed = os.getuid(), 0
+    alive = live_pids(os.path.join(lock_dir, "runs"))
     for name in os.listdir("/proc"):
-        if not name.isdigit():
+        if not name.isdigit() or int(name) in alive:
             continue
         try:
             if os.stat(f"/proc/{name}").st_uid != uid:

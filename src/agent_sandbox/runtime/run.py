@@ -58,6 +58,7 @@ def load_settings(path: str, home: str, cwd: str) -> Settings:
     roots (a command could loosen its next run) or is writable by other users."""
     from agent_sandbox.spec.paths import expand, is_glob
 
+    given = os.path.abspath(path)
     real = os.path.realpath(path)
     s = load(real)
     try:
@@ -67,16 +68,26 @@ def load_settings(path: str, home: str, cwd: str) -> Settings:
     if st.st_mode & 0o022:
         raise SettingsError(f"{path} is writable by other users; `chmod go-w {path}`")
     for rule in s.filesystem.allow_write:
-        root = expand(rule, home=home, cwd=cwd)
-        if is_glob(root):
+        written = expand(rule, home=home, cwd=cwd)
+        if is_glob(written):
             continue
-        root = os.path.realpath(root)
-        if real == root or real.startswith(root.rstrip("/") + "/"):
+        # the file, and every link on the way to it: a link in a writable root can
+        # be pointed at another file by the command; a folder of the protected set
+        # (a repository's .sandbox/) is read-only in every sandbox, wherever it is
+        if any((p == root or p.startswith(root.rstrip("/") + "/")) and not _protected_dir(p)
+               for p in (real, given) for root in (written, os.path.realpath(written))):
             raise SettingsError(
-                f"{path} lies in its own writable root {root}: a sandboxed command could "
+                f"{path} lies in its own writable root {written}: a sandboxed command could "
                 "rewrite the policy of the next run; keep the settings file outside "
                 "allowWrite (for example in ~/.config/agent-sandbox/)")
     return s
+
+
+def _protected_dir(path: str) -> bool:
+    """Whether a path lies inside a folder of the protected set (at any depth)."""
+    from agent_sandbox.protected import ANY_DEPTH
+
+    return any(kind == "d" and f"/{rel}/" in path for rel, kind, _ in ANY_DEPTH)
 
 
 def resolve_settings(settings: Settings | str | os.PathLike[str] | dict[str, Any] | None,

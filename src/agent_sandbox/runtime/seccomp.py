@@ -8,6 +8,7 @@ needed. What it refuses, with ``EPERM`` unless noted:
   packet, and every family a kernel adds later are refused; ``AF_UNIX`` is
   allowed only when the settings allow unix sockets; of the allowed families only
   stream sockets (no UDP, no DNS, no raw sockets, no unix datagrams);
+- ``bind()`` when the settings allow unix sockets by path and not local binding;
 - ``socketpair(AF_UNIX)`` of any type but stream: a datagram pair can be pointed
   at any socket path with ``sendto()`` or ``connect()``;
 - ``io_uring_*`` (it would bypass this filter), ``clone3`` (``ENOSYS``, so libc
@@ -57,7 +58,8 @@ ARCHES: dict[str, dict[str, object]] = {
         "audit": 0xC000003E,
         "x32": True,
         "nr": {
-            "socket": 41, "socketpair": 53, "clone": 56, "clone3": 435, "unshare": 272,
+            "socket": 41, "socketpair": 53, "bind": 49, "clone": 56, "clone3": 435,
+            "unshare": 272,
             "setns": 308,
             "ioctl": 16, "mount": 165, "umount2": 166, "pivot_root": 155,
             "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
@@ -74,7 +76,8 @@ ARCHES: dict[str, dict[str, object]] = {
         "audit": 0xC00000B7,
         "x32": False,
         "nr": {
-            "socket": 198, "socketpair": 199, "clone": 220, "clone3": 435, "unshare": 97,
+            "socket": 198, "socketpair": 199, "bind": 200, "clone": 220, "clone3": 435,
+            "unshare": 97,
             "setns": 268,
             "ioctl": 29, "mount": 40, "umount2": 39, "pivot_root": 41,
             "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
@@ -114,8 +117,14 @@ def _rel(target: int | str, here: int, labels: dict[str, int]) -> int:
     return target
 
 
-def program(*, allow_unix: bool = False, machine: str | None = None) -> bytes:
-    """The filter as bytes of ``struct sock_filter`` records (pure)."""
+def program(*, allow_unix: bool = False, deny_bind: bool = False,
+            machine: str | None = None) -> bytes:
+    """The filter as bytes of ``struct sock_filter`` records (pure).
+
+    ``deny_bind``: refuse ``bind()`` of every family (the filter cannot see a
+    socket's family there): with unix sockets allowed by path, so the command
+    cannot serve a socket of its own where a host process would look for one.
+    """
     machine = machine or os.uname().machine
     arch = ARCHES.get(machine)
     if arch is None:
@@ -143,6 +152,8 @@ def program(*, allow_unix: bool = False, machine: str | None = None) -> bytes:
     for name in _DENIED_ALWAYS:
         code.append(_ins(_JEQ_K, "eperm", 0, nr[name]))
     code.append(_ins(_JEQ_K, "enosys", 0, nr["clone3"]))
+    if deny_bind:
+        code.append(_ins(_JEQ_K, "eperm", 0, nr["bind"]))
     code.append(_ins(_JEQ_K, "socket", 0, nr["socket"]))
     code.append(_ins(_JEQ_K, "socketpair", 0, nr["socketpair"]))
     code.append(_ins(_JEQ_K, "clone", 0, nr["clone"]))

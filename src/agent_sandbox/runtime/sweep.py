@@ -22,7 +22,9 @@ next run of the user to finish does it (``settle``).
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -33,6 +35,9 @@ from .bwrap import RealFs, _protected_entries
 from .process import suppress
 
 Identity = tuple[int, int]
+# A bytecode file the run wrote: Python would run it instead of the unchanged
+# source beside it (a change no diff shows). Removed, not kept: it is a cache.
+CACHE = "bytecode written during the run"
 Recorder = Callable[[dict[str, object]], None]
 
 
@@ -48,30 +53,71 @@ def identities(paths: Iterable[str]) -> dict[str, Identity]:
     return out
 
 
+class SweepFs(RealFs):
+    """The real filesystem as the sweep sees it: a symlink loop is not a folder
+    (the planner refuses a run over one; the sweep must still finish)."""
+
+    def kind(self, path: str) -> str | None:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            return None
+        return "d" if stat.S_ISDIR(st.st_mode) else "f"
+
+
 def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
              skip: Iterable[str] = ()) -> list[tuple[str, str]]:
-    """(path, why) of each protected entry the run created that must be disarmed."""
+    """(path, why) of each protected entry the run created that must be disarmed.
+    An entry that cannot be judged (a loop, nesting too deep) is disarmed too."""
     skipped = set(skip)
-    fs = RealFs()
+    fs = SweepFs()
     found: list[tuple[str, str]] = []
-    now = identities(p for w in roots if os.path.isdir(w)
-                     for p, _ in _protected_entries(fs, w, home))
+    entries = [(p, k) for w in roots if os.path.isdir(w)
+               for p, k in _protected_entries(fs, w, home)]
+    kinds = dict(entries)
+    now = identities(p for p, _ in entries)
     for path, ident in now.items():
-        if path in skipped or before.get(path) == ident:
-            if os.path.basename(path) == protected.GIT_DIR and os.path.isdir(path):
-                found += _new_inside(fs, path, before, skipped)
+        if kinds.get(path) == "c":
+            if before.get(path) != ident:
+                found.append((path, CACHE))
             continue
-        name = os.path.basename(path)
-        if name == protected.GIT_DIR:
-            if os.path.islink(path) or not os.path.isdir(path):
-                found.append((path, "a .git file or link made during the run"))
-                continue
-            why = gitmeta.check_new_git_dir(fs, path)
-            if why:
+        gitdir = kinds.get(path) == "g" or (
+            os.path.basename(path) == protected.GIT_DIR and os.path.isdir(path)
+            and not os.path.islink(path))
+        if path in skipped or before.get(path) == ident:
+            if gitdir:
+                try:
+                    found += _new_inside(fs, path, before, skipped)
+                except (gitmeta.GitMetaError, OSError, RecursionError) as exc:
+                    found += [(p, f"git metadata that cannot be judged ({exc})")
+                              for p in _unjudged(path, before)]
+            continue
+        if gitdir:
+            try:
+                why = gitmeta.check_new_git_dir(fs, path)
+            except (gitmeta.GitMetaError, OSError, RecursionError) as exc:
+                why = f"it cannot be judged ({exc})"
+            if why and kinds.get(path) == "g":  # a bare repository: git needs its HEAD
+                found.append((os.path.join(path, "HEAD"),
+                              f"a bare repository made during the run: {why}"))
+            elif why:
                 found.append((path, f"a repository made during the run: {why}"))
+            continue
+        if os.path.basename(path) == protected.GIT_DIR:
+            found.append((path, "a .git file or link made during the run"))
             continue
         found.append((path, "a protected name made during the run"))
     return found
+
+
+def _unjudged(gitdir: str, before: Mapping[str, Identity]) -> list[str]:
+    """What a run may have added to a git directory that could not be walked."""
+    out = []
+    for sub in ("commondir", "config.worktree", "modules", "worktrees"):
+        p = os.path.join(gitdir, sub)
+        if os.path.lexists(p) and p not in before:
+            out.append(p)
+    return out
 
 
 def _new_inside(fs: RealFs, gitdir: str, before: Mapping[str, Identity],
@@ -79,6 +125,10 @@ def _new_inside(fs: RealFs, gitdir: str, before: Mapping[str, Identity],
     """Git metadata added during the run to a git directory that existed (the
     run's own placeholders, in ``skipped``, are not)."""
     out: list[tuple[str, str]] = []
+    for sub in ("modules", "worktrees"):
+        p = os.path.join(gitdir, sub)
+        if os.path.islink(p):
+            out.append((p, f"{sub} made a link during the run"))
     ro, _ = gitmeta.protect_git_dir(fs, gitdir, os.path.dirname(gitdir))
     judged: set[str] = set()
     for p in ro:
@@ -100,18 +150,58 @@ def _new_inside(fs: RealFs, gitdir: str, before: Mapping[str, Identity],
     return out
 
 
-def disarm(paths: Iterable[str], now: float | None = None) -> list[tuple[str, str]]:
-    """Rename each path to an inert quarantine name; (old, new) pairs."""
+def disarm(paths: Iterable[str], roots: Sequence[str], seen: Mapping[str, Identity],
+           now: float | None = None, *, remove: bool = False
+           ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Rename each path to an inert quarantine name: (moved (old, new), failed (path,
+    why)). The rename goes through descriptors opened from the writable root without
+    following symlinks, and only when the entry is still the one judged (same
+    identity): a concurrent sandbox cannot steer it outside the roots."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now or time.time()))
-    moved = []
+    moved: list[tuple[str, str]] = []
+    failed: list[tuple[str, str]] = []
     for p in paths:
-        target = f"{p}.sandbox-quarantine-{stamp}"
-        try:
-            os.rename(p, target)
-            moved.append((p, target))
-        except OSError:
+        root = next((r for r in sorted(roots, key=len, reverse=True)
+                     if p.startswith(r.rstrip("/") + "/")), None)
+        if root is None:
+            failed.append((p, "outside the writable roots"))
             continue
-    return moved
+        try:
+            new = _rename_inside(root, p, seen.get(p), stamp, remove)
+            moved.append((p, new))
+        except OSError as exc:
+            failed.append((p, exc.strerror or str(exc)))
+    return moved, failed
+
+
+def _rename_inside(root: str, path: str, ident: Identity | None, stamp: str,
+                   remove: bool = False) -> str:
+    parts = os.path.relpath(path, root).split("/")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                          dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        name = parts[-1]
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if ident is not None and (st.st_dev, st.st_ino) != ident:
+            raise OSError(0, "it changed after it was judged")
+        if remove and stat.S_ISREG(st.st_mode):
+            os.unlink(name, dir_fd=fd)
+            return ""
+        for target in (f"{name}.sandbox-quarantine-{stamp}-{os.urandom(4).hex()}",
+                       f".sbq-{os.urandom(6).hex()}"):
+            try:
+                os.rename(name, target, src_dir_fd=fd, dst_dir_fd=fd)
+                return os.path.join(os.path.dirname(path), target)
+            except OSError as exc:
+                if exc.errno not in (errno.ENAMETOOLONG, errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+        raise OSError(errno.EEXIST, "no quarantine name could be used")
+    finally:
+        os.close(fd)
 
 
 def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
@@ -119,18 +209,31 @@ def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
                late: bool = False) -> tuple[list[tuple[str, str]], list[str]]:
     """``find_new`` then ``disarm``, each move recorded in the audit: (moved, notices).
 
-    ``recorder`` opens the audit, only when something moved; when recording fails
-    the rename has already happened, so the failure is a notice, never hidden.
+    ``recorder`` opens the audit when something moved or failed; when recording
+    fails the rename has already happened, so the failure is a notice, never
+    hidden. A path that could not be moved is a notice and an audit record.
     ``late``: the sweep a killed run owed (``settle``).
     """
-    new = find_new(roots, before, home, skip)
+    found = find_new(roots, before, home, skip)
+    caches = [p for p, why in found if why == CACHE]
+    new = [(p, why) for p, why in found if why != CACHE]
     why = dict(new)
-    moved = disarm(p for p, _ in new)
+    seen = identities(p for p, _ in found)
+    moved, failed = disarm([p for p, _ in new], roots, seen)
+    removed, unremoved = disarm(caches, roots, seen, remove=True)
+    failed += unremoved
+    why.update((p, CACHE) for p in caches)
     said = ("an earlier run ended before its check; it had created" if late
             else "the command created")
     notes = [f"sandbox: {said} the protected path {old} ({why[old]}); moved to {target}\n"
              for old, target in moved]
-    if moved and recorder is not None:
+    if removed:
+        notes.append(f"sandbox: removed {len(removed)} bytecode file(s) the command wrote "
+                     "(Python writes them again from the source)\n")
+    notes += [f"sandbox: WARNING: {said} the protected path {p} ({why[p]}) and it could not "
+              f"be moved ({err}); do not run git or other tools there before removing it\n"
+              for p, err in failed]
+    if (moved or failed) and recorder is not None:
         try:
             record = recorder()
             for old, target in moved:
@@ -139,6 +242,9 @@ def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
                 if late:
                     event["late"] = True
                 record(event)
+            for p, err in failed:
+                record({"event_kind": "quarantine", "path": p, "reason": why[p],
+                        "failed": err, "late": late})
         except Exception as exc:  # the rename already happened; report, do not hide
             notes.append(f"sandbox: cannot record the quarantine in the audit: {exc}\n")
     return moved, notes

@@ -23,7 +23,15 @@ How each key merges (the ``RULES`` table):
 - ``agents``: a lower layer may add a client or switch protections on; turning
   ``enabled``, ``hooks``, ``managed_settings`` or ``allow_managed_hooks_only``
   off for a client set above, or changing its ``extra`` keys, needs ``agents``.
-- everything else: a lower layer's value replaces the one above.
+- ``fixed``: where audit goes, which proxy ports and sockets, which accounts,
+  images and Vault server: a lower layer may repeat the value, never change it.
+- ``backend``: the Linux isolation backend; a lower layer may only move to gvisor.
+- ``free``: no bearing on what an agent may do (the spec version, how long a hook
+  waits before it denies, whether the AppArmor profile that lets bwrap start is
+  installed); the lower value replaces the upper one.
+
+Every key of the spec has exactly one of these (a test walks the model and fails
+on a key without one). Paths are compared after ``~`` and ``..`` are resolved.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from .models import DELEGABLE, Spec
 from .rules import Verdict
 
 RULES: dict[str, str] = {
+    "version": "free",
     "filesystem.deny_read": "union",
     "filesystem.deny_write": "union",
     "filesystem.allow_read": "narrow",
@@ -50,6 +59,8 @@ RULES: dict[str, str] = {
     "network.allow_unix_sockets": "narrow",
     "network.allow_local_binding": "true_is_looser",
     "network.allow_all_unix_sockets": "true_is_looser",
+    "network.http_proxy_port": "fixed",
+    "network.socks_proxy_port": "fixed",
     "commands.default": "verdict",
     "commands.rules": "rules",
     "commands.codex_rules_files": "union",
@@ -57,16 +68,37 @@ RULES: dict[str, str] = {
     "approvals.remember_ttl": "min",
     "approvals.single_use": "false_is_looser",
     "approvals.approvers": "narrow",
+    "approvals.wait": "free",
     "audit.enabled": "false_is_looser",
     "audit.checkpoint_every": "min",
     "audit.checkpoint_interval": "min",
+    "audit.path": "fixed",
+    "audit.host_path": "fixed",
+    "audit.export.format": "fixed",
+    "audit.export.path": "fixed",
     "platforms.linux.seccomp": "false_is_looser",
+    "platforms.linux.backend": "backend",
+    "platforms.linux.apparmor_userns_profile": "free",
+    "platforms.linux.proxy_socket": "fixed",
+    "platforms.macos.proxy_port": "fixed",
+    "platforms.macos.mdm_profile": "false_is_looser",
+    "platforms.windows.account": "fixed",
+    "platforms.windows.group": "fixed",
+    "platforms.windows.proxy_port_range": "fixed",
     "mcp_servers": "servers",
     "agents": "agents",
     "platforms.macos.allow_mach_lookup": "narrow",
     "cluster.gvisor": "false_is_looser",
     "cluster.calico": "false_is_looser",
     "cluster.allowed_cidrs": "narrow",
+    "cluster.api_server": "narrow",
+    "cluster.enabled": "false_is_looser",
+    "cluster.namespace": "fixed",
+    "cluster.egress_proxy": "fixed",
+    "cluster.runner_image": "fixed",
+    "cluster.vault.address": "fixed",
+    "cluster.vault.kubernetes_mount": "fixed",
+    "cluster.vault.roles": "fixed",
     "delegate": "replace_delegate",
 }
 
@@ -74,7 +106,20 @@ RULES: dict[str, str] = {
 AGENT_SWITCHES = ("enabled", "hooks", "managed_settings", "allow_managed_hooks_only")
 
 # Which delegate key unlocks loosening of a merge key.
-DELEGATE_KEY = {"commands.rules": "commands.allow"}
+# ("cluster": the cluster side's own settings, which a cluster group configures:
+# namespace, egress proxy, runner image, Vault server and roles; never its egress
+# CIDRs, gVisor or Calico)
+DELEGATE_KEY = {"commands.rules": "commands.allow",
+                **{f"cluster.{k}": "cluster" for k in (
+                    "namespace", "egress_proxy", "runner_image", "vault.address",
+                    "vault.kubernetes_mount", "vault.roles")}}
+
+# srt and bwrap are peers; gVisor (a user-space kernel) is the stronger boundary
+_BACKEND_RANK = {"srt": 0, "bwrap": 0, "gvisor": 1}
+
+# Relative path rules in fleet, group and host layers are relative to the
+# repository at run time: compared under a stand-in folder no real rule names.
+_RELATIVE_BASE = "/\x00repository"
 
 _MISSING = object()
 
@@ -130,6 +175,23 @@ def _plain_covered(upper: list[str], entry: str) -> bool:
     return entry in upper
 
 
+def _cidr_covered(upper: list[str], entry: str) -> bool:
+    import ipaddress
+
+    try:
+        net = ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        return False
+    for u in upper:
+        try:
+            up = ipaddress.ip_network(u, strict=False)
+        except ValueError:
+            continue
+        if up.version == net.version and net.subnet_of(up):  # type: ignore[arg-type]
+            return True
+    return False
+
+
 _COVER: dict[str, Callable[[list[str], str], bool]] = {
     "filesystem.allow_read": _path_covered,
     "filesystem.allow_write": _path_covered,
@@ -137,7 +199,8 @@ _COVER: dict[str, Callable[[list[str], str], bool]] = {
     "network.allow_unix_sockets": _path_covered,
     "approvals.approvers": _plain_covered,
     "platforms.macos.allow_mach_lookup": _plain_covered,
-    "cluster.allowed_cidrs": _plain_covered,
+    "cluster.allowed_cidrs": _cidr_covered,
+    "cluster.api_server": _cidr_covered,
 }
 
 
@@ -148,6 +211,7 @@ class _State:
         self.value: dict[str, Any] = {}
         self.where: dict[str, tuple[Layer, Path_]] = {}
         self.setters: dict[str, list[tuple[Layer, list[str]]]] = {}
+        self.history: dict[str, list[tuple[Layer, Any]]] = {}
 
     def delegated(self, key: str) -> bool:
         need = DELEGATE_KEY.get(key, key)
@@ -163,6 +227,7 @@ class _State:
         self.value[key] = value
         self.where[key] = (layer, path)
         self.setters.setdefault(key, []).append((layer, deleg))
+        self.history.setdefault(key, []).append((layer, value))
 
 
 def merge(layers: list[Layer], specs: list[Spec] | None = None
@@ -242,12 +307,14 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
         bad = False
         covering: list[str] = list(upper or [])
         entries: list[str] = list(value)
-        if _COVER[key] is _path_covered and layer.base:
-            # a repository layer: compare where the paths really point
+        if _COVER[key] is _path_covered:
+            # compare where the paths really point: ~ expanded, .. resolved (a
+            # repository layer's relative paths against the repository)
             home = os.path.expanduser("~")
-            upper_base = state.where[key][0].base or layer.base
+            upper_base = state.where[key][0].base or layer.base or _RELATIVE_BASE
             covering = [paths.expand(u, home=home, cwd=upper_base) for u in covering]
-            entries = [paths.expand(e, home=home, cwd=layer.base) for e in entries]
+            entries = [paths.expand(e, home=home, cwd=layer.base or _RELATIVE_BASE)
+                       for e in entries]
         for i, entry in enumerate(entries):
             if not _COVER[key](covering, entry):
                 entry = value[i]
@@ -266,6 +333,19 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
             loosen(path, f"{value!r} is larger than {upper!r} and")
         else:
             state.record(key, value, layer, path, deleg)
+    elif kind == "fixed":
+        if key in state.value and _dump(value) != _dump(upper) and not ok_to_loosen:
+            loosen(path, f"changing it to {_dump(value)!r}")
+        else:
+            state.record(key, value, layer, path, deleg)
+    elif kind == "backend":
+        if (upper is not None and value != upper and not ok_to_loosen
+                and _BACKEND_RANK.get(value, -1) <= _BACKEND_RANK.get(upper, 0)):
+            loosen(path, f"switching the backend from {upper!r} to {value!r}")
+        else:
+            state.record(key, value, layer, path, deleg)
+    elif kind == "free":
+        state.record(key, value, layer, path, deleg)
     elif kind == "verdict":
         if upper is not None and value.rank < upper.rank and not ok_to_loosen:
             loosen(path, f"{value.value!r} is looser than {upper.value!r} and")
@@ -273,9 +353,21 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
             state.record(key, value, layer, path, deleg)
     elif kind == "rules":
         bad = False
+        # a commands.default of deny above is a deny too: an allow rule below may not
+        # turn it into anything looser unless commands.default is delegated as well
+        denying = [setter for setter, v in state.history.get("commands.default", [])
+                   if v is Verdict.DENY and setter is not layer]
+        default_denies = bool(denying) and not state.delegated("commands.default")
         for i, rule in enumerate(value):
             if rule.verdict in (Verdict.ALLOW, Verdict.OBSERVE) and not ok_to_loosen:
                 loosen((*path, i), f"an {rule.verdict.value} rule")
+                bad = True
+            elif rule.verdict in (Verdict.ALLOW, Verdict.OBSERVE) and default_denies:
+                line, col = denying[0].where(("commands", "default"))
+                problems.append(layer.problem(
+                    (*path, i), f"an {rule.verdict.value} rule would loosen commands.default: "
+                    f"deny set at {denying[0].source}:{line}:{col}; a lower layer may only "
+                    "tighten it (unless that layer lists 'commands.default' under delegate)"))
                 bad = True
         if not bad:
             state.record(key, list(upper or []) + list(value), layer, path, deleg)

@@ -28,6 +28,8 @@ from .rules import (
     ToolKind,
     Verdict,
     command_matches,
+    compound_pattern,
+    mcp_name_matches,
     parse_claude_rule,
     prefix_matches,
     split_argv,
@@ -93,6 +95,8 @@ def parse_duration(v: Any) -> float:
     if isinstance(v, bool):
         raise ValueError("expected a duration such as 30m, 90s or 2h")
     if isinstance(v, (int, float)):
+        if v != v or v in (float("inf"), float("-inf")):
+            raise ValueError("a duration must be a finite number (not .nan or .inf)")
         if v < 0:
             raise ValueError("a duration cannot be negative")
         return float(v)
@@ -190,6 +194,13 @@ class Rule(Strict):
                 raise ValueError("prefix must be a non-empty list of non-empty tokens")
             if self.tool is not ToolKind.BASH:
                 raise ValueError("prefix rules apply to shell commands (tool: bash)")
+        if (self.tool in (ToolKind.BASH, ToolKind.ANY) and self.pattern is not None
+                and compound_pattern(self.pattern)
+                and self.verdict in (Verdict.ALLOW, Verdict.OBSERVE)):
+            raise ValueError(
+                f"pattern {self.pattern!r} spans several commands (|, ;, &, newline): a "
+                "deny or escalate rule may (it is matched against the whole command line), "
+                "an allow or observe rule must name one simple command")
         if self.tool is ToolKind.FETCH and self.pattern not in (None, "*"):
             try:
                 self.pattern = domains.validate_pattern(self.pattern or "", allow_list=False)
@@ -224,9 +235,7 @@ class Rule(Strict):
         if self.tool in (ToolKind.READ, ToolKind.WRITE):
             return pat == "*" or paths.covers(pat, subject)
         if self.tool is ToolKind.MCP:
-            return subject == pat or subject.startswith(pat + "__") or (
-                pat.endswith("*") and subject.startswith(pat[:-1])
-            )
+            return pat == "*" or mcp_name_matches(pat, subject)
         return True
 
 
@@ -373,6 +382,10 @@ class MacOS(Strict):
     )
     proxy_port: int = Field(default=3128, ge=1, le=65535)
     mdm_profile: bool = True
+    allow_pty: bool = Field(
+        default=False,
+        description="Let sandboxed programs open pseudo-terminals (srt's allowPty).",
+    )
 
     @field_validator("allow_mach_lookup")
     @classmethod
@@ -503,6 +516,7 @@ DELEGABLE = (
     "audit.enabled",
     "mcp_servers",
     "agents",
+    "cluster",
 )
 
 

@@ -73,6 +73,10 @@ def validate_path_rule(rule: str) -> str:
         raise PathRuleError(f"path {rule!r} has leading or trailing white space")
     if rule.startswith("~") and not (rule == "~" or rule.startswith("~/")):
         raise PathRuleError(f"path {rule!r}: only '~' and '~/...' are expanded (not ~user)")
+    if is_glob(rule) and ".." in rule.split("/"):
+        # ".." after "**" or "*" names a different folder for each match: no one
+        # reading of it (lexical or physical) is safe to compare across layers
+        raise PathRuleError(f"path {rule!r}: '..' is not allowed in a glob")
     if is_glob(rule):
         import re
 
@@ -199,8 +203,28 @@ def covers(rule: str, path: str) -> bool:
     what it matches and everything below a match.
     """
     if is_glob(rule):
+        anywhere, literal = _literal_part(rule)
+        if literal and (("/" + literal) not in path if anywhere
+                        else not path.startswith(literal)):
+            return False  # the literal part is missing: no need to compile the glob
         return glob_regex(rule).match(path) is not None
     return path == rule or path.startswith(rule.rstrip("/") + "/")
+
+
+@functools.lru_cache(maxsize=4096)
+def _literal_part(rule: str) -> tuple[bool, str]:
+    """(matches at any depth, the literal text before the first glob character):
+    a path the glob covers always holds that text (after a ``/`` when the glob
+    may match at any depth, at the start otherwise)."""
+    r = rule
+    anywhere = not r.startswith("/")
+    while r.startswith("**/"):
+        r = r[3:]
+    cut = min((i for i in (r.find("*"), r.find("?"), r.find("[")) if i >= 0), default=len(r))
+    literal = r[:cut]
+    if anywhere and literal.startswith("/"):
+        literal = literal[1:]
+    return anywhere, literal
 
 
 def specificity(rule: str) -> int:

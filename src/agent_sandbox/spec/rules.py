@@ -12,7 +12,6 @@ from __future__ import annotations
 import enum
 import functools
 import re
-import shlex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this module: keep typing and ast off its path
@@ -112,6 +111,24 @@ def command_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(body + r"\Z", re.DOTALL)
 
 
+def mcp_name_matches(pattern: str, name: str) -> bool:
+    """``mcp__server`` covers ``mcp__server__tool``, but not ``mcp__server___tool``
+    or ``mcp__server__a__b``: those names may also be the tool of a server named
+    ``server_`` or ``server__a``, and a rule names one server."""
+    if name == pattern:
+        return True
+    if pattern.endswith("*"):
+        return name.startswith(pattern[:-1])
+    rest = name[len(pattern) + 2:] if name.startswith(pattern + "__") else ""
+    return bool(rest) and not rest.startswith("_") and "__" not in rest
+
+
+def compound_pattern(pattern: str) -> bool:
+    """A Bash pattern that spans several commands (a pipe, list or background
+    operator): it is matched against the whole command line, not one segment."""
+    return any(op in pattern for op in ("|", ";", "&", "\n"))
+
+
 def normalise_command(command: str) -> str:
     return " ".join(command.split())
 
@@ -139,6 +156,8 @@ def prefix_matches(prefix: list[PrefixToken], argv: list[str]) -> bool:
 
 def split_argv(command: str) -> list[str] | None:
     try:
+        import shlex  # not on the hook's path: only rule examples split commands
+
         return shlex.split(command, comments=False, posix=True)
     except ValueError:
         return None
@@ -154,6 +173,7 @@ def parse_codex_rules(source: str, filename: str = "<rules>") -> list[dict[str, 
     file is parsed, never executed.
     """
     import ast
+    import shlex
 
     try:
         tree = ast.parse(source, filename=filename)
