@@ -64,11 +64,21 @@ def hook_input(command: str, cwd: Path) -> bytes:
                        "tool_input": {"command": command}}).encode()
 
 
+CPU: dict[str, list[float]] = {}  # CPU seconds (user + system) of each child, by argv
+
+
 def timed(argv: list[str], data: bytes = b"") -> float:
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(argv, input=data, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    check=False)
-    return time.perf_counter() - t
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    CPU.setdefault(" ".join(argv[-3:]) + ("!" if b"rm -rf" in data else ""), []).append(cpu)
+    return wall
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -185,6 +195,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--round-trips", type=int, default=15)
+    ap.add_argument("--allow-only", action="store_true",
+                    help="only the whole-process allow/deny paths against the bare interpreter")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-hook-") as tmp:
         from agent_sandbox import contract
@@ -192,6 +204,24 @@ def main() -> int:
         os.environ[contract.STATE_DIR_ENV] = str(Path(tmp) / "user-state")  # own registry
         repo = make_repo(Path(tmp) / "repo")
         bare, allow, deny = bench_allow(repo, args.runs)
+        if args.allow_only:
+            records = (repo / ".sandbox/audit/audit.jsonl")
+            n = len(records.read_bytes().splitlines()) if records.exists() else 0
+            print(f"interpreter: {PY}  (runs: {args.runs}, "
+                  f"load average: {os.getloadavg()[0]:.1f}); audit records written: {n}")
+            print(row("bare interpreter: python -I -S -c pass", bare))
+            print(row("hook allow path (whole process)", allow))
+            print(row("hook deny path (whole process)", deny))
+            print(f"allow / bare: medians {statistics.median(allow) / statistics.median(bare):.2f}"
+                  f", minimums {min(allow) / min(bare):.2f}")
+            # CPU time is what a loaded machine does not inflate: the same ratio on it
+            cpu_bare, cpu_allow = CPU["-S -c pass"], CPU["hook claude pre-tool-use"]
+            print(row("CPU time: bare interpreter", cpu_bare))
+            print(row("CPU time: hook allow path", cpu_allow))
+            print(f"allow / bare, CPU time: medians "
+                  f"{statistics.median(cpu_allow) / statistics.median(cpu_bare):.2f}, minimums "
+                  f"{min(cpu_allow) / min(cpu_bare):.2f}")
+            return 0
         classify = bench_classify(repo)
         ratio = statistics.median(allow) / statistics.median(bare)
         print(f"interpreter: {PY}  (runs: {args.runs}, round trips: {args.round_trips}, "

@@ -15,7 +15,6 @@ It never approves anything by itself.
 from __future__ import annotations
 
 import fcntl
-import getpass
 import json
 import os
 import sys
@@ -34,34 +33,45 @@ class ApprovalError(SandboxError):
 
 
 def find_repo(start: str) -> str:
+    """The connected repository at or above ``start``; else, on a host whose
+    managed policy sends escalations to this user's host-level queue, that
+    queue's site (``state_paths.Site``)."""
+    from .state_paths import Site, host_site
+
     d = os.path.abspath(start)
     while True:
         if os.path.isdir(os.path.join(d, ".sandbox", "escalations")):
             return d
         parent = os.path.dirname(d)
         if parent == d:
-            raise ApprovalError(f"no .sandbox/ at or above {start}: run `sandbox init DIR` first")
+            break
         d = parent
+    if os.path.isdir(Site(host_site()).queue):
+        return host_site()
+    raise ApprovalError(f"no .sandbox/ at or above {start} and no host-level queue: run "
+                        "`sandbox init DIR` first")
 
 
 class Approver:
     def __init__(self, repo: str, *, user: str | None = None) -> None:
         self.repo = find_repo(repo)
         self.queue: FolderQueue = queue_for(self.repo)
-        self.user = user or getpass.getuser()
+        self.user = user or account_name()
         self.policy_doc = self._policy_doc()
         try:
             self.policy = Policy(self.policy_doc, repo=self.repo,
                                  home=os.path.expanduser("~"))
         except PolicyError as exc:
-            raise ApprovalError(f"the policy in {self.repo}/.sandbox is invalid: {exc}") from None
+            raise ApprovalError(f"the policy for {self.repo} is invalid: {exc}") from None
         approvers = (self.policy_doc.get("approvals") or {}).get("approvers") or []
         if approvers and self.user not in approvers and os.geteuid() != 0:
             raise ApprovalError(f"{self.user} is not among approvals.approvers "
                                 f"({', '.join(approvers)})")
 
     def _policy_doc(self) -> dict[str, Any]:
-        path = os.path.join(self.repo, ".sandbox", "policy.json")
+        from .state_paths import Site
+
+        path = Site(self.repo).policy
         try:
             with open(path, "rb") as fh:
                 doc = json.loads(fh.read())
@@ -87,18 +97,36 @@ class Approver:
             raise ApprovalError(f"no pending request {rid!r} (see `sandbox pending`)")
         raise ApprovalError(f"{rid!r} matches {len(matches)} requests; give more of the id")
 
-    def approve(self, rid: str, *, always: bool = False, ttl: float | None = None
-                ) -> dict[str, Any]:
+    def approve(self, rid: str, *, always: bool = False, ttl: float | None = None,
+                seen_hash: str | None = None, scope: str = "exact") -> dict[str, Any]:
+        """Approve ``rid`` as it was shown: ``seen_hash`` is the hash of the
+        request the approver looked at (refused if it changed since). With
+        ``always``, also remember exactly this call (``scope`` "exact"), or this
+        call in any directory of the repository (``scope`` "anywhere")."""
+        from .policy.engine import REMEMBER_SCOPES
+
+        if scope not in REMEMBER_SCOPES:
+            raise ApprovalError(f"unknown scope {scope!r} (one of {', '.join(REMEMBER_SCOPES)})")
+        from .state_paths import Site
+
+        if always and Site(self.repo).host:
+            raise ApprovalError("--always needs a connected repository; the host-level queue "
+                                "approves one call at a time")
         rid = self._resolve(rid)
         req = self.queue.request(rid)
+        if req is None:
+            raise ApprovalError(f"no pending request {rid}")
         try:
             dec = self.queue.decide(rid, "approve", by=self.user, remember=always,
-                                    ttl=self.policy.ttl if ttl is None else ttl)
+                                    ttl=self.policy.ttl if ttl is None else ttl,
+                                    expect_hash=seen_hash or str(req.get("hash")))
         except QueueError as exc:
             raise ApprovalError(str(exc)) from None
-        audit(self.repo, "approval", request_id=rid, by=self.user, always=always)
-        if always and req is not None:
-            self.remember(req)
+        audit(self.repo, "approval", request_id=rid, by=self.user, uid=os.geteuid(),
+              always=always, scope=scope if always else None,
+              request_hash=dec.get("hash"))
+        if always:
+            self.remember(req, scope)
         if req is not None and req.get("mode", "run") == "run":
             requester = req.get("requester") or {}
             if not alive(requester.get("pid"), requester.get("start")):
@@ -114,8 +142,14 @@ class Approver:
         audit(self.repo, "denial", request_id=rid, by=self.user, reason=reason)
         return dec
 
-    def remember(self, req: dict[str, Any]) -> None:
-        """Always allow this exact call in this repository (until remember_ttl)."""
+    def remember(self, req: dict[str, Any], scope: str = "exact") -> None:
+        """Always allow this exact call in this repository (until remember_ttl):
+        bound to the tool, its arguments and content, and (scope "exact") its
+        working directory (``policy.engine.remembered_key``)."""
+        from .policy.engine import remembered_key
+
+        key = remembered_key(str(req.get("tool")), req.get("params"), str(req.get("cwd")),
+                             scope)
         state = os.path.join(self.repo, ".sandbox", "state")
         os.makedirs(state, exist_ok=True)
         path = os.path.join(state, "remembered.json")
@@ -129,13 +163,27 @@ class Approver:
             now = time.time()
             entries = [e for e in (data.get("entries") or [])
                        if isinstance(e, dict) and float(e.get("expires", 0)) > now]
-            entries.append({"kind": req.get("kind"), "subject": req.get("summary"),
+            entries.append({"key": key, "scope": scope, "kind": req.get("kind"),
+                            "subject": req.get("summary"), "cwd": req.get("cwd"),
                             "repo": self.repo, "tool": req.get("tool"), "by": self.user,
-                            "created": now, "expires": now + self.policy.remember_ttl})
+                            "request_id": req.get("id"), "created": now,
+                            "expires": now + self.policy.remember_ttl})
             tmp = path + f".tmp-{os.getpid()}"
             with open(tmp, "w") as fh:
                 json.dump({"entries": entries}, fh, indent=2)
             os.replace(tmp, path)
+
+
+def account_name(uid: int | None = None) -> str:
+    """The approver's identity: the account of the process's effective uid
+    (never $USER or $LOGNAME, which anyone can set)."""
+    import pwd
+
+    uid = os.geteuid() if uid is None else uid
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid:{uid}"
 
 
 def _valid(rid: str) -> bool:
@@ -256,7 +304,8 @@ def watch(repo: str, *, stdin: Any = None) -> int:
                             approver.deny(rid, "denied in sandbox watch")
                             note = f"denied {rid}"
                         else:
-                            approver.approve(rid, always=key == "A")
+                            approver.approve(rid, always=key == "A",
+                                             seen_hash=str(items[selected].get("hash")))
                             note = f"approved {rid}" + (" (always)" if key == "A" else "")
                     except ApprovalError as exc:
                         note = str(exc)

@@ -437,9 +437,11 @@ def init(repo: str, agents: list[str] | None = None, mcp: bool = False,
         new_state["trust"] = trusted
     if _read_state(state_path) != new_state:
         _write_atomic(state_path, _json_bytes(new_state), 0o600)
+    from .audit.repo import pin_verifier  # the audit's trust anchor, outside the repository
     from .policy.registry import register
 
     register(repo, os.path.expanduser("~"))
+    pin_verifier(repo)
     return {"repo": repo, "agents": chosen, "mcp": mcp, "changed": changed,
             "trusted": sorted(r["path"] for r in trusted)}
 
@@ -503,7 +505,10 @@ def uninstall(repo: str) -> dict[str, Any]:
             if os.path.isdir(audit_dir) and any(os.scandir(audit_dir)):
                 kept_audit = True
                 for name in os.listdir(sb):
-                    if name != "audit" and not name.startswith("audit-keys"):
+                    # a signing key left in the tree by an older version goes
+                    # too (one `git add -A` from a commit); its public half
+                    # stays beside the checkpoints for verifying
+                    if name != "audit":
                         p = os.path.join(sb, name)
                         shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) \
                             else os.unlink(p)

@@ -88,7 +88,7 @@ def claude_pre(command: str, cwd: Path | str, tool: str = "Bash",
         "tool_name": tool,
         "tool_input": tool_input if tool_input is not None else
         {"command": command, "description": "run it"},
-        "tool_use_id": "toolu_01ABCDEF",
+        "tool_use_id": "toolu_01" + os.urandom(8).hex(),  # unique per call, as sent
     }
 
 

@@ -1,11 +1,16 @@
-"""Fault test: at least 500 escalations while hooks and approvers are killed
-with SIGKILL at random points. Afterwards every request is in exactly one
-terminal state, and every approved command ran exactly once (and nothing else
-ran at all).
+"""Chaos test: at least 500 escalations while hooks, approvers and runners
+are killed with SIGKILL at random points. Judged from the host afterwards:
 
-Approved commands run in the real sandbox through detached runners; runners are
-the one process class the storm does not kill: killing one mid-command can only
-end in ``interrupted``, never in a second run (the last test here)."""
+- every request is in exactly one terminal state (one record in ``done/``,
+  nothing left in ``pending/`` or ``claimed/``);
+- no command ran twice (each request's command appends its own token to a
+  marker file on the host; a token twice is a duplicate);
+- no command ran without approval (a token whose request has no approve
+  decision), and nothing ran that no request asked for;
+- an approved request either completed (ran once) or was interrupted (its
+  runner was killed: ran at most once, never again).
+
+Approved commands run in the real sandbox through detached runners."""
 
 from __future__ import annotations
 
@@ -38,7 +43,11 @@ from agent_sandbox.approver import Approver, ApprovalError
 repo, seed = sys.argv[1], int(sys.argv[2])
 rng = random.Random(seed)
 ap = Approver(repo, user="fault-approver")
+last = 0.0
 while True:
+    if time.monotonic() - last > 1.0:     # what sandbox watch does every few seconds
+        ap.recover()
+        last = time.monotonic()
     for req in ap.pending():
         try:
             if rng.random() < 0.8:
@@ -51,8 +60,59 @@ while True:
 """
 
 
+def ours(pid: int) -> bool:
+    """A process of this test's queue (a hook's forked runner or a spawned one),
+    checked before each kill so a reused pid is never hit."""
+    try:
+        return b"agent_sandbox" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def runner_pids(q: FolderQueue) -> list[int]:
+    out = []
+    for name in os.listdir(q.dir("claimed")):
+        if ".owner." in name:
+            try:
+                out.append(int(name.rsplit(".", 1)[1]))
+            except ValueError:
+                pass
+    return out
+
+
+def judge(q: FolderQueue, log: Path) -> dict[str, int]:
+    """The figures, judged from the queue's records and the marker file."""
+    ids = {n for s in ("pending", "claimed", "done") for n in q.ids(s)} | set(q.ids("decided"))
+    ran = log.read_text().split() if log.exists() else []
+    counts: dict[str, int] = {}
+    for tok in ran:
+        counts[tok] = counts.get(tok, 0) + 1
+    figures = {"requests": len(ids), "left_open": len(q.ids("pending")) + len(q.ids("claimed")),
+               "no_terminal": 0, "duplicates": sum(1 for c in counts.values() if c > 1),
+               "without_approval": 0, "approved_not_run": 0}
+    seen = set()
+    for rid in ids:
+        rec = q.result(rid)
+        if rec is None or rec.get("status") not in TERMINAL:
+            figures["no_terminal"] += 1
+            continue
+        status = str(rec["status"])
+        figures[status] = figures.get(status, 0) + 1
+        token = re.search(r"tok-\d+", rec["request"]["params"]["command"]).group(0)
+        seen.add(token)
+        approved = (rec.get("decision") or {}).get("decision") == "approve"
+        if counts.get(token) and not approved:
+            figures["without_approval"] += 1
+        if status == "completed" and counts.get(token) != 1:
+            figures["approved_not_run"] += 1
+        if status not in ("completed", "interrupted") and counts.get(token):
+            figures["without_approval"] += 1
+    figures["unrequested"] = len(set(counts) - seen)
+    return figures
+
+
 def test_sigkill_storm_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> None:
-    rng = random.Random(20261129)
+    rng = random.Random(int(os.environ.get("AGENT_SANDBOX_FAULT_SEED", "20261129")))
     doc = json.loads(json.dumps(BASE_POLICY))
     doc["approvals"]["wait"] = 3
     repo = make_repo(tmp_path / "repo", doc)
@@ -61,7 +121,7 @@ def test_sigkill_storm_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> N
 
     approvers: list[subprocess.Popen[bytes]] = []
     hooks: list[tuple[subprocess.Popen[bytes], float]] = []
-    launched = killed_hooks = killed_approvers = 0
+    launched = killed_hooks = killed_approvers = killed_runners = 0
 
     def new_approver() -> None:
         approvers.append(subprocess.Popen([sys.executable, "-I", "-c", APPROVER, str(repo),
@@ -90,7 +150,7 @@ def test_sigkill_storm_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> N
                 h.stdin.write(json.dumps(claude_pre(cmd, repo)).encode())
                 h.stdin.close()
                 hooks.append((h, time.monotonic() + rng.uniform(0.0, 2.5)))
-            # SIGKILL at random points: hooks (a third of them) and approvers
+            # SIGKILL at random points: hooks, approvers and runners
             now = time.monotonic()
             for h, when in hooks:
                 if now >= when and h.poll() is None and rng.random() < 0.012:
@@ -102,6 +162,13 @@ def test_sigkill_storm_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> N
                 victim.wait()
                 killed_approvers += 1
                 new_approver()
+            for pid in runner_pids(q):
+                if rng.random() < 0.05 and ours(pid):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                        killed_runners += 1
+                    except ProcessLookupError:
+                        pass
             time.sleep(0.01)
         for h, _ in hooks:
             h.wait(30)
@@ -112,8 +179,6 @@ def test_sigkill_storm_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> N
         for h, _ in hooks:
             if h.poll() is None:
                 h.kill()
-    assert killed_hooks >= N_REQUESTS // 25 and killed_approvers >= 3, (killed_hooks,
-                                                                           killed_approvers)
 
     # Recovery: what an approver (or the MCP server) does whenever it starts.
     end = time.monotonic() + 120
@@ -122,40 +187,23 @@ def test_sigkill_storm_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> N
         if not q.ids("pending") and not q.ids("claimed"):
             break
         time.sleep(0.25)
-    time.sleep(0.5)  # a runner that just finished may still be writing nothing more
+    time.sleep(0.5)  # a runner killed mid-command may leave its sandbox finishing
 
-    ids = {n for s in ("pending", "claimed", "done") for n in q.ids(s)} | set(q.ids("decided"))
-    assert len(ids) >= N_REQUESTS
-    assert q.ids("pending") == [] and q.ids("claimed") == []
-    assert set(q.ids("done")) == ids                         # exactly one terminal record each
-    ran = log.read_text().split() if log.exists() else []
-    counts: dict[str, int] = {}
-    for tok in ran:
-        counts[tok] = counts.get(tok, 0) + 1
-    statuses: dict[str, int] = {}
-    seen_tokens = set()
-    for rid in ids:
-        rec = q.result(rid)
-        assert rec is not None and rec["status"] in TERMINAL
-        statuses[rec["status"]] = statuses.get(rec["status"], 0) + 1
-        token = re.search(r"tok-\d+", rec["request"]["params"]["command"]).group(0)
-        seen_tokens.add(token)
-        dec = rec.get("decision") or {}
-        if rec["status"] == "completed":
-            assert dec.get("decision") == "approve"
-            assert counts.get(token) == 1, (rid, token, counts.get(token))
-            assert rec["exit_code"] == 0
-        else:
-            assert counts.get(token, 0) == 0, (rid, rec["status"])
-            if dec.get("decision") == "approve":
-                pytest.fail(f"approved request {rid} ended {rec['status']}")
-    assert set(counts) <= seen_tokens                        # nothing ran without a request
-    assert statuses.get("completed", 0) > N_REQUESTS // 5, statuses
-    assert statuses.get("denied", 0) > N_REQUESTS // 25, statuses
-    assert "interrupted" not in statuses and "failed" not in statuses, statuses
-    print(f"\n{time.monotonic() - started:.0f}s: {len(ids)} requests, {launched} hooks "
-          f"launched, {killed_hooks} hooks and "
-          f"{killed_approvers} approvers killed; {statuses}")
+    figures = judge(q, log)
+    figures.update(killed_hooks=killed_hooks, killed_approvers=killed_approvers,
+                   killed_runners=killed_runners, launched=launched,
+                   seconds=round(time.monotonic() - started))
+    print(f"\nchaos: {json.dumps(figures, sort_keys=True)}")
+    assert killed_hooks >= N_REQUESTS // 25 and killed_approvers >= 3 and killed_runners >= 3, \
+        figures
+    assert figures["requests"] >= N_REQUESTS
+    assert figures["left_open"] == 0 and figures["no_terminal"] == 0, figures
+    assert figures["duplicates"] == 0, figures
+    assert figures["without_approval"] == 0 and figures["unrequested"] == 0, figures
+    assert figures["approved_not_run"] == 0, figures
+    assert figures.get("completed", 0) > N_REQUESTS // 5, figures
+    assert figures.get("denied", 0) > N_REQUESTS // 25, figures
+    assert "failed" not in figures, figures
 
 
 def test_killed_runner_ends_interrupted_and_is_never_rerun(tmp_path: Path) -> None:
@@ -166,10 +214,11 @@ def test_killed_runner_ends_interrupted_and_is_never_rerun(tmp_path: Path) -> No
     q = FolderQueue(str(repo / ".sandbox/escalations"))
     req = q.submit({"tool": "Bash", "params": {"command": f"echo start >> {log}; sleep 20; "
                                                           f"echo end >> {log}"},
-                    "cwd": str(repo), "kind": "bash", "summary": "x", "mode": "run",
-                    "requester": {"pid": 999999, "start": "1"}})
+                    "cwd": str(repo), "kind": "bash", "summary": "x", "mode": "run"})
     rid = req["id"]
     q.decide(rid, "approve", by="test")
+    pending = Path(q.path("pending", rid))          # then its hook died
+    pending.write_text(json.dumps({**req, "requester": {"pid": 999999, "start": "1"}}))
     spawn_runner(str(repo), rid)
     end = time.monotonic() + 30
     while not (log.exists() and "start" in log.read_text()):

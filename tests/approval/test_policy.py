@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import time
 from pathlib import Path
@@ -159,20 +160,57 @@ def test_self_protection_survives_a_permissive_policy(tmp_path: Path) -> None:
 
 
 def test_remembered_decision_allows_only_that_exact_call(tmp_path: Path) -> None:
+    from agent_sandbox.policy.engine import remembered_key
+
     repo = make_repo(tmp_path / "r")
-    entries = [{"kind": "bash", "subject": "make deploy", "repo": str(repo),
-                "expires": time.time() + 60},
-               {"kind": "bash", "subject": "make old", "repo": str(repo),
-                "expires": time.time() - 1},
-               {"kind": "bash", "subject": "rm -rf /x", "repo": str(repo),
+    sub = str(repo / "sub")
+
+    def entry(command: str, *, cwd: str = str(repo), scope: str = "exact",
+              ttl: float = 60) -> dict[str, object]:
+        return {"key": remembered_key("Bash", {"command": command}, cwd, scope),
+                "scope": scope, "repo": str(repo), "expires": time.time() + ttl}
+
+    entries = [entry("make deploy"), entry("make old", ttl=-1), entry("rm -rf /x"),
+               entry("make docs", scope="anywhere"),
+               {"kind": "bash", "subject": "make legacy", "repo": str(repo),   # old format
                 "expires": time.time() + 60}]
     p = Policy(BASE_POLICY, repo=str(repo), home=str(tmp_path), remembered=entries)
-    assert bash(p, "make deploy") is Verdict.ALLOW
-    assert bash(p, "make deploy --force") is Verdict.ESCALATE
-    assert bash(p, "make old") is Verdict.ESCALATE            # expired
-    assert bash(p, "rm -rf /x") is Verdict.DENY                # never overrides a deny
+
+    def at(command: str, cwd: str, **extra: str) -> Verdict:
+        return p.classify(Call("bash", "Bash", {"command": command, **extra}, cwd,
+                               command=command)).verdict
+
+    assert at("make deploy", str(repo)) is Verdict.ALLOW
+    assert at("make deploy", str(repo), description="other words") is Verdict.ALLOW
+    assert at("make deploy --force", str(repo)) is Verdict.ESCALATE  # other arguments
+    assert at("make deploy", sub) is Verdict.ESCALATE          # another directory
+    assert at("make docs", sub) is Verdict.ALLOW               # the scope named "anywhere"
+    assert at("make old", str(repo)) is Verdict.ESCALATE       # expired
+    assert at("rm -rf /x", str(repo)) is Verdict.DENY          # never overrides a deny
+    assert at("make legacy", str(repo)) is Verdict.ESCALATE    # unbound entries match nothing
     other = Policy(BASE_POLICY, repo=str(tmp_path), home=str(tmp_path), remembered=entries)
-    assert bash(other, "make deploy") is Verdict.ESCALATE      # another repository
+    assert other.classify(Call("bash", "Bash", {"command": "make deploy"}, str(repo),
+                               command="make deploy")).verdict is Verdict.ESCALATE
+
+
+def test_remembered_write_is_bound_to_its_content(tmp_path: Path) -> None:
+    from agent_sandbox.policy.engine import remembered_key
+
+    repo = make_repo(tmp_path / "r")
+    target = str(repo / "notes" / "a.txt")
+    params = {"file_path": target, "content": "hello"}
+    entries = [{"key": remembered_key("Write", params, str(repo), "exact"), "scope": "exact",
+                "repo": str(repo), "expires": time.time() + 60}]
+    doc = json.loads(json.dumps(BASE_POLICY))
+    doc["commands"]["rules"].append({"verdict": "escalate", "tool": "write", "pattern": "*"})
+    p = Policy(doc, repo=str(repo), home=str(tmp_path), remembered=entries)
+
+    def write(content: str) -> Verdict:
+        return p.classify(Call("write", "Write", {"file_path": target, "content": content},
+                               str(repo), paths=(target,))).verdict
+
+    assert write("hello") is Verdict.ALLOW
+    assert write("hello; and more") is Verdict.ESCALATE
 
 
 @pytest.mark.parametrize("doc", [

@@ -50,6 +50,14 @@ def rechain(lines: list[bytes]) -> list[bytes]:
     return out
 
 
+@pytest.fixture(autouse=True)
+def user_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own user state folder (signing keys, pins), never the real one."""
+    folder = tmp_path / "user-state"
+    monkeypatch.setenv("AGENT_SANDBOX_STATE_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture
 def logdir(tmp_path: Path) -> Path:
     return tmp_path / "repo" / ".sandbox" / "audit"

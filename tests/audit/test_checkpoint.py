@@ -44,13 +44,19 @@ def test_checkpoint_is_a_signed_note_in_tlog_checkpoint_form(logdir: Path) -> No
         "00000000000000000004.note", "00000000000000000008.note"]
 
 
-def test_private_key_is_kept_apart_and_private(logdir: Path) -> None:
+def test_private_key_is_kept_apart_and_private(logdir: Path, user_state: Path) -> None:
+    from agent_sandbox.state_paths import repo_key_path
+
     make_log(logdir, 3, checkpoint_every=2)
-    key = logdir.parent / "audit-keys" / "audit.ed25519"
-    assert key.is_file()
+    repo = logdir.parent.parent
+    key = Path(repo_key_path(str(repo)))               # the user's state folder
+    assert key.is_file() and user_state in key.parents
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
-    assert not any(p.suffix == ".ed25519" for p in logdir.rglob("*"))
-    assert b"PRIVATE" not in b"".join(p.read_bytes() for p in logdir.rglob("*") if p.is_file())
+    assert not any(p.suffix == ".ed25519" for p in repo.rglob("*"))      # nothing in the repo
+    assert b"PRIVATE" not in b"".join(p.read_bytes() for p in repo.rglob("*") if p.is_file())
+    other = logdir.parent.parent.parent / "plain-log"   # a log outside any repository
+    make_log(other, 3, checkpoint_every=2)
+    assert (other.parent / "audit-keys" / "plain-log.ed25519").is_file()
 
 
 def test_a_configured_key_path_is_used(tmp_path: Path) -> None:

@@ -26,9 +26,10 @@ MODELS = {
     1001: events.FileActivity,
     4001: events.NetworkActivity,
     6003: events.APIActivity,
+    7002: events.FileRemediationActivity,
 }
 RAW_NAMES = {1007: "process_activity", 1001: "file_activity", 4001: "network_activity",
-             6003: "api_activity"}
+             6003: "api_activity", 7002: "file_remediation_activity"}
 
 
 def raw_schema() -> dict[str, Any]:
@@ -105,6 +106,13 @@ def sample_records(tmp_path: Path) -> list[dict[str, Any]]:
                    allowed=False, reason="blocked-by-allowlist", address="140.82.112.3",
                    session="s-1", ms=0.4),
         log.append("tool_result", tool="Bash", output="ok"),
+        # as the queue's runner writes them (no pid known before the launch)
+        log.append("sandbox_started", request_id="r-3", command="make deploy", cwd="/repo",
+                   uid=1000),
+        # as the runtime's sweep records a quarantine (through the proxy's recorder)
+        log.append("proxy.decision", event_kind="quarantine", path="/repo/.git/hooks/pre-commit",
+                   moved_to="/repo/.git/hooks/pre-commit.sandbox-quarantine-1",
+                   reason="git hook"),
     ]
     return out
 
@@ -115,6 +123,9 @@ def test_every_exported_event_validates_against_its_ocsf_class(tmp_path: Path) -
     classes = set()
     for rec in sample_records(tmp_path):
         ev = to_ocsf(rec, hostname="dev-01")
+        if ev["class_uid"] == 1007:                   # every process names itself
+            assert ev["process"].get("uid") and ("pid" in ev["process"]
+                                                 or rec["event"] == "sandbox_started")
         model = MODELS[ev["class_uid"]]
         model.model_validate(ev)  # types, required attributes, enums, uids
         assert undefined_attributes(model, ev) == [], rec["event"]
@@ -127,11 +138,12 @@ def test_every_exported_event_validates_against_its_ocsf_class(tmp_path: Path) -
         assert ev["type_uid"] == ev["class_uid"] * 100 + ev["activity_id"]
         assert ev["metadata"]["sequence"] == rec["seq"]
         classes.add(ev["class_uid"])
-    assert classes == {1007, 1001, 4001, 6003}
+    assert classes == {1007, 1001, 4001, 6003, 7002}
 
 
 def test_mapping_picks_the_right_class_and_activity(tmp_path: Path) -> None:
-    recs = {(r["event"], r.get("verdict"), r.get("tool")): r for r in sample_records(tmp_path)}
+    recs = {(r["event"], r.get("verdict"), r.get("tool")): r for r in sample_records(tmp_path)
+            if r.get("event_kind") != "quarantine"}
     got = {k: (to_ocsf(v)["class_uid"], to_ocsf(v)["activity_id"]) for k, v in recs.items()}
     assert got[("sandbox_started", None, None)] == (1007, 1)
     assert got[("completed", None, None)] == (1007, 2)
@@ -171,7 +183,41 @@ def test_cli_export_writes_ocsf_json_lines(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     lines = out.read_text().splitlines()
-    assert len(lines) == 17
+    assert len(lines) == 19
     for line in lines:
         ev = json.loads(line)
         MODELS[ev["class_uid"]].model_validate(ev)
+
+
+def test_every_exported_event_passes_the_schema_with_its_constraints(tmp_path: Path) -> None:
+    """Against the OCSF 1.7.0 schema JSON itself (``ocsf_schema``), not only the
+    pydantic models: required attributes, no undefined ones, types with their
+    regexes, enums and their captions, at_least_one / just_one."""
+    from .ocsf_schema import validate_event
+
+    problems = {}
+    for rec in sample_records(tmp_path):
+        errors = validate_event(to_ocsf(rec, hostname="dev-01"))
+        if errors:
+            problems[rec["event"]] = errors
+    assert problems == {}
+
+
+def test_the_schema_validator_fires() -> None:
+    from .ocsf_schema import validate_event
+
+    good = {"class_uid": 6003, "category_uid": 6, "activity_id": 1, "type_uid": 600301,
+            "severity_id": 1, "time": 1, "metadata": {"version": "1.7.0",
+                                                      "product": {"name": "x"}},
+            "api": {"operation": "x"}, "actor": {"app_name": "x"},
+            "src_endpoint": {"ip": "127.0.0.1"}, "cloud": {"provider": "x"}}
+    base = validate_event(good)
+    for broken, why in [({**good, "activity_id": 42}, "activity_id"),
+                        ({**good, "type_uid": 600302}, "type_uid"),
+                        ({**good, "severity_id": "1"}, "severity_id"),
+                        ({**good, "bogus": 1}, "bogus"),
+                        ({**good, "src_endpoint": {"port": 1}}, "at least one"),
+                        ({**good, "src_endpoint": {"ip": "not-an-ip"}}, "ip"),
+                        ({k: v for k, v in good.items() if k != "time"}, "time")]:
+        errors = validate_event(broken)
+        assert len(errors) > len(base) and any(why in e for e in errors), (why, errors)

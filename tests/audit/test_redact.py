@@ -118,3 +118,42 @@ def test_secrets_anywhere_in_nested_data_never_survive() -> None:
             assert t not in out
 
     check()
+
+
+def test_credentials_in_command_lines_are_redacted() -> None:
+    cases = {
+        "curl -u alice:Sw0rdf1sh https://api.example/x": "Sw0rdf1sh",
+        "curl --user=alice:pa:ss:w0rd https://api.example/x": "pa:ss:w0rd",
+        "curl -ualice:GluedPw9 https://api.example/x": "GluedPw9",
+        "curl --proxy-user bob:Pr0xyPw https://api.example/x": "Pr0xyPw",
+        "mysql -h db -u root -pMyS3cret mydb": "MyS3cret",
+        "mysqldump -pDump5ecret shop > shop.sql": "Dump5ecret",
+        "sshpass -p hunter22 ssh host": "hunter22",
+        "git clone https://bob:p@ss@w0rd@github.com/x/y.git": "ss@w0rd",
+        "git push https://bob:a:b@c@github.com/x/y.git main": "a:b@c",
+    }
+    for text, secret in cases.items():
+        out = redact_text(text)
+        assert secret not in out and MARK in out, (text, out)
+    assert "github.com/x/y.git" in redact_text("git clone https://bob:p@ss@github.com/x/y.git")
+    for plain in ("sort -u names.txt", "mkdir -p a/b", "git add -u", "ps -u root",
+                  "curl -u alice https://x", "mysql -u root mydb", "scp a:b c"):
+        assert redact_text(plain) == plain                          # controls
+
+
+def test_the_queues_records_are_redacted(tmp_path: Path) -> None:
+    from agent_sandbox.queue import FolderQueue
+
+    q = FolderQueue(str(tmp_path / "escalations"))
+    q.ensure()
+    cmd = "curl -u alice:Sw0rdf1sh https://api.example/deploy"
+    req = q.submit({"tool": "Bash", "params": {"command": cmd}, "cwd": "/r", "kind": "bash",
+                    "summary": cmd, "mode": "run"})
+    q.decide(req["id"], "approve", by="alice")
+    q.execute(req["id"], lambda r: {"status": "completed", "exit_code": 0,
+                                     "stdout": "token=ghp_Zq8d7Yw2Lm4Np6Rt1Vx3Bc5Df7Gh9Jk1Mn3P",
+                                     "stderr": ""})
+    for path in tmp_path.rglob("*.json"):
+        body = path.read_text()
+        assert "Sw0rdf1sh" not in body and "ghp_Zq8d7" not in body, path
+    assert q.result(req["id"])["request"]["hash"] == req["hash"]

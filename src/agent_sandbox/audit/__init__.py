@@ -8,12 +8,12 @@ only when a checkpoint is signed or verified.
 from __future__ import annotations
 
 from agent_sandbox.audit.log import LOG_NAME, AuditError, AuditLog
-from agent_sandbox.audit.trail import LIFECYCLE, Trail, new_request_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from agent_sandbox.audit.trail import LIFECYCLE, Trail, new_request_id
     from agent_sandbox.audit.verifier import VerifyResult
 
 __all__ = [
@@ -70,6 +70,10 @@ def verify(directory: Any, **kwargs: Any) -> VerifyResult:
 
 
 def __getattr__(name: str) -> Any:
+    if name in ("LIFECYCLE", "Trail", "new_request_id"):  # not on the hook's path
+        from agent_sandbox.audit import trail
+
+        return getattr(trail, name)
     if name == "VerifyResult":
         from agent_sandbox.audit.verifier import VerifyResult
 

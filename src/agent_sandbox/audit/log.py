@@ -40,14 +40,19 @@ from __future__ import annotations
 import _thread
 import atexit
 import errno
-import hashlib
 import json
 import os
-import re
 import sys
 import time
 
-from agent_sandbox.audit.canonical import GENESIS, canonical, chain_hash, seal_line, split_line
+from agent_sandbox.audit.canonical import (
+    GENESIS,
+    canonical,
+    chain_hash,
+    seal_line,
+    sha256_hex,
+    split_line,
+)
 from agent_sandbox.audit.redact import redact as _redact
 from agent_sandbox.errors import SandboxError
 
@@ -79,7 +84,13 @@ LOCK_NAME = ".audit.lock"
 CHECKPOINT_DIR = "checkpoints"
 SEAL_EVENT = "audit_sealed"
 RESERVED = frozenset({"seq", "ts", "event", "prev", "hash"})
-_EVENT_RE = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}$")
+_EVENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def _event_name_ok(event: str) -> bool:
+    """``^[a-z][a-z0-9_.-]{0,63}$`` without compiling an expression (the hook's path)."""
+    return (0 < len(event) <= 64 and "a" <= event[0] <= "z"
+            and all(c in _EVENT_CHARS for c in event))
 _TAIL_SCAN_LIMIT = 8 * 1024 * 1024
 
 
@@ -181,6 +192,7 @@ class AuditLog:
     - ``checkpoint_every`` / ``checkpoint_interval``: sign a checkpoint every N
       records or T seconds (None disables either).
     - ``key_path``: the Ed25519 signing key (created 0600 on first use); default
+      the user's state folder for a repository's log (never the repository), else
       ``<directory>/../audit-keys/<directory name>.ed25519``, apart from the log.
     - ``sink``: also send each checkpoint to a callable or POST it to a URL.
     - ``redact``: redact secrets before writing (leave on; off only for benchmarks).
@@ -207,13 +219,7 @@ class AuditLog:
             raise AuditError(f"unknown sync mode {sync!r} (use always, batch or none)")
         self._dir = os.path.abspath(os.fspath(directory))
         self._log = os.path.join(self._dir, LOG_NAME)
-        self._key = (
-            os.fspath(key_path)
-            if key_path is not None
-            else os.path.join(
-                os.path.dirname(self._dir), "audit-keys", f"{os.path.basename(self._dir)}.ed25519"
-            )
-        )
+        self._key = os.fspath(key_path) if key_path is not None else _default_key(self._dir)
         self.sync: SyncMode = sync
         self.batch_size = max(1, batch_size)
         self.batch_interval = batch_interval
@@ -369,7 +375,7 @@ class AuditLog:
         return rec, body
 
     def _prepare(self, event: str, fields: Mapping[str, Any]) -> dict[str, Any]:
-        if not isinstance(event, str) or not _EVENT_RE.match(event):
+        if not isinstance(event, str) or not _event_name_ok(event):
             raise AuditError(
                 f"invalid audit event name {event!r}: use lower-case letters, digits and _"
             )
@@ -418,7 +424,7 @@ class AuditLog:
                     {
                         "torn_offset": tail.torn_offset,
                         "torn_length": len(torn),
-                        "torn_sha256": hashlib.sha256(torn).hexdigest(),
+                        "torn_sha256": sha256_hex(torn),
                         "sealed_by": sealed_by,
                         "reason": "incomplete write left by an interrupted writer",
                     },
@@ -630,6 +636,21 @@ class AuditLog:
             self.close()
         except Exception:  # noqa: S110 - interpreter teardown; nothing left to report to
             pass
+
+
+def _default_key(directory: str) -> str:
+    """A repository's log (``<repo>/.sandbox/audit``) signs with the key in the
+    user's state folder, never one inside the repository; any other log with
+    ``<log dir>/../audit-keys/<name>.ed25519``."""
+    from agent_sandbox.audit.repo import repo_of_log
+
+    repo = repo_of_log(directory)
+    if repo is not None:
+        from agent_sandbox.state_paths import repo_key_path
+
+        return repo_key_path(repo)
+    return os.path.join(os.path.dirname(directory), "audit-keys",
+                        f"{os.path.basename(directory)}.ed25519")
 
 
 def _pread(fd: int, n: int, offset: int) -> bytes:

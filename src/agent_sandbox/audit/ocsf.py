@@ -1,12 +1,16 @@
 """Export audit records as OCSF 1.7 events (JSON lines for a SIEM).
 
-Each record maps to one of four OCSF classes, chosen from its event name and
+Each record maps to one of five OCSF classes, chosen from its event name and
 fields (pure functions, no I/O):
 
-- Process Activity (1007): ``sandbox_started`` (Launch) and ``completed`` (Terminate);
+- Process Activity (1007): ``sandbox_started`` (Launch) and ``completed``
+  (Terminate), with ``process.uid`` (the request), ``process.pid`` and the
+  account's ``process.user.uid`` when the record has them;
 - File System Activity (1001): decisions about file tools that name a path
   (Read / Create / Update / Delete);
 - Network Activity (4001): ``proxy_decision`` (Open when allowed, Refuse when denied);
+- File Remediation Activity (7002, Isolate): a protected path the sweep moved
+  away after a run (``event_kind`` ``quarantine``);
 - API Activity (6003): everything else in an action's life (request, decision,
   escalation, approval, denial, credential issued / revoked, result ...).
 
@@ -35,6 +39,7 @@ PROCESS = ("Process Activity", 1007, 1, "System Activity")
 FILE = ("File System Activity", 1001, 1, "System Activity")
 NETWORK = ("Network Activity", 4001, 4, "Network Activity")
 API = ("API Activity", 6003, 6, "Application Activity")
+QUARANTINE = ("File Remediation Activity", 7002, 7, "Remediation")
 
 ACTIVITY_NAMES: dict[int, dict[int, str]] = {
     1007: {1: "Launch", 2: "Terminate", 3: "Open", 4: "Inject", 5: "Set User ID", 99: "Other"},
@@ -42,6 +47,7 @@ ACTIVITY_NAMES: dict[int, dict[int, str]] = {
     4001: {1: "Open", 2: "Close", 3: "Reset", 4: "Fail", 5: "Refuse", 6: "Traffic", 7: "Listen",
            99: "Other"},
     6003: {1: "Create", 2: "Read", 3: "Update", 4: "Delete", 99: "Other"},
+    7002: {1: "Isolate", 2: "Evict", 3: "Restore", 4: "Harden", 5: "Detect", 99: "Other"},
 }
 SEVERITY = {0: "Unknown", 1: "Informational", 2: "Low", 3: "Medium", 4: "High", 5: "Critical"}
 
@@ -71,6 +77,8 @@ def _denied(rec: dict[str, Any]) -> bool:
 def _classify(rec: dict[str, Any]) -> tuple[tuple[str, int, int, str], int]:
     """(class, activity_id) for a record (pure)."""
     event = str(rec.get("event", "")).replace(".", "_")
+    if rec.get("event_kind") == "quarantine" or event == "quarantine":
+        return QUARANTINE, 1  # the sweep moved a protected path away: isolated
     if event in ("sandbox_started", "process_started"):
         return PROCESS, 1
     if event in ("completed", "process_exited"):
@@ -187,6 +195,13 @@ def to_ocsf(rec: dict[str, Any], *, hostname: str | None = None) -> dict[str, An
             proc["cmd_line"] = str(cmd)
         if _int(rec.get("pid")) is not None:
             proc["pid"] = rec["pid"]
+        # the run's own id: launch and terminate of one run share it (and OCSF
+        # needs pid, uid or cpid on every process)
+        proc["uid"] = str(rec.get("request_id") or rec.get("run_id") or rec.get("hash"))
+        if _int(rec.get("uid")) is not None:
+            proc["user"] = {"uid": str(rec["uid"])}
+            if rec.get("user"):
+                proc["user"]["name"] = str(rec["user"])
         if rec.get("cwd"):
             proc["working_directory"] = str(rec["cwd"])
         out["process"] = proc
@@ -194,7 +209,16 @@ def to_ocsf(rec: dict[str, Any], *, hostname: str | None = None) -> dict[str, An
         out["device"] = device
         if activity_id == 2 and _int(rec.get("exit_code")) is not None:
             out["exit_code"] = rec["exit_code"]
-        used |= {"command", "pid", "cwd", "exit_code"}
+        used |= {"command", "pid", "cwd", "exit_code", "uid", "user", "run_id"}
+    elif class_uid == 7002:
+        path = str(rec.get("path") or "")
+        out["file"] = {"path": path, "name": os.path.basename(path.rstrip("/")) or path,
+                       "type_id": 0, "type": "Unknown"}
+        # the remediation's own id: where the path was moved (unique per quarantine)
+        out["command_uid"] = str(rec.get("moved_to") or rec.get("hash"))
+        if rec.get("reason"):
+            out["status_detail"] = f"quarantined: {rec['reason']}"
+        used |= {"path", "event_kind", "reason", "moved_to"}
     elif class_uid == 1001:
         path = _path(rec) or ""
         out["file"] = {"path": path, "name": os.path.basename(path) or path, "type_id": 1,

@@ -22,8 +22,25 @@ if TYPE_CHECKING:
 
 MARK = "[REDACTED]"
 
+
+class _Lazy:
+    """A regular expression compiled on first use: compiling all of them costs
+    the hook ~30 ms, and most records (an allowed ``ls``) never need one."""
+
+    __slots__ = ("_args", "_rx")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._args = (pattern, flags)
+        self._rx: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        rx = self._rx
+        if rx is None:
+            rx = self._rx = re.compile(*self._args)
+        return getattr(rx, name)
+
 # Names of fields / environment variables whose values are always secret.
-_SECRET_NAME = re.compile(
+_SECRET_NAME = _Lazy(
     r"(?i)(?:^|[_\-.])(?:"
     r"pass(?:word|wd|phrase)?|pwd|secret|token|api[_\-.]?key|apikey|access[_\-.]?key|"
     r"private[_\-.]?key|secret[_\-.]?key|signing[_\-.]?key|client[_\-.]?secret|credentials?|"
@@ -31,11 +48,11 @@ _SECRET_NAME = re.compile(
     r"bearer|jwt|otp|pin|(?:ssh|gpg|pgp)[_\-.]?key|key[_\-.]?material|x[_\-.]?api[_\-.]?key"
     r")(?:$|[_\-.])"
 )
-_SECRET_NAME_SUFFIX = re.compile(
+_SECRET_NAME_SUFFIX = _Lazy(
     r"(?i)(?:_|-|^)(?:token|secret|password|passwd|pass|pwd|key|apikey|credentials?|auth)$"
 )
 # Names that contain a secret word but name public data.
-_PUBLIC_NAME = re.compile(
+_PUBLIC_NAME = _Lazy(
     r"(?i)^(?:token_count|tokens|max_tokens|input_tokens|output_tokens|key_id|keyid|"
     r"public_key|pubkey|key_name|auth_method|password_policy|secret_name|token_type|"
     r"credential_id|credential_name|credential_ttl|credential_kind|pwd_dir|pwd|oldpwd|"
@@ -65,43 +82,77 @@ _VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("npm", r"\bnpm_[A-Za-z0-9]{36}\b"),
     ("pypi", r"\bpypi-[A-Za-z0-9_\-]{50,}"),
     ("hf", r"\bhf_[A-Za-z0-9]{30,}"),
-    # user:password@ in URLs.
-    ("url_password", r"(?<=://)[^\s/:@]+:[^\s/@]+(?=@)"),
+    # user:password@ in URLs; the password may itself hold "@" (and ":"), so it
+    # runs to the last "@" of the authority.
+    ("url_password", r"(?<=://)[^\s/?#:@]*:[^\s/?#]*(?=@[^\s/?#@]*(?:[/?#\s\"']|$))"),
 )
-_VALUE_RE = re.compile("|".join(f"(?:{p})" for _, p in _VALUE_PATTERNS))
+_VALUE_RE = _Lazy("|".join(f"(?:{p})" for _, p in _VALUE_PATTERNS))
 
 # NAME=value / NAME: value / --name value where NAME is secret-like.
-_ASSIGN_RE = re.compile(
+_ASSIGN_RE = _Lazy(
     r"(?i)(?P<name>\b[A-Za-z0-9_\-]*?"
     r"(?:pass(?:word|wd)?|secret|token|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key|"
     r"credentials?|auth)\b[A-Za-z0-9_]*[\"']?)"
     r"(?P<sep>\s*[=:]\s*|\s+)"
     r"(?P<q>[\"']?)(?P<value>[^\s\"'&;|]+)"
 )
-_OPTION_RE = re.compile(
+_OPTION_RE = _Lazy(
     r"(?i)(?P<name>--?[A-Za-z0-9\-]*(?:password|passwd|secret|token|api-?key|access-?key|auth)"
     r"[A-Za-z0-9\-]*)(?P<sep>=|\s+)(?P<q>[\"']?)(?P<value>[^\s\"']+)"
 )
-_QUICK = re.compile(
-    r"(?i)pass|pwd|secret|token|key|auth|cred|eyJ|bearer|basic|gh[pousr]_|github_pat|glpat|"
-    r"AKIA|ASIA|sk-|sk_|rk_|xox|AIza|hv[sbr]\.|[sbr]\.[A-Za-z0-9]{24}|npm_|pypi-|hf_|://[^/\s]*@|"
-    r"-----BEGIN"
+# curl/wget/httpie style credentials: -u user:pass, --user=user:pass, --proxy-user.
+_USERPASS_RE = _Lazy(
+    r"(?P<name>(?<![\w-])(?:-u|-U|--user|--proxy-user|--http-user|--auth))"
+    r"(?P<sep>=|\s+|(?=[^\s-]))(?P<q>[\"']?)(?P<user>[^\s:\"']*):(?P<value>[^\s\"']+)"
+)
+# MySQL-family clients take the password glued to -p (-pSECRET); sshpass -p SECRET.
+_GLUED_P_RE = _Lazy(
+    r"(?P<cmd>\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mysqlpump|"
+    r"mariadb|mariadb-dump|mariadb-admin)\b[^|;&\n]*?\s)-p(?P<value>[^\s\"';|&]+)"
+)
+_SSHPASS_RE = _Lazy(r"(?P<cmd>\bsshpass\s+-p)(?P<sep>\s*)(?P<value>[^\s\"';|&]+)")
+# The gate before any expression runs: every text one of them could change
+# contains one of these (lower-cased) substrings. Plain substring tests, no
+# compiling; a superset, so it only ever lets more text through to the checks.
+_TRIGGERS = (
+    "pass", "pwd", "secret", "token", "key", "auth", "cred", "eyj", "bearer", "basic",
+    "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat", "glpat", "akia", "asia", "agpa", "aida",
+    "aroa", "anpa", "anva", "aipa", "sk-", "sk_",
+    "rk_", "pk_", "xox", "aiza", "hvs.", "hvb.", "hvr.", "s.", "b.", "r.", "npm_", "pypi-",
+    "hf_", "@", "-----begin", "-u", "--user", "--proxy-user", "mysql", "mariadb", "sshpass",
 )
 
 
-_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+def _may_hold_secret(text: str) -> bool:
+    low = text.lower()
+    return any(t in low for t in _TRIGGERS)
+
+
+_CAMEL = _Lazy(r"([a-z0-9])([A-Z])")
+
+
+# Field names the project's own records use that are never secret (skips the
+# name expressions on the hook's path; their values are still scanned).
+_PLAIN_FIELDS = frozenset({
+    "event", "tool", "agent", "summary", "session", "session_id", "tool_use_id", "verdict",
+    "request_id", "reasons", "risk", "mode", "wait", "cwd", "status", "exit_code",
+    "duration_ms", "remembered", "by", "uid", "always", "scope", "request_hash", "reason",
+    "command", "used", "ok", "kind", "id", "repo",
+})
 
 
 @lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     """True when a field or variable called ``name`` holds a secret value."""
+    if name in _PLAIN_FIELDS:
+        return False
     if _PUBLIC_NAME.match(name):
         return False
     snake = _CAMEL.sub(r"\1_\2", name)
     return bool(_SECRET_NAME.search(snake) or _SECRET_NAME_SUFFIX.search(snake))
 
 
-_OPTION_NAME = re.compile(r"^--?[A-Za-z][A-Za-z0-9_\-]*$")
+_OPTION_NAME = _Lazy(r"^--?[A-Za-z][A-Za-z0-9_\-]*$")
 
 
 def _is_secret_option(arg: str) -> bool:
@@ -121,6 +172,12 @@ def _assign_sub(m: re.Match[str]) -> str:
     return f"{name}{m.group('sep')}{m.group('q')}{MARK}"
 
 
+def _userpass_sub(m: re.Match[str]) -> str:
+    if m.group("value").startswith("[REDACTED"):
+        return m.group(0)
+    return f"{m.group('name')}{m.group('sep')}{m.group('q')}{m.group('user')}:{MARK}"
+
+
 def redact_text(text: str) -> str:
     """Replace every secret-looking substring of ``text`` with the redaction mark."""
     if len(text) <= 128:
@@ -134,11 +191,15 @@ def _redact_short(text: str) -> str:
 
 
 def _redact_text(text: str) -> str:
-    if not _QUICK.search(text):
+    if not _may_hold_secret(text):
         return text
     text = _VALUE_RE.sub(MARK, text)
+    text = _USERPASS_RE.sub(_userpass_sub, text)
+    text = _GLUED_P_RE.sub(lambda m: f"{m.group('cmd')}-p{MARK}", text)
+    text = _SSHPASS_RE.sub(lambda m: f"{m.group('cmd')}{m.group('sep')}{MARK}", text)
     text = _OPTION_RE.sub(_assign_sub, text)
-    return _ASSIGN_RE.sub(_assign_sub, text)
+    out: str = _ASSIGN_RE.sub(_assign_sub, text)
+    return out
 
 
 @lru_cache(maxsize=4096)

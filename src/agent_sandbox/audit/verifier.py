@@ -65,6 +65,10 @@ class VerifyResult:
     problem: Problem | None = None
     warnings: list[str] = field(default_factory=list)
     verifier: str | None = None
+    # True only when the checkpoints were checked against a key the caller
+    # pinned (passed in): a key found beside the log proves nothing against
+    # whoever can rewrite the log and its folder.
+    anchored: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +89,7 @@ class VerifyResult:
             },
             "warnings": list(self.warnings),
             "verifier": self.verifier,
+            "anchored": self.anchored,
         }
 
 
@@ -159,8 +164,14 @@ def _named(directory: Path, public_key: bytes) -> Any:
 def default_key_paths(directory: Path) -> list[Path]:
     """Where the signing key of the log in ``directory`` is kept by default."""
     from agent_sandbox.audit import HOST_KEY, HOST_LOG_DIR
+    from agent_sandbox.audit.repo import repo_of_log
 
     paths = [directory.parent / "audit-keys" / f"{directory.name}.ed25519"]
+    repo = repo_of_log(str(directory))
+    if repo is not None:  # where a repository's key lives now (state_paths)
+        from agent_sandbox.state_paths import repo_key_path
+
+        paths.insert(0, Path(repo_key_path(repo)))
     if directory.resolve() == Path(HOST_LOG_DIR):
         paths.insert(0, Path(HOST_KEY))
     return paths
@@ -228,6 +239,7 @@ def verify(
     )
     if ver is not None:
         result.verifier = str(ver)
+    result.anchored = verifier is not None and ver is not None
     heads = _checkpoints(directory, ver, extra_checkpoints or [], result)
     if isinstance(heads, Problem):
         return _fail(result, heads)

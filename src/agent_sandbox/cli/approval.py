@@ -101,19 +101,28 @@ def register(app: typer.Typer) -> None:
             typer.echo("no pending requests")
         for r in items:
             typer.echo(f"{r['id']}  {age(r.get('created')):>4}  {r.get('risk', '?'):6}  "
-                       f"{r.get('kind', '')}: {r.get('summary', '')}")
+                       f"{str(r.get('hash', ''))[:12]}  {r.get('kind', '')}: "
+                       f"{r.get('summary', '')}")
 
     @app.command("approve")
     def approve_cmd(args: list[str] = typer.Argument(..., help="[DIR] ID"),
-                    always: bool = typer.Option(False, "--always",
-                                                help="Also always allow this exact call here.")
+                    always: bool = typer.Option(
+                        False, "--always", help="Also always allow this exact call (tool, "
+                        "arguments, content, working directory) in this repository."),
+                    scope: str = typer.Option(
+                        "exact", "--scope", help="With --always: 'exact' (the default), or "
+                        "'anywhere' (the same call in any directory of the repository)."),
+                    seen: str = typer.Option(
+                        "", "--hash", help="The request hash you reviewed (`sandbox pending "
+                        "--json`); refused if the request no longer has it."),
                     ) -> None:
         """Approve one pending request (single use, bound to its exact parameters)."""
         from ..approver import Approver
 
         directory, rid = _split(args, "approve")
         try:
-            dec = Approver(directory).approve(rid, always=always)
+            dec = Approver(directory).approve(rid, always=always, scope=scope,
+                                              seen_hash=seen or None)
         except SandboxError as exc:
             _fail(str(exc))
         typer.echo(f"approved {dec['id']}")

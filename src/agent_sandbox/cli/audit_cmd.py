@@ -69,11 +69,23 @@ def verify_cmd(
             extra.append((str(p), p.read_bytes()))
         except OSError as exc:
             _die(f"cannot read checkpoint {p}: {exc.strerror}")
+    from agent_sandbox.audit.repo import pinned_verifier
+
+    pinned = None if key else pinned_verifier(str(directory))
     try:
-        result = verify(directory, verifier=key, extra_checkpoints=extra, strict=strict)
+        result = verify(directory, verifier=key or (pinned[1] if pinned else None),
+                        extra_checkpoints=extra, strict=strict)
     except SandboxError as exc:
         _die(str(exc))
         return
+    if result.ok and not result.anchored:
+        result.warnings.insert(0, "UNANCHORED: no pinned verifier key for this log (run "
+                               "`sandbox audit pin` on a connected repository, or pass "
+                               "--key); the chain is intact, but whoever can rewrite the log "
+                               "and its folder could have rewritten it whole")
+    elif result.ok and result.records > result.checkpoint_size:
+        result.warnings.append(f"records {result.checkpoint_size + 1}..{result.records} come "
+                               "after the last signed checkpoint: not yet anchored")
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2))
     else:
@@ -84,12 +96,30 @@ def verify_cmd(
                 else ""
             )
             sealed = f", {result.sealed} sealed torn write(s)" if result.sealed else ""
-            typer.echo(f"OK: {result.records} records, head {result.head[:16]}{cover}{sealed}")
+            anchor = (f", anchored to {pinned[0] if pinned else 'the given key'}"
+                      if result.anchored else ", UNANCHORED")
+            typer.echo(f"OK: {result.records} records, head {result.head[:16]}{cover}{sealed}"
+                       f"{anchor}")
         else:
             typer.echo(f"FAIL: {result.problem}")
         for w in result.warnings:
             typer.echo(f"warning: {w}", err=True)
     raise typer.Exit(0 if result.ok else 1)
+
+
+@audit_app.command("pin")
+def pin_cmd(repo: Annotated[Path, typer.Argument(help="A connected repository.")]) -> None:
+    """Pin the verifier key of the repository's log in the user's state folder."""
+    from agent_sandbox.audit.repo import pin_verifier
+
+    if not (repo / ".sandbox").is_dir():
+        _die(f"{repo} is not connected (no .sandbox/): run `sandbox init` first")
+    try:
+        path, text = pin_verifier(str(repo.resolve()))
+    except SandboxError as exc:
+        _die(str(exc))
+        return
+    typer.echo(f"pinned {text} in {path}")
 
 
 def _records(directory: Path) -> Iterator[dict[str, Any]]:

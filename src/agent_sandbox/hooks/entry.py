@@ -19,6 +19,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
+
+from .budget import EXIT_SLACK, RUN_WAIT, START_BUDGET, hook_deadline
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,8 +44,32 @@ PRE_EVENTS = frozenset({"pre-tool-use", "before-tool", "before-shell-execution",
 OUTPUT_LIMITS = {"claude": 20_000, "codex": 20_000, "gemini": 20_000, "cursor": 10_000}
 
 
+MAX_POLICY = 4 * 1024 * 1024
+STARTED = 0.0  # time.monotonic() when main() began: the budget counts from here
+
+
 class Refusal(Exception):
     """Deny with this message (bad input, missing policy ...)."""
+
+
+class OutOfTime(BaseException):
+    """The hook's own deadline passed (``budget``): deny before the agent's
+    timeout does, since a timed-out hook lets the tool run. A BaseException, so
+    no ``except Exception`` on the way can swallow it."""
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise OutOfTime("the hook ran out of its time budget")
+
+
+def set_deadline(seconds: float) -> None:
+    """Interrupt whatever the hook is doing after ``seconds`` (POSIX; the
+    builtin ``_signal``: ``signal`` builds enums, ~1 ms of the allow path)."""
+    import _signal
+
+    if hasattr(_signal, "setitimer"):
+        _signal.signal(_signal.SIGALRM, _alarm)
+        _signal.setitimer(_signal.ITIMER_REAL, max(0.001, seconds))
 
 
 # -- answering in each protocol ----------------------------------------------
@@ -72,17 +99,31 @@ def answer(agent: str, event: str, allow: bool, message: str, *, error: bool = F
     return json.dumps(cur), (2 if error else 0)
 
 
+def _write(fd: int, text: str) -> bool:
+    data = text.encode("utf-8", "replace")
+    try:
+        while data:
+            n = os.write(fd, data)
+            data = data[n:]
+    except OSError:
+        return False
+    return True
+
+
 def _emit(out: str, code: int, err: str = "") -> int:
-    if out:
-        sys.stdout.write(out + "\n")
+    """Write the answer straight to fd 1. An answer that cannot be delivered
+    (stdout closed, full or unwritable) is a block: exit status 2."""
     if err:
-        sys.stderr.write(err + "\n")
-    sys.stdout.flush()
+        _write(2, err + "\n")
+    if out and not _write(1, out + "\n"):
+        _write(2, "agent-sandbox: cannot write the hook's answer to stdout; blocking\n")
+        return 2
     return code
 
 
 def refuse(agent: str, event: str, message: str) -> int:
     """A fail-closed answer: deny in the protocol, the reason on stderr, exit 2."""
+    set_deadline(EXIT_SLACK)  # answering gets its own short budget, never the agent's
     msg = f"agent-sandbox: {message}"
     if agent not in AGENTS or event not in PRE_EVENTS:
         return _emit("", 2, msg)
@@ -106,8 +147,7 @@ def load_policy(cwd: str) -> tuple[Any, str | None]:
     repo = find_repo(cwd)
     path = os.path.join(repo, ".sandbox", "policy.json") if repo else MANAGED_POLICY
     try:
-        with open(path, "rb") as fh:
-            doc = json.loads(fh.read())
+        doc = json.loads(read_regular(path, MAX_POLICY))
     except FileNotFoundError:
         if repo:
             raise Refusal(f"{path} is missing: run `sandbox init {repo}`") from None
@@ -115,14 +155,56 @@ def load_policy(cwd: str) -> tuple[Any, str | None]:
                       "run `sandbox init`") from None
     except (OSError, ValueError) as exc:
         raise Refusal(f"cannot read the policy {path}: {exc}") from None
-    home = os.environ.get("HOME") or os.path.expanduser("~")
+    account_home, shell_home = homes()
     try:
-        policy = Policy(doc, repo=repo, home=home,
+        policy = Policy(doc, repo=repo, home=account_home, shell_home=shell_home,
                         remembered_path=os.path.join(repo, ".sandbox", "state",
                                                      "remembered.json") if repo else None)
     except PolicyError as exc:
         raise Refusal(f"the policy {path} is invalid: {exc}") from None
     return policy, repo
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of a regular file, or Refusal: a FIFO, device or directory
+    (which could block the hook or feed it forever) is refused before reading."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refusal(f"the policy {path} is not a regular file")
+        if st.st_size > limit:
+            raise Refusal(f"the policy {path} is larger than {limit} bytes")
+        chunks, size = [], 0
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > limit:
+                raise Refusal(f"the policy {path} is larger than {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def homes() -> tuple[str, str]:
+    """(the account's home from the password database, which ``~`` in the
+    policy means; ``$HOME``, which ``~`` in a command means to the agent's
+    shell). Refusal when ``$HOME`` cannot be judged: unset, empty, relative or
+    ``/`` (everything would be "under home")."""
+    env = os.environ.get("HOME", "")
+    if not env or not os.path.isabs(env) or os.path.normpath(env) in ("/", "//"):
+        raise Refusal(f"HOME is {env!r}: set it to the user's home directory")
+    from ..state_paths import account_home
+
+    account = account_home()
+    if not account or not os.path.isabs(account) or os.path.normpath(account) == "/":
+        account = env
+    return account, os.path.normpath(env)
 
 
 def to_call(agent: str, event: str, data: dict[str, Any]) -> Call:
@@ -146,40 +228,68 @@ def pre_tool(agent: str, event: str, data: dict[str, Any]) -> int:
     except BadInput as exc:
         raise Refusal(f"malformed hook input: {exc}") from None
     policy, repo = load_policy(cwd)
+    set_deadline(STARTED + hook_deadline(policy.wait) - time.monotonic())
     decision = policy.classify(call)
     verdict = decision.verdict.value
     if verdict in ("allow", "observe"):
-        if verdict == "observe" and repo:
-            _audit(repo, "decision", verdict="observe", tool=call.tool, agent=agent,
-                   summary=decision.summary, session=str(data.get("session_id") or ""))
+        if not _record(repo or _host_site(), "decision", data, quick=True, verdict=verdict,
+                                tool=call.tool, agent=agent, summary=decision.summary,
+                                remembered=decision.remembered or None):
+            raise Refusal("the audit record of this call could not be written")
         out, code = answer(agent, event, True, "allowed by agent-sandbox policy"
                            + (" (remembered approval)" if decision.remembered else ""))
         return _emit(out, code)
     if verdict == "deny":
         msg = f"agent-sandbox denied this call: {decision.reason_text()}"
-        if repo:
-            _audit(repo, "denial", tool=call.tool, agent=agent, summary=decision.summary,
-                   reasons=decision.reasons, session=str(data.get("session_id") or ""))
+        _record(repo or _host_site(), "denial", data, tool=call.tool, agent=agent,
+                summary=decision.summary, reasons=decision.reasons)
         out, code = answer(agent, event, False, msg)
         return _emit(out, code)
-    # escalate
-    if repo is None:
-        out, code = answer(agent, event, False,
-                           "agent-sandbox: this call needs approval, but there is no approval "
-                           f"queue here ({decision.reason_text()}); run `sandbox init`")
-        return _emit(out, code)
-    return _escalate(agent, event, data, policy, repo, call, decision)
+    # escalate: to the repository's queue, or on a host without `sandbox init`
+    # to this user's host-level queue (state_paths.Site), for `sandbox watch`
+    return _escalate(agent, event, data, policy, repo or _host_site(queue=True), call,
+                     decision)
+
+
+def _host_site(queue: bool = False) -> str:
+    """This user's host-level site (audit, and with ``queue`` its approval
+    queue), created on first use in the user's state folder."""
+    from ..state_paths import Site, host_site
+
+    site = host_site()
+    os.makedirs(Site(site).audit, mode=0o700, exist_ok=True)
+    if queue:
+        from ..queue.runner import queue_for
+
+        queue_for(site).ensure()
+    return site
 
 
 def _escalate(agent: str, event: str, data: dict[str, Any], policy: Any, repo: str,
               call: Call, decision: Decision) -> int:
     from .escalate import escalate
 
+    # both waits end before the hook's own deadline (budget.hook_deadline)
+    left = STARTED + hook_deadline(policy.wait) - EXIT_SLACK - time.monotonic()
+    wait = max(0.0, min(policy.wait, left))
     outcome = escalate(repo, call, decision, agent=agent,
-                       session=str(data.get("session_id") or ""), wait=policy.wait,
-                       ttl=policy.ttl, limit=OUTPUT_LIMITS[agent])
+                       session=str(data.get("session_id") or ""), wait=wait,
+                       run_wait=max(0.0, min(RUN_WAIT, left - wait)), ttl=policy.ttl,
+                       limit=OUTPUT_LIMITS[agent], use_id=str(data.get("tool_use_id") or ""))
     out, code = answer(agent, event, outcome.allow, outcome.message)
     return _emit(out, code)
+
+
+def _record(repo: str, event: str, data: dict[str, Any], *, quick: bool = False,
+            **fields: Any) -> bool:
+    """Every tool call leaves a record, correlated by the client's session and
+    tool-use ids; a call whose record cannot be written does not run."""
+    from ..audit.repo import append_audit
+
+    fields["session"] = str(data.get("session_id") or "")
+    fields["tool_use_id"] = str(data.get("tool_use_id") or "") or None
+    return append_audit(repo, event, {k: v for k, v in fields.items() if v is not None},
+                        quick=quick)
 
 
 def _audit(repo: str, event: str, **fields: Any) -> None:
@@ -223,7 +333,10 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"usage: sandbox hook AGENT EVENT ({known})\n")
         return 2
     agent, event = argv
+    global STARTED
+    STARTED = time.monotonic()
     try:
+        set_deadline(START_BUDGET)
         raw = sys.stdin.buffer.read(MAX_INPUT + 1)
         if len(raw) > MAX_INPUT:
             raise Refusal("hook input is larger than 8 MiB")

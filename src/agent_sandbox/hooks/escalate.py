@@ -15,9 +15,10 @@ import os
 import sys
 import time
 
-from ..queue import FolderQueue, QueueError
+from ..queue import FolderQueue, QueueError, new_id, request_hash, use_key_of
 from ..queue.notify import Watcher
 from ..queue.runner import audit, fork_runner, queue_for
+from .budget import RUN_WAIT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
 RUN_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "write_file"})
 OUTPUT_LIMIT = 20_000  # characters of command output returned to the model
-RUN_WAIT = 900.0
 
 
 class Outcome:
@@ -64,6 +64,8 @@ def describe_result(rec: dict[str, Any], limit: int = OUTPUT_LIMIT, *,
     dec = rec.get("decision") or {}
     req = rec.get("request") or {}
     by = dec.get("by") or "a human"
+    if dec.get("owner") and dec.get("owner") != by:  # the file's owner decided
+        by = f"{by} (account {dec.get('owner')})"
     if status == "completed":
         out, err = str(rec.get("stdout") or ""), str(rec.get("stderr") or "")
         budget = max(1000, limit - 400)
@@ -84,6 +86,10 @@ def describe_result(rec: dict[str, Any], limit: int = OUTPUT_LIMIT, *,
     if status == "timed_out":
         return (f"No decision arrived in time (request {rid}); the call did not run. A human "
                 f"can approve it with `sandbox approve` and you may retry afterwards.")
+    if status == "cancelled":
+        why = dec.get("reason") or "cancelled"
+        return (f"Request {rid} was cancelled ({why}); the call did not run. Make the call "
+                f"again to ask for approval anew.")
     if status == "granted":
         return f"Approved by {by} (request {rid})."
     reason = rec.get("reason") or status
@@ -117,21 +123,29 @@ def _wait_for(q: FolderQueue, rid: str, state: str, deadline: float) -> dict[str
 
 def escalate(repo: str, call: Call, decision: Decision, *, agent: str, session: str = "",
              wait: float = 120.0, ttl: float = 1800.0, detach: bool = False,
-             run_wait: float = RUN_WAIT, limit: int = OUTPUT_LIMIT) -> Outcome:
+             run_wait: float = RUN_WAIT, limit: int = OUTPUT_LIMIT, use_id: str = ""
+             ) -> Outcome:
     """Submit, wait for the decision, act on it. ``detach`` returns as soon as
-    the request is stored (the MCP server follows it with ``check_request``)."""
+    the request is stored (the MCP server follows it with ``check_request``).
+    ``use_id`` is the client's id of this tool call: a call retried with the same
+    id (its first hook died) follows the first request, never a second one."""
     q = queue_for(repo)
     if not q.exists():
         return Outcome(False, f"the approval queue {q.root} is missing: run `sandbox init`",
                        status="failed")
     mode = mode_for(call)
     now = time.time()
-    req = q.submit({
+    rid = new_id()
+    if use_id and not detach:
+        prior = q.bind_use(use_key_of(agent, session, use_id), rid)
+        if prior is not None:
+            return _retried(repo, q, prior, call, wait=wait, run_wait=run_wait, limit=limit)
+    req = q.submit({"id": rid, "tool_use_id": use_id,
         "tool": call.tool, "params": call.params, "cwd": call.cwd, "kind": call.kind,
         "summary": decision.summary, "verdict": decision.verdict.value,
         "reasons": decision.reasons, "risk": decision.risk, "agent": agent,
         "session_id": session, "mode": mode, "repo": repo,
-        "wait_until": now + (ttl if detach else wait),
+        "wait_until": now + (ttl if detach else wait), "detached": detach,
     })
     rid = req["id"]
     audit(repo, "request", request_id=rid, agent=agent, session=session, tool=call.tool,
@@ -144,6 +158,32 @@ def escalate(repo: str, call: Call, decision: Decision, *, agent: str, session: 
                        status="pending")
     _preload()
     return follow(repo, rid, wait_deadline=time.monotonic() + wait, run_wait=run_wait,
+                  limit=limit, timeout_on_expiry=True)
+
+
+def _retried(repo: str, q: FolderQueue, prior: str, call: Call, *, wait: float,
+             run_wait: float, limit: int) -> Outcome:
+    """The agent sent a tool call again whose first hook died: the first
+    request stands for it. Finished: its result, nothing runs again; approved:
+    follow it to its result; undecided: cancel it visibly (nobody was left to
+    receive a decision), and the agent may ask again with a new call."""
+    req = q.request(prior) if prior else None
+    if req is None:
+        return Outcome(False, "agent-sandbox: the first hook for this tool call stopped "
+                              "before it stored the request; nothing ran. Make the call again.",
+                       request_id=prior, status="cancelled")
+    if req.get("hash") != request_hash(call.tool, call.params, call.cwd):
+        return Outcome(False, f"agent-sandbox: this tool call id was already used for "
+                              f"request {prior or '?'} with other parameters; refused",
+                       request_id=prior, status="refused")
+    audit(repo, "retry", request_id=prior, tool_use_id=req.get("tool_use_id"))
+    if q.result(prior) is None and q.decision(prior) is None:
+        try:
+            q.decide(prior, "cancel", by="hook",
+                     reason="the agent retried the call after its first hook stopped")
+        except QueueError:
+            pass  # decided meanwhile: follow that decision
+    return follow(repo, prior, wait_deadline=time.monotonic() + wait, run_wait=run_wait,
                   limit=limit, timeout_on_expiry=True)
 
 

@@ -23,6 +23,7 @@ import posixpath
 
 from ..spec import paths
 from ..spec.rules import (
+    ToolKind,
     Verdict,
     command_matches,
     compound_pattern,
@@ -161,27 +162,33 @@ class Policy:
 
     def __init__(self, doc: dict[str, Any], *, repo: str | None, home: str,
                  remembered: list[dict[str, Any]] | None = None,
-                 remembered_path: str | None = None) -> None:
+                 remembered_path: str | None = None, shell_home: str | None = None) -> None:
+        """``home``: what ``~`` in the policy means (the account's home, fixed
+        when the policy was written); ``shell_home``: what ``~`` in a command
+        means to the agent's shell (its ``$HOME``). Denials are expanded under
+        both, so a changed ``$HOME`` can only add denials."""
         if not isinstance(doc, dict):
             raise PolicyError("policy document is not a JSON object")
         self.repo = repo
-        self.home = home
+        self.home = shell_home or home
         base = repo or home
+        homes = [home] if not shell_home or shell_home == home else [home, shell_home]
         fs = _obj(doc, "filesystem")
         net = _obj(doc, "network")
         cmds = _obj(doc, "commands")
         appr = _obj(doc, "approvals")
 
-        def exp(key: str) -> list[str]:
+        def exp(key: str, under: list[str]) -> list[str]:
             items = fs.get(key, [])
-            if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+            if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items):
                 raise PolicyError(f"filesystem.{key} must be a list of paths")
-            return [paths.expand(x, home=home, cwd=base) for x in items]
+            out = [paths.expand(x, home=h, cwd=base) for h in under for x in items]
+            return list(dict.fromkeys(out))
 
-        self.deny_read = exp("deny_read")
-        self.allow_read = exp("allow_read")
-        self.allow_write = exp("allow_write")
-        self.deny_write = exp("deny_write")
+        self.deny_read = exp("deny_read", homes)
+        self.allow_read = exp("allow_read", [home])
+        self.allow_write = exp("allow_write", [home])
+        self.deny_write = exp("deny_write", homes)
         self._protected: list[str] | None = None
         self.allowed_domains = _strings(net, "allowed_domains", "network")
         self.denied_domains = _strings(net, "denied_domains", "network")
@@ -193,15 +200,18 @@ class Policy:
         for i, r in enumerate(raw_rules):
             if not isinstance(r, dict):
                 raise PolicyError(f"commands.rules[{i}] must be an object")
-            pattern = r.get("pattern")
-            prefix = r.get("prefix")
-            if pattern is None and prefix is None:
-                raise PolicyError(f"commands.rules[{i}] has neither pattern nor prefix")
-            tool = str(r.get("tool", "bash"))
-            if tool in ("read", "write") and isinstance(pattern, str) and pattern != "*":
-                pattern = paths.expand(pattern, home=home, cwd=base)
-            self.rules.append(RuleEntry(_verdict(r.get("verdict"), f"commands.rules[{i}]"),
-                                        tool, pattern, prefix, str(r.get("reason") or "")))
+            pattern, prefix, tool = _rule_shape(r, f"commands.rules[{i}]")
+            verdict = _verdict(r.get("verdict"), f"commands.rules[{i}]")
+            reason = str(r.get("reason") or "")
+            if tool in ("read", "write") and pattern is not None and pattern != "*":
+                # a denial covers the path under every home; anything else only
+                # under the account's home, as written
+                under = homes if verdict.rank >= ESCALATE.rank else [home]
+                for h in dict.fromkeys(paths.expand(pattern, home=h, cwd=base)
+                                       for h in under):
+                    self.rules.append(RuleEntry(verdict, tool, h, prefix, reason))
+                continue
+            self.rules.append(RuleEntry(verdict, tool, pattern, prefix, reason))
         self.ttl = _number(appr, "ttl", 1800.0)
         self.wait = _number(appr, "wait", 120.0)
         self.remember_ttl = _number(appr, "remember_ttl", 7 * 86400.0)
@@ -676,14 +686,41 @@ class Policy:
         import time
 
         now = time.time()
-        subject = summary_of(call)
         if self.remembered is None:
             self.remembered = load_remembered(self.remembered_path)
         for e in self.remembered:
-            if (isinstance(e, dict) and e.get("kind") == call.kind and e.get("subject") == subject
-                    and e.get("repo") == self.repo and float(e.get("expires", 0)) > now):
+            if (isinstance(e, dict) and e.get("repo") == self.repo
+                    and isinstance(e.get("key"), str) and e.get("scope") in REMEMBER_SCOPES
+                    and isinstance(e.get("expires"), (int, float)) and e["expires"] > now
+                    and e["key"] == remembered_key(call.tool, call.params, call.cwd,
+                                                   str(e["scope"]))):
                 return True
         return False
+
+
+# What ``approve --always`` may remember, named by the approver:
+#   exact    this tool, these arguments (file content included), this directory
+#   anywhere this tool and these arguments, in any directory of the repository
+REMEMBER_SCOPES = ("exact", "anywhere")
+# Arguments that describe a call without changing what it does.
+_COSMETIC = frozenset({"description"})
+
+
+def remembered_key(tool: str, params: Any, cwd: str, scope: str) -> str:
+    """The SHA-256 an always-allow is bound to: the exact tool and arguments
+    (a file's content is an argument), and the working directory unless the
+    scope says otherwise. Raises PolicyError for an unknown scope."""
+    import hashlib
+    import json
+
+    if scope not in REMEMBER_SCOPES:
+        raise PolicyError(f"unknown scope {scope!r} (one of {', '.join(REMEMBER_SCOPES)})")
+    args = ({k: v for k, v in params.items() if k not in _COSMETIC}
+            if isinstance(params, dict) else params)
+    body = json.dumps({"tool": tool, "params": args, "cwd": cwd if scope == "exact" else None,
+                       "scope": scope}, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False, default=str)
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def load_remembered(path: str | None) -> list[dict[str, Any]]:
@@ -699,6 +736,32 @@ def load_remembered(path: str | None) -> list[dict[str, Any]]:
         return []
     entries = data.get("entries") if isinstance(data, dict) else None
     return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+
+RULE_TOOLS = frozenset(k.value for k in ToolKind)
+
+
+def _rule_shape(r: dict[str, Any], where: str) -> tuple[str | None, list[Any] | None, str]:
+    """(pattern, prefix, tool) of one rule, checked when the policy loads: a
+    rule of the wrong shape is a PolicyError, never a surprise at match time."""
+    pattern, prefix, tool = r.get("pattern"), r.get("prefix"), r.get("tool", "bash")
+    if pattern is None and prefix is None:
+        raise PolicyError(f"{where} has neither pattern nor prefix")
+    if pattern is not None and (not isinstance(pattern, str) or not pattern.strip()):
+        raise PolicyError(f"{where}.pattern must be a non-empty string, not {pattern!r}")
+    if prefix is not None and not (
+            isinstance(prefix, list) and prefix
+            and all(isinstance(p, str) or (isinstance(p, list) and p
+                                           and all(isinstance(q, str) for q in p))
+                    for p in prefix)):
+        raise PolicyError(f"{where}.prefix must be a non-empty list of words (or lists of "
+                          f"alternative words), not {prefix!r}")
+    if not isinstance(tool, str) or tool not in RULE_TOOLS:
+        raise PolicyError(f"{where}.tool must be one of {', '.join(sorted(RULE_TOOLS))}, "
+                          f"not {tool!r}")
+    if r.get("reason") is not None and not isinstance(r.get("reason"), str):
+        raise PolicyError(f"{where}.reason must be a string")
+    return pattern, prefix, tool
 
 
 def _obj(doc: dict[str, Any], key: str) -> dict[str, Any]:

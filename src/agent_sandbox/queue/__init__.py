@@ -3,29 +3,37 @@ coordinated only through atomic file operations under ``.sandbox/escalations``.
 
 Layout (every record is one JSON file named ``<id>.json``)::
 
-    pending/   a request waiting for a decision            (created by rename)
+    pending/   a request waiting for a decision            (created by link)
     decided/   the one decision on it: approve, deny,       (created by link:
                timeout, cancel                               the first one wins)
-    claimed/   an approved request taken by one executor    (rename from pending:
-               ``<id>.owner.<pid>`` names the executor,       one executor wins)
-               ``<id>.started`` is written just before it runs
+    claimed/   an approved request taken by one executor    (rename from pending;
+               ``<id>.owner.<pid>`` names the executor)
+    spent/     the approval was used: who used it and for   (created by link,
+               what (run, grant, refused, expired)            never deleted)
     done/      the terminal record: request, decision and   (created by link:
                result, with a ``status``                     written exactly once)
 
-Guarantees, with any process killed at any moment:
+Guarantees, with any process killed at any moment and any interleaving:
 
 - a decision is made once (``link`` fails for the second decider), is bound to
   the SHA-256 of the exact tool, parameters and working directory, and expires;
-- an approval is consumed once: claiming is a ``rename`` out of ``pending/``,
-  which exactly one process can win, and ``started`` is created exclusively;
+  an approval for a request whose hook stopped waiting is refused and the
+  request cancelled, so nothing waits approvable with nobody to receive it;
+- an approval is used at most once: the only way to run a command or use a
+  grant is to win the exclusive creation of ``spent/<id>.json``, which nothing
+  ever deletes (the files in ``pending/`` and ``claimed/`` may be moved back by
+  a recovery racing with an executor; ``spent/`` cannot be);
 - every request reaches exactly one terminal record in ``done/``;
   ``recover()`` (run by every approver and server, safe to run concurrently)
   finishes what a killed process left: an approval whose executor died before
-  starting goes back to ``pending/`` to be run, one that died after starting
-  is recorded as ``interrupted`` (never run a second time).
+  using it goes back to ``pending/`` to be run, one whose user died after
+  using it is recorded as ``interrupted`` (never run a second time).
 
-Statuses in ``done/``: completed, granted, denied, timed_out, expired, refused,
-interrupted, failed.
+Every rename, unlink, link and exclusive create goes through ``Seam``, so a
+test can pause each process at each step and drive every interleaving.
+
+Statuses in ``done/``: completed, granted, denied, timed_out, cancelled,
+expired, refused, interrupted, failed.
 
 Nothing here decides policy and nothing here runs a command: the executor
 function is passed in (``runner.execute_request``).
@@ -45,9 +53,9 @@ if TYPE_CHECKING:
 
 STATES = ("pending", "decided", "claimed", "done")
 DECISIONS = ("approve", "deny", "timeout", "cancel")
-TERMINAL = ("completed", "granted", "denied", "timed_out", "expired", "refused", "interrupted",
-            "failed")
-_DECISION_STATUS = {"deny": "denied", "timeout": "timed_out", "cancel": "denied"}
+TERMINAL = ("completed", "granted", "denied", "timed_out", "cancelled", "expired", "refused",
+            "interrupted", "failed")
+_DECISION_STATUS = {"deny": "denied", "timeout": "timed_out", "cancel": "cancelled"}
 
 
 class QueueError(Exception):
@@ -61,6 +69,14 @@ def request_hash(tool: str, params: Any, cwd: str) -> str:
     body = json.dumps({"tool": tool, "params": params, "cwd": cwd}, sort_keys=True,
                       separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def use_key_of(agent: str, session: str, use_id: str) -> str:
+    """The file name under ``uses/`` for one client tool-call id."""
+    import hashlib
+
+    body = "\0".join((agent, session, use_id)).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(body).hexdigest()[:32]
 
 
 def new_id() -> str:
@@ -108,6 +124,25 @@ def me() -> dict[str, Any]:
     return {"pid": pid, "start": proc_start(pid)}
 
 
+class Seam:
+    """Every file operation that moves a request between states, and the
+    identity and liveness of processes, go through here. The real one does the
+    operation; a test substitutes one that pauses threads before each step to
+    drive every interleaving deterministically."""
+
+    def pause(self, op: str, path: str) -> None:
+        """Called just before ``op`` (rename, unlink, link, create) on ``path``."""
+
+    def me(self) -> dict[str, Any]:
+        return me()
+
+    def alive(self, pid: Any, start: Any) -> bool:
+        return alive(pid, start)
+
+
+REAL = Seam()
+
+
 def _read_json(path: str) -> dict[str, Any] | None:
     try:
         with open(path, "rb") as fh:
@@ -120,8 +155,21 @@ def _read_json(path: str) -> dict[str, Any] | None:
 class FolderQueue:
     """The queue in one ``.sandbox/escalations`` directory."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, seam: Seam = REAL) -> None:
         self.root = os.path.abspath(root)
+        self.seam = seam
+
+    def _rename(self, src: str, dst: str) -> None:
+        self.seam.pause("rename", src)
+        os.rename(src, dst)
+
+    def _unlink(self, path: str) -> None:
+        self.seam.pause("unlink", path)
+        os.unlink(path)
+
+    def _link(self, src: str, dst: str) -> None:
+        self.seam.pause("link", dst)
+        os.link(src, dst)
 
     # -- paths and primitives --------------------------------------------
     def dir(self, state: str) -> str:
@@ -157,7 +205,7 @@ class FolderQueue:
         """Create ``state/rid.json`` complete, or not at all if it exists."""
         tmp = self._tmp(state, rid, data, sync)
         try:
-            os.link(tmp, self.path(state, rid))
+            self._link(tmp, self.path(state, rid))
             return True
         except FileExistsError:
             return False
@@ -183,7 +231,30 @@ class FolderQueue:
         return None
 
     def decision(self, rid: str) -> dict[str, Any] | None:
-        return _read_json(self.path("decided", rid))
+        """The decision on ``rid``, with ``uid``: the owner of the decision
+        file, which says who decided whatever the record's ``by`` claims."""
+        try:
+            fd = os.open(self.path("decided", rid), os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            uid = os.fstat(fd).st_uid
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                data = json.loads(fh.read())
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(fd)
+        if not isinstance(data, dict):
+            return None
+        data["uid"] = uid
+        try:
+            import pwd
+
+            data["owner"] = pwd.getpwuid(uid).pw_name
+        except (ImportError, KeyError):
+            data["owner"] = f"uid:{uid}"
+        return data
 
     def result(self, rid: str) -> dict[str, Any] | None:
         return _read_json(self.path("done", rid))
@@ -207,6 +278,17 @@ class FolderQueue:
                 out.append(rec)
         return out
 
+    # -- the agent's own ids of its tool calls -----------------------------
+    def bind_use(self, use_key: str, rid: str) -> str | None:
+        """Bind the client's id of one tool call (``use_key``, from
+        ``use_key_of``) to request ``rid``, once ever. Returns the request it
+        was already bound to (a retried call), or None when ``rid`` won."""
+        os.makedirs(self.dir("uses"), mode=0o700, exist_ok=True)
+        if self._create_once("uses", use_key, {"id": rid, "at": time.time()}):
+            return None
+        prior = _read_json(self.path("uses", use_key)) or {}
+        return str(prior.get("id") or "") if valid_id(prior.get("id")) else ""
+
     # -- the life of a request -------------------------------------------
     def submit(self, request: dict[str, Any]) -> dict[str, Any]:
         """Store a new request; fills in id, hash, created and requester."""
@@ -216,11 +298,15 @@ class FolderQueue:
         if not valid_id(rid):
             raise QueueError(f"{rid!r} is not a request id")
         rec["hash"] = request_hash(rec["tool"], rec["params"], rec["cwd"])
+        if "summary" in rec or "reasons" in rec:  # shown to people: redacted; params
+            from agent_sandbox.audit.redact import redact  # stay exact (they are run)
+
+            rec.update(redact({k: rec[k] for k in ("summary", "reasons") if k in rec}))
         rec.setdefault("created", time.time())
-        rec.setdefault("requester", me())
+        rec.setdefault("requester", self.seam.me())
         tmp = self._tmp("pending", rid, rec, sync=False)
         try:
-            os.link(tmp, self.path("pending", rid))
+            self._link(tmp, self.path("pending", rid))
         finally:
             os.unlink(tmp)
         return rec
@@ -241,10 +327,23 @@ class FolderQueue:
                 raise QueueError(f"request {rid} is already approved and running")
             raise QueueError(f"no pending request {rid}")
         if expect_hash is not None and req.get("hash") != expect_hash:
-            raise QueueError(f"request {rid} does not match the approved parameters")
+            raise QueueError(f"request {rid} changed since it was displayed (its hash is "
+                             f"{str(req.get('hash'))[:12]}, you saw {expect_hash[:12]}): "
+                             "look at it again")
+        requester = req.get("requester") or {}
+        if decision == "approve" and not req.get("detached") and not self.seam.alive(
+                requester.get("pid"), requester.get("start")):
+            try:
+                self.decide(rid, "cancel", by="recovery",
+                            reason="the agent's hook stopped waiting for it")
+            except QueueError:
+                pass
+            raise QueueError(f"request {rid} was cancelled: the agent stopped waiting for it "
+                             "(its hook ended); nothing ran")
         now = time.time()
         rec = {"id": rid, "decision": decision, "hash": req.get("hash"), "by": by,
-               "reason": reason, "at": now, "remember": bool(remember)}
+               "uid": os.geteuid(), "seen_hash": expect_hash, "reason": reason, "at": now,
+               "remember": bool(remember)}
         if decision == "approve":
             rec["expires_at"] = now + ttl
         if not self._create_once("decided", rid, rec):
@@ -259,17 +358,21 @@ class FolderQueue:
         """Write the terminal record once; clean every other trace of ``rid``."""
         if status not in TERMINAL:
             raise QueueError(f"unknown terminal status {status!r}")
+        from agent_sandbox.audit.redact import redact
+
         req = request or self.request(rid) or {"id": rid}
         rec = {"id": rid, "status": status, "request": req,
                "decision": decision or self.decision(rid), "finished": time.time(), **result}
-        won = self._create_once("done", rid, rec)
+        # the terminal record stays: secrets in the call or its output are
+        # redacted like the audit log's (the hashes it carries are kept)
+        won = self._create_once("done", rid, redact(rec))
         self._cleanup(rid)
         return won
 
     def _cleanup(self, rid: str) -> None:
         for p in (self.path("pending", rid), self.path("claimed", rid)):
             try:
-                os.unlink(p)
+                self._unlink(p)
             except OSError:
                 pass
         cdir = self.dir("claimed")
@@ -280,52 +383,75 @@ class FolderQueue:
         for n in names:
             if n.startswith(rid + ".") and not n.endswith(".json"):
                 try:
-                    os.unlink(os.path.join(cdir, n))
+                    self._unlink(os.path.join(cdir, n))
                 except OSError:
                     pass
 
+    def spent(self, rid: str) -> dict[str, Any] | None:
+        """Who used the approval of ``rid`` and for what (None: nobody yet)."""
+        return _read_json(self.path("spent", rid))
+
+    def _spend(self, rid: str, use: str, **why: Any) -> bool:
+        """Use the approval of ``rid``, once ever: the exclusive creation of
+        ``spent/<id>.json``, which nothing deletes. Only the process that wins
+        this may run the command (``use`` "run"/"grant") or record that it was
+        refused; whatever else moved the request's files around, a second
+        winner is impossible."""
+        os.makedirs(self.dir("spent"), mode=0o700, exist_ok=True)
+        return self._create_once("spent", rid, {"id": rid, "use": use, "at": time.time(),
+                                                **self.seam.me(), **why})
+
     def claim(self, rid: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """Take an approved request for execution. Returns (request, decision),
-        or None when it is not ours to run (not approved, already claimed or
+        or None when it is not ours to run (not approved, already used or
         finished, hash mismatch, expired: the last two are finalized here)."""
         dec = self.decision(rid)
         if dec is None or dec.get("decision") != "approve":
             return None
-        owner = os.path.join(self.dir("claimed"), f"{rid}.owner.{os.getpid()}")
+        if self.spent(rid) is not None or os.path.exists(self.path("done", rid)):
+            return None
+        ident = self.seam.me()
+        owner = os.path.join(self.dir("claimed"), f"{rid}.owner.{ident['pid']}")
+        self.seam.pause("create", owner)
         with open(owner, "w") as fh:
-            fh.write(str(proc_start(os.getpid())))
+            fh.write(str(ident["start"]))
         try:
-            os.rename(self.path("pending", rid), self.path("claimed", rid))
+            self._rename(self.path("pending", rid), self.path("claimed", rid))
         except OSError as exc:
-            try:
-                os.unlink(owner)
-            except OSError:
-                pass
+            self._drop(owner)
             if exc.errno == errno.ENOENT:
                 return None
             raise
         req = _read_json(self.path("claimed", rid))
+        refusal: tuple[str, str] | None = None
         if req is None:
-            self.finalize(rid, "refused", reason="the request record is unreadable")
+            refusal = ("refused", "the request record is unreadable")
+        else:
+            actual = request_hash(req.get("tool", ""), req.get("params"), req.get("cwd", ""))
+            if actual != req.get("hash") or actual != dec.get("hash") or dec.get("id") != rid:
+                refusal = ("refused", "the approval does not match this exact tool, parameters "
+                                      "and working directory")
+            elif float(dec.get("expires_at", 0)) < time.time():
+                refusal = ("expired", "the approval expired before it was used")
+        use = "grant" if (req or {}).get("mode") == "grant" else "run"
+        if not self._spend(rid, refusal[0] if refusal else use,
+                           reason=refusal[1] if refusal else ""):
+            # used already (a resurrected file): never twice; the user finishes it
+            self._drop(owner)
+            if os.path.exists(self.path("done", rid)):
+                self._cleanup(rid)
             return None
-        actual = request_hash(req.get("tool", ""), req.get("params"), req.get("cwd", ""))
-        if actual != req.get("hash") or actual != dec.get("hash") or dec.get("id") != rid:
-            self.finalize(rid, "refused", request=req, decision=dec,
-                          reason="the approval does not match this exact tool, parameters "
-                                 "and working directory")
+        if refusal is not None or req is None:
+            status, reason = refusal or ("refused", "unreadable")
+            self.finalize(rid, status, request=req, decision=dec, reason=reason)
             return None
-        if float(dec.get("expires_at", 0)) < time.time():
-            self.finalize(rid, "expired", request=req, decision=dec,
-                          reason="the approval expired before it was used")
-            return None
-        try:
-            fd = os.open(os.path.join(self.dir("claimed"), rid + ".started"),
-                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
-            return None  # somebody already started it: never twice
-        os.write(fd, json.dumps(me()).encode())
-        os.close(fd)
         return req, dec
+
+    def _drop(self, path: str) -> None:
+        try:
+            self._unlink(path)
+        except OSError:
+            pass
 
     def execute(self, rid: str, run: Callable[[dict[str, Any]], dict[str, Any]]
                 ) -> dict[str, Any] | None:
@@ -357,7 +483,7 @@ class FolderQueue:
         that have no live executor or requester and should be run now."""
         now = time.time() if now is None else now
         to_run: list[str] = []
-        for state in STATES:  # temporary files of writers killed mid-write
+        for state in (*STATES, "spent", "uses"):  # temporary files of writers killed mid-write
             try:
                 names = os.listdir(self.dir(state))
             except OSError:
@@ -367,7 +493,7 @@ class FolderQueue:
                     p = os.path.join(self.dir(state), n)
                     try:
                         if now - os.stat(p).st_mtime > 60:
-                            os.unlink(p)
+                            self._unlink(p)
                     except OSError:
                         pass
         done = set(self.ids("done"))
@@ -379,7 +505,9 @@ class FolderQueue:
             if rid in done:
                 continue
             owners = self._owners(rid)
-            if any(alive(pid, start) for pid, start in owners):
+            if any(self.seam.alive(pid, start) for pid, start in owners):
+                continue
+            if self._settle_spent(rid):
                 continue
             try:
                 ctime = os.stat(self.path("claimed", rid)).st_ctime
@@ -387,35 +515,31 @@ class FolderQueue:
                 continue
             if not owners and now - ctime < grace:
                 continue
-            if os.path.exists(os.path.join(self.dir("claimed"), rid + ".started")):
-                self.finalize(rid, "interrupted",
-                              reason="the executor stopped while the command ran; it is not "
-                                     "run again")
-                continue
             for pid, _ in owners:
-                try:
-                    os.unlink(os.path.join(self.dir("claimed"), f"{rid}.owner.{pid}"))
-                except OSError:
-                    pass
+                self._drop(os.path.join(self.dir("claimed"), f"{rid}.owner.{pid}"))
             try:  # back to pending, to be claimed again (one recoverer wins)
-                os.rename(self.path("claimed", rid), self.path("pending", rid))
+                self._rename(self.path("claimed", rid), self.path("pending", rid))
             except OSError:
                 continue
         for rid in self.ids("pending"):
-            if rid in done:
+            if rid in done or self._settle_spent(rid):
                 continue
             req = _read_json(self.path("pending", rid))
             if req is None:
                 continue
             dec = self.decision(rid)
             requester = req.get("requester") or {}
-            waiting = alive(requester.get("pid"), requester.get("start"))
+            waiting = self.seam.alive(requester.get("pid"), requester.get("start"))
             if dec is None:
                 deadline = float(req.get("wait_until", 0) or 0)
+                verdict = reason = ""
                 if deadline and now > deadline + (grace if waiting else 0):
+                    verdict, reason = "timeout", "nobody decided before the request's deadline"
+                elif not waiting and not req.get("detached"):
+                    verdict, reason = "cancel", "the agent's hook stopped waiting for it"
+                if verdict:
                     try:
-                        self.decide(rid, "timeout", by="recovery",
-                                    reason="nobody decided before the request's deadline")
+                        self.decide(rid, verdict, by="recovery", reason=reason)
                     except QueueError:
                         pass
                 continue
@@ -425,22 +549,38 @@ class FolderQueue:
                               decision=dec)
                 continue
             if float(dec.get("expires_at", 0)) < now:
-                if self.claim(rid) is None and self.state(rid) != "done":
-                    pass
+                self.claim(rid)  # finalizes it expired
                 continue
             if req.get("mode", "run") == "grant":
-                if not waiting:
+                if not waiting and self._spend(
+                        rid, "expired", reason="approved after the agent stopped waiting"):
                     # nobody is left to use a grant: record it unused
-                    try:
-                        os.rename(self.path("pending", rid), self.path("claimed", rid))
-                    except OSError:
-                        continue
                     self.finalize(rid, "expired", request=req, decision=dec,
                                   reason="approved after the agent stopped waiting")
                 continue
             if not waiting or now - float(dec.get("at", now)) > grace:
                 to_run.append(rid)
         return to_run
+
+    def _settle_spent(self, rid: str) -> bool:
+        """If the approval of ``rid`` was used, finish the request for a user
+        that died before writing its terminal record (True), unless that user
+        is still alive (True: leave it); False when it was never used."""
+        use = self.spent(rid)
+        if use is None:
+            if not os.path.exists(self.path("spent", rid)):
+                return False
+            use = {"use": "run"}  # a record cut short: it may have run
+        if self.seam.alive(use.get("pid"), use.get("start")):
+            return True
+        kind = str(use.get("use"))
+        if kind in ("refused", "expired"):
+            self.finalize(rid, kind, reason=str(use.get("reason") or kind))
+        else:
+            self.finalize(rid, "interrupted",
+                          reason="the executor stopped after it took the approval; it is "
+                                 "never run again")
+        return True
 
     def _owners(self, rid: str) -> list[tuple[int, str | None]]:
         out: list[tuple[int, str | None]] = []

@@ -33,22 +33,18 @@ def sandbox_dir(repo: str) -> str:
 
 
 def queue_for(repo: str) -> FolderQueue:
-    return FolderQueue(os.path.join(repo, ".sandbox", "escalations"))
+    """The queue of a repository, or of the host-level site (``state_paths.Site``)."""
+    from agent_sandbox.state_paths import Site
+
+    return FolderQueue(Site(repo).queue)
 
 
 def audit(repo: str, event: str, **fields: Any) -> None:
     """Append to the repository's audit log; an audit failure is reported on
     stderr and never turns a refusal into an allow."""
-    try:
-        from agent_sandbox.audit import AuditLog
+    from agent_sandbox.audit.repo import append_audit
 
-        log = AuditLog(os.path.join(repo, ".sandbox", "audit"), sync="always")
-        try:
-            log.append(event, **fields)
-        finally:
-            log.close()
-    except Exception as exc:
-        sys.stderr.write(f"agent-sandbox: audit write failed: {exc}\n")
+    append_audit(repo, event, fields)
 
 
 def _keep(data: bytes) -> str:
@@ -67,7 +63,10 @@ def run_command(repo: str, req: dict[str, Any]) -> dict[str, Any]:
     command = req["params"].get("command")
     if not isinstance(command, str) or not command:
         return {"status": "failed", "reason": "the request has no command"}
-    settings = os.path.join(repo, ".sandbox", "srt-settings.json")
+    from agent_sandbox.state_paths import Site
+
+    site = Site(repo)
+    settings = site.settings
     if not os.path.isfile(settings):
         return {"status": "failed", "reason": f"{settings} is missing: run sandbox init"}
     cwd = req.get("cwd") or repo
@@ -78,13 +77,16 @@ def run_command(repo: str, req: dict[str, Any]) -> dict[str, Any]:
     # get here: a human approved each against the state they saw, and two
     # sandboxes starting at once over the same writable root can race on the
     # runtime's protected-name placeholders.
-    lock = os.open(os.path.join(repo, ".sandbox", "state", "run.lock"),
-                   os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    os.makedirs(site.state, mode=0o700, exist_ok=True)
+    lock = os.open(os.path.join(site.state, "run.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                   0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        audit(repo, "sandbox_started", request_id=req["id"], command=command, cwd=cwd)
+        audit(repo, "sandbox_started", request_id=req["id"], command=command, cwd=cwd,
+              uid=os.geteuid())
         try:
-            run = run_sandboxed(["bash", "-c", command], settings, cwd=cwd, timeout=timeout,
+            run = run_sandboxed(["bash", "-c", command], _settings_document(settings),
+                                cwd=cwd, timeout=timeout,
                                 capture=True)
         except SandboxStartError as exc:
             return {"status": "failed", "reason": f"the sandbox could not start: {exc}"}
@@ -93,6 +95,34 @@ def run_command(repo: str, req: dict[str, Any]) -> dict[str, Any]:
     return {"status": "completed", "exit_code": run.returncode, "stdout": _keep(run.stdout),
             "stderr": _keep(run.stderr), "duration": round(run.duration, 4),
             "timed_out": run.timed_out}
+
+
+def _settings_document(path: str) -> dict[str, Any] | str:
+    """A repository's srt settings, parsed here. The file sits in the
+    repository's ``.sandbox/``, which is inside the sandbox's writable root but
+    read-only in every sandbox (``protected.py``); the runtime refuses a
+    settings *path* inside a writable root, so the runner, which runs on the
+    host, reads it (a regular file, writable by nobody else) and passes the
+    document. The host's system settings are passed as a path."""
+    import stat
+
+    if not path.endswith(os.path.join(".sandbox", "srt-settings.json")):
+        return path
+    from agent_sandbox.runtime.errors import SandboxStartError
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o022 or st.st_size > 1 << 20:
+            raise SandboxStartError(f"{path} must be a regular file of at most 1 MiB that "
+                                    "only its owner can write")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            doc = json.loads(fh.read())
+    finally:
+        os.close(fd)
+    if not isinstance(doc, dict):
+        raise SandboxStartError(f"{path} is not a JSON object")
+    return doc
 
 
 def apply_write(repo: str, req: dict[str, Any]) -> dict[str, Any]:
@@ -143,7 +173,7 @@ def execute_request(repo: str, req: dict[str, Any]) -> dict[str, Any]:
         result = apply_write(repo, req)
     else:
         result = {"status": "failed", "reason": f"{req.get('tool')} cannot run outside the agent"}
-    audit(repo, "completed", request_id=req["id"], status=result.get("status"),
+    audit(repo, "completed", request_id=req["id"], status=result.get("status"), uid=os.geteuid(),
           exit_code=result.get("exit_code"), duration_ms=round(
               float(result.get("duration") or 0) * 1000, 3))
     return result

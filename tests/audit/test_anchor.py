@@ -1,0 +1,96 @@
+"""The audit's trust anchor does not sit beside the log: the signing key and
+the pinned verifier key live in the user's state folder, outside the
+repository; ``audit verify`` checks against the pin and says so, and says
+UNANCHORED when there is none. Judged with a forger who rewrites the whole
+log folder with a key of their own."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent_sandbox.audit import AuditLog
+from agent_sandbox.audit.repo import append_audit, pin_verifier
+from agent_sandbox.state_paths import repo_key_path, repo_pin_path
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "state"
+    monkeypatch.setenv("AGENT_SANDBOX_STATE_DIR", str(folder))
+    return folder
+
+
+def verify(repo: Path, state: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env["AGENT_SANDBOX_STATE_DIR"] = str(state)
+    return subprocess.run([sys.executable, "-I", "-m", "agent_sandbox", "audit", "verify",
+                           str(repo), *extra], capture_output=True, text=True, env=env,
+                          timeout=60)
+
+
+def genuine(repo: Path) -> None:
+    (repo / ".sandbox" / "audit").mkdir(parents=True)
+    pin_verifier(str(repo))
+    for i in range(5):
+        assert append_audit(str(repo), "decision", {"verdict": "allow", "summary": f"ls {i}"})
+    log = AuditLog(repo / ".sandbox" / "audit", key_path=repo_key_path(str(repo)),
+                   checkpoint_interval=None)
+    assert log.checkpoint() is not None
+    log.close()
+
+
+def forge(repo: Path) -> None:
+    """Replace the log folder whole: new records, signed with the forger's key."""
+    shutil.rmtree(repo / ".sandbox" / "audit")
+    log = AuditLog(repo / ".sandbox" / "audit", key_path=repo / ".sandbox" / "forged.ed25519",
+                   checkpoint_interval=None)
+    log.append("decision", verdict="allow", summary="nothing to see")
+    log.checkpoint()
+    log.close()
+
+
+def test_keys_live_outside_the_repository(tmp_path: Path, state: Path) -> None:
+    repo = tmp_path / "repo"
+    genuine(repo)
+    assert Path(repo_key_path(str(repo))).is_file()
+    assert str(state) in repo_key_path(str(repo)) and str(state) in repo_pin_path(str(repo))
+    for p in repo.rglob("*"):
+        if p.is_file():
+            assert b"PRIVATE KEY" not in p.read_bytes(), p
+
+
+def test_verify_is_anchored_to_the_pin(tmp_path: Path, state: Path) -> None:
+    repo = tmp_path / "repo"
+    genuine(repo)
+    ok = verify(repo, state)
+    assert ok.returncode == 0 and "anchored to" in ok.stdout, ok.stdout + ok.stderr
+    forge(repo)
+    os.unlink(repo_key_path(str(repo)))       # the forger cannot reach it; the pin stays
+    bad = verify(repo, state)
+    assert bad.returncode == 1 and "FAIL" in bad.stdout, bad.stdout + bad.stderr
+
+
+def test_without_a_pin_the_result_says_unanchored(tmp_path: Path, state: Path) -> None:
+    repo = tmp_path / "repo"
+    genuine(repo)
+    forge(repo)
+    os.unlink(repo_key_path(str(repo)))
+    os.unlink(repo_pin_path(str(repo)))
+    res = verify(repo, state)                  # the forgery passes: and says it is unanchored
+    assert res.returncode == 0 and "UNANCHORED" in res.stdout and "UNANCHORED" in res.stderr
+
+
+def test_a_pin_is_never_silently_replaced(tmp_path: Path, state: Path) -> None:
+    from agent_sandbox.audit.log import AuditError
+
+    repo = tmp_path / "repo"
+    genuine(repo)
+    os.unlink(repo_key_path(str(repo)))        # a new key appears ...
+    with pytest.raises(AuditError, match="pins another verifier key"):
+        pin_verifier(str(repo))                # ... and the old pin stands
