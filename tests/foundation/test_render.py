@@ -209,7 +209,11 @@ def test_hooks_call_the_absolute_interpreter(arts: dict[str, Artifact]) -> None:
         "AfterTool": f"{py} gemini after-tool",
         "SessionStart": f"{py} gemini session-start",
     }
-    assert gemini["BeforeTool"][0]["hooks"][0]["timeout"] == 75_000  # milliseconds
+    from agent_sandbox.hooks.budget import agent_timeout, hook_deadline
+
+    # milliseconds; beyond the hook's own deadline, so the client never times it out
+    rendered = gemini["BeforeTool"][0]["hooks"][0]["timeout"]
+    assert rendered == agent_timeout(45) * 1000 > hook_deadline(45) * 1000
     assert "matcher" not in gemini["BeforeTool"][0]  # a regex there; none matches every tool
     assert doc(arts, "/etc/gemini-cli/settings.json")["hooksConfig"] == {"enabled": True}
     cursor = doc(arts, "/home/alice/app/.cursor/hooks.json")

@@ -87,8 +87,11 @@ def hook_command(facts: HostFacts, agent: str, event: str) -> str:
 
 
 def _hook_timeout(spec: Spec) -> int:
-    # long enough for the approval wait plus start-up; never shorter than 30 s
-    return max(30, int(spec.approvals.wait) + 30)
+    """The timeout rendered for every hook: longer than the hook's own deadline
+    (``hooks.budget``), so a client never times the hook out and runs the tool."""
+    from ..hooks.budget import agent_timeout
+
+    return int(agent_timeout(spec.approvals.wait))
 
 
 def _enabled(spec: Spec, agent: str) -> AgentOptions | None:

@@ -10,7 +10,6 @@ never swallow a failure to record.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 
 TYPE_CHECKING = False
@@ -36,7 +35,9 @@ def audit_recorder(directory: str | None) -> tuple[Recorder, Callable[[], None]]
 
     from agent_sandbox.audit import AuditLog
 
-    log = AuditLog(directory or default_audit_dir(), sync="batch", checkpoint_every=None,
+    # checkpointed like every other log (every 1000 records, and when it closes),
+    # so truncating the host's decisions is caught as well as rewriting them
+    log = AuditLog(directory or default_audit_dir(), sync="batch", checkpoint_every=1000,
                    checkpoint_interval=None, origin="sandbox-exec-proxy")
     pending: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
     failed: list[BaseException] = []
@@ -44,7 +45,10 @@ def audit_recorder(directory: str | None) -> tuple[Recorder, Callable[[], None]]
     def writer() -> None:  # off the connection's path; close() waits for the last record
         while (event := pending.get()) is not None:
             try:
-                log.append("proxy.decision", **event)
+                # the sweep writes through the same writer: its records are its own
+                name = ("quarantine" if event.get("event_kind") == "quarantine"
+                        else "proxy.decision")
+                log.append(name, **event)
             except Exception as exc:  # from now on every allow becomes a denial
                 failed.append(exc)
 
@@ -60,18 +64,17 @@ def audit_recorder(directory: str | None) -> tuple[Recorder, Callable[[], None]]
         pending.put(None)
         thread.join(timeout=10)
         with contextlib.suppress(Exception):
+            log.checkpoint()
+        with contextlib.suppress(Exception):
             log.close()
 
     return record, close
 
 
 def default_audit_dir() -> str:
-    """Where decisions go when nothing else is configured."""
-    env = os.environ.get("AGENT_SANDBOX_AUDIT_DIR")
-    if env:
-        return env
-    system = "/var/log/agent-sandbox"
-    if os.access(system, os.W_OK) or (not os.path.exists(system) and os.geteuid() == 0):
-        return system
-    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return os.path.join(state, "agent-sandbox", "audit")
+    """Where decisions go when nothing else is configured (``contract``)."""
+    from agent_sandbox.contract import default_audit_dir as for_home
+
+    from ..host import home_dir
+
+    return for_home(home_dir())
