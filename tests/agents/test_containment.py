@@ -18,13 +18,14 @@ import pytest
 from agent_sandbox.connector import STARTER_POLICY
 
 from .harness import SECRET, World
+from .test_real_clients import Approver
 from .model_server import ModelServer, Shell
 
 WRITE_BASHRC = ("python3 -c \"import os; open(os.path.expanduser('~/.bashrc'), 'a')"
                 ".write('pwned\\n')\"")
 READ_KEY = ("python3 -c \"import os; print(open(os.path.expanduser("
             "'~/.ssh/id_ed25519')).read())\"")
-ALLOWED = "python3 -c \"open('inside.txt', 'w').write('ok')\""
+ALLOWED = "echo ok > inside.txt"  # a modelled command: the engine allows it
 
 
 @pytest.mark.parametrize("client", [
@@ -40,12 +41,18 @@ def test_allowed_but_malicious_call_has_no_effect(world: World, client: str) -> 
     with ModelServer([Shell(ALLOWED), Shell(WRITE_BASHRC), Shell(READ_KEY)]) as model:
         world.configure(client, model.url)
         world.sandbox("init", str(world.repo), f"--{client}", "--mcp", "--trust")
-        run = world.run(client, model.url)
+        # the engine allows only the commands it models: a rule-allowed python3 is
+        # escalated; a human approves both, and they run in sandbox exec
+        approver = Approver(world, ["approve", "approve"])
+        try:
+            run = world.run(client, model.url)
+        finally:
+            approver.close()
         results = model.results()
     detail = f"{results}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
     assert len(results) == 3, detail
     # control: the boundary lets the allowed call do its legitimate work
-    assert (world.repo / "inside.txt").read_text() == "ok", detail
+    assert (world.repo / "inside.txt").read_text().strip() == "ok", detail
     # the malicious effects did not happen, judged from the host
     assert not (world.home / ".bashrc").exists(), detail
     assert SECRET not in results[2], detail

@@ -236,8 +236,10 @@ def test_push_to_a_path_remote_escalates_like_any_push(tmp_path: Path) -> None:
     assert v == "escalate" and "bad host" not in why, why
     v, why = verdict("git push file:///srv/r.git main")
     assert v != "allow" and "bad host" not in why, why
-    # control: a push to a remote whose host the policy allows is still allowed
-    assert verdict("git push web main")[0] == "allow"
+    # control: a push to a remote whose host the policy allows is not refused as a bad
+    # host either (it escalates: the engine allows only the read-only git it models)
+    v, why = verdict("git push web main")
+    assert v == "escalate" and "bad host" not in why, why
 
 
 def test_an_unreadable_link_is_judged_by_its_name(tmp_path: Path,
