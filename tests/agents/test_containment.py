@@ -28,11 +28,7 @@ READ_KEY = ("python3 -c \"import os; print(open(os.path.expanduser("
 ALLOWED = "echo ok > inside.txt"  # a modelled command: the engine allows it
 
 
-@pytest.mark.parametrize("client", [
-    "claude", "codex",
-    pytest.param("gemini", marks=pytest.mark.xfail(
-        strict=True, reason="Gemini CLI runs allowed calls outside any OS boundary here")),
-])
+@pytest.mark.parametrize("client", ["claude", "codex", "gemini"])
 def test_allowed_but_malicious_call_has_no_effect(world: World, client: str) -> None:
     (world.repo / ".sandbox").mkdir()
     policy = STARTER_POLICY.replace(

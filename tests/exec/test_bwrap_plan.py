@@ -46,7 +46,7 @@ class FakeFs:
     def read(self, path: str, limit: int) -> bytes | None:
         return self.contents.get(path)
 
-    def links(self, path: str) -> int:
+    def nlink(self, path: str) -> int:
         return 1
 
 

@@ -76,7 +76,7 @@ if TYPE_CHECKING:
         def read(self, path: str, limit: int) -> bytes | None:
             """The first ``limit`` bytes of a regular file, or None."""
 
-        def links(self, path: str) -> int:
+        def nlink(self, path: str) -> int:
             """How many names the file has (hard links); 1 when unknown."""
 
 __all__ = ["PROXY_HTTP_PORT", "PROXY_SOCKS_PORT"]
@@ -221,7 +221,7 @@ class RealFs:
         finally:
             os.close(fd)
 
-    def links(self, path: str) -> int:
+    def nlink(self, path: str) -> int:
         try:
             return os.stat(path).st_nlink
         except (OSError, ValueError):
@@ -439,9 +439,9 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     # a denied file with a second name (a hard link made in an earlier run) would be
     # readable through it: refuse the run rather than guess where the names are
     for m in mounts.values():
-        if m.op == "hide" and m.kind == "f" and fs.links(m.path) > 1:
+        if m.op == "hide" and m.kind == "f" and fs.nlink(m.path) > 1:
             raise SettingsError(
-                f"{m.path} is denied for reading but has {fs.links(m.path)} hard links: "
+                f"{m.path} is denied for reading but has {fs.nlink(m.path)} hard links: "
                 "another name could read it; remove the extra links (find -samefile)")
     for p in _concrete(f.allow_read, home, cwd, fs, search_roots):
         rp = fs.realpath(p)
