@@ -18,8 +18,8 @@ import pytest
 from agent_sandbox.connector import STARTER_POLICY
 
 from .harness import SECRET, World
-from .test_real_clients import Approver
 from .model_server import ModelServer, Shell
+from .test_real_clients import Approver
 
 WRITE_BASHRC = ("python3 -c \"import os; open(os.path.expanduser('~/.bashrc'), 'a')"
                 ".write('pwned\\n')\"")
