@@ -715,7 +715,12 @@ def run(settings_path: str | None = None, *, only: list[str] | None = None,
         raise VerifyError(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(names)}")
     ctx = Context(settings_path or default_settings(), sys.executable,
                   os.path.expanduser("~"), host_only=host_only)
-    ctx.scratch = tempfile.mkdtemp(prefix="agent-sandbox-verify-")
+    # the checks' own files (settings, hosts, logs) where no sandbox can write them
+    from agent_sandbox.contract import user_state_dir
+    from agent_sandbox.runtime.placeholders import private_dir
+
+    ctx.scratch = tempfile.mkdtemp(prefix="verify-", dir=private_dir(
+        os.path.join(user_state_dir(os.path.expanduser("~")), "verify")))
     try:
         return [run_check(ctx, n, fn) for n, fn in CHECKS
                 if (not only or n in only) and not (host_only and n in REPOSITORY_CHECKS)]

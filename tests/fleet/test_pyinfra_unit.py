@@ -35,7 +35,7 @@ def test_exec_start_comes_from_the_rendered_unit() -> None:
     _, artifacts = deploy.rendered(str(DEMO), "sandbox-demo-1")
     (unit,) = [a for a in artifacts.values() if a.kind == "systemd-unit"]
     command = deploy.exec_start(unit.content.decode())
-    assert command.startswith("/opt/agent-sandbox/venv/bin/python3 -m agent_sandbox")
+    assert command.startswith("/opt/agent-sandbox/venv/bin/python3 -I -m agent_sandbox")
     assert "--settings /etc/agent-sandbox/srt-settings.json" in command
     with pytest.raises(ValueError):
         deploy.exec_start("[Service]\nType=simple\n")
