@@ -86,7 +86,7 @@ __all__ = ["PROXY_HTTP_PORT", "PROXY_SOCKS_PORT"]
 UNIX_SOCKET_DIRS = ("/tmp", "/var/tmp", "/run", "/dev/shm")
 WALK_LIMIT = 2_000_000  # entries below one root; beyond it the run refuses to start
 
-_ORDER = {"hide": 0, "show": 1, "rw": 2, "ro": 3, "sock": 4}
+_ORDER = {"link": 0, "hide": 0, "show": 1, "rw": 2, "ro": 3, "sock": 4}
 
 
 class WalkError(SettingsError):
@@ -94,7 +94,8 @@ class WalkError(SettingsError):
 
 
 class Mount(_Record):
-    """One mount operation: op is hide | show | rw | ro | sock; kind is d | f."""
+    """One mount operation: op is hide | show | rw | ro | sock | link; kind is d | f
+    (for link: the symlink's target, recreated in an empty root)."""
 
     __slots__ = ("kind", "op", "path")
     op: str
@@ -445,6 +446,12 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 "another name could read it; remove the extra links (find -samefile)")
     for p in _concrete(f.allow_read, home, cwd, fs, search_roots):
         rp = fs.realpath(p)
+        if hide_root and p != rp and fs.lkind(p) == "l":
+            # with nothing of the host's root bound, a link allowed for reading (/bin
+            # on merged-/usr systems) is made again, pointing where it points
+            target = os.readlink(p) if isinstance(fs, RealFs) else rp
+            mounts[("link", p)] = Mount("link", p, target)
+            continue
         # only where a deny hides it (elsewhere a read-only bind would take away writes)
         if (hide_root or any(_under(rp, h) for h in hidden)) and not any(
                 _under(rp, c) for c in creds):
@@ -636,6 +643,8 @@ def build_argv(
             argv += ["--bind", m.path, m.path]
         elif m.op == "sock":
             argv += ["--bind", m.path, m.path]
+        elif m.op == "link":
+            argv += ["--symlink", m.kind, m.path]
     for path in remount:
         argv += ["--remount-ro", path]
     fds = fds or Fds()
