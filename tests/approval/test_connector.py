@@ -13,8 +13,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from .conftest import SCHEMAS
-
 
 def sandbox(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
@@ -64,11 +62,13 @@ def test_init_installs_hooks_with_an_absolute_interpreter(project: Path) -> None
     assert cmds and all(c.startswith(f'"{sys.executable}" -I -m agent_sandbox hook claude ')
                         for c in cmds)
     assert os.path.isabs(sys.executable)
-    schema = json.loads((SCHEMAS / "claude-code" / "claude-code-settings.schema.json").read_text())
+    from third_party import schema as third_party
+
+    schema = third_party("claude-code", "claude-code-settings.schema.json")
     jsonschema.validate(settings, schema)
     codex_hooks = json.loads((project / ".codex/hooks.json").read_text())
     jsonschema.validate(codex_hooks, json.loads(
-        (SCHEMAS / "codex" / "codex-hooks.schema.json").read_text()))
+        json.dumps(third_party("codex", "codex-hooks.schema.json"))))
     assert "mcp" in tomllib.loads((project / ".codex/config.toml").read_text())["mcp_servers"][
         "agent-sandbox"]["args"]
     cursor_mcp = json.loads((project / ".cursor/mcp.json").read_text())

@@ -25,8 +25,14 @@ from agent_sandbox.spec.loader import load_stack, parse_yaml
 
 from .conftest import EXAMPLE_FLEET, load_schema
 
-CLAUDE = jsonschema.Draft7Validator(load_schema("claude-code", "claude-code-settings.schema.json"))
-CODEX_HOOKS = jsonschema.Draft7Validator(load_schema("codex", "codex-hooks.schema.json"))
+
+def claude_validator() -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator(
+        load_schema("claude-code", "claude-code-settings.schema.json"))
+
+
+def codex_hooks_validator() -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator(load_schema("codex", "codex-hooks.schema.json"))
 
 FLEET_TEXT = (EXAMPLE_FLEET / "sandbox" / "fleet.yml").read_text(encoding="utf-8")
 FLEET_DATA = yaml.safe_load(FLEET_TEXT)
@@ -115,10 +121,10 @@ def check_layers(texts: list[str]) -> None:
             if art.target.endswith(".json"):
                 doc = json.loads(art.content)
                 if art.kind in ("claude-managed-settings", "claude-settings"):
-                    errors = list(CLAUDE.iter_errors(doc))
+                    errors = list(claude_validator().iter_errors(doc))
                     assert not errors, [e.message for e in errors[:3]]
                 elif art.kind == "codex-hooks":
-                    assert not list(CODEX_HOOKS.iter_errors(doc))
+                    assert not list(codex_hooks_validator().iter_errors(doc))
             elif art.target.endswith(".toml"):
                 tomllib.loads(art.content.decode())
 

@@ -22,8 +22,13 @@ from agent_sandbox.spec.models import Spec
 
 from .conftest import EXAMPLE_FLEET, REPO, load_schema
 
-CLAUDE_SCHEMA = load_schema("claude-code", "claude-code-settings.schema.json")
-CODEX_HOOKS_SCHEMA = load_schema("codex", "codex-hooks.schema.json")
+
+def claude_schema() -> dict:
+    return load_schema("claude-code", "claude-code-settings.schema.json")
+
+
+def codex_hooks_schema() -> dict:
+    return load_schema("codex", "codex-hooks.schema.json")
 HOSTS = list(Inventory.load(str(EXAMPLE_FLEET)))
 
 
@@ -86,7 +91,7 @@ def test_claude_settings_validate_against_the_published_schema(
     arts = fleet.render_host(host)
     docs = by_kind(arts, "claude-managed-settings") + by_kind(arts, "claude-settings")
     assert docs
-    validator = jsonschema.Draft7Validator(CLAUDE_SCHEMA)
+    validator = jsonschema.Draft7Validator(claude_schema())
     for art in docs:
         errors = sorted(validator.iter_errors(json.loads(art.content)), key=str)
         assert not errors, (art.target, [e.message for e in errors[:3]])
@@ -103,16 +108,16 @@ def test_codex_hooks_validate_against_the_published_schema(
              for a in by_kind(arts, "codex-requirements")]
     assert docs
     for d in docs:
-        jsonschema.validate(d, CODEX_HOOKS_SCHEMA)
+        jsonschema.validate(d, codex_hooks_schema())
 
 
 def test_the_schemas_can_fail() -> None:
-    validator = jsonschema.Draft7Validator(CLAUDE_SCHEMA)
+    validator = jsonschema.Draft7Validator(claude_schema())
     assert list(validator.iter_errors({"permissions": {"allow": ["Teleport(x)"]}}))
     assert list(validator.iter_errors({"sandbox": {"network": {"allowedDomain": []}}}))
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"hooks": {"PreToolUse": [{"hooks": [{"type": "command"}]}]}},
-                            CODEX_HOOKS_SCHEMA)
+                            codex_hooks_schema())
 
 
 SPEC = """
@@ -403,5 +408,5 @@ def test_resolved_address_ranges_reach_the_proxy_settings_only() -> None:
     claude = A.claude_settings(spec, HostFacts("h", "linux", (User("u", "/home/u"),), ()),
                                managed=True)
     assert "deniedResolvedAddresses" not in json.dumps(claude)
-    assert not list(jsonschema.Draft7Validator(CLAUDE_SCHEMA).iter_errors(claude))
+    assert not list(jsonschema.Draft7Validator(claude_schema()).iter_errors(claude))
     assert "deniedResolvedAddresses" not in srt_settings(spec_from("network: {}\n"))["network"]

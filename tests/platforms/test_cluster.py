@@ -20,8 +20,6 @@ from agent_sandbox.facts import HostFacts
 from agent_sandbox.render import RenderError, cluster
 from agent_sandbox.spec.models import Spec
 
-from .conftest import SCHEMAS
-
 K8S_VERSION = kubernetes_validate.latest_version()
 
 CLUSTER = {
@@ -72,7 +70,9 @@ def _strict(schema):
 def _calico_schema(kind: str) -> dict:
     fname = {"GlobalNetworkPolicy": "projectcalico.org_globalnetworkpolicies.yaml",
              "NetworkPolicy": "projectcalico.org_networkpolicies.yaml"}[kind]
-    crd = yaml.safe_load((SCHEMAS / "calico" / fname).read_text())
+    from third_party import schema
+
+    crd = schema("calico", fname)
     version = crd["spec"]["versions"][0]
     assert crd["spec"]["group"] == "projectcalico.org" and version["name"] == "v3"
     return _strict(version["schema"]["openAPIV3Schema"])
