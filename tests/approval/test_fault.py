@@ -201,7 +201,9 @@ def test_sigkill_storm_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> N
     assert figures["duplicates"] == 0, figures
     assert figures["without_approval"] == 0 and figures["unrequested"] == 0, figures
     assert figures["approved_not_run"] == 0, figures
-    assert figures.get("completed", 0) > N_REQUESTS // 5, figures
+    # a floor showing the storm ran real commands (so the duplicate count means
+    # something); how many complete depends on how many runners the storm killed
+    assert figures.get("completed", 0) > N_REQUESTS // 10, figures
     assert figures.get("denied", 0) > N_REQUESTS // 25, figures
     assert "failed" not in figures, figures
 

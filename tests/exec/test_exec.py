@@ -403,6 +403,21 @@ def open_dir() -> Iterator[Path]:
     shutil.rmtree(d, ignore_errors=True)
 
 
+def package_env(open_dir: Path) -> dict[str, str]:
+    """For a command run as another user: when this checkout sits in a folder only
+    its owner can enter (a 0700 home or mktemp -d), a readable copy of the package
+    on PYTHONPATH (``sandbox exec`` needs nothing else beyond the standard library)."""
+    here = Path(__file__).resolve().parents[2]
+    if all(d.stat().st_mode & 0o001 for d in [here, *here.parents]):
+        return {}
+    copy = open_dir / "pkg"
+    shutil.copytree(here / "src" / "agent_sandbox", copy / "agent_sandbox",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for p in [copy, *copy.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return {"PYTHONPATH": str(copy)}
+
+
 def test_unprivileged_user_gets_the_same_sandbox(open_dir: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("switching to an unprivileged user needs root")
@@ -412,7 +427,8 @@ def test_unprivileged_user_gets_the_same_sandbox(open_dir: Path) -> None:
     s = write_settings(d / "s.json", {"network": {"allowedDomains": ["example.com"]},
                                       "filesystem": {"allowWrite": [str(d / "w")]}})
     s.chmod(0o644)
-    env = dict(os.environ, HOME=str(d), AGENT_SANDBOX_AUDIT_DIR=str(d / "audit"))
+    env = dict(os.environ, HOME=str(d), AGENT_SANDBOX_AUDIT_DIR=str(d / "audit"),
+               **package_env(d))
     d = d / "w"
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                         *SANDBOX, "exec", "--settings", str(s), "--", "sh", "-c",
@@ -531,7 +547,8 @@ def test_writable_root_the_user_cannot_write_still_runs(open_dir: Path) -> None:
     ro.chmod(0o755)  # root-owned: not writable by nobody
     s = write_settings(open_dir / "s.json", {"filesystem": {"allowWrite": [str(ro)]}})
     s.chmod(0o644)
-    env = dict(os.environ, HOME=str(open_dir), AGENT_SANDBOX_AUDIT_DIR=str(open_dir / "a"))
+    env = dict(os.environ, HOME=str(open_dir), AGENT_SANDBOX_AUDIT_DIR=str(open_dir / "a"),
+               **package_env(open_dir))
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                         *SANDBOX, "exec", "--settings", str(s), "--", "sh", "-c",
                         f"echo ran; echo x > {ro}/.bashrc"], cwd=open_dir, env=env,

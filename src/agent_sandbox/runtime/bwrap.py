@@ -564,6 +564,12 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
             if any(_under(rp, w) for w in writable) and not any(_under(rp, c) for c in carved):
                 continue
             mounts[("sock", rp)] = Mount("sock", rp, "f")
+        # the runtime's own installation and files, wherever they are (a checkout under
+        # /tmp), stay visible read-only in the folders hidden for sockets
+        for r in protect:
+            if any(_under(r, d) for d in UNIX_SOCKET_DIRS) and not any(
+                    _under(r, w) for w in writable) and fs.kind(r) is not None:
+                add("show", fs.realpath(r))
         # sockets in the writable roots stay visible through their binds: hide every
         # one the list does not name
         allowed = [m.path for m in mounts.values() if m.op == "sock"]
