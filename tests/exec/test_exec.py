@@ -403,6 +403,13 @@ def open_dir() -> Iterator[Path]:
     shutil.rmtree(d, ignore_errors=True)
 
 
+def other_user_env() -> dict[str, str]:
+    """This environment without the state and lock folders other tests chose for
+    this user: the other user keeps its state under its own home."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("AGENT_SANDBOX_STATE_DIR", "AGENT_SANDBOX_LOCK_DIR")}
+
+
 def package_env(open_dir: Path) -> dict[str, str]:
     """For a command run as another user: when this checkout sits in a folder only
     its owner can enter (a 0700 home or mktemp -d), a readable copy of the package
@@ -427,7 +434,7 @@ def test_unprivileged_user_gets_the_same_sandbox(open_dir: Path) -> None:
     s = write_settings(d / "s.json", {"network": {"allowedDomains": ["example.com"]},
                                       "filesystem": {"allowWrite": [str(d / "w")]}})
     s.chmod(0o644)
-    env = dict(os.environ, HOME=str(d), AGENT_SANDBOX_AUDIT_DIR=str(d / "audit"),
+    env = dict(other_user_env(), HOME=str(d), AGENT_SANDBOX_AUDIT_DIR=str(d / "audit"),
                **package_env(d))
     d = d / "w"
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
@@ -547,7 +554,7 @@ def test_writable_root_the_user_cannot_write_still_runs(open_dir: Path) -> None:
     ro.chmod(0o755)  # root-owned: not writable by nobody
     s = write_settings(open_dir / "s.json", {"filesystem": {"allowWrite": [str(ro)]}})
     s.chmod(0o644)
-    env = dict(os.environ, HOME=str(open_dir), AGENT_SANDBOX_AUDIT_DIR=str(open_dir / "a"),
+    env = dict(other_user_env(), HOME=str(open_dir), AGENT_SANDBOX_AUDIT_DIR=str(open_dir / "a"),
                **package_env(open_dir))
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                         *SANDBOX, "exec", "--settings", str(s), "--", "sh", "-c",
