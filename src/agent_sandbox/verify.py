@@ -50,7 +50,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-SYSTEM_SETTINGS = "/etc/agent-sandbox/srt-settings.json"
+from agent_sandbox import contract as _contract
+
+SYSTEM_SETTINGS = _contract.SYSTEM_SRT_SETTINGS
+
 MANIFEST = "/etc/agent-sandbox/manifest.json"
 VERIFY_ALLOWED_NAME = "allowed.verify.agent-sandbox.test"
 UNLISTED_NAME = "unlisted.verify.agent-sandbox.test"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from agent_sandbox.runtime import seccomp
-from agent_sandbox.runtime.settings import SettingsError, default_path, load, parse
+from agent_sandbox.runtime.run import default_path
+from agent_sandbox.runtime.settings import SettingsError, load, parse
 
 SRT_EXAMPLE = {
     "network": {
@@ -79,9 +80,9 @@ def test_invalid_json_and_missing_file(tmp_path: Path) -> None:
 
 
 def test_default_path_prefers_system_then_user(tmp_path: Path) -> None:
-    from agent_sandbox.runtime import settings as mod
+    from agent_sandbox.contract import SYSTEM_SRT_SETTINGS
 
-    if Path(mod.SYSTEM_SETTINGS).exists():
+    if Path(SYSTEM_SRT_SETTINGS).exists():
         pytest.skip("a system settings file exists on this host")
     with pytest.raises(SettingsError, match="--settings FILE"):
         default_path(str(tmp_path))

@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from agent_sandbox import contract as _contract
+
 from ..facts import HostFacts
 from ..spec.models import Spec
 from . import Artifact, json_bytes, memo
 
-SYSTEM_SETTINGS = "/etc/agent-sandbox/srt-settings.json"
+SYSTEM_SETTINGS = _contract.SYSTEM_SRT_SETTINGS
+
 POLICY = "/etc/agent-sandbox/policy.json"
 POLICY_TARGET = {"linux": POLICY, "macos": POLICY,
                  "windows": "C:/ProgramData/agent-sandbox/policy.json"}

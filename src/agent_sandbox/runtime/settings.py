@@ -67,8 +67,6 @@ value raises ``SettingsError`` naming the key and what to write instead.
 
 from __future__ import annotations
 
-import os
-
 from agent_sandbox.spec import domains
 from agent_sandbox.spec.paths import glob_regex, is_glob
 
@@ -76,7 +74,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-SYSTEM_SETTINGS = "/etc/agent-sandbox/srt-settings.json"
 USER_SETTINGS = "~/.srt-settings.json"
 
 _NETWORK_BOOL = ("allowLocalBinding", "allowAllUnixSockets", "strictAllowlist")
@@ -637,15 +634,3 @@ def load(path: str) -> Settings:
         raise SettingsError(f"{path}: not valid JSON: {exc}") from None
     return parse(data, source=path, text=text, complete=True)
 
-
-def default_path(home: str | None = None) -> str:
-    """The settings file used when none is named, or SettingsError."""
-    if os.path.isfile(SYSTEM_SETTINGS):
-        return SYSTEM_SETTINGS
-    user = os.path.join(home or os.path.expanduser("~"), ".srt-settings.json")
-    if os.path.isfile(user):
-        return user
-    raise SettingsError(
-        f"no sandbox settings: neither {SYSTEM_SETTINGS} nor {user} exists; "
-        "pass --settings FILE (srt format) or --spec SPEC --host NAME"
-    )
