@@ -29,13 +29,13 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import Listener
 
 PY = sys.executable
 SANDBOX = [PY, "-m", "agent_sandbox"]
@@ -49,45 +49,6 @@ pytestmark = [
 
 
 # -- the host side: a home, a repository, a scratch root, listeners ------------
-
-
-class Listener:
-    """A host-side socket the test owns; counts what reaches it."""
-
-    def __init__(self, family: int, kind: int, address: object) -> None:
-        self.sock = socket.socket(family, kind)
-        if family != socket.AF_UNIX:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(address)
-        if kind == socket.SOCK_STREAM:
-            self.sock.listen(16)
-        self.address = self.sock.getsockname()
-        self.hits = 0
-        self._stop = False
-        self.sock.settimeout(0.1)
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self._stop:
-            try:
-                if self.sock.type == socket.SOCK_STREAM:
-                    c, _ = self.sock.accept()
-                    self.hits += 1
-                    c.close()
-                else:
-                    self.sock.recv(4096)
-                    self.hits += 1
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-
-    def close(self) -> None:
-        self._stop = True  # the thread notices within its 0.1 s timeout; not waited for
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
 
 
 @dataclass
