@@ -16,7 +16,7 @@ import posixpath
 
 import pytest
 
-from agent_sandbox.facts import HostFacts, User
+from agent_sandbox.inventory import HostFacts, User
 from agent_sandbox.render import RenderError, macos, render
 from agent_sandbox.spec import paths
 from agent_sandbox.spec.models import Spec

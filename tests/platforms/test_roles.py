@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent_sandbox.facts import User
 from agent_sandbox.fleet import FleetRenderer
+from agent_sandbox.inventory import User
 from agent_sandbox.render import macos, windows
 
 from .conftest import EXAMPLE_FLEET, REPO, ROOT_TOKEN

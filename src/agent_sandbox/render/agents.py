@@ -25,7 +25,7 @@ from typing import Any
 
 import tomli_w
 
-from ..facts import HostFacts, User
+from ..inventory import HostFacts, User
 from ..spec.models import AgentOptions, McpServer, Spec
 from ..spec.paths import MANDATORY_DENY_WRITE
 from ..spec.rules import ToolKind, Verdict
