@@ -537,7 +537,7 @@ def _repo(ctx: Context) -> str:
     repo = ctx.notes.get("repo")
     if repo:
         return str(repo)
-    require("agent_sandbox.connector", "sandbox init")
+    require("agent_sandbox.repo_init", "sandbox init")
     repo = tempfile.mkdtemp(prefix="agent-sandbox-verify-repo-", dir=_writable_root(ctx))
     ctx.notes["cleanup"] = [*ctx.notes.get("cleanup", []), repo]
     # An empty repository layer: the host's managed policy is what is under test.
