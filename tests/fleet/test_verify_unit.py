@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent_sandbox import verify as v
+from agent_sandbox.hostcheck import checks as v
 
 
 def _manifest(*entries: tuple[str, bytes, str]) -> dict:

@@ -28,7 +28,7 @@ def verify(
 ) -> None:
     """Isolation self-check: denied read, protected write, denied and allowed domains,
     escalation through the hook, audit; exit 1 on any failure."""
-    from agent_sandbox import verify as v
+    from agent_sandbox.hostcheck import checks as v
 
     if drift:
         try:

@@ -207,7 +207,7 @@ def check_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     egress proxy goes on through the caller's HTTP(S)_PROXY (srt's parentProxy
     fallback); the checks prove this host's own enforcement against their own
     upstream, so their runs never inherit one."""
-    from .runtime.proxy import PROXY_VARIABLES
+    from ..runtime.proxy import PROXY_VARIABLES
 
     base = {k: v for k, v in os.environ.items() if k not in PROXY_VARIABLES}
     return {**base, **(extra or {})}
@@ -709,7 +709,7 @@ def run(settings_path: str | None = None, *, only: list[str] | None = None,
     ``host_only`` leaves out the checks that need a repository connected with
     ``sandbox init`` (the approval loop and its audit)."""
     if os.name == "nt":  # Windows: the engine's fence and account, behind one interface
-        from . import windows_host
+        from .. import windows_host
 
         return [CheckResult(c.name, c.ok, c.detail) for c in windows_host.verify()]
     names = [n for n, _ in CHECKS]
