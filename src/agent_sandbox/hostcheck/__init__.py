@@ -2,4 +2,12 @@
 the sandbox, and the drift of installed files from the render manifest.
 
 (The audit chain's own verification is ``agent_sandbox.audit.verifier``.)
+
+- ``checks``: each check, run against the real components, and ``run``;
+- ``netlab``: the private network the domain checks reach an upstream through;
+- ``drift``: installed files against the render manifest.
 """
+
+
+class VerifyError(Exception):
+    """A check could not be carried out; the message says why."""
