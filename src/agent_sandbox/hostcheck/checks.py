@@ -326,7 +326,7 @@ def refused_by_service(address: tuple[str, int], name: str) -> str:
 def check_denied_domain(ctx: Context) -> str:
     name = denied_name(list(ctx.settings().get("network", {}).get("deniedDomains", [])))
     token = "denied-" + secrets.token_hex(6)
-    with upstream_network(ctx, [name]) as up:
+    with upstream_network(ctx.scratch, ctx.python, [name]) as up:
         out = _fetch(ctx, ctx.settings_path, up, name, token)
         reached = token in up.requests()
     if reached:
@@ -357,7 +357,7 @@ def check_allowed_domain(ctx: Context) -> str:
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(settings, fh)
     token = "allowed-" + secrets.token_hex(6)
-    with upstream_network(ctx, [VERIFY_ALLOWED_NAME]) as up:
+    with upstream_network(ctx.scratch, ctx.python, [VERIFY_ALLOWED_NAME]) as up:
         out = _fetch(ctx, path, up, VERIFY_ALLOWED_NAME, token)
         reached = token in up.requests()
     if not reached or f"upstream-ok /{token}" not in out:

@@ -22,11 +22,6 @@ from dataclasses import dataclass
 
 from . import VerifyError
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .checks import Context
-
-
 UPSTREAM = r"""
 import http.server, sys
 class H(http.server.BaseHTTPRequestHandler):
@@ -110,22 +105,23 @@ def veth_namespace(prefix: str, subnet: str) -> Iterator[tuple[str, str, str]]:
 
 
 @contextlib.contextmanager
-def upstream_network(ctx: Context, names: list[str]) -> Iterator[Upstream]:
+def upstream_network(scratch: str, python: str, names: list[str]) -> Iterator[Upstream]:
     """An HTTP server in a private network namespace joined to this host by a
-    veth pair, and a hosts file naming it (read by the proxy only)."""
+    veth pair, and a hosts file naming it (read by the proxy only); its files in
+    ``scratch``, the server run by the interpreter ``python``."""
     if os.geteuid() != 0:
         raise VerifyError("the network checks need root (they create a network namespace)")
     if shutil.which("ip") is None:
         raise VerifyError("the network checks need iproute2 (the ip command)")
-    log = os.path.join(ctx.scratch, "upstream.log")
-    hosts = os.path.join(ctx.scratch, "hosts")
+    log = os.path.join(scratch, "upstream.log")
+    hosts = os.path.join(scratch, "hosts")
     with veth_namespace("asv", "10.232") as (ns, _, up_ip):
         with open(hosts, "w", encoding="utf-8") as fh:
             fh.writelines(f"{up_ip} {n}\n" for n in names)
-        script = os.path.join(ctx.scratch, "upstream.py")
+        script = os.path.join(scratch, "upstream.py")
         with open(script, "w", encoding="utf-8") as fh:
             fh.write(UPSTREAM)
-        server = subprocess.Popen(["ip", "netns", "exec", ns, ctx.python, "-I", script, up_ip,
+        server = subprocess.Popen(["ip", "netns", "exec", ns, python, "-I", script, up_ip,
                                    "8080", log], stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
         try:
