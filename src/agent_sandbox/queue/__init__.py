@@ -37,6 +37,11 @@ expired, refused, interrupted, failed.
 
 Nothing here decides policy and nothing here runs a command: the executor
 function is passed in (``runner.execute_request``).
+
+The names below are the package's public face; behind it, ``folder``
+(``FolderQueue``), ``records`` (ids, the request hash, states and statuses),
+``seam`` (process liveness and the test hook), ``runner`` (runs approved
+requests) and ``notify`` (inotify waits).
 """
 
 from __future__ import annotations
