@@ -1,8 +1,8 @@
 """The policy engine: classifies one agent tool call as allow, observe,
 escalate or deny.
 
-- ``shell``: a stdlib-only shell tokenizer that finds every command a command
-  line would run.
+- ``shell``: a stdlib-only shell parser that finds every command a command
+  line would run; ``shell_lexer`` reads its words, operators and redirections.
 - ``engine``: ``Policy`` (built from the effective policy JSON) and
   ``Policy.classify(call) -> Decision``; pure apart from resolving symlinks and
   reading git remotes.
