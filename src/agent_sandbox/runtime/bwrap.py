@@ -16,10 +16,11 @@ The layout:
   state and the protected set (``agent_sandbox.protected``) bound read-only
   inside them. Protected names that do not exist yet at the top of a writable
   root, and ``denyWrite`` paths that do not exist yet, get an empty placeholder
-  on the host so a read-only mount can sit on them: the command cannot create
-  them. Git metadata that changes what git runs is read-only in every
-  repository below a writable root (``gitmeta``); the rest of ``.git`` stays
-  writable, and a missing ``.git`` may be created (the sweep judges it after);
+  file on the host (for folders too) so a read-only mount can sit on them: the
+  command cannot create them, nor anything below them. Git metadata that
+  changes what git runs is read-only in every repository below a writable root
+  (``gitmeta``); the rest of ``.git`` stays writable, and a missing ``.git``
+  may be created (the sweep judges it after);
 - every namespace unshared (user, pid, net, ipc, uts, cgroup), user namespaces
   disabled inside, all capabilities dropped, a new session (no TIOCSTI), and
   ``--die-with-parent``.
@@ -78,6 +79,12 @@ if TYPE_CHECKING:
 
         def nlink(self, path: str) -> int:
             """How many names the file has (hard links); 1 when unknown."""
+
+        def readlink(self, path: str) -> str | None:
+            """A symlink's target as written, or None."""
+
+        def sockets(self) -> list[str]:
+            """Paths at which a bound unix socket can be reached (``unix_sockets``)."""
 
 __all__ = ["PROXY_HTTP_PORT", "PROXY_SOCKS_PORT"]
 
@@ -228,6 +235,17 @@ class RealFs:
         except (OSError, ValueError):
             return 1
 
+    def readlink(self, path: str) -> str | None:
+        try:
+            return os.readlink(path)
+        except (OSError, ValueError):
+            return None
+
+    def sockets(self) -> list[str]:
+        from .unix_sockets import bound_sockets
+
+        return bound_sockets()
+
     def walk(self, root: str) -> list[tuple[str, str]]:
         if root not in self._walked:
             self._walked[root] = self._walk(root)
@@ -298,6 +316,42 @@ def _glob(fs: FsView, pattern: str, roots: Sequence[str]) -> list[str]:
 
 def _under(path: str, root: str) -> bool:
     return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _visible(path: str, mounts: Iterable[Mount], hide_root: bool) -> bool:
+    """Whether the sandbox sees the host's file at ``path`` (pure): the mount applied
+    last over it decides (the plan's mounts go on shallow to deep, after the empty
+    folders over ``UNIX_SOCKET_DIRS``); a hidden region shows nothing."""
+    over = [m for m in mounts if m.op != "link" and _under(path, m.path)]
+    if over:
+        return max(over, key=Mount.key).op != "hide"
+    return not hide_root and not any(_under(path, d) for d in UNIX_SOCKET_DIRS)
+
+
+def _links_on_the_way(fs: FsView, path: str) -> list[str]:
+    """Every symlink that resolving ``path`` goes through (their own paths)."""
+    out: list[str] = []
+    todo = [x for x in path.split("/") if x]
+    cur = "/"
+    while todo:
+        part = todo.pop(0)
+        if part == ".":
+            continue
+        if part == "..":
+            cur = posixpath.dirname(cur)
+            continue
+        nxt = posixpath.join(cur, part)
+        if fs.lkind(nxt) != "l":
+            cur = nxt
+            continue
+        out.append(nxt)
+        target = fs.readlink(nxt)
+        if target is None or len(out) > 40:
+            raise SettingsError(f"{path}: a symlink loop or an unreadable link; remove it")
+        if target.startswith("/"):
+            cur = "/"
+        todo = [x for x in target.split("/") if x] + todo
+    return out
 
 
 def _concrete(rules: Iterable[str], home: str, cwd: str, fs: FsView,
@@ -460,13 +514,18 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
         add("rw", w)
 
     def protect_path(path: str, kind: str) -> None:
-        """Read-only if it exists; a placeholder if it could be created inside."""
+        """Read-only if it exists; a placeholder if it could be created inside.
+
+        A placeholder is an empty file whatever the protected entry's kind: a
+        read-only file holds the name as well as a folder does (nothing can be
+        created at it or below it), and a folder costs a disk block whose release
+        is slow on filesystems mounted with ``discard``."""
         target = _absent_target(fs, path)
         if fs.kind(target) is not None:
             add("ro", fs.realpath(target))
         elif any(_under(target, w) and target != w for w in roots):
-            placeholders.setdefault(target, kind)
-            mounts[("ro", target)] = Mount("ro", target, kind)
+            placeholders.setdefault(target, "f")
+            mounts[("ro", target)] = Mount("ro", target, "f")
 
     # denyWrite and the runtime's own paths: existing ones read-only, absent ones
     # (and dangling symlinks' targets) kept from being created
@@ -554,14 +613,20 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     if n.allow_unix_sockets and not n.allow_all_unix_sockets:
         hide_unix = True
         carved = [m.path for m in mounts.values() if m.op in ("ro", "hide")]
+
+        def writable_here(path: str) -> bool:
+            return any(_under(path, w) for w in writable) and not any(
+                _under(path, c) for c in carved)
+
         for s in n.allow_unix_sockets:
             p = expand(s, home=home, cwd=cwd)
             if fs.kind(p) is None:
                 continue
             rp = fs.realpath(p)
             # an entry the command can also write is dropped (srt's rule): it could put
-            # its own socket, or a link to another, where the allowed one was
-            if any(_under(rp, w) for w in writable) and not any(_under(rp, c) for c in carved):
+            # its own socket, or a link to another, where the allowed one was; so is one
+            # whose resolution passes through a link the command can write
+            if any(writable_here(x) for x in (p, rp, *_links_on_the_way(fs, p))):
                 continue
             mounts[("sock", rp)] = Mount("sock", rp, "f")
         # the runtime's own installation and files, wherever they are (a checkout under
@@ -570,13 +635,19 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
             if any(_under(r, d) for d in UNIX_SOCKET_DIRS) and not any(
                     _under(r, w) for w in writable) and fs.kind(r) is not None:
                 add("show", fs.realpath(r))
-        # sockets in the writable roots stay visible through their binds: hide every
-        # one the list does not name
+        # seccomp cannot read a connect()'s path, so every socket the sandbox could see
+        # that the list does not name is masked (/dev/null over it): each one the kernel
+        # lists as bound (``unix_sockets``), and each one the walks of the writable roots
+        # found (a daemon's socket in a writable root, a hard link made by an earlier run)
         allowed = [m.path for m in mounts.values() if m.op == "sock"]
-        for w in roots:
-            for path, kind in fs.walk(w):
-                if kind == "s" and not any(_under(path, a) for a in allowed):
-                    mounts[("hide", path)] = Mount("hide", path, "f")
+        found = [path for w in roots for path, kind in fs.walk(w) if kind == "s"]
+        for path in dict.fromkeys([*fs.sockets(), *found]):
+            if any(_under(path, a) for a in allowed) or not _visible(
+                    path, mounts.values(), hide_root):
+                continue
+            for key in [k for k in mounts if k[1] == path]:
+                del mounts[key]  # nothing else may be mounted at a masked socket
+            mounts[("hide", path)] = Mount("hide", path, "f")
     ordered = tuple(sorted(mounts.values(), key=Mount.key))
     return Plan(mounts=ordered, placeholders=tuple(placeholders.items()),
                 writable_roots=tuple(writable), hide_unix_dirs=hide_unix, hide_root=hide_root,
