@@ -312,3 +312,39 @@ def test_every_other_way_to_address_a_socket(place: Place) -> None:
         stream.close()
         dgram.close()
         other.close()
+
+
+def test_a_socket_gone_before_its_mount_neither_fails_the_run_nor_stays_open(
+        place: Place, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon's socket is removed after the plan and its last check, right
+    before bwrap mounts over it (the race, made certain): bwrap stops before the
+    command, the run is planned again and runs, and a new socket bound at the same
+    path in the next moment is masked too."""
+    from agent_sandbox.runtime import bwrap as bw
+
+    other = Daemon(place.base / "ok" / "other.sock")
+    daemon, (target,) = daemon_at(place, "home-folder")
+    real_without = bw.without
+    calls: list[int] = []
+
+    def without_then_vanish(p: bw.Plan, paths: set[str]) -> bw.Plan:
+        out = real_without(p, paths)
+        if not calls:
+            assert target in out.masked_sockets
+            os.unlink(target)
+        calls.append(1)
+        return out
+
+    monkeypatch.setattr(bw, "without", without_then_vanish)
+    try:
+        r = run_sandboxed(["sh", "-c", "echo ran"], settings(place, [str(other.path)]),
+                          place.work, timeout=60)
+        assert r.returncode == 0 and r.stdout == b"ran\n", r.stderr
+        assert len(calls) == 2  # planned again
+        daemon.close()
+        daemon = Daemon(Path(target))  # bound again at the same path
+        out = connect(place, settings(place, [str(other.path)]), target)
+        assert not daemon.reached(), out
+    finally:
+        daemon.close()
+        other.close()

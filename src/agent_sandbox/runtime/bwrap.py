@@ -118,12 +118,13 @@ class Mount(_Record):
 
 class Plan(_Record):
     """The mounts, the placeholders to create on the host first, the writable roots,
-    the environment variables removed (the settings' credentials), and the
+    the environment variables removed (the settings' credentials), the
     protected entries that existed before the run with their identities (what the
-    sweep must never move)."""
+    sweep must never move), and the sockets masked (a socket may go away before
+    its mount: ``bwrap_run`` then plans again)."""
 
-    __slots__ = ("before", "hide_root", "hide_unix_dirs", "mounts", "placeholders",
-                 "unset_env", "writable_roots")
+    __slots__ = ("before", "hide_root", "hide_unix_dirs", "masked_sockets", "mounts",
+                 "placeholders", "unset_env", "writable_roots")
     mounts: tuple[Mount, ...]
     placeholders: tuple[tuple[str, str], ...]
     writable_roots: tuple[str, ...]
@@ -131,6 +132,8 @@ class Plan(_Record):
     hide_root: bool
     unset_env: tuple[str, ...]
     before: tuple[str, ...]
+    masked_sockets: tuple[str, ...]
+    _masked_sockets: tuple[str, ...] = ()
     _hide_unix_dirs = False
     _hide_root = False
     _unset_env: tuple[str, ...] = ()
@@ -610,6 +613,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
         if above and max(above, key=Mount.key).op != "rw":
             del mounts[key]
     hide_unix = False
+    masked: list[str] = []
     if n.allow_unix_sockets and not n.allow_all_unix_sockets:
         hide_unix = True
         carved = [m.path for m in mounts.values() if m.op in ("ro", "hide")]
@@ -648,10 +652,12 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
             for key in [k for k in mounts if k[1] == path]:
                 del mounts[key]  # nothing else may be mounted at a masked socket
             mounts[("hide", path)] = Mount("hide", path, "f")
+            masked.append(path)
     ordered = tuple(sorted(mounts.values(), key=Mount.key))
     return Plan(mounts=ordered, placeholders=tuple(placeholders.items()),
                 writable_roots=tuple(writable), hide_unix_dirs=hide_unix, hide_root=hide_root,
-                unset_env=settings.credential_env, before=tuple(dict.fromkeys(before)))
+                unset_env=settings.credential_env, before=tuple(dict.fromkeys(before)),
+                masked_sockets=tuple(masked))
 
 
 def without(p: Plan, paths: set[str]) -> Plan:
@@ -661,7 +667,8 @@ def without(p: Plan, paths: set[str]) -> Plan:
     return Plan(mounts=tuple(m for m in p.mounts if m.path not in paths),
                 placeholders=tuple(x for x in p.placeholders if x[0] not in paths),
                 writable_roots=p.writable_roots, hide_unix_dirs=p.hide_unix_dirs,
-                hide_root=p.hide_root, unset_env=p.unset_env, before=p.before)
+                hide_root=p.hide_root, unset_env=p.unset_env, before=p.before,
+                masked_sockets=tuple(x for x in p.masked_sockets if x not in paths))
 
 
 class Fds(_Record):
