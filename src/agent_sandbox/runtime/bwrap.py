@@ -321,11 +321,29 @@ def _under(path: str, root: str) -> bool:
     return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _visible(path: str, mounts: Iterable[Mount], hide_root: bool) -> bool:
-    """Whether the sandbox sees the host's file at ``path`` (pure): the mount applied
-    last over it decides (the plan's mounts go on shallow to deep, after the empty
-    folders over ``UNIX_SOCKET_DIRS``); a hidden region shows nothing."""
-    over = [m for m in mounts if m.op != "link" and _under(path, m.path)]
+def _by_path(mounts: Iterable[Mount]) -> dict[str, list[Mount]]:
+    out: dict[str, list[Mount]] = {}
+    for m in mounts:
+        out.setdefault(posixpath.normpath(m.path), []).append(m)
+    return out
+
+
+def _over(path: str, index: dict[str, list[Mount]]) -> list[Mount]:
+    """The mounts of ``index`` (``_by_path``) at ``path`` or at a folder above it."""
+    path = posixpath.normpath(path)
+    out = list(index.get(path, ()))
+    while path != "/":
+        path = posixpath.dirname(path)
+        out += index.get(path, ())
+    return out
+
+
+def _visible(path: str, index: dict[str, list[Mount]], hide_root: bool) -> bool:
+    """Whether the sandbox sees the host's file at ``path`` (pure; ``index`` is the
+    plan's mounts by path): the mount applied last over it decides (the plan's
+    mounts go on shallow to deep, after the empty folders over
+    ``UNIX_SOCKET_DIRS``); a hidden region shows nothing."""
+    over = _over(path, index)
     if over:
         return max(over, key=Mount.key).op != "hide"
     return not hide_root and not any(_under(path, d) for d in UNIX_SOCKET_DIRS)
@@ -602,11 +620,11 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 a = posixpath.dirname(a)
     # A read-only bind under a hidden (or shown read-only) region would expose what
     # the deny hides: it is needed only where the nearest mount above is writable.
+    opening = _by_path(m for m in mounts.values() if m.op in ("hide", "show", "rw"))
     for key, m in list(mounts.items()):
         if m.op != "ro":
             continue
-        above = [x for x in mounts.values() if x is not m and _under(m.path, x.path)
-                 and x.op in ("hide", "show", "rw")]
+        above = _over(m.path, opening)
         if hide_root and not above:
             del mounts[key]
             continue
@@ -645,9 +663,9 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
         # found (a daemon's socket in a writable root, a hard link made by an earlier run)
         allowed = [m.path for m in mounts.values() if m.op == "sock"]
         found = [path for w in roots for path, kind in fs.walk(w) if kind == "s"]
+        index = _by_path(m for m in mounts.values() if m.op != "link")
         for path in dict.fromkeys([*fs.sockets(), *found]):
-            if any(_under(path, a) for a in allowed) or not _visible(
-                    path, mounts.values(), hide_root):
+            if any(_under(path, a) for a in allowed) or not _visible(path, index, hide_root):
                 continue
             for key in [k for k in mounts if k[1] == path]:
                 del mounts[key]  # nothing else may be mounted at a masked socket
