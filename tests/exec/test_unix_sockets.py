@@ -348,3 +348,52 @@ def test_a_socket_gone_before_its_mount_neither_fails_the_run_nor_stays_open(
     finally:
         daemon.close()
         other.close()
+
+
+CONTAINER_SERVER = r"""
+import os, socket, sys
+path, hits = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+os.chmod(path, 0o777)
+s.listen(8)
+print("ready", flush=True)
+n = 0
+while True:
+    c, _ = s.accept()
+    n += 1
+    open(os.path.join(hits, f"hit-{n}"), "w").close()
+    c.close()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root and unshare to make a container's namespaces")
+@pytest.mark.parametrize("listed", [False, True], ids=["unlisted", "listed-control"])
+def test_container_socket_in_a_folder_bound_into_it(place: Place, listed: bool) -> None:
+    """A daemon in its own mount and network namespace (a container) binds its socket
+    in a folder the host bound into it: the kernel lists the name as the container
+    sees it; the host shows the socket elsewhere, where the sandbox could reach it."""
+    import subprocess
+
+    shared, inside, hits = place.base / "shared", place.base / "inside", place.base / "hits"
+    for d in (shared, inside, hits):
+        d.mkdir()
+    script = (f"mount --bind {shared} {inside} && exec {PY} -I -c '{CONTAINER_SERVER}' "
+              f"{inside}/c.sock {hits}")
+    container = subprocess.Popen(["unshare", "--mount", "--net", "--propagation", "private",
+                                  "sh", "-c", script], stdout=subprocess.PIPE)
+    other = Daemon(place.base / "ok" / "other.sock")
+    try:
+        assert container.stdout is not None and container.stdout.readline() == b"ready\n"
+        host_path = str(shared / "c.sock")
+        assert not (inside / "c.sock").exists() and os.path.exists(host_path)
+        assert host_path in bound_sockets()
+        allowed = [str(other.path), host_path] if listed else [str(other.path)]
+        out = connect(place, settings(place, allowed), host_path)
+        reached = any(hits.iterdir())
+        assert reached == listed, out
+    finally:
+        container.kill()
+        container.wait()
+        other.close()

@@ -25,6 +25,11 @@ The layout:
   disabled inside, all capabilities dropped, a new session (no TIOCSTI), and
   ``--die-with-parent``.
 
+With unix sockets allowed by path (seccomp cannot read a ``connect()``'s path),
+the folders where sockets live are hidden, the listed sockets bound back, and
+every other socket the sandbox could still see is masked: each one the kernel
+lists as bound (``FsView.sockets``) and each one the walks find.
+
 Operations are applied shallow to deep, so the most specific rule for a path
 wins, and on the same path in the order hide < allow-read < write < deny-write:
 deny beats allow. Every path is resolved (symlinks followed) before it is

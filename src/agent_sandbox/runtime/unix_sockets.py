@@ -25,10 +25,6 @@ from __future__ import annotations
 import os
 import stat
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Iterable
-
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -63,30 +59,47 @@ def parse_net_unix(text: str) -> list[str]:
     return [n for n in names if n and not n.startswith("@")]
 
 
-def listed_names(proc: str = "/proc") -> set[str]:
+def listed(proc: str = "/proc") -> list[tuple[str, list[str]]]:
     """Every pathname socket name the kernel lists, in every network namespace
-    this process can see (each namespace read once)."""
-    names: set[str] = set()
-    seen: set[str] = set()
+    this process can see, with the view the names are paths of: "self" (this
+    process's mount namespace), or the pid of a process of that network
+    namespace in another mount namespace (a container). Each list is read once."""
+    def ns(pid: str, kind: str) -> str | None:
+        try:
+            return os.readlink(f"{proc}/{pid}/ns/{kind}")
+        except OSError:
+            return None
+
+    mine = ns("self", "mnt")
     try:
         pids = [p for p in os.listdir(proc) if p.isdigit()]
     except OSError:
         pids = []
+    views: dict[str, dict[str, str]] = {}  # net namespace -> {mount namespace: pid}
     for pid in ["self", *pids]:
-        try:
-            ns = os.readlink(f"{proc}/{pid}/ns/net")
-        except OSError:
+        net, mnt = ns(pid, "net"), ns(pid, "mnt")
+        if net is not None:
+            views.setdefault(net, {}).setdefault(mnt or "", pid)
+    out: list[tuple[str, list[str]]] = []
+    for by_mnt in views.values():
+        names: list[str] | None = None
+        for pid in by_mnt.values():
+            try:
+                with open(f"{proc}/{pid}/net/unix", "rb") as fh:
+                    names = parse_net_unix(os.fsdecode(fh.read()))
+                break
+            except OSError:
+                continue
+        if not names:
             continue
-        if ns in seen:
-            continue
-        try:
-            with open(f"{proc}/{pid}/net/unix", "rb") as fh:
-                text = os.fsdecode(fh.read())
-        except OSError:
-            continue
-        seen.add(ns)
-        names.update(parse_net_unix(text))
-    return names
+        for mnt, pid in by_mnt.items():
+            out.append(("self" if mnt == mine else pid, names))
+    return list({(v, tuple(n)): (v, n) for v, n in out}.values())
+
+
+def listed_names(proc: str = "/proc") -> set[str]:
+    """Every pathname socket name the kernel lists (in any view)."""
+    return {n for _, names in listed(proc) for n in names}
 
 
 def _unescape(field: str) -> str:
@@ -119,49 +132,69 @@ def _under(path: str, root: str) -> bool:
     return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def aliases(path: str, mounts: list[tuple[str, str, str]]) -> list[str]:
-    """Every path at which the mounts show the file at ``path`` (pure): the mount
-    holding it gives its device and its path inside that filesystem, and every
-    mount of the same device whose root holds that path shows it too."""
+def aliases(path: str, mounts: list[tuple[str, str, str]],
+            target: list[tuple[str, str, str]] | None = None) -> list[str]:
+    """Every path at which the ``target`` mounts (default: ``mounts``) show the file
+    that the ``mounts`` show at ``path`` (pure): the mount holding it gives its
+    device and its path inside that filesystem, and every target mount of the
+    same device whose root holds that path shows it too."""
+    target = mounts if target is None else target
     holding = [m for m in mounts if _under(path, m[2])]
     if not holding:
-        return [path]
+        return [path] if target is mounts else []
     dev, root, point = max(holding, key=lambda m: len(m[2].rstrip("/")))
     rel = path[len(point.rstrip("/")):]
     inside = root.rstrip("/") + rel or "/"
-    out = [path]
-    for d, r, p in mounts:
+    out = [path] if target is mounts else []
+    for d, r, p in target:
         if d == dev and _under(inside, r):
             out.append(p.rstrip("/") + inside[len(r.rstrip("/")):] or "/")
     return list(dict.fromkeys(out))
 
 
-def bound_sockets(names: Iterable[str] | None = None) -> list[str]:
-    """The paths of this view at which a listed socket can be reached: each
-    absolute name resolved, kept when it is a socket, with every bind mount
-    alias that shows the same file."""
-    mounts: list[tuple[str, str, str]] = []
+def _mountinfo(where: str) -> list[tuple[str, str, str]]:
     try:
-        with open("/proc/self/mountinfo", "rb") as fh:
-            mounts = parse_mountinfo(os.fsdecode(fh.read()))
+        with open(f"/proc/{where}/mountinfo", "rb") as fh:
+            return parse_mountinfo(os.fsdecode(fh.read()))
     except OSError:
-        pass
+        return []
+
+
+def _socket_id(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISSOCK(st.st_mode) else None
+
+
+def bound_sockets(views: list[tuple[str, list[str]]] | None = None) -> list[str]:
+    """The paths of this view at which a listed socket can be reached: each
+    absolute name resolved, kept when it is a socket, with every bind mount that
+    shows the same file; a name of another mount namespace is looked up through
+    that process's root and its mounts, and kept where this view shows the same
+    socket (compared by device and inode)."""
+    mine = _mountinfo("self")
     out: list[str] = []
-    for name in sorted(listed_names() if names is None else names):
-        if not name.startswith("/") or "\0" in name:
-            continue
-        real = os.path.realpath(name)
-        try:
-            st = os.lstat(real)
-        except OSError:
-            continue
-        if not stat.S_ISSOCK(st.st_mode):
-            continue
-        for alias in aliases(real, mounts):
-            try:
-                other = os.lstat(alias)
-            except OSError:
+    for view, names in (listed() if views is None else views):
+        theirs = mine if view == "self" else _mountinfo(view)
+        for name in sorted(names):
+            if not name.startswith("/") or "\0" in name:
                 continue
-            if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
-                out.append(alias)
+            if view == "self":
+                real = os.path.realpath(name)
+                wanted = _socket_id(real)
+                paths = aliases(real, mine)
+            else:
+                wanted = _socket_id(f"/proc/{view}/root{name}")
+                paths = aliases(os.path.normpath(name), theirs, mine)
+            if wanted is None:
+                continue
+            for alias in paths:
+                try:
+                    st = os.lstat(alias)
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) == wanted and stat.S_ISSOCK(st.st_mode):
+                    out.append(alias)
     return list(dict.fromkeys(out))
