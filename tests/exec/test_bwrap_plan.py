@@ -202,7 +202,7 @@ def test_unix_socket_paths_hide_run_and_tmp_then_bind_back() -> None:
     assert {"/tmp", "/var/tmp", "/run", "/dev/shm"} <= set(hidden)
     i = argv.index("/run/app.sock")
     assert i > argv.index("/run")  # bound back after the folder is hidden
-    assert argv[i - 1] == "--bind"
+    assert argv[i - 1] == "--ro-bind"  # connect() needs no writable mount
 
 
 SOCKETS = {

@@ -397,3 +397,21 @@ def test_container_socket_in_a_folder_bound_into_it(place: Place, listed: bool) 
         container.kill()
         container.wait()
         other.close()
+
+
+def test_a_listed_folder_is_not_writable(place: Place) -> None:
+    """allowUnixSockets naming a folder outside the writable roots: its sockets are
+    reachable, and nothing can be written there (it is no writable root)."""
+    folder = place.base / "sockets"
+    daemon = Daemon(folder / "api.sock")
+    try:
+        s = settings(place, [str(folder)])
+        r = run_sandboxed(["sh", "-c", f"echo x > {folder}/planted; rm -f {folder}/api.sock; "
+                           f"mv {folder}/api.sock {folder}/moved; true"], s, place.work,
+                          timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert sorted(os.listdir(folder)) == ["api.sock"]
+        assert b"connected" in connect(place, s, str(folder / "api.sock"))
+        assert daemon.reached()
+    finally:
+        daemon.close()

@@ -669,7 +669,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
         allowed = [m.path for m in mounts.values() if m.op == "sock"]
         found = [path for w in roots for path, kind in fs.walk(w) if kind == "s"]
         index = _by_path(m for m in mounts.values() if m.op != "link")
-        for path in dict.fromkeys([*fs.sockets(), *found]):
+        for path in dict.fromkeys(fs.realpath(x) for x in [*fs.sockets(), *found]):
             if any(_under(path, a) for a in allowed) or not _visible(path, index, hide_root):
                 continue
             for key in [k for k in mounts if k[1] == path]:
@@ -749,7 +749,9 @@ def build_argv(
         elif m.op == "rw":
             argv += ["--bind", m.path, m.path]
         elif m.op == "sock":
-            argv += ["--bind", m.path, m.path]
+            # read-only: connect() needs no writable mount, and a listed folder must
+            # not become a writable place outside allowWrite
+            argv += ["--ro-bind", m.path, m.path]
         elif m.op == "link":
             argv += ["--symlink", m.kind, m.path]
     for path in remount:

@@ -169,7 +169,7 @@ def _socket_id(path: str) -> tuple[int, int] | None:
 
 
 def bound_sockets(views: list[tuple[str, list[str]]] | None = None) -> list[str]:
-    """The paths of this view at which a listed socket can be reached: each
+    """The resolved paths of this view at which a listed socket can be reached: each
     absolute name resolved, kept when it is a socket, with every bind mount that
     shows the same file; a name of another mount namespace is looked up through
     that process's root and its mounts, and kept where this view shows the same
@@ -191,6 +191,9 @@ def bound_sockets(views: list[tuple[str, list[str]]] | None = None) -> list[str]
             if wanted is None:
                 continue
             for alias in paths:
+                # resolved: a mount must not be aimed through a symlink (a name in
+                # another view can hold one that this view resolves elsewhere)
+                alias = os.path.realpath(alias)
                 try:
                     st = os.lstat(alias)
                 except OSError:
