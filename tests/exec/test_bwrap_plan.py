@@ -57,6 +57,12 @@ class FakeFs:
     def sockets(self) -> list[str]:
         return sorted(p for p, k in self.entries.items() if k == "s")
 
+    def listdir(self, path: str) -> list[str] | None:
+        if self.entries.get(path) != "d":
+            return None
+        return sorted(posixpath.basename(p) for p in self.entries
+                      if p != "/" and posixpath.dirname(p) == path)
+
 
 def _ancestors(p: str) -> list[str]:
     out = []
@@ -236,6 +242,28 @@ def test_a_listed_folder_keeps_its_sockets() -> None:
     p = plan_for({"network": {"allowUnixSockets": ["/var/lib/svc"]}}, SOCKETS)
     assert ("sock", "/var/lib/svc") in ops(p) and ("hide", "/var/lib/svc/api.sock") not in ops(p)
     assert ("hide", "/home/u/.cache/daemon.sock") in ops(p)
+
+
+def test_a_folder_of_sockets_only_is_hidden_whole() -> None:
+    """Outside the writable roots, a folder holding nothing but sockets to mask is
+    one mount; a folder with anything else, or with a listed socket, keeps one mount
+    per socket, and so does a folder in a writable root (it stays writable)."""
+    many = {f"/srv/only/s{i}.sock": "s" for i in range(5)}
+    mixed = {**{f"/srv/mixed/s{i}.sock": "s" for i in range(3)}, "/srv/mixed/notes.txt": "f"}
+    inside = {f"/home/u/proj/run/s{i}.sock": "s" for i in range(3)}
+    listed = {f"/srv/listed/s{i}.sock": "s" for i in range(3)}
+    p = plan_for({"network": {"allowUnixSockets": ["/srv/listed/s0.sock"]},
+                  "filesystem": {"allowWrite": ["."]}}, {**many, **mixed, **inside, **listed})
+    o = ops(p)
+    assert ("hide", "/srv/only") in o and not any(path.startswith("/srv/only/") for _, path in o)
+    assert "/srv/only" in p.masked_sockets
+    for group in (mixed, inside):
+        for path in group:
+            if path.endswith(".sock"):
+                assert ("hide", path) in o
+    assert ("hide", "/srv/mixed") not in o and ("hide", "/home/u/proj/run") not in o
+    assert ("sock", "/srv/listed/s0.sock") in o and ("hide", "/srv/listed") not in o
+    assert ("hide", "/srv/listed/s1.sock") in o
 
 
 class NoSocketQuestions(FakeFs):

@@ -415,3 +415,36 @@ def test_a_listed_folder_is_not_writable(place: Place) -> None:
         assert daemon.reached()
     finally:
         daemon.close()
+
+
+def test_a_folder_of_sockets_is_hidden_whole(place: Place) -> None:
+    """A folder that holds only sockets (outside the writable roots) is hidden as a
+    whole: none of them is reachable, nor one bound there after the sandbox started;
+    the listed socket elsewhere still is."""
+    other = Daemon(place.base / "ok" / "other.sock")
+    folder = place.base / "srv" / "many"
+    daemons = [Daemon(folder / f"s{i}.sock") for i in range(3)]
+    late_path = folder / "late.sock"
+    script = (f"while [ ! -e {place.work}/go ]; do sleep 0.05; done; "
+              f"for s in {folder}/s0.sock {folder}/s2.sock {late_path}; do "
+              f"{PY} -I -c \"$CONNECT\" $s; done")
+    import subprocess
+
+    proc = subprocess.Popen(
+        [str(Path(PY).parent / "sandbox"), "exec", "--settings",
+         str(settings(place, [str(other.path)])), "--", "sh", "-c", script],
+        cwd=place.work, env={**os.environ, "CONNECT": CONNECT}, stdout=subprocess.PIPE)
+    late = None
+    try:
+        import time
+
+        time.sleep(1.0)  # the sandbox is up (or about to be); bind one more now
+        late = Daemon(late_path)
+        (place.work / "go").touch()
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and out.count(b"refused") == 3, out
+        assert not any(d.reached() for d in [*daemons, late])
+    finally:
+        proc.kill()
+        for d in [*daemons, other, *([late] if late else [])]:
+            d.close()

@@ -88,6 +88,9 @@ if TYPE_CHECKING:
         def readlink(self, path: str) -> str | None:
             """A symlink's target as written, or None."""
 
+        def listdir(self, path: str) -> list[str] | None:
+            """The names in a folder, or None when it cannot be listed."""
+
         def sockets(self) -> list[str]:
             """Paths at which a bound unix socket can be reached (``unix_sockets``)."""
 
@@ -246,6 +249,12 @@ class RealFs:
     def readlink(self, path: str) -> str | None:
         try:
             return os.readlink(path)
+        except (OSError, ValueError):
+            return None
+
+    def listdir(self, path: str) -> list[str] | None:
+        try:
+            return os.listdir(path)
         except (OSError, ValueError):
             return None
 
@@ -669,13 +678,29 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
         allowed = [m.path for m in mounts.values() if m.op == "sock"]
         found = [path for w in roots for path, kind in fs.walk(w) if kind == "s"]
         index = _by_path(m for m in mounts.values() if m.op != "link")
-        for path in dict.fromkeys(fs.realpath(x) for x in [*fs.sockets(), *found]):
-            if any(_under(path, a) for a in allowed) or not _visible(path, index, hide_root):
+        to_mask = [path for path in dict.fromkeys(fs.realpath(x)
+                                                  for x in [*fs.sockets(), *found])
+                   if not any(_under(path, a) for a in allowed)
+                   and _visible(path, index, hide_root)]
+        # a folder outside the writable roots that holds nothing but sockets to mask is
+        # hidden whole: one mount instead of one per socket (bwrap's cost per mount
+        # grows with the number of mounts), and a socket bound there later is hidden too
+        folders: dict[str, list[str]] = {}
+        for path in to_mask:
+            folders.setdefault(posixpath.dirname(path), []).append(path)
+        for folder, paths in folders.items():
+            if (len(paths) > 1 and folder != "/" and not any(_under(folder, w) for w in writable)
+                    and sorted(fs.listdir(folder) or ()) == sorted(
+                        posixpath.basename(x) for x in paths)
+                    and not any(_under(m.path, folder) for m in mounts.values())):
+                mounts[("hide", folder)] = Mount("hide", folder, "d")
+                masked.append(folder)
                 continue
-            for key in [k for k in mounts if k[1] == path]:
-                del mounts[key]  # nothing else may be mounted at a masked socket
-            mounts[("hide", path)] = Mount("hide", path, "f")
-            masked.append(path)
+            for path in paths:
+                for key in [k for k in mounts if k[1] == path]:
+                    del mounts[key]  # nothing else may be mounted at a masked socket
+                mounts[("hide", path)] = Mount("hide", path, "f")
+                masked.append(path)
     ordered = tuple(sorted(mounts.values(), key=Mount.key))
     return Plan(mounts=ordered, placeholders=tuple(placeholders.items()),
                 writable_roots=tuple(writable), hide_unix_dirs=hide_unix, hide_root=hide_root,
