@@ -173,27 +173,33 @@ def bound_sockets(views: list[tuple[str, list[str]]] | None = None) -> list[str]
     absolute name resolved, kept when it is a socket, with every bind mount that
     shows the same file; a name of another mount namespace is looked up through
     that process's root and its mounts, and kept where this view shows the same
-    socket (compared by device and inode)."""
+    socket (compared by device and inode). Folders are resolved and mapped once
+    (a socket's own name is never a link: bind() made it)."""
     mine = _mountinfo("self")
     out: list[str] = []
     for view, names in (listed() if views is None else views):
         theirs = mine if view == "self" else _mountinfo(view)
+        folders: dict[str, list[str]] = {}  # a folder of the view -> its resolved places here
         for name in sorted(names):
             if not name.startswith("/") or "\0" in name:
                 continue
-            if view == "self":
-                real = os.path.realpath(name)
-                wanted = _socket_id(real)
-                paths = aliases(real, mine)
-            else:
-                wanted = _socket_id(f"/proc/{view}/root{name}")
-                paths = aliases(os.path.normpath(name), theirs, mine)
-            if wanted is None:
+            folder, base = os.path.split(os.path.normpath(name))
+            if not base:
                 continue
-            for alias in paths:
+            if folder not in folders:
+                if view == "self":
+                    places = aliases(os.path.realpath(folder), mine)
+                else:
+                    places = aliases(folder, theirs, mine)
                 # resolved: a mount must not be aimed through a symlink (a name in
                 # another view can hold one that this view resolves elsewhere)
-                alias = os.path.realpath(alias)
+                folders[folder] = list(dict.fromkeys(os.path.realpath(x) for x in places))
+            where = name if view == "self" else f"/proc/{view}/root{name}"
+            wanted = _socket_id(where)
+            if wanted is None:
+                continue
+            for place in folders[folder]:
+                alias = os.path.join(place, base)
                 try:
                     st = os.lstat(alias)
                 except OSError:
