@@ -6,10 +6,14 @@ could see that the settings do not list. This module answers the question it
 asks: which sockets exist. The kernel lists every bound unix socket of a
 network namespace (``/proc/<pid>/net/unix``); this reads that list for every
 network namespace it can see (the host's, and those of containers and services
-whose processes it may inspect), keeps the pathname sockets (abstract ones live
-in the host's network namespace, which no sandbox shares), resolves each name
+whose processes it may inspect), keeps the pathname sockets (an abstract one
+lives in its network namespace, which no sandbox shares), resolves each name
 (symlinks followed) and adds every other path a bind mount of this mount
-namespace shows the same socket file at.
+namespace shows the same socket file at. A name bound in another mount
+namespace (a container) is looked up through that process's root and mapped
+through both mount tables to where this view shows the same file (compared by
+device and inode). A name is only ever a path to look at: one that a sandboxed
+command chose can add a mask where a socket really is, never remove one.
 
 What it cannot see, and the planner's documentation says so: a socket bound
 after the question is asked, a socket bound with a relative name (the list
