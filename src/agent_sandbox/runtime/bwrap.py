@@ -373,14 +373,19 @@ def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]
 
 
 def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
-         protect: Sequence[str] = (), tools: Sequence[str] = ()) -> Plan:
+         protect: Sequence[str] = (), tools: Sequence[str] = (),
+         opened: Sequence[str] = ()) -> Plan:
     """The mount plan for these settings (pure given ``fs``).
 
     ``protect``: absolute paths the runtime itself keeps read-only in every
     sandbox, like ``denyWrite`` entries (its state folders, its installation,
     the settings file). ``tools``: folders of programs the user runs (the PATH):
     read-only, or kept from being created, where they lie inside a writable root,
-    without ever making a writable root itself read-only.
+    without ever making a writable root itself read-only. ``opened``: writable
+    roots the caller opens inside the protected set (an agent client's own state
+    folder under ``sandbox agent``): exactly these folders, when ``allowWrite``
+    lists them, the protected set's names and every ``denyWrite`` entry inside
+    them still read-only, and never one under ``denyWrite`` or ``protect``.
     """
     f, n = settings.filesystem, settings.network
     mounts: dict[tuple[str, str], Mount] = {}
@@ -415,7 +420,12 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                  *(r for r in protected.home_rules(home) if not is_glob(r)))
     deny_real = [fs.realpath(d) for d in [*deny_rules, *protect, *mandatory] if not is_glob(d)]
 
+    opened_real = {fs.realpath(o) for o in opened}
+    strict = [fs.realpath(d) for d in [*deny_rules, *protect] if not is_glob(d)]
+
     def is_protected(w: str) -> bool:
+        if w in opened_real:
+            return any(_under(w, d) for d in strict)
         inside = w.rstrip("/") + "/_"
         return (any(_under(w, d) for d in deny_real)
                 or any(covers(r, w) or covers(r, inside)
