@@ -521,6 +521,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 for p, k in absent:
                     protect_path(p, k)
                 continue
+            if fs.realpath(path) in opened_real and fs.realpath(path) in roots:
+                continue  # opened by the caller: a writable root with its own walk
             add("ro", fs.realpath(path))
         for rel, kind, _ in protected.ANY_DEPTH:
             protect_path(posixpath.join(w, rel), kind)
