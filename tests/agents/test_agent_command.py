@@ -129,7 +129,7 @@ def test_escalation_through_the_hook_relay(world: World) -> None:
     assert [d for _, d in approver.answered] == ["approve", "deny"], detail
     refs = subprocess.run(["git", "--git-dir", str(remote), "for-each-ref",
                            "--format=%(refname)"], capture_output=True, text=True).stdout
-    assert "refs/heads/approved" in refs and "refs/heads/denied" not in refs, (refs, [r[:1500] for r in results])
+    assert "refs/heads/approved" in refs and "refs/heads/denied" not in refs, (refs, detail)
     assert len(results) == 2 and "exit status: 0" in results[0], detail
     assert "not this branch" in results[1] or "denied" in results[1], detail
 
