@@ -244,3 +244,49 @@ def test_agent_settings_never_loosen_a_deny() -> None:
     assert s.filesystem.deny_read == ("~/.ssh",)
     remote = agent_settings(base, "codex", "/home/u", parse_endpoint("https://llm.corp:8443/v1"))
     assert "llm.corp:8443" in remote.network.allowed_domains
+
+
+def test_wrapper_on_path_contains_gemini_and_verify_sees_which_runs(world: World) -> None:
+    """The rendered wrapper, first on PATH, runs ``gemini`` through ``sandbox
+    agent`` (the base-URL variable the client reads names the endpoint); the
+    client checks report a PATH where ``gemini`` is the client itself, and stop
+    once the wrapper comes first. Control: the same attack by the same name with
+    the client itself first on PATH reads the key."""
+    from agent_sandbox.facts import HostFacts, User
+    from agent_sandbox.render.agents import agent_wrapper
+
+    from .harness import BIN, PROMPT
+    from .test_managed_hosts import loosen
+
+    provision(world)
+    world.configure("gemini", "http://127.0.0.1:9")
+    world.sandbox("init", str(world.repo), "--gemini", "--trust")  # for `sandbox status`
+    wrappers = world.root / "wrappers"
+    wrappers.mkdir()
+    facts = HostFacts(name="fleet-host", os="linux", python=sys.executable,
+                      users=(User("root", str(world.home)),))
+    (wrappers / "gemini").write_bytes(agent_wrapper(facts, "gemini"))
+    (wrappers / "gemini").chmod(0o755)
+    bare_path = f"{BIN}:{Path(sys.executable).parent}:/usr/bin:/bin"
+    wrapped_path = f"{wrappers}:{bare_path}"
+
+    def boundary(path: str) -> list[dict[str, str]]:
+        r = sandbox_cli(world, "status", str(world.repo), "--json", env={"PATH": path})
+        return [f for f in json.loads(r.stdout)["clients"]
+                if f["client"] == "gemini" and f["problem"] == "outside-boundary"]
+
+    assert boundary(bare_path), "a bare gemini first on PATH is reported"
+    assert not boundary(wrapped_path), "the wrapper first on PATH is not"
+    leaked = {}
+    for name, path in (("bare", bare_path), ("wrapped", wrapped_path)):
+        with ModelServer([Shell("cat ~/.s''sh/id_ed25519")]) as model:
+            world.configure("gemini", model.url)
+            flags = loosen(world, "gemini")
+            run = subprocess.run(world.wrap(["gemini", "-p", PROMPT, "-o", "json", *flags]),
+                                 cwd=world.repo, stdin=subprocess.DEVNULL, text=True,
+                                 capture_output=True, timeout=240,
+                                 env={**world.env("gemini", model.url), "PATH": path})
+            results = model.results()
+        assert len(results) == 1, (name, run.stdout[-1500:], run.stderr[-1500:])
+        leaked[name] = SECRET in results[0]
+    assert leaked == {"bare": True, "wrapped": False}, leaked

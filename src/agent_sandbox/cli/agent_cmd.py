@@ -17,6 +17,8 @@ import sys
 
 import typer
 
+from agent_sandbox.runtime.agent_profiles import is_wrapper
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import IO
@@ -29,15 +31,14 @@ Run the agent client CLIENT (claude, codex or gemini) inside the sandbox, with
 its model API reachable and its own state folder writable, nothing protected.
 --model-endpoint URL  the model API this run may reach besides the client's
                       default ones; on loopback exactly that port is forwarded
+                      (default: the client's own base-URL variable, if set:
+                      ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL)
 --program PATH        the client's program (default: the first CLIENT on PATH
                       that is not the agent-sandbox wrapper)
 The exit status is the client's; 125 means the sandbox could not start.
 """
 HELP = ("Run an agent client itself in the sandbox: sandbox agent claude|codex|gemini "
         "[--settings FILE | --spec SPEC --host NAME] [--model-endpoint URL] -- ARGS")
-# The first line of the wrapper scripts ``sandbox init`` and the roles install:
-# a program carrying it is never taken for the client itself.
-WRAPPER_MARK = b"# agent-sandbox wrapper: runs the client through `sandbox agent`"
 _VALUED = ("--settings", "--spec", "--host", "--cwd", "--timeout", "--model-endpoint",
            "--program")
 
@@ -89,14 +90,6 @@ def parse_args(args: list[str]) -> AgentArgs:
     return out
 
 
-def is_wrapper(path: str) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return WRAPPER_MARK in fh.read(512)
-    except OSError:
-        return False
-
-
 def find_program(name: str, path: str | None = None) -> str:
     """The client's program on PATH, skipping our wrapper; SandboxStartError."""
     from agent_sandbox.runtime.errors import SandboxStartError
@@ -134,7 +127,9 @@ def main(args: list[str], err: IO[str] | None = None) -> int:
 
         try:
             prof = profile(client)
-            endpoint = parse_endpoint(opts.model_endpoint) if opts.model_endpoint else None
+            url = opts.model_endpoint or (prof.base_url_env
+                                          and os.environ.get(prof.base_url_env))
+            endpoint = parse_endpoint(url) if url else None
         except AgentProfileError as exc:
             err.write(f"sandbox agent: {exc}\n")
             return 2

@@ -14,7 +14,7 @@ to a run's srt settings and nothing else:
   read-only in every sandbox, and ``denyWrite`` names them again so that a
   writable state folder never makes them writable.
 
-Pure: no I/O, no policy of its own beyond these lists. It never loosens a
+Pure but for ``is_wrapper``: no policy of its own beyond these lists. It never loosens a
 deny of the settings it is given.
 """
 
@@ -25,6 +25,20 @@ if TYPE_CHECKING:
     from .settings import Settings
 
 
+# The line that marks the wrapper scripts the roles install (``render.agents``):
+# a program carrying it is never taken for the client itself.
+WRAPPER_MARK = b"# agent-sandbox wrapper: runs the client through `sandbox agent`"
+
+
+def is_wrapper(path: str) -> bool:
+    """Whether ``path`` is one of our wrapper scripts (reads its first bytes)."""
+    try:
+        with open(path, "rb") as fh:
+            return WRAPPER_MARK in fh.read(512)
+    except OSError:
+        return False
+
+
 class AgentProfileError(ValueError):
     """An unknown client, or an endpoint that cannot be used."""
 
@@ -32,7 +46,8 @@ class AgentProfileError(ValueError):
 class Profile:
     """One client (a plain class: no dataclass import on the CLI's start)."""
 
-    __slots__ = ("api_hosts", "config_files", "name", "program", "state_dir", "state_writes")
+    __slots__ = ("api_hosts", "base_url_env", "config_files", "name", "program", "state_dir",
+                 "state_writes")
 
     @property
     def state_dirs(self) -> tuple[str, ...]:
@@ -40,8 +55,12 @@ class Profile:
         return tuple(w.rstrip("/") for w in self.state_writes if w.endswith("/"))
 
     def __init__(self, name: str, program: str, state_dir: str, api_hosts: tuple[str, ...],
-                 state_writes: tuple[str, ...], config_files: tuple[str, ...]) -> None:
+                 state_writes: tuple[str, ...], config_files: tuple[str, ...],
+                 base_url_env: str = "") -> None:
         self.name, self.program, self.state_dir = name, program, state_dir
+        # the client's own variable for its model API's address: when the user who
+        # starts ``sandbox agent`` has set it, that endpoint is the run's endpoint
+        self.base_url_env = base_url_env
         self.api_hosts, self.state_writes, self.config_files = (api_hosts, state_writes,
                                                                 config_files)
 
@@ -64,7 +83,8 @@ PROFILES: dict[str, Profile] = {
                       ".claude.json", ".claude/CLAUDE.md", ".claude/agents/",
                       ".claude/commands/", ".claude/hooks/", ".claude/plugins/",
                       ".claude/skills/", ".claude/output-styles/", ".claude/.credentials.json",
-                      ".claude/managed-settings.json", ".claude/.mcp.json")),
+                      ".claude/managed-settings.json", ".claude/.mcp.json"),
+        base_url_env="ANTHROPIC_BASE_URL"),
     "codex": Profile(
         "codex", "codex", ".codex",
         api_hosts=("api.openai.com", "chatgpt.com"),
@@ -83,7 +103,8 @@ PROFILES: dict[str, Profile] = {
                       ".gemini/agents/", ".gemini/skills/", ".gemini/hooks/",
                       ".gemini/GEMINI.md", ".gemini/AGENTS.md", ".gemini/system.md",
                       ".gemini/.env", ".gemini/oauth_creds.json",
-                      ".gemini/mcp-oauth-tokens.json", ".gemini/extension_integrity.json")),
+                      ".gemini/mcp-oauth-tokens.json", ".gemini/extension_integrity.json"),
+        base_url_env="GOOGLE_GEMINI_BASE_URL"),
 }
 
 
