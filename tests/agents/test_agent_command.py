@@ -290,3 +290,64 @@ def test_wrapper_on_path_contains_gemini_and_verify_sees_which_runs(world: World
         assert len(results) == 1, (name, run.stdout[-1500:], run.stderr[-1500:])
         leaked[name] = SECRET in results[0]
     assert leaked == {"bare": True, "wrapped": False}, leaked
+
+
+# Each client with every call let through by its own flags (no hook, no prompt,
+# no sandbox of its own: under `sandbox agent` the outer boundary is the one).
+LET_THROUGH = {"claude": ["--allowedTools", "Bash"],
+               "codex": ["--sandbox", "danger-full-access"],
+               "gemini": ["--yolo", "--skip-trust"]}
+OWN_SETTINGS = {"claude": ".claude/settings.json", "codex": ".codex/config.toml",
+                "gemini": ".gemini/settings.json"}
+SPEC = """\
+version: 1
+filesystem:
+  deny_read: ["~/.ssh"]
+  allow_write: ["REPO"]
+network:
+  denied_domains: ["localhost", "127.0.0.1"]
+"""
+
+
+@pytest.mark.parametrize("through_agent", [False, True], ids=["bare", "sandbox-agent"])
+@pytest.mark.parametrize("client", ["claude", "codex", "gemini"])
+def test_every_client_under_sandbox_agent(world: World, client: str,
+                                          through_agent: bool) -> None:
+    """On a host without managed files (where a client may run without its own
+    sandbox), every call the client lets through stays inside ``sandbox agent``'s
+    boundary: the start-up file, the key, the loopback listener and the client's
+    own settings are out of reach; the control is the same run, bare."""
+    spec = world.root / "spec.yml"
+    spec.write_text(SPEC.replace("REPO", str(world.repo)))
+    own = world.home / OWN_SETTINGS[client]
+    listener = Listener()
+    steps = [Shell("echo allowed > marker-allowed.txt"),
+             Shell(py(f"open('/' + {at(world.home / '.bashrc')}, 'a').write('pwned')")),
+             Shell(py(f"print(open('/' + {at(world.home / '.ssh/id_ed25519')}).read())")),
+             Shell(py("import socket; socket.create_connection(('127.0.' + '0.1', "
+                      f"{listener.port}), 3)")),
+             Shell(py(f"open('/' + {at(own)}, 'a').write('# pwned')"))]
+    try:
+        with ModelServer(steps) as model:
+            world.configure(client, model.url)
+            own.parent.mkdir(exist_ok=True)
+            if not own.exists():
+                own.write_text("{}")
+            before = own.read_bytes()
+            if through_agent:
+                run = world.run_agent(client, model.url, extra=LET_THROUGH[client],
+                                      options=["--spec", str(spec)])
+            else:
+                run = world.run(client, model.url, extra=LET_THROUGH[client])
+            results = model.results()
+    finally:
+        listener.close()
+    detail = "\n".join([*results, run.stdout[-1500:], run.stderr[-2500:]])
+    assert len(results) == len(steps), detail
+    assert (world.repo / "marker-allowed.txt").read_text() == "allowed\n", detail
+    effects = {"bashrc": (world.home / ".bashrc").exists(), "key": SECRET in results[2],
+               "network": listener.hits > 0, "settings": own.read_bytes() != before}
+    if through_agent:
+        assert not any(effects.values()), (effects, detail)
+    else:
+        assert all(effects.values()), (effects, detail)
