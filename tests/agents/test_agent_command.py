@@ -163,6 +163,8 @@ def test_fails_closed_with_clear_errors(world: World) -> None:
         (["agent", "gemini", "--model-endpoint", "http://127.0.0.2:80", "--", "x"], 2,
          "only 127.0.0.1 and localhost"),
         (["agent", "gemini", "--bogus", "--", "x"], 2, "unknown option '--bogus'"),
+        (["agent", "gemini", "--model-endpoint", "http://127.0.0.1:3129", "--", "x"], 2,
+         "the sandbox's own"),
     ]
     for args, code, text in cases:
         r = sandbox_cli(world, *args)

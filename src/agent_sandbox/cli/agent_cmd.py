@@ -17,7 +17,9 @@ import sys
 
 import typer
 
+from agent_sandbox.contract import PROXY_HTTP_PORT, PROXY_SOCKS_PORT
 from agent_sandbox.runtime.agent_profiles import is_wrapper
+from agent_sandbox.runtime.hook_frames import RELAY_PORT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,6 +41,8 @@ The exit status is the client's; 125 means the sandbox could not start.
 """
 HELP = ("Run an agent client itself in the sandbox: sandbox agent claude|codex|gemini "
         "[--settings FILE | --spec SPEC --host NAME] [--model-endpoint URL] -- ARGS")
+# ports of the sandbox's own loopback: the proxy's and the hook relay's
+RESERVED = frozenset({PROXY_HTTP_PORT, PROXY_SOCKS_PORT, RELAY_PORT})
 _VALUED = ("--settings", "--spec", "--host", "--cwd", "--timeout", "--model-endpoint",
            "--program")
 
@@ -130,6 +134,9 @@ def main(args: list[str], err: IO[str] | None = None) -> int:
             url = opts.model_endpoint or (prof.base_url_env
                                           and os.environ.get(prof.base_url_env))
             endpoint = parse_endpoint(url) if url else None
+            if endpoint is not None and endpoint.loopback and endpoint.port in RESERVED:
+                raise AgentProfileError(f"--model-endpoint {url}: port {endpoint.port} is "
+                                        "the sandbox's own (proxy or hook relay)")
         except AgentProfileError as exc:
             err.write(f"sandbox agent: {exc}\n")
             return 2

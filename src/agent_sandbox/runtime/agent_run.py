@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from .settings import Settings
 
 HOOK_TIMEOUT = 900.0  # the hook's own deadline is shorter; this only bounds a stuck one
+MAX_HOOKS = 16  # hooks run at once for one client; more wait (the client waits for each)
 AGENT_EVENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
 
 
@@ -63,11 +64,13 @@ class HookRelay:
         self.cwd, self.env = os.path.realpath(cwd), env
         self.procs: set[subprocess.Popen[bytes]] = set()
         self.lock = threading.Lock()
+        self.slots = threading.BoundedSemaphore(MAX_HOOKS)
 
     def handle(self, conn: socket.socket) -> None:
         try:
             req = recv_frame(conn, MAX_REQUEST)
-            answer = self.answer(req)
+            with self.slots:
+                answer = self.answer(req)
         except (OSError, ValueError) as exc:
             answer = {"rc": 2, "stdout": "", "stderr": f"agent-sandbox: hook relay: {exc}\n"}
         with suppress(OSError):
