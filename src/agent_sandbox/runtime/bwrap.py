@@ -433,6 +433,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
 
     writable = [w for w in dict.fromkeys(writable_in) if not is_protected(w)]
     roots = [w for w in writable if fs.kind(w) == "d"]
+    opened_roots = opened_real.intersection(roots)  # opened, listed and not denied
     search_roots = list(dict.fromkeys([cwd, *roots]))
     hide_root = False
     for p in _concrete(f.deny_read, home, cwd, fs, search_roots):
@@ -472,6 +473,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     def protect_path(path: str, kind: str) -> None:
         """Read-only if it exists; a placeholder if it could be created inside."""
         target = _absent_target(fs, path)
+        if target in opened_roots:
+            return  # opened by the caller: a writable root with its own protection
         if fs.kind(target) is not None:
             add("ro", fs.realpath(target))
         elif any(_under(target, w) and target != w for w in roots):
@@ -521,7 +524,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 for p, k in absent:
                     protect_path(p, k)
                 continue
-            if fs.realpath(path) in opened_real and fs.realpath(path) in roots:
+            if fs.realpath(path) in opened_roots:
                 continue  # opened by the caller: a writable root with its own walk
             add("ro", fs.realpath(path))
         for rel, kind, _ in protected.ANY_DEPTH:
