@@ -6,10 +6,10 @@ again. Pure, over the fake filesystem."""
 
 from __future__ import annotations
 
+from test_bwrap_plan import BASE, CWD, HOME, FakeFs, ops
+
 from agent_sandbox.runtime import bwrap as bw
 from agent_sandbox.runtime.settings import parse
-
-from test_bwrap_plan import BASE, CWD, HOME, FakeFs, ops
 
 GEMINI = {"/home/u/.gemini/settings.json": "f", "/home/u/.gemini/tmp/x/chat.json": "f",
           "/home/u/.gemini/tmp/x/.git/config": "f"}
