@@ -254,7 +254,7 @@ def test_wrapper_on_path_contains_gemini_and_verify_sees_which_runs(world: World
     client checks report a PATH where ``gemini`` is the client itself, and stop
     once the wrapper comes first. Control: the same attack by the same name with
     the client itself first on PATH reads the key."""
-    from agent_sandbox.facts import HostFacts, User
+    from agent_sandbox.inventory import HostFacts, User
     from agent_sandbox.render.agents import agent_wrapper
 
     from .harness import BIN, PROMPT
