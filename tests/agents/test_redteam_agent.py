@@ -308,3 +308,81 @@ def test_relay_keeps_requests_in_the_agents_repository(env: dict[str, Path]) -> 
         "tool_input": {"command": "touch PWNED"}}, [repo, other])
     assert found, "no request at all (the judge could not fire)"
     assert [r["repo"] for r in found] == [str(repo)]
+
+
+# -- the model endpoint's allowance ---------------------------------------------
+
+PROBE = """
+import socket, sys
+for t in sys.argv[1:]:
+    try:
+        s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+        s.sendall(f"CONNECT {t} HTTP/1.1\\r\\nHost: {t}\\r\\n\\r\\n".encode())
+        s.recv(200)
+        s.close()
+    except OSError:
+        pass
+"""
+
+
+def test_model_endpoint_opens_only_its_own_port(env: dict[str, Path]) -> None:
+    """Blocked: with a loopback model endpoint, every other spelling of a host loopback
+    address (and the endpoint's own port through the proxy) stays refused; the forwarded
+    endpoint itself is reached (control)."""
+    import socket
+    import threading
+
+    hits: dict[str, int] = {}
+    socks = []
+    for tag, fam, addr in (("model", socket.AF_INET, "127.0.0.1"),
+                           ("v4", socket.AF_INET, "127.0.0.1"),
+                           ("v6", socket.AF_INET6, "::1"),
+                           ("any", socket.AF_INET, "0.0.0.0")):
+        s = socket.socket(fam)
+        s.bind((addr, 0))
+        s.listen(64)
+        s.settimeout(0.2)
+        socks.append((tag, s))
+        hits[tag] = 0
+    port = {tag: s.getsockname()[1] for tag, s in socks}
+    stop = threading.Event()
+
+    def loop(tag: str, s: socket.socket) -> None:
+        while not stop.is_set():
+            try:
+                c, _ = s.accept()
+            except TimeoutError:
+                continue
+            hits[tag] += 1
+            c.close()
+
+    threads = [threading.Thread(target=loop, args=ts, daemon=True) for ts in socks]
+    for t in threads:
+        t.start()
+    v4, v6, anyp, model = port["v4"], port["v6"], port["any"], port["model"]
+    targets = [f"127.0.0.1:{v4}", f"localhost:{v4}", f"LOCALHOST.:{v4}", f"0.0.0.0:{v4}",
+               f"0:{v4}", f"127.1:{v4}", f"2130706433:{v4}", f"0x7f000001:{v4}",
+               f"127.000.000.001:{v4}", f"127.0.0.2:{v4}", f"[::ffff:127.0.0.1]:{v4}",
+               f"[::ffff:7f00:1]:{v4}", f"[::127.0.0.1]:{v4}", f"[::1]:{v6}", f"[::]:{v6}",
+               f"[0:0:0:0:0:0:0:1]:{v6}", f"0.0.0.0:{anyp}", f"127.0.0.1:{model}",
+               f"localhost:{model}"]
+    probe = env["tmp"] / "probe.py"
+    probe.write_text(PROBE)
+    prog = env["tmp"] / "client.sh"
+    prog.write_text(f"#!/bin/sh\npython3 -c 'import socket; socket.create_connection("
+                    f"(\"127.0.0.1\", {model}), timeout=5)'\n"
+                    f"exec python3 {probe} {' '.join(targets)}\n")
+    prog.chmod(0o755)
+    try:
+        subprocess.run([sys.executable, "-m", "agent_sandbox", "agent", "claude", "--settings",
+                        str(env["settings"]), "--model-endpoint", f"http://127.0.0.1:{model}",
+                        "--program", str(prog), "--"], cwd=env["proj"],
+                       env=host_env(env["home"]), capture_output=True, timeout=180, check=False)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        for _, s in socks:
+            s.close()
+    assert hits["model"] == 1  # control: the forwarded endpoint, directly
+    assert (hits["v4"], hits["v6"], hits["any"]) == (0, 0, 0)
