@@ -173,3 +173,62 @@ def test_socket_linked_then_unlinked_is_masked(socks_dir: Path, project: Path,
         cm.close()
     assert ok.hits == 1
     assert cm.hits == 0
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a daemon that binds through /proc/self/fd/N/NAME (the usual way past sun_path's 108 "
+    "bytes) is listed under that name, which in the planner's process points at the "
+    "planner's own descriptor N: the socket is never found, never masked"))
+def test_socket_bound_through_proc_self_fd_is_masked(socks_dir: Path, project: Path,
+                                                     tmp_path: Path) -> None:
+    (socks_dir / "a").mkdir()
+    deep = socks_dir / "deep"
+    deep.mkdir()
+    ok = Listener(socks_dir / "a" / "ok.sock")
+    dfd = os.open(deep, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        via_fd = Listener(Path(f"/proc/self/fd/{dfd}/daemon.sock"))
+    finally:
+        os.close(dfd)
+    try:
+        run_connect(project, tmp_path, [str(socks_dir / "a" / "ok.sock")],
+                    [str(socks_dir / "a" / "ok.sock"), str(deep / "daemon.sock")])
+    finally:
+        ok.close()
+        via_fd.close()
+    assert ok.hits == 1
+    assert via_fd.hits == 0
+
+
+def test_unlisted_socket_in_writable_root_is_masked(socks_dir: Path, project: Path,
+                                                    tmp_path: Path) -> None:
+    """Blocked: a host daemon's socket inside the writable root, and a hard link to it,
+    are masked (the command cannot rename or relink them past the mask either)."""
+    (socks_dir / "a").mkdir()
+    ok = Listener(socks_dir / "a" / "ok.sock")
+    daemon = Listener(project / "daemon.sock")
+    os.link(project / "daemon.sock", project / "second-name.sock")
+    (project / "move.py").write_text(
+        "import os\n"
+        "for a, b in (('daemon.sock', 'moved.sock'), ('second-name.sock', 'moved2.sock')):\n"
+        "    try:\n        os.rename(a, b)\n    except OSError:\n        pass\n"
+        "    try:\n        os.link(a, 'l-' + b)\n    except OSError:\n        pass\n"
+        + CONNECT.replace("sys.argv[1:]", "['moved.sock', 'moved2.sock', 'l-moved.sock', "
+                          "'l-moved2.sock', 'daemon.sock', 'second-name.sock']"))
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({
+        "network": {"allowedDomains": [], "deniedDomains": [],
+                    "allowUnixSockets": [str(socks_dir / "a" / "ok.sock")]},
+        "filesystem": {"denyRead": [], "allowWrite": [str(project)], "denyWrite": []},
+    }))
+    try:
+        subprocess.run([sys.executable, "-m", "agent_sandbox", "exec", "--settings",
+                        str(settings), "--", sys.executable, "-I", "move.py"],
+                       cwd=project, capture_output=True, timeout=120, check=False)
+        run_connect(project, tmp_path, [str(socks_dir / "a" / "ok.sock")],
+                    [str(socks_dir / "a" / "ok.sock")])
+    finally:
+        ok.close()
+        daemon.close()
+    assert ok.hits == 1
+    assert daemon.hits == 0
