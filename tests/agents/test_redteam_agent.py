@@ -386,3 +386,45 @@ def test_model_endpoint_opens_only_its_own_port(env: dict[str, Path]) -> None:
             s.close()
     assert hits["model"] == 1  # control: the forwarded endpoint, directly
     assert (hits["v4"], hits["v6"], hits["any"]) == (0, 0, 0)
+
+
+# -- decisions and the client's configuration, from inside ------------------------
+
+def test_no_decision_or_config_can_be_written_from_inside_gemini(env: dict[str, Path]) -> None:
+    """Blocked: under ``sandbox agent gemini`` a command cannot write a decision, an
+    "always" entry, the policy, the host-level queue, nor Gemini CLI's settings,
+    policies, extensions, commands or trust list (judged from the host's files)."""
+    repo = init_repo(env["tmp"] / "repo", env["home"])
+    home = env["home"]
+    targets = [repo / ".sandbox" / "state" / "remembered.json",
+               repo / ".sandbox" / "escalations" / "decided" / "x.json",
+               repo / ".sandbox" / "escalations" / "pending" / "x.json",
+               repo / ".sandbox" / "policy.json",
+               home / ".local" / "state" / "agent-sandbox" / "escalations" / "x.json",
+               home / ".local" / "state" / "agent-sandbox" / "repositories.json",
+               home / ".gemini" / "settings.json",
+               home / ".gemini" / "trustedFolders.json",
+               home / ".gemini" / "policies" / "x.toml",
+               home / ".gemini" / "extensions" / "x" / "gemini-extension.json",
+               home / ".gemini" / "commands" / "x.toml",
+               home / ".gemini" / ".env",
+               repo / ".gemini" / "settings.json"]
+    before = {t: t.read_bytes() if t.exists() else None for t in targets}
+    settings = env["tmp"] / "settings-repo.json"
+    settings.write_text(json.dumps({
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {"denyRead": [], "allowWrite": [str(repo)], "denyWrite": []},
+    }))
+    prog = env["tmp"] / "client.sh"
+    prog.write_text("#!/bin/sh\n" + "".join(
+        f"mkdir -p '{t.parent}' 2>/dev/null; echo PWNED > '{t}' 2>/dev/null\n" for t in targets)
+        + "echo ran > \"$HOME/.gemini/ran\"\necho ran > ran-in-repo\n")
+    prog.chmod(0o755)
+    subprocess.run([sys.executable, "-m", "agent_sandbox", "agent", "gemini", "--settings",
+                    str(settings), "--program", str(prog), "--"], cwd=repo,
+                   env=host_env(home), capture_output=True, timeout=120, check=False)
+    assert (home / ".gemini" / "ran").exists()  # control: the client ran and wrote state
+    assert (repo / "ran-in-repo").exists()  # and the repository is writable
+    changed = [str(t) for t in targets
+               if (t.read_bytes() if t.exists() else None) != before[t]]
+    assert changed == []
