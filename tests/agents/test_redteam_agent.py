@@ -290,29 +290,57 @@ def test_pending_shows_the_real_command_of_a_forged_request(env: dict[str, Path]
     assert any("evil.example" in line for line in shown), shown
 
 
-RELAY_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "HookRelay.answer checks only the hook input's `cwd`; hooks.calls.cwd_of falls back to "
-    "`workspace_roots[0]` when `cwd` is absent, so a request forged inside one agent's run "
-    "is decided by, queued in and run in another registered repository (a shell call's "
-    "`workdir` naming another repository stays in this one's queue: the passing case)"))
-
-
-@pytest.mark.parametrize("how", [pytest.param("workspace_roots", marks=RELAY_XFAIL),
-                                 "workdir"])
-def test_relay_keeps_requests_in_the_agents_repository(env: dict[str, Path], how: str) -> None:
-    repo = init_repo(env["tmp"] / "repo", env["home"])
-    other = init_repo(env["tmp"] / "other", env["home"])
-    forged: dict[str, object] = {
+def forged_call(**extra: object) -> dict[str, object]:
+    call: dict[str, object] = {
         "session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash",
         "tool_use_id": "t2", "tool_input": {"command": "touch PWNED"}}
-    if how == "workspace_roots":
-        forged["workspace_roots"] = [str(other)]
-    else:  # the run's own folder as cwd (which the relay checks), another as workdir
-        forged["cwd"] = str(repo)
-        forged["tool_input"] = {"command": "touch PWNED", "workdir": str(other)}
-    found = forge_from_inside(env, repo, forged, [repo, other])
-    assert found, "no request at all (the judge could not fire)"
+    call.update(extra)
+    return call
+
+
+def test_control_relay_queues_a_request_in_the_agents_repository(env: dict[str, Path]) -> None:
+    """The judge fires: a request forged with the run's own folder is queued, in the run's
+    repository (so an empty queue below means the relay refused, not that nothing ran)."""
+    repo = init_repo(env["tmp"] / "repo", env["home"])
+    other = init_repo(env["tmp"] / "other", env["home"])
+    found = forge_from_inside(env, repo, forged_call(cwd=str(repo)), [repo, other])
     assert [r["repo"] for r in found] == [str(repo)]
+
+
+@pytest.mark.parametrize("how", ["workspace_roots", "workdir", "cwd", "cwd-symlink",
+                                 "workdir-symlink", "workdir-relative", "nested"])
+def test_relay_keeps_requests_in_the_agents_repository(env: dict[str, Path], how: str) -> None:
+    """Blocked: no forged folder (Cursor's ``workspace_roots``, a shell ``workdir``, a
+    ``cwd`` elsewhere, a symlink inside the run's folder to another repository, a nested
+    registered repository) puts a request in a queue, or runs one, outside the run's
+    repository."""
+    repo = init_repo(env["tmp"] / "repo", env["home"])
+    other = init_repo(env["tmp"] / "other", env["home"])
+    watch = [repo, other]
+    (repo / "link").symlink_to(other)
+    if how == "workspace_roots":
+        forged = forged_call(workspace_roots=[str(other)])
+    elif how == "workdir":  # the run's own folder as cwd, another as workdir
+        forged = forged_call(cwd=str(repo), tool_input={"command": "touch PWNED",
+                                                        "workdir": str(other)})
+    elif how == "cwd":
+        forged = forged_call(cwd=str(other))
+    elif how == "cwd-symlink":
+        forged = forged_call(cwd=str(repo / "link"))
+    elif how == "workdir-symlink":
+        forged = forged_call(cwd=str(repo), tool_input={"command": "touch PWNED",
+                                                        "workdir": str(repo / "link")})
+    elif how == "workdir-relative":
+        forged = forged_call(cwd=str(repo), tool_input={"command": "touch PWNED",
+                                                        "workdir": "../other"})
+    else:  # a repository registered inside the run's folder has its own queue
+        nested = init_repo(repo / "nested", env["home"])
+        watch.append(nested)
+        forged = forged_call(cwd=str(nested))
+    found = forge_from_inside(env, repo, forged, watch)
+    assert [r for r in found if r["repo"] != str(repo)] == []
+    assert found == []  # the relay refuses the call outright
+    assert not (other / "PWNED").exists()
 
 
 # -- the model endpoint's allowance ---------------------------------------------
@@ -391,6 +419,35 @@ def test_model_endpoint_opens_only_its_own_port(env: dict[str, Path]) -> None:
             s.close()
     assert hits["model"] == 1  # control: the forwarded endpoint, directly
     assert (hits["v4"], hits["v6"], hits["any"]) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("url", ["http://[::1]:{p}", "http://[::ffff:127.0.0.1]:{p}",
+                                 "http://[::ffff:7f00:1]:{p}", "http://[0:0:0:0:0:0:0:1]:{p}",
+                                 "http://[::127.0.0.1]:{p}", "https://[2001:db8::1]:{p}/v1",
+                                 "http://[fe80::1%25lo]:{p}", "control"])
+def test_ipv6_model_endpoint_is_refused_clearly(env: dict[str, Path], url: str) -> None:
+    """Refused with a clear message, before anything starts (the client never runs), for
+    every spelling of an IPv6 literal, also through the client's base-URL variable; the
+    control, the same endpoint on 127.0.0.1, runs the client."""
+    marker = env["proj"] / "ran"
+    prog = env["tmp"] / "client.sh"
+    prog.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    prog.chmod(0o755)
+    endpoint = "http://127.0.0.1:{p}" if url == "control" else url
+    for how in ("option", "variable"):
+        marker.unlink(missing_ok=True)
+        extra = (["--model-endpoint", endpoint.format(p=8089)] if how == "option" else [])
+        proc_env = dict(host_env(env["home"]), **({"ANTHROPIC_BASE_URL": endpoint.format(
+            p=8089)} if how == "variable" else {}))
+        out = subprocess.run([sys.executable, "-m", "agent_sandbox", "agent", "claude",
+                              "--settings", str(env["settings"]), *extra, "--program",
+                              str(prog), "--"], cwd=env["proj"], env=proc_env,
+                             capture_output=True, text=True, timeout=120, check=False)
+        if url == "control":
+            assert marker.exists(), out.stderr
+            continue
+        assert (out.returncode, marker.exists()) == (2, False), (how, out.stderr)
+        assert "an IPv6 address is not supported" in out.stderr, out.stderr
 
 
 # -- decisions and the client's configuration, from inside ------------------------

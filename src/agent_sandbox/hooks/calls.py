@@ -39,14 +39,17 @@ def _opt_str(obj: dict[str, Any], *keys: str) -> str | None:
     return None
 
 
-def cwd_of(data: dict[str, Any]) -> str:
+def cwd_of(data: dict[str, Any], here: str | None = None) -> str:
+    """The folder a call is made in: the input's ``cwd``, else Cursor's first
+    workspace root, else ``here`` (default: this process's working directory).
+    The only implementation: ``sandbox agent``'s relay calls it too."""
     cwd = data.get("cwd")
     if cwd is None:
         roots = data.get("workspace_roots")
         if isinstance(roots, list) and roots and isinstance(roots[0], str):
             cwd = roots[0]
     if cwd is None:
-        cwd = os.getcwd()
+        cwd = os.getcwd() if here is None else here
     if not isinstance(cwd, str) or not cwd.startswith("/") or "\x00" in cwd:
         raise BadInput("cwd must be an absolute path")
     return os.path.normpath(cwd)

@@ -127,7 +127,8 @@ class Endpoint:
 
 def parse_endpoint(url: str) -> Endpoint:
     """``http(s)://HOST[:PORT][/...]`` with an explicit scheme; a loopback host
-    (127.0.0.0/8, ::1, ``localhost``) needs an explicit port."""
+    (127.0.0.1, ``localhost``) needs an explicit port; an IPv6 literal (``[::1]``,
+    ``[::ffff:127.0.0.1]``, any other) is refused with a clear message."""
     import ipaddress
     from urllib.parse import urlsplit
 
@@ -141,6 +142,12 @@ def parse_endpoint(url: str) -> Endpoint:
     if parts.username is not None or parts.password is not None:
         raise AgentProfileError(f"--model-endpoint {url!r}: no user name or password")
     host = parts.hostname.lower().rstrip(".")
+    if ":" in host or "%" in host:
+        # an IPv6 literal: neither srt's allowed domains nor the run's forwarded
+        # loopback port (the sandbox's own 127.0.0.1) can name one
+        raise AgentProfileError(f"--model-endpoint {url!r}: an IPv6 address is not supported; "
+                                "name the host, or for a loopback endpoint use "
+                                "http://127.0.0.1:PORT")
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:

@@ -14,8 +14,11 @@ proxy's:
   log or the approval queue (both read-only in every sandbox), so the inner
   ``sandbox hook`` hands its input to this process (``cli/hook_relay``), which
   runs the same hook on the host, in the run's working directory, and returns
-  its answer. A hook input whose ``cwd`` is not inside the run's working
-  directory is refused; the relay runs nothing but ``sandbox hook``.
+  its answer. The relay computes the call's folders with the hook's own
+  functions and refuses any outside the run's working directory or its
+  registered repository (a forged ``cwd``, ``workspace_roots`` or shell
+  ``workdir``), then pins the input's ``cwd`` to the resolved folder; it runs
+  nothing but ``sandbox hook``.
 
 Everything that arrives on these ports comes from the sandbox and is hostile:
 sizes are bounded, the JSON is checked, and nothing from it picks a program,
@@ -57,11 +60,18 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+class Refused(ValueError):
+    """A relayed hook input that is not run (the reason is the hook's answer)."""
+
+
 class HookRelay:
     """Runs the hooks the client asks for on the host (see the module doc)."""
 
     def __init__(self, cwd: str, env: dict[str, str]) -> None:
+        from agent_sandbox.policy.registry import repository_of
+
         self.cwd, self.env = os.path.realpath(cwd), env
+        self.repo = repository_of(self.cwd, env.get("HOME") or os.path.expanduser("~"))
         self.procs: set[subprocess.Popen[bytes]] = set()
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(MAX_HOOKS)
@@ -89,14 +99,9 @@ class HookRelay:
                 or not isinstance(stdin, str)):
             return refused("malformed request")
         try:
-            data = json.loads(stdin)
-        except ValueError:
-            data = None
-        cwd = data.get("cwd") if isinstance(data, dict) else None
-        if isinstance(cwd, str) and cwd:
-            if not os.path.isabs(cwd) or not _inside(os.path.realpath(cwd), self.cwd):
-                return refused(f"the call's folder {cwd!r} is outside this agent's "
-                               f"folder {self.cwd}")
+            stdin = self.pin(argv[0], argv[1], stdin)
+        except Refused as exc:
+            return refused(str(exc))
         proc = subprocess.Popen([sys.executable, "-m", "agent_sandbox", "hook", *argv],
                                 cwd=self.cwd, env=self.env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -114,6 +119,54 @@ class HookRelay:
                 self.procs.discard(proc)
         return {"rc": proc.returncode, "stdout": out.decode("utf-8", "replace"),
                 "stderr": err.decode("utf-8", "replace")}
+
+    def owns(self, folder: str) -> bool:
+        """Whether ``folder`` is (symlinks resolved) inside the run's folder and in the
+        same registered repository as the run, so its audit and queue are the run's."""
+        from agent_sandbox.policy.registry import repository_of
+
+        if not os.path.isabs(folder):
+            return False
+        real = os.path.realpath(folder)
+        home = self.env.get("HOME") or os.path.expanduser("~")
+        return _inside(real, self.cwd) and repository_of(real, home) == self.repo
+
+    def pin(self, agent: str, event: str, stdin: str) -> str:
+        """The hook input to run on the host, pinned to the run's folder; or
+        raises ``Refused``. The folders are computed by the hook's own functions
+        (``hooks.calls.cwd_of``, ``hooks.entry.to_call``): the call's folder and,
+        for a tool call, the folder it would run in (a shell call's ``workdir``)
+        must both be inside the run's folder and repository; the input's ``cwd`` is
+        then set to the resolved folder, so the hook cannot pick another one."""
+        from agent_sandbox.hooks.calls import BadInput, cwd_of
+        from agent_sandbox.hooks.entry import AGENTS, PRE_EVENTS, to_call
+
+        if agent not in AGENTS or event not in AGENTS[agent]:
+            raise Refused(f"unknown hook {agent} {event}")
+        try:
+            data = json.loads(stdin)
+        except ValueError as exc:
+            raise Refused(f"the hook input is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise Refused("the hook input is not a JSON object")
+        try:
+            cwd = cwd_of(data, self.cwd)
+        except BadInput as exc:
+            raise Refused(f"malformed hook input: {exc}") from None
+        if not self.owns(cwd):
+            raise Refused(f"the call's folder {cwd!r} is outside this agent's folder "
+                          f"{self.cwd}")
+        data["cwd"] = os.path.realpath(cwd)
+        data.pop("workspace_roots", None)
+        if event in PRE_EVENTS:
+            try:
+                where = to_call(agent, event, data).cwd
+            except BadInput as exc:
+                raise Refused(f"malformed hook input: {exc}") from None
+            if not self.owns(where):
+                raise Refused(f"the call would run in {where!r}, outside this agent's "
+                              f"folder {self.cwd}")
+        return json.dumps(data)
 
     def stop(self) -> None:
         with self.lock:
