@@ -83,27 +83,34 @@ def test_control_host_claude_runs_the_legacy_global_config(env: dict[str, Path])
     assert marker.exists()
 
 
+def private_view(env: dict[str, Path], client: str) -> Path:
+    """Where the client's state folders are inside ``sandbox agent`` (its private view)."""
+    from agent_sandbox.runtime.agent_state import private_root
+
+    return Path(private_root(client, str(env["home"]))) / "view"
+
+
 @needs_claude
-@pytest.mark.xfail(strict=True, reason=(
-    "agent_profiles.PROFILES['claude'] makes ~/.claude writable and holds read-only only a "
-    "denylist of config_files; Claude Code's legacy global configuration "
-    "~/.claude/.config.json (preferred over ~/.claude.json whenever it is a non-empty file) "
-    "is not on it, so a command inside plants user-scope MCP servers that the host's next "
-    "claude starts outside the sandbox"))
 def test_sandboxed_command_cannot_plant_claude_legacy_config(env: dict[str, Path]) -> None:
+    """Blocked: ``~/.claude/.config.json`` written inside lands in the private folder; the
+    host's next claude does not start its MCP server (the control above shows it would)."""
     marker = env["tmp"] / "MARKER"
     (env["home"] / ".claude.json").write_text('{"numStartups": 1, "mcpServers": {}}')
     run_agent_claude(env, f"cat > \"$HOME/.claude/.config.json\" <<'E'\n"
                           f"{mcp_config(marker)}\nE\n")
     assert not marker.exists()  # nothing ran yet
+    planted = private_view(env, "claude") / ".claude" / ".config.json"
+    assert planted.exists()  # control: the command ran and wrote its state folder
     host_claude_mcp_list(env)
     assert not marker.exists()
+    assert not (env["home"] / ".claude" / ".config.json").exists()
 
 
 def test_sandboxed_command_cannot_change_claude_settings(env: dict[str, Path]) -> None:
-    """Blocked: the listed configuration files keep their bytes (and absent ones stay absent)."""
+    """Blocked: the host's configuration files keep their bytes (and absent ones stay
+    absent), and inside the sandbox the client still reads the host's, not a planted one."""
     (env["home"] / ".claude").mkdir()
-    (env["home"] / ".claude" / "settings.json").write_text("{}")
+    (env["home"] / ".claude" / "settings.json").write_text('{"host": true}')
     (env["home"] / ".claude.json").write_text('{"numStartups": 1}')
     names = [".claude/settings.json", ".claude.json", ".claude/settings.local.json",
              ".claude/hooks/x.sh", ".claude/commands/x.md", ".claude/.mcp.json",
@@ -111,27 +118,78 @@ def test_sandboxed_command_cannot_change_claude_settings(env: dict[str, Path]) -
     run_agent_claude(env, "".join(
         f"mkdir -p \"$(dirname \"$HOME/{n}\")\" 2>/dev/null; echo PWNED > \"$HOME/{n}\"\n"
         for n in names) + "echo ran > \"$HOME/.claude/ran\"\n")
-    assert (env["home"] / ".claude" / "ran").exists()  # control: the client ran, wrote state
+    assert (private_view(env, "claude") / ".claude" / "ran").exists()  # control: it ran
     for n in names:
         p = env["home"] / n
         assert not (p.exists() and b"PWNED" in p.read_bytes()), n
+    # a second run reads the host's settings, whatever the first left in its private folder
+    seen = env["proj"] / "seen"
+    run_agent_claude(env, f"cat \"$HOME/.claude/settings.json\" > {seen}; "
+                          f"cat \"$HOME/.claude/settings.local.json\" >> {seen}\n")
+    assert seen.read_text() == '{"host": true}{}'
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the claude profile's config_files omit the folders Claude Code itself names as "
-    "'files Claude Code runs' and refuses to let its own file tools write (shell-snapshots, "
-    "session-env, jobs, daemon, daemon.json): under sandbox agent claude they are writable, "
-    "e.g. a shell snapshot a concurrent host session sources before each Bash command"))
+RUN_FOLDERS = [".claude/shell-snapshots/snapshot-bash-1-abc.sh", ".claude/session-env/x",
+               ".claude/jobs/x", ".claude/daemon/x", ".claude/daemon.json",
+               ".claude/projects/x/memory/MEMORY.md", ".claude/todos/x.json",
+               ".claude/new-folder-of-a-later-version/x", ".claude/.config.json",
+               ".cache/claude-cli-nodejs/x/mcp-logs-x/x.txt"]
+
+
 def test_sandboxed_command_cannot_write_claude_run_folders(env: dict[str, Path]) -> None:
-    names = [".claude/shell-snapshots/snapshot-bash-1-abc.sh", ".claude/session-env/x",
-             ".claude/jobs/x", ".claude/daemon/x", ".claude/daemon.json"]
+    """Blocked: nothing written anywhere in Claude Code's folders (named today or not)
+    reaches the host's; it lands in the private folder (the control)."""
     run_agent_claude(env, "".join(
         f"mkdir -p \"$(dirname \"$HOME/{n}\")\" 2>/dev/null; echo PWNED > \"$HOME/{n}\"\n"
-        for n in names) + "echo ran > \"$HOME/.claude/ran\"\n")
-    assert (env["home"] / ".claude" / "ran").exists()
-    written = [n for n in names if (env["home"] / n).exists()
-               and b"PWNED" in (env["home"] / n).read_bytes()]
+        for n in RUN_FOLDERS) + "echo ran > \"$HOME/.claude/ran\"\n")
+    view = private_view(env, "claude")
+    assert [n for n in RUN_FOLDERS if not (view / n).exists()] == []  # control
+    written = [n for n in RUN_FOLDERS if (env["home"] / n).exists()]
     assert written == []
+
+
+@pytest.mark.parametrize("client,folder", [("codex", ".codex"), ("gemini", ".gemini")])
+def test_sandboxed_command_cannot_write_other_clients_state(env: dict[str, Path], client: str,
+                                                            folder: str) -> None:
+    """Blocked: Codex's ``memories/`` (read into the next host session's instructions),
+    its sessions, Gemini CLI's state: written inside, none reaches the host's folder."""
+    names = [f"{folder}/memories/x.md", f"{folder}/sessions/x.jsonl", f"{folder}/x",
+             f"{folder}/tmp/x/chats/x.json", f"{folder}/history.jsonl"]
+    prog = env["tmp"] / "client.sh"
+    prog.write_text("#!/bin/sh\n" + "".join(
+        f"mkdir -p \"$(dirname \"$HOME/{n}\")\"; echo PWNED > \"$HOME/{n}\"\n"
+        for n in names))
+    prog.chmod(0o755)
+    subprocess.run([sys.executable, "-m", "agent_sandbox", "agent", client, "--settings",
+                    str(env["settings"]), "--program", str(prog), "--"], cwd=env["proj"],
+                   env=host_env(env["home"]), capture_output=True, timeout=120, check=False)
+    view = private_view(env, client)
+    assert [n for n in names if not (view / n).exists()] == []  # control
+    assert [n for n in names if (env["home"] / n).exists()] == []
+
+
+def test_links_planted_in_the_private_folder_are_not_followed(env: dict[str, Path]) -> None:
+    """Blocked: links a first run leaves in its private folder where the next run's
+    launcher makes mount points and its TMPDIR point at host files; the next run neither
+    writes through them nor mounts over them (judged on the host's files), and runs."""
+    victim = env["tmp"] / "victim"
+    victim.mkdir()
+    (victim / "keep").write_text("keep")
+    (env["home"] / ".claude").mkdir()
+    (env["home"] / ".claude" / "settings.json").write_text('{"host": true}')
+    run_agent_claude(env, "cd \"$HOME/.claude\"\n"
+                          "rm -rf tmp; ln -s " + str(victim) + " tmp\n"
+                          "rm -rf settings.json hooks; ln -s " + str(victim / "keep")
+                          + " settings.json; ln -s " + str(victim) + " hooks\n")
+    view = private_view(env, "claude") / ".claude"
+    assert (view / "tmp").is_symlink()  # control: the first run planted its links
+    seen = env["proj"] / "seen"
+    run_agent_claude(env, f"cat \"$HOME/.claude/settings.json\" > {seen}; "
+                          "echo x > \"$TMPDIR/y\"\n")
+    assert seen.read_text() == '{"host": true}'  # the second run ran, with host settings
+    assert sorted(p.name for p in victim.iterdir()) == ["keep"]
+    assert (victim / "keep").read_text() == "keep"
+    assert not (view / "tmp").is_symlink() and not (view / "settings.json").is_symlink()
 
 
 # -- escalations forged from inside, through the hook relay ---------------------
@@ -485,7 +543,8 @@ def test_no_decision_or_config_can_be_written_from_inside_gemini(env: dict[str, 
     subprocess.run([sys.executable, "-m", "agent_sandbox", "agent", "gemini", "--settings",
                     str(settings), "--program", str(prog), "--"], cwd=repo,
                    env=host_env(home), capture_output=True, timeout=120, check=False)
-    assert (home / ".gemini" / "ran").exists()  # control: the client ran and wrote state
+    # control: the client ran and wrote its state (in its private folder)
+    assert (private_view(env, "gemini") / ".gemini" / "ran").exists()
     assert (repo / "ran-in-repo").exists()  # and the repository is writable
     changed = [str(t) for t in targets
                if (t.read_bytes() if t.exists() else None) != before[t]]

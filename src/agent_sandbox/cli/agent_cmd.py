@@ -2,9 +2,9 @@
 
 The client (``claude``, ``codex`` or ``gemini``) runs under ``sandbox exec``'s
 filesystem and network policy (the host's settings, ``--settings FILE`` or
-``--spec SPEC [--host NAME]``) with its model API reachable and the writable
-parts of its own state folder (``runtime.agent_profiles``), so every call it
-makes is contained whatever its hooks, settings or flags say. The work is the
+``--spec SPEC [--host NAME]``) with its model API reachable and a private
+state folder (``runtime.agent_profiles``, ``runtime.agent_state``), so every
+call it makes is contained whatever its hooks, settings or flags say. The work is the
 runtime's (``runtime.agent_run``); this module reads the command line, finds
 the client's program and fails closed with a clear message: an unknown client,
 a missing program, invalid settings or a spec that does not load start nothing.
@@ -30,7 +30,8 @@ USAGE = """usage: sandbox agent CLIENT [--settings FILE | --spec SPEC [--host NA
                      [--timeout SECONDS] -- [ARG...]
 
 Run the agent client CLIENT (claude, codex or gemini) inside the sandbox, with
-its model API reachable and its own state folder writable, nothing protected.
+its model API reachable and a private state folder (the host's settings and
+credentials read-only in it; nothing it writes reaches the host's folder).
 --model-endpoint URL  the model API this run may reach besides the client's
                       default ones; on loopback exactly that port is forwarded
                       (default: the client's own base-URL variable, if set:
@@ -151,6 +152,7 @@ def main(args: list[str], err: IO[str] | None = None) -> int:
                           f"{opts.timeout!r}\n")
                 return 2
         from agent_sandbox.runtime.agent_run import hold_config, release_config, run_agent
+        from agent_sandbox.runtime.agent_state import prepare as prepare_state
         from agent_sandbox.runtime.host import home_dir
         from agent_sandbox.runtime.run import resolve_settings
 
@@ -174,18 +176,16 @@ def main(args: list[str], err: IO[str] | None = None) -> int:
         if is_wrapper(program):
             raise SandboxStartError(f"{program} is the agent-sandbox wrapper, not the client")
         settings = agent_settings(base, client, home, endpoint)
-        for rel in prof.state_dirs:  # writable only if it exists when the sandbox starts
-            os.makedirs(os.path.join(home, rel), mode=0o700, exist_ok=True)
         command = [program, *opts.command]
-        opened = [os.path.join(home, d) for d in prof.state_dirs]
-        # the host's /tmp is not the client's: its temporary files go to its state folder
-        tmp = os.path.join(home, prof.state_dir, "tmp", "sandbox-agent")
-        os.makedirs(tmp, mode=0o700, exist_ok=True)
-        env = {**os.environ, "TMPDIR": tmp}
-        held = hold_config(home, prof.config_files)
+        # the client's state folders are private to sandboxed runs (agent_state); the
+        # host's /tmp is not the client's: its temporary files go to its private folder
+        view = prepare_state(client, home)
+        env = {**os.environ, "TMPDIR": view.tmpdir}
+        held = hold_config(home, [c for c in prof.config_files
+                                  if not any(c.startswith(d) for d in prof.private_dirs)])
         try:
             return run_agent(command, settings, cwd, home, endpoint=endpoint, timeout=timeout,
-                             opened=opened, env=env, err=err)
+                             overlays=view.overlays, env=env, err=err)
         finally:
             release_config(held)
     except SettingsError as exc:

@@ -1,18 +1,15 @@
 """What each agent client needs to run inside ``sandbox exec`` (``sandbox agent``).
 
 For Claude Code, Codex CLI and Gemini CLI: the program's name, the model API
-hosts it must reach, and the parts of its own state folder it writes while it
-works (sessions, logs, caches, history). ``agent_settings`` adds exactly these
-to a run's srt settings and nothing else:
-
-- the API hosts go into ``allowedDomains`` for this run (a host the settings
-  deny stays denied: ``deniedDomains`` wins in the proxy, so a fleet that
-  forbids a client's API forbids the client);
-- the state entries go into ``allowWrite``; the client's settings, hooks,
-  policies, trust lists and MCP configuration stay read-only: they are not in
-  the lists below, the protected set (``agent_sandbox.protected``) keeps them
-  read-only in every sandbox, and ``denyWrite`` names them again so that a
-  writable state folder never makes them writable.
+hosts it must reach, the folders it writes its state in and the host's inputs
+it reads there. ``agent_settings`` adds the API hosts to a run's srt settings
+(a host the settings deny stays denied: ``deniedDomains`` wins in the proxy,
+so a fleet that forbids a client's API forbids the client) and names the
+inputs in ``denyWrite`` again; it opens nothing for writing. The state folders
+are replaced inside the sandbox by private ones (``runtime.agent_state``): the
+host's folder, which the same client reads when it later runs outside our
+sandbox, is never written from inside; the inputs (``config_files``) are bound
+read-only from the host's own files.
 
 Pure but for ``is_wrapper``: no policy of its own beyond these lists. It never loosens a
 deny of the settings it is given.
@@ -46,39 +43,38 @@ class AgentProfileError(ValueError):
 class Profile:
     """One client (a plain class: no dataclass import on the CLI's start)."""
 
-    __slots__ = ("api_hosts", "base_url_env", "config_files", "name", "program", "state_dir",
-                 "state_writes")
-
-    @property
-    def state_dirs(self) -> tuple[str, ...]:
-        """The folders among ``state_writes`` (created before the sandbox starts)."""
-        return tuple(w.rstrip("/") for w in self.state_writes if w.endswith("/"))
+    __slots__ = ("api_hosts", "base_url_env", "config_files", "name", "private_dirs",
+                 "program", "state_dir")
 
     def __init__(self, name: str, program: str, state_dir: str, api_hosts: tuple[str, ...],
-                 state_writes: tuple[str, ...], config_files: tuple[str, ...],
+                 private_dirs: tuple[str, ...], config_files: tuple[str, ...],
                  base_url_env: str = "") -> None:
         self.name, self.program, self.state_dir = name, program, state_dir
         # the client's own variable for its model API's address: when the user who
         # starts ``sandbox agent`` has set it, that endpoint is the run's endpoint
         self.base_url_env = base_url_env
-        self.api_hosts, self.state_writes, self.config_files = (api_hosts, state_writes,
+        self.api_hosts, self.private_dirs, self.config_files = (api_hosts, private_dirs,
                                                                 config_files)
 
 
-# state_writes and config_files are relative to the home folder (a folder ends
-# in /). The clients write their state by atomic rename (a temporary file beside
-# the target), so the state folder itself must be writable; everything in it
-# that decides what the client does next time (settings, hooks, policies, trust,
-# MCP servers, extensions, commands, agents, instructions, environment files,
-# credentials) is in config_files and stays read-only. An absent one is created
-# first as what its absence means (an empty folder, ``{}``, an empty file) so a
-# read-only mount can hold its name, and removed after the run if still so
-# (``held_config``).
+# private_dirs and config_files are relative to the home folder (a folder ends
+# in /). private_dirs: every folder the client writes (sessions, logs, caches,
+# history, and whatever a later version adds); under ``sandbox agent`` each is a
+# private folder (``agent_state``), the first one also holding the client's
+# TMPDIR. config_files: the host's inputs the client needs (settings, hooks,
+# policies, trust, MCP servers, extensions, commands, agents, instructions,
+# environment files, credentials), bound read-only from the host's files, or as
+# what their absence means (an empty folder, ``{}``, an empty file) when the host
+# has none: a new input of a later client version is simply not seen inside,
+# never a channel out. One beside the folders (``~/.claude.json``) is the host's
+# file, held read-only (``agent_run.hold_config``). Credentials are read-only
+# too: a token the client refreshes inside cannot be written back (the client
+# refreshes again on its next run, or the user logs in on the host).
 PROFILES: dict[str, Profile] = {
     "claude": Profile(
         "claude", "claude", ".claude",
         api_hosts=("api.anthropic.com", "statsig.anthropic.com"),
-        state_writes=(".claude/", ".cache/claude-cli-nodejs/"),
+        private_dirs=(".claude/", ".cache/claude-cli-nodejs/"),
         config_files=(".claude/settings.json", ".claude/settings.local.json",
                       ".claude.json", ".claude/CLAUDE.md", ".claude/agents/",
                       ".claude/commands/", ".claude/hooks/", ".claude/plugins/",
@@ -88,7 +84,7 @@ PROFILES: dict[str, Profile] = {
     "codex": Profile(
         "codex", "codex", ".codex",
         api_hosts=("api.openai.com", "chatgpt.com"),
-        state_writes=(".codex/",),
+        private_dirs=(".codex/",),
         config_files=(".codex/config.toml", ".codex/hooks.json", ".codex/requirements.toml",
                       ".codex/managed_config.toml", ".codex/auth.json", ".codex/rules/",
                       ".codex/AGENTS.md", ".codex/AGENTS.override.md", ".codex/prompts/",
@@ -97,13 +93,14 @@ PROFILES: dict[str, Profile] = {
         "gemini", "gemini", ".gemini",
         api_hosts=("generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com",
                    "oauth2.googleapis.com"),
-        state_writes=(".gemini/",),
+        private_dirs=(".gemini/",),
         config_files=(".gemini/settings.json", ".gemini/trustedFolders.json",
                       ".gemini/policies/", ".gemini/extensions/", ".gemini/commands/",
                       ".gemini/agents/", ".gemini/skills/", ".gemini/hooks/",
                       ".gemini/GEMINI.md", ".gemini/AGENTS.md", ".gemini/system.md",
                       ".gemini/.env", ".gemini/oauth_creds.json",
-                      ".gemini/mcp-oauth-tokens.json", ".gemini/extension_integrity.json"),
+                      ".gemini/mcp-oauth-tokens.json", ".gemini/extension_integrity.json",
+                      ".gemini/google_accounts.json"),
         base_url_env="GOOGLE_GEMINI_BASE_URL"),
 }
 
@@ -178,8 +175,6 @@ def agent_settings(settings: Settings, client: str, home: str,
     if endpoint is not None and not endpoint.loopback:
         hosts.append(f"{endpoint.host}:{endpoint.port}")
     net["allowedDomains"] = list(dict.fromkeys([*net["allowedDomains"], *hosts]))
-    fs["allowWrite"] = list(dict.fromkeys(
-        [*fs["allowWrite"], *(os.path.join(home, w.rstrip("/")) for w in p.state_writes)]))
     fs["denyWrite"] = list(dict.fromkeys(
         [*fs["denyWrite"], *(os.path.join(home, c.rstrip("/")) for c in p.config_files)]))
     return parse(doc, source=f"{settings.source} (+ {client} for sandbox agent)")

@@ -290,7 +290,7 @@ def release_config(created: Sequence[tuple[str, bytes | None]]) -> None:
 def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *,
               endpoint: Endpoint | None = None, timeout: float | None = None,
               env: dict[str, str] | None = None, opened: Sequence[str] = (),
-              err: Any = None) -> int:
+              overlays: Sequence[tuple[str, str, str | None]] = (), err: Any = None) -> int:
     """Run the client with the terminal attached; return its exit status."""
     from .run import FORWARDED_SIGNALS
 
@@ -300,7 +300,7 @@ def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *
         ports.append(endpoint.port)
     inner_env = {**base, RELAY_ENV: str(RELAY_PORT)}
     run = BwrapRun(settings, command, cwd=cwd, home=home, env=inner_env, extra_ports=ports,
-                   opened=opened)
+                   opened=opened, overlays=overlays)
     relay = HookRelay(cwd, {k: v for k, v in base.items() if k != RELAY_ENV})
     servers = Servers()
     run.start()

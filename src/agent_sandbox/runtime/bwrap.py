@@ -761,11 +761,14 @@ def build_argv(
     bwrap: str = "bwrap",
     is_root: bool = False,
     new_session: bool = True,
+    overlays: Sequence[tuple[str, str, bool]] = (),
 ) -> list[str]:
     """The ``bwrap`` command line for a plan (pure).
 
     ``new_session=False`` keeps an interactive command on its terminal; only
     safe with the seccomp filter, which refuses TIOCSTI and TIOCLINUX.
+    ``overlays``: ``(source, target, writable)`` binds over the plan's mounts, in
+    order (``sandbox agent``'s private state folder, ``runtime.agent_state``).
     """
     argv = [bwrap] if p.hide_root else [bwrap, "--ro-bind", "/", "/"]
     argv += ["--dev", "/dev", "--proc", "/proc"]
@@ -794,6 +797,8 @@ def build_argv(
             argv += ["--ro-bind", m.path, m.path]
         elif m.op == "link":
             argv += ["--symlink", m.kind, m.path]
+    for source, target, writable in overlays:
+        argv += ["--bind" if writable else "--ro-bind", source, target]
     for path in remount:
         argv += ["--remount-ro", path]
     fds = fds or Fds()

@@ -66,6 +66,30 @@ def runtime_paths(home: str, settings_source: str | None = None) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
+def overlay_binds(p: bw.Plan, overlays: Sequence[tuple[str, str, str | None]]
+                  ) -> list[tuple[str, str, bool]]:
+    """``BwrapRun``'s overlays as ``build_argv`` takes them: a read-only source the
+    plan hides is replaced by its fallback."""
+    index = bw._by_path(m for m in p.mounts if m.op != "link")
+    out: list[tuple[str, str, bool]] = []
+    for source, target, fallback in overlays:
+        if fallback is None:
+            out.append((source, target, True))
+            continue
+        real = os.path.realpath(source)
+        over = bw._over(real, index)
+        if over:
+            visible = max(over, key=bw.Mount.key).op != "hide"
+        else:  # the plan's own rule: nothing of the host's where its root, or the
+            # folders of unix sockets, are hidden
+            visible = not p.hide_root and not (p.hide_unix_dirs and any(
+                bw._under(real, d) for d in bw.UNIX_SOCKET_DIRS))
+        if not visible:
+            source = fallback
+        out.append((source, target, False))
+    return out
+
+
 def tool_dirs(env: dict[str, str] | None = None) -> list[str]:
     """The folders on the caller's PATH: a program planted in one would run on the
     host instead of the one the user types (``bwrap.plan``'s ``tools``)."""
@@ -75,12 +99,14 @@ def tool_dirs(env: dict[str, str] | None = None) -> list[str]:
 
 
 def prepare(p: bw.Plan, command: Sequence[str], cwd: str, env: dict[str, str] | None,
-            fds: bw.Fds, interactive: bool = False) -> tuple[list[str], dict[str, str]]:
+            fds: bw.Fds, interactive: bool = False,
+            overlays: Sequence[tuple[str, str, bool]] = ()) -> tuple[list[str], dict[str, str]]:
     """The argv and environment for a run (no effects). The settings' credential
     variables are removed from bwrap's own environment: no process inside holds
     them, bwrap's pid 1 included."""
     argv = bw.build_argv(p, command, cwd=cwd, fds=fds, bwrap=find_bwrap(),
-                         is_root=os.geteuid() == 0, new_session=not interactive)
+                         is_root=os.geteuid() == 0, new_session=not interactive,
+                         overlays=overlays)
     full_env = {k: v for k, v in (os.environ if env is None else env).items()
                 if k not in p.unset_env}
     full_env.update(bw.proxy_env(connect_helper=connect_helper()))
@@ -110,7 +136,8 @@ class BwrapRun:
     def __init__(self, settings: Settings, command: Sequence[str], *, cwd: str, home: str,
                  env: dict[str, str] | None = None, audit_dir: str | None = None,
                  record: Callable[[dict[str, Any]], None] | None = None,
-                 extra_ports: Sequence[int] = (), opened: Sequence[str] = ()) -> None:
+                 extra_ports: Sequence[int] = (), opened: Sequence[str] = (),
+                 overlays: Sequence[tuple[str, str, str | None]] = ()) -> None:
         if not command:
             raise SandboxStartError("no command given: sandbox exec -- CMD [ARG...]")
         require_enforceable(settings, "bwrap")
@@ -124,6 +151,10 @@ class BwrapRun:
         self.extra_ports = tuple(extra_ports)
         self.extra_listeners: list[Any] = []
         self.opened = tuple(opened)  # writable roots opened in the protected set (bw.plan)
+        # binds over the plan: (source, target, None) writable, (source, target,
+        # fallback) read-only, with ``fallback`` bound instead where the plan hides
+        # ``source`` (a denyRead or credential file stays unreadable)
+        self.overlays = tuple(overlays)
         self.proxy: Any = None
         self.placeholders: Placeholders | None = None
         self.plan: bw.Plan | None = None
@@ -197,6 +228,7 @@ class BwrapRun:
                                 [m.path for m in p.mounts])
             self.plan = p
             argv, env = prepare(p, self.command, self.cwd, self.env, fds,
+                                overlays=overlay_binds(p, self.overlays),
                                 interactive=not capture and os.isatty(0))
             try:
                 if capture:
