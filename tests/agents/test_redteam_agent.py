@@ -192,6 +192,46 @@ def test_links_planted_in_the_private_folder_are_not_followed(env: dict[str, Pat
     assert not (view / "tmp").is_symlink() and not (view / "settings.json").is_symlink()
 
 
+@pytest.mark.parametrize("denied", [False, True])
+def test_host_credentials_stay_hidden_when_denied(env: dict[str, Path], denied: bool) -> None:
+    """Blocked: a credentials file the run's settings deny for reading is not bound into
+    the private folder (an empty placeholder is); the control, without the deny, reads the
+    host's file (read-only: the write back fails and the host's bytes stay)."""
+    (env["home"] / ".claude").mkdir()
+    creds = env["home"] / ".claude" / ".credentials.json"
+    creds.write_text('{"token": "SECRET"}')
+    if denied:
+        doc = json.loads(env["settings"].read_text())
+        doc["filesystem"]["denyRead"] = [str(creds)]
+        env["settings"].write_text(json.dumps(doc))
+    seen = env["proj"] / "seen"
+    run_agent_claude(env, f"cat \"$HOME/.claude/.credentials.json\" > {seen}; "
+                          "echo '{}' > \"$HOME/.claude/.credentials.json\"\n")
+    assert ("SECRET" in seen.read_text()) is not denied
+    assert creds.read_text() == '{"token": "SECRET"}'
+
+
+def test_private_folder_itself_is_read_only_inside(env: dict[str, Path]) -> None:
+    """Blocked: inside, the private folder's placeholders and the view at its real path
+    (where the next run's mounts come from) cannot be written; the view through the
+    client's folder can (the control)."""
+    from agent_sandbox.runtime.agent_state import private_root
+
+    root = Path(private_root("claude", str(env["home"])))
+    run_agent_claude(env, "true\n")  # the first run makes the folder
+    held = sorted(p for p in (root / "held").iterdir() if p.is_file())
+    assert held
+    before = {p: p.read_bytes() for p in held}
+    run_agent_claude(env, "".join(f"echo PWNED > '{p}'\n" for p in held)
+                     + f"echo PWNED > '{root}/view/.claude/direct'\n"
+                     + f"mkdir '{root}/extra'\n"
+                     + "echo ran > \"$HOME/.claude/ran\"\n")
+    assert (root / "view" / ".claude" / "ran").exists()  # control
+    assert {p: p.read_bytes() for p in held} == before
+    assert not (root / "view" / ".claude" / "direct").exists()
+    assert not (root / "extra").exists()
+
+
 # -- escalations forged from inside, through the hook relay ---------------------
 
 def sandbox_cli(*args: str, home: Path, cwd: Path,
