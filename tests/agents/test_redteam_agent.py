@@ -211,6 +211,26 @@ def test_host_credentials_stay_hidden_when_denied(env: dict[str, Path], denied: 
     assert creds.read_text() == '{"token": "SECRET"}'
 
 
+@pytest.mark.parametrize("client,var", [("claude", "CLAUDE_CONFIG_DIR"),
+                                        ("codex", "CODEX_HOME"), ("gemini", "GEMINI_CLI_HOME")])
+def test_state_folder_variable_cannot_move_state_out(env: dict[str, Path], client: str,
+                                                     var: str) -> None:
+    """Blocked: the client's own variable naming its state folder (here one in the
+    writable project, which the host's client with the same variable would read) is not
+    passed inside; the client writes the private folder instead (the control)."""
+    moved = env["proj"] / "state"
+    prog = env["tmp"] / "client.sh"
+    prog.write_text(f"#!/bin/sh\nd=\"${{{var}:-$HOME/.{client}}}\"\nmkdir -p \"$d\"\n"
+                    "echo PWNED > \"$d/planted\"\n")
+    prog.chmod(0o755)
+    subprocess.run([sys.executable, "-m", "agent_sandbox", "agent", client, "--settings",
+                    str(env["settings"]), "--program", str(prog), "--"], cwd=env["proj"],
+                   env=dict(host_env(env["home"]), **{var: str(moved)}), capture_output=True,
+                   timeout=120, check=False)
+    assert (private_view(env, client) / f".{client}" / "planted").exists()  # control
+    assert not moved.exists()
+
+
 def test_private_folder_itself_is_read_only_inside(env: dict[str, Path]) -> None:
     """Blocked: inside, the private folder's placeholders and the view at its real path
     (where the next run's mounts come from) cannot be written; the view through the

@@ -180,7 +180,8 @@ def main(args: list[str], err: IO[str] | None = None) -> int:
         # the client's state folders are private to sandboxed runs (agent_state); the
         # host's /tmp is not the client's: its temporary files go to its private folder
         view = prepare_state(client, home)
-        env = {**os.environ, "TMPDIR": view.tmpdir}
+        env = {**{k: v for k, v in os.environ.items() if k != prof.home_env},
+               "TMPDIR": view.tmpdir}
         held = hold_config(home, [c for c in prof.config_files
                                   if not any(c.startswith(d) for d in prof.private_dirs)])
         try:

@@ -43,13 +43,16 @@ class AgentProfileError(ValueError):
 class Profile:
     """One client (a plain class: no dataclass import on the CLI's start)."""
 
-    __slots__ = ("api_hosts", "base_url_env", "config_files", "name", "private_dirs",
-                 "program", "state_dir")
+    __slots__ = ("api_hosts", "base_url_env", "config_files", "home_env", "name",
+                 "private_dirs", "program", "state_dir")
 
     def __init__(self, name: str, program: str, state_dir: str, api_hosts: tuple[str, ...],
                  private_dirs: tuple[str, ...], config_files: tuple[str, ...],
-                 base_url_env: str = "") -> None:
+                 base_url_env: str = "", home_env: str = "") -> None:
         self.name, self.program, self.state_dir = name, program, state_dir
+        # the client's own variable that moves its state folder elsewhere: removed
+        # from its environment inside, so it uses the private folder
+        self.home_env = home_env
         # the client's own variable for its model API's address: when the user who
         # starts ``sandbox agent`` has set it, that endpoint is the run's endpoint
         self.base_url_env = base_url_env
@@ -80,7 +83,7 @@ PROFILES: dict[str, Profile] = {
                       ".claude/commands/", ".claude/hooks/", ".claude/plugins/",
                       ".claude/skills/", ".claude/output-styles/", ".claude/.credentials.json",
                       ".claude/managed-settings.json", ".claude/.mcp.json"),
-        base_url_env="ANTHROPIC_BASE_URL"),
+        base_url_env="ANTHROPIC_BASE_URL", home_env="CLAUDE_CONFIG_DIR"),
     "codex": Profile(
         "codex", "codex", ".codex",
         api_hosts=("api.openai.com", "chatgpt.com"),
@@ -88,7 +91,8 @@ PROFILES: dict[str, Profile] = {
         config_files=(".codex/config.toml", ".codex/hooks.json", ".codex/requirements.toml",
                       ".codex/managed_config.toml", ".codex/auth.json", ".codex/rules/",
                       ".codex/AGENTS.md", ".codex/AGENTS.override.md", ".codex/prompts/",
-                      ".codex/skills/", ".codex/.env", ".codex/plugins/")),
+                      ".codex/skills/", ".codex/.env", ".codex/plugins/"),
+        home_env="CODEX_HOME"),
     "gemini": Profile(
         "gemini", "gemini", ".gemini",
         api_hosts=("generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com",
@@ -101,7 +105,7 @@ PROFILES: dict[str, Profile] = {
                       ".gemini/.env", ".gemini/oauth_creds.json",
                       ".gemini/mcp-oauth-tokens.json", ".gemini/extension_integrity.json",
                       ".gemini/google_accounts.json"),
-        base_url_env="GOOGLE_GEMINI_BASE_URL"),
+        base_url_env="GOOGLE_GEMINI_BASE_URL", home_env="GEMINI_CLI_HOME"),
 }
 
 
