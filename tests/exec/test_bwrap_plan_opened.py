@@ -12,7 +12,7 @@ from agent_sandbox.runtime import bwrap as bw
 from agent_sandbox.runtime.settings import parse
 
 GEMINI = {"/home/u/.gemini/settings.json": "f", "/home/u/.gemini/tmp/x/chat.json": "f",
-          "/home/u/.gemini/tmp/x/.git/config": "f"}
+          "/home/u/.gemini/tmp/x/.git/config": "f", "/home/u/.gemini/oauth_creds.json": "f"}
 
 
 def plan(settings: dict, opened: tuple[str, ...] = ()) -> bw.Plan:
@@ -46,3 +46,31 @@ def test_an_enclosing_writable_root_does_not_close_an_opened_folder() -> None:
     assert ("ro", "/home/u/.bashrc") in o  # the rest of the protected set is untouched
     closed = ops(plan(settings))
     assert ("ro", "/home/u/.gemini") in closed  # the control
+
+
+def test_overlays_go_over_the_plan_and_hidden_inputs_get_their_placeholder() -> None:
+    """``sandbox agent``'s private state folder (``BwrapRun(overlays=...)``): bound after
+    every mount of the plan (so it covers the host's folder), the host's inputs read-only
+    on top, and one the settings hide for reading replaced by its placeholder."""
+    from agent_sandbox.runtime.bwrap_run import overlay_binds
+
+    settings = {"filesystem": {"denyRead": ["~/.gemini/oauth_creds.json"],
+                               "allowWrite": [CWD]}}
+    p = plan(settings)
+    overlays = [("/state/view/.gemini", "/home/u/.gemini", None),
+                ("/home/u/.gemini/settings.json", "/home/u/.gemini/settings.json", "/held/s"),
+                ("/home/u/.gemini/oauth_creds.json", "/home/u/.gemini/oauth_creds.json",
+                 "/held/o")]
+    binds = overlay_binds(p, overlays)
+    assert binds == [("/state/view/.gemini", "/home/u/.gemini", True),
+                     ("/home/u/.gemini/settings.json", "/home/u/.gemini/settings.json", False),
+                     ("/held/o", "/home/u/.gemini/oauth_creds.json", False)]
+    argv = bw.build_argv(p, ["true"], cwd=CWD, overlays=binds)
+    at = argv.index("/state/view/.gemini")
+    assert argv[at - 1:at + 2] == ["--bind", "/state/view/.gemini", "/home/u/.gemini"]
+    last_plan_mount = max(i for i, a in enumerate(argv) if a == CWD and argv[i - 1] != "--chdir")
+    assert last_plan_mount < at < argv.index("/held/o")
+    assert argv[argv.index("/held/o") - 1] == "--ro-bind"
+    # the control: without the deny, the host's file itself is bound
+    assert overlay_binds(plan({}), overlays[2:]) == [
+        ("/home/u/.gemini/oauth_creds.json", "/home/u/.gemini/oauth_creds.json", False)]
