@@ -2,7 +2,8 @@
 
 ``sandbox hook ...`` runs on every tool call of every agent, so it takes a fast
 path that imports neither typer nor pydantic: ``agent_sandbox.hooks.entry``
-(stdlib only). Everything else goes to the typer app in ``cli.main``.
+(stdlib only). ``sandbox exec`` and ``sandbox mcp DIR`` (whose start a client
+waits for) skip typer too. Everything else goes to the typer app in ``cli.main``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ def main(argv: list[str] | None = None) -> int:
         from agent_sandbox.cli.exec_main import main as exec_main
 
         return exec_main(args[1:])
+    if args and args[0] == "mcp" and len(args) <= 2 and not any(
+            a.startswith("-") for a in args[1:]):
+        # a client waits for the server's first answer: no typer before it
+        from agent_sandbox.mcp_server import main as mcp_main
+
+        return mcp_main(args[1:])
     from agent_sandbox.cli.main import run
 
     return run(args)
