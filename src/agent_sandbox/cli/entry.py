@@ -15,11 +15,11 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "hook":
         try:
-            from agent_sandbox.hooks.entry import main as hook_main
+            from agent_sandbox.hooks.entry import run as hook_run
         except Exception as exc:  # fail closed: a broken install blocks, never allows
             sys.stderr.write(f"agent-sandbox hook unavailable: {exc}\n")
             return 2
-        return hook_main(args[1:])
+        return hook_run(args[1:])
     if args and args[0] == "exec":  # cold start matters: no typer/pydantic here either
         from agent_sandbox.cli.exec_main import main as exec_main
 
