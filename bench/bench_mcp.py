@@ -155,7 +155,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
     args = ap.parse_args()
-    compileall.compile_dir(str(SRC), quiet=1)
+    compileall.compile_dir(str(SRC / "agent_sandbox"), quiet=1)
     with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
         from agent_sandbox import contract
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 import _thread
 import atexit
 import errno
-import json
 import os
 import sys
 import time
@@ -55,6 +54,7 @@ from agent_sandbox.audit.canonical import (
 )
 from agent_sandbox.audit.redact import redact as _redact
 from agent_sandbox.errors import SandboxError
+from agent_sandbox.quickjson import loads
 
 # Kept off the import path (the hook imports this module): typing, pathlib,
 # datetime and threading are only named in annotations or imported on demand.
@@ -117,7 +117,7 @@ def line_is_self_consistent(line: bytes) -> tuple[int, bytes] | None:
         return None
     body, hexdigest = parts
     try:
-        rec = json.loads(body)
+        rec = loads(body)
         prev = bytes.fromhex(rec["prev"])
         seq = rec["seq"]
     except (ValueError, KeyError, TypeError):
