@@ -23,7 +23,8 @@ import time
 from typing import Any
 
 from .errors import SandboxError
-from .policy.engine import Policy, PolicyError
+from .policy.decision import PolicyError
+from .policy.engine import Policy
 from .queue import FolderQueue, QueueError, alive
 from .queue.runner import audit, queue_for, recover_and_run, spawn_runner
 
@@ -103,7 +104,7 @@ class Approver:
         request the approver looked at (refused if it changed since). With
         ``always``, also remember exactly this call (``scope`` "exact"), or this
         call in any directory of the repository (``scope`` "anywhere")."""
-        from .policy.engine import REMEMBER_SCOPES
+        from .policy.remember import REMEMBER_SCOPES
 
         if scope not in REMEMBER_SCOPES:
             raise ApprovalError(f"unknown scope {scope!r} (one of {', '.join(REMEMBER_SCOPES)})")
@@ -145,8 +146,8 @@ class Approver:
     def remember(self, req: dict[str, Any], scope: str = "exact") -> None:
         """Always allow this exact call in this repository (until remember_ttl):
         bound to the tool, its arguments and content, and (scope "exact") its
-        working directory (``policy.engine.remembered_key``)."""
-        from .policy.engine import remembered_key
+        working directory (``policy.remember.remembered_key``)."""
+        from .policy.remember import remembered_key
 
         key = remembered_key(str(req.get("tool")), req.get("params"), str(req.get("cwd")),
                              scope)

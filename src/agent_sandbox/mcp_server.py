@@ -47,7 +47,8 @@ class McpSetupError(SandboxError):
 
 
 def _load(repo: str) -> Policy:
-    from .policy.engine import Policy, PolicyError
+    from .policy.decision import PolicyError
+    from .policy.engine import Policy
 
     path = os.path.join(repo, ".sandbox", "policy.json")
     try:
@@ -97,7 +98,7 @@ def build(repo: str) -> Any:
         import anyio
 
         from .hooks.escalate import describe_result, escalate, follow
-        from .policy.engine import Call
+        from .policy.decision import Call
         from .queue.runner import audit, run_command
 
         wd = os.path.realpath(cwd or repo)

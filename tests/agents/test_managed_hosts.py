@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_sandbox.facts import HostFacts, User
+from agent_sandbox.inventory import HostFacts, User
 from agent_sandbox.render import render
 from agent_sandbox.spec.loader import load_layer, load_stack
 

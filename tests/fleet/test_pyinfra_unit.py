@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from agent_sandbox.deploy import pyinfra as deploy
-from agent_sandbox.facts import HostFacts, User
+from agent_sandbox.inventory import HostFacts, User
 
 from .conftest import DEMO
 

@@ -1,5 +1,5 @@
 """CLI for the approval loop: init, uninstall, watch, pending, approve, deny,
-mcp, status. Thin shells over ``connector``, ``approver`` and ``mcp_server``;
+mcp, status. Thin shells over ``repo_init``, ``approver`` and ``mcp_server``;
 every refusal is a one-line message and exit status 1, never a traceback."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
                  "takes it back. Without it those clients skip the hooks."),
     ) -> None:
         """Install the connector: .sandbox/ plus each chosen agent's hooks and MCP entries."""
-        from ..connector import init
+        from ..repo_init import init
 
         agents = [n for n, on in (("claude", claude), ("codex", codex), ("cursor", cursor),
                                   ("gemini", gemini)) if on]
@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
     @app.command("uninstall")
     def uninstall_cmd(directory: str = typer.Argument(".")) -> None:
         """Restore the files init replaced and remove what it added."""
-        from ..connector import uninstall
+        from ..repo_init import uninstall
 
         try:
             res = uninstall(directory)
@@ -164,7 +164,7 @@ def register(app: typer.Typer) -> None:
     def status_cmd(directory: str = typer.Argument("."),
                    as_json: bool = typer.Option(False, "--json")) -> None:
         """The connector and its queue in one view."""
-        from ..connector import status
+        from ..repo_init import status
 
         try:
             st: dict[str, Any] = status(os.path.abspath(directory))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from ..policy.engine import Call
+from ..policy.decision import Call
 from ..policy.tools import BY_NAME
 
 TYPE_CHECKING = False

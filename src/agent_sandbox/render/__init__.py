@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from ..errors import SandboxError
-from ..facts import HostFacts
+from ..inventory import HostFacts
 from ..spec.models import Spec
 
 RENDERERS: tuple[str, ...] = (

@@ -17,7 +17,7 @@ import posixpath
 from collections.abc import Iterable
 from typing import Any
 
-from ..facts import HostFacts
+from ..inventory import HostFacts
 from ..spec.models import Spec
 from ..spec.paths import MANDATORY_DENY_WRITE
 from . import Artifact, json_bytes

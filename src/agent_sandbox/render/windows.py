@@ -45,7 +45,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ..facts import HostFacts, User
+from ..inventory import HostFacts, User
 from ..spec import paths
 from ..spec.models import Spec
 from . import Artifact, RenderError, json_bytes, memo

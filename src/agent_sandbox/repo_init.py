@@ -219,7 +219,7 @@ def imported_rules(repo: str, codex_files: list[str]) -> list[dict[str, Any]]:
 
 def plan(repo: str, agents: list[str], mcp: bool) -> list[Planned]:
     """Everything init would write (pure apart from reading the spec layers)."""
-    from .facts import HostFacts, User
+    from .inventory import HostFacts, User
     from .render import agents as agent_render
     from .render.srt import policy_document, srt_settings
 
@@ -313,7 +313,7 @@ def _merged(p: Planned, original: bytes) -> bytes:
 def _trust_entries(repo: str, chosen: list[str]) -> list[Any]:
     """The client trust entries for our own hooks in ``repo`` (see client_trust)."""
     from . import client_trust
-    from .facts import HostFacts
+    from .inventory import HostFacts
     from .render import agents as agent_render
 
     home = os.path.expanduser("~")
