@@ -133,6 +133,25 @@ class BwrapRun:
 
     def start(self, *, capture: bool = False, stdin: Any = None, stdout: Any = None,
               stderr: Any = None) -> None:
+        """Plan, prepare and start the sandbox, held until the command may run.
+
+        A socket the plan masks can go away in the moment between the plan and
+        bwrap's mount over it; bwrap then stops before the command runs (a mount
+        needs its target). The run is planned again, up to three times, so a
+        socket that goes away neither fails the run nor is left unmasked."""
+        for attempt in range(3):
+            try:
+                self._start(capture=capture, stdin=stdin, stdout=stdout, stderr=stderr)
+                return
+            except SandboxStartError:
+                p = self.plan
+                if attempt == 2 or p is None or all(os.path.lexists(x)
+                                                    for x in p.masked_sockets):
+                    raise
+                self.proc = self.pid1 = self.plan = self.owed = None
+                self.before, self.listeners, self.quarantined = {}, [], []
+
+    def _start(self, *, capture: bool, stdin: Any, stdout: Any, stderr: Any) -> None:
         from . import seccomp
         from .sweep import identities, owe
 
