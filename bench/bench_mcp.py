@@ -43,7 +43,7 @@ SDK_IMPORT = "import mcp.server.mcpserver"
 
 def make_repo(root: Path) -> Path:
     """A repository prepared by ``sandbox init`` (no agent configs: only the server)."""
-    from agent_sandbox.connector import init
+    from agent_sandbox.repo_init import init
 
     root.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(root)], check=True)
