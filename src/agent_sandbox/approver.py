@@ -22,6 +22,7 @@ import threading
 import time
 from typing import Any
 
+from .display import printable
 from .errors import SandboxError
 from .policy.decision import PolicyError
 from .policy.engine import Policy
@@ -226,11 +227,14 @@ def _table(approver: Approver, items: list[dict[str, Any]], selected: int, note:
     for i, r in enumerate(items):
         style = "reverse" if i == selected else ""
         risk = str(r.get("risk", "?"))
-        table.add_row(str(i + 1), str(r.get("id", ""))[-12:], age(r.get("created")),
-                      str(r.get("agent", "")), str(r.get("kind", "")),
-                      Text(risk, style=colours.get(risk, "")),
-                      Text(str(r.get("summary", "")), overflow="fold"),
-                      "; ".join(r.get("reasons") or []), style=style)
+        # every cell a Text (never parsed as markup) of printable() text: an agent wrote it
+        table.add_row(str(i + 1), Text(printable(str(r.get("id", ""))[-12:])),
+                      age(r.get("created")),
+                      Text(printable(r.get("agent", ""))), Text(printable(r.get("kind", ""))),
+                      Text(printable(risk), style=colours.get(risk, "")),
+                      Text(printable(r.get("summary", "")), overflow="fold"),
+                      Text(printable("; ".join(str(x) for x in (r.get("reasons") or []))),
+                           overflow="fold"), style=style)
     c = approver.queue.counts()
     help_text = Text(
         f"{c['pending']} pending, {c['running']} running, {c['done']} done.   "
@@ -238,7 +242,7 @@ def _table(approver: Approver, items: list[dict[str, Any]], selected: int, note:
     )
     parts: list[Any] = [table, help_text]
     if note:
-        parts.append(Panel(note))
+        parts.append(Panel(Text(printable(note))))
     return Group(*parts)
 
 

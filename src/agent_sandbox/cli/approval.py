@@ -10,6 +10,7 @@ from typing import Any
 
 import typer
 
+from ..display import printable
 from ..errors import SandboxError
 
 
@@ -100,9 +101,10 @@ def register(app: typer.Typer) -> None:
         if not items:
             typer.echo("no pending requests")
         for r in items:
-            typer.echo(f"{r['id']}  {age(r.get('created')):>4}  {r.get('risk', '?'):6}  "
-                       f"{str(r.get('hash', ''))[:12]}  {r.get('kind', '')}: "
-                       f"{r.get('summary', '')}")
+            typer.echo(f"{printable(r['id'])}  {age(r.get('created')):>4}  "
+                       f"{printable(r.get('risk', '?')):6}  "
+                       f"{printable(str(r.get('hash', ''))[:12])}  {printable(r.get('kind', ''))}: "
+                       f"{printable(r.get('summary', ''))}")
 
     @app.command("approve")
     def approve_cmd(args: list[str] = typer.Argument(..., help="[DIR] ID"),
@@ -125,7 +127,7 @@ def register(app: typer.Typer) -> None:
                                               seen_hash=seen or None)
         except SandboxError as exc:
             _fail(str(exc))
-        typer.echo(f"approved {dec['id']}")
+        typer.echo(f"approved {printable(dec['id'])}")
 
     @app.command("deny")
     def deny_cmd(args: list[str] = typer.Argument(..., help="[DIR] ID"),
@@ -138,7 +140,7 @@ def register(app: typer.Typer) -> None:
             dec = Approver(directory).deny(rid, reason)
         except SandboxError as exc:
             _fail(str(exc))
-        typer.echo(f"denied {dec['id']}")
+        typer.echo(f"denied {printable(dec['id'])}")
 
     @app.command("watch")
     def watch_cmd(directory: str = typer.Argument(".")) -> None:
@@ -182,6 +184,7 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"queue: {q.get('pending', 0)} pending, {q.get('approved', 0)} approved, "
                    f"{q.get('running', 0)} running, {q.get('done', 0)} done")
         for r in st["recent"]:
-            typer.echo(f"  {r['id']}  {r['status']:<11} {r['summary']}")
+            typer.echo(f"  {printable(r['id'])}  {printable(r['status']):<11} "
+                       f"{printable(r['summary'])}")
         for f in st.get("clients", []):
-            typer.echo(f"WARN  {f['client']}: {f['problem']}: {f['detail']}")
+            typer.echo(f"WARN  {f['client']}: {f['problem']}: {printable(f['detail'])}")
