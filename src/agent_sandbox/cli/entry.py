@@ -14,6 +14,16 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "hook":
+        import os
+
+        relay_port = os.environ.get("AGENT_SANDBOX_HOOK_RELAY")  # hook_frames.RELAY_ENV
+        if relay_port is not None:  # inside `sandbox agent`: the hook runs on the host
+            try:
+                from agent_sandbox.cli.hook_relay import relay
+            except Exception as exc:  # fail closed
+                sys.stderr.write(f"agent-sandbox hook relay unavailable: {exc}\n")
+                return 2
+            return relay(args[1:], relay_port)
         try:
             from agent_sandbox.hooks.entry import run as hook_run
         except Exception as exc:  # fail closed: a broken install blocks, never allows
@@ -30,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         from agent_sandbox.mcp_server import main as mcp_main
 
         return mcp_main(args[1:])
+    if args and args[0] == "agent":  # its `--` and the client's arguments, untouched
+        from agent_sandbox.cli.agent_cmd import main as agent_main
+
+        return agent_main(args[1:])
     from agent_sandbox.cli.main import run
 
     return run(args)

@@ -409,8 +409,44 @@ def toml_bytes(data: dict[str, Any]) -> bytes:
 Entry = tuple[str, bytes, int, str]  # (path, content, mode, kind)
 
 
+# Linux: a folder of wrappers put first on every login shell's PATH, where a
+# client's name runs that client through ``sandbox agent`` (the client itself
+# inside the sandbox). Running the real program by its full path bypasses it.
+WRAPPER_DIR = "/usr/libexec/agent-sandbox/bin"
+WRAPPER_PROFILE = "/etc/profile.d/agent-sandbox-agents.sh"
+WRAPPED_CLIENTS = ("gemini",)  # the client with no OS sandbox of its own here
+
+
+def agent_wrapper(facts: HostFacts, client: str) -> bytes:
+    """The wrapper script for ``client``; its second line is the mark
+    ``sandbox agent`` and ``sandbox verify`` recognise (``cli.agent_cmd``)."""
+    from ..runtime.agent_profiles import WRAPPER_MARK
+
+    return (f"#!/bin/sh\n{WRAPPER_MARK.decode()}\n"
+            "# Rendered by agent-sandbox. Running the client's own program by its full\n"
+            "# path bypasses this wrapper (`sandbox verify` reports what PATH resolves).\n"
+            f'exec "{facts.python}" -I -m agent_sandbox agent {client} -- "$@"\n').encode()
+
+
+def wrapper_profile() -> bytes:
+    return (f"# Rendered by agent-sandbox: agent clients run through `sandbox agent`.\n"
+            f'case ":$PATH:" in *":{WRAPPER_DIR}:"*) ;; '
+            f'*) PATH="{WRAPPER_DIR}:$PATH"; export PATH ;; esac\n').encode()
+
+
+def _wrapper_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
+    if facts.os != "linux":
+        return []
+    out: list[Entry] = [(f"{WRAPPER_DIR}/{c}", agent_wrapper(facts, c), 0o755, "agent-wrapper")
+                        for c in WRAPPED_CLIENTS
+                        if (o := _enabled(spec, c)) is not None and o.managed_settings]
+    if out:
+        out.append((WRAPPER_PROFILE, wrapper_profile(), 0o644, "agent-wrapper"))
+    return out
+
+
 def _system_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
-    out: list[Entry] = []
+    out: list[Entry] = _wrapper_plan(spec, facts)
     claude = _enabled(spec, "claude")
     if claude and claude.managed_settings:
         out.append((CLAUDE_MANAGED[facts.os],

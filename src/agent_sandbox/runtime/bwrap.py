@@ -462,14 +462,19 @@ def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]
 
 
 def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
-         protect: Sequence[str] = (), tools: Sequence[str] = ()) -> Plan:
+         protect: Sequence[str] = (), tools: Sequence[str] = (),
+         opened: Sequence[str] = ()) -> Plan:
     """The mount plan for these settings (pure given ``fs``).
 
     ``protect``: absolute paths the runtime itself keeps read-only in every
     sandbox, like ``denyWrite`` entries (its state folders, its installation,
     the settings file). ``tools``: folders of programs the user runs (the PATH):
     read-only, or kept from being created, where they lie inside a writable root,
-    without ever making a writable root itself read-only.
+    without ever making a writable root itself read-only. ``opened``: writable
+    roots the caller opens inside the protected set (an agent client's own state
+    folder under ``sandbox agent``): exactly these folders, when ``allowWrite``
+    lists them, the protected set's names and every ``denyWrite`` entry inside
+    them still read-only, and never one under ``denyWrite`` or ``protect``.
     """
     f, n = settings.filesystem, settings.network
     mounts: dict[tuple[str, str], Mount] = {}
@@ -504,7 +509,12 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                  *(r for r in protected.home_rules(home) if not is_glob(r)))
     deny_real = [fs.realpath(d) for d in [*deny_rules, *protect, *mandatory] if not is_glob(d)]
 
+    opened_real = {fs.realpath(o) for o in opened}
+    strict = [fs.realpath(d) for d in [*deny_rules, *protect] if not is_glob(d)]
+
     def is_protected(w: str) -> bool:
+        if w in opened_real:
+            return any(_under(w, d) for d in strict)
         inside = w.rstrip("/") + "/_"
         return (any(_under(w, d) for d in deny_real)
                 or any(covers(r, w) or covers(r, inside)
@@ -512,6 +522,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
 
     writable = [w for w in dict.fromkeys(writable_in) if not is_protected(w)]
     roots = [w for w in writable if fs.kind(w) == "d"]
+    opened_roots = opened_real.intersection(roots)  # opened, listed and not denied
     search_roots = list(dict.fromkeys([cwd, *roots]))
     hide_root = False
     for p in _concrete(f.deny_read, home, cwd, fs, search_roots):
@@ -556,6 +567,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
         created at it or below it), and a folder costs a disk block whose release
         is slow on filesystems mounted with ``discard``."""
         target = _absent_target(fs, path)
+        if target in opened_roots:
+            return  # opened by the caller: a writable root with its own protection
         if fs.kind(target) is not None:
             add("ro", fs.realpath(target))
         elif any(_under(target, w) and target != w for w in roots):
@@ -605,6 +618,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 for p, k in absent:
                     protect_path(p, k)
                 continue
+            if fs.realpath(path) in opened_roots:
+                continue  # opened by the caller: a writable root with its own walk
             add("ro", fs.realpath(path))
         for rel, kind, _ in protected.ANY_DEPTH:
             protect_path(posixpath.join(w, rel), kind)
