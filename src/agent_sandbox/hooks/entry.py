@@ -21,6 +21,8 @@ import os
 import sys
 import time
 
+from agent_sandbox.errors import SandboxError
+
 from .budget import EXIT_SLACK, RUN_WAIT, START_BUDGET, hook_deadline
 
 TYPE_CHECKING = False
@@ -48,7 +50,7 @@ MAX_POLICY = 4 * 1024 * 1024
 STARTED = 0.0  # time.monotonic() when main() began: the budget counts from here
 
 
-class Refusal(Exception):
+class Refusal(SandboxError):
     """Deny with this message (bad input, missing policy ...)."""
 
 

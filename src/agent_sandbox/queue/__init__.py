@@ -46,6 +46,8 @@ import json
 import os
 import time
 
+from agent_sandbox.errors import SandboxError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -58,7 +60,7 @@ TERMINAL = ("completed", "granted", "denied", "timed_out", "cancelled", "expired
 _DECISION_STATUS = {"deny": "denied", "timeout": "timed_out", "cancel": "cancelled"}
 
 
-class QueueError(Exception):
+class QueueError(SandboxError):
     """A queue operation was refused; the message says why."""
 
 
