@@ -7,7 +7,8 @@ sha256, owner}}``; the roles install those bytes with ``ansible.builtin.copy``,
 so check mode, ``--diff`` and idempotence come from Ansible itself.
 
 Helpers: ``agent_sandbox_manifest`` (the manifest.json bytes ``sandbox render``
-writes), ``agent_sandbox_select`` (artifacts of some kinds, as a sorted list),
+writes), ``agent_sandbox_select`` (artifacts of some kinds, as a sorted list; a kind
+not in ``agent_sandbox.contract.ARTIFACT_KINDS`` fails the task),
 ``agent_sandbox_dirs`` (the parent folders to create, with owners),
 ``agent_sandbox_probe_argv`` / ``agent_sandbox_stale`` (one command that reads
 every managed file's mode, owner and SHA-256 on the host, so only files that
@@ -122,8 +123,16 @@ def agent_sandbox_select(rendered: dict[str, dict[str, Any]], include: list[str]
     as a list sorted by target, each with its ``target``."""
     if not isinstance(rendered, dict):
         raise AnsibleFilterError("agent_sandbox_select expects the output of agent_sandbox_render")
+    _import_renderer()
+    from agent_sandbox.contract import ARTIFACT_KINDS
+
     inc = None if include is None else set(include)
     exc = set(exclude or ())
+    unknown = sorted(((inc or set()) | exc) - set(ARTIFACT_KINDS))
+    if unknown:
+        raise AnsibleFilterError(
+            f"agent_sandbox_select: no renderer produces the artifact kinds {unknown} "
+            f"(the kinds are agent_sandbox.contract.ARTIFACT_KINDS: {sorted(ARTIFACT_KINDS)})")
     return [
         {"target": target, **art}
         for target, art in sorted(rendered.items())

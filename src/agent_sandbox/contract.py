@@ -29,6 +29,43 @@ LOCK_DIR_ENV = "AGENT_SANDBOX_LOCK_DIR"
 AUDIT_DIR_ENV = "AGENT_SANDBOX_AUDIT_DIR"
 STATE_DIR_ENV = "AGENT_SANDBOX_STATE_DIR"
 
+# The kinds of artifact the renderer produces (``Artifact.kind``), with what each
+# is. The renderer refuses any other kind; the roles select artifacts by these
+# names through the ``agent_sandbox_select`` filter, which refuses any other.
+ARTIFACT_KINDS: dict[str, str] = {
+    # every OS
+    "policy": "the effective policy the hooks read (policy.json)",
+    "srt-settings": "srt-format settings: system, per user, or the macOS proxy's",
+    # Linux
+    "bwrap-profile": "the bubblewrap profile `sandbox exec` reads",
+    "systemd-unit": "the egress proxy's systemd unit",
+    "apparmor-profile": "the AppArmor profile allowing bubblewrap user namespaces",
+    # agents
+    "claude-managed-settings": "Claude Code managed settings",
+    "claude-settings": "a project's .claude/settings.json",
+    "codex-config": "Codex config.toml (MCP entries)",
+    "codex-hooks": "Codex hooks.json",
+    "codex-requirements": "Codex requirements.toml",
+    "cursor-hooks": "Cursor hooks.json",
+    "gemini-policy": "Gemini CLI policy file",
+    "gemini-settings": "Gemini CLI system settings",
+    "mcp-config": "an MCP client configuration (VS Code, Windsurf, Cursor, Claude Desktop)",
+    # macOS
+    "seatbelt": "a Seatbelt (SBPL) profile for sandbox-exec",
+    "seatbelt-denies": "the denied paths of a Seatbelt profile, resolved on the host",
+    "launchd": "the proxy's LaunchDaemon plist",
+    "mobileconfig": "the MDM profile carrying the agents' managed settings",
+    # Windows
+    "windows-plan": "the Windows provisioning plan (JSON)",
+    "powershell": "the Windows provisioning script",
+    # cluster
+    "k8s": "Kubernetes objects (RuntimeClass, Namespace, NetworkPolicy)",
+    "calico": "Calico (projectcalico.org/v3) policies",
+    "k8s-job-template": "the runner's Job template",
+    "vault-policy": "a Vault/OpenBao policy (HCL)",
+    "vault-roles": "the Vault/OpenBao plan of roles",
+}
+
 # Ports the egress proxy listens on inside a sandbox's network namespace.
 PROXY_HTTP_PORT = 3128
 PROXY_SOCKS_PORT = 1080
