@@ -102,19 +102,17 @@ def agent_sandbox_manifest(inventory_dir: str, host: str) -> str:
     return json_bytes(manifest(artifacts)).decode("utf-8")
 
 
-_INIT_AGENTS = ("claude", "codex", "cursor", "gemini")
-
-
 def agent_sandbox_init_flags(inventory_dir: str, host: str) -> list[str]:
-    """``sandbox init`` flags for the agents the host's spec enables (and ``--mcp``)."""
+    """``sandbox install repo`` flags for the agents the host's spec enables (and
+    ``--mcp``): ``agent_sandbox.install.repository.init_flags``, as pyinfra uses."""
     try:
         spec = _fleet(inventory_dir).spec_for(str(host))
     except Exception as exc:
         raise AnsibleFilterError(
             f"agent-sandbox could not load the spec of {host}: {exc}") from None
-    flags = [f"--{name}" for name in _INIT_AGENTS
-             if name in spec.agents and getattr(spec.agents[name], "enabled", True)]
-    return [*flags, "--mcp"]
+    from agent_sandbox.install.repository import init_flags
+
+    return init_flags(spec)
 
 
 def agent_sandbox_select(rendered: dict[str, dict[str, Any]], include: list[str] | None = None,

@@ -21,6 +21,7 @@ MANIFEST_FILE = f"{ETC_DIR}/manifest.json"
 HOST_STATE_DIR = "/var/lib/agent-sandbox"
 HOST_AUDIT_DIR = "/var/log/agent-sandbox"
 APPARMOR_PROFILE = "/etc/apparmor.d/agent-sandbox-bwrap"
+PROXY_UNIT = "/etc/systemd/system/agent-sandbox-proxy.service"
 USER_SRT_SETTINGS = ".srt-settings.json"  # relative to the home folder
 USER_CONFIG_DIR = ".config/agent-sandbox"  # relative to the home folder
 USER_STATE_DIR = ".local/state/agent-sandbox"  # relative to the home folder

@@ -1,5 +1,5 @@
 """The pyinfra deploy's pure helpers: which inventory host to render, which
-files belong to whom, the service command taken from the rendered unit, and
+files belong to whom, the unit the service step reads, and
 when the AppArmor profile is loaded."""
 
 from __future__ import annotations
@@ -31,14 +31,18 @@ def test_owner_of() -> None:
     assert deploy.owner_of(facts, "/etc/agent-sandbox/policy.json") is None
 
 
-def test_exec_start_comes_from_the_rendered_unit() -> None:
+def test_the_service_step_reads_the_rendered_unit(tmp_path: Path) -> None:
+    from agent_sandbox.install.proxy_service import read_unit
+
     _, artifacts = deploy.rendered(str(DEMO), "sandbox-demo-1")
     (unit,) = [a for a in artifacts.values() if a.kind == "systemd-unit"]
-    command = deploy.exec_start(unit.content.decode())
-    assert command.startswith("/opt/agent-sandbox/venv/bin/python3 -I -m agent_sandbox")
-    assert "--settings /etc/agent-sandbox/srt-settings.json" in command
-    with pytest.raises(ValueError):
-        deploy.exec_start("[Service]\nType=simple\n")
+    path = tmp_path / "agent-sandbox-proxy.service"
+    path.write_bytes(unit.content)
+    parsed = read_unit(str(path))
+    assert parsed.argv[:4] == ("/opt/agent-sandbox/venv/bin/python3", "-I", "-m",
+                               "agent_sandbox.runtime.proxy")
+    assert parsed.settings == "/etc/agent-sandbox/srt-settings.json"
+    assert parsed.name == "agent-sandbox-proxy.service"
 
 
 @pytest.mark.parametrize("flag,loaded", [("1\n", True), ("0\n", False), (None, False)])
