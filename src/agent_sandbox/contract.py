@@ -17,9 +17,15 @@ ETC_DIR = "/etc/agent-sandbox"
 EXEC_PROFILE = f"{ETC_DIR}/exec.json"
 SYSTEM_SRT_SETTINGS = f"{ETC_DIR}/srt-settings.json"
 POLICY_FILE = f"{ETC_DIR}/policy.json"
+WINDOWS_STATE_DIR = "C:/ProgramData/agent-sandbox"
+WINDOWS_POLICY_FILE = f"{WINDOWS_STATE_DIR}/policy.json"
+# The managed policy the hooks read, by host OS.
+POLICY_FILES = {"linux": POLICY_FILE, "macos": POLICY_FILE, "windows": WINDOWS_POLICY_FILE}
 MANIFEST_FILE = f"{ETC_DIR}/manifest.json"
 HOST_STATE_DIR = "/var/lib/agent-sandbox"
 HOST_AUDIT_DIR = "/var/log/agent-sandbox"
+HOST_AUDIT_KEY = f"{HOST_STATE_DIR}/audit-keys/host.ed25519"
+MACOS_PROXY_LOG = f"{HOST_AUDIT_DIR}/proxy.log"
 APPARMOR_PROFILE = "/etc/apparmor.d/agent-sandbox-bwrap"
 PROXY_UNIT = "/etc/systemd/system/agent-sandbox-proxy.service"
 USER_SRT_SETTINGS = ".srt-settings.json"  # relative to the home folder
