@@ -252,8 +252,51 @@ def test_both_front_ends_run_the_same_steps() -> None:
     assert deploy.service_command(unit).startswith(
         "/opt/agent-sandbox/venv/bin/sandbox install proxy-service --unit "
         "/etc/systemd/system/agent-sandbox-proxy.service")
+    (profile,) = [a for a in artifacts.values() if a.kind == "apparmor-profile"]
+    assert deploy.apparmor_command(profile) == (
+        "/opt/agent-sandbox/venv/bin/sandbox install apparmor-profile --profile "
+        "/etc/apparmor.d/agent-sandbox-bwrap")
     roles = Path(__file__).resolve().parents[2] / "roles"
     assert "'install', 'repo'" in (roles / "sandbox_agents" / "tasks" / "init.yml").read_text()
     assert "proxy-service" in (roles / "sandbox_runtime" / "vars" / "main.yml").read_text()
+    assert "apparmor-profile" in (roles / "sandbox_runtime" / "tasks" / "apparmor.yml").read_text()
     for tasks in roles.glob("*/tasks/*.yml"):  # no role carries its own service shell
         assert "ansible.builtin.shell" not in tasks.read_text() or tasks.name == "venv.yml", tasks
+
+
+def test_apparmor_profile_loads_only_where_needed_and_once(tmp_path: Path) -> None:
+    from agent_sandbox.install import apparmor
+
+    calls = tmp_path / "calls"
+    loaded = tmp_path / "profiles"
+    parser = tmp_path / "apparmor_parser"
+    # a stand-in parser: logs its arguments and "loads" the profile into the list
+    parser.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n'
+                      f'echo "bwrap (enforce)" >> {loaded}\n')
+    parser.chmod(0o755)
+    profile = tmp_path / "agent-sandbox-bwrap"
+    profile.write_text("abi <abi/4.0>,\ninclude <tunables/global>\n"
+                       "profile bwrap /usr/bin/bwrap flags=(unconfined) {\n  userns,\n}\n")
+    flag = tmp_path / "restrict"
+
+    def step(when: str = "auto") -> bool:
+        return apparmor.install(str(profile), when=when, flag=str(flag), profiles=str(loaded),
+                                state_dir=str(tmp_path / "state"), parser=[str(parser)])
+
+    def n_calls() -> int:
+        return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+    assert step() is False and n_calls() == 0  # no flag: not restricted
+    flag.write_text("0\n")
+    assert step() is False and n_calls() == 0
+    flag.write_text("1\n")
+    assert step() is True and n_calls() == 1
+    assert step() is False and n_calls() == 1  # loaded as it is
+    profile.write_text(profile.read_text().replace("userns,", "userns,\n  # changed"))
+    assert step() is True and n_calls() == 2
+    loaded.write_text("")  # the kernel lost it (a reboot)
+    assert step() is True and n_calls() == 3
+    flag.write_text("0\n")
+    assert step("always") is False  # loaded and unchanged: nothing to do
+    loaded.write_text("")
+    assert step("always") is True and n_calls() == 4

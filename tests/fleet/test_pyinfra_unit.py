@@ -1,14 +1,10 @@
 """The pyinfra deploy's pure helpers: which inventory host to render, which
-files belong to whom, the unit the service step reads, and
-when the AppArmor profile is loaded."""
+files belong to whom, the unit the service step reads."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
-
-import pytest
 
 from agent_sandbox.deploy import pyinfra as deploy
 from agent_sandbox.facts import HostFacts, User
@@ -43,22 +39,3 @@ def test_the_service_step_reads_the_rendered_unit(tmp_path: Path) -> None:
                                "agent_sandbox.runtime.proxy")
     assert parsed.settings == "/etc/agent-sandbox/srt-settings.json"
     assert parsed.name == "agent-sandbox-proxy.service"
-
-
-@pytest.mark.parametrize("flag,loaded", [("1\n", True), ("0\n", False), (None, False)])
-def test_apparmor_profile_is_loaded_only_where_userns_is_restricted(
-        tmp_path: Path, flag: str | None, loaded: bool) -> None:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    calls = tmp_path / "calls"
-    fake = bindir / "apparmor_parser"
-    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    fake.chmod(0o755)
-    sysctl = tmp_path / "restrict"
-    if flag is not None:
-        sysctl.write_text(flag)
-    profile = "/etc/apparmor.d/agent sandbox"
-    r = subprocess.run(["sh", "-c", deploy.apparmor_command(profile, str(sysctl))], check=False,
-                       env={"PATH": f"{bindir}:/usr/bin:/bin"})
-    assert r.returncode == 0
-    assert (calls.read_text() if calls.exists() else "") == (f"-r {profile}\n" if loaded else "")

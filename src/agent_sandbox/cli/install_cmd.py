@@ -1,4 +1,4 @@
-"""``sandbox install proxy-service|repo``: the host install steps the roles and the
+"""``sandbox install proxy-service|apparmor-profile|repo``: the host install steps the roles and the
 pyinfra deploy share. Each prints ``changed`` or ``unchanged`` as its last line
 (the roles' ``changed_when`` reads it) and exits 1 with a message on failure."""
 
@@ -29,6 +29,19 @@ def register(app: typer.Typer) -> None:
 
         changed = install(unit, supervisor=supervisor, restart=restart, log_dir=log_dir)
         typer.echo("changed" if changed else "unchanged")
+
+    @group.command("apparmor-profile")
+    def apparmor_cmd(
+        profile: str = typer.Option(contract.APPARMOR_PROFILE, "--profile",
+                                    help="The installed, rendered profile."),
+        when: str = typer.Option(
+            "auto", "--when",
+            help="auto: only where AppArmor restricts user namespaces; always."),
+    ) -> None:
+        """Load the bubblewrap AppArmor profile where it is needed (again when changed)."""
+        from agent_sandbox.install.apparmor import install
+
+        typer.echo("changed" if install(profile, when=when) else "unchanged")
 
     @group.command("repo")
     def repo_cmd(

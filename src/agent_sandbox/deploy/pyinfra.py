@@ -117,7 +117,7 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
     if install_runtime:
         for art in artifacts.values():
             if art.kind == "apparmor-profile":
-                _apparmor(art)
+                _apparmor(art, prefix)
         for art in artifacts.values():
             if art.kind == "systemd-unit":
                 _service(art, prefix, audit_dir)
@@ -149,19 +149,17 @@ def _init(repo: str, flags: list[str], prefix: str) -> None:
     server.shell(name=f"sandbox install repo {repo}", commands=[init_command(repo, flags, prefix)])
 
 
-USERNS_RESTRICTED = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
+def apparmor_command(profile: Artifact, prefix: str = PREFIX) -> str:
+    """``sandbox install apparmor-profile``: load the profile where AppArmor restricts
+    unprivileged user namespaces, again when it changed (the step the role runs)."""
+    q = shlex.quote
+    return (f"{q(prefix)}/venv/bin/sandbox install apparmor-profile --profile "
+            f"{q(profile.target)}")
 
 
-def apparmor_command(profile: str, flag: str = USERNS_RESTRICTED) -> str:
-    """Load an AppArmor profile only where AppArmor restricts unprivileged user
-    namespaces (Ubuntu 24.04 and later), as the role does; nothing elsewhere."""
-    return (f'if [ "$(cat {shlex.quote(flag)} 2>/dev/null)" = 1 ]; then '
-            f"apparmor_parser -r {shlex.quote(profile)}; fi")
-
-
-def _apparmor(profile: Artifact) -> None:
+def _apparmor(profile: Artifact, prefix: str) -> None:
     server.shell(name=f"Load {profile.target} where AppArmor restricts user namespaces",
-                 commands=[apparmor_command(profile.target)])
+                 commands=[apparmor_command(profile, prefix)])
 
 
 def _runtime(wheelhouse: str | None, prefix: str, audit_dir: str = AUDIT_DIR) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from agent_sandbox import contract
 from agent_sandbox.errors import InstallError
+from agent_sandbox.install.hostfiles import read_record, trusted_bytes, write_record
 
 SYSTEMD_MARKER = "/run/systemd/system"
 
@@ -45,27 +46,9 @@ class Unit:
         return self.name.removesuffix(".service")
 
 
-def _trusted_bytes(path: str) -> bytes:
-    """The bytes of a file only root may have written (when we are root)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise InstallError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if os.geteuid() == 0 and (st.st_uid != 0 or st.st_mode & 0o022):
-            raise InstallError(f"{path} must be owned by root and writable by root only")
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 def read_unit(path: str) -> Unit:
     """Parse the rendered unit: its ExecStart, settings file and runtime folders."""
-    text = _trusted_bytes(path).decode("utf-8", "replace")
+    text = trusted_bytes(path).decode("utf-8", "replace")
     argv: list[str] = []
     runtime: list[str] = []
     for line in text.splitlines():
@@ -85,26 +68,7 @@ def read_unit(path: str) -> Unit:
 
 
 def settings_digest(unit: Unit) -> str:
-    return hashlib.sha256(_trusted_bytes(unit.settings)).hexdigest()
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read().strip()
-    except OSError:
-        return ""
-
-
-def _write(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-    tmp = f"{path}.tmp"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text + "\n")
-    os.replace(tmp, path)
+    return hashlib.sha256(trusted_bytes(unit.settings)).hexdigest()
 
 
 # --- without an init system -------------------------------------------------------------
@@ -120,7 +84,7 @@ def _alive(pid: int) -> bool:
 
 
 def _pid(pidfile: str) -> int | None:
-    text = _read(pidfile)
+    text = read_record(pidfile)
     return int(text) if text.isdigit() and int(text) > 1 else None
 
 
@@ -146,7 +110,7 @@ def run_detached(unit: Unit, *, restart: bool = False, run_dir: str = "/run",
     want = settings_digest(unit)
     pid = _pid(pidfile)
     running = pid is not None and _alive(pid)
-    if running and not restart and _read(record) == want:
+    if running and not restart and read_record(record) == want:
         return False
     if running and pid is not None:
         _stop(pid)
@@ -160,8 +124,8 @@ def run_detached(unit: Unit, *, restart: bool = False, run_dir: str = "/run",
                                 stderr=log, start_new_session=True, close_fds=True)
     finally:
         os.close(log)
-    _write(pidfile, str(proc.pid))
-    _write(record, want)
+    write_record(pidfile, str(proc.pid))
+    write_record(record, want)
     time.sleep(settle)
     if proc.poll() is not None:
         with open(log_path, encoding="utf-8", errors="replace") as fh:
@@ -201,11 +165,11 @@ def run_systemd(unit: Unit, *, restart: bool = False,
     if _systemctl(systemctl, "is-active", unit.name) != "active":
         _systemctl(systemctl, "start", unit.name)
         changed = True
-    elif restart or _read(record) != want:
+    elif restart or read_record(record) != want:
         _systemctl(systemctl, "restart", unit.name)
         changed = True
-    if _read(record) != want:
-        _write(record, want)
+    if read_record(record) != want:
+        write_record(record, want)
     return changed
 
 
