@@ -87,6 +87,11 @@ def test_detached_proxy_service_is_idempotent(detached) -> None:  # type: ignore
     assert not alive(first)
     assert step() is False
     assert step(restart=True) is True and pid() != second
+    third = pid()
+    unit_file = Path(str(settings.parent / "agent-sandbox-test.service"))
+    unit_file.write_text(unit_file.read_text() + "# changed\n")  # a new unit: restarted
+    assert step() is True and pid() != third
+    assert step() is False
 
 
 def test_detached_proxy_service_restarts_a_dead_proxy(detached) -> None:  # type: ignore[no-untyped-def]

@@ -1,12 +1,12 @@
 """``sandbox install proxy-service``: run the rendered egress-proxy unit, idempotently.
 
 Under systemd (``/run/systemd/system`` exists): reload when the unit file is
-new or changed, enable and start it, and restart it when the settings file its
-``ExecStart`` enforces differs from the one it was last (re)started for (a
-SHA-256 record in the host state folder). Without an init system (containers):
-the unit's ``ExecStart`` in its own session from ``/``, tracked by a pid file,
-restarted on the same condition. ``restart=True`` restarts in both cases (the
-front ends pass it when the unit or the installed package changed).
+new or changed, enable and start it, and restart it when the unit or the
+settings file its ``ExecStart`` enforces differ from those it was last
+(re)started for (a SHA-256 record in the host state folder). Without an init
+system (containers): the unit's ``ExecStart`` in its own session from ``/``,
+tracked by a pid file, restarted on the same condition. ``restart=True`` restarts in both cases (the
+front ends pass it when the installed package changed).
 
 It reads only files root owns and no one else may write (the unit and the
 settings, when it runs as root), and it never renders or edits the unit.
@@ -68,7 +68,13 @@ def read_unit(path: str) -> Unit:
 
 
 def settings_digest(unit: Unit) -> str:
-    return hashlib.sha256(trusted_bytes(unit.settings)).hexdigest()
+    """What the running proxy must have been started with: the unit file and the
+    settings file it enforces (a change to either restarts it)."""
+    h = hashlib.sha256()
+    for path in (unit.path, unit.settings):
+        data = trusted_bytes(path)
+        h.update(len(data).to_bytes(8, "big") + data)
+    return h.hexdigest()
 
 
 # --- without an init system -------------------------------------------------------------
