@@ -111,7 +111,8 @@ def bench_allow(repo: Path, runs: int) -> tuple[list[float], list[float], list[f
 
 
 def bench_classify(repo: Path) -> list[tuple[str, float]]:
-    from agent_sandbox.policy.engine import Call, Policy
+    from agent_sandbox.policy.decision import Call
+    from agent_sandbox.policy.engine import Policy
 
     p = Policy(POLICY, repo=str(repo), home=os.path.expanduser("~"))
     out = []

@@ -253,7 +253,7 @@ def latency(work: Path) -> None:
     if os.geteuid() != 0 or not shutil.which("ip"):
         print("latency: skipped (needs root to create a network namespace)")
         return
-    from agent_sandbox.verify import veth_namespace
+    from agent_sandbox.hostcheck.netlab import veth_namespace
 
     server = None
     with veth_namespace("asb", "10.233") as (ns, _, up_ip):

@@ -22,8 +22,10 @@ import threading
 import time
 from typing import Any
 
+from .display import printable
 from .errors import SandboxError
-from .policy.engine import Policy, PolicyError
+from .policy.decision import PolicyError
+from .policy.engine import Policy
 from .queue import FolderQueue, QueueError, alive
 from .queue.runner import audit, queue_for, recover_and_run, spawn_runner
 
@@ -103,7 +105,7 @@ class Approver:
         request the approver looked at (refused if it changed since). With
         ``always``, also remember exactly this call (``scope`` "exact"), or this
         call in any directory of the repository (``scope`` "anywhere")."""
-        from .policy.engine import REMEMBER_SCOPES
+        from .policy.remember import REMEMBER_SCOPES
 
         if scope not in REMEMBER_SCOPES:
             raise ApprovalError(f"unknown scope {scope!r} (one of {', '.join(REMEMBER_SCOPES)})")
@@ -145,8 +147,8 @@ class Approver:
     def remember(self, req: dict[str, Any], scope: str = "exact") -> None:
         """Always allow this exact call in this repository (until remember_ttl):
         bound to the tool, its arguments and content, and (scope "exact") its
-        working directory (``policy.engine.remembered_key``)."""
-        from .policy.engine import remembered_key
+        working directory (``policy.remember.remembered_key``)."""
+        from .policy.remember import remembered_key
 
         key = remembered_key(str(req.get("tool")), req.get("params"), str(req.get("cwd")),
                              scope)
@@ -225,11 +227,14 @@ def _table(approver: Approver, items: list[dict[str, Any]], selected: int, note:
     for i, r in enumerate(items):
         style = "reverse" if i == selected else ""
         risk = str(r.get("risk", "?"))
-        table.add_row(str(i + 1), str(r.get("id", ""))[-12:], age(r.get("created")),
-                      str(r.get("agent", "")), str(r.get("kind", "")),
-                      Text(risk, style=colours.get(risk, "")),
-                      Text(str(r.get("summary", "")), overflow="fold"),
-                      "; ".join(r.get("reasons") or []), style=style)
+        # every cell a Text (never parsed as markup) of printable() text: an agent wrote it
+        table.add_row(str(i + 1), Text(printable(str(r.get("id", ""))[-12:])),
+                      age(r.get("created")),
+                      Text(printable(r.get("agent", ""))), Text(printable(r.get("kind", ""))),
+                      Text(printable(risk), style=colours.get(risk, "")),
+                      Text(printable(r.get("summary", "")), overflow="fold"),
+                      Text(printable("; ".join(str(x) for x in (r.get("reasons") or []))),
+                           overflow="fold"), style=style)
     c = approver.queue.counts()
     help_text = Text(
         f"{c['pending']} pending, {c['running']} running, {c['done']} done.   "
@@ -237,7 +242,7 @@ def _table(approver: Approver, items: list[dict[str, Any]], selected: int, note:
     )
     parts: list[Any] = [table, help_text]
     if note:
-        parts.append(Panel(note))
+        parts.append(Panel(Text(printable(note))))
     return Group(*parts)
 
 

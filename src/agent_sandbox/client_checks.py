@@ -198,9 +198,26 @@ def gemini(repo: str | None, home: str) -> list[Finding]:
             out.append(Finding("gemini", "skips-hooks",
                                "the folder is not trusted: Gemini CLI ignores the repository's "
                                f"hooks there; run `sandbox init --gemini --trust {repo}`"))
-    out.append(Finding("gemini", "outside-boundary",
-                       "Gemini CLI runs allowed calls without an OS sandbox on this host"))
+    out += _gemini_boundary()
     return out
+
+
+def _gemini_boundary(path: str | None = None) -> list[Finding]:
+    """Gemini CLI has no OS sandbox that runs here: its calls are contained only
+    when the client itself runs in ``sandbox agent``. What can be seen is what
+    the name ``gemini`` resolves to on PATH: the wrapper the roles install
+    (which runs ``sandbox agent gemini``) or the client itself. A user who runs
+    the client's program by its full path is not seen."""
+    from .runtime.agent_profiles import is_wrapper
+
+    first = shutil.which("gemini", path=path)
+    if first is not None and is_wrapper(first):
+        return []
+    return [Finding("gemini", "outside-boundary",
+                    f"`gemini` on PATH is {first or 'not found'}, not the agent-sandbox "
+                    "wrapper: its allowed calls run outside any OS boundary; run it as "
+                    "`sandbox agent gemini -- ARGS`, or install the wrapper (artifact kind "
+                    "agent-wrapper, first on PATH through /etc/profile.d)")]
 
 
 def check(repo: str | None, home: str | None = None,

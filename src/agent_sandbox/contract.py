@@ -57,6 +57,7 @@ ARTIFACT_KINDS: dict[str, str] = {
     "gemini-policy": "Gemini CLI policy file",
     "gemini-settings": "Gemini CLI system settings",
     "mcp-config": "an MCP client configuration (VS Code, Windsurf, Cursor, Claude Desktop)",
+    "agent-wrapper": "a client's wrapper under `sandbox agent`, and its profile",
     # macOS
     "seatbelt": "a Seatbelt (SBPL) profile for sandbox-exec",
     "seatbelt-denies": "the denied paths of a Seatbelt profile, resolved on the host",

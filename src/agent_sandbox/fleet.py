@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .facts import HostFacts, Inventory
+from .inventory import HostFacts, Inventory
 from .render import Artifact, render
 from .spec.loader import load_layer, load_stack
 from .spec.models import Spec

@@ -24,7 +24,8 @@ from typing import Any
 
 from .errors import SandboxError
 from .hooks.escalate import describe_result, escalate, follow
-from .policy.engine import Call, Policy, PolicyError
+from .policy.decision import Call, PolicyError
+from .policy.engine import Policy
 from .queue import valid_id
 from .queue.runner import audit, queue_for, recover_and_run, run_command
 

@@ -169,6 +169,23 @@ class World:
             return [str(client_bin("codex")), "exec", *extra, PROMPT]
         return [str(client_bin("gemini")), "-p", PROMPT, "-o", "json", *extra]
 
+    def agent_argv(self, client: str, model_url: str, extra: list[str] | None = None,
+                   options: list[str] | None = None) -> list[str]:
+        """The client run through ``sandbox agent`` (the model server forwarded)."""
+        return [sys.executable, "-m", "agent_sandbox", "agent", client, *(options or []),
+                "--model-endpoint", model_url, "--program", str(client_bin(client)), "--",
+                *self.argv(client, extra)[1:]]
+
+    def run_agent(self, client: str, model_url: str, *, extra: list[str] | None = None,
+                  options: list[str] | None = None, timeout: float = 240,
+                  env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """``sandbox agent CLIENT [options] -- ARGS`` as the user would run it."""
+        return subprocess.run(self.wrap(self.agent_argv(client, model_url, extra, options)),
+                              cwd=self.repo, env={**self.env(client, model_url),
+                                                  **(env_extra or {})},
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=timeout)
+
     def run(self, client: str, model_url: str, *, extra: list[str] | None = None,
             timeout: float = 240, cwd: Path | None = None,
             env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

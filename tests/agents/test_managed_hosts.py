@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_sandbox.facts import HostFacts, User
+from agent_sandbox.inventory import HostFacts, User
 from agent_sandbox.render import render
 from agent_sandbox.spec.loader import load_layer, load_stack
 
@@ -31,7 +31,7 @@ agents:
   gemini: {}
 filesystem:
   deny_read: ["~/.ssh"]
-  allow_write: ["/var/tmp"]
+  allow_write: ["WORLD"]
 network:
   denied_domains: ["localhost", "127.0.0.1"]
 commands:
@@ -45,7 +45,9 @@ commands:
 def provision(world: World) -> list[str]:
     """Render the fleet spec for this host and install its system files."""
     spec_file = world.root / "fleet.yml"
-    spec_file.write_text(FLEET)
+    # the world's own root, not all of /var/tmp: a run's sweep disarms protected
+    # names created in its writable roots during the run, whoever made them
+    spec_file.write_text(FLEET.replace("WORLD", str(world.root)))
     spec = load_stack([load_layer(str(spec_file))])
     facts = HostFacts(name="fleet-host", os="linux", python=sys.executable,
                       users=(User("root", str(world.home)),))
@@ -146,17 +148,28 @@ def test_loosening_attempts_change_nothing(world: World, client: str) -> None:
         assert "is in filesystem.deny_read" in results[1], detail
 
 
-@pytest.mark.xfail(strict=True, reason="with its hooks switched off by a user setting, Gemini "
-                                       "CLI has only the admin policy's pattern rules, which "
-                                       "a disguised path passes")
-def test_gemini_disguised_read_with_hooks_switched_off(world: World) -> None:
+@pytest.mark.parametrize("through_agent", [False, True], ids=["bare", "sandbox-agent"])
+def test_gemini_disguised_read_with_hooks_switched_off(world: World, through_agent: bool
+                                                        ) -> None:
+    """With its hooks switched off by a user setting, Gemini CLI has only the admin
+    policy's pattern rules, which a disguised path passes: run bare, the key is
+    read (the control: the attack works). Run through ``sandbox agent`` (the
+    system srt settings the role installed, no option), the read happens inside
+    the boundary and finds nothing."""
     provision(world)
     with ModelServer([Shell("cat ~/.s''sh/id_ed25519")]) as model:
         world.configure("gemini", model.url)
         flags = loosen(world, "gemini")
-        world.run("gemini", model.url, extra=flags)
+        run = (world.run_agent if through_agent else world.run)("gemini", model.url,
+                                                                 extra=flags)
         results = model.results()
-    assert results and SECRET not in results[0], results
+    detail = f"{results}\n{run.stdout[-1500:]}\n{run.stderr[-1500:]}"
+    assert len(results) == 1, detail
+    assert "denied this call" not in results[0], detail  # the hooks really were off
+    if through_agent:
+        assert SECRET not in results[0], detail
+    else:
+        assert SECRET in results[0], detail
 
 
 def test_rendered_codex_requirements_parse_in_the_real_client(world: World) -> None:

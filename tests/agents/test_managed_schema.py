@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jsonschema
 
-from agent_sandbox.facts import HostFacts
+from agent_sandbox.inventory import HostFacts
 from agent_sandbox.render import render
 from agent_sandbox.spec.loader import load_layer, load_stack
 

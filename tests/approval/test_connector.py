@@ -124,7 +124,8 @@ def test_init_imports_codex_and_claude_rules(project: Path) -> None:
         "  codex_rules_files: ['team.rules']\n  rules:\n"
         "    - claude: 'Bash(ls *)'\n      verdict: allow\n")
     assert sandbox("init", str(project), "--claude").returncode == 0
-    from agent_sandbox.policy.engine import Call, Policy
+    from agent_sandbox.policy.decision import Call
+    from agent_sandbox.policy.engine import Policy
 
     doc = json.loads((project / ".sandbox/policy.json").read_text())
     p = Policy(doc, repo=str(project), home=str(project))

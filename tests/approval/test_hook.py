@@ -213,7 +213,7 @@ def _policy(repo: Path, doc: dict[str, Any]) -> Any:
 def test_push_to_a_path_remote_escalates_like_any_push(tmp_path: Path) -> None:
     import subprocess
 
-    from agent_sandbox.policy.engine import Call
+    from agent_sandbox.policy.decision import Call
 
     from .conftest import BASE_POLICY
 
@@ -246,7 +246,7 @@ def test_an_unreadable_link_is_judged_by_its_name(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from agent_sandbox.policy.engine import Call
+    from agent_sandbox.policy.decision import Call
     from agent_sandbox.spec import paths
 
     repo = make_repo(tmp_path / "repo")

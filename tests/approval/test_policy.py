@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from agent_sandbox.policy import shell
-from agent_sandbox.policy.engine import Call, Policy, PolicyError
+from agent_sandbox.policy.decision import Call, PolicyError
+from agent_sandbox.policy.engine import Policy
 from agent_sandbox.spec.rules import Verdict
 
 from .conftest import BASE_POLICY, make_repo
@@ -160,7 +161,7 @@ def test_self_protection_survives_a_permissive_policy(tmp_path: Path) -> None:
 
 
 def test_remembered_decision_allows_only_that_exact_call(tmp_path: Path) -> None:
-    from agent_sandbox.policy.engine import remembered_key
+    from agent_sandbox.policy.remember import remembered_key
 
     repo = make_repo(tmp_path / "r")
     sub = str(repo / "sub")
@@ -194,7 +195,7 @@ def test_remembered_decision_allows_only_that_exact_call(tmp_path: Path) -> None
 
 
 def test_remembered_write_is_bound_to_its_content(tmp_path: Path) -> None:
-    from agent_sandbox.policy.engine import remembered_key
+    from agent_sandbox.policy.remember import remembered_key
 
     repo = make_repo(tmp_path / "r")
     target = str(repo / "notes" / "a.txt")

@@ -87,7 +87,7 @@ def test_without_a_pin_the_result_says_unanchored(tmp_path: Path, state: Path) -
 
 
 def test_a_pin_is_never_silently_replaced(tmp_path: Path, state: Path) -> None:
-    from agent_sandbox.audit.log import AuditError
+    from agent_sandbox.audit.storage import AuditError
 
     repo = tmp_path / "repo"
     genuine(repo)

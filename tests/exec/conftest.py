@@ -131,7 +131,7 @@ def no_proxy_of_our_own(monkeypatch: pytest.MonkeyPatch) -> None:
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Net]:
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("needs root and iproute2 to create a network namespace")
-    from agent_sandbox.verify import veth_namespace
+    from agent_sandbox.hostcheck.netlab import veth_namespace
 
     d = tmp_path_factory.mktemp("net")
     log = d / "upstream.log"

@@ -28,7 +28,9 @@ class FakeFs:
         cur = "/"
         for part in parts:
             cur = posixpath.join(cur, part)
-            if cur in self.links:
+            for _ in range(40):  # a chain of links, followed to its end
+                if cur not in self.links:
+                    break
                 cur = self.links[cur]
         return cur
 
@@ -48,6 +50,18 @@ class FakeFs:
 
     def nlink(self, path: str) -> int:
         return 1
+
+    def readlink(self, path: str) -> str | None:
+        return self.links.get(path)
+
+    def sockets(self) -> list[str]:
+        return sorted(p for p, k in self.entries.items() if k == "s")
+
+    def listdir(self, path: str) -> list[str] | None:
+        if self.entries.get(path) != "d":
+            return None
+        return sorted(posixpath.basename(p) for p in self.entries
+                      if p != "/" and posixpath.dirname(p) == path)
 
 
 def _ancestors(p: str) -> list[str]:
@@ -135,11 +149,11 @@ def test_mandatory_set_in_writable_root_gets_placeholders() -> None:
     p = plan_for({"filesystem": {"allowWrite": ["."]}})
     ph = dict(p.placeholders)
     assert CWD + "/.git" not in ph  # git init works inside; the sweep judges a new .git
-    for name, kind in (("/.claude", "d"), ("/.devcontainer", "d"), ("/.ripgreprc", "f"),
+    for name, kind in (("/.claude", "f"), ("/.devcontainer", "f"), ("/.ripgreprc", "f"),
                        ("/.bash_aliases", "f"), ("/.bashrc", "f"),
-                       ("/.mcp.json", "f"), ("/.gitmodules", "f"), ("/.sandbox", "d"),
-                       ("/.vscode", "d"), ("/.idea", "d"), ("/.codex", "d"),
-                       ("/.cursor", "d"), ("/.gemini", "d"), ("/.gitconfig", "f")):
+                       ("/.mcp.json", "f"), ("/.gitmodules", "f"), ("/.sandbox", "f"),
+                       ("/.vscode", "f"), ("/.idea", "f"), ("/.codex", "f"),
+                       ("/.cursor", "f"), ("/.gemini", "f"), ("/.gitconfig", "f")):
         assert ph[CWD + name] == kind
         assert ("ro", CWD + name) in ops(p)
 
@@ -158,7 +172,7 @@ def test_existing_repo_pins_git_and_protects_hooks_and_config() -> None:
     o = ops(p)
     assert ("ro", CWD + "/.git/config") in o
     assert ("ro", CWD + "/.git/hooks") in o
-    assert (CWD + "/.git/hooks", "d") in p.placeholders
+    assert (CWD + "/.git/hooks", "f") in p.placeholders  # a file holds the name too
     assert ("rw", CWD + "/.git") in o  # a mount point: renaming .git away fails
 
 
@@ -194,7 +208,97 @@ def test_unix_socket_paths_hide_run_and_tmp_then_bind_back() -> None:
     assert {"/tmp", "/var/tmp", "/run", "/dev/shm"} <= set(hidden)
     i = argv.index("/run/app.sock")
     assert i > argv.index("/run")  # bound back after the folder is hidden
-    assert argv[i - 1] == "--bind"
+    assert argv[i - 1] == "--ro-bind"  # connect() needs no writable mount
+
+
+SOCKETS = {
+    "/home/u/.cache/daemon.sock": "s",  # the home folder
+    "/var/lib/svc/api.sock": "s",  # a service's state folder
+    "/home/u/proj/run/dev.sock": "s",  # a writable root
+    "/tmp/x11.sock": "s",  # a folder hidden for sockets
+    "/home/u/.ssh/agent.sock": "s",  # a denied folder
+    "/run/ok.sock": "s",
+}
+
+
+def test_every_visible_unlisted_socket_is_masked() -> None:
+    """With unix sockets allowed by path, every socket the kernel lists (or a walk
+    finds) that the sandbox could see and the list does not name gets /dev/null."""
+    p = plan_for({"network": {"allowUnixSockets": ["/run/ok.sock"]},
+                  "filesystem": {"allowWrite": ["."], "denyRead": ["~/.ssh"]}}, SOCKETS)
+    o = ops(p)
+    for masked in ("/home/u/.cache/daemon.sock", "/var/lib/svc/api.sock",
+                   "/home/u/proj/run/dev.sock"):
+        assert ("hide", masked) in o
+        argv = bw.build_argv(p, ["true"], cwd=CWD)
+        i = argv.index(masked)
+        assert argv[i - 2:i] == ["--ro-bind", "/dev/null"]
+    # already out of sight: no mount added
+    assert not any(path in ("/tmp/x11.sock", "/home/u/.ssh/agent.sock") for _, path in o)
+    assert ("sock", "/run/ok.sock") in o and ("hide", "/run/ok.sock") not in o
+
+
+def test_a_listed_folder_keeps_its_sockets() -> None:
+    p = plan_for({"network": {"allowUnixSockets": ["/var/lib/svc"]}}, SOCKETS)
+    assert ("sock", "/var/lib/svc") in ops(p) and ("hide", "/var/lib/svc/api.sock") not in ops(p)
+    assert ("hide", "/home/u/.cache/daemon.sock") in ops(p)
+
+
+def test_a_folder_of_sockets_only_is_hidden_whole() -> None:
+    """Outside the writable roots, a folder holding nothing but sockets to mask is
+    one mount; a folder with anything else, or with a listed socket, keeps one mount
+    per socket, and so does a folder in a writable root (it stays writable)."""
+    many = {f"/srv/only/s{i}.sock": "s" for i in range(5)}
+    mixed = {**{f"/srv/mixed/s{i}.sock": "s" for i in range(3)}, "/srv/mixed/notes.txt": "f"}
+    inside = {f"/home/u/proj/run/s{i}.sock": "s" for i in range(3)}
+    listed = {f"/srv/listed/s{i}.sock": "s" for i in range(3)}
+    p = plan_for({"network": {"allowUnixSockets": ["/srv/listed/s0.sock"]},
+                  "filesystem": {"allowWrite": ["."]}}, {**many, **mixed, **inside, **listed})
+    o = ops(p)
+    assert ("hide", "/srv/only") in o and not any(path.startswith("/srv/only/") for _, path in o)
+    assert "/srv/only" in p.masked_sockets
+    for group in (mixed, inside):
+        for path in group:
+            if path.endswith(".sock"):
+                assert ("hide", path) in o
+    assert ("hide", "/srv/mixed") not in o and ("hide", "/home/u/proj/run") not in o
+    assert ("sock", "/srv/listed/s0.sock") in o and ("hide", "/srv/listed") not in o
+    assert ("hide", "/srv/listed/s1.sock") in o
+
+
+class NoSocketQuestions(FakeFs):
+    def sockets(self) -> list[str]:
+        raise AssertionError("sockets listed although unix sockets are not allowed by path")
+
+
+@pytest.mark.parametrize("network", [{}, {"allowAllUnixSockets": True}])
+def test_runs_without_unix_sockets_do_not_list_them(network: dict) -> None:
+    fs = NoSocketQuestions({**BASE, **SOCKETS})
+    p = bw.plan(parse({"network": network}), home=HOME, cwd=CWD, fs=fs)
+    assert not any(m.op == "hide" and m.path.endswith(".sock") for m in p.mounts)
+
+
+def test_listed_socket_reached_through_a_writable_link_is_dropped() -> None:
+    """A listed path whose resolution passes through a link in a writable root: the
+    command could point that link at any socket before the next run."""
+    links = {"/opt/app.sock": "/home/u/proj/l2", "/home/u/proj/l2": "/home/u/.cache/daemon.sock"}
+    p = plan_for({"network": {"allowUnixSockets": ["/opt/app.sock"]},
+                  "filesystem": {"allowWrite": ["."]}}, SOCKETS, links)
+    assert not any(op == "sock" for op, _ in ops(p))
+    assert ("hide", "/home/u/.cache/daemon.sock") in ops(p)
+    # the same link outside every writable root is honoured (the control)
+    links = {"/opt/app.sock": "/srv/l2", "/srv/l2": "/home/u/.cache/daemon.sock"}
+    p = plan_for({"network": {"allowUnixSockets": ["/opt/app.sock"]},
+                  "filesystem": {"allowWrite": ["."]}}, SOCKETS, links)
+    assert ("sock", "/home/u/.cache/daemon.sock") in ops(p)
+
+
+def test_a_socket_shown_again_below_a_hidden_folder_is_masked() -> None:
+    """/tmp is hidden for sockets, but a writable root below it shows its sockets."""
+    p = plan_for({"network": {"allowUnixSockets": ["/run/ok.sock"]},
+                  "filesystem": {"allowWrite": ["/tmp/w"]}},
+                 {**SOCKETS, "/tmp/w/s.sock": "s"})
+    assert ("hide", "/tmp/w/s.sock") in ops(p) and ("hide", "/tmp/x11.sock") not in ops(p)
 
 
 @pytest.mark.parametrize("fd_flag,value", [("--seccomp", 5), ("--info-fd", 6), ("--block-fd", 7)])

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from agent_sandbox.facts import HostFacts, User
+from agent_sandbox.inventory import HostFacts, User
 from agent_sandbox.render import render
 from agent_sandbox.render.linux import APPARMOR_PROFILE, EXEC_PROFILE, PROXY_UNIT
 from agent_sandbox.runtime.settings import parse

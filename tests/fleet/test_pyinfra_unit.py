@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from agent_sandbox.deploy import pyinfra as deploy
-from agent_sandbox.facts import HostFacts, User
+from agent_sandbox.inventory import HostFacts, User
 
 from .conftest import DEMO
 

@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent_sandbox import verify as v
+from agent_sandbox.hostcheck import checks as v
+from agent_sandbox.hostcheck.drift import compare_manifest
 
 
 def _manifest(*entries: tuple[str, bytes, str]) -> dict:
@@ -23,10 +24,10 @@ def test_compare_manifest_reports_missing_modified_and_mode() -> None:
     files = {"/a": (b"A", 0o644), "/b": (b"changed", 0o644), "/c": (b"C", 0o600)}
     m = _manifest(("/a", b"A", "0644"), ("/b", b"B", "0644"), ("/c", b"C", "0644"),
                   ("/d", b"D", "0644"))
-    items = v.compare_manifest(m, files.get)
+    items = compare_manifest(m, files.get)
     assert [(i.target, i.problem) for i in items] == [("/b", "modified"), ("/c", "mode"),
                                                       ("/d", "missing")]
-    assert v.compare_manifest(_manifest(("/a", b"A", "0644")), files.get) == []
+    assert compare_manifest(_manifest(("/a", b"A", "0644")), files.get) == []
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -19,12 +19,6 @@ from agent_sandbox.errors import SandboxError
 NOT_USER_ERRORS = {
     "agent_sandbox.hooks.entry.OutOfTime":
         "the hook's own deadline: a BaseException so that no `except Exception` swallows it",
-    "agent_sandbox.policy.shell._Unparsable":
-        "private signal inside the shell splitter, caught in the same module",
-    # Outstanding: these two files are being split (issue 15, item 1); the class
-    # names change module with the split, and this entry then stops matching.
-    "agent_sandbox.policy.engine.PolicyError": "outstanding: moves with the engine split",
-    "agent_sandbox.verify.VerifyError": "outstanding: moves with the verify split",
 }
 
 

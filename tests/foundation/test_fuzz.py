@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from agent_sandbox.cli.main import run
 from agent_sandbox.errors import SpecError
-from agent_sandbox.facts import HostFacts, User
+from agent_sandbox.inventory import HostFacts, User
 from agent_sandbox.render import render
 from agent_sandbox.spec.loader import load_stack, parse_yaml
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_sandbox.errors import SpecError
-from agent_sandbox.facts import Inventory, lean_yaml
+from agent_sandbox.inventory import Inventory, lean_yaml
 
 from .conftest import EXAMPLE_FLEET, write
 

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_sandbox.errors import SpecError
-from agent_sandbox.policy.engine import Call, Policy
+from agent_sandbox.policy.decision import Call
+from agent_sandbox.policy.engine import Policy
 from agent_sandbox.render.srt import policy_document
 from agent_sandbox.spec.loader import load_spec
 from agent_sandbox.spec.models import DELEGABLE, Spec

@@ -12,7 +12,8 @@ import pytest
 from pydantic import BaseModel
 
 from agent_sandbox.errors import SpecError
-from agent_sandbox.policy.engine import Call, Policy
+from agent_sandbox.policy.decision import Call
+from agent_sandbox.policy.engine import Policy
 from agent_sandbox.render.srt import policy_document
 from agent_sandbox.spec.layers import RULES
 from agent_sandbox.spec.loader import load_spec

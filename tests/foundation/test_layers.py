@@ -332,7 +332,7 @@ def test_repository_outside_the_allowed_roots_cannot_allow_itself(tmp_path, monk
 def test_init_under_a_managed_policy(tmp_path, monkeypatch):
     """`sandbox init` under a managed host policy: an inheriting starter, and a
     repository layer judged with the repository as its base."""
-    from agent_sandbox import connector
+    from agent_sandbox import repo_init
 
     home = tmp_path / "home"
     repo = home / "src" / "app"
@@ -340,21 +340,21 @@ def test_init_under_a_managed_policy(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     managed = tmp_path / "policy.yml"
     managed.write_text('filesystem:\n  allow_write: ["~/src"]\n')
-    monkeypatch.setattr(connector, "MANAGED_POLICY", str(managed))
-    spec = connector._load_spec(str(repo), ["claude"], mcp=False)
+    monkeypatch.setattr(repo_init, "MANAGED_POLICY", str(managed))
+    spec = repo_init._load_spec(str(repo), ["claude"], mcp=False)
     # the starter inherits the managed layer instead of trying to widen it
     assert spec.filesystem.allow_write == ["~/src"]
-    assert connector.starter_policy() == connector.MANAGED_STARTER_POLICY
+    assert repo_init.starter_policy() == repo_init.MANAGED_STARTER_POLICY
     # a repository's own layer is still held to the managed one
     other = home / "elsewhere"
     (other / ".sandbox").mkdir(parents=True)
     (other / ".sandbox" / "policy.yml").write_text('filesystem:\n  allow_write: ["."]\n')
     with pytest.raises(SpecError, match="not covered"):
-        connector._load_spec(str(other), ["claude"], mcp=False)
+        repo_init._load_spec(str(other), ["claude"], mcp=False)
     inside = repo / ".sandbox" / "policy.yml"
     inside.parent.mkdir()
     inside.write_text('filesystem:\n  allow_write: ["."]\n')
-    assert connector._load_spec(str(repo), ["claude"], mcp=False).filesystem.allow_write == ["."]
+    assert repo_init._load_spec(str(repo), ["claude"], mcp=False).filesystem.allow_write == ["."]
 
 
 def test_resolved_address_ranges_only_grow_down_the_stack(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from agent_sandbox.facts import HostFacts, Inventory, User
 from agent_sandbox.fleet import FleetRenderer
+from agent_sandbox.inventory import HostFacts, Inventory, User
 from agent_sandbox.render import Artifact, render
 from agent_sandbox.render import agents as A
 from agent_sandbox.spec.loader import load_stack, parse_yaml

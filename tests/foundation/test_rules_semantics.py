@@ -110,7 +110,7 @@ def test_empty_bracket_is_literal_in_every_dialect(rule):
     """`[]` and `[!]` are no character class: the `[` is literal (as fnmatch reads
     it). Before, such a rule was accepted by validate and then crashed the matcher."""
     assert paths.validate_path_rule(rule) == rule
-    from agent_sandbox.render.macos import glob_to_ere
+    from agent_sandbox.render.seatbelt import glob_to_ere
     from agent_sandbox.spec.paths import covers, glob_regex
 
     literal = rule.replace("**/", "/q/").replace("*", "zz")
@@ -130,7 +130,7 @@ def test_empty_bracket_is_literal_in_every_dialect(rule):
 def test_every_glob_is_refused_or_compiles_and_both_dialects_agree(rule):
     """A glob the spec accepts compiles in both regex dialects with one meaning;
     any other is refused when the spec loads, with a message (never a crash later)."""
-    from agent_sandbox.render.macos import glob_to_ere
+    from agent_sandbox.render.seatbelt import glob_to_ere
     from agent_sandbox.spec.paths import PathRuleError, glob_regex, validate_path_rule
 
     try:
@@ -152,7 +152,7 @@ def test_a_caret_first_in_a_class_is_literal_as_in_fnmatch():
     """Only ``!`` negates a class; ``[^a]`` is the set {^, a}, in every dialect we emit."""
     import fnmatch
 
-    from agent_sandbox.render.macos import glob_to_ere
+    from agent_sandbox.render.seatbelt import glob_to_ere
     from agent_sandbox.spec.paths import glob_regex
 
     for rule in ("/x/[^a]", "/x/[^]", "/x/[^^b]"):

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_sandbox.facts import HostFacts, User
 from agent_sandbox.fleet import FleetRenderer
+from agent_sandbox.inventory import HostFacts, User
 from agent_sandbox.render import render
 from agent_sandbox.render.srt import SYSTEM_SETTINGS
 from agent_sandbox.spec.loader import load_stack, parse_yaml

@@ -1,7 +1,7 @@
 """Differential check of our Seatbelt profiles against srt's own generator.
 
 For one spec and one macOS user, ``compare`` renders our profile
-(``render.macos.seatbelt_profile``) and srt's (its exported
+(``render.seatbelt.seatbelt_profile``) and srt's (its exported
 ``wrapCommandWithSandboxMacOS``, run under node by ``srt_macos_profile.mjs`` on
 the srt-format settings we derive from the same spec), then asks both the same
 questions (``probes``) with Seatbelt's rule, the last matching rule wins
@@ -28,7 +28,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_sandbox.render import macos, srt
+from agent_sandbox.render import seatbelt, srt
 from agent_sandbox.spec import paths
 from agent_sandbox.spec.models import Spec
 
@@ -125,7 +125,7 @@ def sample_paths(spec: Spec, home: str = HOME, cwd: str = CWD) -> list[str]:
            f"{cwd}/build/out.o", f"{cwd}/sub/deep/file.txt", "/usr/bin/git", "/etc/passwd",
            "/tmp/x/y", "/opt/other", "/", "/Users", "/dev/null", "/dev/ttys003", "/dev/ptmx"}
     rules = [*fs.deny_read, *fs.allow_read, *fs.allow_write, *fs.deny_write,
-             *macos.protected_rules(home)]
+             *seatbelt.protected_rules(home)]
     for rule in rules:
         exp = paths.expand(rule, home=home, cwd=cwd)
         if exp.startswith("**"):
@@ -195,7 +195,7 @@ class Diff:
 
 
 def compare(name: str, spec: Spec, home: str = HOME, cwd: str = CWD) -> Diff:
-    ours = Profile(macos.seatbelt_profile(spec, home), {"CWD": cwd})
+    ours = Profile(seatbelt.seatbelt_profile(spec, home), {"CWD": cwd})
     theirs = Profile(srt_profile(spec, home, cwd))
     looser, stricter = [], []
     all_probes = probes(spec, home, cwd)

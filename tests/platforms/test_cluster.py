@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from agent_sandbox.facts import HostFacts
+from agent_sandbox.inventory import HostFacts
 from agent_sandbox.render import RenderError, cluster
 from agent_sandbox.spec.models import Spec
 

@@ -16,8 +16,8 @@ import posixpath
 
 import pytest
 
-from agent_sandbox.facts import HostFacts, User
-from agent_sandbox.render import RenderError, macos, render
+from agent_sandbox.inventory import HostFacts, User
+from agent_sandbox.render import RenderError, macos, render, seatbelt
 from agent_sandbox.spec import paths
 from agent_sandbox.spec.models import Spec
 
@@ -38,12 +38,12 @@ def _private(p: str) -> str:
 def _write_allowed(p: str, allow: list[str], deny: list[str], home: str) -> bool:
     """The spec's write rule, with every deny covering its own name (``x/**`` covers ``x``)."""
     names = [r[:-3] if r.endswith("/**") else r
-             for r in [*deny, *macos.protected_rules(home)]]
+             for r in [*deny, *seatbelt.protected_rules(home)]]
     return paths.write_allowed(p, allow, names, mandatory=False)
 
 
 def _profile(spec: Spec, home: str) -> Profile:
-    return Profile(macos.seatbelt_profile(spec, home), {"CWD": CWD})
+    return Profile(seatbelt.seatbelt_profile(spec, home), {"CWD": CWD})
 
 
 def _expanded(rules: list[str], home: str) -> list[str]:
@@ -56,7 +56,7 @@ def _sample_paths(spec: Spec, home: str) -> list[str]:
     out = {home, f"{home}/notes.txt", "/usr/bin/git", "/etc/passwd", "/tmp/x/y", "/private/var/z",
            "/var/lib/runner/work/job/out.txt", "/srv/src/app/main.py", "/opt/other"}
     rules = [*fs.deny_read, *fs.allow_read, *fs.allow_write, *fs.deny_write,
-             *macos.protected_rules(home)]
+             *seatbelt.protected_rules(home)]
     for rule in rules:
         exp = paths.expand(rule, home=home, cwd=CWD)
         if exp.startswith("**"):
@@ -207,7 +207,7 @@ def test_trustd_can_be_removed_and_names_are_checked():
     bad = Spec()
     bad.platforms.macos.allow_mach_lookup = ['x") (allow default']
     with pytest.raises(RenderError, match="mach service name"):
-        macos.seatbelt_profile(bad, "/Users/x")
+        seatbelt.seatbelt_profile(bad, "/Users/x")
 
 
 def test_default_deny_and_processes():
@@ -237,7 +237,7 @@ def test_private_links_relative_rules_and_globs_fail_closed():
     assert prof.decide(Query("file-read-data", path=f"{CWD}/secrets/a.key")) == "deny"
     assert prof.decide(Query("file-read-data", path="/opt/x/secrets/a.key")) == "deny"
     with pytest.raises(KeyError):
-        Profile(macos.seatbelt_profile(spec, "/Users/x")).decide(
+        Profile(seatbelt.seatbelt_profile(spec, "/Users/x")).decide(
             Query("file-write-data", path="/a"))
 
 
@@ -246,7 +246,7 @@ def test_unquotable_paths_are_refused():
     spec = Spec()
     spec.filesystem.deny_read = ['/Users/x/a") (allow default']
     with pytest.raises(RenderError, match="double quote"):
-        macos.seatbelt_profile(spec, "/Users/x")
+        seatbelt.seatbelt_profile(spec, "/Users/x")
 
 
 # ------------------------------------------------------------- golden files
@@ -270,7 +270,7 @@ def test_golden_files():
     spec = load_stack([load_layer(str(GOLDEN / "spec.yml"))])
     facts = HostFacts("golden-mac", "macos", (User("erin", "/Users/erin"),),
                       python="/opt/agent-sandbox/venv/bin/python3")
-    _golden("erin.sb", macos.seatbelt_profile(spec, "/Users/erin").encode())
+    _golden("erin.sb", seatbelt.seatbelt_profile(spec, "/Users/erin").encode())
     _golden("com.agent-sandbox.proxy.plist", macos.launch_daemon(spec, facts))
     for art in cluster.render(spec, facts):
         _golden("cluster/" + art.target.rsplit("/cluster/", 1)[1], art.content)
@@ -340,7 +340,7 @@ def test_only_macos_hosts_get_macos_artifacts(fleet):
 
 
 def test_strings_in_profile_are_escaped():
-    text = macos.seatbelt_profile(Spec.model_validate(
+    text = seatbelt.seatbelt_profile(Spec.model_validate(
         {"filesystem": {"deny_read": ["/Users/x/back\\slash"]}}), "/Users/x")
     parse(text)
     prof = Profile(text, {"CWD": CWD})
@@ -524,12 +524,12 @@ def test_resolved_forms_of_linked_denied_paths_are_denied():
                                                "deny_write": ["~/deploy/keys"],
                                                "allow_write": ["~"]}})
     home = "/Users/x"
-    denied = macos.denied_paths(spec, home)
+    denied = seatbelt.denied_paths(spec, home)
     assert denied == {"read": ["/Users/x/.ssh"], "write": ["/Users/x/deploy/keys"]}
     resolved = {"/Users/x/.ssh": "/Volumes/Keys/ssh", "/Users/x/deploy/keys": "/opt/keys"}
-    text = macos.seatbelt_profile(spec, home)
+    text = seatbelt.seatbelt_profile(spec, home)
     plain = Profile(text, {"CWD": CWD})
-    linked = Profile(text + macos.resolved_denies(denied, resolved), {"CWD": CWD})
+    linked = Profile(text + seatbelt.resolved_denies(denied, resolved), {"CWD": CWD})
     # control: without the resolved forms, the link's target is open
     assert plain.decide(Query("file-read-data", path="/Volumes/Keys/ssh/id_rsa")) == "allow"
     assert linked.decide(Query("file-read-data", path="/Volumes/Keys/ssh/id_rsa")) == "deny"
@@ -537,7 +537,7 @@ def test_resolved_forms_of_linked_denied_paths_are_denied():
     assert plain.decide(Query("file-write-data", path="/Users/x/notes")) == "allow"
     assert linked.decide(Query("file-write-data", path="/Users/x/notes")) == "allow"
     with pytest.raises(RenderError):
-        macos.resolved_denies(denied, {"/Users/x/.ssh": "relative/path"})
+        seatbelt.resolved_denies(denied, {"/Users/x/.ssh": "relative/path"})
 
 
 def test_resolver_script_resolves_real_links(tmp_path):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_sandbox.render import macos
+from agent_sandbox.render import seatbelt
 from agent_sandbox.spec.models import Spec
 
 from . import srt_diff
@@ -40,7 +40,7 @@ def test_no_probe_is_looser_than_srt(name):
 def test_the_judge_fires_on_a_looser_profile(monkeypatch):
     """Control: the profile as it was before (pty, every sysctl, cfprefsd, no
     create guard on protected names) is reported looser, cause by cause."""
-    real = macos.seatbelt_profile
+    real = seatbelt.seatbelt_profile
 
     def loosened(spec, home):
         return real(spec, home) + "\n".join([
@@ -48,7 +48,7 @@ def test_the_judge_fires_on_a_looser_profile(monkeypatch):
             '(allow mach-lookup (global-name "com.apple.cfprefsd.daemon"))',
             '(allow file-write-create (regex #"^/Users/erin/src/app/\\.claude$"))', ""])
 
-    monkeypatch.setattr(macos, "seatbelt_profile", loosened)
+    monkeypatch.setattr(seatbelt, "seatbelt_profile", loosened)
     diff = srt_diff.compare("control", MATRIX["golden"])
     for want in ("sysctl kern.procargs2", "pseudo-tty", "mach com.apple.cfprefsd.daemon",
                  "create /Users/erin/src/app/.claude", "symlink /Users/erin/src/app/.claude"):
@@ -86,7 +86,7 @@ def test_a_relative_deny_is_not_carried_away_by_renaming_a_folder_above_cwd():
     """The README exception above is harmless: after the rename the denied
     path is still denied, by name, wherever it now is."""
     spec = MATRIX["relative-deny-home-root"]
-    prof = Profile(macos.seatbelt_profile(spec, srt_diff.HOME), {"CWD": srt_diff.CWD})
+    prof = Profile(seatbelt.seatbelt_profile(spec, srt_diff.HOME), {"CWD": srt_diff.CWD})
     for p in (f"{srt_diff.CWD}/secrets/key", "/Users/erin/src2/app/secrets/key"):
         assert prof.decide(Query("file-read-data", path=p)) == "deny", p
     for p in (f"{srt_diff.CWD}/deploy/keys/k", "/Users/erin/src2/app/deploy/keys/k"):

@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent_sandbox.facts import User
 from agent_sandbox.fleet import FleetRenderer
-from agent_sandbox.render import macos, windows
+from agent_sandbox.inventory import User
+from agent_sandbox.render import macos, seatbelt, windows
 
 from .conftest import EXAMPLE_FLEET, REPO, ROOT_TOKEN
 from .sbpl import Profile, Query
@@ -186,7 +186,7 @@ def test_macos_role_installs_the_rendered_bytes_idempotently(tmp_path):
     assert len(mine) >= 6
     spec = FleetRenderer.from_path(str(EXAMPLE_FLEET)).spec_for("dev-mac-01")
     erin = "/Users/erin"
-    links = macos.resolved_denies(macos.denied_paths(spec, erin),
+    links = seatbelt.resolved_denies(seatbelt.denied_paths(spec, erin),
                                   {f"{erin}/.ssh": "/Volumes/keys/ssh"})
     assert "/Volumes/keys/ssh" in links
     for target, art in mine.items():

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from agent_sandbox.facts import HostFacts, User
+from agent_sandbox.inventory import HostFacts, User
 from agent_sandbox.render import RenderError, render, windows
 from agent_sandbox.spec.models import Spec
 

@@ -3,7 +3,7 @@
 ``agent_sandbox_seatbelt_links(artifacts, results)``: ``artifacts`` as
 ``agent_sandbox_select`` returns them, ``results`` the registered results of
 running ``files/resolve_links.py`` on the host once per ``seatbelt-denies``
-artifact. Each profile gets ``render.macos.resolved_denies`` appended (denies
+artifact. Each profile gets ``render.seatbelt.resolved_denies`` appended (denies
 only); a profile whose paths resolve to themselves keeps its rendered bytes.
 Any malformed result fails the task: a profile is never installed without the
 resolved forms it needs.
@@ -24,7 +24,7 @@ _DENIES = ".denies.json"
 def agent_sandbox_seatbelt_links(artifacts: list[dict[str, Any]],
                                  results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     try:
-        from agent_sandbox.render import macos
+        from agent_sandbox.render import seatbelt
     except ImportError as exc:
         raise AnsibleFilterError(
             f"agent-sandbox is not importable on the controller: {exc}") from None
@@ -36,7 +36,7 @@ def agent_sandbox_seatbelt_links(artifacts: list[dict[str, Any]],
         try:
             denied = json.loads(base64.b64decode(res["item"]["content_b64"]))
             resolved = json.loads(res["stdout"])
-            text = macos.resolved_denies(denied, resolved)
+            text = seatbelt.resolved_denies(denied, resolved)
         except Exception as exc:
             raise AnsibleFilterError(f"bad resolution for {target}: {exc}") from None
         extra[target[: -len(_DENIES)] + ".sb"] = text

@@ -8,7 +8,8 @@ only when a checkpoint is signed or verified.
 from __future__ import annotations
 
 from agent_sandbox import contract
-from agent_sandbox.audit.log import LOG_NAME, AuditError, AuditLog
+from agent_sandbox.audit.log import LOG_NAME, AuditLog
+from agent_sandbox.audit.storage import AuditError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -32,29 +32,32 @@ checkpoint``. A checkpoint that cannot be signed never fails an append; it is
 reported in ``checkpoint_error`` and by ``verify``.
 
 Import cost matters (the hook imports this on its allow path): stdlib only;
-signing checkpoints imports ``cryptography`` lazily in ``checkpoint``.
+signing checkpoints imports ``cryptography`` lazily in ``checkpoint``. Where the
+chain ends is read by ``tail``; the platform file primitives and ``AuditError``
+are in ``storage``.
 """
 
 from __future__ import annotations
 
 import _thread
 import atexit
-import errno
-import json
 import os
-import sys
 import time
 
-from agent_sandbox.audit.canonical import (
-    GENESIS,
-    canonical,
-    chain_hash,
-    seal_line,
-    sha256_hex,
-    split_line,
-)
+from agent_sandbox.audit.canonical import canonical, chain_hash, seal_line, sha256_hex
 from agent_sandbox.audit.redact import redact as _redact
-from agent_sandbox.errors import SandboxError
+from agent_sandbox.audit.storage import (
+    BINARY,
+    CLOEXEC,
+    AuditError,
+    datasync,
+    fsync_dir,
+    pread,
+    try_lock,
+    unlock,
+    write_all,
+)
+from agent_sandbox.audit.tail import TailState, read_tail
 
 # Kept off the import path (the hook imports this module): typing, pathlib,
 # datetime and threading are only named in annotations or imported on demand.
@@ -66,18 +69,6 @@ if TYPE_CHECKING:
 
     SyncMode = Literal["always", "batch", "none"]
     Sink = Callable[[bytes], object] | str
-
-if sys.platform == "win32":  # pragma: no cover - exercised on Windows hosts only
-    import msvcrt
-
-    fcntl: Any = None
-else:
-    import fcntl
-
-    msvcrt: Any = None
-
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_BINARY = getattr(os, "O_BINARY", 0)  # Windows: never translate newlines
 
 LOG_NAME = "audit.jsonl"
 LOCK_NAME = ".audit.lock"
@@ -91,11 +82,6 @@ def _event_name_ok(event: str) -> bool:
     """``^[a-z][a-z0-9_.-]{0,63}$`` without compiling an expression (the hook's path)."""
     return (0 < len(event) <= 64 and "a" <= event[0] <= "z"
             and all(c in _EVENT_CHARS for c in event))
-_TAIL_SCAN_LIMIT = 8 * 1024 * 1024
-
-
-class AuditError(SandboxError):
-    """The audit log cannot be written or read as asked (callers must fail closed)."""
 
 
 _second_cache: list[Any] = [-1, ""]
@@ -108,77 +94,6 @@ def rfc3339(ts: float) -> str:
         _second_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
         _second_cache[0] = sec
     return f"{_second_cache[1]}.{usec:06d}Z"
-
-
-def line_is_self_consistent(line: bytes) -> tuple[int, bytes] | None:
-    """(seq, digest) of a stored line whose hash matches its own ``prev``, else None."""
-    parts = split_line(line)
-    if parts is None:
-        return None
-    body, hexdigest = parts
-    try:
-        rec = json.loads(body)
-        prev = bytes.fromhex(rec["prev"])
-        seq = rec["seq"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(seq, int) or len(prev) != 32:
-        return None
-    digest = chain_hash(prev, body)
-    if digest.hex().encode("ascii") != hexdigest:
-        return None
-    return seq, digest
-
-
-class TailState:
-    """Where the chain ends in the file: the state an append continues from."""
-
-    __slots__ = ("digest", "ino", "seq", "size", "torn_offset")
-
-    def __init__(
-        self, size: int, ino: int, seq: int, digest: bytes, torn_offset: int | None = None
-    ) -> None:
-        self.size = size
-        self.ino = ino
-        self.seq = seq
-        self.digest = digest
-        self.torn_offset = torn_offset  # start of an unsealed torn region, if any
-
-
-def read_tail(fd: int) -> TailState:
-    """Find the last intact record at the end of the open log file ``fd``.
-
-    Anything after the last self-consistent line (an interrupted write) is
-    reported as a torn region. Raises AuditError if no intact record is found
-    within the scan limit of a non-empty file.
-    """
-    st = os.fstat(fd)
-    size = st.st_size
-    if size == 0:
-        return TailState(0, st.st_ino, 0, GENESIS)
-    chunk = 4096
-    while True:
-        start = max(0, size - chunk)
-        data = _pread(fd, size - start, start)
-        pos = data.rfind(b"\n") + 1  # end of the last complete line (0: none here)
-        while pos > 0:
-            nl = data.rfind(b"\n", 0, pos - 1)
-            if nl < 0 and start > 0:
-                break  # this line begins before the chunk: read more
-            found = line_is_self_consistent(data[nl + 1 : pos])
-            if found is not None:
-                end = start + pos
-                return TailState(size, st.st_ino, found[0], found[1], end if end < size else None)
-            pos = nl + 1
-        if start == 0:
-            # No intact record at all: the whole file is one torn region.
-            return TailState(size, st.st_ino, 0, GENESIS, 0)
-        if chunk >= _TAIL_SCAN_LIMIT:
-            raise AuditError(
-                "the end of the audit log is damaged (no intact record in the last "
-                f"{_TAIL_SCAN_LIMIT} bytes); run `sandbox audit verify` to locate it"
-            )
-        chunk *= 4
 
 
 class AuditLog:
@@ -294,16 +209,16 @@ class AuditLog:
         try:
             created = not os.path.exists(self._log)
             self._fd = os.open(
-                self._log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _CLOEXEC | _BINARY, 0o640
+                self._log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | CLOEXEC | BINARY, 0o640
             )
-            self._rfd = os.open(self._log, os.O_RDONLY | _CLOEXEC | _BINARY)
+            self._rfd = os.open(self._log, os.O_RDONLY | CLOEXEC | BINARY)
             self._lock_fd = os.open(
                 os.path.join(self._dir, LOCK_NAME),
-                os.O_RDWR | os.O_CREAT | _CLOEXEC | _BINARY,
+                os.O_RDWR | os.O_CREAT | CLOEXEC | BINARY,
                 0o640,
             )
             if created:
-                _fsync_dir(self._dir)
+                fsync_dir(self._dir)
         except OSError as exc:
             raise AuditError(f"cannot open audit log {self._log}: {exc}") from exc
         self._pid = pid
@@ -313,7 +228,7 @@ class AuditLog:
         delay = 0.0005
         while True:
             try:
-                if _try_lock(self._lock_fd):
+                if try_lock(self._lock_fd):
                     return
             except OSError as exc:
                 raise AuditError(f"cannot lock audit log {self._log}: {exc}") from exc
@@ -326,7 +241,7 @@ class AuditLog:
             delay = min(delay * 2, 0.02)
 
     def _unlock(self) -> None:
-        _unlock(self._lock_fd)
+        unlock(self._lock_fd)
 
     def _current_tail(self) -> TailState:
         st = os.fstat(self._fd)
@@ -344,9 +259,9 @@ class AuditLog:
             # (The lock file is separate and stays held.)
             try:
                 fd = os.open(
-                    self._log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _CLOEXEC | _BINARY, 0o640
+                    self._log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | CLOEXEC | BINARY, 0o640
                 )
-                rfd = os.open(self._log, os.O_RDONLY | _CLOEXEC | _BINARY)
+                rfd = os.open(self._log, os.O_RDONLY | CLOEXEC | BINARY)
             except OSError as exc:
                 raise AuditError(f"cannot reopen audit log {self._log}: {exc}") from exc
             os.close(self._fd)
@@ -414,7 +329,7 @@ class AuditLog:
         out: list[dict[str, Any]] = []
         items = list(prepared)
         if tail.torn_offset is not None:
-            torn = _pread(self._rfd, tail.size - tail.torn_offset, tail.torn_offset)
+            torn = pread(self._rfd, tail.size - tail.torn_offset, tail.torn_offset)
             if not torn.endswith(b"\n"):
                 chunks.append(b"\n")
             items.insert(
@@ -438,7 +353,7 @@ class AuditLog:
             rec["hash"] = prev.hex()
             out.append(rec)
         data = b"".join(chunks)
-        _write_all(self._fd, data)
+        write_all(self._fd, data)
         self._tail = TailState(tail.size + len(data), tail.ino, seq, prev)
         now = time.monotonic()
         if self._pending == 0:
@@ -456,7 +371,7 @@ class AuditLog:
 
     def _sync(self) -> None:
         if self._pending and self.sync != "none":
-            _datasync(self._fd)
+            datasync(self._fd)
         self._pending = 0
         _BATCHING.discard(self)
 
@@ -652,72 +567,6 @@ def _default_key(directory: str) -> str:
     return os.path.join(os.path.dirname(directory), "audit-keys",
                         f"{os.path.basename(directory)}.ed25519")
 
-
-def _pread(fd: int, n: int, offset: int) -> bytes:
-    if hasattr(os, "pread"):
-        return os.pread(fd, n, offset)
-    os.lseek(fd, offset, os.SEEK_SET)  # pragma: no cover - Windows; the fd is ours alone
-    return os.read(fd, n)  # pragma: no cover
-
-
-def _datasync(fd: int) -> None:
-    """Make written data durable (macOS needs F_FULLFSYNC to reach the disk)."""
-    if sys.platform == "darwin":  # pragma: no cover - macOS hosts
-        fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
-    elif hasattr(os, "fdatasync"):
-        os.fdatasync(fd)
-    else:  # pragma: no cover - Windows
-        os.fsync(fd)
-
-
-def _try_lock(fd: int) -> bool:
-    """Take the exclusive writer lock without waiting; False if another holds it.
-
-    flock locks die with their holder, so a crashed writer never leaves a stale lock.
-    """
-    if fcntl is not None:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                return False
-            raise
-    try:  # pragma: no cover - Windows: byte-range lock, released by the OS on exit
-        os.lseek(fd, 0, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        return True
-    except OSError:  # pragma: no cover
-        return False
-
-
-def _unlock(fd: int) -> None:
-    if fcntl is not None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    else:  # pragma: no cover - Windows
-        os.lseek(fd, 0, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            n = os.write(fd, view)
-        except OSError as exc:
-            raise AuditError(f"cannot write audit log: {exc}") from exc
-        view = view[n:]
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        dfd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return  # Windows cannot open directories; NTFS journals the rename
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 _BATCHING: set[AuditLog] = set()  # writers with records not yet fsynced

@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent_sandbox.audit.log import LOG_NAME, AuditError
+from agent_sandbox.audit.log import LOG_NAME
+from agent_sandbox.audit.storage import AuditError
 
 
 def parse_time(text: str) -> datetime:

@@ -63,7 +63,7 @@ def pin_verifier(repo: str) -> tuple[str, str]:
     from pathlib import Path
 
     from agent_sandbox.audit import checkpoint as ck
-    from agent_sandbox.audit.log import AuditError
+    from agent_sandbox.audit.storage import AuditError
     from agent_sandbox.state_paths import repo_key_path, repo_pin_path
 
     signer = ck.load_or_create_signer(Path(repo_key_path(repo)))

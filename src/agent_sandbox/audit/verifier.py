@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_sandbox.audit.canonical import GENESIS, HASH_SUFFIX_LEN, chain_hash, split_line
-from agent_sandbox.audit.log import CHECKPOINT_DIR, LOG_NAME, SEAL_EVENT, AuditError
+from agent_sandbox.audit.log import CHECKPOINT_DIR, LOG_NAME, SEAL_EVENT
+from agent_sandbox.audit.storage import AuditError
 
 _HASH_OPEN = b',"hash":"'
 _LOOKAHEAD_LINES = 10_000
@@ -372,7 +373,8 @@ def _snapshot_size(directory: Path, path: Path) -> int:
     written while we verify is neither read half-way nor reported as torn.
     Without permission to take the lock, the current size is used.
     """
-    from agent_sandbox.audit.log import LOCK_NAME, _try_lock, _unlock
+    from agent_sandbox.audit.log import LOCK_NAME
+    from agent_sandbox.audit.storage import try_lock, unlock
 
     try:
         fd = os.open(directory / LOCK_NAME, os.O_RDWR)
@@ -380,14 +382,14 @@ def _snapshot_size(directory: Path, path: Path) -> int:
         return path.stat().st_size
     try:
         deadline = time.monotonic() + 2.0
-        while not _try_lock(fd):
+        while not try_lock(fd):
             if time.monotonic() > deadline:
                 return path.stat().st_size
             time.sleep(0.005)
         try:
             return path.stat().st_size
         finally:
-            _unlock(fd)
+            unlock(fd)
     except OSError:
         return path.stat().st_size
     finally:

@@ -1,5 +1,5 @@
 """CLI for the approval loop: init, uninstall, watch, pending, approve, deny,
-mcp, status. Thin shells over ``connector``, ``approver`` and ``mcp_server``;
+mcp, status. Thin shells over ``repo_init``, ``approver`` and ``mcp_server``;
 every refusal is a one-line message and exit status 1, never a traceback."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Any
 
 import typer
 
+from ..display import printable
 from ..errors import SandboxError
 
 
@@ -44,7 +45,7 @@ def register(app: typer.Typer) -> None:
                  "takes it back. Without it those clients skip the hooks."),
     ) -> None:
         """Install the connector: .sandbox/ plus each chosen agent's hooks and MCP entries."""
-        from ..connector import init
+        from ..repo_init import init
 
         agents = [n for n, on in (("claude", claude), ("codex", codex), ("cursor", cursor),
                                   ("gemini", gemini)) if on]
@@ -70,7 +71,7 @@ def register(app: typer.Typer) -> None:
     @app.command("uninstall")
     def uninstall_cmd(directory: str = typer.Argument(".")) -> None:
         """Restore the files init replaced and remove what it added."""
-        from ..connector import uninstall
+        from ..repo_init import uninstall
 
         try:
             res = uninstall(directory)
@@ -100,9 +101,10 @@ def register(app: typer.Typer) -> None:
         if not items:
             typer.echo("no pending requests")
         for r in items:
-            typer.echo(f"{r['id']}  {age(r.get('created')):>4}  {r.get('risk', '?'):6}  "
-                       f"{str(r.get('hash', ''))[:12]}  {r.get('kind', '')}: "
-                       f"{r.get('summary', '')}")
+            typer.echo(f"{printable(r['id'])}  {age(r.get('created')):>4}  "
+                       f"{printable(r.get('risk', '?')):6}  "
+                       f"{printable(str(r.get('hash', ''))[:12])}  {printable(r.get('kind', ''))}: "
+                       f"{printable(r.get('summary', ''))}")
 
     @app.command("approve")
     def approve_cmd(args: list[str] = typer.Argument(..., help="[DIR] ID"),
@@ -125,7 +127,7 @@ def register(app: typer.Typer) -> None:
                                               seen_hash=seen or None)
         except SandboxError as exc:
             _fail(str(exc))
-        typer.echo(f"approved {dec['id']}")
+        typer.echo(f"approved {printable(dec['id'])}")
 
     @app.command("deny")
     def deny_cmd(args: list[str] = typer.Argument(..., help="[DIR] ID"),
@@ -138,7 +140,7 @@ def register(app: typer.Typer) -> None:
             dec = Approver(directory).deny(rid, reason)
         except SandboxError as exc:
             _fail(str(exc))
-        typer.echo(f"denied {dec['id']}")
+        typer.echo(f"denied {printable(dec['id'])}")
 
     @app.command("watch")
     def watch_cmd(directory: str = typer.Argument(".")) -> None:
@@ -164,7 +166,7 @@ def register(app: typer.Typer) -> None:
     def status_cmd(directory: str = typer.Argument("."),
                    as_json: bool = typer.Option(False, "--json")) -> None:
         """The connector and its queue in one view."""
-        from ..connector import status
+        from ..repo_init import status
 
         try:
             st: dict[str, Any] = status(os.path.abspath(directory))
@@ -182,6 +184,7 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"queue: {q.get('pending', 0)} pending, {q.get('approved', 0)} approved, "
                    f"{q.get('running', 0)} running, {q.get('done', 0)} done")
         for r in st["recent"]:
-            typer.echo(f"  {r['id']}  {r['status']:<11} {r['summary']}")
+            typer.echo(f"  {printable(r['id'])}  {printable(r['status']):<11} "
+                       f"{printable(r['summary'])}")
         for f in st.get("clients", []):
-            typer.echo(f"WARN  {f['client']}: {f['problem']}: {f['detail']}")
+            typer.echo(f"WARN  {f['client']}: {f['problem']}: {printable(f['detail'])}")

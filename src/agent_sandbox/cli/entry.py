@@ -13,6 +13,16 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "hook":
+        import os
+
+        relay_port = os.environ.get("AGENT_SANDBOX_HOOK_RELAY")  # hook_frames.RELAY_ENV
+        if relay_port is not None:  # inside `sandbox agent`: the hook runs on the host
+            try:
+                from agent_sandbox.cli.hook_relay import relay
+            except Exception as exc:  # fail closed
+                sys.stderr.write(f"agent-sandbox hook relay unavailable: {exc}\n")
+                return 2
+            return relay(args[1:], relay_port)
         try:
             from agent_sandbox.hooks.entry import main as hook_main
         except Exception as exc:  # fail closed: a broken install blocks, never allows
@@ -23,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
         from agent_sandbox.cli.exec_main import main as exec_main
 
         return exec_main(args[1:])
+    if args and args[0] == "agent":  # its `--` and the client's arguments, untouched
+        from agent_sandbox.cli.agent_cmd import main as agent_main
+
+        return agent_main(args[1:])
     from agent_sandbox.cli.main import run
 
     return run(args)

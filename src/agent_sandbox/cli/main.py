@@ -12,6 +12,7 @@ from agent_sandbox.errors import SandboxError
 AREAS = (
     "agent_sandbox.cli.spec_cmds",   # validate, render, schema
     "agent_sandbox.cli.exec_cmd",    # exec
+    "agent_sandbox.cli.agent_cmd",   # agent
     "agent_sandbox.cli.approval",    # init, uninstall, watch, pending, approve, deny, mcp, status
     "agent_sandbox.cli.audit_cmd",   # audit verify|show|export|tail|repair
     "agent_sandbox.cli.verify_cmd",  # verify

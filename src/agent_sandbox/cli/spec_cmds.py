@@ -86,8 +86,8 @@ def render_cmd(
                     typer.Option("--repo", help="Repository path when SPEC is a file.")] = None,
 ) -> None:
     """Render every artifact for one host under OUT, with OUT/manifest.json."""
-    from agent_sandbox.facts import HostFacts
     from agent_sandbox.fleet import FleetRenderer
+    from agent_sandbox.inventory import HostFacts
     from agent_sandbox.render import RenderError, render, write_tree
     from agent_sandbox.spec.loader import load_spec
 

@@ -30,12 +30,14 @@ def verify(
 ) -> None:
     """Isolation self-check: denied read, protected write, denied and allowed domains,
     escalation through the hook, audit; exit 1 on any failure."""
-    from agent_sandbox import verify as v
+    from agent_sandbox.hostcheck import VerifyError
+    from agent_sandbox.hostcheck import checks as v
+    from agent_sandbox.hostcheck.drift import drift as find_drift
 
     if drift:
         try:
-            items = v.drift(manifest)
-        except v.VerifyError as exc:
+            items = find_drift(manifest)
+        except VerifyError as exc:
             typer.echo(f"sandbox verify: {exc}", err=True)
             raise typer.Exit(1) from None
         if as_json:
@@ -51,7 +53,7 @@ def verify(
 
     try:
         results = v.run(settings, only=check or None, host_only=host_only)
-    except v.VerifyError as exc:
+    except VerifyError as exc:
         typer.echo(f"sandbox verify: {exc}", err=True)
         raise typer.Exit(1) from None
     from agent_sandbox.client_checks import check as check_clients

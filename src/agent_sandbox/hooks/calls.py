@@ -11,7 +11,7 @@ import os
 
 from agent_sandbox.errors import SandboxError
 
-from ..policy.engine import Call
+from ..policy.decision import Call
 from ..policy.tools import BY_NAME
 
 TYPE_CHECKING = False

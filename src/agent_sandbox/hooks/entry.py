@@ -30,7 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..policy.engine import Call, Decision
+    from ..policy.decision import Call, Decision
 
 MAX_INPUT = 8 * 1024 * 1024
 # Where the renderer installs the host policy (render.srt.POLICY_TARGET).
@@ -144,7 +144,8 @@ def find_repo(cwd: str) -> str | None:
 
 
 def load_policy(cwd: str) -> tuple[Any, str | None]:
-    from ..policy.engine import Policy, PolicyError
+    from ..policy.decision import PolicyError
+    from ..policy.engine import Policy
 
     repo = find_repo(cwd)
     path = os.path.join(repo, ".sandbox", "policy.json") if repo else MANAGED_POLICY

@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..policy.engine import Call, Decision
+    from ..policy.decision import Call, Decision
 
 RUN_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "write_file"})
 OUTPUT_LIMIT = 20_000  # characters of command output returned to the model

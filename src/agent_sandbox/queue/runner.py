@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from . import FolderQueue
+from .folder import FolderQueue
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

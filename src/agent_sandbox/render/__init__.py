@@ -25,7 +25,7 @@ import orjson
 
 from ..contract import ARTIFACT_KINDS
 from ..errors import SandboxError
-from ..facts import HostFacts
+from ..inventory import HostFacts
 from ..spec.models import Spec
 
 RENDERERS: tuple[str, ...] = (

@@ -25,11 +25,22 @@ from typing import Any
 
 import tomli_w
 
-from ..facts import HostFacts, User
-from ..spec.models import AgentOptions, McpServer, Spec
+from ..inventory import HostFacts, User
+from ..spec.models import AgentOptions, Spec
 from ..spec.paths import MANDATORY_DENY_WRITE
 from ..spec.rules import ToolKind, Verdict
 from . import Artifact, json_bytes, memo
+from .agent_mcp import (
+    mcp_claude,
+    mcp_claude_desktop,
+    mcp_codex,
+    mcp_cursor,
+    mcp_gemini,
+    mcp_vscode,
+    mcp_windsurf,
+    servers_for,
+)
+from .gemini_policy import GEMINI_HOOKED_TOOLS, GEMINI_POLICY, gemini_policy
 from .srt import srt_network
 from .templating import render_template
 
@@ -99,14 +110,6 @@ def _enabled(spec: Spec, agent: str) -> AgentOptions | None:
     return opts if opts is not None and opts.enabled else None
 
 
-def _servers(spec: Spec, agent: str) -> list[tuple[str, McpServer]]:
-    return [
-        (name, srv)
-        for name, srv in sorted(spec.mcp_servers.items())
-        if srv.clients is None or agent in srv.clients
-    ]
-
-
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in extra.items():
@@ -114,87 +117,6 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
             out[k] = _deep_merge(out[k], v)
         else:
             out[k] = v
-    return out
-
-
-# ---------------------------------------------------------------------------
-# MCP entries, one shape per client.
-
-
-def _stdio(srv: McpServer) -> dict[str, Any]:
-    entry: dict[str, Any] = {"command": srv.command, "args": list(srv.args)}
-    if srv.env:
-        entry["env"] = dict(srv.env)
-    return entry
-
-
-def mcp_claude(spec: Spec) -> dict[str, Any]:
-    """Claude Code ``.mcp.json``: ``mcpServers`` with ``type`` for remote servers."""
-    out: dict[str, Any] = {}
-    for name, srv in _servers(spec, "claude"):
-        if srv.url is not None:
-            out[name] = {"type": srv.transport, "url": srv.url}
-        else:
-            out[name] = {"type": "stdio", **_stdio(srv)}
-    return {"mcpServers": out}
-
-
-def mcp_claude_desktop(spec: Spec) -> dict[str, Any]:
-    """Claude Desktop reads stdio servers only from its config file; remote
-    servers are added by users as connectors, so they are left out here."""
-    return {
-        "mcpServers": {
-            name: _stdio(srv)
-            for name, srv in _servers(spec, "claude_desktop")
-            if srv.command is not None
-        }
-    }
-
-
-def mcp_cursor(spec: Spec) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, srv in _servers(spec, "cursor"):
-        out[name] = {"url": srv.url} if srv.url is not None else _stdio(srv)
-    return {"mcpServers": out}
-
-
-def mcp_windsurf(spec: Spec) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, srv in _servers(spec, "windsurf"):
-        out[name] = {"serverUrl": srv.url} if srv.url is not None else _stdio(srv)
-    return {"mcpServers": out}
-
-
-def mcp_vscode(spec: Spec) -> dict[str, Any]:
-    """VS Code ``.vscode/mcp.json``: a ``servers`` map with an explicit ``type``."""
-    out: dict[str, Any] = {}
-    for name, srv in _servers(spec, "vscode"):
-        if srv.url is not None:
-            out[name] = {"type": "sse" if srv.transport == "sse" else "http", "url": srv.url}
-        else:
-            out[name] = {"type": "stdio", **_stdio(srv)}
-    return {"servers": out}
-
-
-def mcp_gemini(spec: Spec) -> dict[str, Any]:
-    """Gemini CLI: ``httpUrl`` for streamable HTTP, ``url`` for SSE."""
-    out: dict[str, Any] = {}
-    for name, srv in _servers(spec, "gemini"):
-        if srv.url is not None:
-            out[name] = {"url" if srv.transport == "sse" else "httpUrl": srv.url}
-        else:
-            out[name] = _stdio(srv)
-    return out
-
-
-def mcp_codex(spec: Spec) -> dict[str, Any]:
-    """Codex ``[mcp_servers.NAME]``: each tool call is approved up front
-    (``default_tools_approval_mode = "approve"``), so our hook, which sees every
-    MCP call, decides instead of a second prompt ``codex exec`` cannot answer."""
-    out: dict[str, Any] = {}
-    for name, srv in _servers(spec, "codex"):
-        out[name] = {"url": srv.url} if srv.url is not None else _stdio(srv)
-        out[name]["default_tools_approval_mode"] = "approve"
     return out
 
 
@@ -331,7 +253,7 @@ def claude_settings(spec: Spec, facts: HostFacts, *, managed: bool) -> dict[str,
     }
     if opts.hooks:
         doc["hooks"] = claude_hooks(spec, facts)
-    servers = [name for name, _ in _servers(spec, "claude")]
+    servers = [name for name, _ in servers_for(spec, "claude")]
     if managed:
         doc["allowManagedHooksOnly"] = opts.allow_managed_hooks_only
         doc["allowedMcpServers"] = [{"serverName": n} for n in servers]
@@ -404,87 +326,6 @@ def gemini_settings(spec: Spec, facts: HostFacts, *, system: bool) -> dict[str, 
             # off makes every folder run them (``extra`` may turn it back on)
             doc["security"]["folderTrust"] = {"enabled": False}
     return _deep_merge(doc, opts.extra)
-
-
-# Gemini CLI tools whose calls our BeforeTool hook judges; without an allow
-# rule a headless run rejects them before the hook is asked.
-GEMINI_HOOKED_TOOLS = ("run_shell_command", "write_file", "replace", "web_fetch")
-GEMINI_POLICY = {
-    "linux": "/etc/gemini-cli/policies/agent-sandbox.toml",
-    "macos": "/Library/Application Support/GeminiCli/policies/agent-sandbox.toml",
-    "windows": "C:/ProgramData/gemini-cli/policies/agent-sandbox.toml",
-}
-
-
-# Gemini CLI tools whose arguments name files or hosts.
-GEMINI_PATH_TOOLS = ("run_shell_command", "read_file", "read_many_files", "list_directory",
-                     "glob", "grep_search", "write_file", "replace", "web_fetch")
-
-
-def _tail_regex(path: str) -> str | None:
-    """A regular expression for where a ``deny_read`` path shows up in a tool's
-    arguments: its tail below ``~`` or ``**`` (the home folder differs per user),
-    or the whole absolute path."""
-    import re
-
-    rule = path.rstrip("/")
-    if rule.startswith("~/"):
-        tail = rule[2:]
-    elif rule.startswith("**/"):
-        tail = rule[3:]
-    elif rule.startswith("/"):
-        return re.escape(rule) + r"(/|\b|$)"
-    else:
-        return None
-    if not tail or any(c in tail for c in "[]{}?"):
-        return None
-    body = re.escape(tail).replace(r"\*", r"[^/\s\"']*")
-    return r"(^|[/~\s\"'=])" + body + r"(/|\b|$)"
-
-
-def gemini_backstop(spec: Spec) -> list[dict[str, Any]]:
-    """Admin-tier deny rules that hold when the hooks do not run (a user's or a
-    repository's ``hooksConfig`` can switch Gemini CLI's hooks off, and nothing
-    in Gemini CLI prevents it): any tool whose arguments name a ``deny_read``
-    path or a denied domain is refused. A backstop for the plain forms only; the
-    hook, which parses commands, is the real judge."""
-    import re
-
-    rules: list[dict[str, Any]] = []
-    for path in spec.filesystem.deny_read:
-        rx = _tail_regex(path)
-        if rx is not None:
-            rules.append({"toolName": list(GEMINI_PATH_TOOLS), "argsPattern": rx,
-                          "decision": "deny", "priority": 999,
-                          "denyMessage": f"agent-sandbox: {path} is in filesystem.deny_read"})
-    for domain in spec.network.denied_domains:
-        d = str(domain)
-        if d == "*":
-            continue
-        body = re.escape(d.removeprefix("*."))
-        rx = (r"\." if d.startswith("*.") else r"(^|[/@\s\"'.])") + body + r"($|[:/\s\"'])"
-        rules.append({"toolName": ["run_shell_command", "web_fetch"], "argsPattern": rx,
-                      "decision": "deny", "priority": 999,
-                      "denyMessage": f"agent-sandbox: {d} is in network.denied_domains"})
-    return rules
-
-
-def gemini_policy(spec: Spec) -> bytes:
-    """Gemini CLI policy rules (admin tier in the system policies folder, or a
-    workspace policy): the tools our hook judges are allowed here so the hook,
-    not a prompt a headless run cannot answer, decides; so are the tools of the
-    MCP servers the spec declares, whose calls the hook judges too."""
-    rules: list[dict[str, Any]] = [{
-        # the hook judges redirections itself: no downgrade to a prompt here
-        "toolName": list(GEMINI_HOOKED_TOOLS), "decision": "allow", "priority": 900,
-        "allowRedirection": True}]
-    for name, _srv in _servers(spec, "gemini"):
-        rules.append({"toolName": "*", "mcpName": name, "decision": "allow",
-                      "priority": 900})
-    rules += gemini_backstop(spec)
-    head = ("# Managed by agent-sandbox: rendered from the spec, do not edit by hand.\n"
-            "# The agent-sandbox BeforeTool hook judges every call these rules let through.\n")
-    return (head + tomli_w.dumps({"rule": rules})).encode()
 
 
 def codex_hooks(spec: Spec, facts: HostFacts) -> dict[str, Any]:
@@ -568,14 +409,50 @@ def toml_bytes(data: dict[str, Any]) -> bytes:
 Entry = tuple[str, bytes, int, str]  # (path, content, mode, kind)
 
 
+# Linux: a folder of wrappers put first on every login shell's PATH, where a
+# client's name runs that client through ``sandbox agent`` (the client itself
+# inside the sandbox). Running the real program by its full path bypasses it.
+WRAPPER_DIR = "/usr/libexec/agent-sandbox/bin"
+WRAPPER_PROFILE = "/etc/profile.d/agent-sandbox-agents.sh"
+WRAPPED_CLIENTS = ("gemini",)  # the client with no OS sandbox of its own here
+
+
+def agent_wrapper(facts: HostFacts, client: str) -> bytes:
+    """The wrapper script for ``client``; its second line is the mark
+    ``sandbox agent`` and ``sandbox verify`` recognise (``cli.agent_cmd``)."""
+    from ..runtime.agent_profiles import WRAPPER_MARK
+
+    return (f"#!/bin/sh\n{WRAPPER_MARK.decode()}\n"
+            "# Rendered by agent-sandbox. Running the client's own program by its full\n"
+            "# path bypasses this wrapper (`sandbox verify` reports what PATH resolves).\n"
+            f'exec "{facts.python}" -I -m agent_sandbox agent {client} -- "$@"\n').encode()
+
+
+def wrapper_profile() -> bytes:
+    return (f"# Rendered by agent-sandbox: agent clients run through `sandbox agent`.\n"
+            f'case ":$PATH:" in *":{WRAPPER_DIR}:"*) ;; '
+            f'*) PATH="{WRAPPER_DIR}:$PATH"; export PATH ;; esac\n').encode()
+
+
+def _wrapper_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
+    if facts.os != "linux":
+        return []
+    out: list[Entry] = [(f"{WRAPPER_DIR}/{c}", agent_wrapper(facts, c), 0o755, "agent-wrapper")
+                        for c in WRAPPED_CLIENTS
+                        if (o := _enabled(spec, c)) is not None and o.managed_settings]
+    if out:
+        out.append((WRAPPER_PROFILE, wrapper_profile(), 0o644, "agent-wrapper"))
+    return out
+
+
 def _system_plan(spec: Spec, facts: HostFacts) -> list[Entry]:
-    out: list[Entry] = []
+    out: list[Entry] = _wrapper_plan(spec, facts)
     claude = _enabled(spec, "claude")
     if claude and claude.managed_settings:
         out.append((CLAUDE_MANAGED[facts.os],
                     json_bytes(claude_settings(spec, facts, managed=True)), 0o644,
                     "claude-managed-settings"))
-        if _servers(spec, "claude"):
+        if servers_for(spec, "claude"):
             out.append((CLAUDE_MANAGED_MCP[facts.os], json_bytes(mcp_claude(spec)), 0o644,
                         "claude-managed-settings"))
     gemini = _enabled(spec, "gemini")

@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from ..facts import HostFacts
+from ..inventory import HostFacts
 from ..spec.models import Cluster, Spec, VaultRole
 from . import Artifact, RenderError, json_bytes, memo
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..contract import APPARMOR_PROFILE, EXEC_PROFILE, PROXY_UNIT
-from ..facts import HostFacts
+from ..inventory import HostFacts
 from ..spec.models import Spec
 from ..spec.paths import MANDATORY_DENY_WRITE
 from . import Artifact, json_bytes

@@ -12,7 +12,7 @@ from typing import Any
 
 from agent_sandbox import contract as _contract
 
-from ..facts import HostFacts
+from ..inventory import HostFacts
 from ..spec.models import Spec
 from . import Artifact, json_bytes, memo
 

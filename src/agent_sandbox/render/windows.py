@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import contract
-from ..facts import HostFacts, User
+from ..inventory import HostFacts, User
 from ..spec import paths
 from ..spec.models import Spec
 from . import Artifact, RenderError, json_bytes, memo

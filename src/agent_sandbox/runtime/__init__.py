@@ -12,6 +12,11 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
   lists names and reads small git files (``.git`` files, configs, through
   ``gitmeta``) to decide what to protect; what it reads can only make the plan
   stricter (more paths read-only), and a walk that cannot finish refuses the run;
+- the socket list (``unix_sockets``), read when unix sockets are allowed by path,
+  holds names that sandboxed commands bound in their own network namespaces: a
+  name is only a path to look at, and it adds a mask only where a socket really
+  is and the settings do not list it, so a forged or misleading name can make a
+  plan stricter, never looser;
 - the sweep (``sweep``) walks them after the run, with nothing inside running,
   compares identities recorded before the run, and only renames new protected
   names to an inert quarantine name; it reads git configs of new repositories

@@ -16,13 +16,19 @@ The layout:
   state and the protected set (``agent_sandbox.protected``) bound read-only
   inside them. Protected names that do not exist yet at the top of a writable
   root, and ``denyWrite`` paths that do not exist yet, get an empty placeholder
-  on the host so a read-only mount can sit on them: the command cannot create
-  them. Git metadata that changes what git runs is read-only in every
-  repository below a writable root (``gitmeta``); the rest of ``.git`` stays
-  writable, and a missing ``.git`` may be created (the sweep judges it after);
+  file on the host (for folders too) so a read-only mount can sit on them: the
+  command cannot create them, nor anything below them. Git metadata that
+  changes what git runs is read-only in every repository below a writable root
+  (``gitmeta``); the rest of ``.git`` stays writable, and a missing ``.git``
+  may be created (the sweep judges it after);
 - every namespace unshared (user, pid, net, ipc, uts, cgroup), user namespaces
   disabled inside, all capabilities dropped, a new session (no TIOCSTI), and
   ``--die-with-parent``.
+
+With unix sockets allowed by path (seccomp cannot read a ``connect()``'s path),
+the folders where sockets live are hidden, the listed sockets bound back, and
+every other socket the sandbox could still see is masked: each one the kernel
+lists as bound (``FsView.sockets``) and each one the walks find.
 
 Operations are applied shallow to deep, so the most specific rule for a path
 wins, and on the same path in the order hide < allow-read < write < deny-write:
@@ -79,6 +85,15 @@ if TYPE_CHECKING:
         def nlink(self, path: str) -> int:
             """How many names the file has (hard links); 1 when unknown."""
 
+        def readlink(self, path: str) -> str | None:
+            """A symlink's target as written, or None."""
+
+        def listdir(self, path: str) -> list[str] | None:
+            """The names in a folder, or None when it cannot be listed."""
+
+        def sockets(self) -> list[str]:
+            """Paths at which a bound unix socket can be reached (``unix_sockets``)."""
+
 __all__ = ["PROXY_HTTP_PORT", "PROXY_SOCKS_PORT"]
 
 # Folders hidden (an empty tmpfs) when the settings allow unix sockets by path:
@@ -111,12 +126,13 @@ class Mount(_Record):
 
 class Plan(_Record):
     """The mounts, the placeholders to create on the host first, the writable roots,
-    the environment variables removed (the settings' credentials), and the
+    the environment variables removed (the settings' credentials), the
     protected entries that existed before the run with their identities (what the
-    sweep must never move)."""
+    sweep must never move), and the sockets masked (a socket may go away before
+    its mount: ``bwrap_run`` then plans again)."""
 
-    __slots__ = ("before", "hide_root", "hide_unix_dirs", "mounts", "placeholders",
-                 "unset_env", "writable_roots")
+    __slots__ = ("before", "hide_root", "hide_unix_dirs", "masked_sockets", "mounts",
+                 "placeholders", "unset_env", "writable_roots")
     mounts: tuple[Mount, ...]
     placeholders: tuple[tuple[str, str], ...]
     writable_roots: tuple[str, ...]
@@ -124,6 +140,8 @@ class Plan(_Record):
     hide_root: bool
     unset_env: tuple[str, ...]
     before: tuple[str, ...]
+    masked_sockets: tuple[str, ...]
+    _masked_sockets: tuple[str, ...] = ()
     _hide_unix_dirs = False
     _hide_root = False
     _unset_env: tuple[str, ...] = ()
@@ -228,6 +246,36 @@ class RealFs:
         except (OSError, ValueError):
             return 1
 
+    def readlink(self, path: str) -> str | None:
+        try:
+            return os.readlink(path)
+        except (OSError, ValueError):
+            return None
+
+    def listdir(self, path: str) -> list[str] | None:
+        try:
+            return os.listdir(path)
+        except (OSError, ValueError):
+            return None
+
+    def sockets(self) -> list[str]:
+        from .unix_sockets import bound_sockets, device_mount_points, moved_sockets
+
+        found, lost = moved_sockets()
+        # a socket that left its bind-time name and was not found near it cannot be
+        # masked; unless its filesystem shows only inside the folders hidden for
+        # sockets, the run is refused rather than started with it reachable
+        for name, dev in lost:
+            points = device_mount_points(dev)
+            if not points or not all(any(_under(p, d) for d in UNIX_SOCKET_DIRS)
+                                     for p in points):
+                raise SettingsError(
+                    f"unix sockets are allowed by path, but a bound socket is no longer at "
+                    f"the name it was bound to ({name!r}) and was not found near it, so it "
+                    "cannot be masked; stop the program that owns it, or run with "
+                    "--backend gvisor")
+        return [*bound_sockets(), *found]
+
     def walk(self, root: str) -> list[tuple[str, str]]:
         if root not in self._walked:
             self._walked[root] = self._walk(root)
@@ -298,6 +346,60 @@ def _glob(fs: FsView, pattern: str, roots: Sequence[str]) -> list[str]:
 
 def _under(path: str, root: str) -> bool:
     return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _by_path(mounts: Iterable[Mount]) -> dict[str, list[Mount]]:
+    out: dict[str, list[Mount]] = {}
+    for m in mounts:
+        out.setdefault(posixpath.normpath(m.path), []).append(m)
+    return out
+
+
+def _over(path: str, index: dict[str, list[Mount]]) -> list[Mount]:
+    """The mounts of ``index`` (``_by_path``) at ``path`` or at a folder above it."""
+    path = posixpath.normpath(path)
+    out = list(index.get(path, ()))
+    while path != "/":
+        path = posixpath.dirname(path)
+        out += index.get(path, ())
+    return out
+
+
+def _visible(path: str, index: dict[str, list[Mount]], hide_root: bool) -> bool:
+    """Whether the sandbox sees the host's file at ``path`` (pure; ``index`` is the
+    plan's mounts by path): the mount applied last over it decides (the plan's
+    mounts go on shallow to deep, after the empty folders over
+    ``UNIX_SOCKET_DIRS``); a hidden region shows nothing."""
+    over = _over(path, index)
+    if over:
+        return max(over, key=Mount.key).op != "hide"
+    return not hide_root and not any(_under(path, d) for d in UNIX_SOCKET_DIRS)
+
+
+def _links_on_the_way(fs: FsView, path: str) -> list[str]:
+    """Every symlink that resolving ``path`` goes through (their own paths)."""
+    out: list[str] = []
+    todo = [x for x in path.split("/") if x]
+    cur = "/"
+    while todo:
+        part = todo.pop(0)
+        if part == ".":
+            continue
+        if part == "..":
+            cur = posixpath.dirname(cur)
+            continue
+        nxt = posixpath.join(cur, part)
+        if fs.lkind(nxt) != "l":
+            cur = nxt
+            continue
+        out.append(nxt)
+        target = fs.readlink(nxt)
+        if target is None or len(out) > 40:
+            raise SettingsError(f"{path}: a symlink loop or an unreadable link; remove it")
+        if target.startswith("/"):
+            cur = "/"
+        todo = [x for x in target.split("/") if x] + todo
+    return out
 
 
 def _concrete(rules: Iterable[str], home: str, cwd: str, fs: FsView,
@@ -373,14 +475,19 @@ def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]
 
 
 def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
-         protect: Sequence[str] = (), tools: Sequence[str] = ()) -> Plan:
+         protect: Sequence[str] = (), tools: Sequence[str] = (),
+         opened: Sequence[str] = ()) -> Plan:
     """The mount plan for these settings (pure given ``fs``).
 
     ``protect``: absolute paths the runtime itself keeps read-only in every
     sandbox, like ``denyWrite`` entries (its state folders, its installation,
     the settings file). ``tools``: folders of programs the user runs (the PATH):
     read-only, or kept from being created, where they lie inside a writable root,
-    without ever making a writable root itself read-only.
+    without ever making a writable root itself read-only. ``opened``: writable
+    roots the caller opens inside the protected set (an agent client's own state
+    folder under ``sandbox agent``): exactly these folders, when ``allowWrite``
+    lists them, the protected set's names and every ``denyWrite`` entry inside
+    them still read-only, and never one under ``denyWrite`` or ``protect``.
     """
     f, n = settings.filesystem, settings.network
     mounts: dict[tuple[str, str], Mount] = {}
@@ -415,7 +522,12 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                  *(r for r in protected.home_rules(home) if not is_glob(r)))
     deny_real = [fs.realpath(d) for d in [*deny_rules, *protect, *mandatory] if not is_glob(d)]
 
+    opened_real = {fs.realpath(o) for o in opened}
+    strict = [fs.realpath(d) for d in [*deny_rules, *protect] if not is_glob(d)]
+
     def is_protected(w: str) -> bool:
+        if w in opened_real:
+            return any(_under(w, d) for d in strict)
         inside = w.rstrip("/") + "/_"
         return (any(_under(w, d) for d in deny_real)
                 or any(covers(r, w) or covers(r, inside)
@@ -423,6 +535,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
 
     writable = [w for w in dict.fromkeys(writable_in) if not is_protected(w)]
     roots = [w for w in writable if fs.kind(w) == "d"]
+    opened_roots = opened_real.intersection(roots)  # opened, listed and not denied
     search_roots = list(dict.fromkeys([cwd, *roots]))
     hide_root = False
     for p in _concrete(f.deny_read, home, cwd, fs, search_roots):
@@ -460,13 +573,20 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
         add("rw", w)
 
     def protect_path(path: str, kind: str) -> None:
-        """Read-only if it exists; a placeholder if it could be created inside."""
+        """Read-only if it exists; a placeholder if it could be created inside.
+
+        A placeholder is an empty file whatever the protected entry's kind: a
+        read-only file holds the name as well as a folder does (nothing can be
+        created at it or below it), and a folder costs a disk block whose release
+        is slow on filesystems mounted with ``discard``."""
         target = _absent_target(fs, path)
+        if target in opened_roots:
+            return  # opened by the caller: a writable root with its own protection
         if fs.kind(target) is not None:
             add("ro", fs.realpath(target))
         elif any(_under(target, w) and target != w for w in roots):
-            placeholders.setdefault(target, kind)
-            mounts[("ro", target)] = Mount("ro", target, kind)
+            placeholders.setdefault(target, "f")
+            mounts[("ro", target)] = Mount("ro", target, "f")
 
     # denyWrite and the runtime's own paths: existing ones read-only, absent ones
     # (and dangling symlinks' targets) kept from being created
@@ -511,6 +631,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 for p, k in absent:
                     protect_path(p, k)
                 continue
+            if fs.realpath(path) in opened_roots:
+                continue  # opened by the caller: a writable root with its own walk
             add("ro", fs.realpath(path))
         for rel, kind, _ in protected.ANY_DEPTH:
             protect_path(posixpath.join(w, rel), kind)
@@ -540,28 +662,35 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 a = posixpath.dirname(a)
     # A read-only bind under a hidden (or shown read-only) region would expose what
     # the deny hides: it is needed only where the nearest mount above is writable.
+    opening = _by_path(m for m in mounts.values() if m.op in ("hide", "show", "rw"))
     for key, m in list(mounts.items()):
         if m.op != "ro":
             continue
-        above = [x for x in mounts.values() if x is not m and _under(m.path, x.path)
-                 and x.op in ("hide", "show", "rw")]
+        above = _over(m.path, opening)
         if hide_root and not above:
             del mounts[key]
             continue
         if above and max(above, key=Mount.key).op != "rw":
             del mounts[key]
     hide_unix = False
+    masked: list[str] = []
     if n.allow_unix_sockets and not n.allow_all_unix_sockets:
         hide_unix = True
         carved = [m.path for m in mounts.values() if m.op in ("ro", "hide")]
+
+        def writable_here(path: str) -> bool:
+            return any(_under(path, w) for w in writable) and not any(
+                _under(path, c) for c in carved)
+
         for s in n.allow_unix_sockets:
             p = expand(s, home=home, cwd=cwd)
             if fs.kind(p) is None:
                 continue
             rp = fs.realpath(p)
             # an entry the command can also write is dropped (srt's rule): it could put
-            # its own socket, or a link to another, where the allowed one was
-            if any(_under(rp, w) for w in writable) and not any(_under(rp, c) for c in carved):
+            # its own socket, or a link to another, where the allowed one was; so is one
+            # whose resolution passes through a link the command can write
+            if any(writable_here(x) for x in (p, rp, *_links_on_the_way(fs, p))):
                 continue
             mounts[("sock", rp)] = Mount("sock", rp, "f")
         # the runtime's own installation and files, wherever they are (a checkout under
@@ -570,17 +699,41 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
             if any(_under(r, d) for d in UNIX_SOCKET_DIRS) and not any(
                     _under(r, w) for w in writable) and fs.kind(r) is not None:
                 add("show", fs.realpath(r))
-        # sockets in the writable roots stay visible through their binds: hide every
-        # one the list does not name
+        # seccomp cannot read a connect()'s path, so every socket the sandbox could see
+        # that the list does not name is masked (/dev/null over it): each one the kernel
+        # lists as bound (``unix_sockets``), and each one the walks of the writable roots
+        # found (a daemon's socket in a writable root, a hard link made by an earlier run)
         allowed = [m.path for m in mounts.values() if m.op == "sock"]
-        for w in roots:
-            for path, kind in fs.walk(w):
-                if kind == "s" and not any(_under(path, a) for a in allowed):
-                    mounts[("hide", path)] = Mount("hide", path, "f")
+        found = [path for w in roots for path, kind in fs.walk(w) if kind == "s"]
+        index = _by_path(m for m in mounts.values() if m.op != "link")
+        to_mask = [path for path in dict.fromkeys(fs.realpath(x)
+                                                  for x in [*fs.sockets(), *found])
+                   if not any(_under(path, a) for a in allowed)
+                   and _visible(path, index, hide_root)]
+        # a folder outside the writable roots that holds nothing but sockets to mask is
+        # hidden whole: one mount instead of one per socket (bwrap's cost per mount
+        # grows with the number of mounts), and a socket bound there later is hidden too
+        folders: dict[str, list[str]] = {}
+        for path in to_mask:
+            folders.setdefault(posixpath.dirname(path), []).append(path)
+        for folder, paths in folders.items():
+            if (len(paths) > 1 and folder != "/" and not any(_under(folder, w) for w in writable)
+                    and sorted(fs.listdir(folder) or ()) == sorted(
+                        posixpath.basename(x) for x in paths)
+                    and not any(_under(m.path, folder) for m in mounts.values())):
+                mounts[("hide", folder)] = Mount("hide", folder, "d")
+                masked.append(folder)
+                continue
+            for path in paths:
+                for key in [k for k in mounts if k[1] == path]:
+                    del mounts[key]  # nothing else may be mounted at a masked socket
+                mounts[("hide", path)] = Mount("hide", path, "f")
+                masked.append(path)
     ordered = tuple(sorted(mounts.values(), key=Mount.key))
     return Plan(mounts=ordered, placeholders=tuple(placeholders.items()),
                 writable_roots=tuple(writable), hide_unix_dirs=hide_unix, hide_root=hide_root,
-                unset_env=settings.credential_env, before=tuple(dict.fromkeys(before)))
+                unset_env=settings.credential_env, before=tuple(dict.fromkeys(before)),
+                masked_sockets=tuple(masked))
 
 
 def without(p: Plan, paths: set[str]) -> Plan:
@@ -590,7 +743,8 @@ def without(p: Plan, paths: set[str]) -> Plan:
     return Plan(mounts=tuple(m for m in p.mounts if m.path not in paths),
                 placeholders=tuple(x for x in p.placeholders if x[0] not in paths),
                 writable_roots=p.writable_roots, hide_unix_dirs=p.hide_unix_dirs,
-                hide_root=p.hide_root, unset_env=p.unset_env, before=p.before)
+                hide_root=p.hide_root, unset_env=p.unset_env, before=p.before,
+                masked_sockets=tuple(x for x in p.masked_sockets if x not in paths))
 
 
 class Fds(_Record):
@@ -648,7 +802,9 @@ def build_argv(
         elif m.op == "rw":
             argv += ["--bind", m.path, m.path]
         elif m.op == "sock":
-            argv += ["--bind", m.path, m.path]
+            # read-only: connect() needs no writable mount, and a listed folder must
+            # not become a writable place outside allowWrite
+            argv += ["--ro-bind", m.path, m.path]
         elif m.op == "link":
             argv += ["--symlink", m.kind, m.path]
     for path in remount:

@@ -109,7 +109,8 @@ class BwrapRun:
 
     def __init__(self, settings: Settings, command: Sequence[str], *, cwd: str, home: str,
                  env: dict[str, str] | None = None, audit_dir: str | None = None,
-                 record: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 record: Callable[[dict[str, Any]], None] | None = None,
+                 extra_ports: Sequence[int] = (), opened: Sequence[str] = ()) -> None:
         if not command:
             raise SandboxStartError("no command given: sandbox exec -- CMD [ARG...]")
         require_enforceable(settings, "bwrap")
@@ -118,6 +119,11 @@ class BwrapRun:
         self.proc: Any = None
         self.pid1: int | None = None
         self.listeners: list[Any] = []
+        # more listening ports in the sandbox's loopback, opened with the proxy's
+        # before the command starts; served by the caller (``runtime.agent_run``)
+        self.extra_ports = tuple(extra_ports)
+        self.extra_listeners: list[Any] = []
+        self.opened = tuple(opened)  # writable roots opened in the protected set (bw.plan)
         self.proxy: Any = None
         self.placeholders: Placeholders | None = None
         self.plan: bw.Plan | None = None
@@ -133,6 +139,25 @@ class BwrapRun:
 
     def start(self, *, capture: bool = False, stdin: Any = None, stdout: Any = None,
               stderr: Any = None) -> None:
+        """Plan, prepare and start the sandbox, held until the command may run.
+
+        A socket the plan masks can go away in the moment between the plan and
+        bwrap's mount over it; bwrap then stops before the command runs (a mount
+        needs its target). The run is planned again, up to three times, so a
+        socket that goes away neither fails the run nor is left unmasked."""
+        for attempt in range(3):
+            try:
+                self._start(capture=capture, stdin=stdin, stdout=stdout, stderr=stderr)
+                return
+            except SandboxStartError:
+                p = self.plan
+                if attempt == 2 or p is None or all(os.path.lexists(x)
+                                                    for x in p.masked_sockets):
+                    raise
+                self.proc = self.pid1 = self.plan = self.owed = None
+                self.before, self.listeners, self.quarantined = {}, [], []
+
+    def _start(self, *, capture: bool, stdin: Any, stdout: Any, stderr: Any) -> None:
         from . import seccomp
         from .sweep import identities, owe
 
@@ -158,7 +183,7 @@ class BwrapRun:
                 others = self.placeholders.others()
                 p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
                             protect=runtime_paths(self.home, self.settings.source),
-                            tools=tool_dirs())
+                            tools=tool_dirs(), opened=self.opened)
                 relied = [m.path for m in p.mounts if m.path in others]
                 impossible = self.placeholders.create(p.placeholders, relied)
                 # a placeholder this user cannot create, and the folders it would have
@@ -210,8 +235,9 @@ class BwrapRun:
             from .netns import NamespaceError, open_listeners
 
             try:
-                self.listeners = open_listeners(self.pid1, (bw.PROXY_HTTP_PORT,
-                                                            bw.PROXY_SOCKS_PORT))
+                opened = open_listeners(self.pid1, (bw.PROXY_HTTP_PORT, bw.PROXY_SOCKS_PORT,
+                                                    *self.extra_ports))
+                self.listeners, self.extra_listeners = opened[:2], opened[2:]
             except NamespaceError as exc:
                 self.proc.kill()
                 self.proc.wait()
@@ -346,10 +372,10 @@ class BwrapRun:
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None
-        for s in self.listeners:
+        for s in [*self.listeners, *self.extra_listeners]:
             with suppress(OSError):
                 s.close()
-        self.listeners = []
+        self.listeners, self.extra_listeners = [], []
         if self.placeholders is not None:
             ph, self.placeholders = self.placeholders, None
             with suppress(Exception):

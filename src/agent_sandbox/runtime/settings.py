@@ -319,7 +319,10 @@ def _path_list(section: dict[str, Any], key: str, where: str) -> tuple[str, ...]
     for v in items:
         if v.startswith("~") and not (v == "~" or v.startswith("~/")):
             raise SettingsError(f"{where}.{key}: {v!r}: only '~' and '~/...' are expanded")
-        if is_glob(v):  # compile now: a bad glob is a settings error, not a crash later
+        # compile now: a bad glob is a settings error, not a crash later; only a
+        # bracket class can be malformed (``*``, ``**`` and ``?`` always compile),
+        # so ``re`` loads only for a glob with a ``[``
+        if is_glob(v) and "[" in v:
             import re
 
             try:

@@ -26,7 +26,6 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from agent_sandbox import protected
 
@@ -34,11 +33,16 @@ from . import gitmeta
 from .bwrap import RealFs, _protected_entries
 from .process import suppress
 
+TYPE_CHECKING = False  # collections.abc would load collections on the exec fast path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+
+    Recorder = Callable[[dict[str, object]], None]
+
 Identity = tuple[int, int]
 # A bytecode file the run wrote: Python would run it instead of the unchanged
 # source beside it (a change no diff shows). Removed, not kept: it is a cache.
 CACHE = "bytecode written during the run"
-Recorder = Callable[[dict[str, object]], None]
 
 
 def identities(paths: Iterable[str]) -> dict[str, Identity]:

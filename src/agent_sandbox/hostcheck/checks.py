@@ -22,7 +22,8 @@ sandboxed command's own exit status:
   repository's, the host's, and the proxy service's, which must record the
   refusal ``denied_domain`` asked of it).
 
-``drift`` compares installed files with the render manifest the roles install.
+``drift`` (beside it) compares installed files with the render manifest the
+roles install; ``netlab`` is the private network the domain checks use.
 
 It must never pass a check it could not run: a missing component, a missing
 privilege or an internal error is a failure with the reason. Everything it
@@ -33,28 +34,27 @@ the end.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import itertools
 import json
 import os
 import secrets
 import shutil
-import signal
-import stat
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent_sandbox import contract as _contract
 
+from . import VerifyError
+from .netlab import CLIENT, Upstream, upstream_network
+
 SYSTEM_SETTINGS = _contract.SYSTEM_SRT_SETTINGS
 
-MANIFEST = "/etc/agent-sandbox/manifest.json"
 VERIFY_ALLOWED_NAME = "allowed.verify.agent-sandbox.test"
 UNLISTED_NAME = "unlisted.verify.agent-sandbox.test"
 PRIVILEGED_COMMAND = "sudo apt-get install -y jq"
@@ -88,9 +88,6 @@ class Context:
             raise VerifyError(f"{self.settings_path} is not a JSON object")
         return data
 
-
-class VerifyError(Exception):
-    """A check could not be carried out; the message says why."""
 
 
 # -- pure helpers --------------------------------------------------------------
@@ -135,58 +132,6 @@ def with_allowed(settings: dict[str, Any], name: str) -> dict[str, Any]:
     return doc
 
 
-@dataclass(frozen=True)
-class DriftItem:
-    target: str
-    problem: str  # missing | modified | mode
-    detail: str = ""
-
-
-def compare_manifest(manifest: dict[str, Any],
-                     read: Callable[[str], tuple[bytes, int] | None]) -> list[DriftItem]:
-    """Every difference between the manifest and what ``read(target)`` returns
-    (content and permission bits, or None when the file is missing)."""
-    out: list[DriftItem] = []
-    for art in manifest.get("artifacts", []):
-        target = str(art["target"])
-        found = read(target)
-        if found is None:
-            out.append(DriftItem(target, "missing"))
-            continue
-        content, mode = found
-        digest = hashlib.sha256(content).hexdigest()
-        if digest != art["sha256"]:
-            out.append(DriftItem(target, "modified",
-                                 f"sha256 {digest[:12]} != {art['sha256'][:12]}"))
-        want = int(str(art["mode"]), 8)
-        if mode != want:
-            out.append(DriftItem(target, "mode", f"{mode:04o} != {want:04o}"))
-    return out
-
-
-def read_host_file(target: str) -> tuple[bytes, int] | None:
-    try:
-        st = os.lstat(target)
-        if not stat.S_ISREG(st.st_mode):
-            return (b"", -1)
-        with open(target, "rb") as fh:
-            return fh.read(), stat.S_IMODE(st.st_mode)
-    except FileNotFoundError:
-        return None
-
-
-def drift(manifest_path: str = MANIFEST) -> list[DriftItem]:
-    try:
-        with open(manifest_path, encoding="utf-8") as fh:
-            manifest = json.load(fh)
-    except FileNotFoundError:
-        raise VerifyError(f"no render manifest at {manifest_path}: provision the host "
-                          "(ansible-playbook site.yml or the pyinfra deploy) first") from None
-    except ValueError as exc:
-        raise VerifyError(f"{manifest_path} is not valid JSON: {exc}") from None
-    return compare_manifest(manifest, read_host_file)
-
-
 # -- running the real components -------------------------------------------------
 
 
@@ -207,7 +152,7 @@ def check_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     egress proxy goes on through the caller's HTTP(S)_PROXY (srt's parentProxy
     fallback); the checks prove this host's own enforcement against their own
     upstream, so their runs never inherit one."""
-    from .runtime.proxy import PROXY_VARIABLES
+    from ..runtime.proxy import PROXY_VARIABLES
 
     base = {k: v for k, v in os.environ.items() if k not in PROXY_VARIABLES}
     return {**base, **(extra or {})}
@@ -327,119 +272,6 @@ def check_protected_write(ctx: Context) -> str:
         shutil.rmtree(work, ignore_errors=True)
 
 
-UPSTREAM = r"""
-import http.server, sys
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        with open(sys.argv[3], "a") as fh:
-            fh.write(self.headers.get("Host", "") + " " + self.path + "\n")
-        body = b"upstream-ok " + self.path.encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-srv = http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), H)
-open(sys.argv[3] + ".ready", "w").close()
-srv.serve_forever()
-"""
-
-CLIENT = r"""
-import sys, urllib.request, urllib.error
-try:
-    with urllib.request.urlopen(sys.argv[1], timeout=15) as r:
-        print("STATUS", r.status, r.read().decode())
-except urllib.error.HTTPError as e:
-    print("STATUS", e.code, e.headers.get("X-Proxy-Error", ""))
-except Exception as e:
-    print("ERROR", type(e).__name__, e)
-"""
-
-
-@dataclass
-class Upstream:
-    ns: str
-    ip: str
-    port: int
-    log: str
-    hosts: str
-
-    def requests(self) -> str:
-        try:
-            with open(self.log, encoding="utf-8") as fh:
-                return fh.read()
-        except FileNotFoundError:
-            return ""
-
-
-def _ip(*args: str) -> None:
-    proc = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise VerifyError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
-
-
-@contextlib.contextmanager
-def veth_namespace(prefix: str, subnet: str) -> Iterator[tuple[str, str, str]]:
-    """A private network namespace joined to this host by a veth pair, both ends up,
-    on a random /24 of ``subnet`` (such as ``"10.232"``): (namespace, host address,
-    namespace address). Root only. On exit whatever still runs in the namespace is
-    killed, then the namespace and the pair are removed."""
-    tag = secrets.token_hex(3)
-    ns, veth_host, veth_ns = f"{prefix}{tag}", f"{prefix}{tag}h", f"{prefix}{tag}n"
-    octet = 16 + secrets.randbelow(200)
-    host_ip, ns_ip = f"{subnet}.{octet}.1", f"{subnet}.{octet}.2"
-    _ip("netns", "add", ns)
-    try:
-        _ip("link", "add", veth_host, "type", "veth", "peer", "name", veth_ns)
-        _ip("link", "set", veth_ns, "netns", ns)
-        _ip("addr", "add", f"{host_ip}/24", "dev", veth_host)
-        _ip("link", "set", veth_host, "up")
-        _ip("netns", "exec", ns, "ip", "addr", "add", f"{ns_ip}/24", "dev", veth_ns)
-        _ip("netns", "exec", ns, "ip", "link", "set", veth_ns, "up")
-        _ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
-        yield ns, host_ip, ns_ip
-    finally:
-        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True,
-                              check=False).stdout.split()
-        for pid in pids:
-            with contextlib.suppress(OSError, ValueError):
-                os.kill(int(pid), signal.SIGKILL)
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
-        subprocess.run(["ip", "link", "del", veth_host], capture_output=True, check=False)
-
-
-@contextlib.contextmanager
-def upstream_network(ctx: Context, names: list[str]) -> Iterator[Upstream]:
-    """An HTTP server in a private network namespace joined to this host by a
-    veth pair, and a hosts file naming it (read by the proxy only)."""
-    if os.geteuid() != 0:
-        raise VerifyError("the network checks need root (they create a network namespace)")
-    if shutil.which("ip") is None:
-        raise VerifyError("the network checks need iproute2 (the ip command)")
-    log = os.path.join(ctx.scratch, "upstream.log")
-    hosts = os.path.join(ctx.scratch, "hosts")
-    with veth_namespace("asv", "10.232") as (ns, _, up_ip):
-        with open(hosts, "w", encoding="utf-8") as fh:
-            fh.writelines(f"{up_ip} {n}\n" for n in names)
-        script = os.path.join(ctx.scratch, "upstream.py")
-        with open(script, "w", encoding="utf-8") as fh:
-            fh.write(UPSTREAM)
-        server = subprocess.Popen(["ip", "netns", "exec", ns, ctx.python, "-I", script, up_ip,
-                                   "8080", log], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 10
-            while not os.path.exists(log + ".ready"):
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise VerifyError("the upstream test server did not start")
-                time.sleep(0.02)
-            yield Upstream(ns, up_ip, 8080, log, hosts)
-        finally:
-            server.send_signal(signal.SIGKILL)
-            server.wait()
-
-
 def _fetch(ctx: Context, settings: str, up: Upstream, name: str, token: str) -> str:
     client = os.path.join(ctx.scratch, "client.py")
     with open(client, "w", encoding="utf-8") as fh:
@@ -450,7 +282,7 @@ def _fetch(ctx: Context, settings: str, up: Upstream, name: str, token: str) -> 
     return _text(proc)
 
 
-PROXY_UNIT = "/etc/systemd/system/agent-sandbox-proxy.service"
+PROXY_UNIT = _contract.PROXY_UNIT
 
 
 def _service_options(unit_text: str, flag: str) -> list[str]:
@@ -494,7 +326,7 @@ def refused_by_service(address: tuple[str, int], name: str) -> str:
 def check_denied_domain(ctx: Context) -> str:
     name = denied_name(list(ctx.settings().get("network", {}).get("deniedDomains", [])))
     token = "denied-" + secrets.token_hex(6)
-    with upstream_network(ctx, [name]) as up:
+    with upstream_network(ctx.scratch, ctx.python, [name]) as up:
         out = _fetch(ctx, ctx.settings_path, up, name, token)
         reached = token in up.requests()
     if reached:
@@ -525,7 +357,7 @@ def check_allowed_domain(ctx: Context) -> str:
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(settings, fh)
     token = "allowed-" + secrets.token_hex(6)
-    with upstream_network(ctx, [VERIFY_ALLOWED_NAME]) as up:
+    with upstream_network(ctx.scratch, ctx.python, [VERIFY_ALLOWED_NAME]) as up:
         out = _fetch(ctx, path, up, VERIFY_ALLOWED_NAME, token)
         reached = token in up.requests()
     if not reached or f"upstream-ok /{token}" not in out:
@@ -537,7 +369,7 @@ def _repo(ctx: Context) -> str:
     repo = ctx.notes.get("repo")
     if repo:
         return str(repo)
-    require("agent_sandbox.connector", "sandbox init")
+    require("agent_sandbox.repo_init", "sandbox init")
     repo = tempfile.mkdtemp(prefix="agent-sandbox-verify-repo-", dir=_writable_root(ctx))
     ctx.notes["cleanup"] = [*ctx.notes.get("cleanup", []), repo]
     # An empty repository layer: the host's managed policy is what is under test.
@@ -630,7 +462,7 @@ def check_audit(ctx: Context) -> str:
     dirs = []
     repo_audit = os.path.join(_repo(ctx), ".sandbox", "audit")
     dirs.append(repo_audit)
-    host_audit = os.environ.get("AGENT_SANDBOX_AUDIT_DIR", "/var/log/agent-sandbox")
+    host_audit = os.environ.get(_contract.AUDIT_DIR_ENV, _contract.HOST_AUDIT_DIR)
     if os.path.isfile(os.path.join(host_audit, "audit.jsonl")):
         dirs.append(host_audit)
     if os.path.isfile(PROXY_UNIT):
@@ -709,7 +541,7 @@ def run(settings_path: str | None = None, *, only: list[str] | None = None,
     ``host_only`` leaves out the checks that need a repository connected with
     ``sandbox init`` (the approval loop and its audit)."""
     if os.name == "nt":  # Windows: the engine's fence and account, behind one interface
-        from . import windows_host
+        from .. import windows_host
 
         return [CheckResult(c.name, c.ok, c.detail) for c in windows_host.verify()]
     names = [n for n, _ in CHECKS]

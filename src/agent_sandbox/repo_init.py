@@ -27,14 +27,14 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any
 
+from . import contract
 from .errors import SandboxError
 
 AGENT_FLAGS = ("claude", "codex", "cursor", "gemini")
 QUEUE_DIRS = ("pending", "decided", "claimed", "done")
 MCP_NAME = "agent-sandbox"
 # Where the renderer installs the host policy (render.srt.POLICY_TARGET).
-MANAGED_POLICY = ("C:/ProgramData/agent-sandbox/policy.json" if os.name == "nt"
-                  else "/etc/agent-sandbox/policy.json")
+MANAGED_POLICY = (contract.WINDOWS_POLICY_FILE if os.name == "nt" else contract.POLICY_FILE)
 STARTER_POLICY = """\
 # Repository policy for agent-sandbox (a spec layer; see `sandbox schema`).
 # Layers above this one (fleet, group, host) may only be tightened here.
@@ -219,7 +219,7 @@ def imported_rules(repo: str, codex_files: list[str]) -> list[dict[str, Any]]:
 
 def plan(repo: str, agents: list[str], mcp: bool) -> list[Planned]:
     """Everything init would write (pure apart from reading the spec layers)."""
-    from .facts import HostFacts, User
+    from .inventory import HostFacts, User
     from .render import agents as agent_render
     from .render.srt import policy_document, srt_settings
 
@@ -313,7 +313,7 @@ def _merged(p: Planned, original: bytes) -> bytes:
 def _trust_entries(repo: str, chosen: list[str]) -> list[Any]:
     """The client trust entries for our own hooks in ``repo`` (see client_trust)."""
     from . import client_trust
-    from .facts import HostFacts
+    from .inventory import HostFacts
     from .render import agents as agent_render
 
     home = os.path.expanduser("~")

@@ -1,0 +1,15 @@
+"""``sandbox verify``: the isolation self-check of one host, judged from outside
+the sandbox, and the drift of installed files from the render manifest.
+
+(The audit chain's own verification is ``agent_sandbox.audit.verifier``.)
+
+- ``checks``: each check, run against the real components, and ``run``;
+- ``netlab``: the private network the domain checks reach an upstream through;
+- ``drift``: installed files against the render manifest.
+"""
+
+from agent_sandbox.errors import SandboxError
+
+
+class VerifyError(SandboxError):
+    """A check could not be carried out; the message says why."""

@@ -1,0 +1,279 @@
+"""Run an agent client itself inside the sandbox (``sandbox agent``).
+
+The client process, and everything it starts (its shell tool, file writes,
+fetches, the MCP servers it launches, our hooks), runs under ``BwrapRun`` with
+the run's settings (``agent_profiles.agent_settings``). Two kinds of port are
+opened in the sandbox's own loopback before the client starts, besides the
+proxy's:
+
+- **the model endpoint** named with ``--model-endpoint`` when it is on loopback:
+  a connection to that one port inside is joined to the same port on the host's
+  loopback, and to nothing else (the proxy keeps refusing every loopback
+  address, so a fleet-denied 127.0.0.1 stays denied for every other port);
+- **the hook relay**: the hooks the client runs inside cannot write the audit
+  log or the approval queue (both read-only in every sandbox), so the inner
+  ``sandbox hook`` hands its input to this process (``cli/hook_relay``), which
+  runs the same hook on the host, in the run's working directory, and returns
+  its answer. A hook input whose ``cwd`` is not inside the run's working
+  directory is refused; the relay runs nothing but ``sandbox hook``.
+
+Everything that arrives on these ports comes from the sandbox and is hostile:
+sizes are bounded, the JSON is checked, and nothing from it picks a program,
+an environment variable or a folder outside the run.
+
+It never starts the client outside the sandbox: every failure before the
+client starts raises ``SandboxStartError``.
+"""
+
+from __future__ import annotations
+
+import _signal as signal
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+from .bwrap_run import BwrapRun
+from .errors import TIMED_OUT
+from .hook_frames import MAX_REQUEST, RELAY_ENV, RELAY_PORT, recv_frame, send_frame
+from .process import suppress
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from .agent_profiles import Endpoint
+    from .settings import Settings
+
+HOOK_TIMEOUT = 900.0  # the hook's own deadline is shorter; this only bounds a stuck one
+MAX_HOOKS = 16  # hooks run at once for one client; more wait (the client waits for each)
+AGENT_EVENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+class HookRelay:
+    """Runs the hooks the client asks for on the host (see the module doc)."""
+
+    def __init__(self, cwd: str, env: dict[str, str]) -> None:
+        self.cwd, self.env = os.path.realpath(cwd), env
+        self.procs: set[subprocess.Popen[bytes]] = set()
+        self.lock = threading.Lock()
+        self.slots = threading.BoundedSemaphore(MAX_HOOKS)
+
+    def handle(self, conn: socket.socket) -> None:
+        try:
+            req = recv_frame(conn, MAX_REQUEST)
+            with self.slots:
+                answer = self.answer(req)
+        except (OSError, ValueError) as exc:
+            answer = {"rc": 2, "stdout": "", "stderr": f"agent-sandbox: hook relay: {exc}\n"}
+        with suppress(OSError):
+            send_frame(conn, answer)
+
+    def answer(self, req: Any) -> dict[str, Any]:
+        def refused(why: str) -> dict[str, Any]:
+            return {"rc": 2, "stdout": "", "stderr": f"agent-sandbox: hook relay: {why}\n"}
+
+        if not isinstance(req, dict):
+            return refused("expected a JSON object")
+        argv, stdin = req.get("argv"), req.get("stdin")
+        if (not isinstance(argv, list) or len(argv) != 2
+                or not all(isinstance(a, str) and 0 < len(a) <= 40
+                           and set(a) <= AGENT_EVENT_CHARS for a in argv)
+                or not isinstance(stdin, str)):
+            return refused("malformed request")
+        try:
+            data = json.loads(stdin)
+        except ValueError:
+            data = None
+        cwd = data.get("cwd") if isinstance(data, dict) else None
+        if isinstance(cwd, str) and cwd:
+            if not os.path.isabs(cwd) or not _inside(os.path.realpath(cwd), self.cwd):
+                return refused(f"the call's folder {cwd!r} is outside this agent's "
+                               f"folder {self.cwd}")
+        proc = subprocess.Popen([sys.executable, "-m", "agent_sandbox", "hook", *argv],
+                                cwd=self.cwd, env=self.env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        with self.lock:
+            self.procs.add(proc)
+        try:
+            out, err = proc.communicate(stdin.encode("utf-8", "surrogatepass"),
+                                        timeout=HOOK_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return refused("the hook did not answer in time")
+        finally:
+            with self.lock:
+                self.procs.discard(proc)
+        return {"rc": proc.returncode, "stdout": out.decode("utf-8", "replace"),
+                "stderr": err.decode("utf-8", "replace")}
+
+    def stop(self) -> None:
+        with self.lock:
+            for p in self.procs:
+                with suppress(OSError):
+                    p.kill()
+
+
+def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while True:
+            data = src.recv(1 << 16)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        with suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+
+def forward(conn: socket.socket, host: str, port: int) -> None:
+    """Join one connection from inside to ``host:port`` on the host (both ways)."""
+    try:
+        up = socket.create_connection((host, port), timeout=10)
+        up.settimeout(None)
+    except OSError:
+        conn.close()
+        return
+    t = threading.Thread(target=_pipe, args=(up, conn), daemon=True)
+    t.start()
+    _pipe(conn, up)
+    t.join()
+    conn.close()
+    up.close()
+
+
+class Servers:
+    """Accept loops for the extra ports; one thread per connection."""
+
+    def __init__(self) -> None:
+        self.socks: list[socket.socket] = []
+        self.threads: list[threading.Thread] = []
+
+    def serve(self, raw: Any, handle: Any) -> None:
+        sock = socket.socket(fileno=raw.detach())  # netns hands over C-level sockets
+        sock.settimeout(0.5)
+        self.socks.append(sock)
+
+        def loop() -> None:
+            while sock in self.socks:
+                try:
+                    conn, _ = sock.accept()
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+                conn.settimeout(None)
+                threading.Thread(target=self._one, args=(handle, conn), daemon=True).start()
+
+        t = threading.Thread(target=loop, daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    @staticmethod
+    def _one(handle: Any, conn: socket.socket) -> None:
+        try:
+            handle(conn)
+        finally:
+            with suppress(OSError):
+                conn.close()
+
+    def stop(self) -> None:
+        socks, self.socks = self.socks, []
+        for s in socks:
+            with suppress(OSError):
+                s.close()
+        for t in self.threads:
+            t.join(2)
+
+
+def hold_config(home: str, entries: Sequence[str]) -> list[tuple[str, bytes | None]]:
+    """Create the absent config entries as what their absence means
+    (``agent_profiles.absent_default``) so a read-only mount can hold each name;
+    returns what was created, for ``release_config``."""
+    from .agent_profiles import absent_default
+
+    created: list[tuple[str, bytes | None]] = []
+    for entry in entries:
+        path = os.path.join(home, entry.rstrip("/"))
+        if os.path.lexists(path):
+            continue
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        default = absent_default(entry)
+        if default is None:
+            os.mkdir(path, 0o700)
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(default)
+        created.append((path, default))
+    return created
+
+
+def release_config(created: Sequence[tuple[str, bytes | None]]) -> None:
+    """Remove what ``hold_config`` created, where it is still what was created."""
+    import stat
+
+    for path, default in created:
+        with suppress(OSError):
+            st = os.lstat(path)
+            if default is None and stat.S_ISDIR(st.st_mode):
+                os.rmdir(path)  # only when empty
+            elif default is not None and stat.S_ISREG(st.st_mode) and st.st_size == len(default):
+                with open(path, "rb") as fh:
+                    if fh.read() == default:
+                        os.unlink(path)
+
+
+def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *,
+              endpoint: Endpoint | None = None, timeout: float | None = None,
+              env: dict[str, str] | None = None, opened: Sequence[str] = (),
+              err: Any = None) -> int:
+    """Run the client with the terminal attached; return its exit status."""
+    from .run import FORWARDED_SIGNALS
+
+    base = dict(os.environ if env is None else env)
+    ports = [RELAY_PORT]
+    if endpoint is not None and endpoint.loopback:
+        ports.append(endpoint.port)
+    inner_env = {**base, RELAY_ENV: str(RELAY_PORT)}
+    run = BwrapRun(settings, command, cwd=cwd, home=home, env=inner_env, extra_ports=ports,
+                   opened=opened)
+    relay = HookRelay(cwd, {k: v for k, v in base.items() if k != RELAY_ENV})
+    servers = Servers()
+    run.start()
+    previous: dict[int, Any] = {}
+    try:
+        by_port = dict(zip(ports, run.extra_listeners, strict=True))
+        run.extra_listeners = []  # served here now
+        servers.serve(by_port[RELAY_PORT], relay.handle)
+        if endpoint is not None and endpoint.loopback:
+            target = "127.0.0.1" if endpoint.host == "localhost" else endpoint.host
+            servers.serve(by_port[endpoint.port],
+                          lambda c: forward(c, target, endpoint.port))
+        for sig in FORWARDED_SIGNALS:
+            with suppress(OSError, ValueError):
+                previous[sig] = signal.signal(sig, lambda signum, _f: run.forward(signum))
+        rc, timed_out = run.wait(timeout)
+        if timed_out:
+            return TIMED_OUT
+        return rc if rc >= 0 else 128 - rc
+    finally:
+        for signum, handler in previous.items():
+            with suppress(OSError, ValueError, TypeError):
+                signal.signal(signum, handler)
+        run.kill()
+        servers.stop()
+        relay.stop()
+        run.cleanup()
+        for note in run.notices:
+            (err or sys.stderr).write(note)

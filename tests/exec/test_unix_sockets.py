@@ -1,0 +1,450 @@
+"""Unix sockets allowed by path: only the listed sockets are reachable.
+
+A host daemon listens on a socket in places a sandbox can see (a home folder, a
+service's state folder below /var/lib, a writable root, a folder reached through
+a symlink); the sandboxed command, with ``allowUnixSockets`` naming another
+socket, tries to connect. Judged from the host: the daemon's listening socket
+is non-blocking, and ``accept()`` after the run says whether a connection came.
+Each case has its control: the same run with the daemon's socket listed does
+reach it, so no case passes because its judge cannot see a connection. The
+two-step cases prepare a link in one run (a symlink, or a hard link made in a
+run where unix sockets are refused) and connect through it in the next.
+
+The places are outside /tmp, /run, /var/tmp and /dev/shm (hidden whole when
+sockets are allowed by path), so the masking of single sockets is what is
+tested.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import PY, needs_bwrap, write_settings
+
+from agent_sandbox.runtime.run import run_sandboxed
+from agent_sandbox.runtime.unix_sockets import bound_sockets, listed_names
+
+pytestmark = [needs_bwrap]
+
+CONNECT = ("import socket, sys\n"
+           "s = socket.socket(socket.AF_UNIX)\n"
+           "try:\n"
+           "    s.connect(sys.argv[1]); s.sendall(b'hello'); print('connected')\n"
+           "except OSError as e:\n"
+           "    print('refused', e.errno)\n")
+
+
+@dataclass
+class Place:
+    base: Path  # outside every folder hidden for sockets
+    home: Path
+    work: Path  # the writable root
+    settings_dir: Path
+
+
+@pytest.fixture
+def place(monkeypatch: pytest.MonkeyPatch) -> Iterator[Place]:
+    parent = "/var/lib" if os.access("/var/lib", os.W_OK) else os.path.expanduser("~")
+    base = Path(tempfile.mkdtemp(prefix="asx-", dir=parent))
+    p = Place(base, base / "home", base / "w", base / "s")
+    for d in (p.home, p.work, p.settings_dir):
+        d.mkdir()
+    monkeypatch.setenv("HOME", str(p.home))
+    monkeypatch.setenv("AGENT_SANDBOX_STATE_DIR", str(base / "state"))
+    monkeypatch.setenv("AGENT_SANDBOX_AUDIT_DIR", str(base / "audit"))
+    try:
+        yield p
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+class Daemon:
+    """A host process's listening socket; ``reached()`` says whether anything connected."""
+
+    def __init__(self, path: Path, bind_as: Path | None = None) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(bind_as or path))
+        os.chmod(path, 0o777)
+        self.sock.listen(8)
+        self.sock.setblocking(False)
+
+    def reached(self) -> bool:
+        try:
+            c, _ = self.sock.accept()
+        except BlockingIOError:
+            return False
+        c.close()
+        return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def settings(p: Place, allowed: list[str], name: str | None = None) -> Path:
+    return write_settings(p.settings_dir / (name or f"{secrets.token_hex(4)}.json"), {
+        "network": {"allowUnixSockets": allowed},
+        "filesystem": {"allowWrite": [str(p.work)]}})
+
+
+def connect(p: Place, s: Path, target: str) -> bytes:
+    r = run_sandboxed([PY, "-I", "-c", CONNECT, target], s, p.work, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+# where the daemon listens: (name, socket path relative to the base, bound as)
+PLACES = {
+    "home-folder": ("home/.cache/app/d.sock", None),
+    "var-lib-like": ("srv/lib/svc/d.sock", None),
+    "writable-root": ("w/run/d.sock", None),
+    "symlinked-folder": ("real/d.sock", "linked/d.sock"),  # bound through the link
+}
+
+
+def daemon_at(p: Place, where: str) -> tuple[Daemon, list[str]]:
+    """The daemon, and the paths a command would connect to."""
+    rel, via = PLACES[where]
+    path = p.base / rel
+    if via:
+        path.parent.mkdir(parents=True)
+        (p.base / via).parent.symlink_to(path.parent)
+        d = Daemon(path, bind_as=p.base / via)
+        return d, [str(p.base / via), str(path)]
+    d = Daemon(path)
+    return d, [str(path)]
+
+
+@pytest.mark.parametrize("where", PLACES)
+def test_unlisted_socket_is_unreachable(place: Place, where: str) -> None:
+    other = Daemon(place.base / "ok" / "other.sock")
+    daemon, targets = daemon_at(place, where)
+    try:
+        s = settings(place, [str(other.path)])
+        for target in targets:
+            out = connect(place, s, target)
+            assert not daemon.reached(), f"{where}: {target} reached ({out!r})"
+            assert b"refused" in out
+        # the listed socket is reachable in the same mode (the sandbox is not simply
+        # refusing every unix socket)
+        assert b"connected" in connect(place, s, str(other.path))
+        assert other.reached()
+    finally:
+        daemon.close()
+        other.close()
+
+
+@pytest.mark.parametrize("where", PLACES)
+def test_control_listed_socket_is_reachable(place: Place, where: str) -> None:
+    """The judge fires: with the daemon's own socket listed, the command reaches it
+    (a socket in a writable root is the exception: srt's rule drops an entry the
+    command could replace, so there the control is an unsandboxed connect)."""
+    daemon, targets = daemon_at(place, where)
+    try:
+        if where == "writable-root":
+            c = socket.socket(socket.AF_UNIX)
+            c.connect(targets[0])
+            c.close()
+        else:
+            out = connect(place, settings(place, [str(daemon.path)]), targets[0])
+            assert b"connected" in out, out
+        assert daemon.reached()
+    finally:
+        daemon.close()
+
+
+def test_two_step_symlink_to_the_socket(place: Place) -> None:
+    """Run 1 leaves a symlink to the daemon's socket in the writable root; run 2
+    connects through it, and through a link to the folder."""
+    other = Daemon(place.base / "ok" / "other.sock")
+    daemon, (target,) = daemon_at(place, "home-folder")
+    try:
+        s = settings(place, [str(other.path)])
+        r = run_sandboxed(["sh", "-c", f"ln -s {target} l.sock && ln -s "
+                           f"{os.path.dirname(target)} ldir"], s, place.work, timeout=60)
+        assert r.returncode == 0, r.stderr
+        for via in ("l.sock", "ldir/d.sock"):
+            out = connect(place, s, str(place.work / via))
+            assert not daemon.reached(), f"reached through {via}: {out!r}"
+        # control: the same links, unsandboxed, lead to the daemon
+        c = socket.socket(socket.AF_UNIX)
+        c.connect(str(place.work / "l.sock"))
+        c.close()
+        assert daemon.reached()
+    finally:
+        daemon.close()
+        other.close()
+
+
+def test_two_step_hard_link_made_while_sockets_were_refused(place: Place) -> None:
+    """Run 1, with unix sockets refused (nothing masked: seccomp refuses socket()),
+    hard-links a daemon's socket that lies in the writable root to another name
+    there (a link across mounts fails: EXDEV); run 2, with sockets allowed by path,
+    connects to the new name."""
+    other = Daemon(place.base / "ok" / "other.sock")
+    daemon, (target,) = daemon_at(place, "writable-root")
+    try:
+        plain = write_settings(place.settings_dir / "plain.json",
+                               {"filesystem": {"allowWrite": [str(place.work)]}})
+        r = run_sandboxed(["sh", "-c", f"ln {target} h.sock; ln {other.path} o.sock; true"],
+                          plain, place.work, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert (place.work / "h.sock").is_socket()
+        assert not (place.work / "o.sock").exists()  # EXDEV: another mount
+        out = connect(place, settings(place, [str(other.path)]), str(place.work / "h.sock"))
+        assert not daemon.reached(), out
+        c = socket.socket(socket.AF_UNIX)  # control: the link leads to the daemon
+        c.connect(str(place.work / "h.sock"))
+        c.close()
+        assert daemon.reached()
+    finally:
+        daemon.close()
+        other.close()
+
+
+def test_two_step_listed_path_replaced_by_a_link(place: Place) -> None:
+    """A listed path inside a writable root is dropped (srt's rule), even when run 1
+    makes it a symlink to a socket outside every writable root."""
+    daemon, (target,) = daemon_at(place, "home-folder")
+    try:
+        listed = str(place.work / "api.sock")
+        s = settings(place, [listed])
+        r = run_sandboxed(["ln", "-s", target, "api.sock"], s, place.work, timeout=60)
+        assert r.returncode == 0, r.stderr
+        out = connect(place, s, listed)
+        assert not daemon.reached(), out
+    finally:
+        daemon.close()
+
+
+def test_the_kernel_list_finds_the_daemon(place: Place) -> None:
+    """``unix_sockets`` sees a socket bound through a symlinked folder at its
+    resolved path, and only pathname sockets."""
+    daemon, (via, real) = daemon_at(place, "symlinked-folder")
+    try:
+        assert via in listed_names()
+        assert real in bound_sockets() and via not in bound_sockets()
+    finally:
+        daemon.close()
+
+
+OTHER_WAYS = r"""
+import ctypes, socket, sys
+stream, dgram = sys.argv[1], sys.argv[2]
+def attempt(name, f):
+    try:
+        f()
+        print(name, "done")
+    except OSError as e:
+        print(name, "refused", e.errno)
+def plain():
+    socket.socket(socket.AF_UNIX).connect(stream)
+def sendto_stream():  # an address on an unconnected stream socket
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).sendto(b"x", stream)
+def sendmsg_stream():
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).sendmsg([b"x"], [], 0, stream)
+def seqpacket():
+    socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET).connect(stream)
+def datagram():
+    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"x", dgram)
+def pair_datagram():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a.sendto(b"x", dgram)
+def pair_stream_sendto():  # a connected pair ignores no address: EISCONN
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    a.sendto(b"x", stream)
+def vsock():
+    socket.socket(40, socket.SOCK_STREAM).connect((2, 1024))
+def io_uring():
+    libc = ctypes.CDLL(None, use_errno=True)
+    params = ctypes.create_string_buffer(120)
+    if libc.syscall(425, 8, params) < 0:
+        raise OSError(ctypes.get_errno(), "io_uring_setup")
+    print("io_uring_setup succeeded")
+for name, f in list(globals().items()):
+    if callable(f) and name != "attempt" and getattr(f, "__module__", "") == "__main__":
+        attempt(name, f)
+"""
+
+
+def test_every_other_way_to_address_a_socket(place: Place) -> None:
+    """sendto/sendmsg with an address on a stream socket, seqpacket and datagram
+    sockets, a datagram socketpair, AF_VSOCK and io_uring reach neither a stream
+    nor a datagram daemon in the home folder."""
+    other = Daemon(place.base / "ok" / "other.sock")
+    stream, _ = daemon_at(place, "home-folder")
+    dpath = place.home / ".cache" / "app" / "g.sock"
+    dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    dgram.bind(str(dpath))
+    os.chmod(dpath, 0o777)
+    dgram.setblocking(False)
+
+    def dgram_reached() -> bool:
+        try:
+            dgram.recv(64)
+            return True
+        except BlockingIOError:
+            return False
+
+    try:
+        r = run_sandboxed([PY, "-I", "-c", OTHER_WAYS, str(stream.path), str(dpath)],
+                          settings(place, [str(other.path)]), place.work, timeout=60)
+        assert b"succeeded" not in r.stdout + r.stderr and b"plain refused" in r.stdout
+        assert not stream.reached() and not dgram_reached(), r.stdout
+        for name in (b"seqpacket", b"datagram", b"pair_datagram", b"vsock", b"io_uring"):
+            assert name + b" refused" in r.stdout, r.stdout
+        # the control: unsandboxed, the same script reaches both daemons
+        import subprocess
+
+        subprocess.run([PY, "-I", "-c", OTHER_WAYS, str(stream.path), str(dpath)],
+                       capture_output=True, timeout=60, check=False)
+        assert stream.reached() and dgram_reached()
+    finally:
+        stream.close()
+        dgram.close()
+        other.close()
+
+
+def test_a_socket_gone_before_its_mount_neither_fails_the_run_nor_stays_open(
+        place: Place, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon's socket is removed after the plan and its last check, right
+    before bwrap mounts over it (the race, made certain): bwrap stops before the
+    command, the run is planned again and runs, and a new socket bound at the same
+    path in the next moment is masked too."""
+    from agent_sandbox.runtime import bwrap as bw
+
+    other = Daemon(place.base / "ok" / "other.sock")
+    daemon, (target,) = daemon_at(place, "home-folder")
+    real_without = bw.without
+    calls: list[int] = []
+
+    def without_then_vanish(p: bw.Plan, paths: set[str]) -> bw.Plan:
+        out = real_without(p, paths)
+        if not calls:
+            assert target in out.masked_sockets
+            os.unlink(target)
+        calls.append(1)
+        return out
+
+    monkeypatch.setattr(bw, "without", without_then_vanish)
+    try:
+        r = run_sandboxed(["sh", "-c", "echo ran"], settings(place, [str(other.path)]),
+                          place.work, timeout=60)
+        assert r.returncode == 0 and r.stdout == b"ran\n", r.stderr
+        assert len(calls) == 2  # planned again
+        daemon.close()
+        daemon = Daemon(Path(target))  # bound again at the same path
+        out = connect(place, settings(place, [str(other.path)]), target)
+        assert not daemon.reached(), out
+    finally:
+        daemon.close()
+        other.close()
+
+
+CONTAINER_SERVER = r"""
+import os, socket, sys
+path, hits = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+os.chmod(path, 0o777)
+s.listen(8)
+print("ready", flush=True)
+n = 0
+while True:
+    c, _ = s.accept()
+    n += 1
+    open(os.path.join(hits, f"hit-{n}"), "w").close()
+    c.close()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root and unshare to make a container's namespaces")
+@pytest.mark.parametrize("listed", [False, True], ids=["unlisted", "listed-control"])
+def test_container_socket_in_a_folder_bound_into_it(place: Place, listed: bool) -> None:
+    """A daemon in its own mount and network namespace (a container) binds its socket
+    in a folder the host bound into it: the kernel lists the name as the container
+    sees it; the host shows the socket elsewhere, where the sandbox could reach it."""
+    import subprocess
+
+    shared, inside, hits = place.base / "shared", place.base / "inside", place.base / "hits"
+    for d in (shared, inside, hits):
+        d.mkdir()
+    script = (f"mount --bind {shared} {inside} && exec {PY} -I -c '{CONTAINER_SERVER}' "
+              f"{inside}/c.sock {hits}")
+    container = subprocess.Popen(["unshare", "--mount", "--net", "--propagation", "private",
+                                  "sh", "-c", script], stdout=subprocess.PIPE)
+    other = Daemon(place.base / "ok" / "other.sock")
+    try:
+        assert container.stdout is not None and container.stdout.readline() == b"ready\n"
+        host_path = str(shared / "c.sock")
+        assert not (inside / "c.sock").exists() and os.path.exists(host_path)
+        assert host_path in bound_sockets()
+        allowed = [str(other.path), host_path] if listed else [str(other.path)]
+        out = connect(place, settings(place, allowed), host_path)
+        reached = any(hits.iterdir())
+        assert reached == listed, out
+    finally:
+        container.kill()
+        container.wait()
+        other.close()
+
+
+def test_a_listed_folder_is_not_writable(place: Place) -> None:
+    """allowUnixSockets naming a folder outside the writable roots: its sockets are
+    reachable, and nothing can be written there (it is no writable root)."""
+    folder = place.base / "sockets"
+    daemon = Daemon(folder / "api.sock")
+    try:
+        s = settings(place, [str(folder)])
+        r = run_sandboxed(["sh", "-c", f"echo x > {folder}/planted; rm -f {folder}/api.sock; "
+                           f"mv {folder}/api.sock {folder}/moved; true"], s, place.work,
+                          timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert sorted(os.listdir(folder)) == ["api.sock"]
+        assert b"connected" in connect(place, s, str(folder / "api.sock"))
+        assert daemon.reached()
+    finally:
+        daemon.close()
+
+
+def test_a_folder_of_sockets_is_hidden_whole(place: Place) -> None:
+    """A folder that holds only sockets (outside the writable roots) is hidden as a
+    whole: none of them is reachable, nor one bound there after the sandbox started;
+    the listed socket elsewhere still is."""
+    other = Daemon(place.base / "ok" / "other.sock")
+    folder = place.base / "srv" / "many"
+    daemons = [Daemon(folder / f"s{i}.sock") for i in range(3)]
+    late_path = folder / "late.sock"
+    script = (f"while [ ! -e {place.work}/go ]; do sleep 0.05; done; "
+              f"for s in {folder}/s0.sock {folder}/s2.sock {late_path}; do "
+              f"{PY} -I -c \"$CONNECT\" $s; done")
+    import subprocess
+
+    proc = subprocess.Popen(
+        [str(Path(PY).parent / "sandbox"), "exec", "--settings",
+         str(settings(place, [str(other.path)])), "--", "sh", "-c", script],
+        cwd=place.work, env={**os.environ, "CONNECT": CONNECT}, stdout=subprocess.PIPE)
+    late = None
+    try:
+        import time
+
+        time.sleep(1.0)  # the sandbox is up (or about to be); bind one more now
+        late = Daemon(late_path)
+        (place.work / "go").touch()
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and out.count(b"refused") == 3, out
+        assert not any(d.reached() for d in [*daemons, late])
+    finally:
+        proc.kill()
+        for d in [*daemons, other, *([late] if late else [])]:
+            d.close()
