@@ -20,6 +20,9 @@ import os
 import sys
 import time
 
+from agent_sandbox import contract
+from agent_sandbox.errors import SandboxError
+
 from ..quickjson import dumps, loads
 from .budget import EXIT_SLACK, RUN_WAIT, START_BUDGET, hook_deadline
 
@@ -31,8 +34,7 @@ if TYPE_CHECKING:
 
 MAX_INPUT = 8 * 1024 * 1024
 # Where the renderer installs the host policy (render.srt.POLICY_TARGET).
-MANAGED_POLICY = ("C:/ProgramData/agent-sandbox/policy.json" if os.name == "nt"
-                  else "/etc/agent-sandbox/policy.json")
+MANAGED_POLICY = (contract.WINDOWS_POLICY_FILE if os.name == "nt" else contract.POLICY_FILE)
 AGENTS = {
     "claude": ("pre-tool-use", "post-tool-use", "session-start"),
     "codex": ("pre-tool-use", "post-tool-use", "session-start"),
@@ -48,7 +50,7 @@ MAX_POLICY = 4 * 1024 * 1024
 STARTED = 0.0  # time.monotonic() when main() began: the budget counts from here
 
 
-class Refusal(Exception):
+class Refusal(SandboxError):
     """Deny with this message (bad input, missing policy ...)."""
 
 
