@@ -5,7 +5,7 @@ PY    := $(VENV)/bin/python
 export CONTAINERS_CONF := $(CURDIR)/containers.conf
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
 
-.PHONY: setup test test-fast lint bench demo demo-down render-example clean
+.PHONY: setup test test-fast lint role-docs bench demo demo-down render-example clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -17,9 +17,13 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
 lint: setup
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests bench scripts
 	$(VENV)/bin/mypy
-	@if [ -d roles ] && ls roles/*/tasks >/dev/null 2>&1; then $(VENV)/bin/ansible-lint --profile production site.yml roles playbooks; fi
+	$(PY) scripts/role_docs.py --check
+	$(VENV)/bin/ansible-lint --profile production --nocolor
+
+role-docs: setup
+	$(PY) scripts/role_docs.py
 
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -7,7 +7,8 @@ sha256, owner}}``; the roles install those bytes with ``ansible.builtin.copy``,
 so check mode, ``--diff`` and idempotence come from Ansible itself.
 
 Helpers: ``agent_sandbox_manifest`` (the manifest.json bytes ``sandbox render``
-writes), ``agent_sandbox_select`` (artifacts of some kinds, as a sorted list),
+writes), ``agent_sandbox_select`` (artifacts of some kinds, as a sorted list; a kind
+not in ``agent_sandbox.contract.ARTIFACT_KINDS`` fails the task),
 ``agent_sandbox_dirs`` (the parent folders to create, with owners),
 ``agent_sandbox_probe_argv`` / ``agent_sandbox_stale`` (one command that reads
 every managed file's mode, owner and SHA-256 on the host, so only files that
@@ -101,19 +102,17 @@ def agent_sandbox_manifest(inventory_dir: str, host: str) -> str:
     return json_bytes(manifest(artifacts)).decode("utf-8")
 
 
-_INIT_AGENTS = ("claude", "codex", "cursor", "gemini")
-
-
 def agent_sandbox_init_flags(inventory_dir: str, host: str) -> list[str]:
-    """``sandbox init`` flags for the agents the host's spec enables (and ``--mcp``)."""
+    """``sandbox install repo`` flags for the agents the host's spec enables (and
+    ``--mcp``): ``agent_sandbox.install.repository.init_flags``, as pyinfra uses."""
     try:
         spec = _fleet(inventory_dir).spec_for(str(host))
     except Exception as exc:
         raise AnsibleFilterError(
             f"agent-sandbox could not load the spec of {host}: {exc}") from None
-    flags = [f"--{name}" for name in _INIT_AGENTS
-             if name in spec.agents and getattr(spec.agents[name], "enabled", True)]
-    return [*flags, "--mcp"]
+    from agent_sandbox.install.repository import init_flags
+
+    return init_flags(spec)
 
 
 def agent_sandbox_select(rendered: dict[str, dict[str, Any]], include: list[str] | None = None,
@@ -122,8 +121,16 @@ def agent_sandbox_select(rendered: dict[str, dict[str, Any]], include: list[str]
     as a list sorted by target, each with its ``target``."""
     if not isinstance(rendered, dict):
         raise AnsibleFilterError("agent_sandbox_select expects the output of agent_sandbox_render")
+    _import_renderer()
+    from agent_sandbox.contract import ARTIFACT_KINDS
+
     inc = None if include is None else set(include)
     exc = set(exclude or ())
+    unknown = sorted(((inc or set()) | exc) - set(ARTIFACT_KINDS))
+    if unknown:
+        raise AnsibleFilterError(
+            f"agent_sandbox_select: no renderer produces the artifact kinds {unknown} "
+            f"(the kinds are agent_sandbox.contract.ARTIFACT_KINDS: {sorted(ARTIFACT_KINDS)})")
     return [
         {"target": target, **art}
         for target, art in sorted(rendered.items())

@@ -21,10 +21,12 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any
 
+from agent_sandbox import contract
+
 CODEX_REQUIREMENTS = "/etc/codex/requirements.toml"
 CLAUDE_MANAGED = "/etc/claude-code/managed-settings.json"
 GEMINI_SYSTEM = "/etc/gemini-cli/settings.json"
-HOST_POLICY = "/etc/agent-sandbox/policy.json"
+HOST_POLICY = contract.POLICY_FILE
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,17 @@ ETC_DIR = "/etc/agent-sandbox"
 EXEC_PROFILE = f"{ETC_DIR}/exec.json"
 SYSTEM_SRT_SETTINGS = f"{ETC_DIR}/srt-settings.json"
 POLICY_FILE = f"{ETC_DIR}/policy.json"
+WINDOWS_STATE_DIR = "C:/ProgramData/agent-sandbox"
+WINDOWS_POLICY_FILE = f"{WINDOWS_STATE_DIR}/policy.json"
+# The managed policy the hooks read, by host OS.
+POLICY_FILES = {"linux": POLICY_FILE, "macos": POLICY_FILE, "windows": WINDOWS_POLICY_FILE}
 MANIFEST_FILE = f"{ETC_DIR}/manifest.json"
 HOST_STATE_DIR = "/var/lib/agent-sandbox"
 HOST_AUDIT_DIR = "/var/log/agent-sandbox"
+HOST_AUDIT_KEY = f"{HOST_STATE_DIR}/audit-keys/host.ed25519"
+MACOS_PROXY_LOG = f"{HOST_AUDIT_DIR}/proxy.log"
 APPARMOR_PROFILE = "/etc/apparmor.d/agent-sandbox-bwrap"
+PROXY_UNIT = "/etc/systemd/system/agent-sandbox-proxy.service"
 USER_SRT_SETTINGS = ".srt-settings.json"  # relative to the home folder
 USER_CONFIG_DIR = ".config/agent-sandbox"  # relative to the home folder
 USER_STATE_DIR = ".local/state/agent-sandbox"  # relative to the home folder
@@ -28,6 +35,44 @@ USER_STATE_DIR = ".local/state/agent-sandbox"  # relative to the home folder
 LOCK_DIR_ENV = "AGENT_SANDBOX_LOCK_DIR"
 AUDIT_DIR_ENV = "AGENT_SANDBOX_AUDIT_DIR"
 STATE_DIR_ENV = "AGENT_SANDBOX_STATE_DIR"
+
+# The kinds of artifact the renderer produces (``Artifact.kind``), with what each
+# is. The renderer refuses any other kind; the roles select artifacts by these
+# names through the ``agent_sandbox_select`` filter, which refuses any other.
+ARTIFACT_KINDS: dict[str, str] = {
+    # every OS
+    "policy": "the effective policy the hooks read (policy.json)",
+    "srt-settings": "srt-format settings: system, per user, or the macOS proxy's",
+    # Linux
+    "bwrap-profile": "the bubblewrap profile `sandbox exec` reads",
+    "systemd-unit": "the egress proxy's systemd unit",
+    "apparmor-profile": "the AppArmor profile allowing bubblewrap user namespaces",
+    # agents
+    "claude-managed-settings": "Claude Code managed settings",
+    "claude-settings": "a project's .claude/settings.json",
+    "codex-config": "Codex config.toml (MCP entries)",
+    "codex-hooks": "Codex hooks.json",
+    "codex-requirements": "Codex requirements.toml",
+    "cursor-hooks": "Cursor hooks.json",
+    "gemini-policy": "Gemini CLI policy file",
+    "gemini-settings": "Gemini CLI system settings",
+    "mcp-config": "an MCP client configuration (VS Code, Windsurf, Cursor, Claude Desktop)",
+    "agent-wrapper": "a client's wrapper under `sandbox agent`, and its profile",
+    # macOS
+    "seatbelt": "a Seatbelt (SBPL) profile for sandbox-exec",
+    "seatbelt-denies": "the denied paths of a Seatbelt profile, resolved on the host",
+    "launchd": "the proxy's LaunchDaemon plist",
+    "mobileconfig": "the MDM profile carrying the agents' managed settings",
+    # Windows
+    "windows-plan": "the Windows provisioning plan (JSON)",
+    "powershell": "the Windows provisioning script",
+    # cluster
+    "k8s": "Kubernetes objects (RuntimeClass, Namespace, NetworkPolicy)",
+    "calico": "Calico (projectcalico.org/v3) policies",
+    "k8s-job-template": "the runner's Job template",
+    "vault-policy": "a Vault/OpenBao policy (HCL)",
+    "vault-roles": "the Vault/OpenBao plan of roles",
+}
 
 # Ports the egress proxy listens on inside a sandbox's network namespace.
 PROXY_HTTP_PORT = 3128

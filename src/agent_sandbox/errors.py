@@ -57,3 +57,7 @@ class SpecError(SandboxError):
     def __init__(self, problems: list[Problem]):
         self.problems = sorted(problems, key=lambda p: (p.file, p.line, p.column, p.key))
         super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class InstallError(SandboxError):
+    """A host install step (``sandbox install ...``) could not be carried out."""

@@ -13,21 +13,30 @@ Built on the official SDK's ``MCPServer``. Tools:
 There is deliberately no tool that approves, denies or changes policy:
 approvals come only from ``sandbox watch`` / ``sandbox approve`` outside the
 agent. Every command runs inside ``sandbox exec``, never in this process.
+
+Start-up is on the client's clock: a client whose ``initialize`` is not
+answered in time starts its first turn without these tools. So nothing but the
+SDK is imported before the answer (``sandbox mcp`` bypasses the CLI framework,
+see ``cli.entry``; the policy engine and the queue load inside the tools), and
+the policy check and the queue's crash recovery run beside the server, not
+before it. A broken policy is reported on stderr and by every tool call; it
+never lets a call through.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
-from typing import Any
 
 from .errors import SandboxError
-from .hooks.escalate import describe_result, escalate, follow
-from .policy.decision import Call, PolicyError
-from .policy.engine import Policy
-from .queue import valid_id
-from .queue.runner import audit, queue_for, recover_and_run, run_command
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .policy.engine import Policy
 
 MAX_WAIT = 600.0
 DEFAULT_WAIT = 30.0
@@ -38,6 +47,9 @@ class McpSetupError(SandboxError):
 
 
 def _load(repo: str) -> Policy:
+    from .policy.decision import PolicyError
+    from .policy.engine import Policy
+
     path = os.path.join(repo, ".sandbox", "policy.json")
     try:
         with open(path, "rb") as fh:
@@ -56,6 +68,8 @@ def _inside(repo: str, cwd: str) -> bool:
 
 def _mcp_text(rec: dict[str, Any] | None) -> str:
     """A finished request as this tool's result (the command ran; it is not a refusal)."""
+    from .hooks.escalate import describe_result
+
     if not rec or rec.get("status") != "completed":
         return ""
     by = (rec.get("decision") or {}).get("by") or "a human"
@@ -66,10 +80,7 @@ def _mcp_text(rec: dict[str, Any] | None) -> str:
 def build(repo: str) -> Any:
     from mcp.server.mcpserver import MCPServer
 
-    repo = os.path.realpath(repo)
-    if not os.path.isdir(os.path.join(repo, ".sandbox", "escalations")):
-        raise McpSetupError(f"{repo} has no .sandbox/escalations: run `sandbox init {repo}`")
-    _load(repo)  # fail at start, not on the first call
+    repo = _checked(repo)
     server = MCPServer(
         name="agent-sandbox",
         instructions=(
@@ -85,6 +96,10 @@ def build(repo: str) -> Any:
     async def run_privileged(command: str, cwd: str = "",
                              wait_seconds: float = DEFAULT_WAIT) -> str:
         import anyio
+
+        from .hooks.escalate import describe_result, escalate, follow
+        from .policy.decision import Call
+        from .queue.runner import audit, run_command
 
         wd = os.path.realpath(cwd or repo)
         if not _inside(repo, wd):
@@ -126,6 +141,10 @@ def build(repo: str) -> Any:
     async def check_request(request_id: str, wait_seconds: float = 0.0) -> str:
         import anyio
 
+        from .hooks.escalate import describe_result, follow
+        from .queue import valid_id
+        from .queue.runner import queue_for
+
         if not valid_id(request_id):
             return f"refused: {request_id!r} is not a request id"
         q = queue_for(repo)
@@ -147,6 +166,8 @@ def build(repo: str) -> Any:
 
     @server.tool(description="How the sandbox is set up and what is waiting.")
     def sandbox_status() -> str:
+        from .queue.runner import queue_for, recover_and_run
+
         q = queue_for(repo)
         recover_and_run(repo)
         c = q.counts()
@@ -164,7 +185,52 @@ def build(repo: str) -> Any:
     return server
 
 
+def _checked(repo: str) -> str:
+    """``repo`` resolved, or McpSetupError when ``sandbox init`` has not prepared it."""
+    repo = os.path.realpath(repo)
+    if not os.path.isdir(os.path.join(repo, ".sandbox", "escalations")):
+        raise McpSetupError(f"{repo} has no .sandbox/escalations: run `sandbox init {repo}`")
+    return repo
+
+
+def _after_start(repo: str) -> None:
+    """The start-up chores that need not delay the client's ``initialize``: check
+    the policy (every tool call loads it again and answers with the same error)
+    and run the approvals an earlier crash left behind."""
+    try:
+        _load(repo)
+    except McpSetupError as exc:
+        sys.stderr.write(f"agent-sandbox mcp: {exc}\n")
+    try:
+        from .queue.runner import recover_and_run
+
+        recover_and_run(repo)
+    except Exception as exc:  # the tools still work; sandbox_status recovers again
+        sys.stderr.write(f"agent-sandbox mcp: recovering the queue failed: {exc}\n")
+
+
 def serve(repo: str) -> None:
+    """Serve ``repo``'s tools over stdio until the client closes the stream."""
+    import threading
+
+    # pydantic plugins are third-party code run on every validation, found by
+    # scanning every installed distribution's entry points at start: none here
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     server = build(repo)
-    recover_and_run(os.path.realpath(repo))
+    threading.Thread(target=_after_start, args=(_checked(repo),), name="mcp-start",
+                     daemon=True).start()
     server.run("stdio")
+
+
+def main(argv: list[str]) -> int:
+    """``sandbox mcp [DIRECTORY]`` without the CLI framework: a client waits for
+    this process's ``initialize`` answer before its first turn."""
+    if len(argv) > 1:
+        sys.stderr.write("usage: sandbox mcp [DIRECTORY]\n")
+        return 2
+    try:
+        serve(argv[0] if argv else ".")
+    except SandboxError as exc:
+        sys.stderr.write(f"sandbox: {exc}\n")
+        return 1
+    return 0

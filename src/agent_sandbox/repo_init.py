@@ -27,14 +27,14 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any
 
+from . import contract
 from .errors import SandboxError
 
 AGENT_FLAGS = ("claude", "codex", "cursor", "gemini")
 QUEUE_DIRS = ("pending", "decided", "claimed", "done")
 MCP_NAME = "agent-sandbox"
 # Where the renderer installs the host policy (render.srt.POLICY_TARGET).
-MANAGED_POLICY = ("C:/ProgramData/agent-sandbox/policy.json" if os.name == "nt"
-                  else "/etc/agent-sandbox/policy.json")
+MANAGED_POLICY = (contract.WINDOWS_POLICY_FILE if os.name == "nt" else contract.POLICY_FILE)
 STARTER_POLICY = """\
 # Repository policy for agent-sandbox (a spec layer; see `sandbox schema`).
 # Layers above this one (fleet, group, host) may only be tightened here.

@@ -27,6 +27,30 @@ def test_allow_and_deny_answer_at_once(repo: Path) -> None:
     assert not any(Path(repo, ".sandbox/escalations/pending").iterdir())
 
 
+def test_the_quick_exit_keeps_answer_record_and_reason(repo: Path) -> None:
+    """The hook process skips the interpreter's teardown (``entry.run``): its
+    answer, its audit record (chained, correlated by the tool-use id) and a
+    refusal's reason on stderr must all be out before it ends."""
+    log = repo / ".sandbox/audit/audit.jsonl"
+
+    def last_record() -> dict[str, Any]:
+        return dict(json.loads(log.read_bytes().splitlines()[-1]))
+
+    for command, verdict in (("ls -la", "allow"), ("ls; rm -rf /", "deny")):
+        payload = claude_pre(command, repo)
+        payload["tool_use_id"] = f"toolu-quick-{verdict}"
+        p = run_hook("claude", "pre-tool-use", payload)
+        assert p.returncode == 0 and decision_of(p)[0] == verdict
+        rec = last_record()
+        assert rec["tool_use_id"] == f"toolu-quick-{verdict}" and rec["summary"] == command
+        assert rec["verdict" if verdict == "allow" else "event"] in (verdict, "denial")
+    p = run_hook("claude", "pre-tool-use", b"{not json")
+    assert p.returncode == 2 and "not valid JSON" in p.stderr.decode()
+    assert decision_of(p)[0] == "deny"
+    # control: the judge tells a record of another call apart
+    assert last_record()["tool_use_id"] != "toolu-quick-allow"
+
+
 def test_writes_to_protected_paths_are_denied_whatever_the_tool(repo: Path) -> None:
     for tool, ti in [("Write", {"file_path": str(repo / ".sandbox/policy.json"), "content": "{}"}),
                      ("Edit", {"file_path": ".claude/settings.json", "old_string": "a",

@@ -85,15 +85,17 @@ def project(tmp_path: Path) -> Path:
     return p
 
 
-def run_connect(project: Path, tmp_path: Path, allowed: list[str], targets: list[str]) -> None:
+def run_connect(project: Path, tmp_path: Path, allowed: list[str],
+                targets: list[str]) -> subprocess.CompletedProcess[str]:
     settings = tmp_path / "settings.json"
     settings.write_text(json.dumps({
         "network": {"allowedDomains": [], "deniedDomains": [], "allowUnixSockets": allowed},
         "filesystem": {"denyRead": [], "allowWrite": [str(project)], "denyWrite": []},
     }))
-    subprocess.run([sys.executable, "-m", "agent_sandbox", "exec", "--settings", str(settings),
-                    "--", sys.executable, "-I", "connect.py", *targets],
-                   cwd=project, capture_output=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "agent_sandbox", "exec", "--settings", str(settings),
+         "--", sys.executable, "-I", "connect.py", *targets],
+        cwd=project, capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_control_listed_socket_is_reached_and_unlisted_is_not(socks_dir: Path, project: Path,
@@ -112,11 +114,6 @@ def test_control_listed_socket_is_reached_and_unlisted_is_not(socks_dir: Path, p
     assert other.hits == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "unix_sockets trusts the name /proc/net/unix shows, which is the name given to bind(): "
-    "a socket renamed after bind (rename(2), or link+unlink as OpenSSH does for its "
-    "ControlMaster socket) is listed under a name that no longer exists, is skipped, and is "
-    "never masked"))
 def test_socket_renamed_after_bind_is_masked(socks_dir: Path, project: Path,
                                              tmp_path: Path) -> None:
     (socks_dir / "a").mkdir()
@@ -133,9 +130,6 @@ def test_socket_renamed_after_bind_is_masked(socks_dir: Path, project: Path,
     assert moved.hits == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "unix_sockets resolves the folder of the bind-time name: a socket whose parent folder "
-    "was renamed after bind is listed under the old folder, is skipped, and is never masked"))
 def test_socket_in_renamed_folder_is_masked(socks_dir: Path, project: Path,
                                             tmp_path: Path) -> None:
     (socks_dir / "a").mkdir()
@@ -154,10 +148,6 @@ def test_socket_in_renamed_folder_is_masked(socks_dir: Path, project: Path,
     assert moved.hits == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OpenSSH's ControlMaster pattern: bind a temporary name, link() the real name, unlink "
-    "the temporary one. /proc/net/unix keeps showing the unlinked name, so the only name "
-    "left (the ControlPath a shell would reuse) is never masked"))
 def test_socket_linked_then_unlinked_is_masked(socks_dir: Path, project: Path,
                                                tmp_path: Path) -> None:
     (socks_dir / "a").mkdir()
@@ -175,11 +165,7 @@ def test_socket_linked_then_unlinked_is_masked(socks_dir: Path, project: Path,
     assert cm.hits == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a daemon that binds through /proc/self/fd/N/NAME (the usual way past sun_path's 108 "
-    "bytes) is listed under that name, which in the planner's process points at the "
-    "planner's own descriptor N: the socket is never found, never masked"))
-def test_socket_bound_through_proc_self_fd_is_masked(socks_dir: Path, project: Path,
+def test_socket_bound_through_proc_self_fd_is_refused(socks_dir: Path, project: Path,
                                                      tmp_path: Path) -> None:
     (socks_dir / "a").mkdir()
     deep = socks_dir / "deep"
@@ -191,12 +177,16 @@ def test_socket_bound_through_proc_self_fd_is_masked(socks_dir: Path, project: P
     finally:
         os.close(dfd)
     try:
-        run_connect(project, tmp_path, [str(socks_dir / "a" / "ok.sock")],
+        run = run_connect(project, tmp_path, [str(socks_dir / "a" / "ok.sock")],
                     [str(socks_dir / "a" / "ok.sock"), str(deep / "daemon.sock")])
     finally:
         ok.close()
         via_fd.close()
-    assert ok.hits == 1
+    # its bind-time name leads nowhere and no search finds it: it cannot be masked, so the
+    # run is refused (fail closed), with the reason, and nothing connected anywhere
+    assert run.returncode != 0 and "no longer at the name it was bound to" in run.stderr, \
+        run.stderr
+    assert ok.hits == 0
     assert via_fd.hits == 0
 
 
@@ -232,3 +222,48 @@ def test_unlisted_socket_in_writable_root_is_masked(socks_dir: Path, project: Pa
         daemon.close()
     assert ok.hits == 1
     assert daemon.hits == 0
+
+
+def test_kernel_diagnostics_give_each_bound_socket_its_file() -> None:
+    """The judge behind the moved-socket search: sock_diag's device and inode are the
+    socket file's (a renamed socket is recognised where it now is)."""
+    from agent_sandbox.runtime.unix_sockets import kernel_socket_files, moved_sockets
+
+    d = Path(tempfile.mkdtemp(prefix=".redteam2-diag-", dir=Path.home()))
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.bind(str(d / "bound.sock"))
+        s.listen(1)
+        files = kernel_socket_files()
+        assert files is not None
+        st = os.stat(d / "bound.sock")
+        assert (str(d / "bound.sock"), st.st_dev, st.st_ino & 0xFFFFFFFF) in files
+        assert str(d / "bound.sock") not in moved_sockets()[0]  # where it was bound
+        (d / "sub").mkdir()
+        os.rename(d / "bound.sock", d / "sub" / "moved.sock")
+        assert str(d / "sub" / "moved.sock") in moved_sockets()[0]
+    finally:
+        s.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_socket_whose_folder_is_gone_refuses_the_run(project: Path, tmp_path: Path) -> None:
+    """A listening socket whose folder was removed (or renamed away) and that no search
+    finds: the run is refused, never started with it possibly reachable."""
+    from agent_sandbox.runtime.bwrap import RealFs
+    from agent_sandbox.runtime.settings import SettingsError
+
+    d = Path(tempfile.mkdtemp(prefix=".redteam2-gone-", dir=Path.home()))
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        (d / "app").mkdir()
+        s.bind(str(d / "app" / "daemon.sock"))
+        s.listen(1)
+        RealFs().sockets()  # control: found where it was bound, no refusal
+        os.rename(d / "app", d.parent / (d.name + "-elsewhere"))
+        with pytest.raises(SettingsError, match="no longer at the name it was bound to"):
+            RealFs().sockets()
+    finally:
+        s.close()
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(d.parent / (d.name + "-elsewhere"), ignore_errors=True)

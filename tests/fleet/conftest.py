@@ -63,3 +63,17 @@ def base_image(collections: Path) -> str:
         pytest.fail("podman and debootstrap are needed (scripts/bootstrap.sh installs them)")
     run(["bash", "scripts/base-image.sh"], timeout=900)
     return BASE_IMAGE
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One wheelhouse for the session's Molecule scenarios: the source tree may
+    change meanwhile (it is a working tree), and a rebuilt wheel is a real change
+    on a host."""
+    out = tmp_path_factory.mktemp("wheelhouse")
+    for cached in (REPO / "build" / "wheelhouse").glob("*.whl"):  # saves downloads
+        if not cached.name.startswith("agent_sandbox-"):
+            shutil.copy(cached, out)
+    run([sys.executable, "-m", "agent_sandbox.deploy.wheelhouse", "--project", str(REPO),
+         "--out", str(out)], timeout=600)
+    return out

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -95,15 +94,7 @@ def cli_render(host: str, out: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def converged(base_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    # One wheelhouse for the whole module: the source tree may change meanwhile
-    # (it is a working tree), and a rebuilt wheel is a real change on the host.
-    wheelhouse = tmp_path_factory.mktemp("wheelhouse")
-    for cached in (REPO / "build" / "wheelhouse").glob("*.whl"):  # saves downloads
-        if not cached.name.startswith("agent_sandbox-"):
-            shutil.copy(cached, wheelhouse)
-    run([sys.executable, "-m", "agent_sandbox.deploy.wheelhouse", "--project", str(REPO),
-         "--out", str(wheelhouse)], timeout=600)
+def converged(base_image: str, wheelhouse: Path) -> Iterator[str]:
     WHEELHOUSE["dir"] = str(wheelhouse)
     molecule("destroy")
     try:

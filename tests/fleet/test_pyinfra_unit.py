@@ -1,14 +1,10 @@
 """The pyinfra deploy's pure helpers: which inventory host to render, which
-files belong to whom, the service command taken from the rendered unit, and
-when the AppArmor profile is loaded."""
+files belong to whom, the unit the service step reads."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
-
-import pytest
 
 from agent_sandbox.deploy import pyinfra as deploy
 from agent_sandbox.inventory import HostFacts, User
@@ -31,30 +27,15 @@ def test_owner_of() -> None:
     assert deploy.owner_of(facts, "/etc/agent-sandbox/policy.json") is None
 
 
-def test_exec_start_comes_from_the_rendered_unit() -> None:
+def test_the_service_step_reads_the_rendered_unit(tmp_path: Path) -> None:
+    from agent_sandbox.install.proxy_service import read_unit
+
     _, artifacts = deploy.rendered(str(DEMO), "sandbox-demo-1")
     (unit,) = [a for a in artifacts.values() if a.kind == "systemd-unit"]
-    command = deploy.exec_start(unit.content.decode())
-    assert command.startswith("/opt/agent-sandbox/venv/bin/python3 -I -m agent_sandbox")
-    assert "--settings /etc/agent-sandbox/srt-settings.json" in command
-    with pytest.raises(ValueError):
-        deploy.exec_start("[Service]\nType=simple\n")
-
-
-@pytest.mark.parametrize("flag,loaded", [("1\n", True), ("0\n", False), (None, False)])
-def test_apparmor_profile_is_loaded_only_where_userns_is_restricted(
-        tmp_path: Path, flag: str | None, loaded: bool) -> None:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    calls = tmp_path / "calls"
-    fake = bindir / "apparmor_parser"
-    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    fake.chmod(0o755)
-    sysctl = tmp_path / "restrict"
-    if flag is not None:
-        sysctl.write_text(flag)
-    profile = "/etc/apparmor.d/agent sandbox"
-    r = subprocess.run(["sh", "-c", deploy.apparmor_command(profile, str(sysctl))], check=False,
-                       env={"PATH": f"{bindir}:/usr/bin:/bin"})
-    assert r.returncode == 0
-    assert (calls.read_text() if calls.exists() else "") == (f"-r {profile}\n" if loaded else "")
+    path = tmp_path / "agent-sandbox-proxy.service"
+    path.write_bytes(unit.content)
+    parsed = read_unit(str(path))
+    assert parsed.argv[:4] == ("/opt/agent-sandbox/venv/bin/python3", "-I", "-m",
+                               "agent_sandbox.runtime.proxy")
+    assert parsed.settings == "/etc/agent-sandbox/srt-settings.json"
+    assert parsed.name == "agent-sandbox-proxy.service"

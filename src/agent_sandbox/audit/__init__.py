@@ -7,6 +7,7 @@ only when a checkpoint is signed or verified.
 
 from __future__ import annotations
 
+from agent_sandbox import contract
 from agent_sandbox.audit.log import LOG_NAME, AuditLog
 from agent_sandbox.audit.storage import AuditError
 
@@ -31,8 +32,8 @@ __all__ = [
     "verify",
 ]
 
-HOST_LOG_DIR = "/var/log/agent-sandbox"
-HOST_KEY = "/var/lib/agent-sandbox/audit-keys/host.ed25519"
+HOST_LOG_DIR = contract.HOST_AUDIT_DIR
+HOST_KEY = contract.HOST_AUDIT_KEY
 
 
 def _schedule(audit: Any) -> dict[str, Any]:

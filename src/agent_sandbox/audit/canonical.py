@@ -14,7 +14,7 @@ accepts a value it cannot encode canonically (it raises instead).
 
 from __future__ import annotations
 
-import json
+from agent_sandbox.quickjson import encoder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -70,9 +70,8 @@ GENESIS_HEX: str = GENESIS.hex()
 HASH_SUFFIX_LEN = 9 + 64 + 2 + 1
 _HASH_OPEN = b',"hash":"'
 
-_encoder = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-)
+# json.JSONEncoder(...).encode with these settings, without importing json (the hook)
+_encode = encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def canonical(obj: Any) -> bytes:
@@ -81,7 +80,7 @@ def canonical(obj: Any) -> bytes:
     Lone surrogates (undecodable bytes smuggled into text) cannot be UTF-8; they
     are written as JSON ``\\uXXXX`` escapes, which parse back to the same string.
     """
-    text = _encoder.encode(obj)
+    text = _encode(obj)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:

@@ -8,11 +8,11 @@ its own ``prev`` for the end of the chain.
 
 from __future__ import annotations
 
-import json
 import os
 
 from agent_sandbox.audit.canonical import GENESIS, chain_hash, split_line
 from agent_sandbox.audit.storage import AuditError, pread
+from agent_sandbox.quickjson import loads  # json's result without importing json (the hook)
 
 TAIL_SCAN_LIMIT = 8 * 1024 * 1024
 
@@ -24,7 +24,7 @@ def line_is_self_consistent(line: bytes) -> tuple[int, bytes] | None:
         return None
     body, hexdigest = parts
     try:
-        rec = json.loads(body)
+        rec = loads(body)
         prev = bytes.fromhex(rec["prev"])
         seq = rec["seq"]
     except (ValueError, KeyError, TypeError):

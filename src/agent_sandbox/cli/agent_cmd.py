@@ -18,6 +18,7 @@ import sys
 import typer
 
 from agent_sandbox.contract import PROXY_HTTP_PORT, PROXY_SOCKS_PORT
+from agent_sandbox.errors import SandboxError
 from agent_sandbox.runtime.agent_profiles import is_wrapper
 from agent_sandbox.runtime.hook_frames import RELAY_PORT
 
@@ -48,7 +49,7 @@ _VALUED = ("--settings", "--spec", "--host", "--cwd", "--timeout", "--model-endp
            "--program")
 
 
-class UsageError(ValueError):
+class UsageError(SandboxError, ValueError):
     pass
 
 

@@ -2,7 +2,8 @@
 
 ``sandbox hook ...`` runs on every tool call of every agent, so it takes a fast
 path that imports neither typer nor pydantic: ``agent_sandbox.hooks.entry``
-(stdlib only). Everything else goes to the typer app in ``cli.main``.
+(stdlib only). ``sandbox exec`` and ``sandbox mcp DIR`` (whose start a client
+waits for) skip typer too. Everything else goes to the typer app in ``cli.main``.
 """
 
 from __future__ import annotations
@@ -24,15 +25,21 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             return relay(args[1:], relay_port)
         try:
-            from agent_sandbox.hooks.entry import main as hook_main
+            from agent_sandbox.hooks.entry import run as hook_run
         except Exception as exc:  # fail closed: a broken install blocks, never allows
             sys.stderr.write(f"agent-sandbox hook unavailable: {exc}\n")
             return 2
-        return hook_main(args[1:])
+        return hook_run(args[1:])
     if args and args[0] == "exec":  # cold start matters: no typer/pydantic here either
         from agent_sandbox.cli.exec_main import main as exec_main
 
         return exec_main(args[1:])
+    if args and args[0] == "mcp" and len(args) <= 2 and not any(
+            a.startswith("-") for a in args[1:]):
+        # a client waits for the server's first answer: no typer before it
+        from agent_sandbox.mcp_server import main as mcp_main
+
+        return mcp_main(args[1:])
     if args and args[0] == "agent":  # its `--` and the client's arguments, untouched
         from agent_sandbox.cli.agent_cmd import main as agent_main
 

@@ -6,8 +6,10 @@ is a usage error, and nothing runs.
 
 from __future__ import annotations
 
+from agent_sandbox.errors import SandboxError
 
-class UsageError(ValueError):
+
+class UsageError(SandboxError, ValueError):
     """The command line is wrong; the message says how."""
 
 

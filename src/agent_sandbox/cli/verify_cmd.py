@@ -11,6 +11,8 @@ from typing import Annotated
 
 import typer
 
+from agent_sandbox import contract
+
 
 def verify(
     host_only: Annotated[bool, typer.Option(
@@ -23,7 +25,7 @@ def verify(
     check: Annotated[list[str] | None, typer.Option(
         "--check", help="Run only this check (repeatable).")] = None,
     manifest: Annotated[str, typer.Option(
-        "--manifest", help="Render manifest for --drift.")] = "/etc/agent-sandbox/manifest.json",
+        "--manifest", help="Render manifest for --drift.")] = contract.MANIFEST_FILE,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Isolation self-check: denied read, protected write, denied and allowed domains,

@@ -12,7 +12,9 @@ Usage (see deploy/pyinfra/ for an example inventory and deploy file)::
 controller-built wheelhouse, as the ``sandbox_runtime`` role does: the system
 packages, the virtualenv, the host
 audit folder (root, 0700), the AppArmor profile loaded where AppArmor restricts
-user namespaces, and the proxy service. Host data: ``sandbox_render_host`` names the host
+user namespaces, and the proxy service. The proxy service and ``sandbox init``
+in each repository are ``sandbox install proxy-service`` and ``sandbox install
+repo`` on the host, the steps the roles run. Host data: ``sandbox_render_host`` names the host
 in the inventory folder (default: the pyinfra host name without its connector
 prefix).
 
@@ -32,12 +34,14 @@ from pyinfra import host  # type: ignore[attr-defined]
 from pyinfra.api import deploy  # type: ignore[attr-defined]
 from pyinfra.operations import files, server
 
+from agent_sandbox import contract
 from agent_sandbox.fleet import FleetRenderer
+from agent_sandbox.install.repository import init_flags
 from agent_sandbox.render import Artifact, json_bytes, manifest
 
-MANIFEST = "/etc/agent-sandbox/manifest.json"
+MANIFEST = contract.MANIFEST_FILE
 PREFIX = "/opt/agent-sandbox"
-AUDIT_DIR = "/var/log/agent-sandbox"
+AUDIT_DIR = contract.HOST_AUDIT_DIR
 PACKAGES = ("bubblewrap", "socat", "python3-venv")
 _FLEETS: dict[str, FleetRenderer] = {}
 
@@ -74,6 +78,7 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
     """Install this host's rendered artifacts (and, if asked, the runtime)."""
     name = render_host_name(host.name, host.data)
     facts, artifacts = rendered(inventory_dir, name)
+    spec = _FLEETS[os.path.realpath(inventory_dir)].spec_for(name)
     if install_runtime:
         _runtime(wheelhouse, prefix, audit_dir)
     parents: dict[str, str | None] = {}
@@ -98,8 +103,9 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
         if not in_repo(target):
             put(art)
     if install_runtime:
+        flags = init_flags(spec)
         for repo in facts.repositories:
-            _init(repo, owner_of(facts, repo) or "root", prefix)
+            _init(repo, flags, prefix)
     for target, art in artifacts.items():
         if in_repo(target):
             put(art)
@@ -111,95 +117,49 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
     if install_runtime:
         for art in artifacts.values():
             if art.kind == "apparmor-profile":
-                _apparmor(art)
+                _apparmor(art, prefix)
         for art in artifacts.values():
             if art.kind == "systemd-unit":
-                _service(art)
+                _service(art, prefix, audit_dir)
 
 
-def exec_start(unit: str) -> str:
-    """The ExecStart command line of a rendered unit."""
-    for line in unit.splitlines():
-        if line.startswith("ExecStart="):
-            return line[len("ExecStart="):].strip()
-    raise ValueError("the unit has no ExecStart line")
-
-
-def _service(unit: Artifact) -> None:
-    server.shell(name=f"Run {os.path.basename(unit.target)}", commands=[service_command(unit)])
-
-
-def service_command(unit: Artifact) -> str:
-    """The shell command that runs a rendered unit: under systemd when it is the init
-    system (restarted when the unit file or the settings it was started for changed),
-    otherwise its ExecStart in its own session with a pid file. The Ansible role
-    does the same, with the same records."""
+def service_command(unit: Artifact, prefix: str = PREFIX, log_dir: str = AUDIT_DIR) -> str:
+    """``sandbox install proxy-service`` for a rendered unit: the step the Ansible
+    role runs too (systemd when it is the init system, a detached process otherwise,
+    restarted when the settings it enforces changed)."""
     q = shlex.quote
-    base = os.path.basename(unit.target)
-    name = base.removesuffix(".service")
-    command = exec_start(unit.content.decode())
-    words = command.split()
-    settings = words[words.index("--settings") + 1] if "--settings" in words else "/dev/null"
-    detached = (
-        f"pidfile=/run/{name}.pid; "
-        'alive() { [ -s "$pidfile" ] && '
-        '[ -n "$(tr -d "\\0" < "/proc/$(cat "$pidfile")/cmdline" 2>/dev/null)" ]; }; '
-        f'if alive && [ "$(cat /run/{name}.settings 2>/dev/null)" = "$want" ]; then exit 0; fi; '
-        'if alive; then kill "$(cat "$pidfile")"; sleep 0.5; fi; '
-        f"mkdir -p /run/agent-sandbox; rm -f \"$pidfile\"; "
-        f"setsid /bin/sh -c 'echo $$ > \"$1\"; shift; exec \"$@\"' sh \"$pidfile\" {command} "
-        f">>/var/log/agent-sandbox/{name}.log 2>&1 </dev/null & "
-        f'echo "$want" > /run/{name}.settings; sleep 1; alive'
-    )
-    record = f"/var/lib/agent-sandbox/{base}.settings"
-    systemd = (
-        f"stale=$(systemctl show --property=NeedDaemonReload --value {q(base)}); "
-        f"systemctl daemon-reload && systemctl enable --now {q(base)} && "
-        f'if [ "$stale" = yes ] || [ "$(cat {record} 2>/dev/null)" != "$want" ]; then '
-        f"systemctl restart {q(base)} && mkdir -p /var/lib/agent-sandbox && "
-        f'echo "$want" > {record}; fi'
-    )
-    want = f'want=$(sha256sum < {q(settings)} | cut -d" " -f1); '  # both keep this record
-    return f"{want}if [ -d /run/systemd/system ]; then {systemd}; else {detached}; fi"
+    return (f"{q(prefix)}/venv/bin/sandbox install proxy-service --unit {q(unit.target)} "
+            f"--log-dir {q(log_dir)}")
 
 
-REPOSITORY_POLICY = b"""# Repository policy layer (see `sandbox schema`). The fleet's managed layers
-# above it may only be tightened here.
-version: 1
-"""
+def _service(unit: Artifact, prefix: str, log_dir: str) -> None:
+    server.shell(name=f"Run {os.path.basename(unit.target)}",
+                 commands=[service_command(unit, prefix, log_dir)])
 
 
-def _init(repo: str, owner: str, prefix: str) -> None:
-    """``sandbox init`` in a repository, as its owner, once (like the Ansible role)."""
+def init_command(repo: str, flags: list[str], prefix: str = PREFIX) -> str:
+    """``sandbox install repo`` for one repository: ``sandbox init`` as the folder's
+    owner, once, with the spec's agents (the step the Ansible role runs too)."""
     q = shlex.quote
-    files.directory(name=f"Folder {repo}/.sandbox", path=f"{repo}/.sandbox", present=True,
-                    user=owner, mode="0755")
-    server.shell(
-        name=f"sandbox init {repo}",
-        commands=[
-            f"test -e {q(repo)}/.sandbox/policy.yml || "
-            f"printf %s {q(REPOSITORY_POLICY.decode())} > {q(repo)}/.sandbox/policy.yml",
-            f"chown {q(owner)} {q(repo)}/.sandbox/policy.yml",
-            f"test -e {q(repo)}/.sandbox/policy.json || runuser -u {q(owner)} -- env "
-            f"HOME=$(getent passwd {q(owner)} | cut -d: -f6) {q(prefix)}/venv/bin/sandbox init "
-            f"{q(repo)} --claude --codex --cursor --gemini --mcp",
-        ],
-    )
+    return " ".join([f"{q(prefix)}/venv/bin/sandbox", "install", "repo", q(repo),
+                     *map(q, flags)])
 
 
-USERNS_RESTRICTED = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
+def _init(repo: str, flags: list[str], prefix: str) -> None:
+    server.shell(name=f"sandbox install repo {repo}", commands=[init_command(repo, flags, prefix)])
 
 
-def apparmor_command(profile: str, flag: str = USERNS_RESTRICTED) -> str:
-    """Load an AppArmor profile only where AppArmor restricts unprivileged user
-    namespaces (Ubuntu 24.04 and later), as the role does; nothing elsewhere."""
-    return (f'if [ "$(cat {shlex.quote(flag)} 2>/dev/null)" = 1 ]; then '
-            f"apparmor_parser -r {shlex.quote(profile)}; fi")
+def apparmor_command(profile: Artifact, prefix: str = PREFIX) -> str:
+    """``sandbox install apparmor-profile``: load the profile where AppArmor restricts
+    unprivileged user namespaces, again when it changed (the step the role runs)."""
+    q = shlex.quote
+    return (f"{q(prefix)}/venv/bin/sandbox install apparmor-profile --profile "
+            f"{q(profile.target)}")
 
 
-def _apparmor(profile: Artifact) -> None:
+def _apparmor(profile: Artifact, prefix: str) -> None:
     server.shell(name=f"Load {profile.target} where AppArmor restricts user namespaces",
-                 commands=[apparmor_command(profile.target)])
+                 commands=[apparmor_command(profile, prefix)])
 
 
 def _runtime(wheelhouse: str | None, prefix: str, audit_dir: str = AUDIT_DIR) -> None:

@@ -4,8 +4,9 @@ Fleet hosts may have no route to a package index, so the controller builds one
 folder of wheels (the project plus every dependency) that the Ansible role and
 the pyinfra deploy copy to each host and install with ``pip --no-index``.
 
-The project wheel is built from a staged copy of the source (with the
-renderer's templates inside the package) and ``SOURCE_DATE_EPOCH`` pinned, so
+The project wheel is built from a staged copy of the source (the renderer's
+templates are package data under ``src/agent_sandbox/templates``) and
+``SOURCE_DATE_EPOCH`` pinned, so
 the same source gives the same bytes: copying the wheelhouse again changes
 nothing on a host. Nothing is rebuilt when the source digest is unchanged.
 
@@ -37,17 +38,15 @@ def _source_files(project: Path) -> list[tuple[str, Path]]:
     for name in ("pyproject.toml", "README.md"):
         if (project / name).is_file():
             files.append((name, project / name))
-    for base, staged in ((project / "src", "src"),
-                         (project / "templates", "src/agent_sandbox/templates")):
-        if not base.is_dir():
-            continue
+    base = project / "src"
+    if base.is_dir():
         for root, dirs, names in os.walk(base):
             dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
             for n in sorted(names):
                 if n.endswith((".pyc", ".pyo")):
                     continue
                 src = Path(root) / n
-                files.append((f"{staged}/{src.relative_to(base).as_posix()}", src))
+                files.append((f"src/{src.relative_to(base).as_posix()}", src))
     return files
 
 

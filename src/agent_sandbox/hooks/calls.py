@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from agent_sandbox.errors import SandboxError
+
 from ..policy.decision import Call
 from ..policy.tools import BY_NAME
 
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-class BadInput(ValueError):
+class BadInput(SandboxError, ValueError):
     """The hook input is not what the agent's protocol promises."""
 
 

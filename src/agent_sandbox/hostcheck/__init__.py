@@ -8,6 +8,8 @@ the sandbox, and the drift of installed files from the render manifest.
 - ``drift``: installed files against the render manifest.
 """
 
+from agent_sandbox.errors import SandboxError
 
-class VerifyError(Exception):
+
+class VerifyError(SandboxError):
     """A check could not be carried out; the message says why."""

@@ -282,7 +282,7 @@ def _fetch(ctx: Context, settings: str, up: Upstream, name: str, token: str) -> 
     return _text(proc)
 
 
-PROXY_UNIT = "/etc/systemd/system/agent-sandbox-proxy.service"
+PROXY_UNIT = _contract.PROXY_UNIT
 
 
 def _service_options(unit_text: str, flag: str) -> list[str]:
@@ -462,7 +462,7 @@ def check_audit(ctx: Context) -> str:
     dirs = []
     repo_audit = os.path.join(_repo(ctx), ".sandbox", "audit")
     dirs.append(repo_audit)
-    host_audit = os.environ.get("AGENT_SANDBOX_AUDIT_DIR", "/var/log/agent-sandbox")
+    host_audit = os.environ.get(_contract.AUDIT_DIR_ENV, _contract.HOST_AUDIT_DIR)
     if os.path.isfile(os.path.join(host_audit, "audit.jsonl")):
         dirs.append(host_audit)
     if os.path.isfile(PROXY_UNIT):

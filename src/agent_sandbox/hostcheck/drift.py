@@ -15,9 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agent_sandbox import contract
+
 from . import VerifyError
 
-MANIFEST = "/etc/agent-sandbox/manifest.json"
+MANIFEST = contract.MANIFEST_FILE
 
 
 @dataclass(frozen=True)

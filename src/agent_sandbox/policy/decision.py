@@ -10,6 +10,7 @@ Nothing here decides anything; it must never loosen a verdict once added.
 
 from __future__ import annotations
 
+from ..errors import SandboxError
 from ..spec.rules import Verdict
 
 TYPE_CHECKING = False
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # typing costs the hook ~9 ms to import; annotations only
 ALLOW, ESCALATE = Verdict.ALLOW, Verdict.ESCALATE
 
 
-class PolicyError(ValueError):
+class PolicyError(SandboxError, ValueError):
     """The policy document is malformed; the message says where."""
 
 

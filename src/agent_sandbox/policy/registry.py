@@ -15,10 +15,10 @@ registry counts as empty: it never makes a folder count as registered.
 
 from __future__ import annotations
 
-import json
 import os
 
 from .. import contract
+from ..quickjson import loads
 
 FILE = "repositories.json"
 
@@ -30,7 +30,7 @@ def registry_path(home: str) -> str:
 def registered(home: str) -> list[str]:
     try:
         with open(registry_path(home), "rb") as fh:
-            data = json.loads(fh.read(4_000_000))
+            data = loads(fh.read(4_000_000))
     except (OSError, ValueError):
         return []
     repos = data.get("repositories") if isinstance(data, dict) else None
@@ -43,6 +43,8 @@ def _write(home: str, repos: list[str]) -> None:
     path = registry_path(home)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
+    import json
+
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump({"repositories": sorted(set(repos))}, fh, indent=1)
         fh.write("\n")

@@ -8,6 +8,8 @@ it cannot read exactly raises ``Unparsable``, never a guess.
 
 from __future__ import annotations
 
+from agent_sandbox.errors import SandboxError
+
 
 # Plain classes, not dataclasses: importing dataclasses costs the hook ~10 ms.
 class Word:
@@ -23,7 +25,7 @@ class Word:
         self.text, self.dynamic, self.quoted, self.glob = text, dynamic, quoted, glob
 
 
-class Unparsable(Exception):
+class Unparsable(SandboxError):
     pass
 
 

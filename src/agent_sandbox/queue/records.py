@@ -12,6 +12,8 @@ import json
 import os
 import time
 
+from agent_sandbox.errors import SandboxError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -22,7 +24,7 @@ TERMINAL = ("completed", "granted", "denied", "timed_out", "cancelled", "expired
             "interrupted", "failed")
 
 
-class QueueError(Exception):
+class QueueError(SandboxError):
     """A queue operation was refused; the message says why."""
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from ..contract import ARTIFACT_KINDS
 from ..errors import SandboxError
 from ..inventory import HostFacts
 from ..spec.models import Spec
@@ -43,8 +44,13 @@ class Artifact:
 
     target: str
     content: bytes
-    mode: int = 0o644
-    kind: str = "file"
+    mode: int
+    kind: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in ARTIFACT_KINDS:
+            raise RenderError(f"{self.target}: artifact kind {self.kind!r} is not in "
+                              "contract.ARTIFACT_KINDS")
 
     @property
     def sha256(self) -> str:

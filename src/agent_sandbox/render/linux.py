@@ -17,6 +17,7 @@ import posixpath
 from collections.abc import Iterable
 from typing import Any
 
+from ..contract import APPARMOR_PROFILE, EXEC_PROFILE, PROXY_UNIT
 from ..inventory import HostFacts
 from ..spec.models import Spec
 from ..spec.paths import MANDATORY_DENY_WRITE
@@ -24,9 +25,6 @@ from . import Artifact, json_bytes
 from .srt import SYSTEM_SETTINGS
 from .templating import render_template
 
-EXEC_PROFILE = "/etc/agent-sandbox/exec.json"
-PROXY_UNIT = "/etc/systemd/system/agent-sandbox-proxy.service"
-APPARMOR_PROFILE = "/etc/apparmor.d/agent-sandbox-bwrap"
 BWRAP = "/usr/bin/bwrap"
 NAMESPACES = ("user", "pid", "net", "ipc", "uts", "cgroup")
 

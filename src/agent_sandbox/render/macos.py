@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from .. import contract
 from ..inventory import HostFacts, User
 from ..spec.models import Spec
 from . import Artifact, RenderError, json_bytes, memo, srt
@@ -69,8 +70,8 @@ def launch_daemon(spec: Spec, facts: HostFacts) -> bytes:
         "ProcessType": "Background",
         "UserName": "nobody",
         "GroupName": "nobody",
-        "StandardOutPath": "/var/log/agent-sandbox/proxy.log",
-        "StandardErrorPath": "/var/log/agent-sandbox/proxy.log",
+        "StandardOutPath": contract.MACOS_PROXY_LOG,
+        "StandardErrorPath": contract.MACOS_PROXY_LOG,
         "WorkingDirectory": "/var/empty",
     }
     return plistlib.dumps(doc, fmt=plistlib.FMT_XML, sort_keys=True)

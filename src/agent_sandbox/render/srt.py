@@ -18,9 +18,8 @@ from . import Artifact, json_bytes, memo
 
 SYSTEM_SETTINGS = _contract.SYSTEM_SRT_SETTINGS
 
-POLICY = "/etc/agent-sandbox/policy.json"
-POLICY_TARGET = {"linux": POLICY, "macos": POLICY,
-                 "windows": "C:/ProgramData/agent-sandbox/policy.json"}
+POLICY = _contract.POLICY_FILE
+POLICY_TARGET = _contract.POLICY_FILES
 
 
 def srt_network(spec: Spec) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""The jinja2 environment over the top-level ``templates/`` folder (loaded once)."""
+"""The jinja2 environment over the package's ``templates/`` folder (loaded once).
+
+The templates are package data (``agent_sandbox/templates``), never a folder
+found beside the checkout or named by the environment, so every install renders
+the same bytes."""
 
 from __future__ import annotations
 
@@ -9,26 +13,14 @@ from typing import Any
 
 import jinja2
 
-TEMPLATES = os.environ.get(
-    "AGENT_SANDBOX_TEMPLATES",
-    os.path.join(os.path.dirname(__file__), "..", "..", "..", "templates"),
-)
-
-
-def _find_templates() -> str:
-    candidates = [TEMPLATES, os.path.join(os.path.dirname(__file__), "templates"),
-                  # an installed wheel carries them as package data: agent_sandbox/templates
-                  os.path.join(os.path.dirname(__file__), "..", "templates")]
-    for c in candidates:
-        if os.path.isdir(c):
-            return os.path.abspath(c)
-    raise RuntimeError("agent-sandbox templates folder not found")
+# Package data: the same folder in a checkout, a wheel, an sdist or an editable install.
+TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "templates")
 
 
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(_find_templates()),
+        loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=False,  # noqa: S701 - configuration files, not HTML; values go through tojson
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,

@@ -45,13 +45,14 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from .. import contract
 from ..inventory import HostFacts, User
 from ..spec import paths
 from ..spec.models import Spec
 from . import Artifact, RenderError, json_bytes, memo
 from .templating import render_template
 
-STATE_DIR = "C:/ProgramData/agent-sandbox"
+STATE_DIR = contract.WINDOWS_STATE_DIR
 OWNERSHIP_KEY = "HKLM:\\SOFTWARE\\agent-sandbox"
 OWNERSHIP_VALUE = "AccountSid"
 USERLIST_KEY = ("HKLM:\\SOFTWARE\\Microsoft\\Windows NT\\CurrentVersion\\Winlogon"

@@ -17,6 +17,8 @@ deny of the settings it is given.
 
 from __future__ import annotations
 
+from agent_sandbox.errors import SandboxError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .settings import Settings
@@ -36,7 +38,7 @@ def is_wrapper(path: str) -> bool:
         return False
 
 
-class AgentProfileError(ValueError):
+class AgentProfileError(SandboxError, ValueError):
     """An unknown client, or an endpoint that cannot be used."""
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import posixpath
 
+from agent_sandbox.errors import SandboxError
 from agent_sandbox.protected import GIT_EXECUTABLE, GIT_PATH_KEYS
 
 TYPE_CHECKING = False
@@ -31,7 +32,7 @@ MAX_DEPTH = 16  # nested submodules and includes followed this deep, then refuse
 READ_LIMIT = 1 << 20
 
 
-class GitMetaError(ValueError):
+class GitMetaError(SandboxError, ValueError):
     """Git metadata that cannot be judged (too deep, unreadable): the run refuses."""
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import _socket as socket
 import os
 
+from agent_sandbox.errors import SandboxError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -29,7 +31,7 @@ CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
 
 
-class NamespaceError(OSError):
+class NamespaceError(SandboxError, OSError):
     """The sandbox's network namespace could not be entered."""
 
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 import struct
 
+from agent_sandbox.errors import SandboxError
+
 # BPF opcodes
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
@@ -49,7 +51,7 @@ NS_FLAGS = 0x10000000 | 0x20000 | 0x40000000 | 0x08000000 | 0x04000000 | 0x20000
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
 
 
-class SeccompError(RuntimeError):
+class SeccompError(SandboxError, RuntimeError):
     """No filter can be built for this machine."""
 
 

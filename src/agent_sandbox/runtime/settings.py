@@ -67,6 +67,7 @@ value raises ``SettingsError`` naming the key and what to write instead.
 
 from __future__ import annotations
 
+from agent_sandbox.errors import SandboxError
 from agent_sandbox.spec import domains
 from agent_sandbox.spec.paths import glob_regex, is_glob
 
@@ -92,7 +93,7 @@ _SRT_ONLY_NETWORK = ("tlsTerminate",)
 _CREDENTIAL_KEYS = frozenset({"files", "envVars", "allowPlaintextInject", "awsPairs", "sigv4"})
 
 
-class SettingsError(ValueError):
+class SettingsError(SandboxError, ValueError):
     """A settings file is missing or malformed; the message says where and how."""
 
 

@@ -15,10 +15,22 @@ through both mount tables to where this view shows the same file (compared by
 device and inode). A name is only ever a path to look at: one that a sandboxed
 command chose can add a mask where a socket really is, never remove one.
 
+The kernel's list shows the name given to ``bind()``, which may no longer lead
+to the socket: the file was renamed, or linked under another name and the first
+one removed (OpenSSH's ControlMaster does that), its folder was renamed, or it
+was bound through ``/proc/self/fd/N/NAME``. For the host's network namespace the
+kernel's socket diagnostics (``NETLINK_SOCK_DIAG``, ``UNIX_DIAG_VFS``) also give
+each bound socket's device and inode, so such a socket is looked for near its
+old name (its folder, and the folders beside the nearest folder that still
+exists); one whose folder is gone, or that was bound through ``/proc``, and
+that cannot be found is reported as unlocated, and the planner refuses to start
+rather than leave it reachable. One whose folder still exists but holds no name
+of it is taken as removed (a daemon that unlinks its socket keeps listening).
+
 What it cannot see, and the planner's documentation says so: a socket bound
-after the question is asked, a socket bound with a relative name (the list
-shows the name as given, relative to a folder nobody records), and sockets of
-network namespaces whose processes this user may not inspect.
+after the question is asked, one renamed from a folder that still exists into a
+distant folder (indistinguishable from a removed one), and sockets of network
+namespaces whose processes this user may not inspect.
 
 Read-only: it never creates, changes or connects to anything, and it never
 decides what to mask.
@@ -27,7 +39,9 @@ decides what to mask.
 from __future__ import annotations
 
 import os
+import socket
 import stat
+import struct
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 
@@ -211,3 +225,150 @@ def bound_sockets(views: list[tuple[str, list[str]]] | None = None) -> list[str]
                 if (st.st_dev, st.st_ino) == wanted and stat.S_ISSOCK(st.st_mode):
                     out.append(alias)
     return list(dict.fromkeys(out))
+
+
+# --- the kernel's socket diagnostics: device and inode of every bound socket file ----
+
+_SOCK_DIAG_BY_FAMILY = 20
+_NETLINK_SOCK_DIAG = 4
+_UDIAG_SHOW_NAME, _UDIAG_SHOW_VFS = 1, 2
+_UNIX_DIAG_NAME, _UNIX_DIAG_VFS = 0, 1
+_NLMSG_ERROR, _NLMSG_DONE = 2, 3
+
+
+def parse_diag(data: bytes) -> tuple[list[tuple[str, int, int]], bool]:
+    """(name, kernel device number, inode) of each socket with a file in a
+    ``SOCK_DIAG_BY_FAMILY`` answer, and whether the dump ended (pure)."""
+    out: list[tuple[str, int, int]] = []
+    off = 0
+    while off + 16 <= len(data):
+        length, kind = struct.unpack_from("=IH", data, off)
+        if length < 16 or off + length > len(data):
+            raise ValueError("a truncated netlink message")
+        if kind == _NLMSG_DONE:
+            return out, True
+        if kind == _NLMSG_ERROR:
+            raise OSError(-struct.unpack_from("=i", data, off + 16)[0], "sock_diag refused")
+        if kind == _SOCK_DIAG_BY_FAMILY and length >= 32:
+            name: str | None = None
+            vfs: tuple[int, int] | None = None
+            a = off + 32  # nlmsghdr (16) + unix_diag_msg (16)
+            while a + 4 <= off + length:
+                alen, atype = struct.unpack_from("=HH", data, a)
+                if alen < 4 or a + alen > off + length:
+                    break
+                body = data[a + 4:a + alen]
+                if atype == _UNIX_DIAG_NAME and body and body[:1] != b"\0":
+                    name = os.fsdecode(body.split(b"\0", 1)[0])
+                elif atype == _UNIX_DIAG_VFS and len(body) >= 8:
+                    ino, dev = struct.unpack_from("=II", body)
+                    vfs = (dev, ino)
+                a += (alen + 3) & ~3
+            if name is not None and vfs is not None:
+                out.append((name, vfs[0], vfs[1]))
+        off += (length + 3) & ~3
+    return out, False
+
+
+def kernel_socket_files() -> list[tuple[str, int, int]] | None:
+    """(bind-time name, st_dev, inode's low 32 bits) of every pathname unix socket of
+    this network namespace, from the kernel's socket diagnostics; None when they
+    cannot be asked (no netlink here, a kernel without unix_diag)."""
+    try:
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG)
+    except (OSError, AttributeError):
+        return None
+    with sock:
+        sock.settimeout(5)
+        req = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0,
+                          _UDIAG_SHOW_NAME | _UDIAG_SHOW_VFS, 0xFFFFFFFF, 0xFFFFFFFF)
+        hdr = struct.pack("=IHHII", 16 + len(req), _SOCK_DIAG_BY_FAMILY,
+                          0x1 | 0x300, 1, 0)  # NLM_F_REQUEST | NLM_F_DUMP
+        out: list[tuple[str, int, int]] = []
+        try:
+            sock.sendto(hdr + req, (0, 0))
+            while True:
+                items, done = parse_diag(sock.recv(1 << 16))
+                out.extend(items)
+                if done:
+                    break
+        except (OSError, ValueError):
+            return None
+    # the kernel's dev_t (major << 20 | minor) as stat() shows it
+    return [(n, os.makedev(d >> 20, d & 0xFFFFF), i) for n, d, i in out]
+
+
+def _same(st: os.stat_result, dev: int, ino: int) -> bool:
+    return stat.S_ISSOCK(st.st_mode) and st.st_dev == dev and st.st_ino & 0xFFFFFFFF == ino
+
+
+_SEARCH_LIMIT = 4096  # entries looked at for one moved socket
+
+
+def _search(folders: list[str], dev: int, ino: int) -> list[str]:
+    """The paths in ``folders`` (and their subfolders, one level) showing that socket."""
+    found: list[str] = []
+    seen = 0
+    queue = [(f, 1) for f in folders]
+    while queue and seen < _SEARCH_LIMIT:
+        folder, depth = queue.pop(0)
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for e in entries:
+            seen += 1
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if _same(st, dev, ino):
+                found.append(e.path)
+            elif depth > 0 and stat.S_ISDIR(st.st_mode):
+                queue.append((e.path, depth - 1))
+    return found
+
+
+def moved_sockets() -> tuple[list[str], list[tuple[str, int]]]:
+    """Sockets of this network namespace that are no longer at their bind-time name:
+    (the paths where they were found, the name and device of those that were not).
+    A name this process may not look at (a folder of another user) is neither: this
+    user, and so its sandbox, cannot reach it by that name either."""
+    files = kernel_socket_files()
+    if files is None:
+        return [], []
+    found: list[str] = []
+    lost: list[tuple[str, int]] = []
+    for name, dev, ino in files:
+        if not name.startswith("/") or "\0" in name:
+            lost.append((name, dev))  # relative: bound in a folder nobody recorded
+            continue
+        try:
+            if _same(os.stat(name), dev, ino):
+                continue  # where it was bound: bound_sockets() has it
+        except PermissionError:
+            continue
+        except (OSError, ValueError):
+            pass
+        parent = os.path.dirname(os.path.normpath(name))
+        magic = parent == "/proc" or parent.startswith("/proc/")  # /proc/self/fd/N/NAME
+        folder = parent
+        while folder != "/" and not os.path.isdir(folder):
+            folder = os.path.dirname(folder)
+        places = _search([folder], dev, ino) if folder != "/" and not magic else []
+        if places:
+            found.extend(os.path.realpath(p) for p in places)
+        elif folder == parent and not magic:
+            # its folder is still there and holds no name of it (nor do its subfolders):
+            # removed (a daemon that unlinks its socket keeps listening, unreachable by
+            # name), or renamed into a distant folder, which no search can tell apart
+            continue
+        else:
+            lost.append((name, dev))
+    return list(dict.fromkeys(found)), lost
+
+
+def device_mount_points(dev: int) -> list[str]:
+    """Where this view mounts the filesystem of a device number."""
+    want = f"{os.major(dev)}:{os.minor(dev)}"
+    return [point for d, _, point in _mountinfo("self") if d == want]

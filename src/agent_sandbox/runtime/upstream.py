@@ -35,6 +35,7 @@ import ipaddress
 import socket
 import urllib.parse
 
+from agent_sandbox.errors import SandboxError
 from agent_sandbox.spec import domains
 
 TYPE_CHECKING = False
@@ -53,7 +54,7 @@ PROXY_VARIABLES = frozenset({*PARENT_VARIABLES, "NO_PROXY", "no_proxy", "ALL_PRO
                              "all_proxy"})
 
 
-class UpstreamError(OSError):
+class UpstreamError(SandboxError, OSError):
     """The upstream proxy could not be reached or refused the tunnel."""
 
 

@@ -18,6 +18,8 @@ embedded NUL, decimal/octal/hex or IPv6-mapped IP literals) slip past a match.
 
 from __future__ import annotations
 
+from agent_sandbox.errors import SandboxError
+
 TYPE_CHECKING = False  # (typing.TYPE_CHECKING would import typing)
 if TYPE_CHECKING:
     import ipaddress
@@ -36,7 +38,7 @@ def _valid_label(label: str) -> bool:
             and all(c in _LABEL_CHARS for c in label))
 
 
-class DomainError(ValueError):
+class DomainError(SandboxError, ValueError):
     """A host name or pattern is malformed; the message says how."""
 
 

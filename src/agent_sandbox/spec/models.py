@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from .. import contract
 from . import domains, paths
 from .rules import (
     RuleSyntaxError,
@@ -278,7 +279,7 @@ class Audit(Strict):
     enabled: bool = True
     path: str = Field(default=".sandbox/audit", description="Log folder (per repository).")
     host_path: AbsPath = Field(
-        default="/var/log/agent-sandbox",
+        default=contract.HOST_AUDIT_DIR,
         description="Host audit folder (root only). The proxy service keeps its own chain "
                     "in /var/log/<name>-proxy: <name> is this folder's path below /var/log, "
                     "or agent-sandbox.",

@@ -20,6 +20,7 @@ import functools
 import os
 import posixpath
 
+from agent_sandbox.errors import SandboxError
 from agent_sandbox.protected import any_depth_rules
 
 TYPE_CHECKING = False  # (not typing.TYPE_CHECKING: importing typing costs startup time)
@@ -35,7 +36,7 @@ GLOB_CHARS = frozenset("*?[")
 MANDATORY_DENY_WRITE: tuple[str, ...] = any_depth_rules()
 
 
-class PathRuleError(ValueError):
+class PathRuleError(SandboxError, ValueError):
     """A path rule is malformed."""
 
 

@@ -13,6 +13,8 @@ import enum
 import functools
 import re
 
+from agent_sandbox.errors import SandboxError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this module: keep typing and ast off its path
     from typing import Any
@@ -49,7 +51,7 @@ class ToolKind(str, enum.Enum):  # noqa: UP042
     ANY = "any"
 
 
-class RuleSyntaxError(ValueError):
+class RuleSyntaxError(SandboxError, ValueError):
     """A rule string cannot be parsed; the message says what was expected."""
 
 

@@ -31,6 +31,8 @@ import contextlib
 import socket
 import time
 
+from agent_sandbox.errors import SandboxError
+
 from .decide import Decision, authority, split_hostport
 from .relay import Reader, in_background, pump, relay
 
@@ -49,7 +51,7 @@ DRAIN_TIMEOUT = 2.0  # after the response: read what the client still sends, the
 DRAIN_LIMIT = 1024 * 1024
 
 
-class Malformed(ValueError):
+class Malformed(SandboxError, ValueError):
     """A request this proxy will not pass on; the message is the audit's reason."""
 
 

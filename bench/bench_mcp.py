@@ -1,0 +1,190 @@
+"""Benchmark the MCP server's start: how long a client waits for our tools.
+
+Starts ``python -I -m agent_sandbox mcp DIR`` exactly as ``sandbox init``
+renders it into the clients' MCP configs (stdio, newline-delimited JSON-RPC),
+sends ``initialize`` at once, as the clients do, and times, from the spawn:
+
+1. the ``initialize`` answer (goal: at most 300 ms at rest);
+2. the ``tools/list`` answer sent right after ``notifications/initialized``
+   (the point at which a client's first turn can carry our tools);
+3. the server's CPU time up to its ``initialize`` answer (what a loaded
+   machine stretches in wall time but not in CPU time), beside the floor:
+   importing the SDK alone, in wall and CPU time.
+
+Each run is a cold start (a new process); the bare interpreter
+(``python -I -S -c pass``) is timed in the same run, interleaved, as the
+machine's yardstick. Bytecode is compiled first (``compileall``) so the figures
+reflect an installed package, whatever ``PYTHONDONTWRITEBYTECODE`` says.
+
+Run: ``.venv/bin/python bench/bench_mcp.py [--runs N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import json
+import os
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PY = sys.executable
+SRC = Path(__file__).resolve().parent.parent / "src"
+TOOLS = {"run_privileged", "check_request", "sandbox_status"}
+PROTOCOL = "2025-06-18"
+# the floor: importing the SDK the server is built on, and nothing else
+SDK_IMPORT = "import mcp.server.mcpserver"
+
+
+def make_repo(root: Path) -> Path:
+    """A repository prepared by ``sandbox init`` (no agent configs: only the server)."""
+    from agent_sandbox.repo_init import init
+
+    root.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    init(str(root), agents=[], mcp=True)
+    return root
+
+
+def _message(obj: dict[str, object]) -> bytes:
+    return json.dumps(obj).encode() + b"\n"
+
+
+class Server:
+    """One cold ``sandbox mcp`` process and its stdout, read line by line."""
+
+    def __init__(self, repo: Path) -> None:
+        self.spawned = time.perf_counter()
+        self.proc = subprocess.Popen([PY, "-I", "-m", "agent_sandbox", "mcp", str(repo)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self._buf = b""
+
+    def send(self, obj: dict[str, object]) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.write(_message(obj))
+        self.proc.stdin.flush()
+
+    def cpu(self) -> float:
+        """CPU seconds the server has run so far (``/proc/PID/schedstat``, ns): what
+        its start costs, which a loaded machine stretches in wall time but not here."""
+        with open(f"/proc/{self.proc.pid}/schedstat", encoding="ascii") as fh:
+            return int(fh.read().split()[0]) / 1e9
+
+    def answer(self, want_id: int, timeout: float = 30.0) -> tuple[dict[str, object], float]:
+        """The response to request ``want_id`` and the seconds from the spawn to it."""
+        assert self.proc.stdout
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" in self._buf:
+                line, self._buf = self._buf.split(b"\n", 1)
+                at = time.perf_counter()
+                msg = json.loads(line)
+                if msg.get("id") == want_id:
+                    return msg, at - self.spawned
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise SystemExit(f"no answer to request {want_id} within {timeout:g} s")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                raise SystemExit(f"the server exited before answering: {err}")
+            self._buf += chunk
+
+    def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()  # end of input: the stdio server exits
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f:
+                f.close()
+
+
+def one_start(repo: Path) -> tuple[float, float, float]:
+    srv = Server(repo)
+    try:
+        srv.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"}}})
+        init, t_init = srv.answer(1)
+        cpu_init = srv.cpu()
+        result = init.get("result")
+        if not isinstance(result, dict) or "serverInfo" not in result:
+            raise SystemExit(f"initialize failed: {init}")
+        srv.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        srv.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+        tools, t_tools = srv.answer(2)
+        names = {t["name"] for t in tools.get("result", {}).get("tools", [])}  # type: ignore[union-attr]
+        if names != TOOLS:
+            raise SystemExit(f"tools/list answered {sorted(names)}, want {sorted(TOOLS)}")
+        return t_init, t_tools, cpu_init
+    finally:
+        srv.close()
+
+
+def timed(argv: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one process."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run(argv, check=True)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def row(name: str, xs: list[float]) -> str:
+    xs = sorted(xs)
+    p90 = xs[min(len(xs) - 1, round(0.9 * (len(xs) - 1)))]
+    return (f"{name:<52} {statistics.median(xs) * 1000:9.1f} {p90 * 1000:9.1f} "
+            f"{xs[0] * 1000:9.1f} ms")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=20)
+    args = ap.parse_args()
+    compileall.compile_dir(str(SRC / "agent_sandbox"), quiet=1)
+    with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
+        from agent_sandbox import contract
+
+        os.environ[contract.STATE_DIR_ENV] = str(Path(tmp) / "user-state")  # own registry
+        os.environ["HOME"] = str(Path(tmp) / "home")  # init touches nothing of the user's
+        Path(os.environ["HOME"]).mkdir()
+        repo = make_repo(Path(tmp) / "repo")
+        one_start(repo)  # warm the page cache and write bytecode for the SDK
+        base, sdk, sdk_cpu, init, tools, init_cpu = [], [], [], [], [], []
+        for _ in range(args.runs):
+            base.append(timed([PY, "-I", "-S", "-c", "pass"])[0])
+            wall, cpu = timed([PY, "-I", "-c", SDK_IMPORT])
+            sdk.append(wall)
+            sdk_cpu.append(cpu)
+            t_init, t_tools, c_init = one_start(repo)
+            init.append(t_init)
+            tools.append(t_tools)
+            init_cpu.append(c_init)
+    print(f"interpreter: {PY}  (cold starts: {args.runs}, "
+          f"load average: {os.getloadavg()[0]:.1f})")
+    print(f"{'measurement':<52} {'median':>9} {'p90':>9} {'min':>9}")
+    print(row("bare interpreter: python -I -S -c pass", base))
+    print(row("sandbox mcp: spawn -> initialize answer (goal <= 300)", init))
+    print(row("sandbox mcp: spawn -> tools/list answer", tools))
+    print(row("sandbox mcp: CPU time up to the initialize answer", init_cpu))
+    print(row("the SDK alone: python -I -c 'import mcp.server.mcpserver'", sdk))
+    print(row("the SDK alone, CPU time", sdk_cpu))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
