@@ -38,6 +38,8 @@ import subprocess
 import sys
 import threading
 
+from agent_sandbox.errors import SandboxError
+
 from .bwrap_run import BwrapRun
 from .errors import TIMED_OUT
 from .hook_frames import MAX_REQUEST, RELAY_ENV, RELAY_PORT, recv_frame, send_frame
@@ -60,7 +62,7 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-class Refused(ValueError):
+class Refused(SandboxError, ValueError):
     """A relayed hook input that is not run (the reason is the hook's answer)."""
 
 
