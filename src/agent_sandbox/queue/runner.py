@@ -70,6 +70,15 @@ def run_command(repo: str, req: dict[str, Any]) -> dict[str, Any]:
     if not os.path.isfile(settings):
         return {"status": "failed", "reason": f"{settings} is missing: run sandbox init"}
     cwd = req.get("cwd") or repo
+    if not site.host:
+        # the folder is resolved now, when the command runs: a link a sandboxed command
+        # swapped in after the approval cannot take an approved command of this
+        # repository (and its settings) into another folder
+        real, top = os.path.realpath(str(cwd)), os.path.realpath(repo)
+        if real != top and not real.startswith(top.rstrip("/") + "/"):
+            return {"status": "failed",
+                    "reason": f"the working folder {cwd!r} resolves outside the repository"}
+        cwd = real
     timeout = float(req.get("timeout") or DEFAULT_TIMEOUT)
     import fcntl
 
