@@ -1,16 +1,17 @@
 """Isolation every test gets without asking for it, so that the suite runs in
 parallel (pytest-xdist) and beside other sandboxes on the same machine.
 
-- Each test process (each xdist worker) gets its own per-user state, lock and
-  audit folders through the variables the host contract honours, set before any
-  test module copies the environment for the commands it starts: no test reads
-  or writes the real user's folders or ``/var/log/agent-sandbox``, and two
-  workers never share run records or owed sweeps.
+- Each test process (each xdist worker) gets its own per-user state folder (and
+  with it the lock folder) and audit folder through the variables the host
+  contract honours, set before any test module copies the environment for the
+  commands it starts: no test reads or writes the real user's folders or
+  ``/var/log/agent-sandbox``, and two workers never share run records or owed
+  sweeps. The XDG base folders are unset,
+  so a test's HOME alone says where the agent clients keep their files.
 - Tests marked ``host_global`` change what every process on the machine sees
   (files under ``/etc/agent-sandbox``): they run alone, while every other test
   of the run waits (a reader-writer lock shared by the workers).
-- ``worker_index`` numbers the workers, for resources that must differ between
-  them (the subnet of a test network).
+- ``one_at_a_time`` serialises shared builds (the base image) between workers.
 
 Never a real user's state, never a fixed resource shared between workers.
 """
@@ -27,23 +28,25 @@ from pathlib import Path
 
 import pytest
 
-STATE_VARIABLES = ("AGENT_SANDBOX_STATE_DIR", "AGENT_SANDBOX_LOCK_DIR", "AGENT_SANDBOX_AUDIT_DIR")
-
-
-def worker_index() -> int:
-    """0 without xdist, else the worker's number (``gw3`` is 3)."""
-    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    return int(name[2:]) if name[2:].isdigit() else 0
+# the lock folder is left to follow the state folder (its "run" folder), as it does for
+# a user: a test that moves the state folder moves the locks with it
+STATE_VARIABLES = ("AGENT_SANDBOX_STATE_DIR", "AGENT_SANDBOX_AUDIT_DIR")
+# set on some machines (a desktop session): they would send the agent clients a test
+# starts with a throwaway HOME to the real user's configuration
+HOME_OVERRIDES = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "host_global: changes files every process on this machine reads "
         "(/etc/agent-sandbox); runs while no other test of the run does")
-    root = Path(tempfile.mkdtemp(prefix=f"agent-sandbox-test-{worker_index()}-"))
+    root = Path(tempfile.mkdtemp(prefix="agent-sandbox-test-"))
     config.stash[_ROOT] = root
-    for variable, sub in zip(STATE_VARIABLES, ("state", "state/run", "audit"), strict=True):
+    for variable, sub in zip(STATE_VARIABLES, ("state", "audit"), strict=True):
         os.environ[variable] = str(root / sub)
+    os.environ.pop("AGENT_SANDBOX_LOCK_DIR", None)
+    for variable in HOME_OVERRIDES:  # a test's own HOME decides where clients look
+        os.environ.pop(variable, None)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
