@@ -344,6 +344,13 @@ def audit_records(directory: Path) -> list[dict]:
     return [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
 
 
+def results_file(name: str) -> Path:
+    """Where a suite's side-by-side table goes: build/<name>.md, or under
+    pytest-xdist build/<name>.<worker>.md with the cases that worker ran."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return REPO / "build" / (f"{name}.{worker}.md" if worker else f"{name}.md")
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print the side-by-side tables of the escape suite (build/escape-results.md)
     and of srt's own scenarios (build/srt-conformance.md)."""

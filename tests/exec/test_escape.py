@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PY, REPO, SRT, HostListeners, Net, needs_bwrap
+from conftest import PY, SRT, HostListeners, Net, needs_bwrap, results_file
 
 from agent_sandbox.runtime.run import run_sandboxed
 
@@ -511,7 +511,7 @@ def results_table() -> Any:
     yield
     if not RESULTS:
         return
-    out = REPO / "build" / "escape-results.md"
+    out = results_file("escape-results")
     out.parent.mkdir(exist_ok=True)
     lines = ["# Escape suite: sandbox exec, bwrap and gVisor backends", "",
              "Each case is judged from the host (file contents, listeners, process table).",

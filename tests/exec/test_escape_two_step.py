@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PY, REPO, SRT, needs_bwrap, write_settings
+from conftest import PY, REPO, SRT, needs_bwrap, results_file, write_settings
 
 from agent_sandbox.runtime.errors import SandboxStartError
 from agent_sandbox.runtime.run import run_sandboxed
@@ -541,6 +541,6 @@ def table() -> Any:
     for c in CASES:
         r = RESULTS.get(c.name, {})
         lines.append(f"| {c.name} | {c.cls} | {r.get('ours', 'not run')} |")
-    out = REPO / "build" / "escape-two-step.md"
+    out = results_file("escape-two-step")
     out.parent.mkdir(exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
