@@ -10,11 +10,19 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
 setup:
 	@bash scripts/bootstrap.sh
 
+# The suite runs in parallel (pytest-xdist, one worker per core): every worker gets
+# its own state, lock and audit folders (tests/conftest.py); each test file stays on
+# one worker (--dist loadfile: module fixtures such as the molecule scenario's
+# containers are made once; xdist_group does not hold under pytest 9). TEST_JOBS=0
+# runs it in one process, no workers.
+TEST_JOBS ?= auto
+PYTEST := $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
+
 test: setup
-	$(PY) -m pytest -q
+	$(PYTEST)
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench scripts

@@ -20,7 +20,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,7 +135,10 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Net]:
 
     d = tmp_path_factory.mktemp("net")
     log = d / "upstream.log"
-    with veth_namespace("asx", "10.231") as (ns, host_ip, up_ip):
+    # one subnet per xdist worker: two workers' random /24s can never meet
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
+    subnet = f"10.{231 - int(worker) if worker.isdigit() else 231}"
+    with veth_namespace("asx", subnet) as (ns, host_ip, up_ip):
         script = d / "upstream.py"
         script.write_text(UPSTREAM_SERVER)
         proc = subprocess.Popen(["ip", "netns", "exec", ns, PY, str(script), up_ip, "8080",
@@ -341,6 +344,13 @@ def audit_records(directory: Path) -> list[dict]:
     return [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
 
 
+def results_file(name: str) -> Path:
+    """Where a suite's side-by-side table goes: build/<name>.md, or under
+    pytest-xdist build/<name>.<worker>.md with the cases that worker ran."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return REPO / "build" / (f"{name}.{worker}.md" if worker else f"{name}.md")
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print the side-by-side tables of the escape suite (build/escape-results.md)
     and of srt's own scenarios (build/srt-conformance.md)."""
@@ -395,15 +405,17 @@ GVISOR_IMAGE = "localhost/agent-sandbox-base:bookworm"
 
 
 @pytest.fixture(scope="session")
-def gvisor_image() -> str:
+def gvisor_image(one_at_a_time: Callable[[str], contextlib.AbstractContextManager[None]]
+                 ) -> str:
     """podman, runsc and the base image; the image is built here when missing
     (scripts/base-image.sh, about a minute), so a fresh machine runs these tests
     instead of skipping them. Missing tools are a failure: bootstrap installs them."""
     if not (shutil.which("podman") and shutil.which("runsc") and shutil.which("debootstrap")):
         pytest.fail("podman, runsc and debootstrap are needed (scripts/bootstrap.sh)")
     env = dict(os.environ, CONTAINERS_CONF=str(REPO / "containers.conf"))
-    subprocess.run(["bash", "scripts/base-image.sh"], cwd=REPO, env=env, check=True,
-                   timeout=900)
+    with one_at_a_time("base-image"):
+        subprocess.run(["bash", "scripts/base-image.sh"], cwd=REPO, env=env, check=True,
+                       timeout=900)
     return GVISOR_IMAGE
 
 

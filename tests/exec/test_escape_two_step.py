@@ -10,9 +10,9 @@ the judge fire, so no case passes because its judge cannot see anything.
 
 The classes follow the boundary rule: the sandboxed command is hostile, and so
 is everything it can write, to every host-side process that reads it later.
-The same cases run against ``sandbox exec`` (bwrap), ``--backend gvisor`` and
-the real srt (recorded, not asserted); the table goes to
-build/escape-two-step.md.
+The same cases run against ``sandbox exec`` (bwrap); the table goes to
+build/escape-two-step.md. srt's results on them are recorded, never asserted,
+by bench/bench_srt_escapes.py.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PY, REPO, SRT, needs_bwrap, write_settings
+from conftest import PY, REPO, SRT, needs_bwrap, results_file, write_settings
 
 from agent_sandbox.runtime.errors import SandboxStartError
 from agent_sandbox.runtime.run import run_sandboxed
@@ -471,19 +471,6 @@ def test_ours_blocks(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert not escaped, f"{case.name}: the attack succeeded against sandbox exec"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_srt_recorded(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not SRT.exists():
-        pytest.skip("srt is not installed")
-    try:
-        escaped = attack("srt", case, tmp_path, monkeypatch)
-    except (subprocess.SubprocessError, OSError) as exc:
-        RESULTS.setdefault(case.name, {})["srt"] = f"error: {type(exc).__name__}"
-        return
-    RESULTS.setdefault(case.name, {})["srt"] = "ESCAPED" if escaped else "blocked"
-
-
 def test_refusals(tmp_path: Path) -> None:
     """The two cases a refusal blocks really are refused (and ran nothing)."""
     w = tmp_path / "w"
@@ -549,12 +536,11 @@ def table() -> Any:
     yield
     if not RESULTS:
         return
-    lines = ["# Two-step escape suite: sandbox exec vs srt", "",
-             "| case | class | sandbox exec | srt |", "| --- | --- | --- | --- |"]
+    lines = ["# Two-step escape suite: sandbox exec", "",
+             "| case | class | sandbox exec |", "| --- | --- | --- |"]
     for c in CASES:
         r = RESULTS.get(c.name, {})
-        lines.append(f"| {c.name} | {c.cls} | {r.get('ours', 'not run')} | "
-                     f"{r.get('srt', 'not run')} |")
-    out = REPO / "build" / "escape-two-step.md"
+        lines.append(f"| {c.name} | {c.cls} | {r.get('ours', 'not run')} |")
+    out = results_file("escape-two-step")
     out.parent.mkdir(exist_ok=True)
     out.write_text("\n".join(lines) + "\n")

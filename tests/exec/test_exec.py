@@ -90,8 +90,8 @@ def test_every_process_ends_with_the_command(settings: Path, work: Path) -> None
         control.wait()
     r = cli(settings, "sh", "-c", f"sleep 4{m} & setsid sleep 5{m} & echo started", cwd=work)
     assert r.returncode == 0
-    time.sleep(0.2)
-    assert marked(f"sleep 4{m}") == [] and marked(f"sleep 5{m}") == []
+    wait_gone(f"sleep 4{m}", "a background process outlived the command")
+    wait_gone(f"sleep 5{m}", "a setsid process outlived the command")
 
 
 def test_killing_sandbox_exec_kills_the_sandbox(settings: Path, work: Path) -> None:
@@ -108,12 +108,13 @@ def test_killing_sandbox_exec_kills_the_sandbox(settings: Path, work: Path) -> N
 
 
 def test_timeout_kills_everything(settings: Path, work: Path) -> None:
+    m = f"{secrets.randbelow(9000) + 1000}"  # no other test's sleep can match
     started = time.monotonic()
-    r = run_sandboxed(["sh", "-c", "sleep 30 & sleep 31"], settings, work, timeout=0.5)
+    r = run_sandboxed(["sh", "-c", f"sleep 30{m} & sleep 31{m}"], settings, work, timeout=0.5)
     assert r.timed_out and r.returncode == TIMED_OUT
     assert time.monotonic() - started < 10
-    time.sleep(0.2)
-    assert marked("sleep 31") == []
+    wait_gone(f"sleep 30{m}", "a background process outlived the timeout")
+    wait_gone(f"sleep 31{m}", "the command outlived the timeout")
 
 
 @pytest.mark.parametrize("args,status,fragment", [

@@ -3,10 +3,12 @@ need, and running the project's commands."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,20 +50,24 @@ def tool(name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def collections() -> Path:
+def collections(one_at_a_time: Callable[[str], contextlib.AbstractContextManager[None]]
+                ) -> Path:
     """The Ansible collections unpacked by bootstrap (run it if they are missing)."""
-    run(["bash", "scripts/bootstrap.d/10-collections.sh"], timeout=300)
+    with one_at_a_time("collections"):
+        run(["bash", "scripts/bootstrap.d/10-collections.sh"], timeout=300)
     path = REPO / ".collections" / "ansible_collections" / "containers" / "podman"
     assert path.is_dir()
     return path
 
 
 @pytest.fixture(scope="session")
-def base_image(collections: Path) -> str:
+def base_image(collections: Path,
+               one_at_a_time: Callable[[str], contextlib.AbstractContextManager[None]]) -> str:
     """The locally built base image (built here when missing, about a minute)."""
     if shutil.which("podman") is None or shutil.which("debootstrap") is None:
         pytest.fail("podman and debootstrap are needed (scripts/bootstrap.sh installs them)")
-    run(["bash", "scripts/base-image.sh"], timeout=900)
+    with one_at_a_time("base-image"):
+        run(["bash", "scripts/base-image.sh"], timeout=900)
     return BASE_IMAGE
 
 

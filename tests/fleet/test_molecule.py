@@ -28,7 +28,7 @@ import pytest
 
 from .conftest import REPO, run, tool
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("molecule")]
 
 SCENARIO = REPO / "molecule" / "default"
 SPEC = SCENARIO / "spec"

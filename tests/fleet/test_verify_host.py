@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("bwrap") is None or shutil.which("ip") is None,
-    reason="needs root, bubblewrap and iproute2 (the network checks make a namespace)")
+    reason="needs root, bubblewrap and iproute2 (the network checks make a namespace)"),
+    # each check picks a random /24 of 10.232 for its namespace: one worker runs them all,
+    # so two never pick the same one at once
+    pytest.mark.xdist_group("verify-network")]
 
 
 def settings(tmp_path: Path, *, allowed: list[str], denied: list[str]) -> Path:

@@ -1,0 +1,103 @@
+"""Isolation every test gets without asking for it, so that the suite runs in
+parallel (pytest-xdist) and beside other sandboxes on the same machine.
+
+- Each test process (each xdist worker) gets its own per-user state folder (and
+  with it the lock folder) and audit folder through the variables the host
+  contract honours, set before any test module copies the environment for the
+  commands it starts: no test reads or writes the real user's folders or
+  ``/var/log/agent-sandbox``, and two workers never share run records or owed
+  sweeps. The XDG base folders are unset,
+  so a test's HOME alone says where the agent clients keep their files.
+- Tests marked ``host_global`` change what every process on the machine sees
+  (files under ``/etc/agent-sandbox``): they run alone, while every other test
+  of the run waits (a reader-writer lock shared by the workers).
+- ``one_at_a_time`` serialises shared builds (the base image) between workers.
+
+Never a real user's state, never a fixed resource shared between workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+# the lock folder is left to follow the state folder (its "run" folder), as it does for
+# a user: a test that moves the state folder moves the locks with it
+STATE_VARIABLES = ("AGENT_SANDBOX_STATE_DIR", "AGENT_SANDBOX_AUDIT_DIR")
+# set on some machines (a desktop session): they would send the agent clients a test
+# starts with a throwaway HOME to the real user's configuration
+HOME_OVERRIDES = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "host_global: changes files every process on this machine reads "
+        "(/etc/agent-sandbox); runs while no other test of the run does")
+    root = Path(tempfile.mkdtemp(prefix="agent-sandbox-test-"))
+    config.stash[_ROOT] = root
+    for variable, sub in zip(STATE_VARIABLES, ("state", "audit"), strict=True):
+        os.environ[variable] = str(root / sub)
+    os.environ.pop("AGENT_SANDBOX_LOCK_DIR", None)
+    for variable in HOME_OVERRIDES:  # a test's own HOME decides where clients look
+        os.environ.pop(variable, None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    root = config.stash.get(_ROOT, None)
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+_ROOT = pytest.StashKey[Path]()
+
+
+@contextlib.contextmanager
+def _flock(path: Path, mode: int) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, mode)
+        yield
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture(autouse=True)
+def host_global_lock(request: pytest.FixtureRequest,
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Shared for every test, exclusive for ``host_global`` ones. A turnstile taken
+    first keeps a waiting exclusive test from being starved by a stream of shared
+    ones. Without xdist nothing runs beside the test, and nothing is locked."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    shared = tmp_path_factory.getbasetemp().parent  # the same for every worker of the run
+    exclusive = request.node.get_closest_marker("host_global") is not None
+    with _flock(shared / "turnstile.lock", fcntl.LOCK_EX):
+        lock = _flock(shared / "host-global.lock", fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        lock.__enter__()
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def one_at_a_time(tmp_path_factory: pytest.TempPathFactory
+                  ) -> Callable[[str], contextlib.AbstractContextManager[None]]:
+    """``with one_at_a_time("name"):`` runs its block in one worker at a time (a
+    shared build such as the base image, made once and found by the others)."""
+    shared = tmp_path_factory.getbasetemp().parent
+
+    def lock(name: str) -> contextlib.AbstractContextManager[None]:
+        if "PYTEST_XDIST_WORKER" not in os.environ:
+            return contextlib.nullcontext()
+        return _flock(shared / f"{name}.lock", fcntl.LOCK_EX)
+
+    return lock
