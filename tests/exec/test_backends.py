@@ -21,13 +21,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_gvisor_mounts_follow_the_bwrap_plan(tmp_path: Path) -> None:
     from agent_sandbox.runtime import bwrap as bw
+    from agent_sandbox.runtime import fsview
 
     w = tmp_path / "w"
     (w / "locked").mkdir(parents=True)
     (w / ".env").write_text("x")
     s = parse({"filesystem": {"allowWrite": [str(w)], "denyWrite": [str(w / "locked")],
                               "denyRead": ["**/.env"]}})
-    plan = bw.plan(s, home="/home/u", cwd=str(tmp_path), fs=bw.RealFs())
+    plan = bw.plan(s, home="/home/u", cwd=str(tmp_path), fs=fsview.RealFs())
     opts = gvisor_container_options(["true"], plan, str(tmp_path))
     m = {x["Target"]: x for x in opts["mounts"]}
     assert m[str(w)]["ReadOnly"] is False

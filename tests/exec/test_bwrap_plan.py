@@ -8,6 +8,8 @@ import posixpath
 import pytest
 
 from agent_sandbox.runtime import bwrap as bw
+from agent_sandbox.runtime import bwrap_argv as bwargv
+from agent_sandbox.runtime import fsview, globs
 from agent_sandbox.runtime.settings import parse
 
 
@@ -97,7 +99,7 @@ def ops(p: bw.Plan) -> list[tuple[str, str]]:
 
 def test_read_only_root_and_namespaces() -> None:
     p = plan_for({})
-    argv = bw.build_argv(p, ["true"], cwd=CWD)
+    argv = bwargv.build_argv(p, ["true"], cwd=CWD)
     assert argv[:8] == ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for flag in ("--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net",
                  "--die-with-parent", "--new-session", "--unshare-ipc"):
@@ -109,7 +111,7 @@ def test_read_only_root_and_namespaces() -> None:
 
 def test_deny_read_dir_is_empty_readonly_tmpfs_and_file_is_dev_null() -> None:
     p = plan_for({"filesystem": {"denyRead": ["~/.ssh", "/etc/passwd"]}})
-    argv = bw.build_argv(p, ["true"], cwd=CWD)
+    argv = bwargv.build_argv(p, ["true"], cwd=CWD)
     i = argv.index("/home/u/.ssh")
     assert argv[i - 1] == "--tmpfs"
     assert argv[argv.index("--remount-ro") + 1] == "/home/u/.ssh"
@@ -203,7 +205,7 @@ def test_protected_file_as_writable_root_is_dropped() -> None:
 def test_unix_socket_paths_hide_run_and_tmp_then_bind_back() -> None:
     p = plan_for({"network": {"allowUnixSockets": ["/run/app.sock"]}},
                  {"/run/app.sock": "f"})
-    argv = bw.build_argv(p, ["true"], cwd=CWD)
+    argv = bwargv.build_argv(p, ["true"], cwd=CWD)
     hidden = [argv[i + 1] for i, a in enumerate(argv) if a == "--tmpfs"]
     assert {"/tmp", "/var/tmp", "/run", "/dev/shm"} <= set(hidden)
     i = argv.index("/run/app.sock")
@@ -230,7 +232,7 @@ def test_every_visible_unlisted_socket_is_masked() -> None:
     for masked in ("/home/u/.cache/daemon.sock", "/var/lib/svc/api.sock",
                    "/home/u/proj/run/dev.sock"):
         assert ("hide", masked) in o
-        argv = bw.build_argv(p, ["true"], cwd=CWD)
+        argv = bwargv.build_argv(p, ["true"], cwd=CWD)
         i = argv.index(masked)
         assert argv[i - 2:i] == ["--ro-bind", "/dev/null"]
     # already out of sight: no mount added
@@ -303,12 +305,12 @@ def test_a_socket_shown_again_below_a_hidden_folder_is_masked() -> None:
 
 @pytest.mark.parametrize("fd_flag,value", [("--seccomp", 5), ("--info-fd", 6), ("--block-fd", 7)])
 def test_fds_are_passed(fd_flag: str, value: int) -> None:
-    argv = bw.build_argv(plan_for({}), ["true"], cwd=CWD, fds=bw.Fds(5, 6, 7))
+    argv = bwargv.build_argv(plan_for({}), ["true"], cwd=CWD, fds=bwargv.Fds(5, 6, 7))
     assert argv[argv.index(fd_flag) + 1] == str(value)
 
 
 def test_proxy_env_both_cases_and_no_proxy() -> None:
-    env = bw.proxy_env(connect_helper=["/py", "connect.py"])
+    env = bwargv.proxy_env(connect_helper=["/py", "connect.py"])
     for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
         assert env[k] == env[k.lower()]
     assert env["HTTP_PROXY"] == "http://127.0.0.1:3128"
@@ -319,16 +321,17 @@ def test_proxy_env_both_cases_and_no_proxy() -> None:
 
 def test_argv_is_deterministic() -> None:
     s = {"filesystem": {"allowWrite": ["."], "denyRead": ["**/.env", "~/.ssh"]}}
-    assert bw.build_argv(plan_for(s), ["x"], cwd=CWD) == bw.build_argv(plan_for(s), ["x"], cwd=CWD)
+    first = bwargv.build_argv(plan_for(s), ["x"], cwd=CWD)
+    assert first == bwargv.build_argv(plan_for(s), ["x"], cwd=CWD)
 
 
 def test_new_session_unless_interactive_with_seccomp() -> None:
     p = plan_for({})
-    assert "--new-session" in bw.build_argv(p, ["sh"], cwd=CWD)
-    assert "--new-session" not in bw.build_argv(p, ["sh"], cwd=CWD, fds=bw.Fds(seccomp=3),
+    assert "--new-session" in bwargv.build_argv(p, ["sh"], cwd=CWD)
+    assert "--new-session" not in bwargv.build_argv(p, ["sh"], cwd=CWD, fds=bwargv.Fds(seccomp=3),
                                                  new_session=False)
     # without the seccomp filter (which refuses TIOCSTI) the session is always new
-    assert "--new-session" in bw.build_argv(p, ["sh"], cwd=CWD, new_session=False)
+    assert "--new-session" in bwargv.build_argv(p, ["sh"], cwd=CWD, new_session=False)
 
 
 def test_root_as_writable_is_refused() -> None:
@@ -349,7 +352,7 @@ def test_without_drops_placeholders_and_their_mounts() -> None:
 def test_hidden_dir_is_made_read_only_after_the_mounts_inside_it() -> None:
     p = plan_for({"filesystem": {"denyRead": ["~"], "allowWrite": ["~/proj"],
                                  "allowRead": ["~/.bashrc"]}})
-    argv = bw.build_argv(p, ["true"], cwd=CWD)
+    argv = bwargv.build_argv(p, ["true"], cwd=CWD)
     ro = argv.index("--remount-ro")
     assert argv[ro + 1] == HOME
     assert argv.index("--tmpfs") < argv.index(CWD) < ro
@@ -380,7 +383,7 @@ def test_deny_beats_allow_for_whole_writable_roots(allow: list[str], deny: list[
 def test_fast_covers_agrees_with_spec_paths(rule: str, path: str) -> None:
     from agent_sandbox.spec.paths import covers as reference
 
-    assert bw.covers(rule, path) == reference(rule, path)
+    assert globs.covers(rule, path) == reference(rule, path)
 
 
 @pytest.mark.parametrize("rule", ["**/.env", "**/*.pem", "**/.git/hooks/**", "/a/*/c"])
@@ -389,7 +392,7 @@ def test_fast_covers_agrees_with_spec_paths(rule: str, path: str) -> None:
 def test_prepared_matcher_agrees_with_covers(rule: str, path: str) -> None:
     from agent_sandbox.spec.paths import covers as reference
 
-    assert bw._matcher(rule)(path) == reference(rule, path)
+    assert globs._matcher(rule)(path) == reference(rule, path)
 
 
 def test_real_walk_is_complete_or_refuses(tmp_path) -> None:
@@ -402,16 +405,16 @@ def test_real_walk_is_complete_or_refuses(tmp_path) -> None:
     for skip in ("node_modules", ".venv", "__pycache__"):
         (tmp_path / skip / "pkg").mkdir(parents=True)
         (tmp_path / skip / "pkg" / ".env").write_text("x")
-    found = bw._glob(bw.RealFs(), "**/.env", [str(tmp_path)])
+    found = globs.existing(fsview.RealFs(), "**/.env", [str(tmp_path)])
     assert sorted(found) == sorted([str(deep / ".env"),
                                    *(str(tmp_path / s / "pkg" / ".env")
                                      for s in ("node_modules", ".venv", "__pycache__"))])
     with pytest.raises(bw.WalkError, match="too many"):
-        bw.RealFs(limit=5).walk(str(tmp_path))
+        fsview.RealFs(limit=5).walk(str(tmp_path))
     if os.geteuid() != 0:  # root lists a mode-000 folder anyway
         locked = tmp_path / "locked"
         locked.mkdir(mode=0)
-        assert (str(locked), "u") in bw.RealFs().walk(str(tmp_path))
+        assert (str(locked), "u") in fsview.RealFs().walk(str(tmp_path))
 
 
 def test_allow_read_outside_any_deny_changes_nothing() -> None:

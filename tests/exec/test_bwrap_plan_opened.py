@@ -9,6 +9,7 @@ from __future__ import annotations
 from test_bwrap_plan import BASE, CWD, HOME, FakeFs, ops
 
 from agent_sandbox.runtime import bwrap as bw
+from agent_sandbox.runtime import bwrap_argv as bwargv
 from agent_sandbox.runtime.settings import parse
 
 GEMINI = {"/home/u/.gemini/settings.json": "f", "/home/u/.gemini/tmp/x/chat.json": "f",
@@ -65,7 +66,7 @@ def test_overlays_go_over_the_plan_and_hidden_inputs_get_their_placeholder() -> 
     assert binds == [("/state/view/.gemini", "/home/u/.gemini", True),
                      ("/home/u/.gemini/settings.json", "/home/u/.gemini/settings.json", False),
                      ("/held/o", "/home/u/.gemini/oauth_creds.json", False)]
-    argv = bw.build_argv(p, ["true"], cwd=CWD, overlays=binds)
+    argv = bwargv.build_argv(p, ["true"], cwd=CWD, overlays=binds)
     at = argv.index("/state/view/.gemini")
     assert argv[at - 1:at + 2] == ["--bind", "/state/view/.gemini", "/home/u/.gemini"]
     last_plan_mount = max(i for i, a in enumerate(argv) if a == CWD and argv[i - 1] != "--chdir")

@@ -250,7 +250,7 @@ def test_kernel_diagnostics_give_each_bound_socket_its_file() -> None:
 def test_socket_whose_folder_is_gone_refuses_the_run(project: Path, tmp_path: Path) -> None:
     """A listening socket whose folder was removed (or renamed away) and that no search
     finds: the run is refused, never started with it possibly reachable."""
-    from agent_sandbox.runtime.bwrap import RealFs
+    from agent_sandbox.runtime.fsview import RealFs
     from agent_sandbox.runtime.settings import SettingsError
 
     d = Path(tempfile.mkdtemp(prefix=".redteam2-gone-", dir=Path.home()))

@@ -17,6 +17,8 @@ import pytest
 from conftest import PY, Net, audit_records, needs_bwrap, write_settings
 
 from agent_sandbox.runtime import bwrap as bw
+from agent_sandbox.runtime import bwrap_argv as bwargv
+from agent_sandbox.runtime import fsview
 from agent_sandbox.runtime.errors import InvalidSettingsError
 from agent_sandbox.runtime.proxy import ProxyConfig, decide_name, range_refusal
 from agent_sandbox.runtime.run import run_sandboxed
@@ -227,11 +229,11 @@ def test_credentials_are_hidden_and_unset_in_the_plan(tmp_path: Path) -> None:
                "credentials": {"files": [{"path": "~/.aws", "mode": "deny"}],
                                "envVars": [{"name": "GITHUB_TOKEN", "mode": "mask"}],
                                "allowPlaintextInject": True}})
-    p = bw.plan(s, home=str(home), cwd=str(home / "work"), fs=bw.RealFs())
+    p = bw.plan(s, home=str(home), cwd=str(home / "work"), fs=fsview.RealFs())
     ops = {(m.op, m.path) for m in p.mounts}
     assert ("hide", str(home / ".aws")) in ops
     assert ("show", str(home / ".aws")) not in ops  # allowRead does not open a credential
-    argv = bw.build_argv(p, ["true"], cwd=str(home / "work"))
+    argv = bwargv.build_argv(p, ["true"], cwd=str(home / "work"))
     assert argv[argv.index("--unsetenv") + 1] == "GITHUB_TOKEN"
     assert argv.index("--unsetenv") < argv.index("--")
 

@@ -1,9 +1,9 @@
-"""The bubblewrap argv builder: settings in, argv out, nothing executed.
+"""The bubblewrap mount planner: settings in, a plan of mounts out, nothing executed.
 
 ``plan(settings, ...)`` turns srt-format settings into an ordered list of mount
-operations and ``build_argv`` turns that into a ``bwrap`` command line. Both are
-pure given a ``FsView`` (what exists on disk); the runtime passes a view of the
-real filesystem, tests pass a dictionary.
+operations; ``bwrap_argv.build_argv`` turns that into a ``bwrap`` command line.
+The planner is pure given a ``FsView`` (what exists on disk): the runtime passes
+``fsview.RealFs``, a view of the real filesystem, tests pass a dictionary.
 
 The layout:
 
@@ -37,29 +37,28 @@ mounted, so a symlink cannot redirect a rule; an ``allowWrite`` entry that is a
 symlink grants nothing (srt's rule), and a symlink loop refuses the run.
 
 Walks are complete: every glob matches at any depth below its roots, nothing is
-skipped, and a walk that cannot finish (``WALK_LIMIT`` entries) refuses the run;
+skipped, and a walk that cannot finish (``fsview.WALK_LIMIT`` entries) refuses the run;
 a folder that cannot be listed is bound read-only whole. It must never produce
 an argv that is looser than the settings.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import posixpath
-import stat
 
 from agent_sandbox import protected
-from agent_sandbox.contract import PROXY_HTTP_PORT, PROXY_SOCKS_PORT
-from agent_sandbox.spec.paths import covers as _glob_covers
 from agent_sandbox.spec.paths import expand, is_glob
 
 from . import gitmeta
+from .globs import _any_depth_literal, covers
+from .globs import existing as _glob
+from .globs import under as _under
 from .settings import Settings, SettingsError, _Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Iterable, Sequence
     from typing import Protocol
 
     class FsView(Protocol):
@@ -94,12 +93,9 @@ if TYPE_CHECKING:
         def sockets(self) -> list[str]:
             """Paths at which a bound unix socket can be reached (``unix_sockets``)."""
 
-__all__ = ["PROXY_HTTP_PORT", "PROXY_SOCKS_PORT"]
-
 # Folders hidden (an empty tmpfs) when the settings allow unix sockets by path:
 # seccomp cannot see a connect()'s path, so the sockets must not be visible.
 UNIX_SOCKET_DIRS = ("/tmp", "/var/tmp", "/run", "/dev/shm")
-WALK_LIMIT = 2_000_000  # entries below one root; beyond it the run refuses to start
 
 _ORDER = {"link": 0, "hide": 0, "show": 1, "rw": 2, "ro": 3, "sock": 4}
 
@@ -146,206 +142,6 @@ class Plan(_Record):
     _hide_root = False
     _unset_env: tuple[str, ...] = ()
     _before: tuple[str, ...] = ()
-
-
-def _any_depth_literal(rule: str) -> tuple[tuple[str, ...], bool] | None:
-    """``**/a/b`` or ``**/a/b/**`` as (components, with_subtree); None for other globs."""
-    if not rule.startswith("**/"):
-        return None
-    body, subtree = rule[3:], False
-    if body.endswith("/**"):
-        body, subtree = body[:-3], True
-    if not body or is_glob(body):
-        return None
-    return tuple(body.split("/")), subtree
-
-
-def covers(rule: str, path: str) -> bool:
-    """``spec.paths.covers``, answering the common ``**/name`` forms without ``re``."""
-    lit = _any_depth_literal(rule)
-    if lit is None:
-        return _glob_covers(rule, path)
-    names, subtree = lit
-    parts = path.split("/")
-    n = len(names)
-    for i in range(1, len(parts) - n + 1):
-        if tuple(parts[i:i + n]) == names:
-            rest = len(parts) - (i + n)
-            if rest > 0 or not subtree:
-                return True
-    return False
-
-
-def _matcher(rule: str) -> Callable[[str], bool]:
-    """``covers(rule, path)`` as a function prepared once for many paths."""
-    lit = _any_depth_literal(rule)
-    if lit is not None and len(lit[0]) == 1 and not lit[1]:
-        name = "/" + lit[0][0]
-        return lambda path: path.endswith(name)
-    if lit is not None:
-        return lambda path: covers(rule, path)
-    from agent_sandbox.spec.paths import glob_regex
-
-    rx = glob_regex(rule)
-    return lambda path: rx.match(path) is not None
-
-
-class RealFs:
-    """``FsView`` over the real filesystem: complete walks, no writes.
-
-    A walk visits everything below its root (symlinks are not followed) but the
-    insides of ``.git`` folders (``gitmeta`` judges those), and is done once per
-    root; past ``limit`` entries it raises ``WalkError``.
-    """
-
-    def __init__(self, limit: int = WALK_LIMIT, skip: Sequence[str] = ()) -> None:
-        self.limit = limit
-        self.skip = frozenset(skip)  # folders never walked into (the runtime's own)
-        self._walked: dict[str, list[tuple[str, str]]] = {}
-
-    def kind(self, path: str) -> str | None:
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise SettingsError(f"{path}: a symlink loop; remove it") from None
-            return None
-        except ValueError:
-            return None
-        return "d" if stat.S_ISDIR(st.st_mode) else "f"
-
-    def lkind(self, path: str) -> str | None:
-        try:
-            st = os.lstat(path)
-        except (OSError, ValueError):
-            return None
-        if stat.S_ISLNK(st.st_mode):
-            return "l"
-        return "d" if stat.S_ISDIR(st.st_mode) else "f"
-
-    def realpath(self, path: str) -> str:
-        return os.path.realpath(path)
-
-    def read(self, path: str, limit: int) -> bytes | None:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
-        except OSError:
-            return None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            return os.read(fd, limit)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-
-    def nlink(self, path: str) -> int:
-        try:
-            return os.stat(path).st_nlink
-        except (OSError, ValueError):
-            return 1
-
-    def readlink(self, path: str) -> str | None:
-        try:
-            return os.readlink(path)
-        except (OSError, ValueError):
-            return None
-
-    def listdir(self, path: str) -> list[str] | None:
-        try:
-            return os.listdir(path)
-        except (OSError, ValueError):
-            return None
-
-    def sockets(self) -> list[str]:
-        from .unix_sockets import bound_sockets, device_mount_points, moved_sockets
-
-        found, lost = moved_sockets()
-        # a socket that left its bind-time name and was not found near it cannot be
-        # masked; unless its filesystem shows only inside the folders hidden for
-        # sockets, the run is refused rather than started with it reachable
-        for name, dev in lost:
-            points = device_mount_points(dev)
-            if not points or not all(any(_under(p, d) for d in UNIX_SOCKET_DIRS)
-                                     for p in points):
-                raise SettingsError(
-                    f"unix sockets are allowed by path, but a bound socket is no longer at "
-                    f"the name it was bound to ({name!r}) and was not found near it, so it "
-                    "cannot be masked; stop the program that owns it, or run with "
-                    "--backend gvisor")
-        return [*bound_sockets(), *found]
-
-    def walk(self, root: str) -> list[tuple[str, str]]:
-        if root not in self._walked:
-            self._walked[root] = self._walk(root)
-        return self._walked[root]
-
-    def _walk(self, root: str) -> list[tuple[str, str]]:
-        out: list[tuple[str, str]] = []
-        stack = [root]
-        while stack:
-            d = stack.pop()
-            try:
-                with os.scandir(d) as it:
-                    entries = list(it)
-            except OSError:
-                out.append((d, "u"))  # cannot be listed: protected whole by the planner
-                continue
-            for e in entries:
-                try:
-                    if e.is_symlink():
-                        kind = "l"
-                    elif e.is_dir(follow_symlinks=False):
-                        kind = "d"
-                    elif e.is_file(follow_symlinks=False):
-                        kind = "f"
-                    else:
-                        kind = "s"  # a socket, fifo or device node
-                except OSError:
-                    kind = "u"
-                if len(out) >= self.limit:
-                    raise WalkError(
-                        f"{root} holds more than {self.limit} entries, too many to check "
-                        "for protected and denied paths; make a smaller folder writable "
-                        "or run from a smaller one")
-                # a git directory's insides are judged by ``gitmeta`` (its object
-                # store alone can hold more entries than the rest of the tree)
-                if kind == "d" and e.path not in self.skip and (
-                        e.name != protected.GIT_DIR or (d == root and root.endswith("/.git"))):
-                    stack.append(e.path)
-                out.append((e.path, kind))
-        return out
-
-
-def _glob(fs: FsView, pattern: str, roots: Sequence[str]) -> list[str]:
-    """Existing paths matching an absolute or ``**/``-anchored glob (outermost only)."""
-    if pattern.startswith("/"):
-        lit: list[str] = []
-        for part in pattern.split("/")[1:]:
-            if is_glob(part):
-                break
-            lit.append(part)
-        base = "/" + "/".join(lit)
-        search = [base] if fs.kind(base) == "d" else []
-    else:
-        search = list(roots)
-    match = _matcher(pattern)
-    out: list[str] = []
-    for r in search:
-        if match(r):
-            out.append(r)
-            continue
-        matched: list[str] = []
-        for p, _ in fs.walk(r):
-            if match(p) and not any(_under(p, m) for m in matched):
-                matched.append(p)
-        out += matched
-    return out
-
-
-def _under(path: str, root: str) -> bool:
-    return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def _by_path(mounts: Iterable[Mount]) -> dict[str, list[Mount]]:
@@ -562,6 +358,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
         if hide_root and p != rp and fs.lkind(p) == "l":
             # with nothing of the host's root bound, a link allowed for reading (/bin
             # on merged-/usr systems) is made again, pointing where it points
+            from .fsview import RealFs
+
             target = os.readlink(p) if isinstance(fs, RealFs) else rp
             mounts[("link", p)] = Mount("link", p, target)
             continue
@@ -745,134 +543,3 @@ def without(p: Plan, paths: set[str]) -> Plan:
                 writable_roots=p.writable_roots, hide_unix_dirs=p.hide_unix_dirs,
                 hide_root=p.hide_root, unset_env=p.unset_env, before=p.before,
                 masked_sockets=tuple(x for x in p.masked_sockets if x not in paths))
-
-
-class Fds(_Record):
-    """Descriptors handed to bwrap: the seccomp program, info and block pipes, and
-    the start gate read inside the sandbox (see ``gated``)."""
-
-    __slots__ = ("block", "gate", "info", "ready", "seccomp")
-    seccomp: int | None
-    info: int | None
-    block: int | None
-    gate: int | None
-    ready: int | None
-    _seccomp = _info = _block = _gate = _ready = None
-
-    def __init__(self, seccomp: int | None = None, info: int | None = None,
-                 block: int | None = None, gate: int | None = None,
-                 ready: int | None = None) -> None:
-        super().__init__(seccomp=seccomp, info=info, block=block, gate=gate, ready=ready)
-
-
-def build_argv(
-    p: Plan,
-    command: Sequence[str],
-    *,
-    cwd: str,
-    fds: Fds | None = None,
-    bwrap: str = "bwrap",
-    is_root: bool = False,
-    new_session: bool = True,
-    overlays: Sequence[tuple[str, str, bool]] = (),
-) -> list[str]:
-    """The ``bwrap`` command line for a plan (pure).
-
-    ``new_session=False`` keeps an interactive command on its terminal; only
-    safe with the seccomp filter, which refuses TIOCSTI and TIOCLINUX.
-    ``overlays``: ``(source, target, writable)`` binds over the plan's mounts, in
-    order (``sandbox agent``'s private state folder, ``runtime.agent_state``).
-    """
-    argv = [bwrap] if p.hide_root else [bwrap, "--ro-bind", "/", "/"]
-    argv += ["--dev", "/dev", "--proc", "/proc"]
-    # the sandbox's pid 1 is bwrap's own init, which runs without the seccomp
-    # filter: its memory must not be writable by the command
-    for mem in ("/proc/1/mem", "/proc/1/task/1/mem"):
-        argv += ["--ro-bind", "/dev/null", mem]
-    if p.hide_unix_dirs:  # where sockets live; the allowed ones are bound back ("sock")
-        for d in UNIX_SOCKET_DIRS:
-            argv += ["--tmpfs", d]
-    remount: list[str] = []
-    for m in p.mounts:
-        if m.op == "hide":
-            if m.kind == "d":
-                argv += ["--tmpfs", m.path]
-                remount.append(m.path)  # after the mounts inside it are in place
-            else:
-                argv += ["--ro-bind", "/dev/null", m.path]
-        elif m.op in ("show", "ro"):
-            argv += ["--ro-bind", m.path, m.path]
-        elif m.op == "rw":
-            argv += ["--bind", m.path, m.path]
-        elif m.op == "sock":
-            # read-only: connect() needs no writable mount, and a listed folder must
-            # not become a writable place outside allowWrite
-            argv += ["--ro-bind", m.path, m.path]
-        elif m.op == "link":
-            argv += ["--symlink", m.kind, m.path]
-    for source, target, writable in overlays:
-        argv += ["--bind" if writable else "--ro-bind", source, target]
-    for path in remount:
-        argv += ["--remount-ro", path]
-    fds = fds or Fds()
-    argv += [
-        "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net",
-        "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-        "--die-with-parent", "--cap-drop", "ALL",
-    ]
-    if new_session or fds.seccomp is None:
-        argv.append("--new-session")
-    if fds.seccomp is not None:
-        argv += ["--seccomp", str(fds.seccomp)]
-    if fds.info is not None:
-        argv += ["--info-fd", str(fds.info)]
-    if fds.block is not None:
-        argv += ["--block-fd", str(fds.block)]
-    for name in p.unset_env:
-        argv += ["--unsetenv", name]
-    argv += ["--chdir", cwd, "--", *gated(command, fds.gate, fds.ready)]
-    return argv
-
-
-# The start gate. bwrap's --block-fd treats end-of-file as "go", and the inner
-# bwrap processes arm their parent-death signal late in their setup: a caller
-# that dies during start-up could leave the command running unsupervised (no
-# proxy, nobody to end it). So the command runs behind a two-step gate: once
-# every bwrap level has finished its setup (parent-death signals armed), the
-# gate says "ready"; only then does the live caller answer "go". End-of-file
-# (the caller died) or anything else ends the sandbox before the command runs.
-GATE_SCRIPT = ('echo ready >&{ready}; exec {ready}>&-; '
-               'read -r go <&{gate} && [ "$go" = go ] || exit 125; '
-               'exec {gate}<&-; exec "$@"')
-
-
-def gated(command: Sequence[str], gate: int | None, ready: int | None) -> list[str]:
-    """The command behind the start gate (unchanged without the gate's fds)."""
-    if gate is None or ready is None:
-        return list(command)
-    script = GATE_SCRIPT.format(gate=int(gate), ready=int(ready))
-    # bash, not sh: dash takes only single-digit descriptors in redirections;
-    # -p skips BASH_ENV, so nothing of the caller's runs before the gate opens.
-    return [GATE_SHELL, "-p", "-c", script, "sandbox-gate", *command]
-
-
-GATE_SHELL = "/bin/bash"
-
-
-def proxy_env(http_port: int = PROXY_HTTP_PORT, socks_port: int = PROXY_SOCKS_PORT,
-              connect_helper: Sequence[str] | None = None) -> dict[str, str]:
-    """The proxy variables set inside the sandbox (both cases; loopback bypasses)."""
-    http = f"http://127.0.0.1:{http_port}"
-    socks = f"socks5h://127.0.0.1:{socks_port}"
-    env: dict[str, str] = {}
-    for k, v in (("HTTP_PROXY", http), ("HTTPS_PROXY", http), ("ALL_PROXY", socks),
-                 ("FTP_PROXY", http), ("NO_PROXY", "localhost,127.0.0.1,::1")):
-        env[k] = v
-        env[k.lower()] = v
-    env["GRPC_PROXY"] = http
-    env["grpc_proxy"] = http
-    env["SANDBOX_RUNTIME"] = "1"
-    if connect_helper:
-        cmd = " ".join(connect_helper)
-        env["GIT_SSH_COMMAND"] = f"ssh -o ProxyCommand='{cmd} %h %p'"
-    return env

@@ -32,7 +32,10 @@ import time
 from agent_sandbox import contract
 
 from . import bwrap as bw
+from . import bwrap_argv as bwargv
+from . import fsview
 from .errors import SandboxStartError
+from .globs import under
 from .host import diagnose_userns, find_bwrap
 from .placeholders import Placeholders
 from .process import Relay, Spawned, no_inherited_fds, read_all, read_line, suppress
@@ -83,7 +86,7 @@ def overlay_binds(p: bw.Plan, overlays: Sequence[tuple[str, str, str | None]]
         else:  # the plan's own rule: nothing of the host's where its root, or the
             # folders of unix sockets, are hidden
             visible = not p.hide_root and not (p.hide_unix_dirs and any(
-                bw._under(real, d) for d in bw.UNIX_SOCKET_DIRS))
+                under(real, d) for d in bw.UNIX_SOCKET_DIRS))
         if not visible:
             source = fallback
         out.append((source, target, False))
@@ -99,17 +102,17 @@ def tool_dirs(env: dict[str, str] | None = None) -> list[str]:
 
 
 def prepare(p: bw.Plan, command: Sequence[str], cwd: str, env: dict[str, str] | None,
-            fds: bw.Fds, interactive: bool = False,
+            fds: bwargv.Fds, interactive: bool = False,
             overlays: Sequence[tuple[str, str, bool]] = ()) -> tuple[list[str], dict[str, str]]:
     """The argv and environment for a run (no effects). The settings' credential
     variables are removed from bwrap's own environment: no process inside holds
     them, bwrap's pid 1 included."""
-    argv = bw.build_argv(p, command, cwd=cwd, fds=fds, bwrap=find_bwrap(),
+    argv = bwargv.build_argv(p, command, cwd=cwd, fds=fds, bwrap=find_bwrap(),
                          is_root=os.geteuid() == 0, new_session=not interactive,
                          overlays=overlays)
     full_env = {k: v for k, v in (os.environ if env is None else env).items()
                 if k not in p.unset_env}
-    full_env.update(bw.proxy_env(connect_helper=connect_helper()))
+    full_env.update(bwargv.proxy_env(connect_helper=connect_helper()))
     return argv, full_env
 
 
@@ -205,11 +208,11 @@ class BwrapRun:
         block_r, block_w = os.pipe()
         gate_r, gate_w = os.pipe()
         ready_r, ready_w = os.pipe()
-        fds = bw.Fds(seccomp=sfd, info=info_w, block=block_r, gate=gate_r, ready=ready_w)
+        fds = bwargv.Fds(seccomp=sfd, info=info_w, block=block_r, gate=gate_r, ready=ready_w)
         try:
             lock_dir = contract.lock_dir(self.home)
             self.placeholders = Placeholders(lock_dir)
-            realfs = bw.RealFs(skip=[lock_dir])
+            realfs = fsview.RealFs(skip=[lock_dir])
             with self.placeholders:
                 others = self.placeholders.others()
                 p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
@@ -267,8 +270,9 @@ class BwrapRun:
             from .netns import NamespaceError, open_listeners
 
             try:
-                opened = open_listeners(self.pid1, (bw.PROXY_HTTP_PORT, bw.PROXY_SOCKS_PORT,
-                                                    *self.extra_ports))
+                ports = (contract.PROXY_HTTP_PORT, contract.PROXY_SOCKS_PORT,
+                         *self.extra_ports)
+                opened = open_listeners(self.pid1, ports)
                 self.listeners, self.extra_listeners = opened[:2], opened[2:]
             except NamespaceError as exc:
                 self.proc.kill()

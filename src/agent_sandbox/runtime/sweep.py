@@ -30,7 +30,8 @@ import time
 from agent_sandbox import protected
 
 from . import gitmeta
-from .bwrap import RealFs, _protected_entries
+from .bwrap import _protected_entries
+from .fsview import RealFs
 from .process import suppress
 
 TYPE_CHECKING = False  # collections.abc would load collections on the exec fast path

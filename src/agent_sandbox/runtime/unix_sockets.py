@@ -43,6 +43,8 @@ import socket
 import stat
 import struct
 
+from .globs import under as _under
+
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -144,10 +146,6 @@ def parse_mountinfo(text: str) -> list[tuple[str, str, str]]:
         if len(f) >= 5:
             out.append((f[2], _unescape(f[3]), _unescape(f[4])))
     return out
-
-
-def _under(path: str, root: str) -> bool:
-    return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def aliases(path: str, mounts: list[tuple[str, str, str]],

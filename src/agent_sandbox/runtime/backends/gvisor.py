@@ -155,7 +155,7 @@ def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
     the host in the container's network namespace before the command starts;
     see ``PodmanService``): it gets the proxy variables.
     """
-    from .. import bwrap as bw
+    from .. import bwrap_argv as bwargv
 
     opts: dict[str, Any] = {
         "image": os.environ.get("AGENT_SANDBOX_GVISOR_IMAGE", GVISOR_IMAGE),
@@ -171,7 +171,7 @@ def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
         "detach": True,
     }
     if proxy:
-        opts["environment"] = {k: v for k, v in bw.proxy_env().items()
+        opts["environment"] = {k: v for k, v in bwargv.proxy_env().items()
                                if k != "GIT_SSH_COMMAND"}
     return opts
 
@@ -198,6 +198,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     from agent_sandbox import contract
 
     from .. import bwrap as bw
+    from .. import fsview
     from ..placeholders import Placeholders
     from ..settings import require_enforceable
     from ..sweep import identities, quarantine
@@ -216,7 +217,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     try:
         with placeholders:  # plan under the lock: see Placeholders
             others = placeholders.others()
-            plan = bw.plan(settings, home=home, cwd=cwd, fs=bw.RealFs())
+            plan = bw.plan(settings, home=home, cwd=cwd, fs=fsview.RealFs())
             relied = [m.path for m in plan.mounts if m.path in others]
             plan = bw.without(plan, placeholders.create(plan.placeholders, relied))
             before = identities(plan.before)
@@ -272,7 +273,8 @@ def _gvisor_proxy(client: Any, container: Any,
     """Create (init) the container without starting its command, open the proxy's
     ports in its network namespace and serve them from here: the command finds
     them ready. Any failure here ends the run before the command starts."""
-    from .. import bwrap as bw
+    from agent_sandbox import contract
+
     from ..netns import open_listeners
     from ..proxy import audit_recorder, refusing, serve
 
@@ -284,7 +286,7 @@ def _gvisor_proxy(client: Any, container: Any,
     if pid <= 0:
         raise SandboxStartError("gVisor container has no process to find its network in")
     try:
-        http, socks = open_listeners(pid, (bw.PROXY_HTTP_PORT, bw.PROXY_SOCKS_PORT),
+        http, socks = open_listeners(pid, (contract.PROXY_HTTP_PORT, contract.PROXY_SOCKS_PORT),
                                      loopback_up=True)
     except OSError as exc:
         raise SandboxStartError(f"gVisor container: {exc}") from None

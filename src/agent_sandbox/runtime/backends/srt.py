@@ -72,13 +72,14 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
     import json
 
     from .. import bwrap as bw
+    from .. import fsview
     from ..bwrap_run import runtime_paths
     from ..host import home_dir
     from ..sweep import identities, quarantine
 
     srt = find_srt()
     home = home_dir()
-    plan = bw.plan(settings, home=home, cwd=cwd, fs=bw.RealFs())
+    plan = bw.plan(settings, home=home, cwd=cwd, fs=fsview.RealFs())
     before = identities(plan.before)
     with tempfile.TemporaryDirectory(prefix="agent-sandbox-srt-") as tmp:
         path = os.path.join(tmp, "srt-settings.json")

@@ -1,0 +1,148 @@
+"""The ``bwrap`` command line for a plan (pure), the start gate the command runs
+behind, and the proxy variables set inside the sandbox.
+
+Nothing here decides what is mounted: ``bwrap.plan`` does. This module only
+writes the plan down in bwrap's terms, and must never drop or reorder a mount.
+"""
+
+from __future__ import annotations
+
+from agent_sandbox.contract import PROXY_HTTP_PORT, PROXY_SOCKS_PORT
+
+from .bwrap import UNIX_SOCKET_DIRS, Plan
+from .settings import _Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+class Fds(_Record):
+    """Descriptors handed to bwrap: the seccomp program, info and block pipes, and
+    the start gate read inside the sandbox (see ``gated``)."""
+
+    __slots__ = ("block", "gate", "info", "ready", "seccomp")
+    seccomp: int | None
+    info: int | None
+    block: int | None
+    gate: int | None
+    ready: int | None
+    _seccomp = _info = _block = _gate = _ready = None
+
+    def __init__(self, seccomp: int | None = None, info: int | None = None,
+                 block: int | None = None, gate: int | None = None,
+                 ready: int | None = None) -> None:
+        super().__init__(seccomp=seccomp, info=info, block=block, gate=gate, ready=ready)
+
+
+def build_argv(
+    p: Plan,
+    command: Sequence[str],
+    *,
+    cwd: str,
+    fds: Fds | None = None,
+    bwrap: str = "bwrap",
+    is_root: bool = False,
+    new_session: bool = True,
+    overlays: Sequence[tuple[str, str, bool]] = (),
+) -> list[str]:
+    """The ``bwrap`` command line for a plan (pure).
+
+    ``new_session=False`` keeps an interactive command on its terminal; only
+    safe with the seccomp filter, which refuses TIOCSTI and TIOCLINUX.
+    ``overlays``: ``(source, target, writable)`` binds over the plan's mounts, in
+    order (``sandbox agent``'s private state folder, ``runtime.agent_state``).
+    """
+    argv = [bwrap] if p.hide_root else [bwrap, "--ro-bind", "/", "/"]
+    argv += ["--dev", "/dev", "--proc", "/proc"]
+    # the sandbox's pid 1 is bwrap's own init, which runs without the seccomp
+    # filter: its memory must not be writable by the command
+    for mem in ("/proc/1/mem", "/proc/1/task/1/mem"):
+        argv += ["--ro-bind", "/dev/null", mem]
+    if p.hide_unix_dirs:  # where sockets live; the allowed ones are bound back ("sock")
+        for d in UNIX_SOCKET_DIRS:
+            argv += ["--tmpfs", d]
+    remount: list[str] = []
+    for m in p.mounts:
+        if m.op == "hide":
+            if m.kind == "d":
+                argv += ["--tmpfs", m.path]
+                remount.append(m.path)  # after the mounts inside it are in place
+            else:
+                argv += ["--ro-bind", "/dev/null", m.path]
+        elif m.op in ("show", "ro"):
+            argv += ["--ro-bind", m.path, m.path]
+        elif m.op == "rw":
+            argv += ["--bind", m.path, m.path]
+        elif m.op == "sock":
+            # read-only: connect() needs no writable mount, and a listed folder must
+            # not become a writable place outside allowWrite
+            argv += ["--ro-bind", m.path, m.path]
+        elif m.op == "link":
+            argv += ["--symlink", m.kind, m.path]
+    for source, target, writable in overlays:
+        argv += ["--bind" if writable else "--ro-bind", source, target]
+    for path in remount:
+        argv += ["--remount-ro", path]
+    fds = fds or Fds()
+    argv += [
+        "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net",
+        "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+        "--die-with-parent", "--cap-drop", "ALL",
+    ]
+    if new_session or fds.seccomp is None:
+        argv.append("--new-session")
+    if fds.seccomp is not None:
+        argv += ["--seccomp", str(fds.seccomp)]
+    if fds.info is not None:
+        argv += ["--info-fd", str(fds.info)]
+    if fds.block is not None:
+        argv += ["--block-fd", str(fds.block)]
+    for name in p.unset_env:
+        argv += ["--unsetenv", name]
+    argv += ["--chdir", cwd, "--", *gated(command, fds.gate, fds.ready)]
+    return argv
+
+
+# The start gate. bwrap's --block-fd treats end-of-file as "go", and the inner
+# bwrap processes arm their parent-death signal late in their setup: a caller
+# that dies during start-up could leave the command running unsupervised (no
+# proxy, nobody to end it). So the command runs behind a two-step gate: once
+# every bwrap level has finished its setup (parent-death signals armed), the
+# gate says "ready"; only then does the live caller answer "go". End-of-file
+# (the caller died) or anything else ends the sandbox before the command runs.
+GATE_SCRIPT = ('echo ready >&{ready}; exec {ready}>&-; '
+               'read -r go <&{gate} && [ "$go" = go ] || exit 125; '
+               'exec {gate}<&-; exec "$@"')
+
+
+def gated(command: Sequence[str], gate: int | None, ready: int | None) -> list[str]:
+    """The command behind the start gate (unchanged without the gate's fds)."""
+    if gate is None or ready is None:
+        return list(command)
+    script = GATE_SCRIPT.format(gate=int(gate), ready=int(ready))
+    # bash, not sh: dash takes only single-digit descriptors in redirections;
+    # -p skips BASH_ENV, so nothing of the caller's runs before the gate opens.
+    return [GATE_SHELL, "-p", "-c", script, "sandbox-gate", *command]
+
+
+GATE_SHELL = "/bin/bash"
+
+
+def proxy_env(http_port: int = PROXY_HTTP_PORT, socks_port: int = PROXY_SOCKS_PORT,
+              connect_helper: Sequence[str] | None = None) -> dict[str, str]:
+    """The proxy variables set inside the sandbox (both cases; loopback bypasses)."""
+    http = f"http://127.0.0.1:{http_port}"
+    socks = f"socks5h://127.0.0.1:{socks_port}"
+    env: dict[str, str] = {}
+    for k, v in (("HTTP_PROXY", http), ("HTTPS_PROXY", http), ("ALL_PROXY", socks),
+                 ("FTP_PROXY", http), ("NO_PROXY", "localhost,127.0.0.1,::1")):
+        env[k] = v
+        env[k.lower()] = v
+    env["GRPC_PROXY"] = http
+    env["grpc_proxy"] = http
+    env["SANDBOX_RUNTIME"] = "1"
+    if connect_helper:
+        cmd = " ".join(connect_helper)
+        env["GIT_SSH_COMMAND"] = f"ssh -o ProxyCommand='{cmd} %h %p'"
+    return env

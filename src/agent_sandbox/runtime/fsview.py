@@ -1,0 +1,154 @@
+"""The planner's view of the real filesystem (``bwrap.FsView``): complete walks,
+the bound unix sockets, and read-only questions about paths.
+
+It only reads: it never creates, changes or follows anything it was not asked
+to, and it decides nothing except refusing a run it cannot describe completely
+(a walk past ``WALK_LIMIT`` entries, a symlink loop, a bound socket that can be
+neither found nor shown to be hidden).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from agent_sandbox import protected
+
+from .bwrap import UNIX_SOCKET_DIRS, WalkError
+from .globs import under as _under
+from .settings import SettingsError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+WALK_LIMIT = 2_000_000  # entries below one root; beyond it the run refuses to start
+
+
+class RealFs:
+    """``FsView`` over the real filesystem: complete walks, no writes.
+
+    A walk visits everything below its root (symlinks are not followed) but the
+    insides of ``.git`` folders (``gitmeta`` judges those), and is done once per
+    root; past ``limit`` entries it raises ``WalkError``.
+    """
+
+    def __init__(self, limit: int = WALK_LIMIT, skip: Sequence[str] = ()) -> None:
+        self.limit = limit
+        self.skip = frozenset(skip)  # folders never walked into (the runtime's own)
+        self._walked: dict[str, list[tuple[str, str]]] = {}
+
+    def kind(self, path: str) -> str | None:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise SettingsError(f"{path}: a symlink loop; remove it") from None
+            return None
+        except ValueError:
+            return None
+        return "d" if stat.S_ISDIR(st.st_mode) else "f"
+
+    def lkind(self, path: str) -> str | None:
+        try:
+            st = os.lstat(path)
+        except (OSError, ValueError):
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            return "l"
+        return "d" if stat.S_ISDIR(st.st_mode) else "f"
+
+    def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
+
+    def read(self, path: str, limit: int) -> bytes | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            return os.read(fd, limit)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def nlink(self, path: str) -> int:
+        try:
+            return os.stat(path).st_nlink
+        except (OSError, ValueError):
+            return 1
+
+    def readlink(self, path: str) -> str | None:
+        try:
+            return os.readlink(path)
+        except (OSError, ValueError):
+            return None
+
+    def listdir(self, path: str) -> list[str] | None:
+        try:
+            return os.listdir(path)
+        except (OSError, ValueError):
+            return None
+
+    def sockets(self) -> list[str]:
+        from .unix_sockets import bound_sockets, device_mount_points, moved_sockets
+
+        found, lost = moved_sockets()
+        # a socket that left its bind-time name and was not found near it cannot be
+        # masked; unless its filesystem shows only inside the folders hidden for
+        # sockets, the run is refused rather than started with it reachable
+        for name, dev in lost:
+            points = device_mount_points(dev)
+            if not points or not all(any(_under(p, d) for d in UNIX_SOCKET_DIRS)
+                                     for p in points):
+                raise SettingsError(
+                    f"unix sockets are allowed by path, but a bound socket is no longer at "
+                    f"the name it was bound to ({name!r}) and was not found near it, so it "
+                    "cannot be masked; stop the program that owns it, or run with "
+                    "--backend gvisor")
+        return [*bound_sockets(), *found]
+
+    def walk(self, root: str) -> list[tuple[str, str]]:
+        if root not in self._walked:
+            self._walked[root] = self._walk(root)
+        return self._walked[root]
+
+    def _walk(self, root: str) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        stack = [root]
+        while stack:
+            d = stack.pop()
+            try:
+                with os.scandir(d) as it:
+                    entries = list(it)
+            except OSError:
+                out.append((d, "u"))  # cannot be listed: protected whole by the planner
+                continue
+            for e in entries:
+                try:
+                    if e.is_symlink():
+                        kind = "l"
+                    elif e.is_dir(follow_symlinks=False):
+                        kind = "d"
+                    elif e.is_file(follow_symlinks=False):
+                        kind = "f"
+                    else:
+                        kind = "s"  # a socket, fifo or device node
+                except OSError:
+                    kind = "u"
+                if len(out) >= self.limit:
+                    raise WalkError(
+                        f"{root} holds more than {self.limit} entries, too many to check "
+                        "for protected and denied paths; make a smaller folder writable "
+                        "or run from a smaller one")
+                # a git directory's insides are judged by ``gitmeta`` (its object
+                # store alone can hold more entries than the rest of the tree)
+                if kind == "d" and e.path not in self.skip and (
+                        e.name != protected.GIT_DIR or (d == root and root.endswith("/.git"))):
+                    stack.append(e.path)
+                out.append((e.path, kind))
+        return out
