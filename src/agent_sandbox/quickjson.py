@@ -47,37 +47,53 @@ class _Context:
     memo: dict[Any, Any] = {}
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+class _StrictContext(_Context):
+    """The same, refusing ``NaN`` and ``Infinity`` (not JSON by RFC 8259)."""
+
+    parse_constant = staticmethod(_refuse_constant)
+
+
 _scan: Any = (_json.make_scanner(_Context())  # type: ignore[arg-type]
                if _json is not None else None)
+_strict_scan: Any = (_json.make_scanner(_StrictContext())  # type: ignore[arg-type]
+                     if _json is not None else None)
 
 
-def _slow_loads(data: str | bytes) -> Any:
+def _slow_loads(data: str | bytes, strict: bool = False) -> Any:
     import json
 
+    if strict:
+        return json.loads(data, parse_constant=_refuse_constant)
     return json.loads(data)
 
 
-def loads(data: str | bytes | bytearray) -> Any:
-    """``json.loads(data)``: the same result, or the same error."""
-    if _scan is None:
-        return _slow_loads(bytes(data) if isinstance(data, bytearray) else data)
+def loads(data: str | bytes | bytearray, *, strict: bool = False) -> Any:
+    """``json.loads(data)``: the same result, or the same error. ``strict=True``
+    also refuses ``NaN`` and ``Infinity`` with a ``ValueError`` (settings files)."""
+    scan = _strict_scan if strict else _scan
+    if scan is None:
+        return _slow_loads(bytes(data) if isinstance(data, bytearray) else data, strict)
     if isinstance(data, (bytes, bytearray)):
         # json.detect_encoding: UTF-8 unless a BOM or a NUL in the first bytes
         if len(data) < 2 or not data[0] or not data[1] or data[:2] in (
                 b"\xef\xbb", b"\xff\xfe", b"\xfe\xff"):
-            return _slow_loads(bytes(data))
+            return _slow_loads(bytes(data), strict)
         text = data.decode("utf-8", "surrogatepass")
     elif isinstance(data, str):
         text = data
     else:
-        return _slow_loads(data)  # json's TypeError
+        return _slow_loads(data, strict)  # json's TypeError
     try:
         start = len(text) - len(text.lstrip(_WS))
-        obj, end = _scan(text, start)
+        obj, end = scan(text, start)
         if text[end:].strip(_WS):
             raise ValueError("extra data")
     except Exception:  # every error as json reports it (the scanner needs json loaded)
-        return _slow_loads(text)
+        return _slow_loads(text, strict)
     finally:
         _Context.memo.clear()
     return obj

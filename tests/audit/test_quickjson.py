@@ -90,3 +90,19 @@ def test_the_comparison_can_fail() -> None:
     with pytest.raises(AssertionError):
         _outcome_differs = _outcome(json.loads, "{") != _outcome(json.loads, "[")
         assert not _outcome_differs
+
+
+@pytest.mark.parametrize("text", ["NaN", "[Infinity]", '{"a": -Infinity}', b'{"a": NaN}'])
+def test_strict_refuses_what_is_not_json(text: str | bytes) -> None:
+    import json
+
+    json.loads(text)  # control: json itself takes them
+    with pytest.raises(ValueError, match="is not valid JSON"):
+        quickjson.loads(text, strict=True)
+
+
+def test_strict_reads_json_as_json_does() -> None:
+    import json
+
+    doc = '{"a": [1, 2.5e3, null, true, "\\u00e9"], "b": {}}'
+    assert quickjson.loads(doc, strict=True) == json.loads(doc)

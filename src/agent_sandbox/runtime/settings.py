@@ -97,45 +97,12 @@ class SettingsError(SandboxError, ValueError):
     """A settings file is missing or malformed; the message says where and how."""
 
 
-class _ScanContext:
-    """What ``_json.make_scanner`` reads from a decoder (standard JSON, strict)."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    memo: dict[str, str] = {}
-
-    @staticmethod
-    def parse_constant(name: str) -> Any:
-        raise ValueError(f"{name} is not valid JSON")
-
-
-_WS = " \t\n\r"
-
-
 def loads(text: str | bytes) -> Any:
-    """``json.loads`` for a startup path: the C scanner directly, without importing
-    ``json.decoder`` (and ``re`` with it). Raises ValueError like ``json.loads``."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8")
-    try:
-        import _json
-    except ImportError:  # another Python: the ordinary module
-        import json
+    """A settings document's JSON (``json.loads``, refusing ``NaN`` and ``Infinity``)
+    without importing ``json`` on the cold start (``quickjson``). Raises ValueError."""
+    from agent_sandbox.quickjson import loads as _loads
 
-        return json.loads(text)
-    scan = _json.make_scanner(_ScanContext())  # type: ignore[arg-type]
-    start = len(text) - len(text.lstrip(_WS))
-    try:
-        value, end = scan(text, start)
-    except StopIteration:
-        raise ValueError(f"expecting a JSON value at character {start}") from None
-    rest = text[end:].lstrip(_WS)
-    if rest:
-        raise ValueError(f"extra data at character {len(text) - len(rest)}")
-    return value
+    return _loads(text, strict=True)
 
 
 class _Record:
