@@ -85,9 +85,17 @@ def test_control_host_claude_runs_the_legacy_global_config(env: dict[str, Path])
 
 def private_view(env: dict[str, Path], client: str) -> Path:
     """Where the client's state folders are inside ``sandbox agent`` (its private view)."""
+    import os
+    from unittest import mock
+
+    from agent_sandbox import contract
     from agent_sandbox.runtime.agent_state import private_root
 
-    return Path(private_root(client, str(env["home"]))) / "view"
+    # as the run sees it: host_env() passes no state-folder variable, so the state
+    # folder is the test home's own (whatever the test process's isolation set)
+    with mock.patch.dict(os.environ):
+        os.environ.pop(contract.STATE_DIR_ENV, None)
+        return Path(private_root(client, str(env["home"]))) / "view"
 
 
 @needs_claude
@@ -235,9 +243,7 @@ def test_private_folder_itself_is_read_only_inside(env: dict[str, Path]) -> None
     """Blocked: inside, the private folder's placeholders and the view at its real path
     (where the next run's mounts come from) cannot be written; the view through the
     client's folder can (the control)."""
-    from agent_sandbox.runtime.agent_state import private_root
-
-    root = Path(private_root("claude", str(env["home"])))
+    root = private_view(env, "claude").parent
     run_agent_claude(env, "true\n")  # the first run makes the folder
     held = sorted(p for p in (root / "held").iterdir() if p.is_file())
     assert held

@@ -238,10 +238,20 @@ def test_drift_is_reported_then_restored(converged: str) -> None:
 
 
 def test_proxy_service_restarts_for_other_settings(converged: str) -> None:
+    import base64
+    import hashlib
+
+    from agent_sandbox import contract
+
     record = f"/var/lib/agent-sandbox/{UNIT}.settings"
     want = podman("exec", HOST, "cat", record).stdout
-    settings = podman("exec", HOST, "sha256sum", "/etc/agent-sandbox/srt-settings.json")
-    assert want.strip() == settings.stdout.split()[0]
+    # the record is what the running proxy was started with: the unit file and the
+    # settings it enforces, as `sandbox install proxy-service` digests them
+    digest = hashlib.sha256()
+    for path in (contract.PROXY_UNIT, contract.SYSTEM_SRT_SETTINGS):
+        data = base64.b64decode(podman("exec", HOST, "base64", "-w0", path).stdout)
+        digest.update(len(data).to_bytes(8, "big") + data)
+    assert want.strip() == digest.hexdigest()
     before = service("MainPID")["MainPID"]
     # as when the settings changed since the service started
     assert podman("exec", HOST, "sh", "-c", f"echo other > {record}").returncode == 0
