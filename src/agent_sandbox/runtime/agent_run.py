@@ -30,7 +30,6 @@ client starts raises ``SandboxStartError``.
 
 from __future__ import annotations
 
-import _signal as signal
 import json
 import os
 import socket
@@ -41,7 +40,6 @@ import threading
 from agent_sandbox.errors import SandboxError
 
 from .bwrap_run import BwrapRun
-from .errors import TIMED_OUT
 from .hook_frames import MAX_REQUEST, RELAY_ENV, RELAY_PORT, recv_frame, send_frame
 from .process import suppress
 
@@ -294,7 +292,7 @@ def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *
               env: dict[str, str] | None = None, opened: Sequence[str] = (),
               overlays: Sequence[tuple[str, str, str | None]] = (), err: Any = None) -> int:
     """Run the client with the terminal attached; return its exit status."""
-    from .run import FORWARDED_SIGNALS
+    from .run import supervise
 
     base = dict(os.environ if env is None else env)
     ports = [RELAY_PORT]
@@ -306,8 +304,8 @@ def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *
     relay = HookRelay(cwd, {k: v for k, v in base.items() if k != RELAY_ENV})
     servers = Servers()
     run.start()
-    previous: dict[int, Any] = {}
-    try:
+
+    def prepare() -> None:
         by_port = dict(zip(ports, run.extra_listeners, strict=True))
         run.extra_listeners = []  # served here now
         servers.serve(by_port[RELAY_PORT], relay.handle)
@@ -315,20 +313,9 @@ def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *
             target = "127.0.0.1" if endpoint.host == "localhost" else endpoint.host
             servers.serve(by_port[endpoint.port],
                           lambda c: forward(c, target, endpoint.port))
-        for sig in FORWARDED_SIGNALS:
-            with suppress(OSError, ValueError):
-                previous[sig] = signal.signal(sig, lambda signum, _f: run.forward(signum))
-        rc, timed_out = run.wait(timeout)
-        if timed_out:
-            return TIMED_OUT
-        return rc if rc >= 0 else 128 - rc
-    finally:
-        for signum, handler in previous.items():
-            with suppress(OSError, ValueError, TypeError):
-                signal.signal(signum, handler)
-        run.kill()
+
+    def stop() -> None:
         servers.stop()
         relay.stop()
-        run.cleanup()
-        for note in run.notices:
-            (err or sys.stderr).write(note)
+
+    return supervise(run, timeout, err, prepare=prepare, stop=stop)

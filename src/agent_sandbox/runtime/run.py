@@ -32,7 +32,7 @@ from .settings import Settings, SettingsError, load
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import IO, Any
 
 BACKENDS = ("bwrap", "srt", "gvisor")
@@ -184,8 +184,19 @@ def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
                            capture=False).returncode
     run = BwrapRun(settings, argv, cwd=cwd, home=home)
     run.start()
+    return supervise(run, timeout, err)
+
+
+def supervise(run: BwrapRun, timeout: float | None, err: IO[str] | None, *,
+              prepare: Callable[[], None] | None = None,
+              stop: Callable[[], None] | None = None) -> int:
+    """Wait for a started run with the terminal's signals forwarded into it and return
+    its exit status; whatever happens, end it and clean up. ``prepare`` runs first
+    (inside the guard), ``stop`` after the run is killed and before its cleanup."""
     previous: dict[int, Any] = {}
     try:
+        if prepare is not None:
+            prepare()
         for sig in FORWARDED_SIGNALS:
             with suppress(OSError, ValueError):
                 previous[sig] = signal.signal(sig, lambda signum, _f: run.forward(signum))
@@ -198,6 +209,8 @@ def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
             with suppress(OSError, ValueError, TypeError):
                 signal.signal(signum, handler)
         run.kill()
+        if stop is not None:
+            stop()
         run.cleanup()
         for note in run.notices:
             (err or sys.stderr).write(note)
