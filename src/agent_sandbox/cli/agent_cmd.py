@@ -111,8 +111,7 @@ def find_program(name: str, path: str | None = None) -> str:
 
 def main(args: list[str], err: IO[str] | None = None) -> int:
     err = err or sys.stderr
-    from agent_sandbox.runtime.errors import SANDBOX_FAILED, SandboxStartError
-    from agent_sandbox.runtime.settings import SettingsError
+    from agent_sandbox.runtime.errors import SandboxStartError
 
     try:
         opts = parse_args(args)
@@ -190,18 +189,11 @@ def main(args: list[str], err: IO[str] | None = None) -> int:
                              overlays=view.overlays, env=env, err=err)
         finally:
             release_config(held)
-    except SettingsError as exc:
-        err.write(f"sandbox agent: {exc}\n")
-        return SANDBOX_FAILED
-    except SandboxStartError as exc:
-        err.write(f"sandbox agent: the sandbox could not start: {exc}\n")
-        return SANDBOX_FAILED
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:  # fail closed, and no traceback for the user
-        err.write(f"sandbox agent: internal error ({type(exc).__name__}: {exc}); "
-                  "the client did not run outside the sandbox\n")
-        return SANDBOX_FAILED
+    except (Exception, KeyboardInterrupt) as exc:
+        from .exec_main import start_failed
+
+        return start_failed("sandbox agent", exc, err,
+                            "the client did not run outside the sandbox")
 
 
 def register(app: typer.Typer) -> None:

@@ -79,18 +79,23 @@ def main(args: Sequence[str], err: IO[str] | None = None) -> int:
             settings = resolve_settings(opts.settings, home, cwd)
         return exec_passthrough(opts.command, settings, cwd, backend=opts.backend,
                                 timeout=opts.timeout)
-    except SettingsError as exc:
-        err.write(f"sandbox exec: {exc}\n")
-        return SANDBOX_FAILED
-    except SandboxStartError as exc:
-        err.write(f"sandbox exec: the sandbox could not start: {exc}\n")
-        return SANDBOX_FAILED
-    except KeyboardInterrupt:
+    except (Exception, KeyboardInterrupt) as exc:
+        return start_failed("sandbox exec", exc, err, "nothing ran outside the sandbox")
+
+
+def start_failed(prog: str, exc: BaseException, err: IO[str], outside: str) -> int:
+    """The exit status of a run that failed before or while starting, its reason on
+    ``err``: bad settings and start failures say why, an interrupt is 130, anything
+    else is an internal error, never a traceback (``outside`` says what did not run)."""
+    if isinstance(exc, SettingsError):
+        err.write(f"{prog}: {exc}\n")
+    elif isinstance(exc, SandboxStartError):
+        err.write(f"{prog}: the sandbox could not start: {exc}\n")
+    elif isinstance(exc, KeyboardInterrupt):
         return 130
-    except Exception as exc:  # fail closed, and no traceback for the user
-        err.write(f"sandbox exec: internal error ({type(exc).__name__}: {exc}); "
-                  "nothing ran outside the sandbox\n")
-        return SANDBOX_FAILED
+    else:  # fail closed, and no traceback for the user
+        err.write(f"{prog}: internal error ({type(exc).__name__}: {exc}); {outside}\n")
+    return SANDBOX_FAILED
 
 
 def settings_from_spec(spec_path: str, host: str | None, home: str) -> Settings:
