@@ -176,11 +176,14 @@ def gemini(repo: str | None, home: str) -> list[Finding]:
     for path in layers:
         doc, _ = _json(path)
         cfg = (doc or {}).get("hooksConfig") or {}
+        only_bare = ("; a bare `gemini` skips them, `sandbox agent gemini` (the wrapper) "
+                     "runs them anyway")
         if cfg.get("enabled") is False:
-            out.append(Finding("gemini", "skips-hooks", f"{path} sets hooksConfig.enabled false"))
+            out.append(Finding("gemini", "skips-hooks",
+                               f"{path} sets hooksConfig.enabled false{only_bare}"))
         if ours & {str(x) for x in cfg.get("disabled") or []}:
             out.append(Finding("gemini", "skips-hooks",
-                               f"{path} lists our hooks in hooksConfig.disabled"))
+                               f"{path} lists our hooks in hooksConfig.disabled{only_bare}"))
     folder_trust = (((system or {}).get("security") or {}).get("folderTrust") or {})
     if repo and folder_trust.get("enabled") is not False:
         trusted, _ = _json(os.path.join(home, ".gemini", "trustedFolders.json"))

@@ -26,6 +26,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_sandbox import contract
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".tools" / "agents" / "node_modules" / ".bin"
 CLIENTS = ("claude", "codex", "gemini")
@@ -60,6 +62,10 @@ class World:
     @property
     def repo(self) -> Path:
         return self.root / "repo"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
 
     @property
     def remote(self) -> Path:
@@ -148,6 +154,9 @@ class World:
             "TERM": "dumb",
             "NO_COLOR": "1",
             "GIT_CONFIG_NOSYSTEM": "1",
+            # this world's own state folder (keys, pins, the host-level queue,
+            # the clients' private folders): not the account's, shared by all
+            contract.STATE_DIR_ENV: str(self.state),
         }
         if client == "claude":
             env.update(ANTHROPIC_BASE_URL=model_url, ANTHROPIC_API_KEY="sk-scripted",
@@ -170,17 +179,20 @@ class World:
         return [str(client_bin("gemini")), "-p", PROMPT, "-o", "json", *extra]
 
     def agent_argv(self, client: str, model_url: str, extra: list[str] | None = None,
-                   options: list[str] | None = None) -> list[str]:
+                   options: list[str] | None = None, program: Path | None = None) -> list[str]:
         """The client run through ``sandbox agent`` (the model server forwarded)."""
         return [sys.executable, "-m", "agent_sandbox", "agent", client, *(options or []),
-                "--model-endpoint", model_url, "--program", str(client_bin(client)), "--",
-                *self.argv(client, extra)[1:]]
+                "--model-endpoint", model_url, "--program", str(program or client_bin(client)),
+                "--", *self.argv(client, extra)[1:]]
 
     def run_agent(self, client: str, model_url: str, *, extra: list[str] | None = None,
                   options: list[str] | None = None, timeout: float = 240,
-                  env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        """``sandbox agent CLIENT [options] -- ARGS`` as the user would run it."""
-        return subprocess.run(self.wrap(self.agent_argv(client, model_url, extra, options)),
+                  env_extra: dict[str, str] | None = None,
+                  program: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """``sandbox agent CLIENT [options] -- ARGS`` as the user would run it
+        (``program``: another program than the client's own, started in its place)."""
+        return subprocess.run(self.wrap(self.agent_argv(client, model_url, extra, options,
+                                                        program)),
                               cwd=self.repo, env={**self.env(client, model_url),
                                                   **(env_extra or {})},
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,

@@ -28,19 +28,41 @@ def py(code: str) -> str:
     return "python3 -c " + json.dumps(code)
 
 
-def hooks_off(world: World) -> None:
-    """A user setting that switches off every hook of ours Gemini CLI knows
-    (the system file's and the repository's, by the names anyone can read)."""
+def our_hook_names(world: World) -> list[str]:
+    """The names of our hooks, as anyone can read them in the system file and the
+    repository's."""
     names: list[str] = []
     for f in (world.root / "etc/gemini-cli/settings.json", world.repo / ".gemini/settings.json"):
         if f.is_file():
             doc = json.loads(f.read_text())
             names += [h.get("name") or h["command"] for groups in doc.get("hooks", {}).values()
                       for g in groups for h in g["hooks"]]
+    return names
+
+
+def hooks_off(world: World) -> None:
+    """A user setting that switches off every hook of ours Gemini CLI knows."""
     settings = world.home / ".gemini" / "settings.json"
     doc = json.loads(settings.read_text())
-    doc["hooksConfig"] = {"enabled": False, "disabled": names}
+    doc["hooksConfig"] = {"enabled": False, "disabled": our_hook_names(world)}
     settings.write_text(json.dumps(doc))
+
+
+def hookless_gemini(world: World) -> Path:
+    """A program that runs Gemini CLI with the system settings minus their hooks
+    (the admin policy kept): a client that runs no hook at all, which no user
+    setting can make of Gemini CLI under ``sandbox agent`` (see
+    ``test_gemini_hooks_a_user_switches_off_still_run_under_sandbox_agent``)."""
+    from .harness import client_bin
+
+    system = json.loads((world.root / "etc/gemini-cli/settings.json").read_text())
+    system.pop("hooks", None)
+    world.install_system("/etc/gemini-cli/no-hooks.json", json.dumps(system).encode())
+    script = world.root / "gemini-without-hooks"
+    script.write_text("#!/bin/sh\nGEMINI_CLI_SYSTEM_SETTINGS_PATH=/etc/gemini-cli/no-hooks.json "
+                      f"exec {client_bin('gemini')} \"$@\"\n")
+    script.chmod(0o755)
+    return script
 
 
 def at(path: Path) -> str:
@@ -72,15 +94,23 @@ PROTECTED = ("home/.gemini/settings.json", "repo/.gemini/settings.json",
 
 @pytest.mark.parametrize("through_agent", [False, True], ids=["bare", "sandbox-agent"])
 def test_gemini_calls_nothing_stops_are_contained(world: World, through_agent: bool) -> None:
+    """No hook runs (bare: switched off by a user setting; under ``sandbox agent``,
+    where no setting can do that, a client started without them): the OS
+    boundary alone holds."""
     provision(world)
+    for p in PROTECTED[1:]:  # a repository's own files (no ``sandbox init``: no hooks)
+        (world.root / p).parent.mkdir(parents=True, exist_ok=True)
+        (world.root / p).write_text("{}\n")
     listener = Listener()
     try:
         with ModelServer(attack_steps(world, listener.port)) as model:
             world.configure("gemini", model.url)
-            world.sandbox("init", str(world.repo), "--gemini", "--trust")
             hooks_off(world)
             before = {p: (world.root / p).read_bytes() for p in PROTECTED}
-            run = (world.run_agent if through_agent else world.run)("gemini", model.url)
+            if through_agent:
+                run = world.run_agent("gemini", model.url, program=hookless_gemini(world))
+            else:
+                run = world.run("gemini", model.url)
             results = model.results()
     finally:
         listener.close()
@@ -132,6 +162,50 @@ def test_escalation_through_the_hook_relay(world: World) -> None:
     assert "refs/heads/approved" in refs and "refs/heads/denied" not in refs, (refs, detail)
     assert len(results) == 2 and "exit status: 0" in results[0], detail
     assert "not this branch" in results[1] or "denied" in results[1], detail
+
+
+def test_gemini_hooks_a_user_switches_off_still_run_under_sandbox_agent(world: World) -> None:
+    """A fleet host, no ``sandbox init``: the user's settings, the repository's own
+    ``.gemini/settings.json``, a variable-expanded entry, the user's environment
+    and a project ``.env`` all try to switch the system hooks off. Under
+    ``sandbox agent`` none of it does: the disguised read is denied by the hook,
+    and the push waits in the user's host-level queue for a human, then runs
+    once. (``test_managed_hosts`` runs the same settings bare: there the key is
+    read, so the attempts are real.)"""
+    provision(world)
+    remote = world.root / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    names = our_hook_names(world)
+    off = {"hooksConfig": {"enabled": False,
+                           "disabled": [*names, "${OURS}", "agent-sandbox-${EVENT:-x}"]}}
+    settings = world.home / ".gemini" / "settings.json"
+    steps = [Shell("cat ~/.s''sh/id_ed25519"),
+             Shell(f"git push {remote} HEAD:refs/heads/approved")]
+    with ModelServer(steps) as model:
+        world.configure("gemini", model.url)
+        settings.write_text(json.dumps({**json.loads(settings.read_text()), **off}))
+        (world.repo / ".gemini").mkdir(exist_ok=True)
+        (world.repo / ".gemini" / "settings.json").write_text(json.dumps(off))
+        (world.repo / ".env").write_text(
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH=/etc/gemini-cli/no-hooks.json\n")
+        hookless_gemini(world)  # the file the variables point at: no hooks
+        approver = Approver(world, ["approve"], host_site=True)
+        try:
+            run = world.run_agent("gemini", model.url, env_extra={
+                "OURS": names[0], "GEMINI_CLI_SYSTEM_SETTINGS_PATH":
+                "/etc/gemini-cli/no-hooks.json"})
+        finally:
+            approver.close()
+        results = model.results()
+    detail = f"{results}\n{run.stdout[-1500:]}\n{run.stderr[-2500:]}"
+    assert len(results) == 2, detail
+    assert "denied this call" in results[0] and SECRET not in results[0], detail
+    assert [d for _, d in approver.answered] == ["approve"], detail
+    refs = subprocess.run(["git", "--git-dir", str(remote), "for-each-ref",
+                           "--format=%(refname)"], capture_output=True, text=True).stdout
+    assert refs.split() == ["refs/heads/approved"], (refs, detail)
+    # the host's files are as the user left them: only the client saw the copies
+    assert json.loads(settings.read_text())["hooksConfig"] == off["hooksConfig"]
 
 
 # -- without a client ---------------------------------------------------------

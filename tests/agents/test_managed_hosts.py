@@ -151,11 +151,12 @@ def test_loosening_attempts_change_nothing(world: World, client: str) -> None:
 @pytest.mark.parametrize("through_agent", [False, True], ids=["bare", "sandbox-agent"])
 def test_gemini_disguised_read_with_hooks_switched_off(world: World, through_agent: bool
                                                         ) -> None:
-    """With its hooks switched off by a user setting, Gemini CLI has only the admin
-    policy's pattern rules, which a disguised path passes: run bare, the key is
-    read (the control: the attack works). Run through ``sandbox agent`` (the
-    system srt settings the role installed, no option), the read happens inside
-    the boundary and finds nothing."""
+    """With its hooks switched off by a user setting, bare Gemini CLI has only the
+    admin policy's pattern rules, which a disguised path passes: the key is read
+    (the control: the attack works). Through ``sandbox agent`` (the system srt
+    settings the role installed, no option) the settings cannot switch the
+    hooks off: the hook denies the read, and the boundary would have hidden the
+    key anyway."""
     provision(world)
     with ModelServer([Shell("cat ~/.s''sh/id_ed25519")]) as model:
         world.configure("gemini", model.url)
@@ -165,10 +166,10 @@ def test_gemini_disguised_read_with_hooks_switched_off(world: World, through_age
         results = model.results()
     detail = f"{results}\n{run.stdout[-1500:]}\n{run.stderr[-1500:]}"
     assert len(results) == 1, detail
-    assert "denied this call" not in results[0], detail  # the hooks really were off
     if through_agent:
-        assert SECRET not in results[0], detail
+        assert "denied this call" in results[0] and SECRET not in results[0], detail
     else:
+        assert "denied this call" not in results[0], detail  # the hooks really were off
         assert SECRET in results[0], detail
 
 

@@ -135,15 +135,19 @@ class Approver:
     """Answers pending requests in order with the given decisions, through the
     CLI a human would use (``sandbox approve`` / ``sandbox deny``)."""
 
-    def __init__(self, world: World, decisions: list[str]) -> None:
+    def __init__(self, world: World, decisions: list[str], *, host_site: bool = False) -> None:
+        """``host_site``: the requests wait in the user's host-level queue (a fleet
+        host, no ``sandbox init``) instead of the repository's."""
         self.world, self.decisions = world, list(decisions)
+        self.pending = ((world.state if host_site
+                         else world.repo / ".sandbox") / "escalations" / "pending")
         self.answered: list[tuple[str, str]] = []
         self.stop = False
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
-        pending = self.world.repo / ".sandbox" / "escalations" / "pending"
+        pending = self.pending
         while not self.stop and self.decisions:
             files = sorted(pending.glob("*.json")) if pending.is_dir() else []
             for f in files:

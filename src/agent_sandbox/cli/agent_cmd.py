@@ -182,11 +182,18 @@ def main(args: list[str], err: IO[str] | None = None) -> int:
         view = prepare_state(client, home)
         env = {**{k: v for k, v in os.environ.items() if k != prof.home_env},
                "TMPDIR": view.tmpdir}
+        overlays, filters = list(view.overlays), {}
+        if client == "gemini":  # hooks no user or repository setting switches off
+            from agent_sandbox.runtime import gemini_settings
+
+            guard = gemini_settings.prepare(home, cwd, view.held)
+            overlays += guard.overlays
+            filters, env = guard.filters, {**env, **guard.env}
         held = hold_config(home, [c for c in prof.config_files
                                   if not any(c.startswith(d) for d in prof.private_dirs)])
         try:
             return run_agent(command, settings, cwd, home, endpoint=endpoint, timeout=timeout,
-                             overlays=view.overlays, env=env, err=err)
+                             overlays=overlays, filters=filters, env=env, err=err)
         finally:
             release_config(held)
     except (Exception, KeyboardInterrupt) as exc:

@@ -45,7 +45,7 @@ from .process import suppress
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
     from .agent_profiles import Endpoint
@@ -290,7 +290,9 @@ def release_config(created: Sequence[tuple[str, bytes | None]]) -> None:
 def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *,
               endpoint: Endpoint | None = None, timeout: float | None = None,
               env: dict[str, str] | None = None, opened: Sequence[str] = (),
-              overlays: Sequence[tuple[str, str, str | None]] = (), err: Any = None) -> int:
+              overlays: Sequence[tuple[str, str, str | None]] = (),
+              filters: Mapping[str, Callable[[str], str]] | None = None,
+              err: Any = None) -> int:
     """Run the client with the terminal attached; return its exit status."""
     from .run import supervise
 
@@ -300,7 +302,7 @@ def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *
         ports.append(endpoint.port)
     inner_env = {**base, RELAY_ENV: str(RELAY_PORT)}
     run = BwrapRun(settings, command, cwd=cwd, home=home, env=inner_env, extra_ports=ports,
-                   opened=opened, overlays=overlays)
+                   opened=opened, overlays=overlays, filters=filters)
     relay = HookRelay(cwd, {k: v for k, v in base.items() if k != RELAY_ENV})
     servers = Servers()
     run.start()

@@ -125,11 +125,12 @@ class StateView:
     """What ``prepare`` made: the overlays for ``BwrapRun``, the client's TMPDIR
     (its path inside the sandbox) and the private folder."""
 
-    __slots__ = ("overlays", "root", "tmpdir")
+    __slots__ = ("held", "overlays", "root", "tmpdir")
 
     def __init__(self, root: str, overlays: list[tuple[str, str, str | None]],
                  tmpdir: str) -> None:
         self.root, self.overlays, self.tmpdir = root, overlays, tmpdir
+        self.held = os.path.join(root, "held")  # the placeholders (ours, read-only inside)
 
 
 def prepare(client: str, home: str) -> StateView:

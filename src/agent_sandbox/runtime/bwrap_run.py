@@ -43,7 +43,7 @@ from .settings import Settings, loads, require_enforceable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
 
@@ -69,10 +69,13 @@ def runtime_paths(home: str, settings_source: str | None = None) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def overlay_binds(p: bw.Plan, overlays: Sequence[tuple[str, str, str | None]]
+def overlay_binds(p: bw.Plan, overlays: Sequence[tuple[str, str, str | None]],
+                  filters: Mapping[str, Callable[[str], str]] | None = None
                   ) -> list[tuple[str, str, bool]]:
     """``BwrapRun``'s overlays as ``build_argv`` takes them: a read-only source the
-    plan hides is replaced by its fallback."""
+    plan hides is replaced by its fallback. A read-only target with a filter
+    gets what the filter makes of the file chosen (the source's real path, or
+    the fallback): the filter sees only what the sandbox would have shown."""
     index = bw._by_path(m for m in p.mounts if m.op != "link")
     out: list[tuple[str, str, bool]] = []
     for source, target, fallback in overlays:
@@ -87,8 +90,9 @@ def overlay_binds(p: bw.Plan, overlays: Sequence[tuple[str, str, str | None]]
             # folders of unix sockets, are hidden
             visible = not p.hide_root and not (p.hide_unix_dirs and any(
                 under(real, d) for d in bw.UNIX_SOCKET_DIRS))
-        if not visible:
-            source = fallback
+        source = real if visible else fallback
+        if filters and target in filters:
+            source = filters[target](source)
         out.append((source, target, False))
     return out
 
@@ -140,7 +144,8 @@ class BwrapRun:
                  env: dict[str, str] | None = None, audit_dir: str | None = None,
                  record: Callable[[dict[str, Any]], None] | None = None,
                  extra_ports: Sequence[int] = (), opened: Sequence[str] = (),
-                 overlays: Sequence[tuple[str, str, str | None]] = ()) -> None:
+                 overlays: Sequence[tuple[str, str, str | None]] = (),
+                 filters: Mapping[str, Callable[[str], str]] | None = None) -> None:
         if not command:
             raise SandboxStartError("no command given: sandbox exec -- CMD [ARG...]")
         require_enforceable(settings, "bwrap")
@@ -158,6 +163,7 @@ class BwrapRun:
         # fallback) read-only, with ``fallback`` bound instead where the plan hides
         # ``source`` (a denyRead or credential file stays unreadable)
         self.overlays = tuple(overlays)
+        self.filters = dict(filters or {})  # read-only targets shown through a filter
         self.proxy: Any = None
         self.placeholders: Placeholders | None = None
         self.plan: bw.Plan | None = None
@@ -231,7 +237,7 @@ class BwrapRun:
                                 [m.path for m in p.mounts])
             self.plan = p
             argv, env = prepare(p, self.command, self.cwd, self.env, fds,
-                                overlays=overlay_binds(p, self.overlays),
+                                overlays=overlay_binds(p, self.overlays, self.filters),
                                 interactive=not capture and os.isatty(0))
             try:
                 if capture:

@@ -1,0 +1,124 @@
+"""The copies of Gemini CLI's settings ``sandbox agent`` shows the client
+(``runtime.gemini_settings``): what switches a protected hook off is removed,
+everything else is kept, and a file that cannot be checked stops the run.
+The real client reading the copies is in ``test_agent_command``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from agent_sandbox.runtime import gemini_settings as gs
+from agent_sandbox.runtime.errors import SandboxStartError
+
+OURS = {"agent-sandbox-pre-tool-use", "/usr/bin/python3 -I -m agent_sandbox hook gemini x"}
+
+
+@pytest.mark.parametrize("entry", [
+    "agent-sandbox-pre-tool-use",
+    "/usr/bin/python3 -I -m agent_sandbox hook gemini x",
+    "$NAME", "${NAME}", "agent-sandbox-${EVENT:-pre-tool-use}", "${UNSET:-x}",
+])
+def test_entries_that_name_a_protected_hook_are_removed(entry: str) -> None:
+    doc = {"hooksConfig": {"disabled": [entry, "my-own-hook"]}}
+    assert gs.keep_hooks_on(doc, OURS)["hooksConfig"]["disabled"] == ["my-own-hook"]
+
+
+@pytest.mark.parametrize("enabled", [False, None, 0, "false", [], {}])
+def test_hooks_cannot_be_switched_off_as_a_whole(enabled: object) -> None:
+    doc = {"hooksConfig": {"enabled": enabled}, "ui": {"theme": "x"}}
+    out = gs.keep_hooks_on(doc, OURS)
+    assert "enabled" not in out["hooksConfig"] and out["ui"] == {"theme": "x"}
+    assert doc["hooksConfig"] == {"enabled": enabled}  # the input is not changed
+
+
+@pytest.mark.parametrize("disabled", ["agent-sandbox-pre-tool-use", {"a": 1}, 7, None])
+def test_a_disabled_list_of_another_type_is_dropped(disabled: object) -> None:
+    out = gs.keep_hooks_on({"hooksConfig": {"disabled": disabled}}, OURS)
+    assert "disabled" not in out["hooksConfig"]
+
+
+def test_everything_else_is_kept() -> None:
+    doc = {"security": {"auth": {"selectedType": "gemini-api-key"}},
+           "hooksConfig": {"enabled": True, "disabled": ["mine"], "notifications": False},
+           "hooks": {"BeforeTool": [{"hooks": [{"type": "command", "command": "x"}]}]},
+           "mcpServers": {"a": {"command": "b"}}}
+    assert gs.keep_hooks_on(doc, OURS) == doc
+
+
+def test_hook_names_read_as_gemini_compares_them() -> None:
+    doc = {"hooks": {"BeforeTool": [{"hooks": [{"type": "command", "name": "n1",
+                                                "command": "c1"},
+                                               {"type": "command", "command": "c2"},
+                                               "junk", {"name": 3}]}],
+                     "AfterTool": "junk", "X": [7, {"hooks": "junk"}]}}
+    assert gs.hook_names(doc) == {"n1", "c1", "c2"}
+
+
+def _guard(tmp_path: Path, workspace: bytes | None) -> tuple[gs.Guard, Path, Path]:
+    home, cwd, held = tmp_path / "home", tmp_path / "repo", tmp_path / "held"
+    for d in (home / ".gemini", cwd, held):
+        d.mkdir(parents=True)
+    if workspace is not None:
+        (cwd / ".gemini").mkdir()
+        (cwd / ".gemini" / "settings.json").write_bytes(workspace)
+    return gs.prepare(str(home), str(cwd), str(held)), home, cwd
+
+
+def test_workspace_file_is_overlaid_and_its_own_hooks_protected(tmp_path: Path) -> None:
+    ws = {"hooks": {"BeforeTool": [{"hooks": [{"type": "command", "name": "repo-hook",
+                                               "command": "c"}]}]},
+          "hooksConfig": {"disabled": ["repo-hook", "other"]}}
+    g, home, cwd = _guard(tmp_path, json.dumps(ws).encode())
+    target = str(cwd / ".gemini" / "settings.json")
+    assert [o[:2] for o in g.overlays] == [(target, target)]
+    copy = g.filters[target](target)
+    assert os.path.dirname(copy) == str(tmp_path / "held")
+    assert json.loads(Path(copy).read_text())["hooksConfig"]["disabled"] == ["other"]
+    assert g.filters[target](target) == copy  # content-addressed: made once
+    assert str(home / ".gemini" / "settings.json") in g.filters
+    assert g.env == gs.PINNED_ENV
+
+
+def test_no_workspace_file_no_overlay(tmp_path: Path) -> None:
+    g, _, _ = _guard(tmp_path, None)
+    assert g.overlays == []
+
+
+def test_in_the_home_folder_the_user_file_is_the_only_one(tmp_path: Path) -> None:
+    home, held = tmp_path / "home", tmp_path / "held"
+    (home / ".gemini").mkdir(parents=True)
+    held.mkdir()
+    (home / ".gemini" / "settings.json").write_text("{}")
+    g = gs.prepare(str(home), str(home), str(held))
+    assert g.overlays == [] and list(g.filters) == [str(home / ".gemini" / "settings.json")]
+
+
+@pytest.mark.parametrize("content,message", [
+    (b'{"a": 1 // a comment\n}', "not plain JSON"),
+    (b'{"a": 1,}', "not plain JSON"),
+    (b"[1, 2]", "not a JSON object"),
+    (b"\xff\xfe", "not plain JSON"),
+    (b" " * (gs.MAX_BYTES + 1), "over"),
+])
+def test_a_file_that_cannot_be_checked_stops_the_run(tmp_path: Path, content: bytes,
+                                                      message: str) -> None:
+    with pytest.raises(SandboxStartError, match=message):
+        _guard(tmp_path, content)
+
+
+def test_a_link_or_a_fifo_is_not_read_as_the_copy(tmp_path: Path) -> None:
+    g, _, _ = _guard(tmp_path, None)
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"auths": "SECRET"}')
+    link = tmp_path / "link.json"
+    link.symlink_to(secret)
+    with pytest.raises(SandboxStartError, match="cannot read"):
+        g.copy(str(link))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(SandboxStartError, match="not a regular file"):
+        g.copy(str(fifo))  # opened without blocking, refused without reading
