@@ -1,7 +1,8 @@
 """Benchmark the hook and the escalation round trip.
 
-1. Allow path as a whole process: ``python -I -m agent_sandbox hook claude
-   pre-tool-use`` deciding an allowed Bash call, beside the bare interpreter
+1. Allow path as a whole process: the hook exactly as the clients run it
+   (``contract.hook_argv``: ``python -I -c "...hook()" claude pre-tool-use``)
+   deciding an allowed Bash call, beside the bare interpreter
    ``python -I -S -c pass`` in the same run (same absolute interpreter,
    interleaved). Goal: at most 3x the bare interpreter.
 2. In-process classification of a few commands (parse + judge), microseconds.
@@ -95,7 +96,9 @@ def row(name: str, xs: list[float], unit: float = 1000.0, suffix: str = "ms") ->
 
 def bench_allow(repo: Path, runs: int) -> tuple[list[float], list[float], list[float]]:
     bare, allow, deny = [], [], []
-    hook = [PY, "-I", "-m", "agent_sandbox", "hook", "claude", "pre-tool-use"]
+    from agent_sandbox.contract import hook_argv
+
+    hook = hook_argv(PY, "claude", "pre-tool-use")  # exactly as the clients run it
     ok, bad = hook_input("git status --short", repo), hook_input("ls; rm -rf /", repo)
     for data, want in ((ok, "allow"), (bad, "deny")):
         out = subprocess.run(hook, input=data, capture_output=True, check=False).stdout

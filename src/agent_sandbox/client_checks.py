@@ -82,7 +82,7 @@ def codex(repo: str | None, home: str) -> list[Finding]:
         elif doc is not None:
             ours = {h.get("command") for groups in (doc.get("hooks") or {}).values()
                     for g in groups for h in g.get("hooks") or []
-                    if "agent_sandbox hook codex" in str(h.get("command"))}
+                    if contract.is_hook_command(h.get("command"), "codex")}
             for _file, key, value in codex_entries(codex_home, repo, hooks_file, doc,
                                                    {c for c in ours if c}):
                 node: Any = cfg or {}
@@ -156,7 +156,7 @@ def _our_gemini_hooks(doc: dict[str, Any] | None) -> set[str]:
     for groups in ((doc or {}).get("hooks") or {}).values():
         for g in groups if isinstance(groups, list) else []:
             for h in g.get("hooks") or []:
-                if "agent_sandbox hook gemini" in str(h.get("command")):
+                if contract.is_hook_command(h.get("command"), "gemini"):
                     names.update(str(x) for x in (h.get("name"), h.get("command")) if x)
     return names
 

@@ -74,6 +74,32 @@ ARTIFACT_KINDS: dict[str, str] = {
     "vault-roles": "the Vault/OpenBao plan of roles",
 }
 
+# How the host runs this package's own programs (hooks, the queue's runner, the
+# proxy service, ``sandbox verify``'s probes): an absolute interpreter, isolated
+# (``-I``: neither the current folder, nor PYTHON* variables, nor the user's site
+# folder on ``sys.path``). They run in folders a sandbox can write: without
+# ``-I``, ``python -m agent_sandbox`` imports a package planted there, on the host.
+# The hook, which runs on every tool call, starts through ``-c`` (no ``runpy``).
+HOOK_CODE = "from agent_sandbox.cli.entry import hook; hook()"
+
+
+def self_argv(python: str, *args: str) -> list[str]:
+    """``python -I -m agent_sandbox ARGS``."""
+    return [python, "-I", "-m", "agent_sandbox", *args]
+
+
+def hook_argv(python: str, agent: str, event: str) -> list[str]:
+    """The hook of ``agent`` for ``event``, as every client runs it."""
+    return [python, "-I", "-c", HOOK_CODE, agent, event]
+
+
+def is_hook_command(command: object, agent: str) -> bool:
+    """Whether a client's hook command runs our hook for ``agent`` (also in the
+    ``-m agent_sandbox hook`` form earlier versions rendered)."""
+    text = str(command)
+    return f'{HOOK_CODE}" {agent} ' in text or f"agent_sandbox hook {agent} " in text
+
+
 # Ports the egress proxy listens on inside a sandbox's network namespace.
 PROXY_HTTP_PORT = 3128
 PROXY_SOCKS_PORT = 1080

@@ -59,8 +59,8 @@ def test_init_installs_hooks_with_an_absolute_interpreter(project: Path) -> None
     assert "Bash(make *)" in settings["permissions"]["allow"]
     cmds = [h["command"] for groups in settings["hooks"].values() for g in groups
             for h in g["hooks"]]
-    assert cmds and all(c.startswith(f'"{sys.executable}" -I -m agent_sandbox hook claude ')
-                        for c in cmds)
+    assert cmds and all(c.startswith(f'"{sys.executable}" -I -c "from agent_sandbox.cli.entry '
+                                     'import hook; hook()" claude ') for c in cmds)
     assert os.path.isabs(sys.executable)
     from third_party import schema as third_party
 

@@ -197,7 +197,8 @@ def test_claude_managed_settings(arts: dict[str, Artifact]) -> None:
 
 
 def test_hooks_call_the_absolute_interpreter(arts: dict[str, Artifact]) -> None:
-    py = '"/opt/as/venv/bin/python3" -I -m agent_sandbox hook'
+    py = ('"/opt/as/venv/bin/python3" -I -c '
+          '"from agent_sandbox.cli.entry import hook; hook()"')
     claude = doc(arts, "/etc/claude-code/managed-settings.json")["hooks"]
     assert {e: claude[e][0]["hooks"][0]["command"] for e in claude} == {
         "PreToolUse": f"{py} claude pre-tool-use",
@@ -338,7 +339,7 @@ def test_per_os_paths(os_name: str, home: str, targets: list[str]) -> None:
     if os_name == "windows":
         hook = doc(arts, "C:/Program Files/ClaudeCode/managed-settings.json")["hooks"]
         assert hook["PreToolUse"][0]["hooks"][0]["command"].startswith(
-            '"C:/Program Files/agent-sandbox/venv/Scripts/python.exe" -I -m agent_sandbox')
+            '"C:/Program Files/agent-sandbox/venv/Scripts/python.exe" -I -c "from agent_sandbox')
 
 
 def test_cache_never_leaks_between_specs() -> None:

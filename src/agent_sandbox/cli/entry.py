@@ -11,6 +11,12 @@ from __future__ import annotations
 import sys
 
 
+def hook() -> None:
+    """``python -I -c "from agent_sandbox.cli.entry import hook; hook()" AGENT EVENT``:
+    the hook as the clients run it (``contract.HOOK_CODE``), without ``runpy``."""
+    raise SystemExit(main(["hook", *sys.argv[1:]]))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "hook":

@@ -161,7 +161,7 @@ def check_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def sandbox_cli(ctx: Context, args: list[str], *, cwd: str | None = None,
                 env: dict[str, str] | None = None, stdin: bytes | None = None,
                 timeout: float | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([ctx.python, "-I", "-m", "agent_sandbox", *args], cwd=cwd,
+    return subprocess.run(_contract.self_argv(ctx.python, *args), cwd=cwd,
                           input=stdin, capture_output=True, timeout=timeout or ctx.timeout,
                           env=check_env(env), check=False)
 
@@ -404,9 +404,9 @@ def check_escalation(ctx: Context) -> str:
         "tool_input": {"command": PRIVILEGED_COMMAND,
                        "description": "Install jq system-wide"},
     }
-    hook = subprocess.Popen([ctx.python, "-I", "-m", "agent_sandbox", "hook", "claude",
-                             "pre-tool-use"], cwd=repo, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    hook = subprocess.Popen(_contract.hook_argv(ctx.python, "claude", "pre-tool-use"),
+                            cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
     assert hook.stdin is not None
     hook.stdin.write(json.dumps(event).encode())
     hook.stdin.close()

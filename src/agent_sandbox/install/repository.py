@@ -39,7 +39,9 @@ def init_flags(spec: Any) -> list[str]:
 
 
 def _module_argv(python: str, *args: str) -> list[str]:
-    return [python, "-I", "-m", "agent_sandbox", *args]
+    from agent_sandbox.contract import self_argv
+
+    return self_argv(python, *args)
 
 
 def _run(argv: list[str], what: str) -> str:

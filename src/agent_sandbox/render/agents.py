@@ -25,6 +25,7 @@ from typing import Any
 
 import tomli_w
 
+from .. import contract
 from ..inventory import HostFacts, User
 from ..spec.models import AgentOptions, Spec
 from ..spec.paths import MANDATORY_DENY_WRITE
@@ -94,7 +95,7 @@ CURSOR_EVENTS = (
 
 def hook_command(facts: HostFacts, agent: str, event: str) -> str:
     """The shell command a client runs for one hook event."""
-    return f'"{facts.python}" -I -m agent_sandbox hook {agent} {event}'
+    return f'"{facts.python}" -I -c "{contract.HOOK_CODE}" {agent} {event}'
 
 
 def _hook_timeout(spec: Spec) -> int:

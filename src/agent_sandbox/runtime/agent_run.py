@@ -37,6 +37,7 @@ import subprocess
 import sys
 import threading
 
+from agent_sandbox import contract
 from agent_sandbox.errors import SandboxError
 
 from .bwrap_run import BwrapRun
@@ -102,7 +103,9 @@ class HookRelay:
             stdin = self.pin(argv[0], argv[1], stdin)
         except Refused as exc:
             return refused(str(exc))
-        proc = subprocess.Popen([sys.executable, "-m", "agent_sandbox", "hook", *argv],
+        # isolated (``contract.hook_argv``): the run's folder, writable from inside,
+        # is this process's working folder
+        proc = subprocess.Popen(contract.hook_argv(sys.executable, argv[0], argv[1]),
                                 cwd=self.cwd, env=self.env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         with self.lock:
