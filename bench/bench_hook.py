@@ -30,6 +30,8 @@ import threading
 import time
 from pathlib import Path
 
+from agent_sandbox.contract import hook_argv
+
 PY = sys.executable
 THINK = 0.3  # seconds between a request appearing and its approval
 
@@ -96,8 +98,6 @@ def row(name: str, xs: list[float], unit: float = 1000.0, suffix: str = "ms") ->
 
 def bench_allow(repo: Path, runs: int) -> tuple[list[float], list[float], list[float]]:
     bare, allow, deny = [], [], []
-    from agent_sandbox.contract import hook_argv
-
     hook = hook_argv(PY, "claude", "pre-tool-use")  # exactly as the clients run it
     ok, bad = hook_input("git status --short", repo), hook_input("ls; rm -rf /", repo)
     for data, want in ((ok, "allow"), (bad, "deny")):
@@ -227,7 +227,8 @@ def main() -> int:
             print(f"allow / bare: medians {statistics.median(allow) / statistics.median(bare):.2f}"
                   f", minimums {min(allow) / min(bare):.2f}")
             # CPU time is what a loaded machine does not inflate: the same ratio on it
-            cpu_bare, cpu_allow = CPU["-S -c pass"], CPU["hook claude pre-tool-use"]
+            hook = " ".join(hook_argv(PY, "claude", "pre-tool-use")[-3:])
+            cpu_bare, cpu_allow = CPU["-S -c pass"], CPU[hook]
             print(row("CPU time: bare interpreter", cpu_bare))
             print(row("CPU time: hook allow path", cpu_allow))
             print(f"allow / bare, CPU time: medians "

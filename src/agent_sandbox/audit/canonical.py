@@ -24,11 +24,9 @@ if TYPE_CHECKING:
 def _sha256_impl() -> Any:
     """The interpreter's own SHA-256, for short inputs: hashlib loads OpenSSL,
     which costs the hook 3 to 18 ms on its allow path for one small record."""
-    import importlib
-
-    for name in ("_sha2", "_sha256"):  # 3.12+, then 3.11
+    for name in ("_sha2", "_sha256"):  # 3.12+, then 3.11 (``__import__``: no importlib)
         try:
-            return importlib.import_module(name).sha256
+            return __import__(name).sha256
         except (ImportError, AttributeError):
             continue
     import hashlib  # pragma: no cover - a build without them
