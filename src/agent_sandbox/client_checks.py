@@ -25,7 +25,7 @@ from agent_sandbox import contract
 
 CODEX_REQUIREMENTS = "/etc/codex/requirements.toml"
 CLAUDE_MANAGED = "/etc/claude-code/managed-settings.json"
-GEMINI_SYSTEM = "/etc/gemini-cli/settings.json"
+GEMINI_SYSTEM = contract.GEMINI_SYSTEM_SETTINGS
 HOST_POLICY = contract.POLICY_FILE
 
 
@@ -152,12 +152,12 @@ def claude(repo: str | None, home: str) -> list[Finding]:
 # -- Gemini CLI -----------------------------------------------------------------
 
 def _our_gemini_hooks(doc: dict[str, Any] | None) -> set[str]:
+    from .runtime.gemini_settings import hook_entries
+
     names: set[str] = set()
-    for groups in ((doc or {}).get("hooks") or {}).values():
-        for g in groups if isinstance(groups, list) else []:
-            for h in g.get("hooks") or []:
-                if contract.is_hook_command(h.get("command"), "gemini"):
-                    names.update(str(x) for x in (h.get("name"), h.get("command")) if x)
+    for h in hook_entries(doc):
+        if contract.is_hook_command(h.get("command"), "gemini"):
+            names.update(str(x) for x in (h.get("name"), h.get("command")) if x)
     return names
 
 
@@ -173,11 +173,11 @@ def gemini(repo: str | None, home: str) -> list[Finding]:
     for path in layers:
         doc, _ = _json(path)
         ours |= _our_gemini_hooks(doc)
+    only_bare = ("; a bare `gemini` skips them, `sandbox agent gemini` (the wrapper) "
+                 "runs them anyway")
     for path in layers:
         doc, _ = _json(path)
         cfg = (doc or {}).get("hooksConfig") or {}
-        only_bare = ("; a bare `gemini` skips them, `sandbox agent gemini` (the wrapper) "
-                     "runs them anyway")
         if cfg.get("enabled") is False:
             out.append(Finding("gemini", "skips-hooks",
                                f"{path} sets hooksConfig.enabled false{only_bare}"))

@@ -27,6 +27,7 @@ HOST_AUDIT_DIR = "/var/log/agent-sandbox"
 HOST_AUDIT_KEY = f"{HOST_STATE_DIR}/audit-keys/host.ed25519"
 MACOS_PROXY_LOG = f"{HOST_AUDIT_DIR}/proxy.log"
 APPARMOR_PROFILE = "/etc/apparmor.d/agent-sandbox-bwrap"
+GEMINI_SYSTEM_SETTINGS = "/etc/gemini-cli/settings.json"  # Gemini CLI's, on Linux
 PROXY_UNIT = "/etc/systemd/system/agent-sandbox-proxy.service"
 USER_SRT_SETTINGS = ".srt-settings.json"  # relative to the home folder
 USER_CONFIG_DIR = ".config/agent-sandbox"  # relative to the home folder

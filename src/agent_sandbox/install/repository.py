@@ -21,6 +21,7 @@ import subprocess
 import sys
 from typing import Any
 
+from agent_sandbox.contract import self_argv
 from agent_sandbox.errors import InstallError
 
 STARTER_POLICY = """# Repository policy layer (see `sandbox schema`). The fleet's managed layers
@@ -36,12 +37,6 @@ def init_flags(spec: Any) -> list[str]:
     flags = [f"--{name}" for name in AGENTS
              if name in spec.agents and getattr(spec.agents[name], "enabled", True)]
     return [*flags, "--mcp"]
-
-
-def _module_argv(python: str, *args: str) -> list[str]:
-    from agent_sandbox.contract import self_argv
-
-    return self_argv(python, *args)
 
 
 def _run(argv: list[str], what: str) -> str:
@@ -61,7 +56,7 @@ def _as_owner(repo: str, uid: int, flags: list[str], policy: str, python: str) -
     except KeyError:
         raise InstallError(f"{repo} is owned by uid {uid}, which has no account") from None
     out = _run(["runuser", "-u", pw.pw_name, "--", "env", f"HOME={pw.pw_dir}",
-                *_module_argv(python, "install", "repo", repo, *flags, "--policy", policy)],
+                *self_argv(python, "install", "repo", repo, *flags, "--policy", policy)],
                f"sandbox install repo {repo} as {pw.pw_name}")
     lines = out.strip().splitlines()
     return bool(lines) and lines[-1] == "changed"
@@ -78,7 +73,7 @@ def _connect(repo: str, flags: list[str], policy: str, python: str) -> bool:
             fh.write(policy)
         changed = True
     if not os.path.lexists(os.path.join(folder, "policy.json")):
-        _run(_module_argv(python, "init", repo, *flags), f"sandbox init {repo}")
+        _run(self_argv(python, "init", repo, *flags), f"sandbox init {repo}")
         changed = True
     return changed
 

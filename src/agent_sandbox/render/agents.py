@@ -58,7 +58,7 @@ CLAUDE_MANAGED = {
 CLAUDE_MANAGED_MCP = {os_: path.rsplit("/", 1)[0] + "/managed-mcp.json"
                       for os_, path in CLAUDE_MANAGED.items()}
 GEMINI_SYSTEM = {
-    "linux": "/etc/gemini-cli/settings.json",
+    "linux": contract.GEMINI_SYSTEM_SETTINGS,
     "macos": "/Library/Application Support/GeminiCli/settings.json",
     "windows": "C:/ProgramData/gemini-cli/settings.json",
 }

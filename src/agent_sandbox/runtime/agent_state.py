@@ -95,7 +95,7 @@ def _ensure_path(top: str, parts: Sequence[str], folder: bool) -> None:
         os.close(dfd)
 
 
-def _placeholder_file(path: str, content: bytes) -> None:
+def placeholder_file(path: str, content: bytes) -> None:
     """``path`` (in ``held/``: ours) holding exactly ``content``; rewritten only when
     it differs (a concurrent run may have it bound)."""
     try:
@@ -157,7 +157,7 @@ def prepare(client: str, home: str) -> StateView:
         if folder:
             _real_folder(placeholder)
         else:
-            _placeholder_file(placeholder, default or b"")
+            placeholder_file(placeholder, default or b"")
         host = os.path.join(home, rel)
         under = next((d for d in p.private_dirs if rel.startswith(d)), None)
         if under is None:

@@ -34,17 +34,19 @@ import json
 import os
 import stat
 
+from agent_sandbox.contract import GEMINI_SYSTEM_SETTINGS as SYSTEM_SETTINGS
+
+from .agent_state import placeholder_file
 from .errors import SandboxStartError
 
-SYSTEM_SETTINGS = "/etc/gemini-cli/settings.json"
-SYSTEM_DEFAULTS = "/etc/gemini-cli/system-defaults.json"
+SYSTEM_DEFAULTS = os.path.join(os.path.dirname(SYSTEM_SETTINGS), "system-defaults.json")
 PINNED_ENV = {"GEMINI_CLI_SYSTEM_SETTINGS_PATH": SYSTEM_SETTINGS,
               "GEMINI_CLI_SYSTEM_DEFAULTS_PATH": SYSTEM_DEFAULTS}
 MAX_BYTES = 1 << 20
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from typing import Any
 
 
@@ -78,19 +80,23 @@ def _parse(path: str, data: bytes) -> dict[str, Any]:
     return doc
 
 
-def hook_names(doc: dict[str, Any]) -> set[str]:
-    """What ``hooksConfig.disabled`` would have to hold to switch off a hook of
-    ``doc``: each hook's name and its command."""
-    names: set[str] = set()
-    hooks = doc.get("hooks")
+def hook_entries(doc: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
+    """Every hook of a settings document (``hooks.EVENT[].hooks[]``), skipping
+    whatever is not shaped like one."""
+    hooks = (doc or {}).get("hooks")
     for groups in hooks.values() if isinstance(hooks, dict) else ():
         for group in groups if isinstance(groups, list) else ():
             entries = group.get("hooks") if isinstance(group, dict) else None
             for h in entries if isinstance(entries, list) else ():
                 if isinstance(h, dict):
-                    names.update(v for v in (h.get("name"), h.get("command"))
-                                 if isinstance(v, str) and v)
-    return names
+                    yield h
+
+
+def hook_names(doc: dict[str, Any]) -> set[str]:
+    """What ``hooksConfig.disabled`` would have to hold to switch off a hook of
+    ``doc``: each hook's name and its command."""
+    return {v for h in hook_entries(doc) for v in (h.get("name"), h.get("command"))
+            if isinstance(v, str) and v}
 
 
 def _system_names() -> set[str]:
@@ -159,16 +165,16 @@ def prepare(home: str, cwd: str, held: str) -> Guard:
     user = os.path.join(home, ".gemini", "settings.json")
     workspace = os.path.join(cwd, ".gemini", "settings.json")
     protected = _system_names()
-    is_home = os.path.realpath(cwd) == os.path.realpath(home)
-    if not is_home and os.path.lexists(workspace):
+    # in the home folder itself Gemini CLI reads no workspace file
+    has_workspace = (os.path.realpath(cwd) != os.path.realpath(home)
+                     and os.path.lexists(workspace))
+    if has_workspace:
         protected |= hook_names(_parse(workspace, _read(workspace, follow=True)))
     g = Guard(held, protected)
     g.filters[user] = g.copy
-    if not is_home and os.path.lexists(workspace):
+    if has_workspace:
         empty = os.path.join(held, "gemini-workspace-absent.json")
-        if not os.path.isfile(empty):
-            with open(empty, "wb") as fh:
-                fh.write(b"{}")
+        placeholder_file(empty, b"{}")
         g.overlays.append((workspace, workspace, empty))
         g.filters[workspace] = g.copy
     return g
