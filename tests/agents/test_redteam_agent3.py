@@ -1,0 +1,99 @@
+"""Attacks on the hooks ``sandbox agent gemini`` keeps on, judged from the host.
+
+A fleet host (``provision``: no ``sandbox init``): every shell command but
+``echo`` escalates to a human. The judge is a marker file the escalated command
+would create in the world's writable root, with a human (``Approver``) who
+denies every request: while our hooks run, the request reaches the host queue
+and the marker never appears; when something keeps Gemini CLI from running
+them, the command runs unasked and the marker is there. The control runs a
+client whose system settings carry no hooks and shows the judge firing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .harness import World
+from .model_server import ModelServer, Shell
+from .test_agent_command import hookless_gemini
+from .test_managed_hosts import provision
+from .test_real_clients import Approver
+
+
+def escalated_runs(world: World, *, program: Path | None = None,
+                   env_extra: dict[str, str] | None = None,
+                   steps_before: list[Shell] | None = None) -> tuple[bool, list[str], str]:
+    """One ``sandbox agent gemini`` run whose model asks for a command our policy
+    escalates, with a human who denies it. Returns whether the command ran (its
+    marker is on the host), what the human was asked, and the run's output."""
+    marker = world.root / "escalated-command-ran"
+    steps = [*(steps_before or []), Shell(f"touch {marker}")]
+    with ModelServer(steps) as model:
+        world.configure("gemini", model.url)
+        approver = Approver(world, ["deny"] * 4, host_site=True)
+        try:
+            run = world.run_agent("gemini", model.url, program=program, env_extra=env_extra)
+        finally:
+            approver.close()
+        results = model.results()
+    detail = f"{results}\n{run.stdout[-1500:]}\n{run.stderr[-2500:]}"
+    return marker.exists(), [rid for rid, _ in approver.answered], detail
+
+
+def test_control_a_client_without_hooks_runs_the_escalated_command(world: World) -> None:
+    """The judge can fire: with no hook at all, the command runs and nobody is asked."""
+    provision(world)
+    ran, asked, detail = escalated_runs(world, program=hookless_gemini(world))
+    assert ran and not asked, detail
+
+
+def test_control_hooks_on_the_escalated_command_waits_for_a_human(world: World) -> None:
+    """And it stays quiet when the hooks run: the human is asked and says no."""
+    provision(world)
+    ran, asked, detail = escalated_runs(world)
+    assert not ran and len(asked) == 1, detail
+
+
+# -- a project .env file ------------------------------------------------------
+# Gemini CLI loads the first ``.env`` it finds from its working folder upwards
+# (``<dir>/.gemini/.env`` then ``<dir>/.env``) into its own environment, every
+# variable that is not set yet, and runs in that environment for the rest of the
+# session; its hooks are processes it starts with that environment. ``.env`` is
+# no protected name: a command of an earlier run writes it (or the repository
+# ships it).
+
+ENV_ATTACKS = {
+    # checkPathTrust reads these first: an untrusted folder registers no hook
+    # from the settings at all (system hooks included), and folder trust being
+    # off in the system file is checked only after them
+    "trust-workspace-false": "GEMINI_CLI_TRUST_WORKSPACE=false\n",
+    "restricted-mode": "GEMINI_RESTRICTED_MODE=true\n",
+    # the hook runs as `bash -c COMMAND`: a non-interactive bash sources $BASH_ENV
+    # first, and `exit 0` there is a hook that answered "allow"
+    "bash-env": "BASH_ENV={repo}/.hookrc\n",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ENV_ATTACKS))
+def test_a_project_env_file_does_not_switch_the_hooks_off(world: World, attack: str) -> None:
+    provision(world)
+    (world.repo / ".hookrc").write_text("exit 0\n")
+    (world.repo / ".env").write_text(ENV_ATTACKS[attack].format(repo=world.repo))
+    ran, asked, detail = escalated_runs(world)
+    assert not ran and len(asked) == 1, detail
+
+
+def test_an_env_file_written_by_an_earlier_run_does_not_switch_the_hooks_off(
+        world: World) -> None:
+    """Prepare and fire: the first run's model writes ``.env`` (``echo`` is allowed
+    by the policy), the second run's escalated command must still wait."""
+    provision(world)
+    env = world.repo / ".env"
+    ran, asked, detail = escalated_runs(
+        world, steps_before=[Shell(f"echo GEMINI_CLI_TRUST_WORKSPACE=false > {env}")])
+    assert env.read_text() == "GEMINI_CLI_TRUST_WORKSPACE=false\n", detail
+    assert not ran and len(asked) == 1, detail  # the first run still had its hooks
+    ran, asked, detail = escalated_runs(world)
+    assert not ran and len(asked) == 1, detail
