@@ -137,7 +137,7 @@ def test_trust_is_pinned_where_a_dotenv_file_cannot_reach_it(tmp_path: Path) -> 
 @pytest.mark.parametrize("advanced", [None, {"ignoreLocalEnv": False}, {"x": 1}, "junk"])
 def test_the_copies_ignore_plain_dotenv_files(advanced: object) -> None:
     doc = {"ui": {"theme": "x"}} if advanced is None else {"advanced": advanced}
-    out = gs.checked(doc, OURS)
+    out = gs.checked(doc, OURS, set())
     assert out["advanced"]["ignoreLocalEnv"] is True
     if isinstance(advanced, dict) and "x" in advanced:
         assert out["advanced"]["x"] == 1
@@ -184,3 +184,22 @@ def test_a_system_file_that_lets_dotenv_files_in_stops_the_run(
     system.write_text(json.dumps({"advanced": {"ignoreLocalEnv": False}}))
     with pytest.raises(SandboxStartError, match="ignoreLocalEnv"):
         gs.prepare(str(tmp_path / "home"), str(tmp_path / "repo"), str(tmp_path / "held"))
+
+
+def test_only_our_before_tool_hooks_are_kept() -> None:
+    ours = gs.our_commands({"sys-cmd"})
+    rendered = next(c for c in ours if c != "sys-cmd")
+    assert rendered.endswith(" -I -m agent_sandbox hook gemini before-tool")
+    doc = {"hooks": {
+        "BeforeTool": [
+            {"matcher": "x", "hooks": [{"type": "command", "command": "rewrite"},
+                                       {"type": "command", "command": rendered}]},
+            {"hooks": [{"type": "command", "command": "rewrite"}]},
+            {"hooks": [{"type": "runtime", "name": "r", "command": "sys-cmd"}]},
+            "junk"],
+        "AfterTool": [{"hooks": [{"type": "command", "command": "log"}]}]}}
+    out = gs.only_our_before_tool(doc, ours)
+    assert out["hooks"]["BeforeTool"] == [
+        {"matcher": "x", "hooks": [{"type": "command", "command": rendered}]}]
+    assert out["hooks"]["AfterTool"] == doc["hooks"]["AfterTool"]
+    assert len(doc["hooks"]["BeforeTool"]) == 4  # the input is not changed

@@ -13,7 +13,12 @@ user and workspace files from copies made here, with exactly this removed:
   a hook of the system settings, the system defaults or the workspace file, or
   that holds a ``$`` (Gemini CLI expands variables in settings values, so such
   an entry may name anything);
-- ``hooksConfig.enabled`` when it is anything but ``true``.
+- ``hooksConfig.enabled`` when it is anything but ``true``;
+- every ``BeforeTool`` hook that is not ours (``our_commands``: the system
+  files' hook commands and the one ``sandbox init`` writes for this runtime).
+  Gemini CLI runs the BeforeTool hooks of a call side by side on the same
+  input and applies the ``tool_input`` any of them returns: another hook
+  could turn the call ours allowed into one ours never saw.
 
 Everything else in the files is kept as it was, but for
 ``advanced.ignoreLocalEnv``, which both copies set (below). The variables that
@@ -121,17 +126,20 @@ def hook_names(doc: dict[str, Any]) -> set[str]:
     return names
 
 
-def _system_names() -> set[str]:
-    """The hooks of the system files (an absent or unreadable one has none that
-    Gemini CLI would run either). A system file that lets plain ``.env`` files
-    in (``advanced.ignoreLocalEnv`` false: it overrides the copies) stops the run."""
+def _system_hooks() -> tuple[set[str], set[str]]:
+    """The hooks of the system files, as names (``hook_names``) and commands (an
+    absent or unreadable file has none that Gemini CLI would run either). A system
+    file that lets plain ``.env`` files in (``advanced.ignoreLocalEnv`` false: it
+    overrides the copies) stops the run."""
     names: set[str] = set()
+    commands: set[str] = set()
     for path in (SYSTEM_SETTINGS, SYSTEM_DEFAULTS):
         try:
             doc = _parse(path, _read(path, follow=True))
         except SandboxStartError:
             continue
         names |= hook_names(doc)
+        commands |= hook_commands(doc)
         advanced = doc.get("advanced")
         if (path == SYSTEM_SETTINGS and isinstance(advanced, dict)
                 and "ignoreLocalEnv" in advanced and advanced["ignoreLocalEnv"] is not True):
@@ -139,7 +147,7 @@ def _system_names() -> set[str]:
                 f"{path} sets advanced.ignoreLocalEnv to {advanced['ignoreLocalEnv']!r}: a "
                 "project's .env file could then set Gemini CLI's environment and switch its "
                 "hooks off; sandbox agent gemini needs it on (or unset)")
-    return names
+    return names, commands
 
 
 def env_files(home: str, cwd: str) -> list[str]:
@@ -154,6 +162,48 @@ def env_files(home: str, cwd: str) -> list[str]:
         if parent == d:
             return found
         d = parent
+
+
+def hook_commands(doc: dict[str, Any]) -> set[str]:
+    """The command of each hook of ``doc``."""
+    out: set[str] = set()
+    hooks = doc.get("hooks")
+    for groups in hooks.values() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else ():
+            entries = group.get("hooks") if isinstance(group, dict) else None
+            for h in entries if isinstance(entries, list) else ():
+                if isinstance(h, dict) and isinstance(h.get("command"), str):
+                    out.add(h["command"])
+    return out
+
+
+def our_commands(system_commands: set[str]) -> set[str]:
+    """The BeforeTool hook commands a copy keeps: the system files' and the one
+    ``sandbox init`` renders for this runtime (``render.agents.hook_command``)."""
+    import sys
+
+    from agent_sandbox.inventory import HostFacts
+    from agent_sandbox.render.agents import hook_command
+
+    facts = HostFacts(name="-", os="linux", python=sys.executable)
+    return system_commands | {hook_command(facts, "gemini", "before-tool")}
+
+
+def only_our_before_tool(doc: dict[str, Any], ours: set[str]) -> dict[str, Any]:
+    """``doc`` with no ``BeforeTool`` hook but those whose command is in ``ours``
+    (a group left empty is dropped); ``doc`` itself is not changed."""
+    hooks = doc.get("hooks")
+    if not isinstance(hooks, dict) or "BeforeTool" not in hooks:
+        return doc
+    groups = hooks["BeforeTool"]
+    kept = []
+    for group in groups if isinstance(groups, list) else ():
+        entries = group.get("hooks") if isinstance(group, dict) else None
+        mine = [h for h in entries if isinstance(h, dict) and h.get("type") == "command"
+                and h.get("command") in ours] if isinstance(entries, list) else []
+        if mine:
+            kept.append({**group, "hooks": mine})
+    return {**doc, "hooks": {**hooks, "BeforeTool": kept}}
 
 
 def keep_hooks_on(doc: dict[str, Any], protected: set[str]) -> dict[str, Any]:
@@ -174,10 +224,11 @@ def keep_hooks_on(doc: dict[str, Any], protected: set[str]) -> dict[str, Any]:
     return {**doc, "hooksConfig": cfg}
 
 
-def checked(doc: dict[str, Any], protected: set[str]) -> dict[str, Any]:
+def checked(doc: dict[str, Any], protected: set[str], ours: set[str]) -> dict[str, Any]:
     """The copy the client reads of a user or workspace file: ``keep_hooks_on``,
-    and ``advanced.ignoreLocalEnv`` on (no plain ``.env`` file is loaded)."""
-    doc = keep_hooks_on(doc, protected)
+    ``only_our_before_tool`` and ``advanced.ignoreLocalEnv`` on (no plain ``.env``
+    file is loaded)."""
+    doc = only_our_before_tool(keep_hooks_on(doc, protected), ours)
     advanced = doc.get("advanced")
     return {**doc, "advanced": {**(advanced if isinstance(advanced, dict) else {}),
                                 "ignoreLocalEnv": True}}
@@ -214,10 +265,10 @@ def checked_env(data: bytes) -> bytes:
 class Guard:
     """The filters and environment for one run (``prepare``)."""
 
-    __slots__ = ("env", "filters", "held", "overlays", "protected")
+    __slots__ = ("env", "filters", "held", "ours", "overlays", "protected")
 
-    def __init__(self, held: str, protected: set[str]) -> None:
-        self.held, self.protected = held, protected
+    def __init__(self, held: str, protected: set[str], ours: set[str]) -> None:
+        self.held, self.protected, self.ours = held, protected, ours
         self.overlays: list[tuple[str, str, str | None]] = []
         self.filters: dict[str, Callable[[str], str]] = {}
         self.env = dict(PINNED_ENV)
@@ -225,7 +276,7 @@ class Guard:
     def copy(self, source: str) -> str:
         """The checked copy of the settings file ``source`` (see ``_store``)."""
         doc = _parse(source, _read(source, follow=False))
-        data = json.dumps(checked(doc, self.protected), indent=2).encode() + b"\n"
+        data = json.dumps(checked(doc, self.protected, self.ours), indent=2).encode() + b"\n"
         return self._store("gemini-settings-", ".json", data)
 
     def copy_env(self, source: str) -> str:
@@ -254,11 +305,11 @@ def prepare(home: str, cwd: str, held: str) -> Guard:
     added here, when Gemini CLI would read one (not in the home folder itself)."""
     user = os.path.join(home, ".gemini", "settings.json")
     workspace = os.path.join(cwd, ".gemini", "settings.json")
-    protected = _system_names()
+    protected, system_commands = _system_hooks()
     is_home = os.path.realpath(cwd) == os.path.realpath(home)
     if not is_home and os.path.lexists(workspace):
         protected |= hook_names(_parse(workspace, _read(workspace, follow=True)))
-    g = Guard(held, protected)
+    g = Guard(held, protected, our_commands(system_commands))
     g.filters[user] = g.copy
     if not is_home and os.path.lexists(workspace):
         empty = os.path.join(held, "gemini-workspace-absent.json")
