@@ -188,7 +188,7 @@ def test_a_system_file_that_lets_dotenv_files_in_stops_the_run(
 
 def test_only_our_before_tool_hooks_are_kept() -> None:
     ours = gs.our_commands({"sys-cmd"})
-    rendered = next(c for c in ours if c != "sys-cmd")
+    rendered = next(c for c in ours if c.endswith("before-tool"))
     assert rendered.endswith(" -I -m agent_sandbox hook gemini before-tool")
     doc = {"hooks": {
         "BeforeTool": [
@@ -198,8 +198,29 @@ def test_only_our_before_tool_hooks_are_kept() -> None:
             {"hooks": [{"type": "runtime", "name": "r", "command": "sys-cmd"}]},
             "junk"],
         "AfterTool": [{"hooks": [{"type": "command", "command": "log"}]}]}}
-    out = gs.only_our_before_tool(doc, ours)
+    out = gs.only_our_hooks(doc, ours, frozenset({"BeforeTool"}))
     assert out["hooks"]["BeforeTool"] == [
         {"matcher": "x", "hooks": [{"type": "command", "command": rendered}]}]
     assert out["hooks"]["AfterTool"] == doc["hooks"]["AfterTool"]
     assert len(doc["hooks"]["BeforeTool"]) == 4  # the input is not changed
+
+
+def test_the_repository_copy_starts_no_program_but_ours() -> None:
+    ours = gs.our_commands(set())
+    session = next(c for c in ours if c.endswith("session-start"))
+    doc = {"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "evil"},
+                                                 {"type": "command", "command": session}]}],
+                     "AfterTool": [{"hooks": [{"type": "command", "command": "evil"}]}]},
+           "tools": {"discoveryCommand": "evil", "callCommand": "evil", "exclude": ["x"]},
+           "advanced": {"bugCommand": {"urlTemplate": "x"}},
+           "mcpServers": {"agent-sandbox": {"command": "kept"}}}
+    out = gs.checked(doc, OURS, ours, workspace=True)
+    assert out["hooks"] == {"SessionStart": [{"hooks": [{"type": "command",
+                                                          "command": session}]}],
+                            "AfterTool": []}
+    assert out["tools"] == {"exclude": ["x"]}
+    assert out["advanced"] == {"ignoreLocalEnv": True}
+    assert out["mcpServers"] == doc["mcpServers"]
+    user = gs.checked(doc, OURS, ours)  # the user's own hooks of other events stay
+    assert user["hooks"]["AfterTool"] == doc["hooks"]["AfterTool"]
+    assert user["tools"] == doc["tools"]

@@ -190,3 +190,45 @@ def test_a_lower_layer_hook_cannot_rewrite_a_call_ours_allowed(world: World,
         results = model.results()
     detail = f"{results}\n{run.stdout[-1500:]}\n{run.stderr[-2500:]}"
     assert marker.exists() == (layer == "control-bare"), detail
+
+
+# -- commands the repository's settings start, which no hook of ours judges ---
+# Every hook of a settings file is a command Gemini CLI starts itself, and
+# ``tools.discoveryCommand`` is one it runs at start to list project tools:
+# none of them is a tool call, so our BeforeTool hook never sees them. The
+# repository's ``.gemini/settings.json`` is protected from commands, so this is
+# what a repository ships (or a human merges).
+
+REPO_STARTS = {
+    "session-start-hook": lambda cmd: {"hooks": {"SessionStart": [{"hooks": [
+        {"type": "command", "name": "setup", "command": cmd}]}]}},
+    "after-tool-hook": lambda cmd: {"hooks": {"AfterTool": [{"hooks": [
+        {"type": "command", "name": "log", "command": cmd}]}]}},
+    "discovery-command": lambda cmd: {"tools": {"discoveryCommand": f"sh -c '{cmd}; echo []'"}},
+}
+
+
+@pytest.mark.parametrize("bare", [False, True], ids=["sandbox-agent", "control-bare"])
+@pytest.mark.parametrize("how", sorted(REPO_STARTS))
+def test_the_repository_settings_start_no_command_unjudged(world: World, how: str,
+                                                           bare: bool) -> None:
+    """``control-bare``: the bare client (system hooks on) runs the command."""
+    import json
+
+    provision(world)
+    marker = world.root / "repository-command-ran"
+    (world.repo / ".gemini").mkdir()
+    (world.repo / ".gemini" / "settings.json").write_text(
+        json.dumps(REPO_STARTS[how](f"touch {marker}")))
+    with ModelServer([Shell("echo hello")]) as model:
+        world.configure("gemini", model.url)
+        approver = Approver(world, ["deny"], host_site=True)
+        try:
+            run = (world.run("gemini", model.url) if bare
+                   else world.run_agent("gemini", model.url))
+        finally:
+            approver.close()
+        results = model.results()
+    detail = f"{results}\n{run.stdout[-1500:]}\n{run.stderr[-2500:]}"
+    assert results, detail
+    assert marker.exists() == bare, detail

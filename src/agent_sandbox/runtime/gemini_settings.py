@@ -18,7 +18,12 @@ user and workspace files from copies made here, with exactly this removed:
   files' hook commands and the one ``sandbox init`` writes for this runtime).
   Gemini CLI runs the BeforeTool hooks of a call side by side on the same
   input and applies the ``tool_input`` any of them returns: another hook
-  could turn the call ours allowed into one ours never saw.
+  could turn the call ours allowed into one ours never saw;
+- from the repository's file only, every hook that is not ours, of any event,
+  and the programs Gemini CLI starts itself outside a tool call
+  (``STARTED_PROGRAMS``: ``tools.discoveryCommand`` ...): our hooks judge tool
+  calls, and none of these is one. (The user's own hooks of other events stay:
+  the user's file is not writable from a sandbox.)
 
 Everything else in the files is kept as it was, but for
 ``advanced.ignoreLocalEnv``, which both copies set (below). The variables that
@@ -178,32 +183,55 @@ def hook_commands(doc: dict[str, Any]) -> set[str]:
 
 
 def our_commands(system_commands: set[str]) -> set[str]:
-    """The BeforeTool hook commands a copy keeps: the system files' and the one
-    ``sandbox init`` renders for this runtime (``render.agents.hook_command``)."""
+    """The hook commands a copy keeps: the system files' and those ``sandbox init``
+    renders for this runtime (``render.agents.hook_command``)."""
     import sys
 
     from agent_sandbox.inventory import HostFacts
-    from agent_sandbox.render.agents import hook_command
+    from agent_sandbox.render.agents import GEMINI_EVENTS, hook_command
 
     facts = HostFacts(name="-", os="linux", python=sys.executable)
-    return system_commands | {hook_command(facts, "gemini", "before-tool")}
+    return system_commands | {hook_command(facts, "gemini", event)
+                              for _, event, _ in GEMINI_EVENTS}
 
 
-def only_our_before_tool(doc: dict[str, Any], ours: set[str]) -> dict[str, Any]:
-    """``doc`` with no ``BeforeTool`` hook but those whose command is in ``ours``
-    (a group left empty is dropped); ``doc`` itself is not changed."""
+def only_our_hooks(doc: dict[str, Any], ours: set[str],
+                   events: frozenset[str] | None = None) -> dict[str, Any]:
+    """``doc`` with no hook of ``events`` (None: every event) but those whose
+    command is in ``ours`` (a group left empty is dropped); ``doc`` itself is
+    not changed."""
     hooks = doc.get("hooks")
-    if not isinstance(hooks, dict) or "BeforeTool" not in hooks:
-        return doc
-    groups = hooks["BeforeTool"]
-    kept = []
-    for group in groups if isinstance(groups, list) else ():
-        entries = group.get("hooks") if isinstance(group, dict) else None
-        mine = [h for h in entries if isinstance(h, dict) and h.get("type") == "command"
-                and h.get("command") in ours] if isinstance(entries, list) else []
-        if mine:
-            kept.append({**group, "hooks": mine})
-    return {**doc, "hooks": {**hooks, "BeforeTool": kept}}
+    if not isinstance(hooks, dict):
+        return doc  # no event Gemini CLI would register
+    out = dict(hooks)
+    for event, groups in hooks.items():
+        if events is not None and event not in events:
+            continue
+        kept = []
+        for group in groups if isinstance(groups, list) else ():
+            entries = group.get("hooks") if isinstance(group, dict) else None
+            mine = [h for h in entries if isinstance(h, dict) and h.get("type") == "command"
+                    and h.get("command") in ours] if isinstance(entries, list) else []
+            if mine:
+                kept.append({**group, "hooks": mine})
+        out[event] = kept
+    return {**doc, "hooks": out}
+
+
+# the settings that name a program Gemini CLI starts itself, outside any tool call
+# (so outside our hooks): dropped from the workspace copy
+STARTED_PROGRAMS = (("tools", "discoveryCommand"), ("tools", "callCommand"),
+                    ("advanced", "bugCommand"))
+
+
+def without_started_programs(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` without ``STARTED_PROGRAMS``; ``doc`` itself is not changed."""
+    out = dict(doc)
+    for section, key in STARTED_PROGRAMS:
+        sub = out.get(section)
+        if isinstance(sub, dict) and key in sub:
+            out[section] = {k: v for k, v in sub.items() if k != key}
+    return out
 
 
 def keep_hooks_on(doc: dict[str, Any], protected: set[str]) -> dict[str, Any]:
@@ -224,11 +252,17 @@ def keep_hooks_on(doc: dict[str, Any], protected: set[str]) -> dict[str, Any]:
     return {**doc, "hooksConfig": cfg}
 
 
-def checked(doc: dict[str, Any], protected: set[str], ours: set[str]) -> dict[str, Any]:
-    """The copy the client reads of a user or workspace file: ``keep_hooks_on``,
-    ``only_our_before_tool`` and ``advanced.ignoreLocalEnv`` on (no plain ``.env``
-    file is loaded)."""
-    doc = only_our_before_tool(keep_hooks_on(doc, protected), ours)
+def checked(doc: dict[str, Any], protected: set[str], ours: set[str], *,
+            workspace: bool = False) -> dict[str, Any]:
+    """The copy the client reads of a user or (``workspace``) the repository's
+    file: ``keep_hooks_on``, ``only_our_hooks`` (BeforeTool in the user's, every
+    event and ``without_started_programs`` in the repository's) and
+    ``advanced.ignoreLocalEnv`` on (no plain ``.env`` file is loaded)."""
+    doc = keep_hooks_on(doc, protected)
+    if workspace:
+        doc = without_started_programs(only_our_hooks(doc, ours))
+    else:
+        doc = only_our_hooks(doc, ours, frozenset({"BeforeTool"}))
     advanced = doc.get("advanced")
     return {**doc, "advanced": {**(advanced if isinstance(advanced, dict) else {}),
                                 "ignoreLocalEnv": True}}
@@ -273,11 +307,15 @@ class Guard:
         self.filters: dict[str, Callable[[str], str]] = {}
         self.env = dict(PINNED_ENV)
 
-    def copy(self, source: str) -> str:
-        """The checked copy of the settings file ``source`` (see ``_store``)."""
+    def copy(self, source: str, *, workspace: bool = False) -> str:
+        """The checked copy of the settings file ``source`` (see ``checked``, ``_store``)."""
         doc = _parse(source, _read(source, follow=False))
-        data = json.dumps(checked(doc, self.protected, self.ours), indent=2).encode() + b"\n"
+        data = json.dumps(checked(doc, self.protected, self.ours, workspace=workspace),
+                          indent=2).encode() + b"\n"
         return self._store("gemini-settings-", ".json", data)
+
+    def copy_workspace(self, source: str) -> str:
+        return self.copy(source, workspace=True)
 
     def copy_env(self, source: str) -> str:
         """The checked copy of the ``.env`` file ``source`` (see ``_store``)."""
@@ -317,7 +355,7 @@ def prepare(home: str, cwd: str, held: str) -> Guard:
             with open(empty, "wb") as fh:
                 fh.write(b"{}")
         g.overlays.append((workspace, workspace, empty))
-        g.filters[workspace] = g.copy
+        g.filters[workspace] = g.copy_workspace
     no_env = os.path.join(held, "gemini-env-absent.env")
     if not os.path.isfile(no_env):
         with open(no_env, "wb"):
