@@ -94,6 +94,11 @@ def hook_argv(python: str, agent: str, event: str) -> list[str]:
     return [python, "-I", "-c", HOOK_CODE, agent, event]
 
 
+def hook_command(python: str, agent: str, event: str) -> str:
+    """``hook_argv`` as the shell command line the clients' settings carry."""
+    return f'"{python}" -I -c "{HOOK_CODE}" {agent} {event}'
+
+
 def is_hook_command(command: object, agent: str) -> bool:
     """Whether a client's hook command runs our hook for ``agent`` (also in the
     ``-m agent_sandbox hook`` form earlier versions rendered)."""

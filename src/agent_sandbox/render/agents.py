@@ -95,7 +95,7 @@ CURSOR_EVENTS = (
 
 def hook_command(facts: HostFacts, agent: str, event: str) -> str:
     """The shell command a client runs for one hook event."""
-    return f'"{facts.python}" -I -c "{contract.HOOK_CODE}" {agent} {event}'
+    return contract.hook_command(facts.python, agent, event)
 
 
 def _hook_timeout(spec: Spec) -> int:
