@@ -174,8 +174,10 @@ def _run_sandboxed(argv: Sequence[str], settings: Any, cwd: Any, timeout: float 
 
 def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
                      backend: str = "bwrap", timeout: float | None = None,
-                     err: IO[str] | None = None) -> int:
-    """Run with the terminal attached; return the command's exit status."""
+                     err: IO[str] | None = None,
+                     started: Callable[[], None] | None = None) -> int:
+    """Run with the terminal attached; return the command's exit status.
+    ``started`` is called once the command runs (bwrap backend)."""
     home = home_dir()
     if backend != "bwrap":
         from .backends import run_backend
@@ -184,7 +186,7 @@ def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
                            capture=False).returncode
     run = BwrapRun(settings, argv, cwd=cwd, home=home)
     run.start()
-    return supervise(run, timeout, err)
+    return supervise(run, timeout, err, prepare=started)
 
 
 def supervise(run: BwrapRun, timeout: float | None, err: IO[str] | None, *,
