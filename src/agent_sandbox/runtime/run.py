@@ -27,13 +27,14 @@ from .bwrap_run import BwrapRun
 from .errors import TIMED_OUT, InvalidSettingsError, SandboxStartError
 from .host import home_dir
 from .process import suppress
-from .result import CompletedRun
 from .settings import Settings, SettingsError, load
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import IO, Any
+
+    from .result import CompletedRun
 
 BACKENDS = ("bwrap", "srt", "gvisor")
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
@@ -168,6 +169,8 @@ def _run_sandboxed(argv: Sequence[str], settings: Any, cwd: Any, timeout: float 
         run.kill()
         run.cleanup()
     err += "".join(run.notices).encode()
+    from .result import CompletedRun
+
     return CompletedRun(TIMED_OUT if timed_out else rc, out, err,
                         time.monotonic() - started, timed_out, "bwrap")
 
