@@ -31,6 +31,10 @@ The others, each with the flags that work on this machine:
   the bench installs the pinned ``@openai/codex`` into ``.tools/bench`` with
   npm and says so.
 
+With ``BENCH_EXEC_AGAINST=DIR`` (another checkout of the project, set up with
+``make setup``), one more row runs that checkout's ``.venv/bin/sandbox`` the same
+way, alternated with the others: a change measured against what it changed.
+
     .venv/bin/python bench/bench_exec.py [ROUNDS]      # default 30
 """
 
@@ -63,6 +67,7 @@ SRT_ROW = "srt -c true"
 RUNSC_ROW = "runsc do true"
 CODEX_NPM = "codex sandbox -- true (npm)"
 CODEX_NATIVE = "codex sandbox -- true (native)"
+AGAINST_ROW = "  other checkout (AGAINST)"
 
 
 def timed(argv: list[str], cwd: str) -> tuple[float, float, bytes]:
@@ -149,8 +154,9 @@ def main() -> int:
     # PYTHONDONTWRITEBYTECODE would otherwise measure recompiling edited modules)
     import compileall
 
-    compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "src" / "agent_sandbox"),
-                           quiet=1)
+    against = os.environ.get("BENCH_EXEC_AGAINST")
+    for checkout in (REPO, *([Path(against)] if against else [])):
+        compileall.compile_dir(str(checkout / "src" / "agent_sandbox"), quiet=1)
     work = tempfile.mkdtemp(prefix="bench-exec-")
     # the settings file outside the writable root (sandbox exec refuses one inside it)
     settings_dir = tempfile.mkdtemp(prefix="bench-exec-settings-")
@@ -170,6 +176,10 @@ def main() -> int:
     if launcher:  # the plan cache exists only behind the native launcher
         cmds[FRESH] = ["env", "AGENT_SANDBOX_NO_PLAN_CACHE=1", str(SANDBOX), "exec",
                        "--settings", str(settings), "--", "true"]
+    if against:
+        cmds[AGAINST_ROW] = [str(Path(against) / ".venv" / "bin" / "sandbox"), "exec",
+                             "--settings", str(settings), "--", "true"]
+        notes.append(f"other checkout: {against}")
     if SANDBOX_PY.exists():  # what runs when there is no native launcher in front of it
         cmds[PY_ENTRY] = [str(SANDBOX_PY), "exec", "--settings", str(settings), "--", "true"]
     cmds |= {
@@ -265,6 +275,9 @@ def main() -> int:
                 print(f"  sandbox-py / {row:31}: {med[PY_ENTRY] / med[row]:5.2f}x")
     if RUNSC_ROW in med:
         print(f"sandbox exec / runsc do   : {ours / med[RUNSC_ROW]:5.2f}x")
+    if AGAINST_ROW in med:
+        print(f"sandbox exec / other checkout: {ours / med[AGAINST_ROW]:5.2f}x wall, "
+              f"{cmed[OURS] / cmed[AGAINST_ROW]:5.2f}x CPU")
     return 0
 
 

@@ -629,7 +629,8 @@ def test_fast_path_imports_stay_light(settings: Path, work: Path) -> None:
     loaded = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines()
               if line.startswith("import time:")}
     heavy = {"typer", "pydantic", "re", "json", "typing", "enum", "subprocess", "socket",
-             "asyncio", "dataclasses", "ctypes", "ipaddress", "threading"}
+             "asyncio", "dataclasses", "ctypes", "ipaddress", "threading", "functools",
+             "collections", "struct"}
     assert not heavy & loaded, sorted(heavy & loaded)
 
 

@@ -37,9 +37,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return hook_run(args[1:])
     if args and args[0] == "exec":  # cold start matters: no typer/pydantic here either
-        from agent_sandbox.cli.exec_main import main as exec_main
+        from agent_sandbox.cli.exec_main import run as exec_run
 
-        return exec_main(args[1:])
+        return exec_run(args[1:])
     if args and args[0] == "mcp" and len(args) <= 2 and not any(
             a.startswith("-") for a in args[1:]):
         # a client waits for the server's first answer: no typer before it

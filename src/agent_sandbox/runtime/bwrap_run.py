@@ -199,7 +199,6 @@ class BwrapRun:
 
     def _start(self, *, capture: bool, stdin: Any, stdout: Any, stderr: Any) -> None:
         from . import seccomp
-        from .sweep import identities, owe
 
         n = self.settings.network
         try:
@@ -217,24 +216,19 @@ class BwrapRun:
         fds = bwargv.Fds(seccomp=sfd, info=info_w, block=block_r, gate=gate_r, ready=ready_w)
         try:
             lock_dir = contract.lock_dir(self.home)
-            self.placeholders = Placeholders(lock_dir)
+            ph = self.placeholders = Placeholders(lock_dir)
             realfs = fsview.RealFs(skip=[lock_dir])
-            with self.placeholders:
-                others = self.placeholders.others()
+            with ph:
+                others = ph.others()
                 p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
                             protect=runtime_paths(self.home, self.settings.source),
                             tools=tool_dirs(), opened=self.opened)
                 relied = [m.path for m in p.mounts if m.path in others]
-                impossible = self.placeholders.create(p.placeholders, relied)
+                impossible = ph.create(p.placeholders, relied)
                 # a placeholder this user cannot create, and the folders it would have
                 # sat in, cannot be created by the command either: nothing to mount
                 p = bw.without(p, impossible | {m.path for m in p.mounts
                                                 if not os.path.lexists(m.path)})
-                self.before = identities(p.before)
-                # owed until this run's own sweep is done (see sweep.settle)
-                self.owed = owe(lock_dir, os.path.basename(self.placeholders.record),
-                                self.home, p.writable_roots, self.before,
-                                [m.path for m in p.mounts])
             self.plan = p
             argv, env = prepare(p, self.command, self.cwd, self.env, fds,
                                 overlays=overlay_binds(p, self.overlays, self.filters),
@@ -259,6 +253,11 @@ class BwrapRun:
             for fd in (info_w, block_r, gate_r, ready_w, sfd):
                 os.close(fd)
             info_w = block_r = gate_r = ready_w = sfd = -1
+            # While bwrap starts (in its own processes), this one loads what comes next:
+            # the waits below are that much shorter.
+            from . import netns
+
+            netns.load()
             info = read_all(info_r)
             if self.placeholders is not None:
                 self.placeholders.note_pid(self.proc.pid)
@@ -273,19 +272,28 @@ class BwrapRun:
                     "bubblewrap could not create the sandbox (see its message above)"
                     + (f"; {hint}" if hint else "; check that user namespaces are enabled")
                 ) from None
-            from .netns import NamespaceError, open_listeners
-
             try:
                 ports = (contract.PROXY_HTTP_PORT, contract.PROXY_SOCKS_PORT,
                          *self.extra_ports)
-                opened = open_listeners(self.pid1, ports)
+                opened = netns.open_listeners(self.pid1, ports)
                 self.listeners, self.extra_listeners = opened[:2], opened[2:]
-            except NamespaceError as exc:
+            except netns.NamespaceError as exc:
                 self.proc.kill()
                 self.proc.wait()
                 raise SandboxStartError(f"{exc}; {diagnose_userns() or 'check /proc access'}"
                                         ) from None
             os.write(block_w, b"1")
+            # While bwrap mounts the plan: the identities the sweep judges by and the
+            # owed marker, both before the gate below lets the command run, and the
+            # modules the cleanup needs.
+            from . import reaper  # noqa: F401
+            from .sweep import identities, owe
+
+            self.before = identities(p.before)
+            # owed until this run's own sweep is done (see sweep.settle)
+            self.owed = owe(lock_dir, os.path.basename(ph.record),
+                            self.home, p.writable_roots, self.before,
+                            [m.path for m in p.mounts])
             if read_line(ready_r) != b"ready\n":  # bwrap failed before the command
                 self.proc.wait()
                 raise SandboxStartError("the sandbox could not start the command "

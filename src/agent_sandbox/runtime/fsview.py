@@ -31,13 +31,15 @@ class RealFs:
 
     A walk visits everything below its root (symlinks are not followed) but the
     insides of ``.git`` folders (``gitmeta`` judges those), and is done once per
-    root; past ``limit`` entries it raises ``WalkError``.
+    root; past ``limit`` entries it raises ``WalkError``. A path is resolved once
+    too (``realpath``): one view answers one plan, as of one moment.
     """
 
     def __init__(self, limit: int = WALK_LIMIT, skip: Sequence[str] = ()) -> None:
         self.limit = limit
         self.skip = frozenset(skip)  # folders never walked into (the runtime's own)
         self._walked: dict[str, list[tuple[str, str]]] = {}
+        self._real: dict[str, str] = {}
 
     def kind(self, path: str) -> str | None:
         try:
@@ -60,7 +62,10 @@ class RealFs:
         return "d" if stat.S_ISDIR(st.st_mode) else "f"
 
     def realpath(self, path: str) -> str:
-        return os.path.realpath(path)
+        real = self._real.get(path)
+        if real is None:
+            real = self._real[path] = os.path.realpath(path)
+        return real
 
     def read(self, path: str, limit: int) -> bytes | None:
         try:

@@ -24,8 +24,22 @@ def under(path: str, root: str) -> bool:
     return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
 
 
+_LITERALS: dict[str, tuple[tuple[str, ...], bool] | None] = {}
+
+
 def _any_depth_literal(rule: str) -> tuple[tuple[str, ...], bool] | None:
-    """``**/a/b`` or ``**/a/b/**`` as (components, with_subtree); None for other globs."""
+    """``**/a/b`` or ``**/a/b/**`` as (components, with_subtree); None for other globs
+    (remembered: the planner asks about the same rules many times per plan)."""
+    try:
+        return _LITERALS[rule]
+    except KeyError:
+        if len(_LITERALS) >= 4096:
+            _LITERALS.clear()
+        lit = _LITERALS[rule] = _any_depth_literal_of(rule)
+        return lit
+
+
+def _any_depth_literal_of(rule: str) -> tuple[tuple[str, ...], bool] | None:
     if not rule.startswith("**/"):
         return None
     body, subtree = rule[3:], False

@@ -38,13 +38,21 @@ class NamespaceError(SandboxError, OSError):
 _SETNS: int | None = None
 
 
-def _setns(fd: int, nstype: int) -> None:
+def load() -> int:
+    """Look ``setns`` up now (an import and a symbol lookup): called while bwrap
+    starts, so that opening the ports later costs only the calls."""
     global _SETNS
     import _ctypes
 
     if _SETNS is None:
         _SETNS = _ctypes.dlsym(_ctypes.dlopen(None, 0), "setns")  # type: ignore[arg-type]
-    if _ctypes.call_function(_SETNS, (fd, nstype)) != 0:
+    return _SETNS
+
+
+def _setns(fd: int, nstype: int) -> None:
+    import _ctypes
+
+    if _ctypes.call_function(load(), (fd, nstype)) != 0:
         raise PermissionError(1, f"setns({nstype:#x}) failed")
 
 

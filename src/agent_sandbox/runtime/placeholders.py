@@ -77,8 +77,9 @@ class Placeholders:
             raise RuntimeError("Placeholders.create outside its lock")
         impossible: set[str] = set()
         lines = [f"u{p}\0" for p in relied]
+        present: set[str] = set()  # folders seen to exist (most placeholders share one)
         for path, kind in items:
-            made = _make(path, kind)
+            made = _make(path, kind, present)
             if made is None:
                 impossible.add(path)
                 continue
@@ -171,20 +172,25 @@ def _entries(fd: int) -> list[tuple[str, str]]:
     return [(r[0], r[1:]) for r in os.fsdecode(data).split("\0") if len(r) > 1]
 
 
-def _make(path: str, kind: str) -> list[tuple[str, str]] | None:
+def _make(path: str, kind: str, present: set[str] | None = None
+          ) -> list[tuple[str, str]] | None:
     """Create a placeholder (and its missing parents: the planner asks only for
     paths inside a writable root); what was created, or None when this user may
-    not create it (neither can the sandboxed command)."""
+    not create it (neither can the sandboxed command). ``present``: folders already
+    seen to exist, which this adds to."""
+    present = set() if present is None else present
     made: list[tuple[str, str]] = []
     parent = os.path.dirname(path)
     missing = []
-    while parent != "/" and not os.path.lexists(parent):
+    while parent != "/" and parent not in present and not os.path.lexists(parent):
         missing.append(parent)
         parent = os.path.dirname(parent)
     try:
         for d in reversed(missing):
             os.mkdir(d, 0o755)
             made.append((d, "d"))
+        present.update(missing)
+        present.add(parent)
         if kind == "d":
             os.mkdir(path, 0o755)
         else:

@@ -27,13 +27,14 @@ from .bwrap_run import BwrapRun
 from .errors import TIMED_OUT, InvalidSettingsError, SandboxStartError
 from .host import home_dir
 from .process import suppress
-from .result import CompletedRun
 from .settings import Settings, SettingsError, load
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import IO, Any
+
+    from .result import CompletedRun
 
 BACKENDS = ("bwrap", "srt", "gvisor")
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
@@ -168,14 +169,18 @@ def _run_sandboxed(argv: Sequence[str], settings: Any, cwd: Any, timeout: float 
         run.kill()
         run.cleanup()
     err += "".join(run.notices).encode()
+    from .result import CompletedRun
+
     return CompletedRun(TIMED_OUT if timed_out else rc, out, err,
                         time.monotonic() - started, timed_out, "bwrap")
 
 
 def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
                      backend: str = "bwrap", timeout: float | None = None,
-                     err: IO[str] | None = None) -> int:
-    """Run with the terminal attached; return the command's exit status."""
+                     err: IO[str] | None = None,
+                     started: Callable[[], None] | None = None) -> int:
+    """Run with the terminal attached; return the command's exit status.
+    ``started`` is called once the command runs (bwrap backend)."""
     home = home_dir()
     if backend != "bwrap":
         from .backends import run_backend
@@ -184,7 +189,7 @@ def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
                            capture=False).returncode
     run = BwrapRun(settings, argv, cwd=cwd, home=home)
     run.start()
-    return supervise(run, timeout, err)
+    return supervise(run, timeout, err, prepare=started)
 
 
 def supervise(run: BwrapRun, timeout: float | None, err: IO[str] | None, *,

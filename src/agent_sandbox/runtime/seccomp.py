@@ -24,7 +24,7 @@ raises ``SeccompError`` there and the sandbox refuses to start.
 from __future__ import annotations
 
 import os
-import struct
+import sys
 
 from agent_sandbox.errors import SandboxError
 
@@ -202,9 +202,13 @@ def program(*, allow_unix: bool = False, deny_bind: bool = False,
     label("kill")
     code.append(_ins(_RET_K, k=RET_KILL))
 
+    # struct sock_filter {u16 code; u8 jt; u8 jf; u32 k}, native byte order (``struct``
+    # would cost the cold start an import for this one loop)
+    order = sys.byteorder
     out = bytearray()
     for i, (c, jt, jf, k) in enumerate(code):
-        out += struct.pack("=HBBI", c, _rel(jt, i, labels), _rel(jf, i, labels), k)
+        out += (c.to_bytes(2, order) + _rel(jt, i, labels).to_bytes(1, order)
+                + _rel(jf, i, labels).to_bytes(1, order) + k.to_bytes(4, order))
     return bytes(out)
 
 

@@ -16,7 +16,6 @@ on purpose, so a link cannot be used to get around a rule).
 
 from __future__ import annotations
 
-import functools
 import os
 import posixpath
 
@@ -75,7 +74,7 @@ def validate_path_rule(rule: str) -> str:
 
 
 def is_glob(rule: str) -> bool:
-    return any(c in GLOB_CHARS for c in rule)
+    return not GLOB_CHARS.isdisjoint(rule)
 
 
 def expand(rule: str, *, home: str, cwd: str) -> str:
@@ -160,9 +159,24 @@ def _py_class(body: str) -> str:
 _PY_TOKENS = {"dirs": "(?:.*/)?", "any": ".*", "star": "[^/]*", "one": "[^/]"}
 
 
-@functools.lru_cache(maxsize=4096)
+# Memos of two pure functions of their argument (``functools.lru_cache`` would load
+# ``functools`` and ``collections`` on every cold start that imports this module).
+_MEMO_SIZE = 4096
+_regex_memo: dict[str, re.Pattern[str]] = {}
+_literal_memo: dict[str, tuple[bool, str]] = {}
+
+
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """Compile a path glob (``**`` crosses ``/``, ``*`` does not)."""
+    rx = _regex_memo.get(pattern)
+    if rx is None:
+        if len(_regex_memo) >= _MEMO_SIZE:
+            _regex_memo.clear()
+        rx = _regex_memo[pattern] = _glob_regex(pattern)
+    return rx
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
     import re
 
     out = []
@@ -192,11 +206,19 @@ def covers(rule: str, path: str) -> bool:
     return path == rule or path.startswith(rule.rstrip("/") + "/")
 
 
-@functools.lru_cache(maxsize=4096)
 def _literal_part(rule: str) -> tuple[bool, str]:
     """(matches at any depth, the literal text before the first glob character):
     a path the glob covers always holds that text (after a ``/`` when the glob
     may match at any depth, at the start otherwise)."""
+    part = _literal_memo.get(rule)
+    if part is None:
+        if len(_literal_memo) >= _MEMO_SIZE:
+            _literal_memo.clear()
+        part = _literal_memo[rule] = _literal_part_of(rule)
+    return part
+
+
+def _literal_part_of(rule: str) -> tuple[bool, str]:
     r = rule
     anywhere = not r.startswith("/")
     while r.startswith("**/"):
