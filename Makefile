@@ -13,8 +13,9 @@ setup:
 # The suite runs in parallel (pytest-xdist, one worker per core): every worker gets
 # its own state, lock and audit folders (tests/conftest.py); each test file stays on
 # one worker (--dist loadfile: module fixtures such as the molecule scenario's
-# containers are made once; xdist_group does not hold under pytest 9). TEST_JOBS=0
-# runs it in one process, no workers.
+# containers are made once; xdist_group does not hold under pytest 9). The longest
+# files are handed out first (tests/conftest.py LONGEST_FIRST), so that no long file
+# runs alone at the end. TEST_JOBS=0 runs it in one process, no workers.
 TEST_JOBS ?= auto
 PYTEST := $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
 

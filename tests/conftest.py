@@ -12,6 +12,10 @@ parallel (pytest-xdist) and beside other sandboxes on the same machine.
   (files under ``/etc/agent-sandbox``): they run alone, while every other test
   of the run waits (a reader-writer lock shared by the workers).
 - ``one_at_a_time`` serialises shared builds (the base image) between workers.
+- The longest files run first (``LONGEST_FIRST``): each file stays on one worker
+  (``--dist loadfile``), so a long file handed out last would run alone at the
+  end while the other worker idles. xdist's own reordering (files with the most
+  tests first) is switched off, since test count says little about time.
 
 Never a real user's state, never a fixed resource shared between workers.
 """
@@ -34,6 +38,30 @@ STATE_VARIABLES = ("AGENT_SANDBOX_STATE_DIR", "AGENT_SANDBOX_AUDIT_DIR")
 # set on some machines (a desktop session): they would send the agent clients a test
 # starts with a throwaway HOME to the real user's configuration
 HOME_OVERRIDES = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
+# The files that take longest, longest first (seconds of one full run on a loaded
+# 2-core machine: pytest -n 2 --dist loadfile, per-file sums of the test durations).
+# Handed out first, they overlap with everything else; a file not named here runs
+# after them, in collection order. Only the order changes, never what runs.
+LONGEST_FIRST = (
+    "fleet/test_molecule.py",            # 700: one converged host, every front end
+    "exec/test_srt_conformance.py",      # 278
+    "fleet/test_molecule_no_init.py",    # 266
+    "platforms/test_roles.py",           # 159
+    "exec/test_escape.py",               # 123
+    "agents/test_agent_command.py",      # 102
+    "agents/test_redteam_agent.py",      # 73
+    "fleet/test_package.py",             # 69
+    "agents/test_managed_hosts.py",      # 67
+    "agents/test_real_clients.py",       # 61
+    "platforms/test_macos_vs_srt.py",    # 44
+    "fleet/test_lint.py",                # 44
+    "agents/test_containment.py",        # 44
+    "exec/test_redteam.py",              # 37
+    "approval/test_differential.py",     # 36
+    "agents/test_client_tools.py",       # 30
+    "audit/test_cli.py",                 # 27
+    "approval/test_fault.py",            # 24
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -47,6 +75,19 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop("AGENT_SANDBOX_LOCK_DIR", None)
     for variable in HOME_OVERRIDES:  # a test's own HOME decides where clients look
         os.environ.pop(variable, None)
+
+
+    # xdist hands out files by test count unless told not to: keep ours (below)
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every item of a file in ``LONGEST_FIRST`` first, in that order; within a
+    file and among the other files the collected order holds (a stable sort)."""
+    tests = Path(__file__).parent
+    rank = {str(tests / name): i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(str(item.path), len(rank)))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

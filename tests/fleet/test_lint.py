@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
-from .conftest import DEMO, EXAMPLE_FLEET, run, tool
+from .conftest import DEMO, EXAMPLE_FLEET, REPO, run, tool
 
 
 @pytest.mark.slow
@@ -17,6 +18,20 @@ def test_ansible_lint_production_profile(collections: object) -> None:
     proc = run([tool("ansible-lint"), "--profile", "production", "--nocolor"],
                timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "passed" in proc.stdout + proc.stderr
+
+
+def test_the_repository_lint_covers_every_role_and_playbook() -> None:
+    """The bare run above is the only ansible-lint run in the suite: nothing under
+    roles/ or playbooks/ may be excluded from it."""
+    config = yaml.safe_load((REPO / ".ansible-lint").read_text())
+    excluded = [str(p).rstrip("/") for p in config.get("exclude_paths", [])]
+    content = [p for top in ("roles", "playbooks") for p in (REPO / top).rglob("*")
+               if p.suffix in (".yml", ".yaml")]
+    assert content
+    paths = [str(p.relative_to(REPO)) for p in content]
+    hidden = [p for p in paths if any(p == e or p.startswith(e + "/") for e in excluded)]
+    assert hidden == [], hidden
 
 
 @pytest.mark.parametrize("inventory", [DEMO, EXAMPLE_FLEET], ids=["demo", "example-fleet"])

@@ -1,6 +1,8 @@
 """The sandbox_macos, sandbox_windows and sandbox_cluster roles and their playbooks.
 
-- ansible-lint (production profile) and ``ansible-playbook --syntax-check``.
+- ``ansible-playbook --syntax-check`` (ansible-lint's production profile is the
+  repository-wide run in tests/fleet/test_lint.py, which covers these roles and
+  playbooks).
 - macOS: no macOS host exists here. The role really runs (local connection) with
   ``sandbox_macos_root`` pointing into a temporary folder and the LaunchDaemon
   handler off, then again to prove idempotence, then in check mode.
@@ -125,16 +127,6 @@ def _log(path: Path) -> list[dict]:
 
 
 # ---------------------------------------------------------------- lint/syntax
-
-
-def test_ansible_lint_production_profile():
-    _need_collections()
-    proc = subprocess.run(
-        [str(BIN / "ansible-lint"), "--profile", "production", "--offline", *MY_ROLES,
-         *MY_PLAYBOOKS],
-        cwd=REPO, env=_env([COLLECTIONS]), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
-    assert "passed" in (proc.stdout + proc.stderr)
 
 
 def test_syntax_check(tmp_path):
