@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 PY = sys.executable
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -63,9 +64,9 @@ def _message(obj: dict[str, object]) -> bytes:
 class Server:
     """One cold ``sandbox mcp`` process and its stdout, read line by line."""
 
-    def __init__(self, repo: Path) -> None:
+    def __init__(self, repo: Path, argv: list[str] | None = None) -> None:
         self.spawned = time.perf_counter()
-        self.proc = subprocess.Popen([PY, "-I", "-m", "agent_sandbox", "mcp", str(repo)],
+        self.proc = subprocess.Popen(argv or [PY, "-I", "-m", "agent_sandbox", "mcp", str(repo)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         self._buf = b""
@@ -115,8 +116,8 @@ class Server:
                 f.close()
 
 
-def one_start(repo: Path) -> tuple[float, float, float]:
-    srv = Server(repo)
+def one_start(repo: Path, argv: list[str] | None = None) -> tuple[float, float, float]:
+    srv = Server(repo, argv)
     try:
         srv.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": PROTOCOL, "capabilities": {},
@@ -129,7 +130,8 @@ def one_start(repo: Path) -> tuple[float, float, float]:
         srv.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         srv.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
         tools, t_tools = srv.answer(2)
-        names = {t["name"] for t in tools.get("result", {}).get("tools", [])}  # type: ignore[union-attr]
+        listed: Any = tools.get("result") or {}
+        names = {t["name"] for t in listed.get("tools", [])}
         if names != TOOLS:
             raise SystemExit(f"tools/list answered {sorted(names)}, want {sorted(TOOLS)}")
         return t_init, t_tools, cpu_init
