@@ -19,8 +19,11 @@ answered in time starts its first turn without these tools. So nothing but the
 SDK is imported before the answer (``sandbox mcp`` bypasses the CLI framework,
 see ``cli.entry``; the policy engine and the queue load inside the tools), and
 the policy check and the queue's crash recovery run beside the server, not
-before it. A broken policy is reported on stderr and by every tool call; it
-never lets a call through.
+before it; the SDK's protocol models are built on first use (``defer_build``,
+see ``_sdk_server_class``). Importing the SDK still takes most of the start
+(its protocol types package alone costs more than the 300 ms goal, see
+``bench/bench_mcp.py``). A broken policy is reported on stderr and by every
+tool call, with its reason; it never lets a call through.
 """
 
 from __future__ import annotations
