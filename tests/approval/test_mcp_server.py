@@ -50,8 +50,9 @@ class Session:
                     return msg
             assert select.select([fd], [], [], 60)[0], f"no answer to {method}"
             chunk = os.read(fd, 1 << 16)
-            err = self.proc.stderr.read() if self.proc.stderr else b""
-            assert chunk, f"the server exited: {err!r}"
+            if not chunk:  # the server exited: its stderr says why
+                err = self.proc.stderr.read() if self.proc.stderr else b""
+                raise AssertionError(f"the server exited: {err!r}")
             self.buf += chunk
 
     def start(self) -> dict[str, Any]:
