@@ -8,8 +8,10 @@ sends ``initialize`` at once, as the clients do, and times, from the spawn:
 2. the ``tools/list`` answer sent right after ``notifications/initialized``
    (the point at which a client's first turn can carry our tools);
 3. the server's CPU time up to its ``initialize`` answer (what a loaded
-   machine stretches in wall time but not in CPU time), beside the floor:
-   importing the SDK alone, in wall and CPU time.
+   machine stretches in wall time but not in CPU time), beside the floors:
+   importing the SDK alone (plainly, and as the server does, with pydantic's
+   ``defer_build``), and its protocol types package alone (``mcp_types``,
+   which any process speaking MCP through the SDK must import), in CPU time.
 
 Each run is a cold start (a new process); the bare interpreter
 (``python -I -S -c pass``) is timed in the same run, interleaved, as the
@@ -32,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 PY = sys.executable
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -39,6 +42,9 @@ TOOLS = {"run_privileged", "check_request", "sandbox_status"}
 PROTOCOL = "2025-06-18"
 # the floor: importing the SDK the server is built on, and nothing else
 SDK_IMPORT = "import mcp.server.mcpserver"
+# the same import as the server does it (``mcp_server._sdk_server_class``)
+SDK_DEFERRED = "from agent_sandbox.mcp_server import _sdk_server_class; _sdk_server_class()"
+TYPES_IMPORT = "import mcp_types"
 
 
 def make_repo(root: Path) -> Path:
@@ -58,9 +64,9 @@ def _message(obj: dict[str, object]) -> bytes:
 class Server:
     """One cold ``sandbox mcp`` process and its stdout, read line by line."""
 
-    def __init__(self, repo: Path) -> None:
+    def __init__(self, repo: Path, argv: list[str] | None = None) -> None:
         self.spawned = time.perf_counter()
-        self.proc = subprocess.Popen([PY, "-I", "-m", "agent_sandbox", "mcp", str(repo)],
+        self.proc = subprocess.Popen(argv or [PY, "-I", "-m", "agent_sandbox", "mcp", str(repo)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         self._buf = b""
@@ -110,8 +116,8 @@ class Server:
                 f.close()
 
 
-def one_start(repo: Path) -> tuple[float, float, float]:
-    srv = Server(repo)
+def one_start(repo: Path, argv: list[str] | None = None) -> tuple[float, float, float]:
+    srv = Server(repo, argv)
     try:
         srv.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": PROTOCOL, "capabilities": {},
@@ -124,7 +130,8 @@ def one_start(repo: Path) -> tuple[float, float, float]:
         srv.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         srv.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
         tools, t_tools = srv.answer(2)
-        names = {t["name"] for t in tools.get("result", {}).get("tools", [])}  # type: ignore[union-attr]
+        listed: Any = tools.get("result") or {}
+        names = {t["name"] for t in listed.get("tools", [])}
         if names != TOOLS:
             raise SystemExit(f"tools/list answered {sorted(names)}, want {sorted(TOOLS)}")
         return t_init, t_tools, cpu_init
@@ -165,11 +172,14 @@ def main() -> int:
         repo = make_repo(Path(tmp) / "repo")
         one_start(repo)  # warm the page cache and write bytecode for the SDK
         base, sdk, sdk_cpu, init, tools, init_cpu = [], [], [], [], [], []
+        deferred_cpu, types_cpu = [], []
         for _ in range(args.runs):
             base.append(timed([PY, "-I", "-S", "-c", "pass"])[0])
             wall, cpu = timed([PY, "-I", "-c", SDK_IMPORT])
             sdk.append(wall)
             sdk_cpu.append(cpu)
+            deferred_cpu.append(timed([PY, "-I", "-c", SDK_DEFERRED])[1])
+            types_cpu.append(timed([PY, "-I", "-c", TYPES_IMPORT])[1])
             t_init, t_tools, c_init = one_start(repo)
             init.append(t_init)
             tools.append(t_tools)
@@ -183,6 +193,8 @@ def main() -> int:
     print(row("sandbox mcp: CPU time up to the initialize answer", init_cpu))
     print(row("the SDK alone: python -I -c 'import mcp.server.mcpserver'", sdk))
     print(row("the SDK alone, CPU time", sdk_cpu))
+    print(row("the SDK alone as the server imports it, CPU time", deferred_cpu))
+    print(row("its protocol types alone: 'import mcp_types', CPU", types_cpu))
     return 0
 
 

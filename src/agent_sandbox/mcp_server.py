@@ -19,8 +19,11 @@ answered in time starts its first turn without these tools. So nothing but the
 SDK is imported before the answer (``sandbox mcp`` bypasses the CLI framework,
 see ``cli.entry``; the policy engine and the queue load inside the tools), and
 the policy check and the queue's crash recovery run beside the server, not
-before it. A broken policy is reported on stderr and by every tool call; it
-never lets a call through.
+before it; the SDK's protocol models are built on first use (``defer_build``,
+see ``_sdk_server_class``). Importing the SDK still takes most of the start
+(its protocol types package alone costs more than the 300 ms goal, see
+``bench/bench_mcp.py``). A broken policy is reported on stderr and by every
+tool call, with its reason; it never lets a call through.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from .errors import SandboxError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from mcp.server.mcpserver import MCPServer
 
     from .policy.engine import Policy
 
@@ -61,6 +66,17 @@ def _load(repo: str) -> Policy:
         raise McpSetupError(f"cannot load {path}: {exc}") from None
 
 
+def _policy(repo: str) -> Policy:
+    """The policy for a tool call; a broken one fails the call with its reason (the
+    SDK shows the model only a generic error for any other exception)."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    try:
+        return _load(repo)
+    except McpSetupError as exc:
+        raise ToolError(f"refused: {exc}") from None
+
+
 def _inside(repo: str, cwd: str) -> bool:
     real = os.path.realpath(cwd)
     return real == repo or real.startswith(repo + os.sep)
@@ -77,11 +93,34 @@ def _mcp_text(rec: dict[str, Any] | None) -> str:
                                       f"(request {rec.get('id')}).")
 
 
-def build(repo: str) -> Any:
-    from mcp.server.mcpserver import MCPServer
+def _sdk_server_class() -> type[MCPServer]:
+    """The SDK's ``MCPServer``, imported with pydantic's ``defer_build`` on.
 
+    The SDK defines some 550 pydantic models (every protocol era) on import and
+    a session uses a dozen. With ``defer_build`` set on ``BaseModel``'s config
+    (which every model's config inherits) while the SDK's modules run, a model's
+    validator and serializer are built on its first use instead; the setting is
+    restored at once, so no model defined later (the tools' argument models
+    included) is affected. It changes when a model is built, never what it
+    accepts."""
+    from pydantic import BaseModel
+
+    config = BaseModel.model_config
+    before = config.get("defer_build")
+    config["defer_build"] = True
+    try:
+        from mcp.server.mcpserver import MCPServer
+    finally:
+        if before is None:
+            config.pop("defer_build", None)
+        else:
+            config["defer_build"] = before
+    return MCPServer
+
+
+def build(repo: str) -> Any:
     repo = _checked(repo)
-    server = MCPServer(
+    server = _sdk_server_class()(
         name="agent-sandbox",
         instructions=(
             "Run privileged shell commands through run_privileged. Commands the policy allows "
@@ -107,7 +146,7 @@ def build(repo: str) -> Any:
         if not isinstance(command, str) or not command.strip():
             return "refused: empty command"
         wait = max(0.0, min(float(wait_seconds), MAX_WAIT))
-        policy = _load(repo)
+        policy = _policy(repo)
         call = Call("bash", "run_privileged", {"command": command}, wd, command=command)
         decision = policy.classify(call)
         verdict = decision.verdict.value
@@ -171,7 +210,7 @@ def build(repo: str) -> Any:
         q = queue_for(repo)
         recover_and_run(repo)
         c = q.counts()
-        policy = _load(repo)
+        policy = _policy(repo)
         return json.dumps({
             "repository": repo,
             "queue": c,
