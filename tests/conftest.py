@@ -9,7 +9,8 @@ parallel (pytest-xdist) and beside other sandboxes on the same machine.
   sweeps. The XDG base folders are unset,
   so a test's HOME alone says where the agent clients keep their files.
 - Tests marked ``host_global`` change what every process on the machine sees
-  (files under ``/etc/agent-sandbox``): they run alone, while every other test
+  (files under ``/etc/agent-sandbox``, a bound unix socket no sandbox can mask):
+  they run alone, while every other test
   of the run waits (a reader-writer lock shared by the workers).
 - ``one_at_a_time`` serialises shared builds (the base image) between workers.
 - The longest files run first (``LONGEST_FIRST``): each file stays on one worker
@@ -66,8 +67,9 @@ LONGEST_FIRST = (
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "host_global: changes files every process on this machine reads "
-        "(/etc/agent-sandbox); runs while no other test of the run does")
+        "markers", "host_global: changes what every process on this machine sees "
+        "(/etc/agent-sandbox, an unmaskable unix socket); runs while no other test "
+        "of the run does")
     root = Path(tempfile.mkdtemp(prefix="agent-sandbox-test-"))
     config.stash[_ROOT] = root
     for variable, sub in zip(STATE_VARIABLES, ("state", "audit"), strict=True):

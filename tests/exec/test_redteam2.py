@@ -165,6 +165,10 @@ def test_socket_linked_then_unlinked_is_masked(socks_dir: Path, project: Path,
     assert cm.hits == 0
 
 
+# Host-global: while this socket is bound, every run on the machine that allows
+# unix sockets by path is refused (the socket cannot be located to be masked),
+# so another worker's runs would fail too.
+@pytest.mark.host_global
 def test_socket_bound_through_proc_self_fd_is_refused(socks_dir: Path, project: Path,
                                                      tmp_path: Path) -> None:
     (socks_dir / "a").mkdir()
@@ -247,6 +251,7 @@ def test_kernel_diagnostics_give_each_bound_socket_its_file() -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.mark.host_global  # an unmaskable socket, like the /proc/self/fd one above
 def test_socket_whose_folder_is_gone_refuses_the_run(project: Path, tmp_path: Path) -> None:
     """A listening socket whose folder was removed (or renamed away) and that no search
     finds: the run is refused, never started with it possibly reachable."""
