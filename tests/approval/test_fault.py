@@ -33,7 +33,7 @@ from .conftest import BASE_POLICY, claude_pre, make_repo
 
 pytestmark = pytest.mark.slow
 
-N_REQUESTS = int(os.environ.get("AGENT_SANDBOX_FAULT_REQUESTS", "150"))
+N_REQUESTS = int(os.environ.get("AGENT_SANDBOX_FAULT_REQUESTS", "500"))
 HOOKS_AT_ONCE = 24
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
 

@@ -10,9 +10,10 @@ the judge fire, so no case passes because its judge cannot see anything.
 
 The classes follow the boundary rule: the sandboxed command is hostile, and so
 is everything it can write, to every host-side process that reads it later.
-The same cases run against ``sandbox exec`` (bwrap); the table goes to
-build/escape-two-step.md. srt's results on them are recorded, never asserted,
-by bench/bench_srt_escapes.py.
+The same cases run against ``sandbox exec`` with the bwrap backend and again
+with the gVisor backend (a runsc container each run); the side-by-side table
+goes to build/escape-two-step.md. srt's results on them are recorded, never
+asserted, by bench/bench_srt_escapes.py.
 """
 
 from __future__ import annotations
@@ -399,6 +400,8 @@ def run_step(engine: str, ctx: Ctx, script: str, settings: Path,
     if script.startswith("SETTINGS="):  # the run a loosened settings file would govern
         settings, script = Path(ctx.fill(script[len("SETTINGS="):])), "echo {TOKEN} > {O}/ran"
     script = ctx.fill(script)
+    if engine == "gvisor":  # the container's root is the image: its own interpreter
+        script = script.replace(PY, "python3")
     if engine == "none":
         subprocess.run(["sh", "-c", script], cwd=ctx.W, env={**os.environ, "HOME": str(ctx.H)},
                        capture_output=True, timeout=60, check=False)
@@ -471,6 +474,17 @@ def test_ours_blocks(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert not escaped, f"{case.name}: the attack succeeded against sandbox exec"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_gvisor_blocks(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                       gvisor_env: None) -> None:
+    """The same two steps against ``--backend gvisor``: each run its own runsc
+    container over the same plan, judged from the host alike."""
+    escaped = attack("gvisor", case, tmp_path, monkeypatch)
+    RESULTS.setdefault(case.name, {})["gvisor"] = "ESCAPED" if escaped else "blocked"
+    assert not escaped, f"{case.name}: the attack succeeded against the gVisor backend"
+
+
 def test_refusals(tmp_path: Path) -> None:
     """The two cases a refusal blocks really are refused (and ran nothing)."""
     w = tmp_path / "w"
@@ -536,11 +550,17 @@ def table() -> Any:
     yield
     if not RESULTS:
         return
-    lines = ["# Two-step escape suite: sandbox exec", "",
-             "| case | class | sandbox exec |", "| --- | --- | --- |"]
+    lines = ["# Two-step escape suite: sandbox exec, bwrap and gVisor backends", "",
+             "| case | class | sandbox exec | gVisor backend |", "| --- | --- | --- | --- |"]
     for c in CASES:
         r = RESULTS.get(c.name, {})
-        lines.append(f"| {c.name} | {c.cls} | {r.get('ours', 'not run')} |")
+        lines.append(f"| {c.name} | {c.cls} | {r.get('ours', 'not run')} | "
+                     f"{r.get('gvisor', 'not run')} |")
+    totals = []
+    for engine, label in (("ours", "sandbox exec"), ("gvisor", "gVisor backend")):
+        got = [r[engine] for r in RESULTS.values() if engine in r]
+        totals.append(f"{label}: {got.count('blocked')}/{len(got)} blocked")
+    lines += ["", "; ".join(totals)]
     out = results_file("escape-two-step")
     out.parent.mkdir(exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
