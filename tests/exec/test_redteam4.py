@@ -1,0 +1,172 @@
+"""Red-team cases, fourth round: attacks by a hostile sandboxed command, judged
+from the host.
+
+Each case runs the attack through ``sandbox exec`` and judges what a host-side
+tool then does with what the command left behind. Each has a control: the same
+bytes written without the sandbox (or the attack weakened) make the judge fire,
+so a pass is not a judge that cannot see. A case whose attack still succeeds is
+``xfail(strict=True)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PY = sys.executable
+SANDBOX = [PY, "-m", "agent_sandbox"]
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing"),
+    pytest.mark.skipif(shutil.which("git") is None, reason="git missing"),
+]
+
+
+def settings_for(tmp: Path, work: Path, **fs: list[str]) -> Path:
+    """srt settings outside the writable root: ``work`` writable, nothing else."""
+    data = {"network": {"allowedDomains": [], "deniedDomains": []},
+            "filesystem": {"denyRead": fs.get("deny_read", []),
+                           "allowWrite": [str(work), *fs.get("allow_write", [])],
+                           "denyWrite": fs.get("deny_write", [])}}
+    path = tmp / "settings.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def sandboxed(work: Path, settings: Path, script: str, env: dict | None = None,
+              timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
+                           script], cwd=work, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def unsandboxed(work: Path, script: str) -> None:
+    subprocess.run(["sh", "-c", script], cwd=work, check=True, timeout=30)
+
+
+def host_env(home: Path) -> dict[str, str]:
+    """A host user's environment for the judge: a clean home, no system git config."""
+    home.mkdir(exist_ok=True)
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+            "GIT_CONFIG_NOSYSTEM": "1", "LANG": "C"}
+
+
+def host_git(where: Path, home: Path, *args: str, tty: bool = False) -> None:
+    """What a user does on the host later: git in that folder (a terminal when tty)."""
+    cmd = ["git", *args]
+    if tty:
+        cmd = ["script", "-qec", " ".join(cmd), "/dev/null"]
+    subprocess.run(cmd, cwd=where, env=host_env(home), capture_output=True, timeout=30,
+                   stdin=subprocess.DEVNULL)
+
+
+def evil(work: Path, marker: Path) -> str:
+    """Shell that writes a program into the writable root which, run on the host,
+    leaves ``marker``."""
+    return (f"printf '#!/bin/sh\\necho ran > {marker}\\n' > {work}/evil.sh; "
+            f"chmod +x {work}/evil.sh; ")
+
+
+# --- 1. git config: a line break Python sees and git does not -----------------
+
+# The sweep judges a repository made during the run with ``gitmeta.parse_config``,
+# which splits lines with str.splitlines(): a lone CR (or \x0b, \x0c, \x1c-\x1e)
+# ends a line for it but not for git. A comment line that hides a section header
+# after a CR moves the keys below it into a "safe" remote section for the judge;
+# git reads them as [core].
+CR_CONFIG = ("printf '[core]\\n\\trepositoryformatversion = 0\\n#\\r[remote \"y\"]\\n"
+             "\\tfsmonitor = {work}/evil.sh\\n' > {repo}/.git/config")
+
+
+def _cr_attack(work: Path, repo: str, marker: Path) -> str:
+    return (evil(work, marker) + f"mkdir -p {repo} && git -C {repo} init -q && "
+            + CR_CONFIG.format(work=work, repo=repo))
+
+
+@pytest.mark.xfail(strict=True, reason="gitmeta.parse_config splits on \\r like "
+                   "str.splitlines(); git does not: fsmonitor passes as a remote key")
+def test_new_repo_config_cr_hides_core_section(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "ran"
+    r = sandboxed(work, settings_for(tmp_path, work), _cr_attack(work, "sub", marker))
+    assert r.returncode == 0, r.stderr
+    host_git(work / "sub", tmp_path / "home", "status")
+    assert not marker.exists(), "host git status ran the command's fsmonitor"
+
+
+def test_new_repo_config_cr_control(tmp_path: Path) -> None:
+    """Control: written without a sandbox, host git runs it (the judge can fire);
+    and with a plain newline the sweep quarantines the repository."""
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "ran"
+    unsandboxed(work, _cr_attack(work, "sub", marker))
+    host_git(work / "sub", tmp_path / "home", "status")
+    assert marker.exists()
+    marker.unlink()
+    work2 = tmp_path / "work2"
+    work2.mkdir()
+    plain = (evil(work2, marker) + "git init -q sub && printf '[core]\\n\\tfsmonitor = "
+             f"{work2}/evil.sh\\n' > sub/.git/config")
+    r = sandboxed(work2, settings_for(tmp_path, work2), plain)
+    assert r.returncode == 0, r.stderr
+    host_git(work2 / "sub", tmp_path / "home", "status")
+    assert not marker.exists()
+
+
+# --- 2. a folder git takes for a git directory, not recognised as one ---------
+
+# ``bwrap._protected_entries`` recognises a bare git directory by HEAD (a file),
+# objects/ and refs/ (folders), all by lstat. git's is_git_directory() follows
+# symlinks (access()) and takes objects/ and refs/ from ``commondir`` when that
+# file exists. Either form escapes the sweep, and host git run in that folder
+# reads its config (core.pager on a terminal).
+BARE_FORMS = {
+    "objects-link": ("mkdir -p src/refs .store/objects && ln -s ../.store/objects src/objects"
+                     " && echo 'ref: refs/heads/main' > src/HEAD && "
+                     "printf '[core]\\n\\tpager = {work}/evil.sh\\n' > src/config"),
+    "commondir": ("mkdir -p src common/objects common/refs && "
+                  "echo 'ref: refs/heads/main' > src/HEAD && echo ../common > src/commondir && "
+                  "printf '[core]\\n\\tpager = {work}/evil.sh\\n' > common/config"),
+    "head-link": ("mkdir -p src/refs/heads src/objects && ln -s refs/heads/main src/HEAD && "
+                  "printf '[core]\\n\\tpager = {work}/evil.sh\\n' > src/config"),
+    "plain": ("mkdir -p src/refs src/objects && echo 'ref: refs/heads/main' > src/HEAD && "
+              "printf '[core]\\n\\tpager = {work}/evil.sh\\n' > src/config"),
+}
+
+
+@pytest.mark.parametrize("form", [
+    pytest.param("objects-link", marks=pytest.mark.xfail(
+        strict=True, reason="objects/ as a symlink: _protected_entries checks kinds by lstat")),
+    pytest.param("commondir", marks=pytest.mark.xfail(
+        strict=True, reason="commondir supplies objects/refs: _protected_entries ignores it")),
+    pytest.param("head-link", marks=pytest.mark.xfail(
+        strict=True, reason="HEAD as a symlink (git accepts one to refs/): lstat kind 'l'")),
+    "plain",
+])
+def test_unrecognised_git_directory(tmp_path: Path, form: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "ran"
+    r = sandboxed(work, settings_for(tmp_path, work),
+                  evil(work, marker) + BARE_FORMS[form].format(work=work))
+    assert r.returncode == 0, r.stderr
+    host_git(work / "src", tmp_path / "home", "branch", tty=True)
+    assert not marker.exists(), "host git in the folder ran the command's pager"
+
+
+@pytest.mark.parametrize("form", sorted(BARE_FORMS))
+def test_unrecognised_git_directory_control(tmp_path: Path, form: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "ran"
+    unsandboxed(work, evil(work, marker) + BARE_FORMS[form].format(work=work))
+    host_git(work / "src", tmp_path / "home", "branch", tty=True)
+    assert marker.exists()
