@@ -170,3 +170,56 @@ def test_unrecognised_git_directory_control(tmp_path: Path, form: str) -> None:
     unsandboxed(work, evil(work, marker) + BARE_FORMS[form].format(work=work))
     host_git(work / "src", tmp_path / "home", "branch", tty=True)
     assert marker.exists()
+
+
+# --- 3. a linked worktree's config.worktree that did not exist ----------------
+
+# ``gitmeta.protect_git_dir`` keeps a worktree's config.worktree read-only only
+# when it exists, and ``sweep._new_inside`` skips everything under worktrees/.
+# With extensions.worktreeConfig on (``git sparse-checkout init`` sets it), git
+# reads .git/worktrees/NAME/config.worktree for that worktree.
+def _worktree_repo(work: Path, home: Path) -> None:
+    env = host_env(home)
+    for cmd in (["git", "init", "-q", "repo"],
+                ["git", "-C", "repo", "-c", "user.name=u", "-c", "user.email=u@x",
+                 "commit", "-q", "--allow-empty", "-m", "i"],
+                ["git", "-C", "repo", "worktree", "add", "-q", "../wt"],
+                ["git", "-C", "repo", "config", "extensions.worktreeConfig", "true"]):
+        subprocess.run(cmd, cwd=work, env=env, check=True, capture_output=True)
+
+
+def _worktree_attack(work: Path, marker: Path) -> str:
+    return (evil(work, marker) + "printf '[core]\\n\\tfsmonitor = "
+            f"{work}/evil.sh\\n' > repo/.git/worktrees/wt/config.worktree")
+
+
+@pytest.mark.xfail(strict=True, reason="protect_git_dir protects a worktree's "
+                   "config.worktree only when it exists; the sweep skips worktrees/")
+def test_linked_worktree_config_worktree(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "ran"
+    _worktree_repo(work, tmp_path / "home")
+    r = sandboxed(work, settings_for(tmp_path, work), _worktree_attack(work, marker))
+    assert r.returncode == 0, r.stderr
+    host_git(work / "wt", tmp_path / "home", "status")
+    assert not marker.exists(), "host git status in the worktree ran the command's fsmonitor"
+
+
+def test_linked_worktree_config_worktree_control(tmp_path: Path) -> None:
+    """Control: written without the sandbox, git runs it; and the main worktree's
+    config.worktree, written in the sandbox, is quarantined."""
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "ran"
+    _worktree_repo(work, tmp_path / "home")
+    unsandboxed(work, _worktree_attack(work, marker))
+    host_git(work / "wt", tmp_path / "home", "status")
+    assert marker.exists()
+    marker.unlink()
+    (work / "repo/.git/worktrees/wt/config.worktree").unlink()
+    r = sandboxed(work, settings_for(tmp_path, work), evil(work, marker) + "printf "
+                  f"'[core]\\n\\tfsmonitor = {work}/evil.sh\\n' > repo/.git/config.worktree")
+    assert r.returncode == 0, r.stderr
+    host_git(work / "repo", tmp_path / "home", "status")
+    assert not marker.exists()
