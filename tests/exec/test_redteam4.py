@@ -393,3 +393,99 @@ def test_approved_write_folder_swapped_control(tmp_path: Path) -> None:
     assert "fsmonitor" not in (repo / ".git/config").read_text()
     (repo / ".git/config").write_text(PAYLOAD)
     assert "fsmonitor" in (repo / ".git/config").read_text()
+
+
+# --- 6. a project virtualenv: start-up code for every use of its interpreter ---
+
+# A repository's own ``.venv`` lies in the writable root and nothing of it is in
+# the protected set: a ``.pth`` file in its site-packages runs whenever that
+# interpreter starts on the host (an editor's Python extension starts it on its
+# own when the folder is opened; ``source .venv/bin/activate`` is shell code).
+def _venv(tmp_path: Path) -> tuple[Path, Path]:
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run([PY, "-m", "venv", "--without-pip", str(work / ".venv")], check=True,
+                   timeout=60)
+    site = next((work / ".venv/lib").glob("python3*/site-packages"))
+    return work, site
+
+
+def _pth(site: Path, marker: Path) -> str:
+    return f"echo \"import os; open('{marker}', 'w').close()\" > {site}/zz-rt.pth"
+
+
+@pytest.mark.xfail(strict=True, reason="a repository's .venv (site-packages .pth, "
+                   "bin/activate) is not in protected.ANY_DEPTH")
+def test_project_venv_pth(tmp_path: Path) -> None:
+    work, site = _venv(tmp_path)
+    marker = tmp_path / "ran"
+    r = sandboxed(work, settings_for(tmp_path, work), _pth(site, marker))
+    assert r.returncode == 0, r.stderr
+    subprocess.run([str(work / ".venv/bin/python"), "-c", "pass"], timeout=30)
+    assert not marker.exists(), "the project's interpreter ran a .pth the command wrote"
+
+
+def test_project_venv_pth_control(tmp_path: Path) -> None:
+    work, site = _venv(tmp_path)
+    marker = tmp_path / "ran"
+    unsandboxed(work, _pth(site, marker))
+    subprocess.run([str(work / ".venv/bin/python"), "-c", "pass"], timeout=30)
+    assert marker.exists()
+
+
+# --- 7. sockets and raw networking from inside (blocked) -----------------------
+
+PROBE = """
+import socket, sys
+out = []
+for fam, kind in ((socket.AF_UNIX, socket.SOCK_STREAM), (socket.AF_NETLINK, socket.SOCK_RAW),
+                  (socket.AF_PACKET, socket.SOCK_RAW)):
+    try:
+        s = socket.socket(fam, kind)
+        if fam == socket.AF_UNIX:
+            s.connect(sys.argv[1].encode().replace(b"@", b"\\0", 1))
+        out.append("open %d" % fam)
+    except OSError:
+        pass
+for addr in sys.argv[2:]:
+    host, port = addr.rsplit(":", 1)
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), 1)
+        out.append("connected " + addr)
+    except OSError:
+        pass
+print(" ".join(out))
+"""
+
+
+def test_host_abstract_socket_and_loopback(tmp_path: Path) -> None:
+    import socket
+
+    work = tmp_path / "work"
+    work.mkdir()
+    name = "@rt4-" + os.urandom(4).hex()
+    ab = socket.socket(socket.AF_UNIX)
+    ab.bind(name.replace("@", "\0", 1))
+    ab.listen(4)
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(4)
+    tcp6 = socket.socket(socket.AF_INET6)
+    tcp6.bind(("::1", 0))
+    tcp6.listen(4)
+    targets = [name, f"127.0.0.1:{tcp.getsockname()[1]}", f"[::1]:{tcp6.getsockname()[1]}"]
+    try:
+        probe = tmp_path / "probe.py"
+        probe.write_text(PROBE)
+        # control: the probe itself reaches all three from the host
+        host = subprocess.run([PY, str(probe), *targets], capture_output=True, text=True,
+                              timeout=30)
+        assert host.stdout.count("connected") == 2 and "open 1" in host.stdout
+        r = subprocess.run([*SANDBOX, "exec", "--settings", str(settings_for(tmp_path, work)),
+                            "--", PY, str(probe), *targets], cwd=work, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "", r.stdout
+    finally:
+        for s in (ab, tcp, tcp6):
+            s.close()
