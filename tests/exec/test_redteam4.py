@@ -82,24 +82,25 @@ def evil(work: Path, marker: Path) -> str:
 # ends a line for it but not for git. A comment line that hides a section header
 # after a CR moves the keys below it into a "safe" remote section for the judge;
 # git reads them as [core].
-CR_CONFIG = ("printf '[core]\\n\\trepositoryformatversion = 0\\n#\\r[remote \"y\"]\\n"
+CR_CONFIG = ("printf '[core]\\n\\trepositoryformatversion = 0\\n#{sep}[remote \"y\"]\\n"
              "\\tfsmonitor = {work}/evil.sh\\n' > {repo}/.git/config")
 
 
-def _cr_attack(work: Path, repo: str, marker: Path) -> str:
+def _cr_attack(work: Path, repo: str, marker: Path, sep: str = "\\r") -> str:
     return (evil(work, marker) + f"mkdir -p {repo} && git -C {repo} init -q && "
-            + CR_CONFIG.format(work=work, repo=repo))
+            + CR_CONFIG.format(work=work, repo=repo, sep=sep))
 
 
 @pytest.mark.xfail(strict=True, reason="gitmeta.parse_config splits on \\r like "
                    "str.splitlines(); git does not: fsmonitor passes as a remote key")
-def test_new_repo_config_cr_hides_core_section(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("repo", "sep"), [("sub", "\\r"), (".", "\\014"), ("a/b", "\\034")])
+def test_new_repo_config_cr_hides_core_section(tmp_path: Path, repo: str, sep: str) -> None:
     work = tmp_path / "work"
     work.mkdir()
     marker = tmp_path / "ran"
-    r = sandboxed(work, settings_for(tmp_path, work), _cr_attack(work, "sub", marker))
+    r = sandboxed(work, settings_for(tmp_path, work), _cr_attack(work, repo, marker, sep))
     assert r.returncode == 0, r.stderr
-    host_git(work / "sub", tmp_path / "home", "status")
+    host_git(work / repo, tmp_path / "home", "status")
     assert not marker.exists(), "host git status ran the command's fsmonitor"
 
 
