@@ -341,20 +341,24 @@ PAYLOAD = "[core]\n\tfsmonitor = echo pwned\n"
 
 
 def _write_request(repo: Path) -> dict:
-    return {"tool": "Write", "cwd": str(repo), "kind": "write",
+    return {"id": "20261201-write", "tool": "Write", "cwd": str(repo), "kind": "write",
             "params": {"file_path": "src/x/config", "content": PAYLOAD}}
 
 
 def _repo_for_write(tmp_path: Path) -> Path:
+    """A git repository connected as ``sandbox init`` leaves it for the executor:
+    its own srt settings (the repository writable) under ``.sandbox/``."""
     repo = tmp_path / "repo"
     (repo / "src/x").mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(repo)], check=True, env=host_env(tmp_path / "h"))
+    (repo / ".sandbox/escalations").mkdir(parents=True)
+    (repo / ".sandbox/srt-settings.json").write_text(json.dumps(
+        {"network": {"allowedDomains": [], "deniedDomains": []},
+         "filesystem": {"denyRead": [], "allowWrite": [str(repo)], "denyWrite": []}}))
     return repo
 
 
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall number of renameat2")
-@pytest.mark.xfail(strict=True, reason="runner.apply_write checks a resolved path, then "
-                   "opens and renames by path: a swapped folder redirects the write")
 def test_approved_write_folder_swapped(tmp_path: Path) -> None:
     from agent_sandbox.queue.runner import apply_write
 
@@ -379,6 +383,14 @@ def test_approved_write_folder_swapped(tmp_path: Path) -> None:
         proc.wait(timeout=30)
     assert "fsmonitor" not in (repo / ".git/config").read_text(), \
         "the approved write to src/x/config landed in .git/config"
+    # and the write itself works once nothing moves: it lands where it was approved
+    for name in ("src/x", "src/y"):  # the flipper may have left them exchanged
+        p = repo / name
+        if p.is_symlink():
+            p.unlink()
+    (repo / "src/x").mkdir(exist_ok=True)
+    assert apply_write(str(repo), _write_request(repo))["status"] == "completed"
+    assert (repo / "src/x/config").read_text() == PAYLOAD
 
 
 def test_approved_write_folder_swapped_control(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@ A shell command runs through the Linux sandbox runtime
 (``agent_sandbox.runtime.run.run_sandboxed``) with the repository's srt
 settings (``.sandbox/srt-settings.json``), never with the agent's rights and
 never unsandboxed: if the sandbox cannot start the request ends ``failed``. An
-approved file write (Write, Edit, MultiEdit) is applied exactly as approved.
+approved file write (Write, Edit, MultiEdit) is applied exactly as approved, in
+the same sandbox (``write_file``: the host never writes it by path).
 
 The executor runs detached from whoever started it (its own session), so a
 killed hook or approver does not stop an approved command halfway:
@@ -57,12 +58,19 @@ def _keep(data: bytes) -> str:
 
 
 def run_command(repo: str, req: dict[str, Any]) -> dict[str, Any]:
-    from agent_sandbox.runtime.errors import SandboxStartError
-    from agent_sandbox.runtime.run import run_sandboxed
-
     command = req["params"].get("command")
     if not isinstance(command, str) or not command:
         return {"status": "failed", "reason": "the request has no command"}
+    return sandboxed(repo, req, ["bash", "-c", command], command=command)
+
+
+def sandboxed(repo: str, req: dict[str, Any], argv: list[str], *, command: str,
+              stdin: bytes | None = None) -> dict[str, Any]:
+    """Run ``argv`` for the approved request ``req`` in a new sandbox with the
+    repository's settings, in the request's folder; ``failed`` when the sandbox
+    cannot start (it never runs unsandboxed)."""
+    from agent_sandbox.runtime.errors import SandboxStartError
+    from agent_sandbox.runtime.run import run_sandboxed
     from agent_sandbox.state_paths import Site
 
     site = Site(repo)
@@ -94,9 +102,8 @@ def run_command(repo: str, req: dict[str, Any]) -> dict[str, Any]:
         audit(repo, "sandbox_started", request_id=req["id"], command=command, cwd=cwd,
               uid=os.geteuid())
         try:
-            run = run_sandboxed(["bash", "-c", command], _settings_document(settings),
-                                cwd=cwd, timeout=timeout,
-                                capture=True)
+            run = run_sandboxed(argv, _settings_document(settings), cwd=cwd, timeout=timeout,
+                                capture=True, stdin=stdin)
         except SandboxStartError as exc:
             return {"status": "failed", "reason": f"the sandbox could not start: {exc}"}
     finally:
@@ -135,44 +142,13 @@ def _settings_document(path: str) -> dict[str, Any] | str:
 
 
 def apply_write(repo: str, req: dict[str, Any]) -> dict[str, Any]:
-    """Apply an approved Write/Edit/MultiEdit exactly as the agent asked."""
-    from agent_sandbox.policy.protect import protected_paths
-    from agent_sandbox.spec.paths import covers
+    """Apply an approved Write/Edit/MultiEdit exactly as the agent asked, inside the
+    repository's sandbox (``write_file``: never by path on the host)."""
+    from .write_file import apply_write as apply
 
-    params = req["params"]
-    tool = req["tool"]
-    path = params.get("file_path")
-    if not isinstance(path, str) or not path:
-        return {"status": "failed", "reason": "no file_path"}
-    full = os.path.realpath(path if os.path.isabs(path) else os.path.join(req["cwd"], path))
-    if any(covers(r, full) for r in protected_paths(repo, os.path.expanduser("~"))):
-        return {"status": "refused", "reason": f"{full} is protected"}
-    if tool in ("Write", "write_file"):
-        content = params.get("content")
-        if not isinstance(content, str):
-            return {"status": "failed", "reason": "no content"}
-        new = content
-    else:
-        try:
-            with open(full, encoding="utf-8") as fh:
-                new = fh.read()
-        except OSError as exc:
-            return {"status": "failed", "reason": f"cannot read {full}: {exc}"}
-        edits = params.get("edits") if tool == "MultiEdit" else [params]
-        if not isinstance(edits, list):
-            return {"status": "failed", "reason": "edits must be a list"}
-        for e in edits:
-            old, rep = e.get("old_string"), e.get("new_string")
-            if not isinstance(old, str) or not isinstance(rep, str) or old not in new:
-                return {"status": "failed", "reason": "old_string not found in the file"}
-            new = new.replace(old, rep) if e.get("replace_all") else new.replace(old, rep, 1)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    tmp = f"{full}.sandbox-tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(new)
-    os.replace(tmp, full)
-    return {"status": "completed", "exit_code": 0, "stdout": f"wrote {full} ({len(new)} chars)",
-            "stderr": "", "duration": 0.0}
+    summary = f"{req.get('tool')} {(req.get('params') or {}).get('file_path')}"
+    return apply(repo, req, lambda argv, data: sandboxed(repo, req, argv, command=summary,
+                                                         stdin=data))
 
 
 def execute_request(repo: str, req: dict[str, Any]) -> dict[str, Any]:

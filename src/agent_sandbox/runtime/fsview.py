@@ -64,7 +64,13 @@ class RealFs:
     def realpath(self, path: str) -> str:
         real = self._real.get(path)
         if real is None:
-            real = self._real[path] = os.path.realpath(path)
+            try:
+                real = self._real[path] = os.path.realpath(path)
+            except OSError as exc:  # a link changed between realpath's lstat and readlink
+                from .errors import SandboxStartError
+
+                raise SandboxStartError(f"{path} changed while the sandbox was planned "
+                                        f"({exc.strerror}); run it again") from None
         return real
 
     def read(self, path: str, limit: int) -> bytes | None:

@@ -158,6 +158,9 @@ def open_listeners(pid: int, ports: Sequence[int],
             return _in_process(pid, ports, loopback_up)
         except PermissionError:
             pass
+        except OSError as exc:  # the sandbox's first process is gone (bwrap failed)
+            raise NamespaceError(f"cannot open the proxy ports in the sandbox: {exc}"
+                                 ) from None
     try:
         return _via_child(pid, ports, loopback_up)
     except OSError as exc:
