@@ -386,7 +386,7 @@ def parent_proxy(tmp_path: Path, net: Net, allowed: list[str],
         yield audit
     finally:
         p.terminate()
-        p.wait(timeout=10)
+        p.wait(timeout=60)  # it syncs its audit and signs a checkpoint first
 
 
 def decisions(audit: Path) -> set[tuple[str, str, bool]]:
