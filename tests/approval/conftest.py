@@ -17,7 +17,6 @@ import pytest
 from agent_sandbox import contract
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMAS = REPO / ".." / "shared" / "schemas"
 PY = sys.executable
 
 # The registry of connected repositories lives in the user's state folder: this

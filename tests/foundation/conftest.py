@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMAS = REPO / ".." / "shared" / "schemas"
 EXAMPLE_FLEET = REPO / "inventories" / "example-fleet"
 SRT = REPO / ".tools" / "node_modules" / ".bin" / "srt"
 

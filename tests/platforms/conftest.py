@@ -22,7 +22,6 @@ from agent_sandbox.fleet import FleetRenderer
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_FLEET = REPO / "inventories" / "example-fleet"
-SCHEMAS = REPO / ".." / "shared" / "schemas"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
