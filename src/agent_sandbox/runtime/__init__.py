@@ -10,8 +10,9 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
 
 - the planner (``bwrap.plan``) walks the writable roots before the run: it only
   lists names and reads small git files (``.git`` files, configs, through
-  ``gitmeta``) to decide what to protect; what it reads can only make the plan
-  stricter (more paths read-only), and a walk that cannot finish refuses the run;
+  ``gitmeta``; configs read exactly as git reads them, ``gitconfig``) to decide
+  what to protect; what it reads can only make the plan stricter (more paths
+  read-only), and a walk that cannot finish refuses the run;
 - the socket list (``unix_sockets``), read when unix sockets are allowed by path,
   holds names that sandboxed commands bound in their own network namespaces: a
   name is only a path to look at, and it adds a mask only where a socket really
@@ -20,7 +21,8 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
 - the sweep (``sweep``) walks them after the run, with nothing inside running,
   compares identities recorded before the run, and only renames new protected
   names to an inert quarantine name; it reads git configs of new repositories
-  only to judge them, never to run anything;
+  only to judge them, never to run anything, and refuses one it cannot read
+  exactly as git would;
 - the proxy (``proxy``) reads only bytes from the sandbox's sockets, each request
   decided before anything is relayed; its policy is the parsed settings object,
   never a file re-read;

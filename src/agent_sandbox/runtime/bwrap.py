@@ -239,15 +239,11 @@ def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]
         last.setdefault(rel.rsplit("/", 1)[-1], []).append(rel)
     out: list[tuple[str, str]] = []
     walked = fs.walk(root)
-    # a folder git takes for a git directory (HEAD, objects/, refs/) whatever its
-    # name: git run inside or below it reads its config (a bare repository)
-    kinds = dict(walked)
-    for path, kind in [(root, "d"), *walked]:
-        if kind == "d" and posixpath.basename(path) != protected.GIT_DIR and (
-                kinds.get(posixpath.join(path, "HEAD")) == "f"
-                and kinds.get(posixpath.join(path, "objects")) == "d"
-                and kinds.get(posixpath.join(path, "refs")) == "d"):
-            out.append((path, "g"))
+    # a folder git may take for a git directory whatever its name (a bare
+    # repository, a worktree's or submodule's git directory moved out): one
+    # holding a HEAD, commondir or gitdir entry of any kind (``gitmeta``)
+    marks = gitmeta.GIT_DIR_MARKS
+    marked: dict[str, None] = {}
     for path, kind in walked:
         if kind == "u":
             out.append((path, "u"))
@@ -259,9 +255,16 @@ def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]
         if name == protected.GIT_DIR:
             out.append((path, kind))
             continue
+        if name in marks:
+            marked[path[:-len(name) - 1] or "/"] = None
         for rel in last.get(name, ()):
             if path.endswith("/" + rel) and _under(path, root) and path != root:
                 out.append((path, kind))
+    if marked:
+        kinds = dict(walked)
+        kinds[root] = "d"
+        out += [(p, "g") for p in marked
+                if kinds.get(p) == "d" and posixpath.basename(p) != protected.GIT_DIR]
     if _under(home, root) or _under(root, home):
         for rel, _, _ in protected.HOME_ONLY:
             p = posixpath.join(home, rel)
@@ -416,6 +419,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 gitdir = path if kind in "dg" else gitmeta.gitdir_of_file(fs, path)
                 if kind not in "dg":
                     mounts[("ro", path)] = Mount("ro", path, "f")
+                if gitdir is not None and fs.lkind(gitdir) is None:
+                    protect_path(gitdir, "d")  # git would take what appears there
                 if gitdir is None or fs.kind(gitdir) != "d":
                     continue
                 for sub in ("modules", "worktrees"):

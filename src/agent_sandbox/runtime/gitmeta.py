@@ -9,9 +9,21 @@ directory, in every submodule's (``modules/**``) and worktree's
 every path a protected configuration names (``core.hooksPath`` such as
 ``.husky/``, ``include.path``, ``core.fsmonitor``, editors, pagers...).
 
+A git directory is what git's own test takes for one, or wider
+(``looks_like_git_dir``): a folder with a ``HEAD`` (a file or a link, whatever
+it holds), a ``commondir`` or a ``gitdir`` entry; git also wants ``objects``
+and ``refs``, but finds them through links and through ``commondir``, so
+their kinds decide nothing here. ``commondir`` is followed: the configuration
+and hooks git reads are the common directory's, protected as well. Every
+worktree's ``config.worktree`` (the main one's in the common directory, each
+linked one's in ``worktrees/NAME``) is protected whether it exists or not.
+
 ``check_new_git_dir`` judges a git directory the command created during a run
 (``git init`` works inside): it passes only what ``git init`` and ordinary git
 use would write; anything else is quarantined by the sweep.
+``check_new_worktree`` does the same for a linked worktree's folder
+(``worktrees/NAME``) the run created. Configuration is read by ``gitconfig``,
+as git reads it; a judge refuses what it cannot read exactly.
 
 Pure over an ``FsView`` (``bwrap.FsView``): it reads small files through it and
 never writes.
@@ -23,6 +35,8 @@ import posixpath
 
 from agent_sandbox.errors import SandboxError
 from agent_sandbox.protected import GIT_EXECUTABLE, GIT_PATH_KEYS
+
+from . import gitconfig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,44 +51,55 @@ class GitMetaError(SandboxError, ValueError):
 
 
 def gitdir_of_file(fs: FsView, dotgit: str) -> str | None:
-    """The git directory a ``.git`` file points to (``gitdir: PATH``), resolved."""
-    data = fs.read(dotgit, 4096)
-    if data is None:
+    """The git directory a ``.git`` file points to, resolved, read as git reads it:
+    a regular file (links followed) starting ``gitdir: ``, the rest verbatim but
+    the line ends and what follows a NUL, relative to the file's folder."""
+    data = fs.read(dotgit, READ_LIMIT + 1)
+    if data is None or len(data) > READ_LIMIT or not data.startswith(b"gitdir: "):
         return None
-    text = data.decode("utf-8", "replace").strip()
-    if not text.startswith("gitdir:"):
-        return None
-    target = text[len("gitdir:"):].strip()
+    target = data[len(b"gitdir: "):].rstrip(b"\r\n").split(b"\0", 1)[0]
     if not target:
         return None
-    return fs.realpath(posixpath.join(posixpath.dirname(dotgit), target))
+    return fs.realpath(posixpath.join(posixpath.dirname(dotgit),
+                                      target.decode("utf-8", "surrogateescape")))
 
 
-def parse_config(data: bytes) -> list[tuple[str, str]]:
+def commondir_of(fs: FsView, gitdir: str) -> str | None:
+    """The common directory a ``commondir`` file names (git: line ends stripped,
+    relative to the git directory), resolved; None without one."""
+    data = fs.read(posixpath.join(gitdir, "commondir"), 4096)
+    if not data:
+        return None
+    target = data.rstrip(b"\r\n").split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+    return fs.realpath(posixpath.join(gitdir, target)) if target else None
+
+
+GIT_DIR_MARKS = ("HEAD", "commondir", "gitdir")
+
+
+def looks_like_git_dir(fs: FsView, path: str) -> bool:
+    """Whether git may take ``path`` for a git directory (see the module's notes)."""
+    return any(fs.lkind(posixpath.join(path, m)) is not None for m in GIT_DIR_MARKS)
+
+
+def parse_config(data: bytes, old_blanks: bool = False) -> list[tuple[str, str]]:
     """(``section[.sub].key`` lowercased but the subsection, value) pairs of a git
-    config file; tolerant, like git's reader, of what it does not need."""
-    out: list[tuple[str, str]] = []
-    section = ""
-    for raw in data.decode("utf-8", "replace").splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#;":
-            continue
-        if line.startswith("["):
-            end = line.find("]")
-            head = line[1:end if end > 0 else len(line)].strip()
-            if '"' in head:
-                name, _, sub = head.partition('"')
-                section = name.strip().lower() + "." + sub.rstrip('"')
-            else:
-                section = head.lower()
-            line = line[end + 1:].strip() if end > 0 else ""
-            if not line:
-                continue
-        key, eq, value = line.partition("=")
-        value = value.strip() if eq else "true"
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = value[1:-1]
-        out.append((f"{section}.{key.strip().lower()}", value))
+    config file, read as git reads it (``gitconfig.read``), up to where git would
+    stop; a key without ``=`` has the value ``true``."""
+    try:
+        entries = gitconfig.read(data, old_blanks)
+    except gitconfig.ConfigSyntaxError as exc:
+        entries = exc.entries  # git dies there, having read only these
+    return [(k, "true" if v is None else v) for k, v in entries]
+
+
+def _path_entries(data: bytes) -> list[tuple[str, str]]:
+    """The entries of keys that name paths, as any git version reads them: a tab
+    or CR inside a value is kept by git 2.45 and later, a space before."""
+    out = [(k, v) for k, v in parse_config(data) if _config_key(k) in GIT_PATH_KEYS]
+    if any("\t" in v or "\r" in v for _, v in out):
+        out += [e for e in parse_config(data, old_blanks=True)
+                if _config_key(e[0]) in GIT_PATH_KEYS and e not in out]
     return out
 
 
@@ -98,10 +123,12 @@ def named_paths(fs: FsView, config: str, base: str, depth: int = 0,
     data = fs.read(config, READ_LIMIT)
     if data is None:
         return []
+    if len(data) >= READ_LIMIT:
+        raise GitMetaError(f"{config}: larger than {READ_LIMIT} bytes, too large to judge")
     out: list[tuple[str, str]] = []
-    for full, value in parse_config(data):
+    for full, value in _path_entries(data):
         key = _config_key(full)
-        if key not in GIT_PATH_KEYS or not value:
+        if not value:
             continue
         words = [value] if key in ("core.hookspath", "include.path") else value.split()
         for word in words:
@@ -123,40 +150,68 @@ def named_paths(fs: FsView, config: str, base: str, depth: int = 0,
 
 
 def protect_git_dir(fs: FsView, gitdir: str, worktree: str, depth: int = 0,
-                    home: str | None = None) -> tuple[list[str], list[tuple[str, str]]]:
+                    home: str | None = None, seen: set[str] | None = None
+                    ) -> tuple[list[str], list[tuple[str, str]]]:
     """(existing paths to keep read-only, absent ones to protect with a placeholder)
-    for one git directory and every git directory inside it."""
+    for one git directory, its common directory and every git directory inside."""
     if depth > MAX_DEPTH:
         raise GitMetaError(f"{gitdir}: git directories nested deeper than {MAX_DEPTH}")
+    seen = set() if seen is None else seen
+    if gitdir in seen:
+        return [], []
+    seen.add(gitdir)
     ro: list[str] = []
     absent: list[tuple[str, str]] = []
     for sub, _kind, _ in GIT_EXECUTABLE:
         p = posixpath.join(gitdir, sub)
         if fs.lkind(p) is not None:
             ro.append(p)
-        elif sub == "hooks":
-            absent.append((p, "d"))  # git runs what appears here: keep it from appearing
+        elif sub in ("hooks", "config.worktree"):
+            # git runs what appears in hooks/, and reads config.worktree once
+            # extensions.worktreeConfig is on: keep them from appearing
+            absent.append((p, "d" if sub == "hooks" else "f"))
     for config in ("config", "config.worktree"):
         for path, kind in named_paths(fs, posixpath.join(gitdir, config), worktree, home=home):
             if fs.lkind(path) is not None:
                 ro.append(path)
             else:
                 absent.append((path, kind))
+    common = commondir_of(fs, gitdir)
+    if common is not None and fs.kind(common) == "d":
+        r, a = protect_git_dir(fs, common, worktree, depth + 1, home, seen)
+        ro += r
+        absent += a
     modules = posixpath.join(gitdir, "modules")
     if fs.kind(modules) == "d":
         for path, kind in fs.walk(modules):
-            if kind == "d" and fs.lkind(posixpath.join(path, "HEAD")) == "f":
-                r, a = protect_git_dir(fs, path, path, depth + 1, home)
+            if kind == "d" and looks_like_git_dir(fs, path):
+                r, a = protect_git_dir(fs, path, path, depth + 1, home, seen)
                 ro += r
                 absent += a
     worktrees = posixpath.join(gitdir, "worktrees")
     if fs.kind(worktrees) == "d":
         for path, kind in fs.walk(worktrees):
-            if kind == "d" and posixpath.dirname(path) == worktrees:
-                for sub in ("config.worktree", "commondir", "gitdir"):
-                    p = posixpath.join(path, sub)
-                    if fs.lkind(p) is not None:
-                        ro.append(p)
+            if kind != "d" or posixpath.dirname(path) != worktrees:
+                continue
+            # a linked worktree's own git directory: its config.worktree (read for
+            # that worktree), commondir (where its config and hooks come from)
+            for sub in ("config.worktree", "commondir", "gitdir"):
+                p = posixpath.join(path, sub)
+                if fs.lkind(p) is not None:
+                    ro.append(p)
+                elif sub == "config.worktree":
+                    absent.append((p, "f"))
+            for p, k in named_paths(fs, posixpath.join(path, "config.worktree"), worktree,
+                                    home=home):
+                if fs.lkind(p) is not None:
+                    ro.append(p)
+                else:
+                    absent.append((p, k))
+            common = commondir_of(fs, path)
+            if common is not None and fs.kind(common) == "d":
+                r, a = protect_git_dir(fs, common, worktree, depth + 1, home, seen)
+                ro += r
+                absent += a
     return ro, absent
 
 
@@ -168,9 +223,45 @@ SAFE_NEW_KEYS = frozenset({
     "core.eol", "core.sharedrepository", "init.defaultbranch", "user.name", "user.email",
     "extensions.objectformat", "extensions.refstorage", "extensions.worktreeconfig",
     "gc.auto", "pull.rebase", "pull.ff", "push.default", "fetch.prune", "advice.detachedhead",
+    "core.sparsecheckout", "core.sparsecheckoutcone",
 })
 SAFE_NEW_SECTIONS = ("remote.", "branch.")
 UNSAFE_REMOTE_KEYS = ("uploadpack", "receivepack", "vcs", "proxy")
+
+
+def _config_why(fs: FsView, path: str, what: str) -> str | None:
+    """Why a configuration file made during a run is unsafe for host-side git:
+    unreadable exactly as git reads it, or a key outside what git writes itself."""
+    kind = fs.lkind(path)
+    if kind is None:
+        return None
+    if kind != "f":
+        return f"{what} is not a file"
+    data = fs.read(path, READ_LIMIT)
+    if data is None:
+        return f"{what} cannot be read"
+    why = gitconfig.unreadable(data, READ_LIMIT)
+    if why:
+        return f"its {what} cannot be judged: {why}"
+    for key, _ in gitconfig.read(data):
+        if key in SAFE_NEW_KEYS:
+            continue
+        if key.startswith(SAFE_NEW_SECTIONS) and not key.endswith(UNSAFE_REMOTE_KEYS):
+            continue
+        return f"its {what} sets {key}"
+    return None
+
+
+def _hooks_why(fs: FsView, gitdir: str) -> str | None:
+    hooks = posixpath.join(gitdir, "hooks")
+    hk = fs.lkind(hooks)
+    if hk not in (None, "d"):
+        return "hooks is not a folder"
+    if hk == "d":
+        for path, kind in fs.walk(hooks):
+            if kind != "f" or not path.endswith(".sample") or posixpath.dirname(path) != hooks:
+                return f"it has the hook {path}"
+    return None
 
 
 def check_new_git_dir(fs: FsView, gitdir: str, depth: int = 0) -> str | None:
@@ -180,35 +271,37 @@ def check_new_git_dir(fs: FsView, gitdir: str, depth: int = 0) -> str | None:
     for sub in ("commondir", "config.worktree"):
         if fs.lkind(posixpath.join(gitdir, sub)) is not None:
             return f"it has {sub}"
-    hooks = posixpath.join(gitdir, "hooks")
-    hk = fs.lkind(hooks)
-    if hk not in (None, "d"):
-        return "hooks is not a folder"
-    if hk == "d":
-        for path, kind in fs.walk(hooks):
-            if kind != "f" or not path.endswith(".sample") or posixpath.dirname(path) != hooks:
-                return f"it has the hook {path}"
-    config = posixpath.join(gitdir, "config")
-    ck = fs.lkind(config)
-    if ck not in (None, "f"):
-        return "config is not a file"
-    if ck == "f":
-        data = fs.read(config, READ_LIMIT)
-        if data is None:
-            return "config cannot be read"
-        for key, _ in parse_config(data):
-            if key in SAFE_NEW_KEYS:
-                continue
-            if key.startswith(SAFE_NEW_SECTIONS) and not key.endswith(UNSAFE_REMOTE_KEYS):
-                continue
-            return f"its config sets {key}"
+    why = _hooks_why(fs, gitdir) or _config_why(fs, posixpath.join(gitdir, "config"), "config")
+    if why:
+        return why
     modules = posixpath.join(gitdir, "modules")
     if fs.lkind(modules) == "d":
         for path, kind in fs.walk(modules):
-            if kind == "d" and fs.lkind(posixpath.join(path, "HEAD")) == "f":
+            if kind == "d" and looks_like_git_dir(fs, path):
                 why = check_new_git_dir(fs, path, depth + 1)
                 if why:
                     return why
+    elif fs.lkind(modules) is not None:
+        return "modules is not a folder"
     if fs.lkind(posixpath.join(gitdir, "worktrees")) is not None:
         return "it has worktrees"
     return None
+
+
+def check_new_worktree(fs: FsView, admin: str, gitdir: str) -> str | None:
+    """Why a linked worktree's git directory (``gitdir/worktrees/NAME``) created
+    during a run is unsafe, or None: what ``git worktree add`` writes passes (a
+    ``commondir`` naming ``gitdir``, a ``config.worktree`` with safe keys)."""
+    if fs.lkind(admin) != "d":
+        return "it is not a folder"
+    if fs.lkind(posixpath.join(admin, "commondir")) not in (None, "f"):
+        return "its commondir is not a file"
+    common = commondir_of(fs, admin)
+    if common is not None and common != fs.realpath(gitdir):
+        return f"its commondir names {common}"
+    for sub in ("modules", "worktrees"):
+        if fs.lkind(posixpath.join(admin, sub)) is not None:
+            return f"it has {sub}"
+    return (_hooks_why(fs, admin)
+            or _config_why(fs, posixpath.join(admin, "config"), "config")
+            or _config_why(fs, posixpath.join(admin, "config.worktree"), "config.worktree"))

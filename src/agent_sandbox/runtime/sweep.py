@@ -102,9 +102,12 @@ def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
                 why = gitmeta.check_new_git_dir(fs, path)
             except (gitmeta.GitMetaError, OSError, RecursionError) as exc:
                 why = f"it cannot be judged ({exc})"
-            if why and kinds.get(path) == "g":  # a bare repository: git needs its HEAD
-                found.append((os.path.join(path, "HEAD"),
-                              f"a bare repository made during the run: {why}"))
+            if why and kinds.get(path) == "g":
+                # a bare repository: git needs its HEAD (and takes objects/ and refs/
+                # through commondir); the rest of the folder stays where it is
+                marks = [os.path.join(path, m) for m in gitmeta.GIT_DIR_MARKS
+                         if os.path.lexists(os.path.join(path, m))]
+                found += [(m, f"a git directory made during the run: {why}") for m in marks]
             elif why:
                 found.append((path, f"a repository made during the run: {why}"))
             continue
@@ -142,15 +145,25 @@ def _new_inside(fs: RealFs, gitdir: str, before: Mapping[str, Identity],
         rel = os.path.relpath(p, gitdir)
         if rel.startswith("modules/"):
             module = os.path.dirname(p)
-            if module in judged:
+            if not any(q.startswith(module + "/") for q in before):
+                if module not in judged:
+                    judged.add(module)
+                    why = gitmeta.check_new_git_dir(fs, module)
+                    if why:
+                        out.append((module, f"a submodule made during the run: {why}"))
                 continue
-            judged.add(module)
-            why = gitmeta.check_new_git_dir(fs, module)
-            if why and not any(q.startswith(module + "/") for q in before):
-                out.append((module, f"a submodule made during the run: {why}"))
-            continue
         if rel.startswith("worktrees/"):
-            continue  # read by git only through commondir checks of that worktree
+            # a linked worktree's git directory: one the run made is judged whole
+            # (what ``git worktree add`` writes passes); in one that was there, a
+            # new config.worktree or commondir is like other new git metadata
+            admin = os.path.join(gitdir, *rel.split("/")[:2])
+            if not any(q.startswith(admin + "/") for q in before):
+                if admin not in judged:
+                    judged.add(admin)
+                    why = gitmeta.check_new_worktree(fs, admin, gitdir)
+                    if why:
+                        out.append((admin, f"a worktree made during the run: {why}"))
+                continue
         out.append((p, "git metadata made during the run"))
     return out
 
