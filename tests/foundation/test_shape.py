@@ -31,9 +31,7 @@ LINE_BUDGET = 600
 # Modules still over the budget, each in another area's hands while it changes on
 # other branches. They are split there; the judge fails once an entry is no longer
 # over (remove it then), so this list can only shrink.
-OVER_BUDGET_FOR_NOW = {
-    "agent_sandbox/runtime/settings.py": "srt's settings format, key by key (runtime)",
-}
+OVER_BUDGET_FOR_NOW: dict[str, str] = {}
 
 
 # --- import graph -------------------------------------------------------------

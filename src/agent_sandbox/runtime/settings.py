@@ -84,10 +84,6 @@ _FS_LIST = ("denyRead", "allowRead", "allowWrite", "denyWrite")
 # Lists srt's schema requires (an empty list says "none"; a missing one is an error).
 _NETWORK_REQUIRED = ("allowedDomains", "deniedDomains")
 _FS_REQUIRED = ("denyRead", "allowWrite", "denyWrite")
-# Keys of srt's that change nothing here; checked for srt's types all the same.
-_TOP_BOOL = ("enableWeakerNestedSandbox", "enableWeakerNetworkIsolation", "allowAppleEvents",
-             "allowPty")
-_TOP_BINARY = ("bwrapPath", "socatPath", "javaAgentJarPath")
 # What the bwrap and gVisor backends cannot do as srt does (see the module doc).
 _SRT_ONLY_NETWORK = ("tlsTerminate",)
 _CREDENTIAL_KEYS = frozenset({"files", "envVars", "allowPlaintextInject", "awsPairs", "sigv4"})
@@ -320,7 +316,9 @@ def parse(data: Any, source: str = "<memory>", text: str | None = None, *,
     if complete:
         _required(net_raw, _NETWORK_REQUIRED, where)
         _required(fs_raw, _FS_REQUIRED, f"{source}: filesystem")
-    _srt_keys(data, net_raw, fs_raw, source)
+    from .srt_keys import check_inert_keys  # srt's schema for what changes nothing here
+
+    check_inert_keys(data, net_raw, fs_raw, source)
     for key in _NETWORK_BOOL:
         if key in net_raw and not isinstance(net_raw[key], bool):
             raise SettingsError(f"{where}.{key}: expected true or false, got {net_raw[key]!r}")
@@ -537,58 +535,6 @@ def _inert_deny_globs(items: tuple[str, ...], where: str) -> None:
         if v.endswith("/") and is_glob(v) and (v.startswith(("/", "~"))):
             raise SettingsError(f"{where}: deny glob {v!r} ends in '/', so it matches no "
                                 f"path; write {v.rstrip('/')!r}, or add a '**' segment")
-
-
-def _srt_keys(data: dict[str, Any], net: dict[str, Any], fs: dict[str, Any],
-              source: str) -> None:
-    """The keys of srt's that change nothing here, held to srt's schema: a file
-    srt refuses is refused on every backend (see the module doc)."""
-    def fail(key: str, what: str) -> SettingsError:
-        return SettingsError(f"{source}: {key}: {what}")
-
-    def strings(value: Any) -> bool:
-        return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-    for key in _TOP_BOOL:
-        if data.get(key) is not None and not isinstance(data[key], bool):
-            raise fail(key, "expected true or false")
-    for key in _TOP_BINARY:
-        v = data.get(key)
-        if v is not None and (not isinstance(v, str) or not v.startswith("/")):
-            raise fail(key, f"expected an absolute path, got {v!r} (a relative one would be "
-                            "looked up from the working directory or PATH)")
-    if fs.get("allowGitConfig") is not None and not isinstance(fs["allowGitConfig"], bool):
-        raise fail("filesystem.allowGitConfig", "expected true or false")
-    mach = net.get("allowMachLookup")
-    if mach is not None:
-        if not strings(mach):
-            raise fail("network.allowMachLookup", "expected a list of strings")
-        for v in mach:
-            if "*" in (v[:-1] if v.endswith("*") else v):
-                raise fail("network.allowMachLookup", f"{v!r}: a '*' is allowed only once, "
-                                                      "at the end (com.example.* or *)")
-    rg = data.get("ripgrep")
-    if rg is not None and not (isinstance(rg, dict) and isinstance(rg.get("command"), str)
-                               and (rg.get("args") is None or strings(rg["args"]))
-                               and isinstance(rg.get("argv0", ""), str)):
-        raise fail("ripgrep", "expected {command: string, args?: [string], argv0?: string}")
-    sc = data.get("seccomp")
-    if sc is not None and not (isinstance(sc, dict) and all(
-            isinstance(sc.get(k, ""), str) for k in ("applyPath", "argv0"))):
-        raise fail("seccomp", "expected {applyPath?: string, argv0?: string}")
-    iv = data.get("ignoreViolations")
-    if iv is not None and not (isinstance(iv, dict) and all(strings(v) for v in iv.values())):
-        raise fail("ignoreViolations", "expected an object of command patterns to path lists")
-    git = data.get("git")
-    if git is not None and not (isinstance(git, dict) and strings(git.get("safeDirectories",
-                                                                          []))):
-        raise fail("git", "expected {safeDirectories?: [string]}")
-    tls = net.get("tlsTerminate")
-    if tls is not None:
-        if not isinstance(tls, dict):
-            raise fail("network.tlsTerminate", "expected an object")
-        if bool(tls.get("caCertPath")) != bool(tls.get("caKeyPath")):
-            raise fail("network.tlsTerminate", "caCertPath and caKeyPath go together")
 
 
 def load(path: str) -> Settings:
