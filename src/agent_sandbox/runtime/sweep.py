@@ -6,11 +6,17 @@ create protected names deeper down (``mkdir -p a/b/.vscode``), create a new
 repository (``git init``, allowed so that git works inside), or add git metadata
 that did not exist (``.git/commondir``). After the command has ended (nothing
 inside the sandbox runs any more), ``find_new`` walks the writable roots and
-compares with the identities (device, inode) recorded before the run:
+compares with the identities recorded before the run (``identity``: device and
+inode, and for anything but a folder its change time and size, which no
+unprivileged process can set back):
 
-- an entry that existed before, with the same identity, is never touched;
+- an entry that existed before, with the same identity, is never touched; one
+  whose identity changed (rewritten in place, or made again on a freed inode
+  number) is new;
 - a new git directory stays when ``gitmeta.check_new_git_dir`` finds nothing
   that would make host-side git run a program (what ``git init`` writes);
+- bytecode in ``__pycache__`` the run wrote or changed is removed (a cache,
+  written again from the source);
 - anything else new is renamed to ``<name>.sandbox-quarantine-<time>``: an
   inert name no agent, shell or git will load, kept as evidence, never deleted.
 
@@ -40,21 +46,39 @@ if TYPE_CHECKING:
 
     Recorder = Callable[[dict[str, object]], None]
 
-Identity = tuple[int, int]
+Identity = tuple[int, ...]
 # A bytecode file the run wrote: Python would run it instead of the unchanged
 # source beside it (a change no diff shows). Removed, not kept: it is a cache.
 CACHE = "bytecode written during the run"
 
 
+def identity(st: os.stat_result) -> Identity:
+    """What makes an entry the one recorded, from its ``lstat``: (device, inode,
+    change time, size). An inode number alone is no identity: a file rewritten
+    in place keeps it, and a freed one is handed out again to the next file
+    made. The change time is set by the kernel on every change of content, link
+    count, mode or name, and no unprivileged process can set it back.
+
+    A folder is (device, inode, 0, 0): its change time moves with every entry
+    made in it (a git directory's on each commit, an editor's folder when the
+    user saves on the host) and what is inside is judged entry by entry; every
+    protected folder that existed is a mount point for the run (a read-only
+    bind, or the bind onto itself that pins a folder holding one), which can be
+    neither removed nor renamed, so its inode number is never freed."""
+    if stat.S_ISDIR(st.st_mode):
+        return (st.st_dev, st.st_ino, 0, 0)
+    return (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size)
+
+
 def identities(paths: Iterable[str]) -> dict[str, Identity]:
-    """(device, inode) of each path that exists (symlinks not followed)."""
+    """``identity`` of each path that exists (symlinks not followed)."""
     out: dict[str, Identity] = {}
     for p in paths:
         try:
             st = os.lstat(p)
         except OSError:
             continue
-        out[p] = (st.st_dev, st.st_ino)
+        out[p] = identity(st)
     return out
 
 
@@ -82,7 +106,8 @@ def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
     kinds = dict(entries)
     now = identities(p for p, _ in entries)
     for path, ident in now.items():
-        if kinds.get(path) == "c":
+        kind = kinds.get(path)
+        if kind == "c":
             if before.get(path) != ident:
                 found.append((path, CACHE))
             continue
@@ -191,7 +216,7 @@ def _rename_inside(root: str, path: str, ident: Identity | None, stamp: str,
             fd = nxt
         name = parts[-1]
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        if ident is not None and (st.st_dev, st.st_ino) != ident:
+        if ident is not None and identity(st) != ident:
             raise OSError(0, "it changed after it was judged")
         if remove and stat.S_ISREG(st.st_mode):
             os.unlink(name, dir_fd=fd)
@@ -259,7 +284,8 @@ def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
 # a supervisor killed before its sweep (SIGKILL, the OOM killer) leaves it behind,
 # and the next run of the user to finish does that sweep (``settle``).
 OWED = "owed"
-MARK = b"agent-sandbox-owed 2"
+MARK = b"agent-sandbox-owed 3"
+MARK_V2 = b"agent-sandbox-owed 2"  # an older release's: identities were (device, inode)
 
 
 def owe(lock_dir: str, name: str, home: str, roots: Sequence[str],
@@ -271,7 +297,8 @@ def owe(lock_dir: str, name: str, home: str, roots: Sequence[str],
     data = b"\0".join([MARK, b"H" + os.fsencode(home),
                        *(b"R" + os.fsencode(r) for r in roots),
                        *(b"S" + os.fsencode(x) for x in skip),
-                       *(b"B%d:%d:" % ident + os.fsencode(p) for p, ident in before.items())])
+                       *(b"B" + b"".join(b"%d:" % x for x in ident) + os.fsencode(p)
+                         for p, ident in before.items())])
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
                  0o600)
     try:
@@ -307,7 +334,8 @@ def settle(lock_dir: str, recorder: Callable[[], Recorder] | None = None,
         except OSError:
             continue
         fields = data.split(b"\0")
-        if fields[:1] == [MARK]:
+        if fields[:1] in ([MARK], [MARK_V2]):
+            size = 4 if fields[0] == MARK else 2  # numbers in each identity
             home = next((os.fsdecode(f[1:]) for f in fields if f[:1] == b"H"), "/")
             roots = [os.fsdecode(f[1:]) for f in fields[1:] if f[:1] == b"R"]
             skip = [os.fsdecode(f[1:]) for f in fields[1:] if f[:1] == b"S"]
@@ -315,8 +343,14 @@ def settle(lock_dir: str, recorder: Callable[[], Recorder] | None = None,
             for f in fields[1:]:
                 if f[:1] == b"B":
                     with suppress(ValueError):
-                        dev, ino, p = f[1:].split(b":", 2)
-                        before[os.fsdecode(p)] = (int(dev), int(ino))
+                        *nums, p = f[1:].split(b":", size)
+                        ident = tuple(int(x) for x in nums)
+                        if len(ident) != size:
+                            continue
+                        if size == 2:  # as the older release judged: the same inode
+                            now = identities([os.fsdecode(p)]).get(os.fsdecode(p))
+                            ident = now if now is not None and now[:2] == ident else ident
+                        before[os.fsdecode(p)] = ident
             done, notes = quarantine(roots, before, home, skip, recorder=recorder, late=True)
             moved += done
             for note in notes:
