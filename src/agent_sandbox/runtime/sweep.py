@@ -16,7 +16,8 @@ unprivileged process can set back):
 - a new git directory stays when ``gitmeta.check_new_git_dir`` finds nothing
   that would make host-side git run a program (what ``git init`` writes);
 - bytecode in ``__pycache__`` the run wrote or changed is removed (a cache,
-  written again from the source);
+  written again from the source); every other ``.pyc`` (sourceless, beside a
+  script or in a package) is judged like any protected name;
 - anything else new is renamed to ``<name>.sandbox-quarantine-<time>``: an
   inert name no agent, shell or git will load, kept as evidence, never deleted.
 
@@ -50,6 +51,10 @@ Identity = tuple[int, ...]
 # A bytecode file the run wrote: Python would run it instead of the unchanged
 # source beside it (a change no diff shows). Removed, not kept: it is a cache.
 CACHE = "bytecode written during the run"
+# Bytecode outside __pycache__: imported when no source is beside it (a
+# sourceless json.pyc beside a script shadows the standard library). Kept.
+BYTECODE = "bytecode made or changed during the run (Python imports it without a source)"
+SITE_LINK = "a link named as a site folder, made or changed during the run"
 
 
 def identity(st: os.stat_result) -> Identity:
@@ -110,6 +115,12 @@ def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
         if kind == "c":
             if before.get(path) != ident:
                 found.append((path, CACHE))
+            continue
+        if kind == "m":
+            continue  # kept read-only by the plan when it existed (see bwrap._pth_modules)
+        if kind in ("b", "k"):
+            if before.get(path) != ident:
+                found.append((path, BYTECODE if kind == "b" else SITE_LINK))
             continue
         gitdir = kinds.get(path) == "g" or (
             os.path.basename(path) == protected.GIT_DIR and os.path.isdir(path)
