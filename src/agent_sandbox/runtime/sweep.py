@@ -39,6 +39,7 @@ from agent_sandbox import protected
 from . import gitmeta
 from .bwrap import _protected_entries
 from .fsview import RealFs
+from .globs import under as _under
 from .process import suppress
 
 TYPE_CHECKING = False  # collections.abc would load collections on the exec fast path
@@ -147,8 +148,54 @@ def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
         if os.path.basename(path) == protected.GIT_DIR:
             found.append((path, "a .git file or link made during the run"))
             continue
+        if kind == "p" and _plain_venv_file(path, roots):
+            continue  # what ``python -m venv`` makes: the host's own interpreter
         found.append((path, "a protected name made during the run"))
     return found
+
+
+# Line breaks Python's readers see besides "\n" (str.splitlines, universal newlines)
+_OTHER_BREAKS = frozenset("\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\x00")
+
+
+def _plain_venv_file(path: str, roots: Sequence[str]) -> bool:
+    """Whether a virtualenv's start-up file the run made runs nothing the command
+    chose, so that a virtualenv made inside a run stays usable: an interpreter
+    link (``bin/python3``) that resolves to a Python outside every writable root,
+    or a ``pyvenv.cfg`` whose every ``home`` is such a folder. Read to judge only;
+    anything else (activate scripts, a copied interpreter) is quarantined."""
+    name = os.path.basename(path)
+
+    def outside(p: str) -> bool:
+        real = os.path.realpath(p)
+        return not any(_under(real, r) for r in roots)
+
+    if name.startswith("python"):
+        real = os.path.realpath(path)
+        return (os.path.islink(path) and os.path.isfile(real) and outside(real)
+                and os.path.basename(real).startswith(("python", "pypy")))
+    if name != "pyvenv.cfg":
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > 4096:
+                return False
+            text = os.read(fd, 4097).decode("utf-8")
+        finally:
+            os.close(fd)
+    except (OSError, UnicodeDecodeError):
+        return False
+    if _OTHER_BREAKS.intersection(text):
+        return False
+    for line in text.split("\n"):
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() == "home":
+            home = value.strip()
+            if not home.startswith("/") or not outside(home):
+                return False
+    return True
 
 
 def _unjudged(gitdir: str, before: Mapping[str, Identity]) -> list[str]:
