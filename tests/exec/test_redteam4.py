@@ -392,8 +392,9 @@ def test_approved_write_folder_swapped_control(tmp_path: Path) -> None:
 # --- 6. a project virtualenv: start-up code for every use of its interpreter ---
 
 # A repository's own ``.venv`` lies in the writable root: a ``.pth`` file in its
-# site-packages runs whenever that interpreter starts on the host (an editor's Python extension starts it on its
-# own when the folder is opened; ``source .venv/bin/activate`` is shell code).
+# site-packages runs whenever that interpreter starts on the host (an editor's
+# Python extension starts it on its own when the folder is opened; ``source
+# .venv/bin/activate`` is shell code).
 def _venv(tmp_path: Path) -> tuple[Path, Path]:
     work = tmp_path / "work"
     work.mkdir()

@@ -18,8 +18,10 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
   is and the settings do not list it, so a forged or misleading name can make a
   plan stricter, never looser;
 - the sweep (``sweep``) walks them after the run, with nothing inside running,
-  compares identities recorded before the run, and only renames new protected
-  names to an inert quarantine name; it reads git configs of new repositories
+  compares identities recorded before the run (device, inode, change time and
+  size: nothing the command can reproduce), and only renames new or changed
+  protected names to an inert quarantine name; it reads git configs of new
+  repositories, and a new virtualenv's ``pyvenv.cfg`` and interpreter links,
   only to judge them, never to run anything;
 - the proxy (``proxy``) reads only bytes from the sandbox's sockets, each request
   decided before anything is relayed; its policy is the parsed settings object,
@@ -33,9 +35,15 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
   or runs the next one. Helpers started on the host (the proxy service, ssh's
   connect helper inside) run with an absolute interpreter in isolated mode
   (``-I``), importing nothing from a path a sandbox can write.
-- later host tools (git, shells, editors, agents, package managers) read what
-  the protected set (``agent_sandbox.protected``) keeps read-only in every
-  writable root, at every depth, and in the home folder.
+- later host tools (git, shells, editors, agents, package managers, Python) read
+  what the protected set (``agent_sandbox.protected``) keeps read-only in every
+  writable root, at every depth, and in the home folder. A repository's own
+  virtualenv is inside the boundary for its start-up (``pyvenv.cfg``, the
+  interpreter links and activate scripts, ``.pth`` files and the modules they
+  import, ``sitecustomize``; every ``.pyc``) and outside it for its packages,
+  which are the command's to change like the repository's own code: run them
+  on the host only after review. The planner reads existing ``.pth`` files to
+  find the modules they import, which only makes the plan stricter.
 """
 
 from __future__ import annotations
