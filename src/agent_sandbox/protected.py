@@ -214,6 +214,12 @@ def python_rules() -> tuple[str, ...]:
     return tuple(out)
 
 
+# What every name python_kind answers for ends or starts with (a quick test first).
+PYTHON_ENDS: tuple[str, ...] = (".pyc", ".pth", "-packages", ".cfg")
+PYTHON_STARTS: tuple[str, ...] = ("sitecustomize", "usercustomize", "python", "activate",
+                                  "Activate")
+
+
 def python_kind(path: str, kind: str) -> str | None:
     """How one walked entry (``kind``: 'f', 'd', 'l' or 's') belongs to the Python
     start-up entries: 'c' bytecode in ``__pycache__`` (a cache), 'b' other

@@ -255,13 +255,15 @@ def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]
         if kind == "u":
             out.append((path, "u"))
             continue
-        py = protected.python_kind(path, kind)
+        name = path.rsplit("/", 1)[-1]
+        py = (protected.python_kind(path, kind)
+              if name.endswith(protected.PYTHON_ENDS) or name.startswith(protected.PYTHON_STARTS)
+              else None)
         if py is not None:  # bytecode, or what Python runs at every start
             out.append((path, py))
             if py == "p" and kind == "f" and path.endswith(".pth"):
                 out += _pth_modules(fs, path)
             continue
-        name = path.rsplit("/", 1)[-1]
         if name == protected.GIT_DIR:
             out.append((path, kind))
             continue
