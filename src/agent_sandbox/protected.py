@@ -17,6 +17,17 @@ stay writable so that ``git add``/``commit``/``checkout`` work inside, while
 everything that changes what git executes (``GIT_EXECUTABLE``) is protected in
 every repository, submodule and worktree below a writable root.
 
+Python is special too (``PYTHON_STARTUP``): what an interpreter runs at every
+start, in any virtual environment or site folder below a writable root, and
+every bytecode file, are patterns rather than names. A repository's own
+virtualenv is inside the boundary for its start-up (``pyvenv.cfg``, the
+interpreter links in ``bin/``, the activate scripts, ``.pth`` files,
+``sitecustomize``/``usercustomize``, and the modules an existing ``.pth``
+imports) and outside it for its packages: ``pip install`` inside a sandbox
+keeps working for plain packages, a new ``.pth`` is quarantined after the run,
+and a package's code (like the repository's own) is the command's to change;
+run it on the host only after review, or recreate the environment.
+
 Stdlib only, no I/O: importing this module must stay cheap (the hook and
 ``sandbox exec`` start with it).
 """
@@ -120,6 +131,44 @@ GIT_EXECUTABLE: tuple[tuple[str, str, str], ...] = (
     ("commondir", "f", "git (where the configuration and hooks are read from)"),
 )
 
+# Python's start-up, in any virtual environment or site folder below a writable
+# root (a repository's own .venv included): what an interpreter runs or reads
+# each time it starts, before any script of the user's, and what editors start
+# on their own when they open the folder. Patterns, not names: a ``*`` in the
+# last component matches any text, a leading folder name must be the parent.
+# Matched at any depth; those that exist are read-only for the run, new ones are
+# quarantined after it (no placeholders: a site folder must stay creatable, and
+# ``pip install`` of a plain package keeps writing its own folders there).
+# The planner keeps read-only too the modules an existing ``.pth`` file names
+# (setuptools' ``distutils-precedence.pth`` imports ``_distutils_hack`` at every
+# start): a rule cannot name them, so they are the planner's alone.
+PYTHON_STARTUP: tuple[tuple[str, str, str], ...] = (
+    ("site-packages/*.pth", "f", "Python (site: a .pth file's import lines run at every start)"),
+    ("dist-packages/*.pth", "f", "Python (site, Debian layout: .pth import lines at every start)"),
+    ("sitecustomize.*", "f", "Python (site imports sitecustomize at every start: source, "
+     "bytecode or an extension module)"),
+    ("sitecustomize", "d", "Python (sitecustomize as a package)"),
+    ("usercustomize.*", "f", "Python (site imports usercustomize at every start)"),
+    ("usercustomize", "d", "Python (usercustomize as a package)"),
+    ("pyvenv.cfg", "f", "Python (a virtual environment: home = picks the interpreter and "
+     "standard library it runs)"),
+    ("bin/python*", "f", "editors (VS Code's Python extension starts a folder's "
+     ".venv/bin/python on opening it), and every use of the environment"),
+    ("bin/activate*", "f", "shells (source .venv/bin/activate), direnv layouts"),
+    ("bin/Activate*", "f", "PowerShell (Activate.ps1)"),
+    ("Scripts/python*", "f", "editors and shells on Windows (a venv's Scripts folder)"),
+    ("Scripts/activate*", "f", "cmd.exe and PowerShell on Windows (activate.bat)"),
+    ("Scripts/Activate*", "f", "PowerShell on Windows (Activate.ps1)"),
+    ("*.pyc", "f", "Python (bytecode: run instead of the source beside it in __pycache__, "
+     "or without any source beside a script or in a package)"),
+)
+
+# Names that only matter as symlinks: a link named site-packages makes the
+# folder it points to a site folder (its .pth files run) though no folder of
+# that name holds them. Judged by the sweep (new or changed: quarantined); a
+# real folder of that name stays writable.
+PYTHON_SITE_DIRS: tuple[str, ...] = ("site-packages", "dist-packages")
+
 # Configuration keys of a repository whose values name programs or files git
 # runs or reads; a value that is a path below a writable root is protected too.
 GIT_PATH_KEYS: tuple[str, ...] = (
@@ -151,7 +200,51 @@ def any_depth_rules() -> tuple[str, ...]:
     out.append(f"**/{GIT_DIR}/modules/**/hooks/**")
     out.append(f"**/{GIT_DIR}/worktrees/*/config.worktree")
     out.append(f"**/{GIT_DIR}/worktrees/*/commondir")
+    out += python_rules()
     return tuple(dict.fromkeys(out))
+
+
+def python_rules() -> tuple[str, ...]:
+    """The Python start-up entries as ``**/`` path rules (srt's glob form)."""
+    out: list[str] = []
+    for path, kind, _ in PYTHON_STARTUP:
+        out.append(f"**/{path}")
+        if kind == "d":
+            out.append(f"**/{path}/**")
+    return tuple(out)
+
+
+# What every name python_kind answers for ends or starts with (a quick test first).
+PYTHON_ENDS: tuple[str, ...] = (".pyc", ".pth", "-packages", ".cfg")
+PYTHON_STARTS: tuple[str, ...] = ("sitecustomize", "usercustomize", "python", "activate",
+                                  "Activate")
+
+
+def python_kind(path: str, kind: str) -> str | None:
+    """How one walked entry (``kind``: 'f', 'd', 'l' or 's') belongs to the Python
+    start-up entries: 'c' bytecode in ``__pycache__`` (a cache), 'b' other
+    bytecode, 'p' another start-up file, 'k' a site folder's name as a link,
+    None when it is none of them. Plain string tests: the planner asks it of
+    every entry of every walk."""
+    name = path.rsplit("/", 1)[-1]
+    if name.endswith(".pyc"):
+        if kind == "d":
+            return None
+        return "c" if "/__pycache__/" in path else "b"
+    if name in PYTHON_SITE_DIRS:
+        return "k" if kind == "l" else None
+    if name.endswith(".pth"):
+        parent = path.rsplit("/", 2)[-2] if path.count("/") > 1 else ""
+        return "p" if parent in PYTHON_SITE_DIRS else None
+    if name.startswith(("sitecustomize", "usercustomize")):
+        stem = name[13:]
+        return "p" if stem == "" or stem.startswith(".") else None
+    if name == "pyvenv.cfg":
+        return "p"
+    if name.startswith(("python", "activate", "Activate")):
+        parent = path.rsplit("/", 2)[-2] if path.count("/") > 1 else ""
+        return "p" if parent in ("bin", "Scripts") else None
+    return None
 
 
 def home_rules(home: str) -> tuple[str, ...]:

@@ -569,7 +569,8 @@ ATTACKS: list[Attack] = [
            "echo 'import os; os.system(\"" + PAYLOAD + "\")' > .venv/lib/" + PYVER + "/site-packages/zz.pth",
            venv_python, setup=make_venv,
            finding="a virtualenv inside a writable root runs every .pth in its site-packages "
-                   "at each start (python -c pass, pip, pytest); not in the protected set"),
+                   "at each start (python -c pass, pip, pytest); now in the protected set "
+                   "(protected.PYTHON_STARTUP): a new .pth is quarantined after the run"),
     # 1. agent and editor configs (judged by the host file)
     Attack("claude_settings_top",
            "mkdir -p .claude && echo '{{\"hooks\": \"" + PAYLOAD + "\"}}' > .claude/settings.json",
@@ -695,8 +696,6 @@ REFUSAL_BLOCKS = {"settings_named_through_link", "read_env_through_earlier_hard_
 # Known limits, listed in the README: each must keep failing until it is closed
 # (strict), so closing one shows here.
 KNOWN_LIMITS = {
-    "python_repo_venv_pth": "a virtualenv inside a writable root is the command's to change "
-                            "(pip install -e writes .pth files there); run it only after review",
     "read_env_glob_outside_roots": "'**/' globs are searched below the working directory and "
                                    "the writable roots, as srt does; deny other projects' "
                                    "folders by path",

@@ -220,10 +220,11 @@ def test_linked_worktree_config_worktree_control(tmp_path: Path) -> None:
 
 # --- 4. bytecode Python runs instead of the source beside it -------------------
 
-# The sweep removes a __pycache__ file whose (device, inode) changed during the
-# run. Rewriting the existing file in place keeps its identity; a sourceless
-# ``NAME.pyc`` beside a script (importable when no NAME.py is there, and hidden
-# from ``git status`` by the usual ``*.pyc`` ignore) is outside __pycache__.
+# The sweep removes a __pycache__ file whose identity changed during the run;
+# (device, inode) alone was none: rewriting the file in place kept it, and so
+# did a freed inode number handed back. A sourceless ``NAME.pyc`` beside a
+# script (importable when no NAME.py is there, and hidden from ``git status`` by
+# the usual ``*.pyc`` ignore) is outside __pycache__ and quarantined.
 PYC_WRITER = """
 import importlib._bootstrap_external as be, importlib.util, os, sys
 mode, marker = sys.argv[1], sys.argv[2]
@@ -283,15 +284,7 @@ def _pyc_judge(work: Path) -> None:
     subprocess.run([PY, "run.py"], cwd=work, env=_py_env(), capture_output=True, timeout=30)
 
 
-@pytest.mark.parametrize("mode", [
-    pytest.param("inplace", marks=pytest.mark.xfail(
-        strict=True, reason="sweep.find_new judges __pycache__ files by (dev, inode) only")),
-    pytest.param("beside", marks=pytest.mark.xfail(
-        strict=True, reason="_protected_entries treats only .pyc below __pycache__/ as bytecode")),
-    pytest.param("reuse", marks=pytest.mark.xfail(
-        strict=True, reason="a freed inode is handed out again: (dev, inode) is no identity")),
-    "replace",
-])
+@pytest.mark.parametrize("mode", ["inplace", "beside", "reuse", "replace"])
 def test_bytecode_written_in_the_run(tmp_path: Path, mode: str) -> None:
     work, writer, marker = _pyc_setup(tmp_path)
     r = subprocess.run([*SANDBOX, "exec", "--settings", str(settings_for(tmp_path, work)),
@@ -400,10 +393,10 @@ def test_approved_write_folder_swapped_control(tmp_path: Path) -> None:
 
 # --- 6. a project virtualenv: start-up code for every use of its interpreter ---
 
-# A repository's own ``.venv`` lies in the writable root and nothing of it is in
-# the protected set: a ``.pth`` file in its site-packages runs whenever that
-# interpreter starts on the host (an editor's Python extension starts it on its
-# own when the folder is opened; ``source .venv/bin/activate`` is shell code).
+# A repository's own ``.venv`` lies in the writable root: a ``.pth`` file in its
+# site-packages runs whenever that interpreter starts on the host (an editor's
+# Python extension starts it on its own when the folder is opened; ``source
+# .venv/bin/activate`` is shell code).
 def _venv(tmp_path: Path) -> tuple[Path, Path]:
     work = tmp_path / "work"
     work.mkdir()
@@ -417,8 +410,6 @@ def _pth(site: Path, marker: Path) -> str:
     return f"echo \"import os; open('{marker}', 'w').close()\" > {site}/zz-rt.pth"
 
 
-@pytest.mark.xfail(strict=True, reason="a repository's .venv (site-packages .pth, "
-                   "bin/activate) is not in protected.ANY_DEPTH")
 def test_project_venv_pth(tmp_path: Path) -> None:
     work, site = _venv(tmp_path)
     marker = tmp_path / "ran"

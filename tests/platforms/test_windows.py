@@ -526,6 +526,9 @@ def test_existing_protected_names_at_any_depth_get_the_deny(fleet, host):
     assert ".EndsWith('\\' + $bare, [System.StringComparison]::OrdinalIgnoreCase)" in body
     inner = [c for c in script.calls("Add-SandboxAce")
              if ("function", "Protect-ExistingNames") in script.enclosing(c.node)]
-    assert len(inner) == 2
+    assert len(inner) == 3  # names, Python's start-up patterns, inside git folders
     assert all(c.params["rights"] == ["Write, Delete"] and c.params["type"] == ["Deny"]
                for c in inner)
+    assert "site-packages\\*.pth" in plan["protected"]["patterns"]
+    assert len(plan["protected"]["patterns"]) == len(protected.PYTHON_STARTUP)
+    assert "$relative -like $pattern -or $relative -like ('*\\' + $pattern)" in body

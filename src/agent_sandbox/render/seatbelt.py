@@ -420,7 +420,12 @@ def seatbelt_profile(spec: Spec, home: str) -> str:
     # every directory above it (so a missing parent cannot be planted either).
     write_guarded = [*deny_write, *protected]
     plant_guard = [f for r in write_guarded for f in _filters(r, home, deny=True)]
-    plant_guard += [a for r in write_guarded for a in _ancestors(r, home)]
+    # (Python's start-up patterns excepted: a folder named bin, Scripts or
+    # site-packages must stay creatable, and their names are never written)
+    from .. import protected as _protected
+
+    startup = {_name_rule(r) for r in _protected.python_rules()}
+    plant_guard += [a for r in write_guarded if r not in startup for a in _ancestors(r, home)]
     # ... nor the roots themselves, the working directory (relative rules are
     # anchored there) or the home folder, nor any directory above them: a
     # rename there would carry every rule anchored below away from its path.

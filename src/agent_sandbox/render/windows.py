@@ -208,7 +208,10 @@ def protected_names() -> dict[str, list[str]]:
     names = [win_path(p) + ("\\" if kind == "d" else "") for p, kind, _ in protected.ANY_DEPTH]
     git = [win_path(p) + ("\\" if kind == "d" else "") for p, kind, _ in
            protected.GIT_EXECUTABLE]
-    return {"names": names, "git_dir": [protected.GIT_DIR], "git": git}
+    # Python's start-up: wildcard patterns (PowerShell -like) on the relative path's tail
+    patterns = [win_path(p) for p, _, _ in protected.PYTHON_STARTUP]
+    return {"names": names, "git_dir": [protected.GIT_DIR], "git": git,
+            "patterns": patterns}
 
 
 def _protected_rules() -> list[str]:

@@ -19,10 +19,12 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
   is and the settings do not list it, so a forged or misleading name can make a
   plan stricter, never looser;
 - the sweep (``sweep``) walks them after the run, with nothing inside running,
-  compares identities recorded before the run, and only renames new protected
-  names to an inert quarantine name; it reads git configs of new repositories
-  only to judge them, never to run anything, and refuses one it cannot read
-  exactly as git would;
+  compares identities recorded before the run (device, inode, change time and
+  size: nothing the command can reproduce), and only renames new or changed
+  protected names to an inert quarantine name; it reads git configs of new
+  repositories, and a new virtualenv's ``pyvenv.cfg`` and interpreter links,
+  only to judge them, never to run anything, and refuses a git config it cannot
+  read exactly as git would;
 - the proxy (``proxy``) reads only bytes from the sandbox's sockets, each request
   decided before anything is relayed; its policy is the parsed settings object,
   never a file re-read;
@@ -40,9 +42,15 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
   link or another folder) between a check and a write would redirect it, so an
   approved file write runs in a sandbox of its own (``queue.write_file``), where
   the protected set is read-only by mount whatever name the tree gives it;
-- later host tools (git, shells, editors, agents, package managers) read what
-  the protected set (``agent_sandbox.protected``) keeps read-only in every
-  writable root, at every depth, and in the home folder.
+- later host tools (git, shells, editors, agents, package managers, Python) read
+  what the protected set (``agent_sandbox.protected``) keeps read-only in every
+  writable root, at every depth, and in the home folder. A repository's own
+  virtualenv is inside the boundary for its start-up (``pyvenv.cfg``, the
+  interpreter links and activate scripts, ``.pth`` files and the modules they
+  import, ``sitecustomize``; every ``.pyc``) and outside it for its packages,
+  which are the command's to change like the repository's own code: run them
+  on the host only after review. The planner reads existing ``.pth`` files to
+  find the modules they import, which only makes the plan stricter.
 """
 
 from __future__ import annotations

@@ -233,7 +233,10 @@ def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]
     """Existing protected entries below one writable root: (path, kind) of each
     any-depth name (its whole relative path matched), each home-only entry, each
     folder git takes for a git directory ('g'), each folder the walk could not
-    list ('u', protected whole), and each bytecode cache file ('c')."""
+    list ('u', protected whole), each bytecode cache file ('c'), and Python's
+    start-up (``protected.python_kind``): other bytecode ('b'), a site folder's
+    name as a link ('k'), another start-up file ('p'), and each module an
+    existing ``.pth`` file names ('m', see ``_pth_modules``)."""
     last: dict[str, list[str]] = {}
     for rel, _kind, _ in protected.ANY_DEPTH:
         last.setdefault(rel.rsplit("/", 1)[-1], []).append(rel)
@@ -248,10 +251,15 @@ def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]
         if kind == "u":
             out.append((path, "u"))
             continue
-        if kind == "f" and path.endswith(".pyc") and "/__pycache__/" in path:
-            out.append((path, "c"))  # bytecode Python runs instead of its source
-            continue
         name = path.rsplit("/", 1)[-1]
+        py = (protected.python_kind(path, kind)
+              if name.endswith(protected.PYTHON_ENDS) or name.startswith(protected.PYTHON_STARTS)
+              else None)
+        if py is not None:  # bytecode, or what Python runs at every start
+            out.append((path, py))
+            if py == "p" and kind == "f" and path.endswith(".pth"):
+                out += _pth_modules(fs, path)
+            continue
         if name == protected.GIT_DIR:
             out.append((path, kind))
             continue
@@ -270,6 +278,33 @@ def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]
             p = posixpath.join(home, rel)
             if _under(p, root) and fs.lkind(p) is not None:
                 out.append((p, fs.lkind(p) or "f"))
+    return out
+
+
+def _pth_modules(fs: FsView, pth: str) -> list[tuple[str, str]]:
+    """The entries of a site folder that a ``.pth`` file in it may import at every
+    start ('m'): each one whose module name appears as a word in the file, when
+    the file has an import line (site runs those). Read to make the plan
+    stricter only: a word that names nothing adds nothing."""
+    data = fs.read(pth, 1 << 16)
+    if not data or not any(line.startswith((b"import ", b"import\t"))
+                           for line in data.splitlines()):
+        return []
+    words: set[str] = set()
+    word = []
+    for ch in data.decode("latin-1"):
+        if ch.isalnum() or ch == "_":
+            word.append(ch)
+        elif word:
+            words.add("".join(word))
+            word = []
+    if word:
+        words.add("".join(word))
+    site = posixpath.dirname(pth)
+    out: list[tuple[str, str]] = []
+    for name in fs.listdir(site) or ():
+        if name.split(".", 1)[0] in words and not name.endswith(".pth"):
+            out.append((posixpath.join(site, name), "m"))
     return out
 
 
@@ -409,8 +444,15 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     for w in roots:
         for path, kind in _protected_entries(fs, w, home):
             before.append(path)
-            if kind == "c":
-                continue  # the sweep removes what the run wrote (see sweep)
+            if kind in ("c", "b", "k"):
+                continue  # bytecode and links: the sweep judges them (see sweep)
+            if kind == "p" and fs.lkind(path) == "l":
+                # a link (.venv/bin/python): the sweep judges the link; its target
+                # is bound only where the command could change it
+                real = fs.realpath(path)
+                if any(_under(real, x) for x in roots):
+                    add("ro", real)
+                continue
             if kind == "u":
                 add("ro", path)  # cannot be listed: protected whole
                 continue

@@ -167,7 +167,7 @@ class BwrapRun:
         self.proxy: Any = None
         self.placeholders: Placeholders | None = None
         self.plan: bw.Plan | None = None
-        self.before: dict[str, tuple[int, int]] = {}
+        self.before: dict[str, tuple[int, ...]] = {}
         self.quarantined: list[tuple[str, str]] = []
         self.notices: list[str] = []
         self._audit_close: Callable[[], None] | None = None

@@ -6,11 +6,18 @@ create protected names deeper down (``mkdir -p a/b/.vscode``), create a new
 repository (``git init``, allowed so that git works inside), or add git metadata
 that did not exist (``.git/commondir``). After the command has ended (nothing
 inside the sandbox runs any more), ``find_new`` walks the writable roots and
-compares with the identities (device, inode) recorded before the run:
+compares with the identities recorded before the run (``identity``: device and
+inode, and for anything but a folder its change time and size, which no
+unprivileged process can set back):
 
-- an entry that existed before, with the same identity, is never touched;
+- an entry that existed before, with the same identity, is never touched; one
+  whose identity changed (rewritten in place, or made again on a freed inode
+  number) is new;
 - a new git directory stays when ``gitmeta.check_new_git_dir`` finds nothing
   that would make host-side git run a program (what ``git init`` writes);
+- bytecode in ``__pycache__`` the run wrote or changed is removed (a cache,
+  written again from the source); every other ``.pyc`` (sourceless, beside a
+  script or in a package) is judged like any protected name;
 - anything else new is renamed to ``<name>.sandbox-quarantine-<time>``: an
   inert name no agent, shell or git will load, kept as evidence, never deleted.
 
@@ -32,6 +39,7 @@ from agent_sandbox import protected
 from . import gitmeta
 from .bwrap import _protected_entries
 from .fsview import RealFs
+from .globs import under as _under
 from .process import suppress
 
 TYPE_CHECKING = False  # collections.abc would load collections on the exec fast path
@@ -40,21 +48,43 @@ if TYPE_CHECKING:
 
     Recorder = Callable[[dict[str, object]], None]
 
-Identity = tuple[int, int]
+Identity = tuple[int, ...]
 # A bytecode file the run wrote: Python would run it instead of the unchanged
 # source beside it (a change no diff shows). Removed, not kept: it is a cache.
 CACHE = "bytecode written during the run"
+# Bytecode outside __pycache__: imported when no source is beside it (a
+# sourceless json.pyc beside a script shadows the standard library). Kept.
+BYTECODE = "bytecode made or changed during the run (Python imports it without a source)"
+SITE_LINK = "a link named as a site folder, made or changed during the run"
+
+
+def identity(st: os.stat_result) -> Identity:
+    """What makes an entry the one recorded, from its ``lstat``: (device, inode,
+    change time, size). An inode number alone is no identity: a file rewritten
+    in place keeps it, and a freed one is handed out again to the next file
+    made. The change time is set by the kernel on every change of content, link
+    count, mode or name, and no unprivileged process can set it back.
+
+    A folder is (device, inode, 0, 0): its change time moves with every entry
+    made in it (a git directory's on each commit, an editor's folder when the
+    user saves on the host) and what is inside is judged entry by entry; every
+    protected folder that existed is a mount point for the run (a read-only
+    bind, or the bind onto itself that pins a folder holding one), which can be
+    neither removed nor renamed, so its inode number is never freed."""
+    if stat.S_ISDIR(st.st_mode):
+        return (st.st_dev, st.st_ino, 0, 0)
+    return (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size)
 
 
 def identities(paths: Iterable[str]) -> dict[str, Identity]:
-    """(device, inode) of each path that exists (symlinks not followed)."""
+    """``identity`` of each path that exists (symlinks not followed)."""
     out: dict[str, Identity] = {}
     for p in paths:
         try:
             st = os.lstat(p)
         except OSError:
             continue
-        out[p] = (st.st_dev, st.st_ino)
+        out[p] = identity(st)
     return out
 
 
@@ -82,9 +112,16 @@ def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
     kinds = dict(entries)
     now = identities(p for p, _ in entries)
     for path, ident in now.items():
-        if kinds.get(path) == "c":
+        kind = kinds.get(path)
+        if kind == "c":
             if before.get(path) != ident:
                 found.append((path, CACHE))
+            continue
+        if kind == "m":
+            continue  # kept read-only by the plan when it existed (see bwrap._pth_modules)
+        if kind in ("b", "k"):
+            if before.get(path) != ident:
+                found.append((path, BYTECODE if kind == "b" else SITE_LINK))
             continue
         gitdir = kinds.get(path) == "g" or (
             os.path.basename(path) == protected.GIT_DIR and os.path.isdir(path)
@@ -114,8 +151,54 @@ def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
         if os.path.basename(path) == protected.GIT_DIR:
             found.append((path, "a .git file or link made during the run"))
             continue
+        if kind == "p" and _plain_venv_file(path, roots):
+            continue  # what ``python -m venv`` makes: the host's own interpreter
         found.append((path, "a protected name made during the run"))
     return found
+
+
+# Line breaks Python's readers see besides "\n" (str.splitlines, universal newlines)
+_OTHER_BREAKS = frozenset("\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\x00")
+
+
+def _plain_venv_file(path: str, roots: Sequence[str]) -> bool:
+    """Whether a virtualenv's start-up file the run made runs nothing the command
+    chose, so that a virtualenv made inside a run stays usable: an interpreter
+    link (``bin/python3``) that resolves to a Python outside every writable root,
+    or a ``pyvenv.cfg`` whose every ``home`` is such a folder. Read to judge only;
+    anything else (activate scripts, a copied interpreter) is quarantined."""
+    name = os.path.basename(path)
+
+    def outside(p: str) -> bool:
+        real = os.path.realpath(p)
+        return not any(_under(real, r) for r in roots)
+
+    if name.startswith("python"):
+        real = os.path.realpath(path)
+        return (os.path.islink(path) and os.path.isfile(real) and outside(real)
+                and os.path.basename(real).startswith(("python", "pypy")))
+    if name != "pyvenv.cfg":
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > 4096:
+                return False
+            text = os.read(fd, 4097).decode("utf-8")
+        finally:
+            os.close(fd)
+    except (OSError, UnicodeDecodeError):
+        return False
+    if _OTHER_BREAKS.intersection(text):
+        return False
+    for line in text.split("\n"):
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() == "home":
+            home = value.strip()
+            if not home.startswith("/") or not outside(home):
+                return False
+    return True
 
 
 def _unjudged(gitdir: str, before: Mapping[str, Identity]) -> list[str]:
@@ -204,7 +287,7 @@ def _rename_inside(root: str, path: str, ident: Identity | None, stamp: str,
             fd = nxt
         name = parts[-1]
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        if ident is not None and (st.st_dev, st.st_ino) != ident:
+        if ident is not None and identity(st) != ident:
             raise OSError(0, "it changed after it was judged")
         if remove and stat.S_ISREG(st.st_mode):
             os.unlink(name, dir_fd=fd)
@@ -272,7 +355,8 @@ def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
 # a supervisor killed before its sweep (SIGKILL, the OOM killer) leaves it behind,
 # and the next run of the user to finish does that sweep (``settle``).
 OWED = "owed"
-MARK = b"agent-sandbox-owed 2"
+MARK = b"agent-sandbox-owed 3"
+MARK_V2 = b"agent-sandbox-owed 2"  # an older release's: identities were (device, inode)
 
 
 def owe(lock_dir: str, name: str, home: str, roots: Sequence[str],
@@ -284,7 +368,8 @@ def owe(lock_dir: str, name: str, home: str, roots: Sequence[str],
     data = b"\0".join([MARK, b"H" + os.fsencode(home),
                        *(b"R" + os.fsencode(r) for r in roots),
                        *(b"S" + os.fsencode(x) for x in skip),
-                       *(b"B%d:%d:" % ident + os.fsencode(p) for p, ident in before.items())])
+                       *(b"B" + b"".join(b"%d:" % x for x in ident) + os.fsencode(p)
+                         for p, ident in before.items())])
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
                  0o600)
     try:
@@ -320,7 +405,8 @@ def settle(lock_dir: str, recorder: Callable[[], Recorder] | None = None,
         except OSError:
             continue
         fields = data.split(b"\0")
-        if fields[:1] == [MARK]:
+        if fields[:1] in ([MARK], [MARK_V2]):
+            size = 4 if fields[0] == MARK else 2  # numbers in each identity
             home = next((os.fsdecode(f[1:]) for f in fields if f[:1] == b"H"), "/")
             roots = [os.fsdecode(f[1:]) for f in fields[1:] if f[:1] == b"R"]
             skip = [os.fsdecode(f[1:]) for f in fields[1:] if f[:1] == b"S"]
@@ -328,8 +414,14 @@ def settle(lock_dir: str, recorder: Callable[[], Recorder] | None = None,
             for f in fields[1:]:
                 if f[:1] == b"B":
                     with suppress(ValueError):
-                        dev, ino, p = f[1:].split(b":", 2)
-                        before[os.fsdecode(p)] = (int(dev), int(ino))
+                        *nums, p = f[1:].split(b":", size)
+                        ident = tuple(int(x) for x in nums)
+                        if len(ident) != size:
+                            continue
+                        if size == 2:  # as the older release judged: the same inode
+                            now = identities([os.fsdecode(p)]).get(os.fsdecode(p))
+                            ident = now if now is not None and now[:2] == ident else ident
+                        before[os.fsdecode(p)] = ident
             done, notes = quarantine(roots, before, home, skip, recorder=recorder, late=True)
             moved += done
             for note in notes:
