@@ -353,7 +353,7 @@ def test_approved_write_folder_swapped(tmp_path: Path) -> None:
                              str(repo), "8"], cwd=repo, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # a loaded machine starts sandboxes slowly
         while not (repo / "ready").exists():
             assert time.monotonic() < deadline and proc.poll() is None, "flipper did not start"
             time.sleep(0.02)
