@@ -272,7 +272,7 @@ def _protected_entries(fs: FsView, root: str, home: str) -> list[tuple[str, str]
 
 def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
          protect: Sequence[str] = (), tools: Sequence[str] = (),
-         opened: Sequence[str] = ()) -> Plan:
+         opened: Sequence[str] = (), private: Sequence[str] = ()) -> Plan:
     """The mount plan for these settings (pure given ``fs``).
 
     ``protect``: absolute paths the runtime itself keeps read-only in every
@@ -284,6 +284,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     folder under ``sandbox agent``): exactly these folders, when ``allowWrite``
     lists them, the protected set's names and every ``denyWrite`` entry inside
     them still read-only, and never one under ``denyWrite`` or ``protect``.
+    ``private``: absolute paths hidden whatever the settings allow
+    (``contract.private_paths``), like credentials.
     """
     f, n = settings.filesystem, settings.network
     mounts: dict[tuple[str, str], Mount] = {}
@@ -344,6 +346,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     # credentials are hidden like denyRead, and no allowRead opens them again
     creds = [fs.realpath(p) for p in _concrete(settings.credential_files, home, cwd, fs,
                                                    search_roots)]
+    creds += [fs.realpath(p) for p in private]
     for rp in creds:
         add("hide", rp)
     # a denied file with a second name (a hard link made in an earlier run) would be
