@@ -26,7 +26,10 @@ the launcher sent, answers ``R``, waits for ``G`` and runs ``mcp_server.main``
 exactly as a cold start does. A thread then watches the connection: when the
 launcher goes away (the client ended it) the session ends too.
 
-It exits when no session started for ``IDLE_SECONDS``.
+It exits when no session started for ``IDLE_SECONDS``, and within
+``CHECK_SECONDS`` of its socket being removed or replaced (a socket whose folder
+is gone cannot be located, and the planner refuses runs that allow unix sockets
+by path while one is bound).
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ import time
 from agent_sandbox import mcp_launch
 
 IDLE_SECONDS = 12 * 3600.0
+# how often it checks that its socket is still where launchers (and the sandbox
+# planner, which must locate every bound socket to mask it) look for it
+CHECK_SECONDS = 10.0
 LOCK_WAIT = 3.0
 _STATUS_FIELDS = ("NoNewPrivs:", "Seccomp:", "CapBnd:")
 _NAMESPACES = ("net", "mnt", "pid", "user", "ipc", "uts")
@@ -242,6 +248,13 @@ def _listen(path: str) -> socket.socket:
     return sock
 
 
+def _still_bound(path: str, ino: int) -> bool:
+    try:
+        return os.stat(path).st_ino == ino
+    except OSError:
+        return False
+
+
 def serve(folder: str) -> int:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as mcp_server.serve
     from agent_sandbox import mcp_server
@@ -254,15 +267,22 @@ def serve(folder: str) -> int:
     _INHERITED.append(listener.fileno())
     bound = os.stat(path).st_ino
     signal.signal(signal.SIGCHLD, _reap)
-    listener.settimeout(IDLE_SECONDS)
+    listener.settimeout(CHECK_SECONDS)
     _log(f"listening on {path}")
+    last = time.monotonic()
     try:
         while True:
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
-                _log("idle: exiting")
-                return 0
+                if not _still_bound(path, bound):
+                    _log("the socket was removed or replaced: exiting")
+                    return 0
+                if time.monotonic() - last > IDLE_SECONDS:
+                    _log("idle: exiting")
+                    return 0
+                continue
+            last = time.monotonic()
             with conn:
                 if not _one(conn, mine, ident):
                     return 0

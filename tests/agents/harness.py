@@ -115,6 +115,7 @@ class World:
         return r
 
     def cleanup(self) -> None:
+        stop_residents(self.state)  # before its folder goes (see mcp_resident)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def snapshot_home(self) -> dict[str, bytes]:
@@ -205,3 +206,18 @@ class World:
                               env={**self.env(client, model_url), **(env_extra or {})},
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=timeout)
+
+
+def stop_residents(state: Path) -> None:
+    """End the resident MCP servers a client's ``sandbox mcp`` started for the
+    state folder ``state`` (``mcp_resident``)."""
+    import signal
+
+    want = f"{contract.STATE_DIR_ENV}={state}".encode()
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and (d / "cmdline").read_bytes().split(b"\0")[-3:-1] == [
+                    b"mcp", b"--resident"] and want in (d / "environ").read_bytes().split(b"\0"):
+                os.kill(int(d.name), signal.SIGKILL)
+        except OSError:
+            continue

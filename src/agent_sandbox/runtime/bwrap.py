@@ -346,7 +346,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     # credentials are hidden like denyRead, and no allowRead opens them again
     creds = [fs.realpath(p) for p in _concrete(settings.credential_files, home, cwd, fs,
                                                    search_roots)]
-    creds += [fs.realpath(p) for p in private]
+    private_real = [fs.realpath(p) for p in private]
+    creds += private_real
     for rp in creds:
         add("hide", rp)
     # a denied file with a second name (a hard link made in an earlier run) would be
@@ -493,6 +494,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
             # whose resolution passes through a link the command can write
             if any(writable_here(x) for x in (p, rp, *_links_on_the_way(fs, p))):
                 continue
+            if any(_under(rp, x) for x in private_real):
+                continue  # listed or not, private state is never shown
             mounts[("sock", rp)] = Mount("sock", rp, "f")
         # the runtime's own installation and files, wherever they are (a checkout under
         # /tmp), stay visible read-only in the folders hidden for sockets
