@@ -213,6 +213,10 @@ def _child(conn: socket.socket, fds: list[int], req: Request) -> None:  # pragma
         os._exit(max(status, 0))
 
 
+def _leave(_signum: int, _frame: object) -> None:
+    raise SystemExit(0)
+
+
 def _reap(_signum: int = 0, _frame: object = None) -> None:
     with contextlib.suppress(ChildProcessError):
         while os.waitpid(-1, os.WNOHANG)[0] > 0:
@@ -267,6 +271,7 @@ def serve(folder: str) -> int:
     _INHERITED.append(listener.fileno())
     bound = os.stat(path).st_ino
     signal.signal(signal.SIGCHLD, _reap)
+    signal.signal(signal.SIGTERM, _leave)  # through the finally below: the socket goes
     listener.settimeout(CHECK_SECONDS)
     _log(f"listening on {path}")
     last = time.monotonic()
@@ -327,6 +332,7 @@ def _one(conn: socket.socket, mine: tuple[str, ...], ident: str) -> bool:
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the session's child
         _child(conn, fds, req)
+    _log(f"session {pid}: {req[0][0] if req[0] else '.'}")
     for fd in fds:
         os.close(fd)
     return True
