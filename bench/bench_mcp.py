@@ -177,18 +177,20 @@ def start_resident(state: Path) -> int:
     """This user's resident server for ``state``, started as a launcher does on a
     miss, and its pid once it listens (its log says so)."""
     from agent_sandbox import contract
+    from agent_sandbox.mcp_launch import resident_dir, resident_file
 
-    folder = state / "mcp"
+    folder = Path(resident_dir())
+    assert folder == state / "mcp"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     subprocess.Popen(contract.self_argv(PY, "mcp", "--resident"), cwd="/",
                      start_new_session=True, stdin=subprocess.DEVNULL,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        log = folder / "resident.log"
+        log = Path(resident_file(".log"))
         lines = [x for x in (log.read_text().splitlines() if log.exists() else [])
                  if " listening on " in x]
-        if lines and (folder / "mcp.sock").exists():
+        if lines and os.path.exists(resident_file(".sock")):
             return int(lines[-1].split("[", 1)[1].split("]", 1)[0])
         time.sleep(0.05)
     raise SystemExit("the resident server did not start")

@@ -19,7 +19,8 @@ because of the resident. When there was none, or a stale one, it also starts a
 fresh resident, detached, for the next session.
 
 The handshake, over a unix stream socket in the user's state folder
-(``contract.mcp_resident_dir``, 0700, hidden in every sandbox):
+(``contract.mcp_resident_dir``, 0700, hidden in every sandbox; one per
+installation, ``resident_file``):
 
 1. launcher -> resident: a frame (4-byte big-endian length, then JSON: the
    protocol version, the package identity, the arguments, the environment, the
@@ -49,7 +50,6 @@ from agent_sandbox import contract
 PROTOCOL = 1
 HANDSHAKE_SECONDS = 2.0
 MAX_FRAME = 1 << 20
-SOCKET_NAME = "mcp.sock"
 
 
 def identity() -> str:
@@ -84,7 +84,11 @@ def identity() -> str:
                 continue
             st = e.stat(follow_symlinks=False)
             parts.append(f"{e.path}:{st.st_mode}:{st.st_size}:{st.st_ino}:{st.st_mtime_ns}")
-    data = "\n".join(parts).encode("utf-8", "surrogateescape")
+    return _sha256_hex("\n".join(parts))
+
+
+def _sha256_hex(text: str) -> str:
+    data = text.encode("utf-8", "surrogateescape")
     for name in ("_sha2", "_sha256"):  # 3.12+, then 3.11 (as audit.canonical)
         try:
             return str(__import__(name).sha256(data).hexdigest())
@@ -93,6 +97,17 @@ def identity() -> str:
     import hashlib
 
     return hashlib.sha256(data).hexdigest()
+
+
+def resident_file(suffix: str) -> str:
+    """The resident's socket (``.sock``), lock or log of this installation: one
+    resident per interpreter and package path, so that two installations of one
+    user (two virtualenvs) each keep theirs instead of replacing each other's."""
+    import agent_sandbox
+
+    key = _sha256_hex(os.path.realpath(sys.executable) + "\0"
+                      + os.path.dirname(os.path.abspath(agent_sandbox.__file__)))[:16]
+    return os.path.join(resident_dir(), key + suffix)
 
 
 class _suppressed:
@@ -168,7 +183,7 @@ def try_resident(argv: list[str]) -> tuple[int | None, bool]:
     try:
         sock.settimeout(HANDSHAKE_SECONDS)
         try:
-            sock.connect(os.path.join(folder, SOCKET_NAME))
+            sock.connect(resident_file(".sock"))
         except OSError:
             return None, True
         if _peer_uid(sock) != os.geteuid():

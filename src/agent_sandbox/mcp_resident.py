@@ -4,8 +4,9 @@ Started detached by a launcher that found none (``mcp_launch.start_resident``:
 ``contract.self_argv``, so an isolated interpreter, from ``/``). It takes the
 lock of its folder (another resident holds it: exit), imports the SDK and
 ``mcp_server`` (nothing from a path a sandbox can write: ``-I``, ``/``), then
-listens on ``mcp.sock`` in ``contract.mcp_resident_dir`` (0700, the socket
-0600), a folder every sandbox gets hidden (``contract.private_paths``).
+listens on its installation's socket (``mcp_launch.resident_file``) in
+``contract.mcp_resident_dir`` (0700, the socket 0600), a folder every sandbox
+gets hidden (``contract.private_paths``).
 
 Each connection is checked before anything it sent is used:
 
@@ -223,8 +224,8 @@ def _reap(_signum: int = 0, _frame: object = None) -> None:
             pass
 
 
-def _lock(folder: str) -> int | None:
-    fd = os.open(os.path.join(folder, "resident.lock"),
+def _lock() -> int | None:
+    fd = os.open(mcp_launch.resident_file(".lock"),
                  os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     deadline = time.monotonic() + LOCK_WAIT  # a stale resident may still be leaving
     while True:
@@ -259,14 +260,14 @@ def _still_bound(path: str, ino: int) -> bool:
         return False
 
 
-def serve(folder: str) -> int:
+def serve() -> int:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as mcp_server.serve
     from agent_sandbox import mcp_server
 
     mcp_server._sdk_server_class()  # the SDK, imported before any client asks
     ident = mcp_launch.identity()
     mine = confinement("self")
-    path = os.path.join(folder, mcp_launch.SOCKET_NAME)
+    path = mcp_launch.resident_file(".sock")
     listener = _listen(path)
     _INHERITED.append(listener.fileno())
     bound = os.stat(path).st_ino
@@ -346,18 +347,18 @@ def main() -> int:
         return 1
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
         return 1
-    lock = _lock(folder)
+    lock = _lock()
     if lock is None:
         return 0  # another resident runs (or is starting)
     _INHERITED.append(lock)
-    log = os.open(os.path.join(folder, "resident.log"),
+    log = os.open(mcp_launch.resident_file(".log"),
                   os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     if os.fstat(log).st_size > 1 << 20:
         os.ftruncate(log, 0)
     os.dup2(log, 2)
     os.close(log)
     try:
-        return serve(folder)
+        return serve()
     except Exception as exc:
         _log(f"failed: {exc!r}")
         return 1

@@ -13,6 +13,7 @@ import json
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -207,17 +208,25 @@ def test_escalation_waits_runs_once_after_approve_and_never_after_deny(
 # only peers confined exactly as itself.
 RESIDENT_FIRST = (
     "import os, subprocess, sys, time\n"
-    "folder = os.path.join(os.environ['AGENT_SANDBOX_STATE_DIR'], 'mcp')\n"
-    "os.makedirs(folder, mode=0o700, exist_ok=True)\n"
+    "from agent_sandbox.mcp_launch import resident_dir, resident_file\n"
+    "os.makedirs(resident_dir(), mode=0o700, exist_ok=True)\n"
     "subprocess.Popen([sys.executable, '-I', '-m', 'agent_sandbox', 'mcp', '--resident'],\n"
     "                 cwd='/', start_new_session=True, stdin=subprocess.DEVNULL,\n"
     "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-    "log = os.path.join(folder, 'resident.log')\n"
+    "log = resident_file('.log')\n"
     "end = time.monotonic() + 60\n"
     "while time.monotonic() < end and not (os.path.exists(log)\n"
     "                                      and 'listening on' in open(log).read()):\n"
     "    time.sleep(0.05)\n"
     "os.execv(sys.argv[1], sys.argv[1:])\n")
+
+
+def resident_log(world: World) -> Path:
+    """The resident's log in this world's state folder (one per installation)."""
+    from agent_sandbox.mcp_launch import resident_file
+
+    name = Path(resident_file(".log")).name
+    return world.state / "mcp" / name
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -242,11 +251,11 @@ def test_mcp_session_through_the_resident_server(world: World, client: str) -> N
                                  stdin=subprocess.DEVNULL, capture_output=True, text=True,
                                  timeout=240)
         except subprocess.TimeoutExpired as exc:
-            log = world.state / "mcp" / "resident.log"
+            log = resident_log(world)
             raise AssertionError(f"{exc.stdout!r} {exc.stderr!r} "
                                  f"{log.read_text() if log.exists() else ''}") from None
         results = model.results()
-    log = (world.state / "mcp" / "resident.log").read_text()
+    log = resident_log(world).read_text()
     detail = (f"exit {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}\n"
               f"{model.errors}\n{log}")
     assert not model.errors, detail

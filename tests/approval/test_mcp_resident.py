@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from agent_sandbox import contract
+from agent_sandbox.mcp_launch import resident_file
 
 from .conftest import make_repo
 
@@ -38,8 +39,9 @@ class Place:
         self.base = base
         self.repo = repo
         self.folder = base / "state" / "mcp"
-        self.sock = self.folder / "mcp.sock"
-        self.log = self.folder / "resident.log"
+        self.sock = Path(resident_file(".sock"))  # this installation's
+        self.log = Path(resident_file(".log"))
+        assert self.sock.parent == self.folder
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
@@ -343,15 +345,19 @@ def test_a_sandboxed_process_cannot_reach_the_resident(place: Place) -> None:
                     "allowUnixSockets": [str(place.sock)]},
         "filesystem": {"denyRead": [], "allowWrite": [str(work), str(place.base / "state")],
                        "denyWrite": []}}))
-    code = _raw_request(str(place.sock)) + f"print(os.listdir({str(place.folder)!r}))\n"
-    r = run_sandboxed([PY, "-I", "-c", code], str(settings), str(work), timeout=60)
+    look = f"import os; print(os.listdir({str(place.folder)!r}))"
+    r = run_sandboxed([PY, "-I", "-c", look], str(settings), str(work), timeout=60)
+    assert r.returncode == 0 and r.stdout == b"[]\n", r  # hidden: an empty folder
+    r = run_sandboxed([PY, "-I", "-c", _raw_request(str(place.sock))], str(settings),
+                      str(work), timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode().startswith("connect failed"), r.stdout
-    # the folder shows inside as empty; the resident saw no connection at all
+    time.sleep(0.5)
+    assert place.log_text() == before, place.log_text()  # not even a refused connection
     out = session(place, place.env(), resident=pid)  # control: it is listening
     answered(out)
     assert len(out["children"]) == 1
-    assert place.log_text() == before, place.log_text()
+    before = place.log_text()
     # and a launcher inside (no unix sockets at all: seccomp refuses them) serves
     # its session itself, confined
     settings.write_text(json.dumps({
