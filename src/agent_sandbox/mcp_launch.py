@@ -50,6 +50,7 @@ from agent_sandbox import contract
 PROTOCOL = 1
 HANDSHAKE_SECONDS = 2.0
 MAX_FRAME = 1 << 20
+START_DELAY = 1.0
 
 
 def identity() -> str:
@@ -228,8 +229,8 @@ def _umask() -> int:
 
 def start_resident() -> None:
     """Start this user's resident server detached (its own session, from ``/``,
-    isolated interpreter); it exits at once if another holds its lock. Nothing
-    here waits for it to be ready."""
+    isolated interpreter, ``START_DELAY`` seconds later); it exits at once if
+    another holds its lock. Nothing here waits for it to be ready."""
     folder = resident_dir()
     parent = os.path.dirname(folder)
     try:  # a read-only state folder (inside a sandbox): no resident can live there
@@ -241,6 +242,8 @@ def start_resident() -> None:
         return
     if not _private(folder) or not os.access(folder, os.W_OK):
         return
+    import time
+
     argv = contract.self_argv(sys.executable, "mcp", "--resident")
     try:
         pid = os.fork()
@@ -250,6 +253,9 @@ def start_resident() -> None:
         try:
             os.setsid()
             if os.fork() == 0:
+                # let this launcher's cold start import the SDK first: on a small
+                # machine the two imports at once slow the client's session
+                time.sleep(START_DELAY)
                 null = os.open(os.devnull, os.O_RDWR)
                 for fd in (0, 1, 2):
                     os.dup2(null, fd)
