@@ -34,8 +34,8 @@ installation, ``resident_file``):
 
 ``identity()`` names the installed code: the interpreter, the package's
 version and path, every file of the package (size, inode, mtime), and what the
-folders on ``sys.path`` hold (names, and the inode of each distribution's record
-folder, made anew by every install, upgrade or removal). A resident compares
+installation's folders on ``sys.path`` hold (names, and the inode of each
+distribution's record folder, made anew by every install, upgrade or removal). A resident compares
 the launcher's with its own, taken when it imported everything; a mismatch
 makes it answer ``S`` and exit, so code replaced by an upgrade is never served.
 """
@@ -60,8 +60,17 @@ def identity() -> str:
 
     pkg = os.path.dirname(os.path.abspath(agent_sandbox.__file__))
     parts = [str(PROTOCOL), agent_sandbox.__version__, os.path.realpath(sys.executable),
-             sys.version, pkg, repr(sys.path), repr(sys.flags)]
-    for entry in sys.path:  # what is installed: a distribution's record folder is
+             sys.version, pkg]
+    # the installation's own folders (the standard library, the virtualenv's site
+    # folder): the same whether or not this interpreter runs isolated, as the
+    # resident does and a launcher started by hand (``sandbox mcp``) may not
+    prefixes = tuple(dict.fromkeys(os.path.join(p, "") for p in (
+        sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)))
+    # not isolated, the first entry is the script's folder or the current one
+    searched = sys.path if sys.flags.safe_path else sys.path[1:]
+    for entry in searched:  # what is installed: a distribution's record folder is
+        if not os.path.join(entry, "").startswith(prefixes):
+            continue
         try:  # made anew by every install, upgrade or reinstall
             names = sorted(os.listdir(entry))
         except OSError:

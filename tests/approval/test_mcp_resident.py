@@ -115,7 +115,8 @@ def children(pid: int) -> list[int]:
 
 
 def session(p: Place, env: dict[str, str], *, cwd: Path | None = None,
-            resident: int | None = None, umask: int = 0o022) -> dict[str, Any]:
+            resident: int | None = None, umask: int = 0o022,
+            argv: list[str] | None = None) -> dict[str, Any]:
     """One SDK client session against the launcher: what it answered, and the
     resident's children while it lasted."""
     import anyio
@@ -125,9 +126,9 @@ def session(p: Place, env: dict[str, str], *, cwd: Path | None = None,
     out: dict[str, Any] = {}
 
     async def run() -> None:
-        params = StdioServerParameters(command=PY, args=contract.self_argv(PY, "mcp",
-                                                                           str(p.repo))[1:],
-                                       env=env, cwd=str(cwd or p.repo))
+        full = argv or contract.self_argv(PY, "mcp", str(p.repo))
+        params = StdioServerParameters(command=full[0], args=full[1:], env=env,
+                                       cwd=str(cwd or p.repo))
         async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
             init = await s.initialize()
             out["server"] = init.server_info.name
@@ -192,6 +193,20 @@ def test_the_session_gets_the_clients_folder_environment_and_umask(place: Place)
     assert "PROBE=from-the-client" in out["env"], out  # what its tools ran with
     assert "PROBE" not in Path(f"/proc/{pid}/environ").read_text()
     assert out["child_umask"] == "0027", out
+
+
+def test_a_launcher_started_by_hand_shares_the_resident(place: Place) -> None:
+    """``sandbox mcp DIR`` typed by a user (the console script, not isolated) has
+    the same installed code as the clients' isolated launchers: served warm, and
+    the resident stays for the next."""
+    script = Path(PY).parent / "sandbox"
+    if not script.exists():
+        pytest.skip("no sandbox console script beside the interpreter")
+    pid = start_resident(place)
+    out = session(place, place.env(), resident=pid, argv=[str(script), "mcp", str(place.repo)])
+    answered(out)
+    assert len(out["children"]) == 1, out
+    assert residents(place) == [pid] and "changed" not in place.log_text()
 
 
 def _plant(folder: Path, marker: Path) -> None:
