@@ -253,6 +253,22 @@ def _listen(path: str) -> socket.socket:
     return sock
 
 
+def _build_models() -> None:
+    """Build now what the SDK's import deferred (``mcp_server._sdk_server_class``):
+    each session's child then finds its protocol models built, as a cold start
+    without ``defer_build`` would have them. The same models, built earlier."""
+    from pydantic import BaseModel
+
+    for name, module in list(sys.modules.items()):
+        if name.partition(".")[0] not in ("mcp", "mcp_types") or module is None:
+            continue
+        for value in list(vars(module).values()):
+            if (isinstance(value, type) and issubclass(value, BaseModel)
+                    and not value.__pydantic_complete__):
+                with contextlib.suppress(Exception):  # one that cannot: built on use
+                    value.model_rebuild()
+
+
 def _still_bound(path: str, ino: int) -> bool:
     try:
         return os.stat(path).st_ino == ino
@@ -265,6 +281,7 @@ def serve() -> int:
     from agent_sandbox import mcp_server
 
     mcp_server._sdk_server_class()  # the SDK, imported before any client asks
+    _build_models()
     ident = mcp_launch.identity()
     mine = confinement("self")
     path = mcp_launch.resident_file(".sock")
