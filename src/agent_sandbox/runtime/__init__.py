@@ -40,9 +40,9 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
   itself (namespaces, no_new_privs, seccomp, capability bounding set, LSM label:
   a sandboxed peer differs in its network and mount namespaces at least), so what
   a peer sends (arguments, environment, working folder) gives it nothing it could
-  not do by starting ``sandbox mcp`` itself. It runs isolated from ``/`` and was
-  importing everything before any peer spoke; it serves only code whose identity
-  matches the launcher's (``mcp_launch.identity``);
+  not do by starting ``sandbox mcp`` itself. It runs isolated from ``/``, had
+  imported everything before any peer spoke, and serves only while the installed
+  code's identity matches the launcher's (``mcp_launch.identity``);
 - later host tools (git, shells, editors, agents, package managers) read what
   the protected set (``agent_sandbox.protected``) keeps read-only in every
   writable root, at every depth, and in the home folder.
