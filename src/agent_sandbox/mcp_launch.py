@@ -13,10 +13,10 @@ for the child's exit status and exits with it.
 
 On any failure before the child takes the session (no resident folder, no
 socket, refused, a resident of other code, a resident that does not answer in
-``HANDSHAKE_SECONDS`` or dies mid-handshake) the launcher serves the session
-itself, cold, exactly as before: a client is never left waiting or failed
-because of the resident. When there was none, or a stale one, it also starts a
-fresh resident, detached, for the next session.
+``HANDSHAKE_SECONDS``, or one that dies mid-handshake: before ``T`` below) the
+launcher serves the session itself, cold, exactly as before: a client is never
+left waiting or failed because of the resident. When there was none, or a
+stale one, it also starts a fresh resident, detached, for the next session.
 
 The handshake, over a unix stream socket in the user's state folder
 (``contract.mcp_resident_dir``, 0700, hidden in every sandbox; one per
@@ -30,7 +30,9 @@ installation, ``resident_file``):
    (the resident runs other code: it exits) or nothing (refused);
 3. launcher -> child: ``G``: from here on the session is the child's; the
    launcher never serves it as well (without ``G`` the child exits untouched);
-4. child -> launcher: ``X`` and the exit status when the session ends.
+4. child -> launcher: ``T`` as it takes the session, before it reads anything
+   (a child that dies before ``T`` leaves the session to the launcher, cold);
+5. child -> launcher: ``X`` and the exit status when the session ends.
 
 ``identity()`` names the installed code: the interpreter, the package's
 version and path, every file of the package (size, inode, mtime), and what the
@@ -215,8 +217,10 @@ def try_resident(argv: list[str]) -> tuple[int | None, bool]:
         if reply != b"R":
             return None, reply == b"S"
         sock.sendall(b"G")
-        # committed: the session is the child's, however it ends
-        sock.settimeout(None)
+        sock.settimeout(None)  # past G the child serves: waiting for it is the session
+        if sock.recv(1) != b"T":  # it died before reading anything: serve it here
+            return None, True
+        # committed: the child may have read the client's input
         end = _recv_exact(sock, 2)
         if len(end) == 2 and end[:1] == b"X":
             return end[1], False

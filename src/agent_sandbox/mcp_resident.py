@@ -23,9 +23,10 @@ Each connection is checked before anything it sent is used:
 Then it forks. No thread runs in this process before a fork (checked: a
 thread would make the fork unsafe; the resident exits instead). The child takes
 the descriptors, working folder, environment, umask and (lowered) resource limits
-the launcher sent, answers ``R``, waits for ``G`` and runs ``mcp_server.main``
-exactly as a cold start does. A thread then watches the connection: when the
-launcher goes away (the client ended it) the session ends too.
+the launcher sent, answers ``R``, waits for ``G``, answers ``T`` and runs
+``mcp_server.main`` exactly as a cold start does. A thread then watches the
+connection: when the launcher goes away (the client ended it) the session ends
+too.
 
 It exits when no session started for ``IDLE_SECONDS``, and within
 ``CHECK_SECONDS`` of its socket being removed or replaced (a socket whose folder
@@ -181,6 +182,7 @@ def _session(conn: socket.socket, fds: list[int], argv: list[str], env: dict[str
     if conn.recv(1) != b"G":  # the launcher serves it itself: touch nothing
         return -1
     conn.settimeout(None)
+    conn.sendall(b"T")  # taken: from here on this process reads the client's input
 
     def watch() -> None:  # the launcher gone: the client ended the session
         with contextlib.suppress(OSError):
