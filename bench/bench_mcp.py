@@ -2,18 +2,23 @@
 
 Starts ``python -I -m agent_sandbox mcp DIR`` exactly as ``sandbox init``
 renders it into the clients' MCP configs (stdio, newline-delimited JSON-RPC),
-sends ``initialize`` at once, as the clients do, and times, from the spawn:
+sends ``initialize`` at once, as the clients do, and times, from the spawn, in
+two ways side by side, alternated in the same rounds: warm (this user's resident
+server is up: the launcher hands it the session, ``mcp_launch``) and cold
+(``AGENT_SANDBOX_MCP_RESIDENT=off``: the launcher serves the session itself, as
+on a miss):
 
 1. the ``initialize`` answer (goal: at most 300 ms at rest);
 2. the ``tools/list`` answer sent right after ``notifications/initialized``
    (the point at which a client's first turn can carry our tools);
 3. the server's CPU time up to its ``initialize`` answer (what a loaded
-   machine stretches in wall time but not in CPU time), beside the floors:
+   machine stretches in wall time but not in CPU time; warm: the launcher's and
+   the session's child's), beside the floors of the cold start:
    importing the SDK alone (plainly, and as the server does, with pydantic's
    ``defer_build``), and its protocol types package alone (``mcp_types``,
    which any process speaking MCP through the SDK must import), in CPU time.
 
-Each run is a cold start (a new process); the bare interpreter
+Each run starts a new launcher process; the bare interpreter
 (``python -I -S -c pass``) is timed in the same run, interleaved, as the
 machine's yardstick. Bytecode is compiled first (``compileall``) so the figures
 reflect an installed package, whatever ``PYTHONDONTWRITEBYTECODE`` says.
@@ -62,13 +67,15 @@ def _message(obj: dict[str, object]) -> bytes:
 
 
 class Server:
-    """One cold ``sandbox mcp`` process and its stdout, read line by line."""
+    """One ``sandbox mcp`` process and its stdout, read line by line."""
 
-    def __init__(self, repo: Path, argv: list[str] | None = None) -> None:
+    def __init__(self, repo: Path, argv: list[str] | None = None,
+                 env: dict[str, str] | None = None, resident: int | None = None) -> None:
+        self.resident = resident
         self.spawned = time.perf_counter()
         self.proc = subprocess.Popen(argv or [PY, "-I", "-m", "agent_sandbox", "mcp", str(repo)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.PIPE, env=env)
         self._buf = b""
 
     def send(self, obj: dict[str, object]) -> None:
@@ -79,8 +86,15 @@ class Server:
     def cpu(self) -> float:
         """CPU seconds the server has run so far (``/proc/PID/schedstat``, ns): what
         its start costs, which a loaded machine stretches in wall time but not here."""
-        with open(f"/proc/{self.proc.pid}/schedstat", encoding="ascii") as fh:
-            return int(fh.read().split()[0]) / 1e9
+        pids = [self.proc.pid]
+        if self.resident:  # warm: the session is the resident's child
+            with open(f"/proc/{self.resident}/task/{self.resident}/children") as fh:
+                pids += [int(x) for x in fh.read().split()]
+        total = 0
+        for pid in pids:
+            with open(f"/proc/{pid}/schedstat", encoding="ascii") as fh:
+                total += int(fh.read().split()[0])
+        return total / 1e9
 
     def answer(self, want_id: int, timeout: float = 30.0) -> tuple[dict[str, object], float]:
         """The response to request ``want_id`` and the seconds from the spawn to it."""
@@ -116,8 +130,9 @@ class Server:
                 f.close()
 
 
-def one_start(repo: Path, argv: list[str] | None = None) -> tuple[float, float, float]:
-    srv = Server(repo, argv)
+def one_start(repo: Path, argv: list[str] | None = None, env: dict[str, str] | None = None,
+              resident: int | None = None) -> tuple[float, float, float]:
+    srv = Server(repo, argv, env, resident)
     try:
         srv.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": PROTOCOL, "capabilities": {},
@@ -158,44 +173,94 @@ def row(name: str, xs: list[float]) -> str:
             f"{xs[0] * 1000:9.1f} ms")
 
 
+def start_resident(state: Path) -> int:
+    """This user's resident server for ``state``, started as a launcher does on a
+    miss, and its pid once it listens (its log says so)."""
+    from agent_sandbox import contract
+    from agent_sandbox.mcp_launch import resident_dir, resident_file
+
+    folder = Path(resident_dir())
+    assert folder == state / "mcp"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    subprocess.Popen(contract.self_argv(PY, "mcp", "--resident"), cwd="/",
+                     start_new_session=True, stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        log = Path(resident_file(".log"))
+        lines = [x for x in (log.read_text().splitlines() if log.exists() else [])
+                 if " listening on " in x]
+        if lines and os.path.exists(resident_file(".sock")):
+            return int(lines[-1].split("[", 1)[1].split("]", 1)[0])
+        time.sleep(0.05)
+    raise SystemExit("the resident server did not start")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
     args = ap.parse_args()
     compileall.compile_dir(str(SRC / "agent_sandbox"), quiet=1)
-    with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
-        from agent_sandbox import contract
+    from agent_sandbox import contract
 
-        os.environ[contract.STATE_DIR_ENV] = str(Path(tmp) / "user-state")  # own registry
+    with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
+        state = Path(tmp) / "user-state"
+        os.environ[contract.STATE_DIR_ENV] = str(state)  # own registry, own resident
         os.environ["HOME"] = str(Path(tmp) / "home")  # init touches nothing of the user's
+        os.environ.pop(contract.MCP_RESIDENT_ENV, None)
         Path(os.environ["HOME"]).mkdir()
         repo = make_repo(Path(tmp) / "repo")
-        one_start(repo)  # warm the page cache and write bytecode for the SDK
-        base, sdk, sdk_cpu, init, tools, init_cpu = [], [], [], [], [], []
-        deferred_cpu, types_cpu = [], []
-        for _ in range(args.runs):
-            base.append(timed([PY, "-I", "-S", "-c", "pass"])[0])
-            wall, cpu = timed([PY, "-I", "-c", SDK_IMPORT])
-            sdk.append(wall)
-            sdk_cpu.append(cpu)
-            deferred_cpu.append(timed([PY, "-I", "-c", SDK_DEFERRED])[1])
-            types_cpu.append(timed([PY, "-I", "-c", TYPES_IMPORT])[1])
-            t_init, t_tools, c_init = one_start(repo)
-            init.append(t_init)
-            tools.append(t_tools)
-            init_cpu.append(c_init)
-    print(f"interpreter: {PY}  (cold starts: {args.runs}, "
-          f"load average: {os.getloadavg()[0]:.1f})")
+        cold_env = {**os.environ, contract.MCP_RESIDENT_ENV: "off"}
+        one_start(repo, env=cold_env)  # warm the page cache and write bytecode for the SDK
+        resident = start_resident(state)
+        try:
+            one_start(repo, resident=resident)
+            rows = _rounds(repo, args.runs, cold_env, resident)
+        finally:
+            os.kill(resident, 9)
+    loads = rows.pop("load")
+    print(f"interpreter: {PY}  (rounds: {args.runs}, warm and cold alternated; "
+          f"load average: {min(loads):.1f}-{max(loads):.1f})")
     print(f"{'measurement':<52} {'median':>9} {'p90':>9} {'min':>9}")
-    print(row("bare interpreter: python -I -S -c pass", base))
-    print(row("sandbox mcp: spawn -> initialize answer (goal <= 300)", init))
-    print(row("sandbox mcp: spawn -> tools/list answer", tools))
-    print(row("sandbox mcp: CPU time up to the initialize answer", init_cpu))
-    print(row("the SDK alone: python -I -c 'import mcp.server.mcpserver'", sdk))
-    print(row("the SDK alone, CPU time", sdk_cpu))
-    print(row("the SDK alone as the server imports it, CPU time", deferred_cpu))
-    print(row("its protocol types alone: 'import mcp_types', CPU", types_cpu))
+    for name, xs in rows.items():
+        print(row(name, xs))
     return 0
+
+
+def _rounds(repo: Path, runs: int, cold_env: dict[str, str],
+            resident: int) -> dict[str, list[float]]:
+    names = ["bare interpreter: python -I -S -c pass",
+             "warm: spawn -> initialize answer (goal <= 300)",
+             "warm: spawn -> tools/list answer",
+             "warm: CPU (launcher + session) to initialize",
+             "cold: spawn -> initialize answer",
+             "cold: spawn -> tools/list answer",
+             "cold: CPU time up to the initialize answer",
+             "the SDK alone: python -I -c 'import mcp.server.mcpserver'",
+             "the SDK alone, CPU time",
+             "the SDK alone as the server imports it, CPU time",
+             "its protocol types alone: 'import mcp_types', CPU"]
+    rows: dict[str, list[float]] = {n: [] for n in ["load", *names]}
+    for i in range(runs):
+        rows["load"].append(os.getloadavg()[0])
+        rows[names[0]].append(timed([PY, "-I", "-S", "-c", "pass"])[0])
+        order = (("warm", "cold") if i % 2 == 0 else ("cold", "warm"))
+        for mode in order:
+            if mode == "warm":
+                t_init, t_tools, c_init = one_start(repo, resident=resident)
+                at = 1
+            else:
+                t_init, t_tools, c_init = one_start(repo, env=cold_env)
+                at = 4
+            rows[names[at]].append(t_init)
+            rows[names[at + 1]].append(t_tools)
+            rows[names[at + 2]].append(c_init)
+        wall, cpu = timed([PY, "-I", "-c", SDK_IMPORT])
+        rows[names[7]].append(wall)
+        rows[names[8]].append(cpu)
+        rows[names[9]].append(timed([PY, "-I", "-c", SDK_DEFERRED])[1])
+        rows[names[10]].append(timed([PY, "-I", "-c", TYPES_IMPORT])[1])
+    return rows
 
 
 if __name__ == "__main__":

@@ -12,10 +12,12 @@ and waits until the child ends. The child then runs the unchanged
 ``mcp_server.serve(repo)``: the SDK still does all the protocol work.
 
 It is timed exactly as ``bench_mcp.py`` times ``sandbox mcp`` (same client,
-same repository, same checks of the answers). What the prototype leaves out
-(who starts the resident process, stale code after an upgrade, the client's
-environment, keeping the socket out of every sandbox's reach) is what a real
-implementation would have to settle first.
+same repository, same checks of the answers). The real implementation
+(``mcp_launch`` and ``mcp_resident``, whose warm sessions ``bench_mcp.py``
+times) adds what this prototype leaves out: who starts the resident, the
+identity of the installed code, the peer's uid and confinement, the client's
+folder, environment, umask and limits, the fallback to a cold start; this
+stays as the floor of the design, with none of those checks.
 
 Run: ``.venv/bin/python bench/bench_mcp_preimported.py [--runs N]``.
 """

@@ -7,7 +7,8 @@ parallel (pytest-xdist) and beside other sandboxes on the same machine.
   commands it starts: no test reads or writes the real user's folders or
   ``/var/log/agent-sandbox``, and two workers never share run records or owed
   sweeps. The XDG base folders are unset,
-  so a test's HOME alone says where the agent clients keep their files.
+  so a test's HOME alone says where the agent clients keep their files. No
+  ``sandbox mcp`` asks a resident server unless its test says so.
 - Tests marked ``host_global`` change what every process on the machine sees
   (files under ``/etc/agent-sandbox``, a bound unix socket no sandbox can mask):
   they run alone, while every other test
@@ -75,6 +76,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for variable, sub in zip(STATE_VARIABLES, ("state", "audit"), strict=True):
         os.environ[variable] = str(root / sub)
     os.environ.pop("AGENT_SANDBOX_LOCK_DIR", None)
+    # no resident MCP server outlives a test: the tests that want one say so
+    # (approval/test_mcp_resident.py; the agents' worlds stop theirs)
+    os.environ["AGENT_SANDBOX_MCP_RESIDENT"] = "off"
     for variable in HOME_OVERRIDES:  # a test's own HOME decides where clients look
         os.environ.pop(variable, None)
 

@@ -36,6 +36,8 @@ USER_STATE_DIR = ".local/state/agent-sandbox"  # relative to the home folder
 LOCK_DIR_ENV = "AGENT_SANDBOX_LOCK_DIR"
 AUDIT_DIR_ENV = "AGENT_SANDBOX_AUDIT_DIR"
 STATE_DIR_ENV = "AGENT_SANDBOX_STATE_DIR"
+# ``off``: ``sandbox mcp`` never asks the resident server and serves cold
+MCP_RESIDENT_ENV = "AGENT_SANDBOX_MCP_RESIDENT"
 
 # The kinds of artifact the renderer produces (``Artifact.kind``), with what each
 # is. The renderer refuses any other kind; the roles select artifacts by these
@@ -131,6 +133,18 @@ def default_audit_dir(home: str) -> str:
             not os.path.exists(HOST_AUDIT_DIR) and os.geteuid() == 0):
         return HOST_AUDIT_DIR
     return os.path.join(user_state_dir(home), "audit")
+
+
+def mcp_resident_dir(home: str) -> str:
+    """The resident MCP server's private folder (its socket, lock and log)."""
+    return os.path.join(user_state_dir(home), "mcp")
+
+
+def private_paths(home: str) -> list[str]:
+    """State no sandbox may even see: hidden (an empty read-only folder) in every
+    sandbox, whatever its settings allow. The resident MCP server's socket: a
+    session it serves runs outside any sandbox."""
+    return [os.path.abspath(mcp_resident_dir(home))]
 
 
 def state_paths(home: str) -> list[str]:

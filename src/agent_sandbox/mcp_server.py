@@ -22,8 +22,11 @@ the policy check and the queue's crash recovery run beside the server, not
 before it; the SDK's protocol models are built on first use (``defer_build``,
 see ``_sdk_server_class``). Importing the SDK still takes most of the start
 (its protocol types package alone costs more than the 300 ms goal, see
-``bench/bench_mcp.py``). A broken policy is reported on stderr and by every
-tool call, with its reason; it never lets a call through.
+``bench/bench_mcp.py``), so ``sandbox mcp`` first asks this user's resident
+server, which imported all of it beforehand, to run ``main`` in a forked child
+(``mcp_launch``, ``mcp_resident``); this module is the same either way. A broken
+policy is reported on stderr and by every tool call, with its reason; it never
+lets a call through.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ Test support only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -115,6 +116,7 @@ class World:
         return r
 
     def cleanup(self) -> None:
+        stop_residents(self.state, self.home)  # before its folder goes (mcp_resident)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def snapshot_home(self) -> dict[str, bytes]:
@@ -205,3 +207,30 @@ class World:
                               env={**self.env(client, model_url), **(env_extra or {})},
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=timeout)
+
+
+def residents(state: Path, home: Path | None = None) -> list[int]:
+    """The resident MCP servers (``mcp_resident``) a ``sandbox mcp`` started for
+    the state folder ``state``, or with the home ``home`` (a client that passes
+    its MCP servers only some variables, as Codex does)."""
+    want = {f"{contract.STATE_DIR_ENV}={state}".encode()}
+    if home is not None:
+        want.add(f"HOME={home}".encode())
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and (d / "cmdline").read_bytes().split(b"\0")[-3:-1] == [
+                    b"mcp", b"--resident"] and want & set(
+                        (d / "environ").read_bytes().split(b"\0")):
+                out.append(int(d.name))
+        except OSError:
+            continue
+    return out
+
+
+def stop_residents(state: Path, home: Path | None = None) -> None:
+    import signal
+
+    for pid in residents(state, home):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)

@@ -13,6 +13,7 @@ import json
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -201,3 +202,65 @@ def test_escalation_waits_runs_once_after_approve_and_never_after_deny(
     statuses = sorted(json.loads(p.read_text()).get("status") for p in done)
     assert statuses == ["completed", "denied"], statuses
 
+
+
+# Started in the client's own mount namespace (``World.wrap``): a resident serves
+# only peers confined exactly as itself.
+RESIDENT_FIRST = (
+    "import os, subprocess, sys, time\n"
+    "from agent_sandbox.mcp_launch import resident_dir, resident_file\n"
+    "os.makedirs(resident_dir(), mode=0o700, exist_ok=True)\n"
+    "subprocess.Popen([sys.executable, '-I', '-m', 'agent_sandbox', 'mcp', '--resident'],\n"
+    "                 cwd='/', start_new_session=True, stdin=subprocess.DEVNULL,\n"
+    "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+    "log = resident_file('.log')\n"
+    "end = time.monotonic() + 60\n"
+    "while time.monotonic() < end and not (os.path.exists(log)\n"
+    "                                      and 'listening on' in open(log).read()):\n"
+    "    time.sleep(0.05)\n"
+    "os.execv(sys.argv[1], sys.argv[1:])\n")
+
+
+def resident_log(world: World) -> Path:
+    """The resident's log in this world's state folder (one per installation)."""
+    from agent_sandbox.mcp_launch import resident_file
+
+    name = Path(resident_file(".log")).name
+    return world.state / "mcp" / name
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_mcp_session_through_the_resident_server(world: World, client: str) -> None:
+    """The real client's MCP session handed to this user's resident server: it
+    lists and calls our tools exactly as from a cold start."""
+    if client == "codex":
+        pytest.skip("Codex passes its MCP servers a fixed set of variables, so their "
+                    "launcher looks in the account's own state folder, never used here")
+    import subprocess
+    import sys
+
+    steps = [Mcp("sandbox_status"),
+             Mcp("check_request", {"request_id": "20260101T000000-000000000000"})]
+    with ModelServer(steps) as model:
+        world.configure(client, model.url)
+        init(world, client)
+        try:
+            run = subprocess.run(world.wrap([sys.executable, "-I", "-c", RESIDENT_FIRST,
+                                             *world.argv(client)]),
+                                 cwd=world.repo, env=world.env(client, model.url),
+                                 stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                 timeout=240)
+        except subprocess.TimeoutExpired as exc:
+            log = resident_log(world)
+            raise AssertionError(f"{exc.stdout!r} {exc.stderr!r} "
+                                 f"{log.read_text() if log.exists() else ''}") from None
+        results = model.results()
+    log = resident_log(world).read_text()
+    detail = (f"exit {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}\n"
+              f"{model.errors}\n{log}")
+    assert not model.errors, detail
+    assert "session " in log and str(world.repo) in log, detail  # served warm
+    assert "refused" not in log, detail
+    assert len(results) == 2, detail
+    assert "default_verdict" in results[0], results[0]
+    assert "no request 20260101T000000-000000000000" in results[1], results[1]

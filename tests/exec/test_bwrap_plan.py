@@ -420,3 +420,30 @@ def test_real_walk_is_complete_or_refuses(tmp_path) -> None:
 def test_allow_read_outside_any_deny_changes_nothing() -> None:
     p = plan_for({"filesystem": {"allowWrite": ["."], "allowRead": ["src"]}})
     assert ("show", CWD + "/src") not in ops(p)  # would make a writable path read-only
+
+
+PRIVATE = "/home/u/.local/state/agent-sandbox/mcp"
+
+
+@pytest.mark.parametrize("settings", [
+    {},
+    {"network": {"allowUnixSockets": [f"{PRIVATE}/r.sock"]},
+     "filesystem": {"allowRead": [PRIVATE]}},
+    {"network": {"allowUnixSockets": ["/home/u/.local/state"]},
+     "filesystem": {"allowWrite": ["~"]}},
+], ids=["plain", "listed-and-allowed", "parent-listed-home-writable"])
+def test_private_state_is_hidden_whatever_the_settings(settings: dict) -> None:
+    """The resident MCP server's folder (``contract.private_paths``): an empty
+    read-only folder in every plan, its socket never bound back, and mounted
+    after anything that would show the folders above it."""
+    fs = FakeFs({**BASE, f"{PRIVATE}/r.sock": "s"})
+    p = bw.plan(parse(settings), home=HOME, cwd=CWD, fs=fs, private=[PRIVATE])
+    o = ops(p)
+    assert ("hide", PRIVATE) in o
+    assert not any(path.startswith(PRIVATE) and op != "hide" for op, path in o), o
+    argv = bwargv.build_argv(p, ["true"], cwd=CWD)
+    at = max(i for i, a in enumerate(argv) if a == PRIVATE)
+    later = [a for a in argv[at + 1:] if a.startswith(PRIVATE)]
+    assert argv[argv.index(PRIVATE) - 1] == "--tmpfs" and not later, argv
+    above = [i for i, a in enumerate(argv) if a != "/" and PRIVATE.startswith(a + "/")]
+    assert all(i < argv.index(PRIVATE) for i in above), argv

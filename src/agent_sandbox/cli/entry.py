@@ -3,7 +3,8 @@
 ``sandbox hook ...`` runs on every tool call of every agent, so it takes a fast
 path that imports neither typer nor pydantic: ``agent_sandbox.hooks.entry``
 (stdlib only). ``sandbox exec`` and ``sandbox mcp DIR`` (whose start a client
-waits for) skip typer too. Everything else goes to the typer app in ``cli.main``.
+waits for: a stdlib launcher, ``mcp_launch``) skip typer too. Everything else
+goes to the typer app in ``cli.main``.
 """
 
 from __future__ import annotations
@@ -40,10 +41,15 @@ def main(argv: list[str] | None = None) -> int:
         from agent_sandbox.cli.exec_main import run as exec_run
 
         return exec_run(args[1:])
+    if args == ["mcp", "--resident"]:  # this user's resident server (mcp_resident)
+        from agent_sandbox.mcp_resident import main as resident_main
+
+        return resident_main()
     if args and args[0] == "mcp" and len(args) <= 2 and not any(
             a.startswith("-") for a in args[1:]):
-        # a client waits for the server's first answer: no typer before it
-        from agent_sandbox.mcp_server import main as mcp_main
+        # a client waits for the server's first answer: no typer before it, and
+        # the resident server's session when there is one
+        from agent_sandbox.mcp_launch import main as mcp_main
 
         return mcp_main(args[1:])
     if args and args[0] == "agent":  # its `--` and the client's arguments, untouched

@@ -42,6 +42,16 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
   link or another folder) between a check and a write would redirect it, so an
   approved file write runs in a sandbox of its own (``queue.write_file``), where
   the protected set is read-only by mount whatever name the tree gives it;
+- the resident MCP server (``mcp_resident``) serves, outside any sandbox, sessions
+  that launchers hand it over a unix socket in the user's state folder, a folder
+  every sandbox gets hidden (``contract.private_paths``: bwrap and gVisor hide it,
+  srt denies reading it); it accepts only a peer of this uid confined exactly as
+  itself (namespaces, no_new_privs, seccomp, capability bounding set, LSM label:
+  a sandboxed peer differs in its network and mount namespaces at least), so what
+  a peer sends (arguments, environment, working folder) gives it nothing it could
+  not do by starting ``sandbox mcp`` itself. It runs isolated from ``/``, had
+  imported everything before any peer spoke, and serves only while the installed
+  code's identity matches the launcher's (``mcp_launch.identity``);
 - later host tools (git, shells, editors, agents, package managers, Python) read
   what the protected set (``agent_sandbox.protected``) keeps read-only in every
   writable root, at every depth, and in the home folder. A repository's own

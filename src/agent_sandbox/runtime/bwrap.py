@@ -310,7 +310,7 @@ def _pth_modules(fs: FsView, pth: str) -> list[tuple[str, str]]:
 
 def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
          protect: Sequence[str] = (), tools: Sequence[str] = (),
-         opened: Sequence[str] = ()) -> Plan:
+         opened: Sequence[str] = (), private: Sequence[str] = ()) -> Plan:
     """The mount plan for these settings (pure given ``fs``).
 
     ``protect``: absolute paths the runtime itself keeps read-only in every
@@ -322,6 +322,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     folder under ``sandbox agent``): exactly these folders, when ``allowWrite``
     lists them, the protected set's names and every ``denyWrite`` entry inside
     them still read-only, and never one under ``denyWrite`` or ``protect``.
+    ``private``: absolute paths hidden whatever the settings allow
+    (``contract.private_paths``), like credentials.
     """
     f, n = settings.filesystem, settings.network
     mounts: dict[tuple[str, str], Mount] = {}
@@ -382,6 +384,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     # credentials are hidden like denyRead, and no allowRead opens them again
     creds = [fs.realpath(p) for p in _concrete(settings.credential_files, home, cwd, fs,
                                                    search_roots)]
+    private_real = [fs.realpath(p) for p in private]
+    creds += private_real
     for rp in creds:
         add("hide", rp)
     # a denied file with a second name (a hard link made in an earlier run) would be
@@ -537,6 +541,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
             # whose resolution passes through a link the command can write
             if any(writable_here(x) for x in (p, rp, *_links_on_the_way(fs, p))):
                 continue
+            if any(_under(rp, x) for x in private_real):
+                continue  # listed or not, private state is never shown
             mounts[("sock", rp)] = Mount("sock", rp, "f")
         # the runtime's own installation and files, wherever they are (a checkout under
         # /tmp), stay visible read-only in the folders hidden for sockets

@@ -222,7 +222,8 @@ class BwrapRun:
                 others = ph.others()
                 p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
                             protect=runtime_paths(self.home, self.settings.source),
-                            tools=tool_dirs(), opened=self.opened)
+                            tools=tool_dirs(), opened=self.opened,
+                            private=contract.private_paths(self.home))
                 relied = [m.path for m in p.mounts if m.path in others]
                 impossible = ph.create(p.placeholders, relied)
                 # a placeholder this user cannot create, and the folders it would have

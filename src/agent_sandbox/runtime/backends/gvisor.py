@@ -217,7 +217,8 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     try:
         with placeholders:  # plan under the lock: see Placeholders
             others = placeholders.others()
-            plan = bw.plan(settings, home=home, cwd=cwd, fs=fsview.RealFs())
+            plan = bw.plan(settings, home=home, cwd=cwd, fs=fsview.RealFs(),
+                           private=contract.private_paths(home))
             relied = [m.path for m in plan.mounts if m.path in others]
             plan = bw.without(plan, placeholders.create(plan.placeholders, relied))
             before = identities(plan.before)

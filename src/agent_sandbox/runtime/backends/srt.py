@@ -71,6 +71,7 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
             capture: bool, env: dict[str, str] | None, stdin: bytes | None) -> CompletedRun:
     import json
 
+    from ... import contract
     from .. import bwrap as bw
     from .. import fsview
     from ..bwrap_run import runtime_paths
@@ -88,6 +89,8 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
         # decides or runs outside it next (bwrap gets them through ``protect``)
         doc.setdefault("filesystem", {}).setdefault("denyWrite", []).extend(
             runtime_paths(home, settings.source))
+        doc["filesystem"].setdefault("denyRead", []).extend(
+            p for p in contract.private_paths(home) if os.path.exists(p))
         with open(path, "w") as fh:
             json.dump(doc, fh)
         result = _run([srt, "-s", path, "-c", shlex.join(argv)], cwd=cwd, env=env,
