@@ -580,6 +580,18 @@ def test_descriptors_of_the_caller_do_not_leak_in(settings: Path, work: Path,
     assert str(fd).encode() not in r.stdout.split()
 
 
+def test_the_command_holds_only_its_standard_streams(settings: Path, work: Path) -> None:
+    """bwrap's descriptors (seccomp, info, block, gate, ready) are renumbered to
+    single digits in its process, so the start gate runs under /bin/sh; neither
+    they nor the originals they were moved from reach the command."""
+    r = cli(settings, "sh", "-c", "ls /proc/self/fd; echo; tr '\\0' ' ' < /proc/1/cmdline",
+            cwd=work)
+    fds, _, init = r.stdout.decode().partition("\n\n")
+    assert r.returncode == 0, r.stderr.decode()
+    assert sorted(fds.split()) == ["0", "1", "2", "3"]  # 3: ls's own listing
+    assert " -- /bin/sh -p -c echo ready >&7;" in init
+
+
 def test_spec_inventory_with_host_layers(tmp_path: Path, work: Path) -> None:
     """--spec INVENTORY --host NAME applies the layered spec of that host."""
     inv = tmp_path / "inv"

@@ -230,7 +230,11 @@ class BwrapRun:
                 p = bw.without(p, impossible | {m.path for m in p.mounts
                                                 if not os.path.lexists(m.path)})
             self.plan = p
-            argv, env = prepare(p, self.command, self.cwd, self.env, fds,
+            # started here (not by subprocess): bwrap gets the descriptors under the
+            # numbers of ``CHILD_FDS``, one digit each (see ``bwrap_argv.gated``)
+            given = (sfd, info_w, block_r, gate_r, ready_w)
+            argv, env = prepare(p, self.command, self.cwd, self.env,
+                                fds if capture else bwargv.Fds(*bwargv.CHILD_FDS),
                                 overlays=overlay_binds(p, self.overlays, self.filters),
                                 interactive=not capture and os.isatty(0))
             try:
@@ -238,15 +242,16 @@ class BwrapRun:
                     import subprocess
 
                     self.proc = subprocess.Popen(
-                        argv, env=env, pass_fds=(sfd, info_w, block_r, gate_r, ready_w),
+                        argv, env=env, pass_fds=given,
                         stdin=stdin, stdout=stdout, stderr=stderr)
                 else:
                     no_inherited_fds()
-                    for fd in (sfd, info_w, block_r, gate_r, ready_w):
+                    for fd in given:
                         os.set_inheritable(fd, True)
                     self.relay = Relay()
                     stdio = self.relay.start()
-                    self.proc = Spawned(argv, env, stdio)
+                    self.proc = Spawned(argv, env, stdio,
+                                        renumber=dict(zip(given, bwargv.CHILD_FDS, strict=True)))
                     self.relay.after_spawn()
             except OSError as exc:
                 raise SandboxStartError(f"cannot start bwrap: {exc}") from None
