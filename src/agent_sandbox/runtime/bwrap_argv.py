@@ -2,7 +2,10 @@
 behind, and the proxy variables set inside the sandbox.
 
 Nothing here decides what is mounted: ``bwrap.plan`` does. This module only
-writes the plan down in bwrap's terms, and must never drop or reorder a mount.
+writes the plan down in bwrap's terms, and must never drop or reorder a mount:
+the one thing it moves is ``late_binds``, the read-only binds of files whose place
+in the order cannot matter, which ``runtime.late_binds`` makes (same mounts) once
+bwrap has set the rest up, before the command starts.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from .settings import _Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
 
 class Fds(_Record):
@@ -45,8 +48,12 @@ def build_argv(
     is_root: bool = False,
     new_session: bool = True,
     overlays: Sequence[tuple[str, str, bool]] = (),
+    late: Collection[str] = (),
 ) -> list[str]:
     """The ``bwrap`` command line for a plan (pure).
+
+    ``late``: read-only binds of files (``late_binds``) left out of it, because the
+    caller makes them after bwrap's setup (``runtime.late_binds``).
 
     ``new_session=False`` keeps an interactive command on its terminal; only
     safe with the seccomp filter, which refuses TIOCSTI and TIOCLINUX.
@@ -70,6 +77,8 @@ def build_argv(
                 remount.append(m.path)  # after the mounts inside it are in place
             else:
                 argv += ["--ro-bind", "/dev/null", m.path]
+        elif m.op == "ro" and m.kind == "f" and m.path in late:
+            continue  # made after bwrap's setup, before the command (late_binds)
         elif m.op in ("show", "ro"):
             argv += ["--ro-bind", m.path, m.path]
         elif m.op == "rw":
@@ -102,6 +111,23 @@ def build_argv(
         argv += ["--unsetenv", name]
     argv += ["--chdir", cwd, "--", *gated(command, fds.gate, fds.ready)]
     return argv
+
+
+def late_binds(p: Plan, overlays: Sequence[tuple[str, str, bool]] = ()) -> tuple[str, ...]:
+    """The read-only binds of files that may be made after bwrap's setup (pure): each
+    ``ro`` mount of a file (nothing is ever mounted below a file) that is the only
+    mount of the plan at its path and lies under no overlay's target. Every other
+    mount at a folder above it comes before it on the command line already (the
+    plan goes shallow to deep; ``--remount-ro`` changes only its own folder's
+    mount), so the command sees the same tree when it is made last."""
+    count: dict[str, int] = {}
+    for m in p.mounts:
+        count[m.path] = count.get(m.path, 0) + 1
+    targets = [t for _, t, _ in overlays]
+    return tuple(m.path for m in p.mounts
+                 if m.op == "ro" and m.kind == "f" and count[m.path] == 1
+                 and not any(m.path == t or m.path.startswith(t.rstrip("/") + "/")
+                             for t in targets))
 
 
 # The start gate. bwrap's --block-fd treats end-of-file as "go", and the inner

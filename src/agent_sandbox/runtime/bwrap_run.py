@@ -33,7 +33,7 @@ from agent_sandbox import contract
 
 from . import bwrap as bw
 from . import bwrap_argv as bwargv
-from . import fsview
+from . import fsview, late_binds
 from .errors import SandboxStartError
 from .globs import under
 from .host import diagnose_userns, find_bwrap
@@ -107,13 +107,15 @@ def tool_dirs(env: dict[str, str] | None = None) -> list[str]:
 
 def prepare(p: bw.Plan, command: Sequence[str], cwd: str, env: dict[str, str] | None,
             fds: bwargv.Fds, interactive: bool = False,
-            overlays: Sequence[tuple[str, str, bool]] = ()) -> tuple[list[str], dict[str, str]]:
+            overlays: Sequence[tuple[str, str, bool]] = (),
+            late: Sequence[str] = ()) -> tuple[list[str], dict[str, str]]:
     """The argv and environment for a run (no effects). The settings' credential
     variables are removed from bwrap's own environment: no process inside holds
-    them, bwrap's pid 1 included."""
+    them, bwrap's pid 1 included. ``late``: the binds the run makes after bwrap's
+    setup (``bwrap_argv.late_binds``), left out of the argv."""
     argv = bwargv.build_argv(p, command, cwd=cwd, fds=fds, bwrap=find_bwrap(),
                          is_root=os.geteuid() == 0, new_session=not interactive,
-                         overlays=overlays)
+                         overlays=overlays, late=frozenset(late))
     full_env = {k: v for k, v in (os.environ if env is None else env).items()
                 if k not in p.unset_env}
     full_env.update(bwargv.proxy_env(connect_helper=connect_helper()))
@@ -174,6 +176,7 @@ class BwrapRun:
         self.owed: str | None = None  # this run's marker until its sweep is done
         self._seccomp = b""  # the filter this run's sandbox got
         self.relay: Relay | None = None  # standard streams that are files (see Relay)
+        self.binder: late_binds.Binder | None = None  # makes the plan's late binds
 
     # start -----------------------------------------------------------------
 
@@ -233,9 +236,11 @@ class BwrapRun:
             # started here (not by subprocess): bwrap gets the descriptors under the
             # numbers of ``CHILD_FDS``, one digit each (see ``bwrap_argv.gated``)
             given = (sfd, info_w, block_r, gate_r, ready_w)
+            binds = overlay_binds(p, self.overlays, self.filters)
+            late = bwargv.late_binds(p, binds)
             argv, env = prepare(p, self.command, self.cwd, self.env,
                                 fds if capture else bwargv.Fds(*bwargv.CHILD_FDS),
-                                overlays=overlay_binds(p, self.overlays, self.filters),
+                                overlays=binds, late=late,
                                 interactive=not capture and os.isatty(0))
             try:
                 if capture:
@@ -258,6 +263,7 @@ class BwrapRun:
             for fd in (info_w, block_r, gate_r, ready_w, sfd):
                 os.close(fd)
             info_w = block_r = gate_r = ready_w = sfd = -1
+            binder = self.binder = late_binds.Binder(late)  # forked while bwrap starts
             # While bwrap starts (in its own processes), this one loads what comes next:
             # the waits below are that much shorter.
             from . import netns
@@ -303,6 +309,9 @@ class BwrapRun:
                 self.proc.wait()
                 raise SandboxStartError("the sandbox could not start the command "
                                         "(see bwrap's message above)")
+            # bwrap's setup is complete and the command still held: the plan's binds
+            # left out of bwrap's command line (bwrap_argv.late_binds) go on now
+            binder.apply(self.pid1)
             os.write(gate_w, b"go\n")  # the command starts only on this word
         except BaseException:
             if self.proc is not None and self.proc.poll() is None:
@@ -417,6 +426,9 @@ class BwrapRun:
         return self._record
 
     def cleanup(self) -> None:
+        if self.binder is not None:  # the late binds' helper, done or let go
+            self.binder.close()
+            self.binder = None
         swept = False
         with suppress(Exception):
             swept = self.sweep()

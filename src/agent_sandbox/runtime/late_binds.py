@@ -1,0 +1,195 @@
+"""The plan's read-only binds of files, made once bubblewrap has set the rest up.
+
+bwrap reads the whole mount table (``/proc/self/mountinfo``, every mount of the
+host twice over by then, plus its own) again for each bind it makes, to find the
+flags to apply: the kernel formatting that table is most of what bwrap spends,
+and its cost grows with every mount on the host and every bind of the plan. A
+plan has one bind per protected name of every writable root (the placeholders
+alone are about fifty), so most of a run's start went there.
+
+Which binds: ``bwrap_argv.late_binds`` (pure), the read-only binds of files whose
+place in the order cannot change what the command sees. ``bwrap_argv.build_argv``
+leaves exactly those out of bwrap's command line, and ``Binder.apply`` makes them while
+the command is still held at the start gate (``bwrap_argv.GATE_SCRIPT``): after
+bwrap's setup is complete and before the word that lets the command run. Nothing
+of the command's runs in the sandbox yet, and a failure ends the sandbox before
+it does (``SandboxStartError``).
+
+How: a short-lived child of this process joins the user namespace that owns the
+sandbox's mount namespace (its owner, this user, has every capability there; the
+command has none: bwrap dropped them and forbids new user namespaces) and then
+that mount namespace, takes the sandbox's root as its own, and for each path
+binds it onto itself and remounts the bind read-only, nosuid and nodev, keeping
+the flags the kernel locks (``statvfs``): what bwrap does for ``--ro-bind``, in
+two calls and no table read. The mounts are the sandbox's like bwrap's own, with
+the same protection: no process inside can unmount or remount them.
+
+Nothing here decides what is mounted: the plan did (``bwrap.plan``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import SandboxStartError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 0x20, 0x400, 0x800, 0x1000
+MS_RELATIME, MS_STRICTATIME = 0x200000, 0x1000000
+ST_NOEXEC, ST_NOATIME, ST_NODIRATIME, ST_RELATIME = 0x8, 0x400, 0x800, 0x1000
+CLONE_NEWNS, CLONE_NEWUSER = 0x20000, 0x10000000
+NS_GET_USERNS = 0xB701  # ioctl: the user namespace that owns a namespace
+
+_MOUNT: int | None = None
+
+
+def remount_flags(st_flag: int) -> int:
+    """The flags that make a bind read-only, nosuid and nodev while keeping the
+    ones the kernel locks on a mount copied into a user namespace (noexec and the
+    access-time mode: a remount that dropped them would be refused)."""
+    flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
+    if st_flag & ST_NOEXEC:
+        flags |= MS_NOEXEC
+    if st_flag & ST_NODIRATIME:
+        flags |= MS_NODIRATIME
+    if st_flag & ST_NOATIME:
+        flags |= MS_NOATIME
+    elif st_flag & ST_RELATIME:
+        flags |= MS_RELATIME
+    else:
+        flags |= MS_STRICTATIME
+    return flags
+
+
+def load() -> None:
+    """Look ``mount`` (and ``setns``) up now: called while bwrap sets up."""
+    global _MOUNT
+    import _ctypes
+
+    from .netns import load as load_setns
+
+    load_setns()
+    if _MOUNT is None:
+        _MOUNT = _ctypes.dlsym(_ctypes.dlopen(None, 0), "mount")  # type: ignore[arg-type]
+
+
+def _mount(source: bytes | None, target: bytes, flags: int) -> None:
+    import _ctypes
+
+    load()
+    assert _MOUNT is not None
+    if _ctypes.call_function(_MOUNT, (source, target, None, flags, None)) != 0:
+        import ctypes  # only to say why (the call above keeps no errno)
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        again = libc.mount(source, target, None, ctypes.c_ulong(flags), None)
+        reason = os.strerror(ctypes.get_errno()) if again != 0 else "failed once"
+        raise OSError(f"{'bind' if source else 'remount'} {os.fsdecode(target)}: {reason}")
+
+
+def _in_sandbox(mnt: int, owner: int, root: int, paths: Sequence[str]) -> None:
+    """In the forked child: join the sandbox's namespaces and root, then bind."""
+    from .netns import _setns
+
+    _setns(owner, CLONE_NEWUSER)
+    _setns(mnt, CLONE_NEWNS)
+    os.fchdir(root)
+    os.chroot(".")
+    for path in paths:
+        target = os.fsencode(path)
+        _mount(target, target, MS_BIND)
+        _mount(None, target, remount_flags(os.statvfs(target).f_flag))
+
+
+class Binder:
+    """The helper for one run's late binds: forked as soon as bwrap is started (its
+    cost falls in the time bwrap takes to set up) and held on a pipe until
+    ``apply`` names the sandbox; ``close`` lets it go without binding anything, or
+    reaps it once it has. It keeps no descriptor of this process but its two pipes."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = tuple(paths)
+        self.kid = 0
+        if not self.paths:
+            return
+        load()
+        cmd_r, self._cmd = os.pipe()
+        self._result, res_w = os.pipe()
+        kid = os.fork()
+        if kid == 0:  # pragma: no cover - runs in the forked child
+            _child(cmd_r, res_w, self.paths)
+        os.close(cmd_r)
+        os.close(res_w)
+        self.kid = kid
+
+    def apply(self, pid: int) -> None:
+        """Bind each path read-only onto itself in the mount namespace of ``pid``
+        (the sandbox's init), as the sandbox sees them; ``SandboxStartError`` when
+        any cannot be (the caller then ends the sandbox before its command runs)."""
+        if not self.kid:
+            return
+        try:
+            os.write(self._cmd, f"{pid}\n".encode())
+        except OSError:
+            pass  # the helper is gone: its (empty) answer below says so
+        msg = b""
+        try:
+            os.close(self._cmd)
+            self._cmd = -1
+            msg = os.read(self._result, 512)
+            if msg == b"ok":
+                return  # the helper is reaped by ``close`` (the run's cleanup)
+            while chunk := os.read(self._result, 512):
+                msg += chunk
+        except BaseException:
+            self.close()
+            raise
+        self.close()
+        raise SandboxStartError(
+            "cannot make the protected files read-only in the sandbox: "
+            + (msg[2:].decode(errors="replace") or "the helper died"))
+
+    def close(self) -> None:
+        """End the helper (it binds nothing once its pipe is closed) and reap it."""
+        if not self.kid:
+            return
+        for fd in (self._cmd, self._result):
+            if fd >= 0:
+                os.close(fd)
+        self._cmd = self._result = -1
+        os.waitpid(self.kid, 0)
+        self.kid = 0
+
+
+def _child(cmd_r: int, res_w: int, paths: Sequence[str]) -> None:  # pragma: no cover
+    """The helper's life: wait for the sandbox's pid, bind, answer, exit."""
+    code = 1
+    try:
+        low, high = sorted((cmd_r, res_w))
+        os.closerange(3, low)  # nothing of the run's (its gate above all) stays open here
+        os.closerange(low + 1, high)
+        os.closerange(high + 1, 1 << 20)
+        data = b""
+        while not data.endswith(b"\n") and (chunk := os.read(cmd_r, 64)):
+            data += chunk
+        if not data.endswith(b"\n"):
+            os._exit(0)  # let go: nothing to bind
+        pid = int(data)
+        import fcntl
+
+        mnt = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        owner = fcntl.ioctl(mnt, NS_GET_USERNS)
+        root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        _in_sandbox(mnt, owner, root, paths)
+        os.write(res_w, b"ok")
+        code = 0
+    except BaseException as exc:
+        try:
+            os.write(res_w, f"er{exc}".encode(errors="replace")[:500])
+        except OSError:
+            pass
+    os._exit(code)
