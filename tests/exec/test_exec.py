@@ -449,6 +449,34 @@ def test_unprivileged_user_gets_the_same_sandbox(open_dir: Path) -> None:
     assert any(x.get("host") == "other.test" and not x["allowed"] for x in recs)
 
 
+def test_unprivileged_ports_open_however_late(open_dir: Path) -> None:
+    """An unprivileged bwrap moves its init into a nested user namespace once its
+    mounts are made: the proxy ports are opened through the user namespace that owns
+    the sandbox's network namespace, not the one init is in by then (here they are
+    opened 0.3 s late, long after bwrap's setup; joining init's failed with EPERM)."""
+    if os.geteuid() != 0:
+        pytest.skip("switching to an unprivileged user needs root")
+    d = open_dir
+    (d / "w").mkdir(mode=0o777)
+    (d / "w").chmod(0o777)
+    s = write_settings(d / "s.json", {"network": {"allowedDomains": ["example.com"]},
+                                      "filesystem": {"allowWrite": [str(d / "w")]}})
+    s.chmod(0o644)
+    env = dict(other_user_env(), HOME=str(d), AGENT_SANDBOX_AUDIT_DIR=str(d / "audit"),
+               **package_env(d))
+    late = ("import sys, time\n"
+            "from agent_sandbox.runtime import netns\n"
+            "real = netns.open_listeners\n"
+            "def late(*a, **k):\n    time.sleep(0.3)\n    return real(*a, **k)\n"
+            "netns.open_listeners = late\n"
+            "from agent_sandbox.cli.exec_main import main\n"
+            "sys.exit(main(sys.argv[1:]))\n")
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        PY, "-c", late, "--settings", str(s), "--", "id", "-u"],
+                       cwd=d / "w", env=env, capture_output=True, timeout=60)
+    assert (r.returncode, r.stdout.split()) == (0, [b"65534"]), r.stderr
+
+
 def test_settings_file_is_srt_compatible(tmp_path: Path, work: Path) -> None:
     """A file using every srt key (and srt-only keys) runs unchanged."""
     s = write_settings(tmp_path / "srt.json", {
