@@ -97,6 +97,16 @@ def overlay_binds(p: bw.Plan, overlays: Sequence[tuple[str, str, str | None]],
     return out
 
 
+def deferrable(p: bw.Plan, overlays: Sequence[tuple[str, str, str | None]],
+               fs: fsview.RealFs) -> list[tuple[str, str]]:
+    """The placeholders a run may make after bwrap has started: bound late
+    (``bwrap_argv.late_binds``: not on bwrap's command line), in a folder that
+    exists (a folder a placeholder needs made is pinned by a mount bwrap makes)."""
+    late = set(bwargv.late_binds(p, [(s, t, False) for s, t, _ in overlays]))
+    return [(x, k) for x, k in p.placeholders
+            if x in late and fs.lkind(os.path.dirname(x)) == "d"]
+
+
 def tool_dirs(env: dict[str, str] | None = None) -> list[str]:
     """The folders on the caller's PATH: a program planted in one would run on the
     host instead of the one the user types (``bwrap.plan``'s ``tools``)."""
@@ -227,17 +237,25 @@ class BwrapRun:
                             protect=runtime_paths(self.home, self.settings.source),
                             tools=tool_dirs(), opened=self.opened)
                 relied = [m.path for m in p.mounts if m.path in others]
-                impossible = ph.create(p.placeholders, relied)
+                # placeholders bound late (bwrap_argv.late_binds) whose folder exists
+                # are made while bwrap sets up (below): its command line needs none
+                deferred = deferrable(p, self.overlays, realfs)
+                names = {x for x, _ in deferred}
+                impossible = ph.create([x for x in p.placeholders if x[0] not in names],
+                                       relied)
                 # a placeholder this user cannot create, and the folders it would have
                 # sat in, cannot be created by the command either: nothing to mount
-                p = bw.without(p, impossible | {m.path for m in p.mounts
-                                                if not os.path.lexists(m.path)})
+                p = bw.without(p, impossible | {m.path for m in p.mounts if m.path not in names
+                                                and not os.path.lexists(m.path)})
             self.plan = p
             # started here (not by subprocess): bwrap gets the descriptors under the
             # numbers of ``CHILD_FDS``, one digit each (see ``bwrap_argv.gated``)
             given = (sfd, info_w, block_r, gate_r, ready_w)
             binds = overlay_binds(p, self.overlays, self.filters)
             late = bwargv.late_binds(p, binds)
+            if not names.issubset(late):  # never: bwrap would miss their mount points
+                raise SandboxStartError("internal error: a deferred placeholder is not "
+                                        "bound late")
             argv, env = prepare(p, self.command, self.cwd, self.env,
                                 fds if capture else bwargv.Fds(*bwargv.CHILD_FDS),
                                 overlays=binds, late=late,
@@ -263,7 +281,7 @@ class BwrapRun:
             for fd in (info_w, block_r, gate_r, ready_w, sfd):
                 os.close(fd)
             info_w = block_r = gate_r = ready_w = sfd = -1
-            binder = self.binder = late_binds.Binder(late)  # forked while bwrap starts
+            binder = self.binder = late_binds.Binder(bool(late))  # forked while bwrap starts
             # While bwrap starts (in its own processes), this one loads what comes next:
             # the waits below are that much shorter.
             from . import netns
@@ -294,6 +312,16 @@ class BwrapRun:
                 raise SandboxStartError(f"{exc}; {diagnose_userns() or 'check /proc access'}"
                                         ) from None
             os.write(block_w, b"1")
+            if deferred:  # while bwrap mounts the rest
+                with ph:
+                    others = ph.others()
+                    # one that exists by now is relied on (recorded, so that no other
+                    # run's cleanup removes it while this run's mount sits on it)
+                    gone = ph.create(deferred, [x for x, _ in deferred
+                                                if x in others or os.path.lexists(x)])
+                if gone:
+                    p = self.plan = bw.without(p, gone)
+                    late = tuple(x for x in late if x not in gone)
             # While bwrap mounts the plan: the identities the sweep judges by and the
             # owed marker, both before the gate below lets the command run, and the
             # modules the cleanup needs.
@@ -311,7 +339,7 @@ class BwrapRun:
                                         "(see bwrap's message above)")
             # bwrap's setup is complete and the command still held: the plan's binds
             # left out of bwrap's command line (bwrap_argv.late_binds) go on now
-            binder.apply(self.pid1)
+            binder.apply(self.pid1, late)
             os.write(gate_w, b"go\n")  # the command starts only on this word
         except BaseException:
             if self.proc is not None and self.proc.poll() is None:

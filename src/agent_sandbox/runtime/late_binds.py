@@ -108,36 +108,42 @@ def _in_sandbox(mnt: int, owner: int, root: int, paths: Sequence[str]) -> None:
 class Binder:
     """The helper for one run's late binds: forked as soon as bwrap is started (its
     cost falls in the time bwrap takes to set up) and held on a pipe until
-    ``apply`` names the sandbox; ``close`` lets it go without binding anything, or
-    reaps it once it has. It keeps no descriptor of this process but its two pipes."""
+    ``apply`` names the sandbox and the paths; ``close`` lets it go without binding
+    anything, or reaps it once it has. It keeps no descriptor of this process but
+    its two pipes."""
 
-    def __init__(self, paths: Sequence[str]) -> None:
-        self.paths = tuple(paths)
+    def __init__(self, needed: bool = True) -> None:
         self.kid = 0
-        if not self.paths:
+        if not needed:
             return
         load()
         cmd_r, self._cmd = os.pipe()
         self._result, res_w = os.pipe()
         kid = os.fork()
         if kid == 0:  # pragma: no cover - runs in the forked child
-            _child(cmd_r, res_w, self.paths)
+            _child(cmd_r, res_w)
         os.close(cmd_r)
         os.close(res_w)
         self.kid = kid
 
-    def apply(self, pid: int) -> None:
-        """Bind each path read-only onto itself in the mount namespace of ``pid``
-        (the sandbox's init), as the sandbox sees them; ``SandboxStartError`` when
-        any cannot be (the caller then ends the sandbox before its command runs)."""
-        if not self.kid:
+    def apply(self, pid: int, paths: Sequence[str]) -> None:
+        """Bind each of ``paths`` read-only onto itself in the mount namespace of
+        ``pid`` (the sandbox's init), as the sandbox sees them; ``SandboxStartError``
+        when any cannot be (the caller then ends the sandbox before its command runs)."""
+        if not paths:
+            self.close()
             return
-        try:
-            os.write(self._cmd, f"{pid}\n".encode())
-        except OSError:
-            pass  # the helper is gone: its (empty) answer below says so
+        if not self.kid:
+            raise SandboxStartError("no helper to make the protected files read-only")
+        request = os.fsencode("\0".join([str(pid), *paths]))
         msg = b""
         try:
+            try:
+                view = memoryview(request)
+                while view:
+                    view = view[os.write(self._cmd, view):]
+            except OSError:
+                pass  # the helper is gone: its (empty) answer below says so
             os.close(self._cmd)
             self._cmd = -1
             msg = os.read(self._result, 512)
@@ -165,8 +171,8 @@ class Binder:
         self.kid = 0
 
 
-def _child(cmd_r: int, res_w: int, paths: Sequence[str]) -> None:  # pragma: no cover
-    """The helper's life: wait for the sandbox's pid, bind, answer, exit."""
+def _child(cmd_r: int, res_w: int) -> None:  # pragma: no cover - the forked child
+    """The helper's life: wait for the sandbox's pid and the paths, bind, answer, exit."""
     code = 1
     try:
         low, high = sorted((cmd_r, res_w))
@@ -174,16 +180,16 @@ def _child(cmd_r: int, res_w: int, paths: Sequence[str]) -> None:  # pragma: no 
         os.closerange(low + 1, high)
         os.closerange(high + 1, 1 << 20)
         data = b""
-        while not data.endswith(b"\n") and (chunk := os.read(cmd_r, 64)):
+        while chunk := os.read(cmd_r, 65536):
             data += chunk
-        if not data.endswith(b"\n"):
+        if not data:
             os._exit(0)  # let go: nothing to bind
-        pid = int(data)
+        pid, *paths = os.fsdecode(data).split("\0")
         import fcntl
 
-        mnt = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-        owner = fcntl.ioctl(mnt, NS_GET_USERNS)
-        root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        mnt = os.open(f"/proc/{int(pid)}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        owner = fcntl.ioctl(mnt, NS_GET_USERNS)  # not the nested one init is in by now
+        root = os.open(f"/proc/{int(pid)}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         _in_sandbox(mnt, owner, root, paths)
         os.write(res_w, b"ok")
         code = 0
