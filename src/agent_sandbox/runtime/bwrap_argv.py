@@ -3,9 +3,10 @@ behind, and the proxy variables set inside the sandbox.
 
 Nothing here decides what is mounted: ``bwrap.plan`` does. This module only
 writes the plan down in bwrap's terms, and must never drop or reorder a mount:
-the one thing it moves is ``late_binds``, the read-only binds of files whose place
-in the order cannot matter, which ``runtime.late_binds`` makes (same mounts) once
-bwrap has set the rest up, before the command starts.
+the one thing it moves is ``late_binds``, the read-only binds of files (and of
+``/dev/null`` over hidden files) whose place in the order cannot matter, which
+``runtime.late_binds`` makes (same mounts) once bwrap has set the rest up, before
+the command starts.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ def build_argv(
 ) -> list[str]:
     """The ``bwrap`` command line for a plan (pure).
 
-    ``late``: read-only binds of files (``late_binds``) left out of it, because the
-    caller makes them after bwrap's setup (``runtime.late_binds``).
+    ``late``: the targets of read-only binds of files (``late_binds``) left out of
+    it, because the caller makes them after bwrap's setup (``runtime.late_binds``).
 
     ``new_session=False`` keeps an interactive command on its terminal; only
     safe with the seccomp filter, which refuses TIOCSTI and TIOCLINUX.
@@ -75,6 +76,8 @@ def build_argv(
             if m.kind == "d":
                 argv += ["--tmpfs", m.path]
                 remount.append(m.path)  # after the mounts inside it are in place
+            elif m.path in late:
+                continue  # made after bwrap's setup, before the command (late_binds)
             else:
                 argv += ["--ro-bind", "/dev/null", m.path]
         elif m.op == "ro" and m.kind == "f" and m.path in late:
@@ -113,19 +116,21 @@ def build_argv(
     return argv
 
 
-def late_binds(p: Plan, overlays: Sequence[tuple[str, str, bool]] = ()) -> tuple[str, ...]:
-    """The read-only binds of files that may be made after bwrap's setup (pure): each
-    ``ro`` mount of a file (nothing is ever mounted below a file) that is the only
-    mount of the plan at its path and lies under no overlay's target. Every other
-    mount at a folder above it comes before it on the command line already (the
-    plan goes shallow to deep; ``--remount-ro`` changes only its own folder's
-    mount), so the command sees the same tree when it is made last."""
+def late_binds(p: Plan, overlays: Sequence[tuple[str, str, bool]] = ()
+               ) -> tuple[tuple[str, str], ...]:
+    """The read-only binds of files that may be made after bwrap's setup (pure), as
+    (source, target): each ``ro`` mount of a file (its own path) and each ``hide``
+    of a file (``/dev/null`` over it) that is the only mount of the plan at its path
+    and lies under no overlay's target. Nothing is ever mounted below a file, and
+    every other mount at a folder above it comes before it on the command line
+    already (the plan goes shallow to deep; ``--remount-ro`` changes only its own
+    folder's mount), so the command sees the same tree when it is made last."""
     count: dict[str, int] = {}
     for m in p.mounts:
         count[m.path] = count.get(m.path, 0) + 1
     targets = [t for _, t, _ in overlays]
-    return tuple(m.path for m in p.mounts
-                 if m.op == "ro" and m.kind == "f" and count[m.path] == 1
+    return tuple((m.path if m.op == "ro" else "/dev/null", m.path) for m in p.mounts
+                 if m.op in ("ro", "hide") and m.kind == "f" and count[m.path] == 1
                  and not any(m.path == t or m.path.startswith(t.rstrip("/") + "/")
                              for t in targets))
 

@@ -102,7 +102,7 @@ def deferrable(p: bw.Plan, overlays: Sequence[tuple[str, str, str | None]],
     """The placeholders a run may make after bwrap has started: bound late
     (``bwrap_argv.late_binds``: not on bwrap's command line), in a folder that
     exists (a folder a placeholder needs made is pinned by a mount bwrap makes)."""
-    late = set(bwargv.late_binds(p, [(s, t, False) for s, t, _ in overlays]))
+    late = {t for _, t in bwargv.late_binds(p, [(s, t, False) for s, t, _ in overlays])}
     return [(x, k) for x, k in p.placeholders
             if x in late and fs.lkind(os.path.dirname(x)) == "d"]
 
@@ -253,12 +253,12 @@ class BwrapRun:
             given = (sfd, info_w, block_r, gate_r, ready_w)
             binds = overlay_binds(p, self.overlays, self.filters)
             late = bwargv.late_binds(p, binds)
-            if not names.issubset(late):  # never: bwrap would miss their mount points
+            if not names.issubset(t for _, t in late):  # never: bwrap would miss them
                 raise SandboxStartError("internal error: a deferred placeholder is not "
                                         "bound late")
             argv, env = prepare(p, self.command, self.cwd, self.env,
                                 fds if capture else bwargv.Fds(*bwargv.CHILD_FDS),
-                                overlays=binds, late=late,
+                                overlays=binds, late=[t for _, t in late],
                                 interactive=not capture and os.isatty(0))
             try:
                 if capture:
@@ -321,7 +321,7 @@ class BwrapRun:
                                                 if x in others or os.path.lexists(x)])
                 if gone:
                     p = self.plan = bw.without(p, gone)
-                    late = tuple(x for x in late if x not in gone)
+                    late = tuple(x for x in late if x[1] not in gone)
             # While bwrap mounts the plan: the identities the sweep judges by and the
             # owed marker, both before the gate below lets the command run, and the
             # modules the cleanup needs.

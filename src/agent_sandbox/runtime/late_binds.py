@@ -5,12 +5,15 @@ host twice over by then, plus its own) again for each bind it makes, to find the
 flags to apply: the kernel formatting that table is most of what bwrap spends,
 and its cost grows with every mount on the host and every bind of the plan. A
 plan has one bind per protected name of every writable root (the placeholders
-alone are about fifty), so most of a run's start went there.
+alone are about fifty, and one more for every socket masked), so most of a
+run's start went there.
 
-Which binds: ``bwrap_argv.late_binds`` (pure), the read-only binds of files whose
-place in the order cannot change what the command sees. ``bwrap_argv.build_argv``
-leaves exactly those out of bwrap's command line, and ``Binder.apply`` makes them while
-the command is still held at the start gate (``bwrap_argv.GATE_SCRIPT``): after
+Which binds: ``bwrap_argv.late_binds`` (pure), the read-only binds of files (a
+protected file or placeholder onto itself, ``/dev/null`` over a hidden file or a
+masked socket) whose place in the order cannot change what the command sees.
+``bwrap_argv.build_argv`` leaves exactly those out of bwrap's command line, and
+``Binder.apply`` makes them while the command is still held at the start gate
+(``bwrap_argv.GATE_SCRIPT``): after
 bwrap's setup is complete and before the word that lets the command run. Nothing
 of the command's runs in the sandbox yet, and a failure ends the sandbox before
 it does (``SandboxStartError``).
@@ -19,7 +22,7 @@ How: a short-lived child of this process joins the user namespace that owns the
 sandbox's mount namespace (its owner, this user, has every capability there; the
 command has none: bwrap dropped them and forbids new user namespaces) and then
 that mount namespace, takes the sandbox's root as its own, and for each path
-binds it onto itself and remounts the bind read-only, nosuid and nodev, keeping
+binds its source on it and remounts the bind read-only, nosuid and nodev, keeping
 the flags the kernel locks (``statvfs``): what bwrap does for ``--ro-bind``, in
 two calls and no table read. The mounts are the sandbox's like bwrap's own, with
 the same protection: no process inside can unmount or remount them.
@@ -91,7 +94,7 @@ def _mount(source: bytes | None, target: bytes, flags: int) -> None:
         raise OSError(f"{'bind' if source else 'remount'} {os.fsdecode(target)}: {reason}")
 
 
-def _in_sandbox(mnt: int, owner: int, root: int, paths: Sequence[str]) -> None:
+def _in_sandbox(mnt: int, owner: int, root: int, binds: Sequence[tuple[str, str]]) -> None:
     """In the forked child: join the sandbox's namespaces and root, then bind."""
     from .netns import _setns
 
@@ -99,9 +102,9 @@ def _in_sandbox(mnt: int, owner: int, root: int, paths: Sequence[str]) -> None:
     _setns(mnt, CLONE_NEWNS)
     os.fchdir(root)
     os.chroot(".")
-    for path in paths:
+    for source, path in binds:
         target = os.fsencode(path)
-        _mount(target, target, MS_BIND)
+        _mount(os.fsencode(source), target, MS_BIND)
         _mount(None, target, remount_flags(os.statvfs(target).f_flag))
 
 
@@ -126,16 +129,17 @@ class Binder:
         os.close(res_w)
         self.kid = kid
 
-    def apply(self, pid: int, paths: Sequence[str]) -> None:
-        """Bind each of ``paths`` read-only onto itself in the mount namespace of
-        ``pid`` (the sandbox's init), as the sandbox sees them; ``SandboxStartError``
-        when any cannot be (the caller then ends the sandbox before its command runs)."""
-        if not paths:
+    def apply(self, pid: int, binds: Sequence[tuple[str, str]]) -> None:
+        """Bind each (source, target) of ``binds`` read-only in the mount namespace
+        of ``pid`` (the sandbox's init), as the sandbox sees them (a source is the
+        target itself or ``/dev/null``); ``SandboxStartError`` when any cannot be
+        (the caller then ends the sandbox before its command runs)."""
+        if not binds:
             self.close()
             return
         if not self.kid:
             raise SandboxStartError("no helper to make the protected files read-only")
-        request = os.fsencode("\0".join([str(pid), *paths]))
+        request = os.fsencode("\0".join([str(pid), *(x for b in binds for x in b)]))
         msg = b""
         try:
             try:
@@ -184,13 +188,14 @@ def _child(cmd_r: int, res_w: int) -> None:  # pragma: no cover - the forked chi
             data += chunk
         if not data:
             os._exit(0)  # let go: nothing to bind
-        pid, *paths = os.fsdecode(data).split("\0")
+        pid, *flat = os.fsdecode(data).split("\0")
+        binds = list(zip(flat[0::2], flat[1::2], strict=True))
         import fcntl
 
         mnt = os.open(f"/proc/{int(pid)}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
         owner = fcntl.ioctl(mnt, NS_GET_USERNS)  # not the nested one init is in by now
         root = os.open(f"/proc/{int(pid)}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        _in_sandbox(mnt, owner, root, paths)
+        _in_sandbox(mnt, owner, root, binds)
         os.write(res_w, b"ok")
         code = 0
     except BaseException as exc:
