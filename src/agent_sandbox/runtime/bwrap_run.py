@@ -281,7 +281,9 @@ class BwrapRun:
             for fd in (info_w, block_r, gate_r, ready_w, sfd):
                 os.close(fd)
             info_w = block_r = gate_r = ready_w = sfd = -1
-            binder = self.binder = late_binds.Binder(bool(late))  # forked while bwrap starts
+            # the late binds' helper, forked while bwrap starts; it reads the gate's
+            # "ready" itself (one hand-over less before the command starts)
+            binder = self.binder = late_binds.Binder(ready_r if late else None)
             # While bwrap starts (in its own processes), this one loads what comes next:
             # the waits below are that much shorter.
             from . import netns
@@ -322,6 +324,8 @@ class BwrapRun:
                 if gone:
                     p = self.plan = bw.without(p, gone)
                     late = tuple(x for x in late if x[1] not in gone)
+            if binder.kid:  # made once bwrap's setup is complete, while this goes on
+                binder.request(self.pid1, late)
             # While bwrap mounts the plan: the identities the sweep judges by and the
             # owed marker, both before the gate below lets the command run, and the
             # modules the cleanup needs.
@@ -333,13 +337,14 @@ class BwrapRun:
             self.owed = owe(lock_dir, os.path.basename(ph.record),
                             self.home, p.writable_roots, self.before,
                             [m.path for m in p.mounts])
-            if read_line(ready_r) != b"ready\n":  # bwrap failed before the command
+            # bwrap's setup is complete once the gate says "ready" and the command still
+            # held: the plan's binds left out of bwrap's command line
+            # (bwrap_argv.late_binds) are made then, by the helper
+            ready = binder.wait() if binder.kid else read_line(ready_r) == b"ready\n"
+            if not ready:  # bwrap failed before the command
                 self.proc.wait()
                 raise SandboxStartError("the sandbox could not start the command "
                                         "(see bwrap's message above)")
-            # bwrap's setup is complete and the command still held: the plan's binds
-            # left out of bwrap's command line (bwrap_argv.late_binds) go on now
-            binder.apply(self.pid1, late)
             os.write(gate_w, b"go\n")  # the command starts only on this word
         except BaseException:
             if self.proc is not None and self.proc.poll() is None:

@@ -12,7 +12,7 @@ Which binds: ``bwrap_argv.late_binds`` (pure), the read-only binds of files (a
 protected file or placeholder onto itself, ``/dev/null`` over a hidden file or a
 masked socket) whose place in the order cannot change what the command sees.
 ``bwrap_argv.build_argv`` leaves exactly those out of bwrap's command line, and
-``Binder.apply`` makes them while the command is still held at the start gate
+a ``Binder`` makes them while the command is still held at the start gate
 (``bwrap_argv.GATE_SCRIPT``): after
 bwrap's setup is complete and before the word that lets the command run. Nothing
 of the command's runs in the sandbox yet, and a failure ends the sandbox before
@@ -110,54 +110,53 @@ def _in_sandbox(mnt: int, owner: int, root: int, binds: Sequence[tuple[str, str]
 
 class Binder:
     """The helper for one run's late binds: forked as soon as bwrap is started (its
-    cost falls in the time bwrap takes to set up) and held on a pipe until
-    ``apply`` names the sandbox and the paths; ``close`` lets it go without binding
-    anything, or reaps it once it has. It keeps no descriptor of this process but
-    its two pipes."""
+    cost falls in the time bwrap takes to set up), told the sandbox and the binds
+    (``request``), it reads the start gate's "ready" itself (bwrap's setup is then
+    complete), makes the binds and answers (``wait``); the live caller still gives
+    the gate its word. ``close`` lets it go without binding anything, or reaps it
+    once it has. It keeps no descriptor of this process but its two pipes and the
+    gate's "ready" pipe."""
 
-    def __init__(self, needed: bool = True) -> None:
+    def __init__(self, ready: int | None) -> None:
+        """``ready``: the read end of the gate's "ready" pipe; None: no helper."""
         self.kid = 0
-        if not needed:
+        self._cmd = self._result = -1
+        if ready is None:
             return
         load()
         cmd_r, self._cmd = os.pipe()
         self._result, res_w = os.pipe()
         kid = os.fork()
         if kid == 0:  # pragma: no cover - runs in the forked child
-            _child(cmd_r, res_w)
+            _child(cmd_r, res_w, ready)
         os.close(cmd_r)
         os.close(res_w)
         self.kid = kid
 
-    def apply(self, pid: int, binds: Sequence[tuple[str, str]]) -> None:
-        """Bind each (source, target) of ``binds`` read-only in the mount namespace
-        of ``pid`` (the sandbox's init), as the sandbox sees them (a source is the
-        target itself or ``/dev/null``); ``SandboxStartError`` when any cannot be
-        (the caller then ends the sandbox before its command runs)."""
-        if not binds:
-            self.close()
-            return
-        if not self.kid:
-            raise SandboxStartError("no helper to make the protected files read-only")
+    def request(self, pid: int, binds: Sequence[tuple[str, str]]) -> None:
+        """Each (source, target) of ``binds`` to bind read-only in the mount namespace
+        of ``pid`` (the sandbox's init) once the gate says "ready", as the sandbox
+        sees them (a source is the target itself or ``/dev/null``)."""
         request = os.fsencode("\0".join([str(pid), *(x for b in binds for x in b)]))
-        msg = b""
         try:
-            try:
-                view = memoryview(request)
-                while view:
-                    view = view[os.write(self._cmd, view):]
-            except OSError:
-                pass  # the helper is gone: its (empty) answer below says so
-            os.close(self._cmd)
-            self._cmd = -1
-            msg = os.read(self._result, 512)
-            if msg == b"ok":
-                return  # the helper is reaped by ``close`` (the run's cleanup)
-            while chunk := os.read(self._result, 512):
-                msg += chunk
-        except BaseException:
-            self.close()
-            raise
+            view = memoryview(request)
+            while view:
+                view = view[os.write(self._cmd, view):]
+        except OSError:
+            pass  # the helper is gone: its (empty) answer says so
+        os.close(self._cmd)
+        self._cmd = -1
+
+    def wait(self) -> bool:
+        """True once the gate said "ready" and every bind is made; False when the gate
+        never said it (bwrap failed before the command); ``SandboxStartError`` when a
+        bind could not be made (the caller then ends the sandbox before its command
+        runs)."""
+        msg = os.read(self._result, 512)
+        if msg in (b"ok", b"nr"):
+            return msg == b"ok"  # the helper is reaped by ``close`` (the run's cleanup)
+        while chunk := os.read(self._result, 512):
+            msg += chunk
         self.close()
         raise SandboxStartError(
             "cannot make the protected files read-only in the sandbox: "
@@ -175,14 +174,17 @@ class Binder:
         self.kid = 0
 
 
-def _child(cmd_r: int, res_w: int) -> None:  # pragma: no cover - the forked child
-    """The helper's life: wait for the sandbox's pid and the paths, bind, answer, exit."""
+def _child(cmd_r: int, res_w: int, ready: int) -> None:  # pragma: no cover - the child
+    """The helper's life: wait for the sandbox's pid and the binds, then for the gate's
+    "ready", bind, answer, exit."""
     code = 1
     try:
-        low, high = sorted((cmd_r, res_w))
-        os.closerange(3, low)  # nothing of the run's (its gate above all) stays open here
-        os.closerange(low + 1, high)
-        os.closerange(high + 1, 1 << 20)
+        keep = sorted({cmd_r, res_w, ready})
+        low = 3
+        for fd in keep:  # nothing of the run's (its gate's word above all) stays open
+            os.closerange(low, fd)
+            low = fd + 1
+        os.closerange(low, 1 << 20)
         data = b""
         while chunk := os.read(cmd_r, 65536):
             data += chunk
@@ -190,12 +192,20 @@ def _child(cmd_r: int, res_w: int) -> None:  # pragma: no cover - the forked chi
             os._exit(0)  # let go: nothing to bind
         pid, *flat = os.fsdecode(data).split("\0")
         binds = list(zip(flat[0::2], flat[1::2], strict=True))
-        import fcntl
+        said = b""
+        while not said.endswith(b"\n") and len(said) < 64 and (chunk := os.read(ready, 64)):
+            said += chunk
+        if said != b"ready\n":  # bwrap failed before the command
+            os.write(res_w, b"nr")
+            os._exit(0)
+        if binds:
+            import fcntl
 
-        mnt = os.open(f"/proc/{int(pid)}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-        owner = fcntl.ioctl(mnt, NS_GET_USERNS)  # not the nested one init is in by now
-        root = os.open(f"/proc/{int(pid)}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        _in_sandbox(mnt, owner, root, binds)
+            mnt = os.open(f"/proc/{int(pid)}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+            owner = fcntl.ioctl(mnt, NS_GET_USERNS)  # not the nested one init is in by now
+            root = os.open(f"/proc/{int(pid)}/root",
+                           os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            _in_sandbox(mnt, owner, root, binds)
         os.write(res_w, b"ok")
         code = 0
     except BaseException as exc:
