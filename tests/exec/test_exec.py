@@ -449,6 +449,34 @@ def test_unprivileged_user_gets_the_same_sandbox(open_dir: Path) -> None:
     assert any(x.get("host") == "other.test" and not x["allowed"] for x in recs)
 
 
+def test_unprivileged_ports_open_however_late(open_dir: Path) -> None:
+    """An unprivileged bwrap moves its init into a nested user namespace once its
+    mounts are made: the proxy ports are opened through the user namespace that owns
+    the sandbox's network namespace, not the one init is in by then (here they are
+    opened 0.3 s late, long after bwrap's setup; joining init's failed with EPERM)."""
+    if os.geteuid() != 0:
+        pytest.skip("switching to an unprivileged user needs root")
+    d = open_dir
+    (d / "w").mkdir(mode=0o777)
+    (d / "w").chmod(0o777)
+    s = write_settings(d / "s.json", {"network": {"allowedDomains": ["example.com"]},
+                                      "filesystem": {"allowWrite": [str(d / "w")]}})
+    s.chmod(0o644)
+    env = dict(other_user_env(), HOME=str(d), AGENT_SANDBOX_AUDIT_DIR=str(d / "audit"),
+               **package_env(d))
+    late = ("import sys, time\n"
+            "from agent_sandbox.runtime import netns\n"
+            "real = netns.open_listeners\n"
+            "def late(*a, **k):\n    time.sleep(0.3)\n    return real(*a, **k)\n"
+            "netns.open_listeners = late\n"
+            "from agent_sandbox.cli.exec_main import main\n"
+            "sys.exit(main(sys.argv[1:]))\n")
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        PY, "-c", late, "--settings", str(s), "--", "id", "-u"],
+                       cwd=d / "w", env=env, capture_output=True, timeout=60)
+    assert (r.returncode, r.stdout.split()) == (0, [b"65534"]), r.stderr
+
+
 def test_settings_file_is_srt_compatible(tmp_path: Path, work: Path) -> None:
     """A file using every srt key (and srt-only keys) runs unchanged."""
     s = write_settings(tmp_path / "srt.json", {
@@ -578,6 +606,18 @@ def test_descriptors_of_the_caller_do_not_leak_in(settings: Path, work: Path,
         os.close(fd)
     assert b"FD-SECRET" not in r.stdout
     assert str(fd).encode() not in r.stdout.split()
+
+
+def test_the_command_holds_only_its_standard_streams(settings: Path, work: Path) -> None:
+    """bwrap's descriptors (seccomp, info, block, gate, ready) are renumbered to
+    single digits in its process, so the start gate runs under /bin/sh; neither
+    they nor the originals they were moved from reach the command."""
+    r = cli(settings, "sh", "-c", "ls /proc/self/fd; echo; tr '\\0' ' ' < /proc/1/cmdline",
+            cwd=work)
+    fds, _, init = r.stdout.decode().partition("\n\n")
+    assert r.returncode == 0, r.stderr.decode()
+    assert sorted(fds.split()) == ["0", "1", "2", "3"]  # 3: ls's own listing
+    assert " -- /bin/sh -p -c echo ready >&7;" in init
 
 
 def test_spec_inventory_with_host_layers(tmp_path: Path, work: Path) -> None:

@@ -18,6 +18,10 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
   name is only a path to look at, and it adds a mask only where a socket really
   is and the settings do not list it, so a forged or misleading name can make a
   plan stricter, never looser;
+- the late binds' helper (``late_binds``) resolves the plan's paths in the
+  sandbox's mount namespace once bwrap is set up and before the command runs
+  (nothing of the command's runs there yet, as when bwrap resolved them), reads
+  only each mount's flags (``statvfs``), and any failure ends the sandbox;
 - the sweep (``sweep``) walks them after the run, with nothing inside running,
   compares identities recorded before the run (device, inode, change time and
   size: nothing the command can reproduce), and only renames new or changed

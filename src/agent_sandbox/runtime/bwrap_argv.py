@@ -2,7 +2,11 @@
 behind, and the proxy variables set inside the sandbox.
 
 Nothing here decides what is mounted: ``bwrap.plan`` does. This module only
-writes the plan down in bwrap's terms, and must never drop or reorder a mount.
+writes the plan down in bwrap's terms, and must never drop or reorder a mount:
+the one thing it moves is ``late_binds``, the read-only binds of files (and of
+``/dev/null`` over hidden files) whose place in the order cannot matter, which
+``runtime.late_binds`` makes (same mounts) once bwrap has set the rest up, before
+the command starts.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from .settings import _Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
 
 class Fds(_Record):
@@ -45,8 +49,12 @@ def build_argv(
     is_root: bool = False,
     new_session: bool = True,
     overlays: Sequence[tuple[str, str, bool]] = (),
+    late: Collection[str] = (),
 ) -> list[str]:
     """The ``bwrap`` command line for a plan (pure).
+
+    ``late``: the targets of read-only binds of files (``late_binds``) left out of
+    it, because the caller makes them after bwrap's setup (``runtime.late_binds``).
 
     ``new_session=False`` keeps an interactive command on its terminal; only
     safe with the seccomp filter, which refuses TIOCSTI and TIOCLINUX.
@@ -68,8 +76,12 @@ def build_argv(
             if m.kind == "d":
                 argv += ["--tmpfs", m.path]
                 remount.append(m.path)  # after the mounts inside it are in place
+            elif m.path in late:
+                continue  # made after bwrap's setup, before the command (late_binds)
             else:
                 argv += ["--ro-bind", "/dev/null", m.path]
+        elif m.op == "ro" and m.kind == "f" and m.path in late:
+            continue  # made after bwrap's setup, before the command (late_binds)
         elif m.op in ("show", "ro"):
             argv += ["--ro-bind", m.path, m.path]
         elif m.op == "rw":
@@ -104,6 +116,25 @@ def build_argv(
     return argv
 
 
+def late_binds(p: Plan, overlays: Sequence[tuple[str, str, bool]] = ()
+               ) -> tuple[tuple[str, str], ...]:
+    """The read-only binds of files that may be made after bwrap's setup (pure), as
+    (source, target): each ``ro`` mount of a file (its own path) and each ``hide``
+    of a file (``/dev/null`` over it) that is the only mount of the plan at its path
+    and lies under no overlay's target. Nothing is ever mounted below a file, and
+    every other mount at a folder above it comes before it on the command line
+    already (the plan goes shallow to deep; ``--remount-ro`` changes only its own
+    folder's mount), so the command sees the same tree when it is made last."""
+    count: dict[str, int] = {}
+    for m in p.mounts:
+        count[m.path] = count.get(m.path, 0) + 1
+    targets = [t for _, t, _ in overlays]
+    return tuple((m.path if m.op == "ro" else "/dev/null", m.path) for m in p.mounts
+                 if m.op in ("ro", "hide") and m.kind == "f" and count[m.path] == 1
+                 and not any(m.path == t or m.path.startswith(t.rstrip("/") + "/")
+                             for t in targets))
+
+
 # The start gate. bwrap's --block-fd treats end-of-file as "go", and the inner
 # bwrap processes arm their parent-death signal late in their setup: a caller
 # that dies during start-up could leave the command running unsupervised (no
@@ -121,12 +152,20 @@ def gated(command: Sequence[str], gate: int | None, ready: int | None) -> list[s
     if gate is None or ready is None:
         return list(command)
     script = GATE_SCRIPT.format(gate=int(gate), ready=int(ready))
-    # bash, not sh: dash takes only single-digit descriptors in redirections;
-    # -p skips BASH_ENV, so nothing of the caller's runs before the gate opens.
-    return [GATE_SHELL, "-p", "-c", script, "sandbox-gate", *command]
+    # sh (dash starts in about a third of bash's time) when both descriptors have
+    # one digit: dash takes only single-digit descriptors in redirections, so bash
+    # otherwise. -p: bash skips BASH_ENV (and as sh reads no start-up file at all),
+    # so nothing of the caller's runs before the gate opens.
+    shell = GATE_SHELL if max(int(gate), int(ready)) <= 9 else GATE_SHELL_WIDE
+    return [shell, "-p", "-c", script, "sandbox-gate", *command]
 
 
-GATE_SHELL = "/bin/bash"
+GATE_SHELL = "/bin/sh"
+GATE_SHELL_WIDE = "/bin/bash"
+# the descriptors bwrap_run hands the sandbox when it starts bwrap itself (the
+# seccomp program, info, block, gate and ready), renumbered to these in bwrap's
+# process: single digits, so the gate runs under GATE_SHELL
+CHILD_FDS = (3, 4, 5, 6, 7)
 
 
 def proxy_env(http_port: int = PROXY_HTTP_PORT, socks_port: int = PROXY_SOCKS_PORT,

@@ -33,7 +33,7 @@ from agent_sandbox import contract
 
 from . import bwrap as bw
 from . import bwrap_argv as bwargv
-from . import fsview
+from . import fsview, late_binds
 from .errors import SandboxStartError
 from .globs import under
 from .host import diagnose_userns, find_bwrap
@@ -97,6 +97,16 @@ def overlay_binds(p: bw.Plan, overlays: Sequence[tuple[str, str, str | None]],
     return out
 
 
+def deferrable(p: bw.Plan, overlays: Sequence[tuple[str, str, str | None]],
+               fs: fsview.RealFs) -> list[tuple[str, str]]:
+    """The placeholders a run may make after bwrap has started: bound late
+    (``bwrap_argv.late_binds``: not on bwrap's command line), in a folder that
+    exists (a folder a placeholder needs made is pinned by a mount bwrap makes)."""
+    late = {t for _, t in bwargv.late_binds(p, [(s, t, False) for s, t, _ in overlays])}
+    return [(x, k) for x, k in p.placeholders
+            if x in late and fs.lkind(os.path.dirname(x)) == "d"]
+
+
 def tool_dirs(env: dict[str, str] | None = None) -> list[str]:
     """The folders on the caller's PATH: a program planted in one would run on the
     host instead of the one the user types (``bwrap.plan``'s ``tools``)."""
@@ -107,13 +117,15 @@ def tool_dirs(env: dict[str, str] | None = None) -> list[str]:
 
 def prepare(p: bw.Plan, command: Sequence[str], cwd: str, env: dict[str, str] | None,
             fds: bwargv.Fds, interactive: bool = False,
-            overlays: Sequence[tuple[str, str, bool]] = ()) -> tuple[list[str], dict[str, str]]:
+            overlays: Sequence[tuple[str, str, bool]] = (),
+            late: Sequence[str] = ()) -> tuple[list[str], dict[str, str]]:
     """The argv and environment for a run (no effects). The settings' credential
     variables are removed from bwrap's own environment: no process inside holds
-    them, bwrap's pid 1 included."""
+    them, bwrap's pid 1 included. ``late``: the binds the run makes after bwrap's
+    setup (``bwrap_argv.late_binds``), left out of the argv."""
     argv = bwargv.build_argv(p, command, cwd=cwd, fds=fds, bwrap=find_bwrap(),
                          is_root=os.geteuid() == 0, new_session=not interactive,
-                         overlays=overlays)
+                         overlays=overlays, late=frozenset(late))
     full_env = {k: v for k, v in (os.environ if env is None else env).items()
                 if k not in p.unset_env}
     full_env.update(bwargv.proxy_env(connect_helper=connect_helper()))
@@ -174,6 +186,7 @@ class BwrapRun:
         self.owed: str | None = None  # this run's marker until its sweep is done
         self._seccomp = b""  # the filter this run's sandbox got
         self.relay: Relay | None = None  # standard streams that are files (see Relay)
+        self.binder: late_binds.Binder | None = None  # makes the plan's late binds
 
     # start -----------------------------------------------------------------
 
@@ -225,35 +238,53 @@ class BwrapRun:
                             tools=tool_dirs(), opened=self.opened,
                             private=contract.private_paths(self.home))
                 relied = [m.path for m in p.mounts if m.path in others]
-                impossible = ph.create(p.placeholders, relied)
+                # placeholders bound late (bwrap_argv.late_binds) whose folder exists
+                # are made while bwrap sets up (below): its command line needs none
+                deferred = deferrable(p, self.overlays, realfs)
+                names = {x for x, _ in deferred}
+                impossible = ph.create([x for x in p.placeholders if x[0] not in names],
+                                       relied)
                 # a placeholder this user cannot create, and the folders it would have
                 # sat in, cannot be created by the command either: nothing to mount
-                p = bw.without(p, impossible | {m.path for m in p.mounts
-                                                if not os.path.lexists(m.path)})
+                p = bw.without(p, impossible | {m.path for m in p.mounts if m.path not in names
+                                                and not os.path.lexists(m.path)})
             self.plan = p
-            argv, env = prepare(p, self.command, self.cwd, self.env, fds,
-                                overlays=overlay_binds(p, self.overlays, self.filters),
+            # started here (not by subprocess): bwrap gets the descriptors under the
+            # numbers of ``CHILD_FDS``, one digit each (see ``bwrap_argv.gated``)
+            given = (sfd, info_w, block_r, gate_r, ready_w)
+            binds = overlay_binds(p, self.overlays, self.filters)
+            late = bwargv.late_binds(p, binds)
+            if not names.issubset(t for _, t in late):  # never: bwrap would miss them
+                raise SandboxStartError("internal error: a deferred placeholder is not "
+                                        "bound late")
+            argv, env = prepare(p, self.command, self.cwd, self.env,
+                                fds if capture else bwargv.Fds(*bwargv.CHILD_FDS),
+                                overlays=binds, late=[t for _, t in late],
                                 interactive=not capture and os.isatty(0))
             try:
                 if capture:
                     import subprocess
 
                     self.proc = subprocess.Popen(
-                        argv, env=env, pass_fds=(sfd, info_w, block_r, gate_r, ready_w),
+                        argv, env=env, pass_fds=given,
                         stdin=stdin, stdout=stdout, stderr=stderr)
                 else:
                     no_inherited_fds()
-                    for fd in (sfd, info_w, block_r, gate_r, ready_w):
+                    for fd in given:
                         os.set_inheritable(fd, True)
                     self.relay = Relay()
                     stdio = self.relay.start()
-                    self.proc = Spawned(argv, env, stdio)
+                    self.proc = Spawned(argv, env, stdio,
+                                        renumber=dict(zip(given, bwargv.CHILD_FDS, strict=True)))
                     self.relay.after_spawn()
             except OSError as exc:
                 raise SandboxStartError(f"cannot start bwrap: {exc}") from None
             for fd in (info_w, block_r, gate_r, ready_w, sfd):
                 os.close(fd)
             info_w = block_r = gate_r = ready_w = sfd = -1
+            # the late binds' helper, forked while bwrap starts; it reads the gate's
+            # "ready" itself (one hand-over less before the command starts)
+            binder = self.binder = late_binds.Binder(ready_r if late else None)
             # While bwrap starts (in its own processes), this one loads what comes next:
             # the waits below are that much shorter.
             from . import netns
@@ -284,6 +315,18 @@ class BwrapRun:
                 raise SandboxStartError(f"{exc}; {diagnose_userns() or 'check /proc access'}"
                                         ) from None
             os.write(block_w, b"1")
+            if deferred:  # while bwrap mounts the rest
+                with ph:
+                    others = ph.others()
+                    # one that exists by now is relied on (recorded, so that no other
+                    # run's cleanup removes it while this run's mount sits on it)
+                    gone = ph.create(deferred, [x for x, _ in deferred
+                                                if x in others or os.path.lexists(x)])
+                if gone:
+                    p = self.plan = bw.without(p, gone)
+                    late = tuple(x for x in late if x[1] not in gone)
+            if binder.kid:  # made once bwrap's setup is complete, while this goes on
+                binder.request(self.pid1, late)
             # While bwrap mounts the plan: the identities the sweep judges by and the
             # owed marker, both before the gate below lets the command run, and the
             # modules the cleanup needs.
@@ -295,7 +338,11 @@ class BwrapRun:
             self.owed = owe(lock_dir, os.path.basename(ph.record),
                             self.home, p.writable_roots, self.before,
                             [m.path for m in p.mounts])
-            if read_line(ready_r) != b"ready\n":  # bwrap failed before the command
+            # bwrap's setup is complete once the gate says "ready" and the command still
+            # held: the plan's binds left out of bwrap's command line
+            # (bwrap_argv.late_binds) are made then, by the helper
+            ready = binder.wait() if binder.kid else read_line(ready_r) == b"ready\n"
+            if not ready:  # bwrap failed before the command
                 self.proc.wait()
                 raise SandboxStartError("the sandbox could not start the command "
                                         "(see bwrap's message above)")
@@ -413,6 +460,9 @@ class BwrapRun:
         return self._record
 
     def cleanup(self) -> None:
+        if self.binder is not None:  # the late binds' helper, done or let go
+            self.binder.close()
+            self.binder = None
         swept = False
         with suppress(Exception):
             swept = self.sweep()

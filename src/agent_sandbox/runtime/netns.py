@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
+NS_GET_USERNS = 0xB701  # ioctl: the user namespace that owns a namespace
 
 
 class NamespaceError(SandboxError, OSError):
@@ -108,9 +109,14 @@ def _in_process(pid: int, ports: Sequence[int],
 
 def _via_child(pid: int, ports: Sequence[int],
                loopback_up: bool = False) -> list[socket.socket]:
+    import fcntl
+
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    userns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
     netns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    # the user namespace that owns the network namespace, not the one ``pid`` is in
+    # by now: an unprivileged bwrap moves its init into a nested one once its mounts
+    # are made, and joining that one gives no right to enter the network namespace
+    userns = fcntl.ioctl(netns, NS_GET_USERNS)
     kid = os.fork()
     if kid == 0:  # pragma: no cover - runs in the forked child
         code = 1

@@ -46,10 +46,21 @@ class Spawned:
     """A child started with posix_spawn (no subprocess import): pid, poll, wait, kill."""
 
     def __init__(self, argv: list[str], env: dict[str, str],
-                 stdio: dict[int, int] | None = None) -> None:
+                 stdio: dict[int, int] | None = None,
+                 renumber: dict[int, int] | None = None) -> None:
         # Python ignores SIGPIPE and SIGXFSZ; the command gets the defaults back.
-        # ``stdio``: {0|1|2: descriptor} given to the child in place of ours
-        actions = [(os.POSIX_SPAWN_DUP2, src, dst) for dst, src in (stdio or {}).items()]
+        # ``stdio``: {0|1|2: descriptor} given to the child in place of ours;
+        # ``renumber``: {descriptor: number it has in the child}, by way of numbers
+        # above every target so that no source is overwritten before it is moved
+        actions: list[tuple[int, ...]] = [(os.POSIX_SPAWN_DUP2, src, dst)
+                                          for dst, src in (stdio or {}).items()]
+        moves = list((renumber or {}).items())
+        spare = max([0, *(dst for _, dst in moves), *(src for src, _ in moves)]) + 1
+        actions += [(os.POSIX_SPAWN_DUP2, src, spare + i) for i, (src, _) in enumerate(moves)]
+        for i, (_, dst) in enumerate(moves):
+            actions += [(os.POSIX_SPAWN_DUP2, spare + i, dst), (os.POSIX_SPAWN_CLOSE, spare + i)]
+        targets = {dst for _, dst in moves}
+        actions += [(os.POSIX_SPAWN_CLOSE, src) for src, _ in moves if src not in targets]
         self.pid = os.posix_spawn(argv[0], argv, env, file_actions=actions,
                                   setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
         self.returncode: int | None = None
