@@ -500,3 +500,60 @@ def test_relay_pins_every_forged_folder(tmp_path: Path) -> None:
                 {"argv": ["claude", "pre-tool-use"], "stdin": 5}, ["not", "a", "dict"]):
         assert relay.answer(bad)["rc"] == 2
     assert not list((other / ".sandbox" / "escalations" / "pending").glob("*.json"))
+
+
+def _exec(settings: Path, script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PY, "-m", "agent_sandbox", "exec", "--settings", str(settings), "--",
+                           "bash", "-c", script], capture_output=True, text=True, cwd=cwd,
+                          timeout=120, env=_env())
+
+
+def test_sandboxed_command_cannot_touch_the_audit_queue_or_registry(repo: Path,
+                                                                    tmp_path: Path) -> None:
+    from agent_sandbox import contract
+
+    run_hook("claude", "pre-tool-use", claude_pre("ls", repo))
+    log = repo / ".sandbox" / "audit" / "audit.jsonl"
+    before = log.read_bytes()
+    state = contract.user_state_dir(os.path.expanduser("~"))
+    registry = (Path(state) / "repositories.json").read_bytes()
+    settings = tmp_path / "settings.json"
+    settings.write_text((repo / ".sandbox" / "srt-settings.json").read_text())
+    decided = ".sandbox/escalations/decided/20260101T000000-aaaaaaaaaaaa.json"
+    proc = _exec(settings, f"""
+        echo '{{"x":1}}' >> .sandbox/audit/audit.jsonl
+        : > .sandbox/audit/audit.jsonl
+        python3 -c "import os; os.ftruncate(os.open('.sandbox/audit/audit.jsonl', os.O_RDWR), 0)"
+        mv .sandbox/audit .sandbox/a2; mv .sandbox .sb2; mkdir -p x; mv .sandbox x/
+        ln .sandbox/audit/audit.jsonl hardlink
+        echo '{{}}' > {decided}
+        echo '{{"repositories": ["/"]}}' > {state}/repositories.json
+        echo reached-the-end
+        """, repo)
+    assert "reached-the-end" in proc.stdout, proc.stderr  # control: the script ran
+    assert log.read_bytes() == before
+    assert not (repo / decided).exists() and not (repo / "hardlink").exists()
+    assert (repo / ".sandbox" / "audit").is_dir() and not (repo / ".sb2").exists()
+    assert (Path(state) / "repositories.json").read_bytes() == registry
+    assert _sandbox("audit", "verify", str(repo)).returncode == 0
+
+
+def test_sandboxed_command_cannot_swap_the_repository_folder(tmp_path: Path) -> None:
+    """A writable root above a connected repository (allow_write: ~/src): renaming the
+    repository and planting a .sandbox/ in its place would hand the hooks a new policy."""
+    src = tmp_path / "src"
+    repo = make_repo(src / "app")
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {"denyRead": [], "allowWrite": [str(src)], "denyWrite": []}}))
+    policy = json.loads((repo / ".sandbox" / "policy.json").read_text())
+    proc = _exec(settings, f"""
+        cd {src}; mv app app.old || mv app/.sandbox app/.sandbox.old
+        mkdir -p app/.sandbox && echo '{{"commands": {{"default": "allow"}}}}' \
+            > app/.sandbox/policy.json
+        touch app/ran; echo reached-the-end
+        """, tmp_path)
+    assert "reached-the-end" in proc.stdout and (repo / "ran").exists(), proc.stderr  # control
+    assert not (src / "app.old").exists()
+    assert json.loads((repo / ".sandbox" / "policy.json").read_text()) == policy
