@@ -137,16 +137,27 @@ def _settings_document(path: str) -> dict[str, Any] | str:
 def apply_write(repo: str, req: dict[str, Any]) -> dict[str, Any]:
     """Apply an approved Write/Edit/MultiEdit exactly as the agent asked."""
     from agent_sandbox.policy.protect import protected_paths
-    from agent_sandbox.spec.paths import covers
+    from agent_sandbox.spec.paths import OpaquePath, covers, places, special_device
+    from agent_sandbox.state_paths import account_home
 
     params = req["params"]
     tool = req["tool"]
     path = params.get("file_path")
     if not isinstance(path, str) or not path:
         return {"status": "failed", "reason": "no file_path"}
-    full = os.path.realpath(path if os.path.isabs(path) else os.path.join(req["cwd"], path))
-    if any(covers(r, full) for r in protected_paths(repo, os.path.expanduser("~"))):
-        return {"status": "refused", "reason": f"{full} is protected"}
+    # the engine's reading of the path (paths.places), protected under every home
+    if special_device(path) is not None:
+        return {"status": "refused", "reason": f"{path} is a device, not a file"}
+    try:
+        readings = places(path, str(req["cwd"]))
+    except OpaquePath as exc:
+        return {"status": "refused", "reason": str(exc)}
+    full = readings[0]  # the kernel's
+    rules = [r for h in dict.fromkeys((account_home(), os.path.expanduser("~")))
+             for r in protected_paths(repo, h)]
+    for place in readings:
+        if any(covers(r, place) for r in rules) or place.rsplit("/", 1)[-1] == ".git":
+            return {"status": "refused", "reason": f"{place} is protected"}
     if tool in ("Write", "write_file"):
         content = params.get("content")
         if not isinstance(content, str):
