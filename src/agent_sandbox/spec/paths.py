@@ -329,7 +329,9 @@ def _physical(full: str) -> str:
             out = out[:out.rfind("/")]
             continue
         new = out + "/" + name
-        in_process = new.startswith("/proc/") and new.count("/") >= 3
+        # below /proc/<pid>/ (/proc/self and /proc/thread-self lead there)
+        in_process = (new.startswith("/proc/") and new.count("/") >= 3
+                      and new[6:new.index("/", 6)].isdigit())
         try:
             mode = os.lstat(new).st_mode
         except (OSError, ValueError):
