@@ -116,8 +116,6 @@ def _human_views(repo: Path, cwd: Path | None = None) -> str:
 
 # -- 1. the engine's /dev/fd exemption lets any tool write go anywhere ----------------
 
-@pytest.mark.xfail(strict=True, reason="Policy.check_write returns early for any path that "
-                   "starts with /dev/fd/ before resolving it: /dev/fd/../../../X is X")
 @pytest.mark.parametrize("target", [".sandbox/escalations/decided/x.json",
                                     ".sandbox/policy.json", ".claude/settings.json",
                                     ".git/hooks/pre-commit"])
@@ -169,9 +167,6 @@ def _forge_decision(req: dict[str, Any]) -> str:
                        "expires_at": time.time() + 3600})
 
 
-@pytest.mark.xfail(strict=True, reason="Policy.check_write's /dev/fd/ exemption lets the "
-                   "agent's Write tool create .sandbox/escalations/decided/<id>.json: an "
-                   "escalated command runs with no human decision")
 def test_agent_cannot_approve_its_own_request_through_a_tool_write(repo: Path) -> None:
     marker = repo / "PWNED"
     hook_a = _start_hook(claude_pre(f"touch {marker}", repo))
@@ -319,9 +314,6 @@ def test_audit_show_escapes_terminal_control(repo: Path) -> None:
 
 # -- 3. the approver follows a planted queue ---------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="approver.find_repo picks the nearest .sandbox/"
-                   "escalations on the way up, not a registered repository: a planted one "
-                   "in a subfolder brings its own queue, policy and srt settings")
 def test_approver_in_a_subfolder_uses_the_connected_repository(repo: Path,
                                                                tmp_path: Path) -> None:
     from agent_sandbox.queue import FolderQueue
@@ -343,22 +335,32 @@ def test_approver_in_a_subfolder_uses_the_connected_repository(repo: Path,
                     "reasons": [], "risk": "low", "agent": "claude", "mode": "run",
                     "detached": True, "wait_until": time.time() + 600,
                     "requester": {"pid": 0x7FFFFFF0, "start": "0"}})  # nobody waits
-    listed = _sandbox("pending", cwd=sub).stdout
+    listed = _sandbox("pending", cwd=sub)
     approved = _sandbox("approve", req["id"], cwd=sub)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (sb / "escalations" / "done" /
-                                               f"{req['id']}.json").exists():
+    while approved.returncode == 0 and time.monotonic() < deadline and not (
+            sb / "escalations" / "done" / f"{req['id']}.json").exists():
         time.sleep(0.1)
-    # the connected repository's settings never let a command write outside it
-    assert approved.returncode == 0, approved.stderr
-    assert not (outside / "LOOSENED").exists() and req["id"] not in listed, listed
+    # the approver works on the connected repository's queue: the planted request is
+    # not there, so nothing is approved and nothing runs under the planted settings
+    assert listed.returncode == 0 and req["id"] not in listed.stdout, listed
+    assert approved.returncode == 1 and "no pending request" in approved.stderr, \
+        approved.stderr
+    assert not (outside / "LOOSENED").exists()
+    assert q.decision(req["id"]) is None  # the planted queue was never touched
+    # control: a request in the connected repository's queue is approved from there
+    from agent_sandbox.queue.runner import queue_for
+
+    real = queue_for(str(repo)).submit({
+        "tool": "Bash", "params": {"command": "true"}, "cwd": str(sub), "kind": "bash",
+        "summary": "true", "reasons": [], "risk": "low", "agent": "claude", "mode": "run",
+        "detached": True, "wait_until": time.time() + 600})
+    assert real["id"] in _sandbox("pending", cwd=sub).stdout
+    assert _sandbox("approve", real["id"], cwd=sub).returncode == 0
 
 
 # -- 4. an unusual HOME ------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="Policy.protected expands the home-level protected set "
-                   "under $HOME only (protect.protected_paths(repo, self.home)), not also "
-                   "under the account's home as the deny rules are")
 def test_a_different_home_does_not_unprotect_the_accounts_home(tmp_path: Path) -> None:
     from agent_sandbox.policy.registry import register
     from agent_sandbox.state_paths import account_home
