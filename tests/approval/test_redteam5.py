@@ -421,8 +421,16 @@ def test_hostile_hook_input_fails_closed_and_keeps_the_log(repo: Path) -> None:
     assert not list((repo / ".sandbox" / "escalations" / "pending").glob("*.json"))
 
 
+def _write_private(path: Path, text: str) -> None:
+    """A file as ``FolderQueue.decide`` leaves it: regular, mode 0600."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
 def test_forged_decisions_without_the_exact_binding_never_run(repo: Path) -> None:
-    """Once a decision file exists the queue still checks id, hash and expiry."""
+    """Once a decision file exists the queue still checks id, hash and expiry (the
+    forger here even writes it as the approver does, mode 0600)."""
     from agent_sandbox.queue.runner import queue_for
 
     q = queue_for(str(repo))
@@ -436,12 +444,28 @@ def test_forged_decisions_without_the_exact_binding_never_run(repo: Path) -> Non
     for tweak, status in (({"hash": "0" * 64}, "refused"), ({"expires_at": 1.0}, "expired")):
         req = fresh()
         dec = {**json.loads(_forge_decision(req)), **tweak}
-        (decided / f"{req['id']}.json").write_text(json.dumps(dec))
+        _write_private(decided / f"{req['id']}.json", json.dumps(dec))
         assert q.claim(req["id"]) is None
         assert (q.result(req["id"]) or {}).get("status") == status
         assert q.claim(req["id"]) is None  # and never again
+    # a file a client's write tool leaves (umask mode) or a link is no decision, even
+    # with the exact binding: the second line of defence behind the engine
+    for how in ("umask", "link"):
+        req = fresh()
+        target = decided / f"{req['id']}.json"
+        if how == "umask":
+            target.write_text(_forge_decision(req))
+            os.chmod(target, 0o644)
+        else:
+            elsewhere = repo / f"forged-{req['id']}.json"
+            _write_private(elsewhere, _forge_decision(req))
+            os.symlink(elsewhere, target)
+        assert q.claim(req["id"]) is None, how
+        assert (q.result(req["id"]) or {}).get("status") == (
+            "refused" if how == "umask" else None), how  # a link is never even read
+        assert q.claim(req["id"]) is None, how
     req = fresh()  # control: an exact decision is taken, once
-    (decided / f"{req['id']}.json").write_text(_forge_decision(req))
+    _write_private(decided / f"{req['id']}.json", _forge_decision(req))
     assert q.claim(req["id"]) is not None
     assert q.claim(req["id"]) is None
 
