@@ -292,6 +292,8 @@ def test_the_hook_denies_a_prefixed_write_of_the_queue(repo: Path, prefix: str) 
     proc = run_hook("claude", "pre-tool-use", claude_pre(
         "", repo, tool="Write", tool_input={"file_path": target, "content": "{}"}))
     assert decision_of(proc)[0] == "deny"
+    if prefix in OPAQUE:
+        return  # a read there escalates (test_reads_and_patterns...): it would wait
     proc = run_hook("cursor", "before-read-file", {
         "cwd": str(repo), "file_path": prefix + os.path.expanduser("~/.ssh/id_rsa")})
     assert json.loads(proc.stdout)["permission"] == "deny"
