@@ -35,23 +35,21 @@ class ApprovalError(SandboxError):
 
 
 def find_repo(start: str) -> str:
-    """The connected repository at or above ``start``; else, on a host whose
-    managed policy sends escalations to this user's host-level queue, that
-    queue's site (``state_paths.Site``)."""
-    from .state_paths import Site, host_site
+    """The connected repository at or above ``start`` (the registry of
+    ``sandbox init``, as the hook asks it); else, on a host whose managed policy
+    sends escalations to this user's host-level queue, that queue's site
+    (``state_paths.Site``). Never a ``.sandbox/`` merely found on the way up:
+    one planted in a subfolder would bring its own queue, policy and settings."""
+    from .policy.registry import repository_of
+    from .state_paths import Site, account_home, host_site
 
-    d = os.path.abspath(start)
-    while True:
-        if os.path.isdir(os.path.join(d, ".sandbox", "escalations")):
-            return d
-        parent = os.path.dirname(d)
-        if parent == d:
-            break
-        d = parent
+    repo = repository_of(os.path.abspath(start), account_home())
+    if repo is not None:
+        return repo
     if os.path.isdir(Site(host_site()).queue):
         return host_site()
-    raise ApprovalError(f"no .sandbox/ at or above {start} and no host-level queue: run "
-                        "`sandbox init DIR` first")
+    raise ApprovalError(f"no repository connected with `sandbox init` at or above {start} "
+                        "and no host-level queue: run `sandbox init DIR` first")
 
 
 class Approver:

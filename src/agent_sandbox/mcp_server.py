@@ -62,7 +62,11 @@ def _load(repo: str) -> Policy:
     try:
         with open(path, "rb") as fh:
             doc = json.loads(fh.read())
-        return Policy(doc, repo=repo, home=os.path.expanduser("~"),
+        from .state_paths import account_home
+
+        # ~ in the policy is the account's home; $HOME only adds denials
+        return Policy(doc, repo=repo, home=account_home(),
+                      shell_home=os.environ.get("HOME") or None,
                       remembered_path=os.path.join(repo, ".sandbox", "state",
                                                    "remembered.json"))
     except (OSError, ValueError, PolicyError) as exc:

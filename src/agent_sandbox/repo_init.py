@@ -439,8 +439,9 @@ def init(repo: str, agents: list[str] | None = None, mcp: bool = False,
         _write_atomic(state_path, _json_bytes(new_state), 0o600)
     from .audit.repo import pin_verifier  # the audit's trust anchor, outside the repository
     from .policy.registry import register
+    from .state_paths import account_home
 
-    register(repo, os.path.expanduser("~"))
+    register(repo, account_home())  # the registry every reader asks (not $HOME's)
     pin_verifier(repo)
     return {"repo": repo, "agents": chosen, "mcp": mcp, "changed": changed,
             "trusted": sorted(r["path"] for r in trusted)}
@@ -528,8 +529,9 @@ def uninstall(repo: str) -> dict[str, Any]:
             elif os.path.lexists(p):
                 os.unlink(p)
     from .policy.registry import unregister
+    from .state_paths import account_home
 
-    unregister(repo, os.path.expanduser("~"))
+    unregister(repo, account_home())
     return {"repo": repo, "restored": restored, "removed": removed, "kept_audit": kept_audit}
 
 

@@ -59,8 +59,14 @@ def run_agent_claude(env: dict[str, Path], script: str) -> None:
 def host_env(home: Path) -> dict[str, str]:
     import os
 
-    return {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "LANG": "C.UTF-8"}
+    from agent_sandbox import contract
+
+    env = {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+           "LANG": "C.UTF-8"}
+    # the registry of connected repositories is the account's whatever HOME says:
+    # this test's home stands for the account's (its state folder named outright)
+    env[contract.STATE_DIR_ENV] = os.path.join(str(home), contract.USER_STATE_DIR)
+    return env
 
 
 def host_claude_mcp_list(env: dict[str, Path]) -> None:
@@ -629,8 +635,12 @@ def watch_screen(env: dict[str, Path], summary: str) -> str:
     from agent_sandbox.approver import Approver, _table
 
     repo = init_repo(env["tmp"] / "repo", env["home"])
+    from agent_sandbox import contract
+
     old = os.environ.get("HOME")
+    old_state = os.environ.get(contract.STATE_DIR_ENV)
     os.environ["HOME"] = str(env["home"])
+    os.environ[contract.STATE_DIR_ENV] = host_env(env["home"])[contract.STATE_DIR_ENV]
     try:
         approver = Approver(str(repo))
         buf = io.StringIO()
@@ -641,6 +651,8 @@ def watch_screen(env: dict[str, Path], summary: str) -> str:
     finally:
         if old is not None:
             os.environ["HOME"] = old
+        if old_state is not None:
+            os.environ[contract.STATE_DIR_ENV] = old_state
     shown = re.sub(r"\x1b\[8m.*?(\x1b\[0m|\x1b\[28m)", "", buf.getvalue(), flags=re.S)
     return re.sub(r"\x1b\[[0-9;]*m", "", shown)
 

@@ -108,6 +108,45 @@ def patch_paths(patch: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p for p in out if p))
 
 
+_GLOB_CHARS = frozenset("*?[{")
+
+
+def glob_root(pattern: str) -> str:
+    """The folder a file-name pattern starts from: its components before the
+    first one with a wildcard (``*?[{``), or the whole pattern when it has none;
+    ``""`` for a pattern that starts with a wildcard. A ``..`` after a wildcard
+    names a different folder for each match: refused rather than guessed."""
+    parts = pattern.split("/")
+    for i, part in enumerate(parts):
+        if not _GLOB_CHARS.isdisjoint(part):
+            if ".." in parts[i:]:
+                raise BadInput(f"a file pattern with '..' after a wildcard: {pattern!r}")
+            return "/".join(parts[:i]) or ("/" if pattern.startswith("/") else "")
+    return pattern
+
+
+def _search_paths(ti: dict[str, Any], cwd: str, dirs: tuple[str, ...],
+                  patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """Every folder a search or listing tool reads: its folder (``dirs``: the
+    first key given, else none: the working directory) and the folder each file
+    pattern (``patterns``: a string or a list of them) starts from, below it."""
+    base = _opt_str(ti, *dirs) if dirs else None
+    out = [base] if base else []
+    for key in patterns:
+        value = ti.get(key)
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if item is None or item == "":
+                continue
+            if not isinstance(item, str):
+                raise BadInput(f"{key} must be a string or a list of strings")
+            root = glob_root(item)
+            if root:
+                out.append(root if root.startswith(("/", "~")) else
+                           os.path.join(base or cwd, root))
+    return tuple(dict.fromkeys(out))
+
+
 def claude_call(data: dict[str, Any]) -> Call:
     """Claude Code (and Codex) PreToolUse input."""
     tool = _str(data, "tool_name", "hook input")
@@ -123,6 +162,8 @@ def claude_call(data: dict[str, Any]) -> Call:
         if not isinstance(cmd, str) or not cmd.strip():
             raise BadInput(f"{tool}: tool_input.command must be a non-empty string")
         wd = _opt_str(ti, "workdir", "cwd")
+        if wd and not wd.startswith("/"):
+            wd = os.path.join(cwd, wd)  # as the client reads it: from the session's folder
         return Call("bash", tool, ti, wd or cwd, command=cmd)
     if tool == "view_image":
         return Call("read", tool, ti, cwd, paths=(_str(ti, "path", tool),))
@@ -144,8 +185,8 @@ def claude_call(data: dict[str, Any]) -> Call:
             raise BadInput("apply_patch: the patch names no file")
         return Call("write", tool, ti, cwd, paths=ps)
     if tool in ("Grep", "Glob", "LS"):
-        p = _opt_str(ti, "path")
-        return Call("search", tool, ti, cwd, paths=(p,) if p else ())
+        return Call("search", tool, ti, cwd, paths=_search_paths(
+            ti, cwd, ("path",), ("pattern",) if tool == "Glob" else ("glob",)))
     if tool == "WebFetch":
         return Call("fetch", tool, ti, cwd, urls=(_str(ti, "url", tool),))
     if tool in ("WebSearch", "web_search"):
@@ -184,8 +225,10 @@ def gemini_call(data: dict[str, Any]) -> Call:
             raise BadInput(f"{tool}: no file_path")
         return Call("read", tool, ti, cwd, paths=(p,))
     if tool in _GEMINI_SEARCH:
-        p = _opt_str(ti, "dir_path", "path", "directory")
-        return Call("search", tool, ti, cwd, paths=(p,) if p else ())
+        patterns = (("pattern",) if tool == "glob" else ("paths", "include")
+                    if tool == "read_many_files" else ("include",))
+        return Call("search", tool, ti, cwd, paths=_search_paths(
+            ti, cwd, ("dir_path", "path", "directory"), patterns))
     if tool == "web_fetch":
         prompt = ti.get("prompt") or ti.get("url") or ""
         if not isinstance(prompt, str):

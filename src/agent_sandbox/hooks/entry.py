@@ -137,10 +137,13 @@ def refuse(agent: str, event: str, message: str) -> int:
 
 def find_repo(cwd: str) -> str | None:
     """The nearest repository at or above ``cwd`` that ``sandbox init`` registered
-    (never a ``.sandbox/`` that merely exists: one could have been planted)."""
+    (never a ``.sandbox/`` that merely exists: one could have been planted). The
+    registry is the account's (``state_paths.account_home``), as for every other
+    reader and ``sandbox init``, whatever ``$HOME`` says."""
     from ..policy.registry import repository_of
+    from ..state_paths import account_home
 
-    return repository_of(cwd, os.environ.get("HOME") or os.path.expanduser("~"))
+    return repository_of(cwd, account_home())
 
 
 def load_policy(cwd: str) -> tuple[Any, str | None]:

@@ -88,7 +88,12 @@ def classify_command(policy: Policy, command: str, cwd: str, d: Decision) -> Non
     # the working directories a command may run in: a cd that may or may not
     # happen (after && or ||, in a condition, a subshell, a pipeline) adds one;
     # None: unknown (a cd inside a loop, to a run-time place, to $OLDPWD)
-    cwds: list[str] | None = [os.path.realpath(cwd)]
+    cwds: list[str] | None
+    try:
+        cwds = paths.places(cwd, "/")
+    except paths.OpaquePath as exc:
+        d.add(ESCALATE, f"the working directory {cwd!r}: {exc}")
+        cwds = None
     if parsed.loops and any(seg.name in ("cd", "pushd", "popd") for seg in parsed.segments):
         cwds = None
     for seg in parsed.segments:
@@ -102,19 +107,37 @@ def classify_command(policy: Policy, command: str, cwd: str, d: Decision) -> Non
             d.add(r.verdict, r.reason or f"policy rule {r.pattern!r}")
 
 
-def _paths_in(policy: Policy, d: Decision, path: str, cwds: list[str] | None) -> list[str]:
-    """Every place ``path`` may name (each working directory; ``~`` both as
-    $HOME and as a literal folder), or none when the directory is unknown."""
-    if path.startswith("/"):
-        return [policy.resolve(path, "/")]
-    out = []
-    if path == "~" or path.startswith("~/"):
-        out.append(policy.resolve(path, "/"))
-    if cwds is None:
-        d.add(ESCALATE, f"{path!r} is relative to a working directory decided at run time")
-        return out
-    out += [paths.resolve(path, c) for c in cwds]
-    return out
+def own_descriptor(path: str) -> bool:
+    """A name the shell and its commands open as their own descriptor, the
+    null device or their own terminal (``paths.special_device``, exact names)."""
+    kind = paths.special_device(path)
+    return kind in ("null", "stream") or path == "/dev/tty"
+
+
+def _paths_in(policy: Policy, d: Decision, path: str, cwds: list[str] | None,
+              opaque: Verdict = ESCALATE) -> list[str]:
+    """Every place ``path`` may name (``Policy.places`` from each working
+    directory; ``~`` both as $HOME and as a literal folder), or none when the
+    directory is unknown or the path runs through a process's magic link (then
+    ``opaque`` is added)."""
+    if own_descriptor(path):
+        return []
+    out: list[str] = []
+    try:
+        if path.startswith("/"):
+            return policy.places(path, "/")
+        if path == "~" or path.startswith("~/"):
+            out += policy.places(path, "/")
+        if cwds is None:
+            d.add(ESCALATE, f"{path!r} is relative to a working directory decided at run time")
+            return out
+        for c in cwds:
+            out += paths.places(path, c)
+    except paths.OpaquePath as exc:
+        d.add(opaque, f"{path!r}: {exc}")
+        raise_risk(d, "high" if opaque is DENY else "medium")
+        return []
+    return list(dict.fromkeys(out))
 
 
 def _segment(policy: Policy, seg: shell.Segment, cwds: list[str] | None, base: str,
@@ -176,7 +199,8 @@ def _segment(policy: Policy, seg: shell.Segment, cwds: list[str] | None, base: s
         if dyn and mutating and (".sandbox" in a or a.startswith("$")):
             d.add(ESCALATE, f"{name} on a path decided at run time ({a!r})")
         for cand in _path_candidates(a):
-            for full in _paths_in(policy, d, cand, cwds or [here]):
+            for full in _paths_in(policy, d, cand, cwds or [here],
+                                  DENY if mutating else ESCALATE):
                 if not policy.read_ok(full):
                     d.add(DENY, f"{name} touches {full}, which filesystem.deny_read "
                                 "protects")
@@ -210,11 +234,10 @@ def _redirect(policy: Policy, d: Decision, op: str, target: str, cwds: list[str]
         d.add(ESCALATE, f"{target} opens a network connection from the shell")
         raise_risk(d, "high")
         return
-    if target in shell.DEV_SINKS or (target.startswith("/dev/fd/")
-                                     and target[8:].isdigit()):
+    if own_descriptor(target):
         return
     reading = bare in ("<", "<&")
-    for full in _paths_in(policy, d, target, cwds):
+    for full in _paths_in(policy, d, target, cwds, ESCALATE if reading else DENY):
         if reading:
             policy.check_read(d, full, "/", explicit=False)
         else:
@@ -246,10 +269,12 @@ def _cd(policy: Policy, seg: shell.Segment, cwds: list[str] | None,
         target = policy.home + target[1:]
     new: list[str] = []
     for c in cwds:
-        joined = os.path.join(c, target)
-        new.append(os.path.realpath(joined))  # physical (cd -P, and the kernel)
-        if not physical:
-            new.append(os.path.realpath(os.path.normpath(joined)))  # logical ..
+        try:  # physical (cd -P, and the kernel), then the logical reading of ..
+            found = paths.places(target, c)
+        except paths.OpaquePath as exc:
+            d.add(ESCALATE, f"cd {target!r}: {exc}")
+            return None
+        new += found[:1] if physical else found
     new = list(dict.fromkeys(new))
     certain = (seg.persist and seg.after in ("", ";", "\n") and not seg.conditional
                and len(new) == 1 and os.path.isdir(new[0]))

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from ..spec import paths
 from ..spec.rules import Verdict, command_matches, mcp_name_matches, prefix_matches
-from . import shell
 from .commandline import classify_command
 from .decision import Call, Decision, PolicyError, finish_risk, raise_risk, summary_of
 from .document import RuleEntry, parse_verdict, rule_shape, seconds, section, string_list
@@ -55,6 +54,7 @@ class Policy:
         self.home = shell_home or home
         base = repo or home
         homes = [home] if not shell_home or shell_home == home else [home, shell_home]
+        self.homes = homes  # what the environment adds only ever adds protection
         fs = section(doc, "filesystem")
         net = section(doc, "network")
         cmds = section(doc, "commands")
@@ -144,19 +144,28 @@ class Policy:
         return False
 
     # -- paths ------------------------------------------------------------
-    def resolve(self, path: str, cwd: str) -> str:
+    def places(self, path: str, cwd: str) -> list[str]:
+        """Every file a path from a tool call may name (``paths.places``: the
+        kernel's reading and a tidying client's), ``~`` as the agent's shell
+        reads it. Raises ``paths.OpaquePath`` for a path through a process's
+        magic links. Every rule and exemption is applied to these, never to the
+        path as written."""
         p = path
         if p == "~" or p.startswith("~/"):
             p = self.home + p[1:]
-        return paths.resolve(p, cwd)
+        return paths.places(p, cwd)
 
     @property
     def protected(self) -> list[str]:
-        """Self-protection, added at every load (computed when first needed)."""
+        """Self-protection, added at every load (computed when first needed),
+        under the account's home and under ``$HOME`` when that differs."""
         if self._protected is None:
             from .protect import protected_paths
 
-            self._protected = protected_paths(self.repo, self.home)
+            rules: list[str] = []
+            for h in self.homes:
+                rules += protected_paths(self.repo, h)
+            self._protected = sorted(set(rules))
         return self._protected
 
     def read_ok(self, abspath: str) -> bool:
@@ -175,21 +184,52 @@ class Policy:
         return any(paths.covers(r, abspath) for r in self.protected)
 
     def check_read(self, d: Decision, path: str, cwd: str, *, explicit: bool = True) -> None:
-        full = self.resolve(path, cwd)
-        if not self.read_ok(full):
-            d.add(DENY, f"reading {full} is denied by filesystem.deny_read")
-            d.risk = "high"
+        try:
+            fulls = self.places(path, cwd)
+        except paths.OpaquePath as exc:
+            d.add(ESCALATE, f"reading {path!r}: {exc}")
+            raise_risk(d, "medium")
             return
+        for full in fulls:
+            if not self.read_ok(full):
+                d.add(DENY, f"reading {full} is denied by filesystem.deny_read")
+                d.risk = "high"
+                return
         if explicit:
-            self.apply_rules(d, "read", full, None, None)
+            for full in fulls:
+                self.apply_rules(d, "read", full, None, None)
 
     def check_write(self, d: Decision, path: str, cwd: str) -> None:
+        """A file written by a tool (``commandline`` exempts a shell's own
+        descriptors before it calls this)."""
         if path.startswith("\x00dynamic:"):
             d.add(ESCALATE, f"write target decided at run time ({path[9:]})")
             return
-        if path in shell.DEV_SINKS or path.startswith("/dev/fd/"):
+        device = paths.special_device(path)
+        if device == "null":
             return
-        full = self.resolve(path, cwd)
+        if device is not None:
+            what = "terminal" if device == "terminal" else "descriptor of the agent's process"
+            d.add(DENY, f"{path} is a {what}: a file tool may not write it")
+            d.risk = "high"
+            return
+        try:
+            fulls = self.places(path, cwd)
+        except paths.OpaquePath as exc:
+            d.add(DENY, f"writing {path!r}: {exc}")
+            d.risk = "high"
+            return
+        for full in fulls:
+            self._check_write_at(d, full)
+
+    def _check_write_at(self, d: Decision, full: str) -> None:
+        device = paths.special_device(full)
+        if device == "null":
+            return
+        if device is not None:
+            d.add(DENY, f"{full} is a terminal: a file tool may not write it")
+            d.risk = "high"
+            return
         if self.is_protected(full):
             d.add(DENY, f"{full} is protected (sandbox state, agent settings, hooks and MCP "
                         "configuration are never writable by an agent)")

@@ -4,10 +4,12 @@
 A ``.sandbox/`` folder found on the way up from a tool call's working directory
 proves nothing: an agent (or an approved command) could have planted one with
 a permissive policy in a subfolder. The registry lives in the user's state
-folder (``contract.user_state_dir``), which every sandbox mounts read-only and
-the policy engine protects; ``sandbox init`` adds a repository, ``sandbox
-uninstall`` removes it. The policy for a call is the nearest *registered*
-repository at or above its working directory, else the managed one.
+folder (``contract.user_state_dir``) of the account's home
+(``state_paths.account_home``, never ``$HOME``: every writer and reader names the
+same one), which every sandbox mounts read-only and the policy engine
+protects; ``sandbox init`` adds a repository, ``sandbox uninstall`` removes it.
+The policy for a call is the nearest *registered* repository at or above its
+working directory, else the managed one.
 
 Stdlib only (the hook reads it on every call). An unreadable or malformed
 registry counts as empty: it never makes a folder count as registered.

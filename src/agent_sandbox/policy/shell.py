@@ -53,7 +53,6 @@ WRAPPERS: dict[str, frozenset[str]] = {
 _WRAPPER_POSITIONAL = {"timeout": 1, "chrt": 1, "taskset": 1}
 KEYWORDS_PREFIX = frozenset({"if", "then", "else", "elif", "while", "until", "do", "!", "{"})
 KEYWORDS_END = frozenset({"fi", "done", "esac", "}"})
-DEV_SINKS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 
 
 # Plain classes, not dataclasses: importing dataclasses costs the hook ~10 ms.

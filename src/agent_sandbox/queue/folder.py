@@ -113,13 +113,20 @@ class FolderQueue:
 
     def decision(self, rid: str) -> dict[str, Any] | None:
         """The decision on ``rid``, with ``uid``: the owner of the decision
-        file, which says who decided whatever the record's ``by`` claims."""
+        file, which says who decided whatever the record's ``by`` claims, and
+        ``written_by_decide``: whether the file is what ``decide`` writes (a
+        regular file, not a link, that only its owner may read or write)."""
+        import stat
+
         try:
-            fd = os.open(self.path("decided", rid), os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self.path("decided", rid),
+                         os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             return None
         try:
-            uid = os.fstat(fd).st_uid
+            st = os.fstat(fd)
+            uid = st.st_uid
+            ours = stat.S_ISREG(st.st_mode) and not st.st_mode & 0o077
             with os.fdopen(fd, "rb", closefd=False) as fh:
                 data = json.loads(fh.read())
         except (OSError, ValueError):
@@ -129,6 +136,7 @@ class FolderQueue:
         if not isinstance(data, dict):
             return None
         data["uid"] = uid
+        data["written_by_decide"] = ours
         try:
             import pwd
 
@@ -312,6 +320,11 @@ class FolderQueue:
             if actual != req.get("hash") or actual != dec.get("hash") or dec.get("id") != rid:
                 refusal = ("refused", "the approval does not match this exact tool, parameters "
                                       "and working directory")
+            elif not dec.get("written_by_decide"):
+                # decide() writes 0600 through a temporary file and a link; a file a
+                # client's write tool made (umask modes), or a link, is no decision
+                refusal = ("refused", "the decision file is not one the approver wrote "
+                                      "(a regular file only its owner can read and write)")
             elif float(dec.get("expires_at", 0)) < time.time():
                 refusal = ("expired", "the approval expired before it was used")
         use = "grant" if (req or {}).get("mode") == "grant" else "run"

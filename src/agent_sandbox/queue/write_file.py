@@ -113,18 +113,29 @@ def apply_write(repo: str, req: dict[str, Any],
     import sys
 
     from agent_sandbox.policy.protect import protected_paths
-    from agent_sandbox.spec.paths import covers
+    from agent_sandbox.spec.paths import OpaquePath, covers, places, special_device
+    from agent_sandbox.state_paths import account_home
 
     params = req.get("params") or {}
     path = params.get("file_path")
     if not isinstance(path, str) or not path or "\x00" in path:
         return {"status": "failed", "reason": "no file_path"}
-    try:  # a tree rearranged while it is resolved can make realpath itself fail
-        full = os.path.realpath(path if os.path.isabs(path) else os.path.join(req["cwd"], path))
-    except OSError as exc:
+    # the engine's readings of the path (paths.places), protected under every home:
+    # an early, clear refusal; the sandbox's mounts enforce it whatever happens next
+    if special_device(path) is not None:
+        return {"status": "refused", "reason": f"{path} is a device, not a file"}
+    try:
+        readings = places(path, str(req["cwd"]))
+    except OpaquePath as exc:
+        return {"status": "refused", "reason": str(exc)}
+    except OSError as exc:  # a tree rearranged while it is resolved
         return {"status": "failed", "reason": f"cannot resolve {path}: {exc.strerror}"}
-    if any(covers(r, full) for r in protected_paths(repo, os.path.expanduser("~"))):
-        return {"status": "refused", "reason": f"{full} is protected"}
+    full = readings[0]  # the kernel's
+    rules = [r for h in dict.fromkeys((account_home(), os.path.expanduser("~")))
+             for r in protected_paths(repo, h)]
+    for place in readings:
+        if any(covers(r, place) for r in rules) or place.rsplit("/", 1)[-1] == ".git":
+            return {"status": "refused", "reason": f"{place} is protected"}
     doc = _request(str(req.get("tool")), params, full)
     if isinstance(doc, str):
         return {"status": "failed", "reason": doc}

@@ -70,9 +70,10 @@ class HookRelay:
 
     def __init__(self, cwd: str, env: dict[str, str]) -> None:
         from agent_sandbox.policy.registry import repository_of
+        from agent_sandbox.state_paths import account_home
 
         self.cwd, self.env = os.path.realpath(cwd), env
-        self.repo = repository_of(self.cwd, env.get("HOME") or os.path.expanduser("~"))
+        self.repo = repository_of(self.cwd, account_home())
         self.procs: set[subprocess.Popen[bytes]] = set()
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(MAX_HOOKS)
@@ -127,12 +128,12 @@ class HookRelay:
         """Whether ``folder`` is (symlinks resolved) inside the run's folder and in the
         same registered repository as the run, so its audit and queue are the run's."""
         from agent_sandbox.policy.registry import repository_of
+        from agent_sandbox.state_paths import account_home
 
         if not os.path.isabs(folder):
             return False
         real = os.path.realpath(folder)
-        home = self.env.get("HOME") or os.path.expanduser("~")
-        return _inside(real, self.cwd) and repository_of(real, home) == self.repo
+        return _inside(real, self.cwd) and repository_of(real, account_home()) == self.repo
 
     def pin(self, agent: str, event: str, stdin: str) -> str:
         """The hook input to run on the host, pinned to the run's folder; or

@@ -269,6 +269,120 @@ def resolve(path: str, cwd: str) -> str:
         return full if parent == full else os.path.join(resolve(parent, "/"), name)
 
 
+class OpaquePath(SandboxError, ValueError):
+    """A path whose target this process cannot know: it passes through a magic
+    link of ``/proc`` (a descriptor, working directory or root of a process)."""
+
+
+# Terminals by exact name: a write there reaches a person's screen.
+_TERMINALS = frozenset({"/dev/tty", "/dev/console", "/dev/ptmx"})
+
+
+def special_device(path: str) -> str | None:
+    """What an exact device name means, before any resolution: ``"null"``
+    (``/dev/null``), ``"stream"`` (``/dev/stdin``, ``/dev/stdout``,
+    ``/dev/stderr``, ``/dev/fd/<digits>``: a descriptor of the process that
+    opens it), ``"terminal"`` (``/dev/tty``, ``/dev/console``, ``/dev/ptmx``,
+    ``/dev/pts/<digits>``, ``/dev/tty<name>``), else None.
+
+    Exact strings only: ``/dev/fd/3/..``, ``/dev//fd/1`` or ``/dev/fd/../x`` are
+    paths like any other, for ``places``. Each reader decides which kinds it
+    exempts (a shell redirection its own descriptors, a file tool only
+    ``/dev/null``); this is the one place that names them."""
+    if not path.startswith("/dev/"):
+        return None
+    if path == "/dev/null":
+        return "null"
+    if path in ("/dev/stdin", "/dev/stdout", "/dev/stderr") or (
+            path.startswith("/dev/fd/") and path[8:].isdigit() and path[8:].isascii()):
+        return "stream"
+    if path in _TERMINALS or (path.startswith("/dev/pts/") and path[9:].isdigit()) or (
+            path.startswith("/dev/tty") and "/" not in path[5:]):
+        return "terminal"
+    return None
+
+
+_S_IFMT, _S_IFLNK = 0o170000, 0o120000
+_MAX_LINKS = 40  # the kernel's limit (ELOOP)
+
+
+def _physical(full: str) -> str:
+    """``full`` (absolute) resolved as the kernel walks it: component by
+    component, a symlink replaced by its target before the next component, so a
+    ``..`` after a link goes to the parent of the link's target. A component that
+    does not exist (or cannot be looked at) is taken as written, as
+    ``os.path.realpath`` does. Raises ``OpaquePath`` at a magic link of ``/proc``
+    (any symlink below ``/proc/<pid>/``: ``fd/N``, ``cwd``, ``root``, ``exe``,
+    ``map_files``, ``ns``, and the same under ``task/<tid>/``) or at a name
+    missing there (a descriptor that process may hold and this one does not):
+    its target depends on the process that opens the path, not this one, and
+    the kernel follows it without reading its text."""
+    todo = full.split("/")
+    todo.reverse()
+    out = ""
+    links = 0
+    while todo:
+        name = todo.pop()
+        if not name or name == ".":
+            continue
+        if name == "..":
+            out = out[:out.rfind("/")]
+            continue
+        new = out + "/" + name
+        # below /proc/<pid>/ (/proc/self and /proc/thread-self lead there)
+        in_process = (new.startswith("/proc/") and new.count("/") >= 3
+                      and new[6:new.index("/", 6)].isdigit())
+        try:
+            mode = os.lstat(new).st_mode
+        except (OSError, ValueError):
+            if in_process:  # another process's descriptor may exist where ours does not
+                raise OpaquePath(f"{new} names a file of a process (its descriptors, "
+                                 "working directory or root): where it leads cannot be "
+                                 "judged") from None
+            out = new
+            continue
+        if mode & _S_IFMT != _S_IFLNK:
+            out = new
+            continue
+        if in_process:
+            raise OpaquePath(f"{new} is a link of the process that opens the path (a "
+                             "descriptor, working directory or root): where it leads "
+                             "cannot be judged")
+        links += 1
+        if links > _MAX_LINKS:
+            raise OpaquePath(f"too many symbolic links on the way to {full}")
+        try:
+            target = os.readlink(new)
+        except OSError:
+            out = new  # a link nobody may read: judged by its own name
+            continue
+        if target.startswith("/"):
+            out = ""
+        parts = target.split("/")
+        parts.reverse()
+        todo += parts
+    return out or "/"
+
+
+def places(path: str, cwd: str) -> list[str]:
+    """Every file ``path`` (relative to ``cwd``) may name: the one normalisation
+    of a path from a tool call, for every rule and exemption applied to it.
+
+    First the kernel's reading (``_physical``: links followed, then ``..``),
+    then, when ``path`` holds a ``..``, a tidying client's reading (``..`` folded
+    first, as ``os.path.normpath`` and Node's ``path.resolve`` do, then links
+    followed) if it differs. A caller judges each and keeps the strictest.
+    Raises ``OpaquePath`` when either reading passes a magic link of ``/proc``
+    (``/dev/fd``, ``/dev/stdin`` ... lead there): exact device names are for
+    ``special_device`` to recognise first."""
+    full = path if path.startswith("/") else (cwd.rstrip("/") or "") + "/" + path
+    phys = _physical(full)
+    if ".." not in full.split("/"):
+        return [phys]
+    lex = _physical(posixpath.normpath(full))
+    return [phys] if lex == phys else [phys, lex]
+
+
 def rule_covers_rule(upper: str, lower: str) -> bool:
     """Whether an expanded upper rule covers everything an expanded lower rule does."""
     if upper == lower:
