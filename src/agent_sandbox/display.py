@@ -51,7 +51,7 @@ _LOOKALIKE = frozenset(
     "\u201c\u201d\u201e\u201f\u2032\u2033"
     "\u00b7\u0387\u2027\u2219\u22c5\u0589\u05c3\u2236\u0660\u06f0\u3002"
     "\u01c0\u01c3\u2223")
-_JSON_NAMED = {"\n": "\\u000a", "\r": "\\u000d", "\t": "\\u0009"}
+_JSON_NAMED = {"\r": "\\u000d", "\t": "\\u0009"}  # a newline stays: JSON's own layout
 
 
 def _escape(ch: str) -> str:
@@ -141,7 +141,7 @@ def json_line(line: str) -> str:
     for i, ch in enumerate(line):
         if ch in _JSON_NAMED:
             out.append(_JSON_NAMED[ch])
-        elif ch != "\\" and (i in mixed or _hidden(ch)):
+        elif ch not in "\\\n" and (i in mixed or _hidden(ch)):
             code = ord(ch)
             if code >= 0x10000:
                 code -= 0x10000
