@@ -17,7 +17,9 @@ the working folder and every parameter, the text that is hashed and run) through
   approve there once its last line has been on screen.
 
 Every approval names the hash of the request as it was drawn (``Approver.approve``
-refuses a request that changed since). Keys are read one read at a time; nothing
+refuses a request that changed since). The selection follows its request, and a
+request new on screen as the selection (its predecessor went, or it changed) cannot be
+approved from the list for ``SETTLE`` seconds. Keys are read one read at a time; nothing
 here decides policy.
 """
 
@@ -37,6 +39,10 @@ from .queue.shown import effect, fields, mismatch, size
 PREVIEW = 400  # printable characters of one field the list shows whole
 HEAD, TAIL = 240, 120  # what the list shows of a longer one
 WHY = 240  # characters of the policy's reasons in the list (context, not what runs)
+# seconds a request must have been on screen as the selection before a approves it from
+# the list: a request that takes the place of another (the one above was cancelled, or
+# changed) is never approved by a key meant for the one it replaced
+SETTLE = 0.5
 KEYS_LIST = ("keys: up/down or j/k select · v or Enter view all · a approve · A always allow "
              "· d deny · r refresh · q quit")
 KEYS_DETAIL = ("keys: space/PgDn next page · b/PgUp back · j/k line · g/G top/end · a approve "
@@ -166,11 +172,21 @@ def list_frame(approver: Approver, items: list[dict[str, Any]], selected: int, n
     if not items:
         return Frame(view, False, "nothing is pending")
     r = items[selected]
-    if (str(r.get("id")), str(r.get("hash"))) in seen:
-        return Frame(view, True)
+    read = (str(r.get("id")), str(r.get("hash"))) in seen
     if not fits:
-        return Frame(view, False, "the terminal is too small to show this request whole: "
-                                  "press v to read it, then approve")
+        from rich.console import Group
+        from rich.text import Text
+
+        why = ("the terminal is too small to show this request whole: press v to read it, "
+               "then approve")
+        compact = Group(Text(f"agent-sandbox: {printable(approver.repo)}"),
+                        Text(f"#{selected + 1} of {len(items)}: {printable(effect(r))}"),
+                        Text("read to its end in the detail view: a approves" if read
+                             else why, style="bold"), Text(KEYS_LIST),
+                        *([Text(printable(note))] if note else []))
+        return Frame(compact, read, why)
+    if read:
+        return Frame(view, True)
     if clipped.get(selected):
         return Frame(view, False, "part of this request is not on screen: press v to read "
                                   "all of it before approving")
@@ -267,7 +283,10 @@ def watch(repo: str, *, stdin: Any = None) -> int:
 
     class Handler(FileSystemEventHandler):
         def on_any_event(self, event: Any) -> None:
-            changed.set()
+            # our own reads of the queue (opened, closed unwritten) change nothing: a
+            # redraw on them would read again, and redraw for ever
+            if event.event_type not in ("opened", "closed_no_write"):
+                changed.set()
 
     observer = Observer()
     # one recursive watch over the queue: renames between its folders are then
@@ -280,7 +299,8 @@ def watch(repo: str, *, stdin: Any = None) -> int:
     interactive = os.isatty(fd)
     old = termios.tcgetattr(fd) if interactive else None
     console = Console()
-    selected, note = 0, ""
+    selected, note, chosen = 0, "", ""
+    chosen_drawn, chosen_since = ("", ""), time.monotonic()
     items: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()  # (id, hash) read to the end in the detail view
     detail: Detail | None = None
@@ -319,7 +339,17 @@ def watch(repo: str, *, stdin: Any = None) -> int:
                         elif detail.width != console.width:
                             detail = Detail(detail.req, console.width, top=detail.top,
                                             reached_end=detail.reached_end)
-                    selected = min(selected, max(0, len(items) - 1))
+                    ids = [str(r.get("id")) for r in items]
+                    # the selection follows its request; if that one went, the neighbour
+                    # taking its place is new on screen (SETTLE below)
+                    selected = (ids.index(chosen) if chosen in ids
+                                else min(selected, max(0, len(items) - 1)))
+                    if items:
+                        sel = items[selected]
+                        now_chosen = (str(sel.get("id")), str(sel.get("hash")))
+                        if now_chosen != chosen_drawn:
+                            chosen_drawn, chosen_since = now_chosen, time.monotonic()
+                        chosen = now_chosen[0]
                     if detail is not None:
                         live.update(detail.render(console.height, note), refresh=True)
                         if detail.reached_end:  # its last line is on screen now
@@ -328,11 +358,11 @@ def watch(repo: str, *, stdin: Any = None) -> int:
                         frame = list_frame(approver, items, selected, note, console,
                                            frozenset(seen))
                         live.update(frame.renderable, refresh=True)
-                r, _, _ = select.select([fd], [], [], 0.05)
+                ready, _, _ = select.select([fd], [], [], 0.05)
                 if time.monotonic() - last_recover > 5:
                     approver.recover()
                     last_recover = time.monotonic()
-                if not r:
+                if not ready:
                     continue
                 key = os.read(fd, 8).decode(errors="replace")
                 if not key or key in ("\x03", "\x04") or (key == "q" and detail is None):
@@ -356,14 +386,18 @@ def watch(repo: str, *, stdin: Any = None) -> int:
                         else:
                             note = decide(key, detail.req)
                             detail = None
-                elif key in _DOWN:
-                    selected = min(selected + 1, max(0, len(items) - 1))
-                elif key in _UP:
-                    selected = max(selected - 1, 0)
+                elif key in _DOWN or key in _UP:
+                    selected = (min(selected + 1, max(0, len(items) - 1)) if key in _DOWN
+                                else max(selected - 1, 0))
+                    chosen = str(items[selected].get("id")) if items else ""
                 elif key in ("v", "\r", "\n", "l") and items:
                     detail = Detail(items[selected], console.width)
                 elif key in ("a", "A") and items:
-                    note = decide(key, items[selected]) if frame.complete else frame.why
+                    if time.monotonic() - chosen_since < SETTLE:
+                        note = ("the selected request is new on screen: look at it, then "
+                                "press a again")
+                    else:
+                        note = decide(key, items[selected]) if frame.complete else frame.why
                 elif key == "d" and items:
                     note = decide(key, items[selected])
                 changed.set()

@@ -33,6 +33,9 @@ FIRST = ("command", "file_path", "notebook_path", "content", "old_string", "new_
          "replace_all", "edits", "input", "patch", "url", "path")
 
 
+JSON_MARK = " (json)"  # after the name of a value that is not text
+
+
 def _label(prefix: str, key: str) -> str:
     plain = key.isidentifier() and key.isascii()
     if not prefix:
@@ -54,13 +57,16 @@ def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
             _flatten(f"{prefix}[{i}]", v, out)
     elif isinstance(value, str):
         out.append((prefix, value))
-    else:
-        out.append((prefix, json.dumps(value, ensure_ascii=False, sort_keys=True)))
+    else:  # marked: the number 1 and the text "1" are different calls
+        out.append((prefix + JSON_MARK, json.dumps(value, ensure_ascii=False, sort_keys=True)))
 
 
 def fields(req: dict[str, Any]) -> list[tuple[str, str]]:
     """Every bound field of ``req`` as (name, raw text), in the order shown: ``tool``,
-    ``cwd``, then each parameter. A string is its own text; anything else is its JSON."""
+    ``cwd``, then each parameter. A string is its own text; anything else is its JSON,
+    its name marked ``JSON_MARK``. A name that is not a plain identifier is quoted, so
+    no two different requests are laid out alike (``{"a.b": x}`` is ``"a.b"``,
+    ``{"a": {"b": x}}`` is ``a.b``)."""
     tool, params, cwd = bound(req)
     out: list[tuple[str, str]] = []
     _flatten("tool", tool, out)
@@ -68,8 +74,8 @@ def fields(req: dict[str, Any]) -> list[tuple[str, str]]:
     if isinstance(params, dict) and params and all(isinstance(k, str) for k in params):
         for k in _order(list(params)):
             _flatten(_label("", k), params[k], out)
-    else:
-        _flatten("params", params, out)
+    else:  # not an object, or an empty one: named as no parameter can be
+        _flatten("(params)", params, out)
     return out
 
 
