@@ -15,7 +15,7 @@ from ..errors import SandboxError
 
 
 def _fail(msg: str) -> None:
-    typer.echo(f"sandbox: {msg}", err=True)
+    typer.echo(f"sandbox: {printable(msg)}", err=True)  # a message may quote a request
     raise typer.Exit(1)
 
 
