@@ -2,9 +2,10 @@
 
 ``Approver(repo)`` lists pending requests and approves, denies or always-allows
 them (the functions behind ``sandbox approve``/``deny``/``pending`` and the
-keys of ``sandbox watch``). ``watch(repo)`` is the interactive terminal: a
-rich table of pending requests with the classification, the risk and the exact
-command, updated live through watchdog (inotify) events on the queue folders.
+keys of ``sandbox watch``). ``watch(repo)`` is the interactive terminal
+(``agent_sandbox.watch``): a list of pending requests and a detail view of one, both
+built from the fields its approval is bound to (``queue.shown``), updated live
+through watchdog (inotify) events on the queue folders.
 
 Approving is out of band: nothing here is reachable from an agent's tools
 (the policy engine denies ``sandbox approve`` and writes under ``.sandbox/``),
@@ -17,12 +18,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import sys
-import threading
 import time
 from typing import Any
 
-from .display import printable
 from .errors import SandboxError
 from .policy.decision import PolicyError
 from .policy.engine import Policy
@@ -204,118 +202,17 @@ def age(ts: Any) -> str:
     return f"{s // 3600}h"
 
 
-# -- the interactive terminal ---------------------------------------------------
+# -- the interactive terminal (watch.py) ------------------------------------------
 
 def _table(approver: Approver, items: list[dict[str, Any]], selected: int, note: str) -> Any:
-    from rich.console import Group
-    from rich.panel import Panel
-    from rich.table import Table
-    from rich.text import Text
+    """The list view of ``sandbox watch``, unmeasured (``watch.list_frame``)."""
+    from .watch import list_frame
 
-    table = Table(expand=True, show_lines=True, title=f"agent-sandbox: {approver.repo}")
-    table.add_column("#", width=3)
-    table.add_column("id", no_wrap=True)
-    table.add_column("age", width=5)
-    table.add_column("agent", width=8)
-    table.add_column("kind", width=6)
-    table.add_column("risk", width=6)
-    table.add_column("exact call", ratio=3)
-    table.add_column("why", ratio=2)
-    colours = {"high": "bold red", "medium": "yellow", "low": "green"}
-    for i, r in enumerate(items):
-        style = "reverse" if i == selected else ""
-        risk = str(r.get("risk", "?"))
-        # every cell a Text (never parsed as markup) of printable() text: an agent wrote it
-        table.add_row(str(i + 1), Text(printable(str(r.get("id", ""))[-12:])),
-                      age(r.get("created")),
-                      Text(printable(r.get("agent", ""))), Text(printable(r.get("kind", ""))),
-                      Text(printable(risk), style=colours.get(risk, "")),
-                      Text(printable(r.get("summary", "")), overflow="fold"),
-                      Text(printable("; ".join(str(x) for x in (r.get("reasons") or []))),
-                           overflow="fold"), style=style)
-    c = approver.queue.counts()
-    help_text = Text(
-        f"{c['pending']} pending, {c['running']} running, {c['done']} done.   "
-        "keys: up/down or j/k select · a approve · A always allow · d deny · r refresh · q quit"
-    )
-    parts: list[Any] = [table, help_text]
-    if note:
-        parts.append(Panel(Text(printable(note))))
-    return Group(*parts)
+    return list_frame(approver, items, selected, note).renderable
 
 
 def watch(repo: str, *, stdin: Any = None) -> int:
-    """``sandbox watch``: live list, keys to approve, deny or always-allow."""
-    import select
-    import termios
-    import tty
+    """``sandbox watch`` (``watch.watch``)."""
+    from .watch import watch as run
 
-    from rich.console import Console
-    from rich.live import Live
-    from watchdog.events import FileSystemEventHandler
-    from watchdog.observers import Observer
-
-    approver = Approver(repo)
-    approver.recover()
-    changed = threading.Event()
-    changed.set()
-
-    class Handler(FileSystemEventHandler):
-        def on_any_event(self, event: Any) -> None:
-            changed.set()
-
-    observer = Observer()
-    # one recursive watch over the queue: renames between its folders are then
-    # matched moves, which watchdog delivers at once (an unmatched move out of a
-    # watched folder holds back every later event for half a second)
-    observer.schedule(Handler(), approver.queue.root, recursive=True)
-    observer.start()
-    inp = stdin or sys.stdin
-    fd = inp.fileno()
-    interactive = os.isatty(fd)
-    old = termios.tcgetattr(fd) if interactive else None
-    console = Console()
-    selected, note, items = 0, "", []
-    last_recover = time.monotonic()
-    try:
-        if interactive:
-            tty.setcbreak(fd)
-        with Live(console=console, auto_refresh=False, screen=False) as live:
-            while True:
-                if changed.is_set():
-                    changed.clear()
-                    items = approver.pending()
-                    selected = min(selected, max(0, len(items) - 1))
-                    live.update(_table(approver, items, selected, note), refresh=True)
-                r, _, _ = select.select([fd], [], [], 0.05)
-                if time.monotonic() - last_recover > 5:
-                    approver.recover()
-                    last_recover = time.monotonic()
-                if not r:
-                    continue
-                key = os.read(fd, 8).decode(errors="replace")
-                if not key or key in ("q", "\x03", "\x04"):
-                    break
-                if key in ("j", "\x1b[B"):
-                    selected = min(selected + 1, max(0, len(items) - 1))
-                elif key in ("k", "\x1b[A"):
-                    selected = max(selected - 1, 0)
-                elif key in ("a", "A", "d") and items:
-                    rid = str(items[selected]["id"])
-                    try:
-                        if key == "d":
-                            approver.deny(rid, "denied in sandbox watch")
-                            note = f"denied {rid}"
-                        else:
-                            approver.approve(rid, always=key == "A",
-                                             seen_hash=str(items[selected].get("hash")))
-                            note = f"approved {rid}" + (" (always)" if key == "A" else "")
-                    except ApprovalError as exc:
-                        note = str(exc)
-                changed.set()
-    finally:
-        if old is not None:
-            termios.tcsetattr(fd, termios.TCSADRAIN, old)
-        observer.stop()
-        observer.join(timeout=2)
-    return 0
+    return run(repo, stdin=stdin)

@@ -624,7 +624,7 @@ def test_no_decision_or_config_can_be_written_from_inside_gemini(env: dict[str, 
 
 
 def watch_screen(env: dict[str, Path], summary: str) -> str:
-    """The text ``sandbox watch`` leaves visible for one request with ``summary`` (what a
+    """The text ``sandbox watch`` leaves visible for one request of command ``summary`` (what a
     terminal conceals between ESC[8m and ESC[0m/ESC[28m removed)."""
     import io
     import os
@@ -646,7 +646,8 @@ def watch_screen(env: dict[str, Path], summary: str) -> str:
         buf = io.StringIO()
         Console(file=buf, force_terminal=True, width=300, color_system="standard").print(
             _table(approver, [{"id": "20261201T000000-0123456789ab", "agent": "claude",
-                               "kind": "bash", "risk": "high", "summary": summary,
+                               "kind": "bash", "risk": "high", "tool": "Bash",
+                               "params": {"command": summary}, "cwd": str(repo),
                                "reasons": ["escalate"]}], 0, ""))
     finally:
         if old is not None:

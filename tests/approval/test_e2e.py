@@ -90,6 +90,7 @@ def test_hook_escalation_approved_in_watch_runs_in_the_sandbox(tmp_path: Path) -
                                      repo))
         watch.read_until(b"from-the-sandbox")           # the exact command is shown
         watch.read_until(b"1 pending")
+        time.sleep(0.7)  # a human looks first: watch refuses a key quicker than SETTLE
         watch.press(b"a")
         out, err = hook.communicate(timeout=60)
         assert hook.returncode == 0, err

@@ -209,9 +209,6 @@ def test_a_human_approval_runs_the_same_request(repo: Path) -> None:
 
 # -- 2. what the human is shown is not what runs --------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="FolderQueue.submit redacts the summary the human "
-                   "sees; a PEM header makes the redactor swallow the rest of the command, "
-                   "which still runs from params")
 def test_redaction_cannot_hide_part_of_an_approved_command(repo: Path) -> None:
     marker = repo / "HIDDEN-RAN"
     # bash -c '$1' NAME SCRIPT: the script comes after the "key", so the redactor takes
@@ -227,9 +224,6 @@ def test_redaction_cannot_hide_part_of_an_approved_command(repo: Path) -> None:
     assert "touch" in shown and marker.name in shown, shown[-2000:]
 
 
-@pytest.mark.xfail(strict=True, reason="sandbox watch renders through rich.Live, which crops "
-                   "a view taller than the terminal: the tail of a long command is never on "
-                   "screen when the human presses a")
 def test_watch_shows_the_whole_command(repo: Path) -> None:
     from agent_sandbox.queue.runner import queue_for
 
@@ -247,8 +241,6 @@ def test_watch_shows_the_whole_command(repo: Path) -> None:
     assert "evil.example/long" in _watch_screen(repo)
 
 
-@pytest.mark.xfail(strict=True, reason="pending/watch show only a write's path (summary_of); "
-                   "apply_write writes params.content, which no view shows")
 def test_an_approved_write_shows_its_content(repo: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -264,8 +256,6 @@ def test_an_approved_write_shows_its_content(repo: Path, tmp_path: Path) -> None
     assert content.strip() in shown, shown[-1500:]
 
 
-@pytest.mark.xfail(strict=True, reason="sandbox pending (text) and sandbox watch do not show "
-                   "the working directory the request is bound to and runs in")
 def test_pending_and_watch_show_the_working_directory(repo: Path) -> None:
     sub = repo / "deploy-prod"
     sub.mkdir()
@@ -287,9 +277,6 @@ def _zero_width(ch: str) -> bool:
             or ch in "\u115f\u1160\u3164\uffa0")
 
 
-@pytest.mark.xfail(strict=True, reason="display.printable keeps every character Python calls "
-                   "printable: combining marks and variation selectors (no width) and Hangul "
-                   "fillers (blank) make two different commands look alike")
 def test_lookalike_commands_are_displayed_differently(repo: Path) -> None:
     from agent_sandbox.display import printable
 
@@ -302,8 +289,6 @@ def test_lookalike_commands_are_displayed_differently(repo: Path) -> None:
         assert visible != plain, repr(hidden)
 
 
-@pytest.mark.xfail(strict=True, reason="audit.query.format_table (sandbox audit show) prints "
-                   "string fields raw: a terminal escape in a command reaches the terminal")
 def test_audit_show_escapes_terminal_control(repo: Path) -> None:
     for cmd in ("ls plain-record", "ls '\x1b[2K\r\x1b]52;c;ZWNobyBwd24=\x07'"):
         run_hook("claude", "pre-tool-use", {**claude_pre(cmd, repo), "session_id": "s"})

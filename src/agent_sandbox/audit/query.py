@@ -2,7 +2,10 @@
 
 Filtering and formatting are pure functions over parsed records; reading is a
 thin generator over the file. Lines that are not records (a torn write) are
-reported to the caller, never silently taken as records. Read-only.
+reported to the caller, never silently taken as records. Read-only. Every field is
+agent-written text for all this module knows: the table shows each through
+``display.printable`` (a terminal escape, a carriage return or an OSC 52 clipboard
+write in a command reaches the terminal as a visible escape).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from agent_sandbox.audit.log import LOG_NAME
 from agent_sandbox.audit.storage import AuditError
+from agent_sandbox.display import printable
 
 
 def parse_time(text: str) -> datetime:
@@ -91,13 +95,13 @@ def _detail(rec: dict[str, Any], width: int = 80) -> str:
             continue
         v = rec[k]
         s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, separators=(",", ":"))
-        parts.append(f"{k}={s}")
-    text = " ".join(parts).replace("\n", "\\n")
+        parts.append(printable(f"{k}={s}"))
+    text = " ".join(parts)
     return text if len(text) <= width else text[: width - 1] + "\u2026"
 
 
 def _cell(v: Any) -> str:
-    return "" if v is None else str(v)
+    return "" if v is None else printable(v)
 
 
 def format_table(records: Iterable[dict[str, Any]]) -> str:

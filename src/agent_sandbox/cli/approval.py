@@ -15,7 +15,7 @@ from ..errors import SandboxError
 
 
 def _fail(msg: str) -> None:
-    typer.echo(f"sandbox: {msg}", err=True)
+    typer.echo(f"sandbox: {printable(msg)}", err=True)  # a message may quote a request
     raise typer.Exit(1)
 
 
@@ -93,18 +93,31 @@ def register(app: typer.Typer) -> None:
             items = ap.pending()
         except SandboxError as exc:
             _fail(str(exc))
-        if as_json:
-            keys = ("id", "created", "agent", "kind", "tool", "summary", "risk", "reasons",
-                    "cwd", "hash", "mode", "wait_until")
-            typer.echo(json.dumps([{k: r.get(k) for k in keys} for r in items], indent=2))
+        from ..queue.shown import as_json as shown_json
+        from ..queue.shown import effect, fields, mismatch, size
+
+        if as_json:  # ASCII JSON: every other character is a \u escape
+            typer.echo(json.dumps([shown_json(r) for r in items], indent=2))
             return
         if not items:
             typer.echo("no pending requests")
         for r in items:
-            typer.echo(f"{printable(r['id'])}  {age(r.get('created')):>4}  "
+            # the bound fields whole, each on its own line (a newline in one is shown as
+            # \n): what the hash covers is what is printed
+            typer.echo(f"{printable(r.get('id', ''))}  {age(r.get('created')):>4}  "
                        f"{printable(r.get('risk', '?')):6}  "
-                       f"{printable(str(r.get('hash', ''))[:12])}  {printable(r.get('kind', ''))}: "
-                       f"{printable(r.get('summary', ''))}")
+                       f"{printable(str(r.get('hash', ''))[:12])}  {printable(r.get('kind', ''))}"
+                       f" ({printable(r.get('agent', ''))}): {printable(effect(r))}")
+            for name, value in fields(r):
+                typer.echo(f"    {printable(name)}: {printable(value)}"
+                           + (f"   ({size(value)})" if len(value) > 80 or "\n" in value
+                              else ""))
+            why = "; ".join(str(x) for x in (r.get("reasons") or []))
+            if why:
+                typer.echo(f"    why: {printable(why)}")
+            refused = mismatch(r)
+            if refused:
+                typer.echo(f"    WARNING: {refused}")
 
     @app.command("approve")
     def approve_cmd(args: list[str] = typer.Argument(..., help="[DIR] ID"),
@@ -176,10 +189,11 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(st, indent=2))
             return
         if not st["installed"]:
-            typer.echo(f"{st['repo']}: not connected (run `sandbox init`)")
+            typer.echo(f"{printable(st['repo'])}: not connected (run `sandbox init`)")
             return
         q = st["queue"] or {}
-        typer.echo(f"{st['repo']}: agents {', '.join(st['agents'])}"
+        typer.echo(f"{printable(st['repo'])}: agents "
+                   f"{printable(', '.join(str(a) for a in st['agents']))}"
                    + (", MCP server" if st["mcp"] else ""))
         typer.echo(f"queue: {q.get('pending', 0)} pending, {q.get('approved', 0)} approved, "
                    f"{q.get('running', 0)} running, {q.get('done', 0)} done")
@@ -187,4 +201,5 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"  {printable(r['id'])}  {printable(r['status']):<11} "
                        f"{printable(r['summary'])}")
         for f in st.get("clients", []):
-            typer.echo(f"WARN  {f['client']}: {f['problem']}: {printable(f['detail'])}")
+            typer.echo(f"WARN  {printable(f['client'])}: {printable(f['problem'])}: "
+                       f"{printable(f['detail'])}")

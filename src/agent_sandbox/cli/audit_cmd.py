@@ -5,6 +5,14 @@ matches a filter, how a record maps to OCSF) lives in that package. Bad input
 gives a one-line error and exit code 2, never a traceback; ``verify`` exits 1
 naming the first bad record. ``repair`` only seals an interrupted final write;
 it never truncates or rewrites the log.
+
+Every record holds agent-written text, and each of these commands prints to a
+terminal: ``show`` (its table through ``display.printable``; ``--format json``
+and ``jsonl``), ``tail`` and ``export`` write JSON in which every character a
+terminal would act on or not show as itself (ESC, C1 controls, bidi overrides,
+zero-width and combining characters) is a JSON ``\\uXXXX`` escape
+(``display.json_line``). ``export`` is data for a SIEM, and stays exactly that: the
+escapes parse to the very same values.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
+from agent_sandbox.display import printable
 from agent_sandbox.errors import SandboxError
 
 audit_app = typer.Typer(
@@ -101,9 +110,9 @@ def verify_cmd(
             typer.echo(f"OK: {result.records} records, head {result.head[:16]}{cover}{sealed}"
                        f"{anchor}")
         else:
-            typer.echo(f"FAIL: {result.problem}")
+            typer.echo(f"FAIL: {printable(str(result.problem))}")
         for w in result.warnings:
-            typer.echo(f"warning: {w}", err=True)
+            typer.echo(f"warning: {printable(w)}", err=True)
     raise typer.Exit(0 if result.ok else 1)
 
 
@@ -165,13 +174,15 @@ def show_cmd(
     except SandboxError as exc:
         _die(str(exc))
         return
+    from agent_sandbox.display import json_line
+
     if fmt == "table":
         typer.echo(format_table(selected), nl=False)
     elif fmt == "json":
-        typer.echo(json.dumps(selected, indent=2, ensure_ascii=False))
+        typer.echo(json_line(json.dumps(selected, indent=2, ensure_ascii=False)))
     else:
         for r in selected:
-            typer.echo(json.dumps(r, ensure_ascii=False, separators=(",", ":")))
+            typer.echo(json_line(json.dumps(r, ensure_ascii=False, separators=(",", ":"))))
 
 
 @audit_app.command("export")
@@ -187,17 +198,20 @@ def export_cmd(
     directory = _dir(directory)
     if fmt not in ("ocsf", "jsonl"):
         _die(f"unknown export format {fmt!r}: use ocsf or jsonl")
+    from agent_sandbox.display import json_line
+
     try:
         records = _records(directory)
         if fmt == "ocsf":
             from agent_sandbox.audit.ocsf import export
 
             lines = (
-                json.dumps(e, ensure_ascii=False, separators=(",", ":"))
+                json_line(json.dumps(e, ensure_ascii=False, separators=(",", ":")))
                 for e in export(records, hostname=hostname)
             )
         else:
-            lines = (json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in records)
+            lines = (json_line(json.dumps(r, ensure_ascii=False, separators=(",", ":")))
+                     for r in records)
         sink = open(out, "w", encoding="utf-8") if out else sys.stdout
         try:
             for line in lines:
@@ -229,14 +243,16 @@ def tail_cmd(
     except SandboxError as exc:
         _die(str(exc))
         return
+    from agent_sandbox.display import json_line
+
     if not follow:
         data = path.read_bytes()
         for line in data[: data.rfind(b"\n") + 1].splitlines()[-lines:] if lines > 0 else []:
-            typer.echo(line.decode("utf-8", "replace"))
+            typer.echo(json_line(line.decode("utf-8", "replace")))
         return
     try:
         for line in follow_lines(path, last=lines):
-            sys.stdout.write(line.decode("utf-8", "replace"))
+            sys.stdout.write(json_line(line.decode("utf-8", "replace").rstrip("\n")) + "\n")
             sys.stdout.flush()
     except KeyboardInterrupt:
         return

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from agent_sandbox import contract
+from agent_sandbox.display import printable
 
 
 def verify(
@@ -66,9 +67,9 @@ def verify(
                                "clients": [f.__dict__ for f in clients]}, indent=2))
     else:
         for r in results:
-            typer.echo(f"{'PASS' if r.passed else 'FAIL'}  {r.name:16} {r.detail}")
-        for f in clients:
-            typer.echo(f"WARN  {f.client}: {f.problem}: {f.detail}")
+            typer.echo(f"{'PASS' if r.passed else 'FAIL'}  {r.name:16} {printable(r.detail)}")
+        for f in clients:  # a detail may quote a settings file an agent could write
+            typer.echo(f"WARN  {f.client}: {f.problem}: {printable(f.detail)}")
         typer.echo(f"{passed}/{len(results)} checks passed"
                    + (f"; {len(clients)} client warning(s)" if clients else ""))
     # a client that would skip our hooks fails the check; calls outside the

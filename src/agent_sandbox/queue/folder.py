@@ -14,13 +14,14 @@ import os
 import time
 
 from .records import (
+    BOUND,
     DECISIONS,
     STATES,
     TERMINAL,
     QueueError,
+    hash_of,
     new_id,
     read_json,
-    request_hash,
     valid_id,
 )
 from .seam import REAL, Seam
@@ -186,11 +187,14 @@ class FolderQueue:
         rid = rec["id"]
         if not valid_id(rid):
             raise QueueError(f"{rid!r} is not a request id")
-        rec["hash"] = request_hash(rec["tool"], rec["params"], rec["cwd"])
-        if "summary" in rec or "reasons" in rec:  # shown to people: redacted; params
-            from agent_sandbox.audit.redact import redact  # stay exact (they are run)
-
-            rec.update(redact({k: rec[k] for k in ("summary", "reasons") if k in rec}))
+        missing = [k for k in BOUND if k not in rec]
+        if missing:
+            raise QueueError(f"a request needs {', '.join(missing)}")
+        rec["hash"] = hash_of(rec)
+        # Nothing here is redacted: the parameters must stay exact (they are run), so
+        # the record holds every secret the call does whatever else it says, and what
+        # the approver is shown is the exact text that is hashed and run. The terminal
+        # record in done/ and the audit log are redacted (finalize, append_audit).
         rec.setdefault("created", time.time())
         rec.setdefault("requester", self.seam.me())
         tmp = self._tmp("pending", rid, rec, sync=False)
@@ -316,7 +320,7 @@ class FolderQueue:
         if req is None:
             refusal = ("refused", "the request record is unreadable")
         else:
-            actual = request_hash(req.get("tool", ""), req.get("params"), req.get("cwd", ""))
+            actual = hash_of(req)
             if actual != req.get("hash") or actual != dec.get("hash") or dec.get("id") != rid:
                 refusal = ("refused", "the approval does not match this exact tool, parameters "
                                       "and working directory")

@@ -28,6 +28,9 @@ class QueueError(SandboxError):
     """A queue operation was refused; the message says why."""
 
 
+BOUND = ("tool", "params", "cwd")  # what a decision is bound to, and all the runner uses
+
+
 def request_hash(tool: str, params: Any, cwd: str) -> str:
     """SHA-256 over the canonical JSON of exactly what will run."""
     import hashlib
@@ -35,6 +38,18 @@ def request_hash(tool: str, params: Any, cwd: str) -> str:
     body = json.dumps({"tool": tool, "params": params, "cwd": cwd}, sort_keys=True,
                       separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def bound(req: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """The fields of a request record its hash covers (``BOUND``), as stored: the
+    runner acts on these and nothing else, and every view of a request shows these
+    (``queue.shown``)."""
+    return req.get("tool", ""), req.get("params"), req.get("cwd", "")
+
+
+def hash_of(req: dict[str, Any]) -> str:
+    """``request_hash`` of a request record's bound fields."""
+    return request_hash(*bound(req))
 
 
 def use_key_of(agent: str, session: str, use_id: str) -> str:
