@@ -91,7 +91,12 @@ def test_places_reads_a_path_as_the_kernel_and_as_a_tidying_client(tmp_path: Pat
     assert places("/dev/fd/../..", "/") == ["/proc", "/"]  # two readings, both judged
 
 
-@pytest.mark.parametrize("prefix", OPAQUE)
+def _ids(prefixes: tuple[str, ...]) -> list[str]:
+    """Test ids that are the same in every process (pytest-xdist compares them)."""
+    return [p.replace(str(os.getpid()), "PID") for p in prefixes]
+
+
+@pytest.mark.parametrize("prefix", OPAQUE, ids=_ids(OPAQUE))
 def test_places_refuses_a_walk_through_a_process_link(prefix: str) -> None:
     with pytest.raises(OpaquePath):
         places(prefix + "/etc/passwd", "/")
@@ -112,7 +117,7 @@ def test_special_device_names_only_exact_device_names() -> None:
 
 # -- writes ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("prefix", TO_ROOT + OPAQUE)
+@pytest.mark.parametrize("prefix", TO_ROOT + OPAQUE, ids=_ids(TO_ROOT + OPAQUE))
 def test_every_file_tool_write_through_a_prefix_is_denied(repo: Path, prefix: str) -> None:
     policy = _policy(repo)
     for target in _targets(repo):
