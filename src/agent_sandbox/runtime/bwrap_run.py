@@ -180,6 +180,10 @@ class BwrapRun:
         self.placeholders: Placeholders | None = None
         self.plan: bw.Plan | None = None
         self.before: dict[str, tuple[int, ...]] = {}
+        # set once ``before`` is taken, before the gate lets the command run: a start
+        # that failed earlier ran nothing, and has nothing to sweep (an empty
+        # ``before`` would judge every protected entry of the roots new)
+        self.measured = False
         self.quarantined: list[tuple[str, str]] = []
         self.notices: list[str] = []
         self._audit_close: Callable[[], None] | None = None
@@ -209,6 +213,7 @@ class BwrapRun:
                     raise
                 self.proc = self.pid1 = self.plan = self.owed = None
                 self.before, self.listeners, self.quarantined = {}, [], []
+                self.measured = False
 
     def _start(self, *, capture: bool, stdin: Any, stdout: Any, stderr: Any) -> None:
         from . import seccomp
@@ -334,6 +339,7 @@ class BwrapRun:
             from .sweep import identities, owe
 
             self.before = identities(p.before)
+            self.measured = True
             # owed until this run's own sweep is done (see sweep.settle)
             self.owed = owe(lock_dir, os.path.basename(ph.record),
                             self.home, p.writable_roots, self.before,
@@ -440,6 +446,8 @@ class BwrapRun:
             return True  # nothing ran
         if self.proc.poll() is None:
             return False
+        if not self.measured:
+            return True  # the command never ran (see ``measured``)
         from .sweep import quarantine
 
         roots = [w for w in self.plan.writable_roots if os.path.isdir(w)]

@@ -21,7 +21,7 @@ from .settings import SettingsError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
 WALK_LIMIT = 2_000_000  # entries below one root; beyond it the run refuses to start
 
@@ -34,6 +34,8 @@ class RealFs:
     root; past ``limit`` entries it raises ``WalkError``. A path is resolved once
     too (``realpath``): one view answers one plan, as of one moment.
     """
+
+    strict = True  # a folder changed during the walk refuses it (the sweep's is not)
 
     def __init__(self, limit: int = WALK_LIMIT, skip: Sequence[str] = ()) -> None:
         self.limit = limit
@@ -129,37 +131,91 @@ class RealFs:
         return self._walked[root]
 
     def _walk(self, root: str) -> list[tuple[str, str]]:
+        """By descriptors: each folder is opened from the one it was listed in without
+        following symlinks, and listed through its descriptor, so that only what is
+        really below ``root`` is listed (a folder swapped for a link after it was
+        listed is not walked through). Such a change refuses the plan (``strict``);
+        the sweep (not ``strict``) does not descend there."""
         out: list[tuple[str, str]] = []
-        stack = [root]
-        while stack:
-            d = stack.pop()
+        try:
+            top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return [(root, "u")]  # cannot be listed: protected whole by the planner
+        stack: list[tuple[int, Iterator[tuple[str, str, int]]]] = []
+        try:
             try:
-                with os.scandir(d) as it:
-                    entries = list(it)
+                stack.append((top, iter(self._list(top, root, root, out))))
             except OSError:
-                out.append((d, "u"))  # cannot be listed: protected whole by the planner
-                continue
-            for e in entries:
+                os.close(top)
+                return [(root, "u")]
+            while stack:
+                fd, subs = stack[-1]
+                nxt = next(subs, None)
+                if nxt is None:
+                    stack.pop()
+                    os.close(fd)
+                    continue
+                name, path, at = nxt
                 try:
-                    if e.is_symlink():
-                        kind = "l"
-                    elif e.is_dir(follow_symlinks=False):
-                        kind = "d"
-                    elif e.is_file(follow_symlinks=False):
-                        kind = "f"
-                    else:
-                        kind = "s"  # a socket, fifo or device node
+                    sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+                        out[at] = (path, "u")
+                        continue
+                    if self.strict:
+                        raise WalkError(f"{path} changed while the sandbox was planned "
+                                        "(a folder became a link or went away); run it "
+                                        "again") from None
+                    try:  # O_DIRECTORY says ENOTDIR for a link too
+                        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                        out[at] = (path, "l" if stat.S_ISLNK(st.st_mode) else "f")
+                    except OSError:
+                        out[at] = (path, "f")  # gone: nothing to walk
+                    continue
+                try:
+                    listed = self._list(sub, path, root, out)
                 except OSError:
-                    kind = "u"
-                if len(out) >= self.limit:
-                    raise WalkError(
-                        f"{root} holds more than {self.limit} entries, too many to check "
-                        "for protected and denied paths; make a smaller folder writable "
-                        "or run from a smaller one")
-                # a git directory's insides are judged by ``gitmeta`` (its object
-                # store alone can hold more entries than the rest of the tree)
-                if kind == "d" and e.path not in self.skip and (
-                        e.name != protected.GIT_DIR or (d == root and root.endswith("/.git"))):
-                    stack.append(e.path)
-                out.append((e.path, kind))
+                    os.close(sub)
+                    out[at] = (path, "u")
+                    continue
+                stack.append((sub, iter(listed)))
+        finally:
+            for fd, _ in stack:
+                os.close(fd)
         return out
+
+    def _list(self, fd: int, d: str, root: str, out: list[tuple[str, str]]
+              ) -> list[tuple[str, str, int]]:
+        """List the folder open as ``fd`` (at ``d``) into ``out``: (name, path, index
+        in ``out``) of each subfolder to walk."""
+        subs: list[tuple[str, str, int]] = []
+        with os.scandir(fd) as it:
+            entries = list(it)
+        for e in entries:
+            try:
+                if e.is_symlink():
+                    kind = "l"
+                elif e.is_dir(follow_symlinks=False):
+                    kind = "d"
+                elif e.is_file(follow_symlinks=False):
+                    kind = "f"
+                else:
+                    kind = "s"  # a socket, fifo or device node
+            except OSError:
+                kind = "u"
+            if len(out) >= self.limit:
+                raise WalkError(
+                    f"{root} holds more than {self.limit} entries, too many to check "
+                    "for protected and denied paths; make a smaller folder writable "
+                    "or run from a smaller one")
+            path = f"{d}/{e.name}" if d != "/" else f"/{e.name}"
+            # a git directory's insides are judged by ``gitmeta`` (its object
+            # store alone can hold more entries than the rest of the tree)
+            if kind == "d" and path not in self.skip and (
+                    e.name != protected.GIT_DIR or (d == root and root.endswith("/.git"))):
+                subs.append((e.name, path, len(out)))
+            out.append((path, kind))
+        return subs
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

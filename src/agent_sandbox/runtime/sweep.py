@@ -77,20 +77,57 @@ def identity(st: os.stat_result) -> Identity:
 
 
 def identities(paths: Iterable[str]) -> dict[str, Identity]:
-    """``identity`` of each path that exists (symlinks not followed)."""
+    """``identity`` of each path that exists, taken through folders opened one by one
+    without following symlinks (a path with a link in it, or one that changes
+    while it is taken, has none: it is not what was listed below its root)."""
     out: dict[str, Identity] = {}
-    for p in paths:
+    fds: dict[str, int | None] = {}
+
+    def folder(d: str) -> int | None:
+        if d in fds:
+            return fds[d]
+        fd: int | None = None
         try:
-            st = os.lstat(p)
+            if d == "/":
+                fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            else:
+                up = folder(os.path.dirname(d))
+                if up is not None:
+                    fd = os.open(os.path.basename(d), _DIR_FLAGS, dir_fd=up)
         except OSError:
-            continue
-        out[p] = identity(st)
+            fd = None
+        fds[d] = fd
+        return fd
+
+    try:
+        for p in paths:
+            if not p.startswith("/") or p in out:
+                continue
+            p = os.path.normpath(p)
+            d, name = os.path.split(p)
+            fd = folder(d) if name else None
+            if fd is None:
+                continue
+            try:
+                out[p] = identity(os.stat(name, dir_fd=fd, follow_symlinks=False))
+            except OSError:
+                continue
+    finally:
+        for fd in fds.values():
+            if fd is not None:
+                os.close(fd)
     return out
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class SweepFs(RealFs):
     """The real filesystem as the sweep sees it: a symlink loop is not a folder
-    (the planner refuses a run over one; the sweep must still finish)."""
+    (the planner refuses a run over one; the sweep must still finish), and a folder
+    that changes while it is walked is not walked into."""
+
+    strict = False
 
     def kind(self, path: str) -> str | None:
         try:
@@ -111,6 +148,9 @@ def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
                for p, k in _protected_entries(fs, w, home)]
     kinds = dict(entries)
     now = identities(p for p, _ in entries)
+    # folders that existed, wherever they are now: a folder is judged by its inode
+    # (see ``identity``), and one recorded before the run is never new
+    existed = {i for i in before.values() if i[2:] == (0, 0)}
     for path, ident in now.items():
         kind = kinds.get(path)
         if kind == "c":
@@ -126,6 +166,8 @@ def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
         gitdir = kinds.get(path) == "g" or (
             os.path.basename(path) == protected.GIT_DIR and os.path.isdir(path)
             and not os.path.islink(path))
+        if ident in existed and before.get(path) != ident and path not in skipped:
+            continue  # a folder that existed under another name: never moved
         if path in skipped or before.get(path) == ident:
             if gitdir:
                 try:
