@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -79,11 +80,13 @@ def test_sweeps_never_move_the_real_git_dir(tmp_path: Path) -> None:
         while not (repo / "ready").exists():
             assert time.monotonic() < deadline and proc.poll() is None, "flipper did not start"
             time.sleep(0.02)
-        for _i in range(30):
-            r = subprocess.run([*SANDBOX, "exec", "--settings", str(settings), "--", "true"],
-                               cwd=repo, capture_output=True, text=True, timeout=120)
-            said.append(r.stderr)
-            assert (repo / ".git/HEAD").exists(), "".join(said)
+        def one(_i: int) -> str:
+            return subprocess.run([*SANDBOX, "exec", "--settings", str(settings), "--", "true"],
+                                  cwd=repo, capture_output=True, text=True,
+                                  timeout=120).stderr
+
+        with ThreadPoolExecutor(3) as pool:  # runs starting and ending over each other
+            said += pool.map(one, range(40))
     finally:
         (repo / "stop").touch()
         _, err = proc.communicate(timeout=60)
