@@ -99,7 +99,7 @@ def sandboxed(repo: str, req: dict[str, Any], argv: list[str], *, command: str,
                    0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        audit(repo, "sandbox_started", request_id=req["id"], command=command, cwd=cwd,
+        audit(repo, "sandbox_started", request_id=req.get("id", ""), command=command, cwd=cwd,
               uid=os.geteuid())
         try:
             run = run_sandboxed(argv, _settings_document(settings), cwd=cwd, timeout=timeout,
