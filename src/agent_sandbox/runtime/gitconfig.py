@@ -36,6 +36,8 @@ Stdlib only, no I/O.
 
 from __future__ import annotations
 
+from agent_sandbox.errors import SandboxError
+
 _BOM = b"\xef\xbb\xbf"
 _SPACE = frozenset(b" \t\r\n")
 _ALPHA = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
@@ -48,7 +50,7 @@ _CONTROL = frozenset(range(0x20)) - {0x09, 0x0A} | {0x7F}
 Entry = tuple[str, "str | None"]
 
 
-class ConfigSyntaxError(ValueError):
+class ConfigSyntaxError(SandboxError, ValueError):
     """Where git refuses the file ("bad config line"); ``entries`` holds what came
     before, which git has read."""
 
