@@ -51,7 +51,10 @@ def target_pid() -> int:
     """PID 1 inside a sandbox; a child of this probe in the control run."""
     if not CONTROL:
         return 1
-    child = subprocess.Popen(["sleep", "30"])
+    # its output is not the run's: the run would otherwise end only when the
+    # sleep does (the test reads the run's output to its end)
+    child = subprocess.Popen(["sleep", "30"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
     return child.pid
 
 

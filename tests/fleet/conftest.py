@@ -72,14 +72,22 @@ def base_image(collections: Path,
 
 
 @pytest.fixture(scope="session")
-def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One wheelhouse for the session's Molecule scenarios: the source tree may
-    change meanwhile (it is a working tree), and a rebuilt wheel is a real change
-    on a host."""
-    out = tmp_path_factory.mktemp("wheelhouse")
-    for cached in (REPO / "build" / "wheelhouse").glob("*.whl"):  # saves downloads
-        if not cached.name.startswith("agent_sandbox-"):
-            shutil.copy(cached, out)
-    run([sys.executable, "-m", "agent_sandbox.deploy.wheelhouse", "--project", str(REPO),
-         "--out", str(out)], timeout=600)
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory,
+               one_at_a_time: Callable[[str], contextlib.AbstractContextManager[None]]) -> Path:
+    """One wheelhouse for the run's Molecule scenarios, whichever worker runs
+    them: the source tree may change meanwhile (it is a working tree), and a
+    rebuilt wheel is a real change on a host. The first worker builds it, the
+    others wait for it and use it as it is."""
+    base = tmp_path_factory.getbasetemp()  # a worker's parent folder is the run's
+    out = (base.parent if "PYTEST_XDIST_WORKER" in os.environ else base) / "wheelhouse"
+    built = out / ".built-for-this-run"
+    with one_at_a_time("wheelhouse"):
+        if not built.is_file():
+            out.mkdir(exist_ok=True)
+            for cached in (REPO / "build" / "wheelhouse").glob("*.whl"):  # saves downloads
+                if not cached.name.startswith("agent_sandbox-"):
+                    shutil.copy(cached, out)
+            run([sys.executable, "-m", "agent_sandbox.deploy.wheelhouse", "--project",
+                 str(REPO), "--out", str(out)], timeout=600)
+            built.touch()
     return out

@@ -62,10 +62,15 @@ def build(source: Path, outdir: Path, *flags: str) -> list[Path]:
 
 
 def fresh_venv(path: Path, wheel: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
+    """A new virtualenv holding the wheel and nothing else of ours. It gets no pip
+    of its own (ensurepip costs 5-30 s a venv on a loaded machine): this
+    environment's pip installs the wheel into it (``pip --python``)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True,
+                   timeout=300)
     py = path / "bin" / "python"
-    proc = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-index", "--no-deps",
-                           "--disable-pip-version-check", str(wheel)],
+    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
+                           "--no-index", "--no-deps", "--disable-pip-version-check",
+                           str(wheel)],
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     purelib = subprocess.run(

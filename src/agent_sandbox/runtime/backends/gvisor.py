@@ -177,6 +177,31 @@ def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
 
 
 _SERVICES: dict[str, PodmanService] = {}
+_API_VERSIONS: dict[str, str] = {}
+
+
+def docker_client(url: str, timeout: int) -> Any:
+    """A docker SDK client for ``url`` speaking the API version the server
+    names in its ``/_ping`` headers, asked once per URL and process. The SDK's
+    own negotiation reads ``/version``, which podman answers in about half a
+    second (it gathers host information first); its ping takes a millisecond.
+    A server that names no version is negotiated with as the SDK does."""
+    import docker
+    from docker.constants import MINIMUM_DOCKER_API_VERSION
+
+    version = _API_VERSIONS.get(url)
+    if version is None:
+        probe = docker.APIClient(base_url=url, version=MINIMUM_DOCKER_API_VERSION, timeout=30)
+        try:
+            resp = probe.get(probe._url("/_ping", versioned_api=False), timeout=30)
+            named = resp.headers.get("Api-Version", "") if resp.ok else ""
+        except Exception as exc:  # as the SDK reports a failed negotiation
+            raise docker.errors.DockerException(
+                f"Error while fetching server API version: {exc}") from exc
+        finally:
+            probe.close()
+        version = _API_VERSIONS[url] = named or "auto"
+    return docker.DockerClient(base_url=url, version=version, timeout=timeout)
 
 
 def _service(network: str = "none") -> PodmanService:
@@ -231,7 +256,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     notes = b""
     try:
         try:
-            client = docker.DockerClient(base_url=url, timeout=max(60, int(timeout or 0) + 30))
+            client = docker_client(url, max(60, int(timeout or 0) + 30))
             opts = gvisor_container_options(argv, plan, cwd, proxy=wants_proxy,
                                             runtime=None if service else "runsc")
             container = client.containers.create(**opts)
