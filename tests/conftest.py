@@ -139,13 +139,36 @@ def host_global_lock(request: pytest.FixtureRequest,
         return
     shared = tmp_path_factory.getbasetemp().parent  # the same for every worker of the run
     exclusive = request.node.get_closest_marker("host_global") is not None
-    with _flock(shared / "turnstile.lock", fcntl.LOCK_EX):
-        lock = _flock(shared / "host-global.lock", fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        lock.__enter__()
+    # a module's containers outlive its tests (their conmon binds sockets through
+    # /proc/self/fd, which no sandbox can locate): an exclusive test first waits for
+    # every such module to end, before it takes the turnstile (no module holding
+    # containers ever waits for this lock while it holds the turnstile)
+    containers = _flock(shared / "containers.lock", fcntl.LOCK_EX) if exclusive else None
+    if containers is not None:
+        containers.__enter__()
     try:
-        yield
+        with _flock(shared / "turnstile.lock", fcntl.LOCK_EX):
+            lock = _flock(shared / "host-global.lock",
+                          fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            lock.__enter__()
+        try:
+            yield
+        finally:
+            lock.__exit__(None, None, None)
     finally:
-        lock.__exit__(None, None, None)
+        if containers is not None:
+            containers.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def containers_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """For a module whose containers live across its tests (``usefixtures``): held
+    while the module runs, so that no ``host_global`` test runs beside them."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    with _flock(tmp_path_factory.getbasetemp().parent / "containers.lock", fcntl.LOCK_SH):
+        yield
 
 
 @pytest.fixture(scope="session")

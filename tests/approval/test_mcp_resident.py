@@ -61,10 +61,18 @@ def place(monkeypatch: pytest.MonkeyPatch) -> Iterator[Place]:
     try:
         yield p
     finally:
-        for pid in residents(p):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
-                os.kill(pid, signal.SIGKILL)
+        # a launcher starts a resident a moment after a miss: keep looking a while,
+        # so that none outlives its folder (a socket no sandbox can locate then
+        # refuses every run that allows sockets by path)
+        deadline = time.monotonic() + 3
+        while True:
+            for pid in residents(p):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         shutil.rmtree(base, ignore_errors=True)
 
 

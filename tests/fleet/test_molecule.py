@@ -29,7 +29,8 @@ import pytest
 
 from .conftest import REPO, run, tool
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("molecule")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("molecule"),
+              pytest.mark.usefixtures("containers_up")]
 
 SCENARIO = REPO / "molecule" / "default"
 SPEC = SCENARIO / "spec"

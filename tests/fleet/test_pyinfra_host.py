@@ -24,7 +24,7 @@ import pytest
 from .conftest import run, tool
 from .test_molecule import HOST, PYINFRA_HOST, SPEC, UNIT, cli_render, installed, podman
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("containers_up")]
 
 
 @pytest.fixture(scope="module")
