@@ -73,7 +73,10 @@ def place(monkeypatch: pytest.MonkeyPatch) -> Iterator[Place]:
             if time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        shutil.rmtree(base, ignore_errors=True)
+        # the state folder stays: a socket a late resident bound there is then still
+        # at its name, where a sandbox that allows sockets by path can mask it; gone,
+        # it could not be located and every such run on the machine would be refused
+        shutil.rmtree(base / "repo", ignore_errors=True)
 
 
 def residents(p: Place) -> list[int]:
