@@ -170,17 +170,22 @@ def protect_git_dir(fs: FsView, gitdir: str, worktree: str, depth: int = 0,
             # git runs what appears in hooks/, and reads config.worktree once
             # extensions.worktreeConfig is on: keep them from appearing
             absent.append((p, "d" if sub == "hooks" else "f"))
-    for config in ("config", "config.worktree"):
-        for path, kind in named_paths(fs, posixpath.join(gitdir, config), worktree, home=home):
+    def named(config: str, common_of: str) -> None:
+        """The paths ``config`` names (existing: read-only; absent: kept from
+        appearing), then the git directory ``common_of``'s commondir points at."""
+        for path, kind in named_paths(fs, config, worktree, home=home):
             if fs.lkind(path) is not None:
                 ro.append(path)
             else:
                 absent.append((path, kind))
-    common = commondir_of(fs, gitdir)
-    if common is not None and fs.kind(common) == "d":
-        r, a = protect_git_dir(fs, common, worktree, depth + 1, home, seen)
-        ro += r
-        absent += a
+        common = commondir_of(fs, common_of) if common_of else None
+        if common is not None and fs.kind(common) == "d":
+            r, a = protect_git_dir(fs, common, worktree, depth + 1, home, seen)
+            ro.extend(r)
+            absent.extend(a)
+
+    named(posixpath.join(gitdir, "config"), "")
+    named(posixpath.join(gitdir, "config.worktree"), gitdir)
     modules = posixpath.join(gitdir, "modules")
     if fs.kind(modules) == "d":
         for path, kind in fs.walk(modules):
@@ -201,17 +206,7 @@ def protect_git_dir(fs: FsView, gitdir: str, worktree: str, depth: int = 0,
                     ro.append(p)
                 elif sub == "config.worktree":
                     absent.append((p, "f"))
-            for p, k in named_paths(fs, posixpath.join(path, "config.worktree"), worktree,
-                                    home=home):
-                if fs.lkind(p) is not None:
-                    ro.append(p)
-                else:
-                    absent.append((p, k))
-            common = commondir_of(fs, path)
-            if common is not None and fs.kind(common) == "d":
-                r, a = protect_git_dir(fs, common, worktree, depth + 1, home, seen)
-                ro += r
-                absent += a
+            named(posixpath.join(path, "config.worktree"), path)
     return ro, absent
 
 
