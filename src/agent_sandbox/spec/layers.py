@@ -23,6 +23,9 @@ How each key merges (the ``RULES`` table):
 - ``agents``: a lower layer may add a client or switch protections on; turning
   ``enabled``, ``hooks``, ``managed_settings`` or ``allow_managed_hooks_only``
   off for a client set above, or changing its ``extra`` keys, needs ``agents``.
+- ``actions``: a lower layer may switch an action off, lower its limits, narrow its
+  egress and approvers; adding an action or changing anything else of one (image,
+  argv, parameters, plan, credential, tier) needs ``actions``.
 - ``fixed``: where audit goes, which proxy ports and sockets, which accounts,
   images and Vault server: a lower layer may repeat the value, never change it.
 - ``backend``: the Linux isolation backend; a lower layer may only move to gvisor.
@@ -100,6 +103,7 @@ RULES: dict[str, str] = {
     "cluster.vault.address": "fixed",
     "cluster.vault.kubernetes_mount": "fixed",
     "cluster.vault.roles": "fixed",
+    "actions": "actions",
     "delegate": "replace_delegate",
 }
 
@@ -408,6 +412,64 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
         if not bad:
             upper_servers.update(value)
             state.record(key, upper_servers, layer, path, deleg)
+    elif kind == "actions":
+        merged_actions, problems_here = _merge_actions(
+            dict(upper or {}), value, _get(layer.data, path), path, ok_to_loosen, loosen)
+        if not problems_here:
+            state.record(key, merged_actions, layer, path, deleg)
+
+
+# fields of an action a lower layer may only make stricter, and how
+_ACTION_LIMITS = ("cpus", "memory_mb", "pids", "timeout", "output_bytes")
+
+
+def _merge_actions(upper: dict[str, Any], value: dict[str, Any], raw: Any, path: Path_,
+                   ok_to_loosen: bool, loosen: Callable[[Path_, str], None]
+                   ) -> tuple[dict[str, Any], bool]:
+    bad = False
+    for name, action in value.items():
+        above = upper.get(name)
+        given = raw.get(name) if isinstance(raw, dict) else None
+        if above is None or ok_to_loosen:
+            if above is None and not ok_to_loosen:
+                loosen((*path, name), f"adding action {name!r}")
+                bad = True
+                continue
+            upper[name] = action
+            continue
+        new = above.model_copy(deep=True)
+        for field in (given or {}):
+            here = (*path, name, field)
+            lower = getattr(action, field)
+            if field == "enabled":
+                if lower and not above.enabled:
+                    loosen(here, f"switching action {name!r} back on")
+                    bad = True
+                    continue
+                new.enabled = lower
+            elif field == "limits":
+                raw_limits = given.get("limits") if isinstance(given, dict) else None
+                for lim in (raw_limits or {}):
+                    if lim not in _ACTION_LIMITS:
+                        continue
+                    if getattr(action.limits, lim) > getattr(above.limits, lim):
+                        loosen((*here, lim), f"raising {name!r}'s {lim} and")
+                        bad = True
+                    else:
+                        setattr(new.limits, lim, getattr(action.limits, lim))
+            elif field in ("egress", "approvers"):
+                cover = _domain_covered if field == "egress" else _plain_covered
+                outside = [e for e in lower if not cover(getattr(above, field), e)]
+                if outside:
+                    loosen(here, f"{outside[0]!r} is not in {name!r}'s {field} above and")
+                    bad = True
+                else:
+                    setattr(new, field, list(lower))
+            elif lower != getattr(above, field):
+                loosen(here, f"changing action {name!r}'s {field}")
+                bad = True
+        upper[name] = new
+    return upper, bad
 
 
 def describe(path: Path_) -> str:

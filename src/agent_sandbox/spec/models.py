@@ -15,8 +15,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     field_validator,
     model_validator,
@@ -24,6 +22,8 @@ from pydantic import (
 
 from .. import contract
 from . import domains, paths
+from .actions import Action, ActionName
+from .base import Strict, duration_field, parse_duration
 from .rules import (
     RuleSyntaxError,
     ToolKind,
@@ -37,10 +37,6 @@ from .rules import (
 )
 
 SPEC_VERSION = 1
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False, validate_default=False)
 
 
 def _allowed_domain(v: str) -> str:
@@ -86,31 +82,6 @@ DeniedDomain = Annotated[str, AfterValidator(_denied_domain)]
 AddressRange = Annotated[str, AfterValidator(_address_range)]
 PathRule = Annotated[str, AfterValidator(_path_rule)]
 AbsPath = Annotated[str, AfterValidator(_abs_path)]
-
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
-_UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
-
-
-def parse_duration(v: Any) -> float:
-    """``30m``, ``90s``, ``2h``, ``500ms`` or a number of seconds."""
-    if isinstance(v, bool):
-        raise ValueError("expected a duration such as 30m, 90s or 2h")
-    if isinstance(v, (int, float)):
-        if v != v or v in (float("inf"), float("-inf")):
-            raise ValueError("a duration must be a finite number (not .nan or .inf)")
-        if v < 0:
-            raise ValueError("a duration cannot be negative")
-        return float(v)
-    if isinstance(v, str):
-        m = _DURATION.match(v)
-        if m:
-            return int(m.group(1)) * _UNIT[m.group(2)]
-    raise ValueError(f"expected a duration such as 30m, 90s or 2h, got {v!r}")
-
-
-def _duration_field(default: float, description: str) -> Any:
-    return Field(default=default, description=description + " (30m, 90s, 2h or seconds)")
-
 
 class Filesystem(Strict):
     """Filesystem policy, srt's semantics."""
@@ -254,13 +225,13 @@ class Commands(Strict):
 
 
 class Approvals(Strict):
-    ttl: float = _duration_field(1800, "How long an approval stays valid")
-    wait: float = _duration_field(120, "How long a hook waits for a decision before denying")
+    ttl: float = duration_field(1800, "How long an approval stays valid")
+    wait: float = duration_field(120, "How long a hook waits for a decision before denying")
     single_use: bool = True
     approvers: list[str] = Field(
         default_factory=list, description="Users (or group:NAME) who may approve; empty: the owner."
     )
-    remember_ttl: float = _duration_field(
+    remember_ttl: float = duration_field(
         7 * 86400, "How long an 'always allow this command' decision lasts"
     )
 
@@ -287,7 +258,7 @@ class Audit(Strict):
     checkpoint_every: int = Field(
         default=1000, ge=1, le=10**9, description="Sign a checkpoint every N records."
     )
-    checkpoint_interval: float = _duration_field(60, "... or every T seconds")
+    checkpoint_interval: float = duration_field(60, "... or every T seconds")
     export: AuditExport = Field(default_factory=AuditExport)
 
     @field_validator("checkpoint_interval", mode="before")
@@ -518,6 +489,7 @@ DELEGABLE = (
     "mcp_servers",
     "agents",
     "cluster",
+    "actions",
 )
 
 
@@ -543,6 +515,9 @@ class Spec(Strict):
     ] = Field(default_factory=dict)
     platforms: Platforms = Field(default_factory=Platforms)
     cluster: Cluster = Field(default_factory=Cluster)
+    actions: dict[ActionName, Action] = Field(
+        default_factory=dict,
+        description="Privileged infrastructure actions agents may ask to run (sandbox action).")
 
     @field_validator("delegate")
     @classmethod
