@@ -16,7 +16,7 @@ read); ``destructive`` always waits for a human.
 from __future__ import annotations
 
 import re
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
@@ -33,7 +33,7 @@ PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]{0,63})\}|[{}]")
 MAX_CREDENTIAL_TTL = 600.0
 
 
-class Tier(str, Enum):
+class Tier(StrEnum):
     READ = "read"
     WRITE = "write"
     DESTRUCTIVE = "destructive"
