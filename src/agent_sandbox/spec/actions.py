@@ -47,6 +47,19 @@ def _egress_domain(v: str) -> str:
 
 
 EgressDomain = Annotated[str, AfterValidator(_egress_domain)]
+
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[0-9.]+|[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+                        r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*):(\d{1,5})")
+
+
+def _host_port(v: str) -> str:
+    m = _HOST_PORT.fullmatch(v)
+    if not m or not 1 <= int(m.group(5)) <= 65535:
+        raise ValueError(f"{v!r} must be host:port (an IP address, [IPv6] or a DNS name)")
+    return v
+
+
+HostPort = Annotated[str, AfterValidator(_host_port)]
 _ENGINE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 
 
@@ -64,6 +77,13 @@ class ActionCredential(Strict):
         default=None, description="database: the engine role (default: action-NAME); "
         "kubernetes: one of cluster.vault.roles.")
     namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] | None = None
+    database: Annotated[str, Field(pattern=_ENGINE_NAME)] | None = Field(
+        default=None, description="database: the PostgreSQL database the grants are on "
+        "(default: the connection's own).")
+    database_schema: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")] = "public"
+    owner: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")] | None = Field(
+        default=None, description="database: the role that owns the schema's tables; a "
+        "destructive action's credential is a member of it (needed to ALTER or DROP).")
     policies: list[Annotated[str, Field(pattern=_ENGINE_NAME)]] = Field(
         default_factory=list, description="token: the policies of the child token.")
     ttl: float = duration_field(300, "How long the credential lives (at most 10m)")
@@ -139,6 +159,10 @@ class Action(Strict):
     credential: ActionCredential | None = None
     egress: list[EgressDomain] = Field(
         default_factory=list, description="Domains the action may reach, through the proxy.")
+    connect: list[HostPort] = Field(
+        default_factory=list, description="TCP endpoints (host:port) the action may reach "
+        "directly, such as its database: each is relayed to the same port on the "
+        "container's loopback.")
     limits: ActionLimits = Field(default_factory=ActionLimits)
     approvers: list[str] = Field(default_factory=list)
     enabled: bool = True

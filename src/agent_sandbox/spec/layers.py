@@ -24,7 +24,7 @@ How each key merges (the ``RULES`` table):
   ``enabled``, ``hooks``, ``managed_settings`` or ``allow_managed_hooks_only``
   off for a client set above, or changing its ``extra`` keys, needs ``agents``.
 - ``actions``: a lower layer may switch an action off, lower its limits, narrow its
-  egress and approvers; adding an action or changing anything else of one (image,
+  egress, connect and approvers; adding an action or changing anything else of one (image,
   argv, parameters, plan, credential, tier) needs ``actions``.
 - ``fixed``: where audit goes, which proxy ports and sockets, which accounts,
   images and Vault server: a lower layer may repeat the value, never change it.
@@ -457,7 +457,7 @@ def _merge_actions(upper: dict[str, Any], value: dict[str, Any], raw: Any, path:
                         bad = True
                     else:
                         setattr(new.limits, lim, getattr(action.limits, lim))
-            elif field in ("egress", "approvers"):
+            elif field in ("egress", "approvers", "connect"):
                 cover = _domain_covered if field == "egress" else _plain_covered
                 outside = [e for e in lower if not cover(getattr(above, field), e)]
                 if outside:
