@@ -32,10 +32,12 @@ PROXY_UNIT = "/etc/systemd/system/agent-sandbox-proxy.service"
 USER_SRT_SETTINGS = ".srt-settings.json"  # relative to the home folder
 USER_CONFIG_DIR = ".config/agent-sandbox"  # relative to the home folder
 USER_STATE_DIR = ".local/state/agent-sandbox"  # relative to the home folder
+USER_BROKER_DIR = ".config/agent-sandbox/broker"  # relative to the home folder
 
 LOCK_DIR_ENV = "AGENT_SANDBOX_LOCK_DIR"
 AUDIT_DIR_ENV = "AGENT_SANDBOX_AUDIT_DIR"
 STATE_DIR_ENV = "AGENT_SANDBOX_STATE_DIR"
+BROKER_DIR_ENV = "AGENT_SANDBOX_BROKER_DIR"
 # ``off``: ``sandbox mcp`` never asks the resident server and serves cold
 MCP_RESIDENT_ENV = "AGENT_SANDBOX_MCP_RESIDENT"
 
@@ -140,11 +142,22 @@ def mcp_resident_dir(home: str) -> str:
     return os.path.join(user_state_dir(home), "mcp")
 
 
+def broker_dir(home: str) -> str:
+    """The action broker's private folder: the OpenBao address and the token it
+    mints action credentials with (``address``, ``token``, each 0600)."""
+    return os.environ.get(BROKER_DIR_ENV) or os.path.join(home, USER_BROKER_DIR)
+
+
+def actions_journal_dir(home: str) -> str:
+    """Credential leases not yet revoked (the broker's journal)."""
+    return os.path.join(user_state_dir(home), "leases")
+
+
 def private_paths(home: str) -> list[str]:
     """State no sandbox may even see: hidden (an empty read-only folder) in every
     sandbox, whatever its settings allow. The resident MCP server's socket: a
-    session it serves runs outside any sandbox."""
-    return [os.path.abspath(mcp_resident_dir(home))]
+    session it serves runs outside any sandbox. The action broker's token."""
+    return [os.path.abspath(mcp_resident_dir(home)), os.path.abspath(broker_dir(home))]
 
 
 def state_paths(home: str) -> list[str]:

@@ -19,7 +19,7 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator, model_validator
 
 from . import domains
 from .base import Strict, duration_field, parse_duration
@@ -193,3 +193,42 @@ class Action(Strict):
             if self.plan.param not in (self.params.get("required") or []):
                 raise ValueError(f"plan.param {self.plan.param!r} must be a required parameter")
         return self
+
+
+class ActionOverride(Strict):
+    """What a lower layer says about an action declared above: it may switch it
+    off or narrow it (``spec.layers`` judges each field); every field is
+    optional and checked as in ``Action``."""
+
+    description: str | None = Field(default=None, min_length=1, max_length=500)
+    tier: Tier | None = None
+    image: str | None = Field(default=None, min_length=1, max_length=255,
+                              pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+    argv: list[str] | None = None
+    params: dict[str, Any] | None = None
+    plan: ActionPlan | None = None
+    credential: ActionCredential | None = None
+    egress: list[EgressDomain] | None = None
+    connect: list[HostPort] | None = None
+    limits: ActionLimits | None = None
+    approvers: list[str] | None = None
+    enabled: bool | None = None
+
+
+# a declaration names what the action runs; anything else only adjusts one
+DECLARING = ("description", "tier", "image", "argv")
+
+
+def _entry_kind(value: Any) -> str:
+    if isinstance(value, ActionOverride):
+        return "override"
+    if isinstance(value, Action):
+        return "declaration"
+    if isinstance(value, dict) and not all(k in value for k in DECLARING):
+        return "override"
+    return "declaration"
+
+
+ActionEntry = Annotated[
+    Annotated[Action, Tag("declaration")] | Annotated[ActionOverride, Tag("override")],
+    Discriminator(_entry_kind)]

@@ -46,6 +46,7 @@ from typing import Any
 
 from ..errors import Problem
 from . import domains, paths
+from .actions import DECLARING, Action, ActionOverride
 from .loader import Layer, Path_, dotted, validate_layer
 from .models import DELEGABLE, Spec
 from .rules import Verdict
@@ -264,6 +265,8 @@ def merge(layers: list[Layer], specs: list[Spec] | None = None
                 state.value[key] = value
                 continue
             if index == 0:
+                if kind == "actions":
+                    _declared_only(value, layer, path, problems)
                 state.record(key, value, layer, path if explicitly else (), deleg)
                 continue
             _apply(kind, key, path, value, layer, state, deleg, problems)
@@ -419,6 +422,15 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
             state.record(key, merged_actions, layer, path, deleg)
 
 
+def _declared_only(value: dict[str, Any], layer: Layer, path: Path_,
+                   problems: list[Problem]) -> None:
+    for name, action in value.items():
+        if isinstance(action, ActionOverride):
+            problems.append(layer.problem((*path, name), (
+                f"action {name!r} is not declared: a declaration gives "
+                f"{', '.join(DECLARING)}")))
+
+
 # fields of an action a lower layer may only make stricter, and how
 _ACTION_LIMITS = ("cpus", "memory_mb", "pids", "timeout", "output_bytes")
 
@@ -430,17 +442,26 @@ def _merge_actions(upper: dict[str, Any], value: dict[str, Any], raw: Any, path:
     for name, action in value.items():
         above = upper.get(name)
         given = raw.get(name) if isinstance(raw, dict) else None
-        if above is None or ok_to_loosen:
-            if above is None and not ok_to_loosen:
+        if above is None:
+            if not ok_to_loosen:
                 loosen((*path, name), f"adding action {name!r}")
                 bad = True
-                continue
+            elif isinstance(action, ActionOverride):
+                loosen((*path, name), f"action {name!r} is not declared above "
+                       f"(a declaration gives {', '.join(DECLARING)}), and adjusting it")
+                bad = True
+            else:
+                upper[name] = action
+            continue
+        if ok_to_loosen and isinstance(action, Action):
             upper[name] = action
             continue
         new = above.model_copy(deep=True)
         for field in (given or {}):
             here = (*path, name, field)
-            lower = getattr(action, field)
+            lower = getattr(action, field, None)
+            if lower is None:
+                continue
             if field == "enabled":
                 if lower and not above.enabled:
                     loosen(here, f"switching action {name!r} back on")

@@ -310,7 +310,12 @@ def load_stack(layers: list[Layer]) -> Spec:
         if valid >= 2:
             problems.extend(merge(layers[:valid], specs[:valid])[1])
         raise SpecError(problems)
-    if len(layers) == 1:
+    from .actions import ActionOverride
+
+    # one layer is its own result, unless it only adjusts actions nobody declared
+    # (the merge reports those)
+    if len(layers) == 1 and not any(isinstance(a, ActionOverride)
+                                    for a in specs[0].actions.values()):
         return specs[0]
     merged, found = merge(layers, specs)
     if found:

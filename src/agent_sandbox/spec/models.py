@@ -22,7 +22,7 @@ from pydantic import (
 
 from .. import contract
 from . import domains, paths
-from .actions import Action, ActionName
+from .actions import ActionEntry, ActionName
 from .base import Strict, duration_field, parse_duration
 from .rules import (
     RuleSyntaxError,
@@ -515,7 +515,7 @@ class Spec(Strict):
     ] = Field(default_factory=dict)
     platforms: Platforms = Field(default_factory=Platforms)
     cluster: Cluster = Field(default_factory=Cluster)
-    actions: dict[ActionName, Action] = Field(
+    actions: dict[ActionName, ActionEntry] = Field(
         default_factory=dict,
         description="Privileged infrastructure actions agents may ask to run (sandbox action).")
 
