@@ -93,9 +93,14 @@ class Watch:
     def close(self) -> None:
         try:
             os.write(self.master, b"\x03")
-            self.proc.wait(5)
+            self.proc.wait(1)
         except Exception:
-            self.proc.kill()
+            self.proc.terminate()  # a watch mid-view ends at its next key read
+            try:
+                self.proc.wait(2)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         os.close(self.master)
 
 
