@@ -114,6 +114,8 @@ class Approver:
         req = self.queue.request(rid)
         if req is None:
             raise ApprovalError(f"no pending request {rid}")
+        if req.get("kind") == "action":
+            self._may_approve_action(req, always)
         try:
             dec = self.queue.decide(rid, "approve", by=self.user, remember=always,
                                     ttl=self.policy.ttl if ttl is None else ttl,
@@ -130,6 +132,22 @@ class Approver:
             if not alive(requester.get("pid"), requester.get("start")):
                 spawn_runner(self.repo, rid)  # nobody waiting: run it now, detached
         return dec
+
+    def _may_approve_action(self, req: dict[str, Any], always: bool) -> None:
+        """An action is approved one call at a time, by one of its approvers (as
+        the repository's policy names them now, not as the request says)."""
+        from .actions.catalog import get
+
+        if always:
+            raise ApprovalError("an action is approved one call at a time (no --always)")
+        name = str((req.get("params") or {}).get("action", ""))
+        try:
+            approvers = get(self.repo, name).approvers
+        except SandboxError as exc:
+            raise ApprovalError(f"cannot approve action {name!r}: {exc}") from None
+        if approvers and self.user not in approvers:
+            raise ApprovalError(f"{self.user} may not approve action {name!r} "
+                                f"(its approvers: {', '.join(approvers)})")
 
     def deny(self, rid: str, reason: str = "") -> dict[str, Any]:
         rid = self._resolve(rid)

@@ -228,6 +228,36 @@ def build(repo: str) -> Any:
             "allowed_domains": policy.allowed_domains,
         }, indent=2)
 
+    @server.tool(description="The privileged infrastructure actions this repository "
+                             "declares: name, tier, description and parameter schema.")
+    def list_actions() -> str:
+        from .actions.catalog import listing
+
+        try:
+            return json.dumps(listing(repo), indent=2)
+        except SandboxError as exc:
+            return f"refused: {exc}"
+
+    @server.tool(description="Run a declared action with parameters (an object matching its "
+                             "schema). Read actions run at once; destructive changes wait for "
+                             "a human: you then get a request id to follow with check_request.")
+    async def run_action(name: str, params: dict[str, Any] | None = None,
+                         wait_seconds: float = DEFAULT_WAIT) -> str:
+        import anyio
+
+        from .actions.service import request
+
+        wait = max(0.0, min(float(wait_seconds), MAX_WAIT))
+
+        def go() -> str:
+            out = request(repo, name, params or {}, agent="mcp", wait=wait, detach=True)
+            if out.status == "pending":
+                return (f"Waiting for a human to approve request {out.request_id} "
+                        f"(action {name}). Call check_request with this id to follow it.")
+            return json.dumps(out.as_json(), indent=2)
+
+        return await anyio.to_thread.run_sync(go)
+
     return server
 
 

@@ -16,6 +16,7 @@ AREAS = (
     "agent_sandbox.cli.approval",    # init, uninstall, watch, pending, approve, deny, mcp, status
     "agent_sandbox.cli.audit_cmd",   # audit verify|show|export|tail|repair
     "agent_sandbox.cli.verify_cmd",  # verify
+    "agent_sandbox.cli.action_cmd",  # action list|run
     "agent_sandbox.cli.install_cmd",  # install proxy-service|apparmor-profile|repo
 )
 

@@ -156,6 +156,10 @@ def execute_request(repo: str, req: dict[str, Any]) -> dict[str, Any]:
         result = run_command(repo, req)
     elif req.get("kind") == "write":
         result = apply_write(repo, req)
+    elif req.get("kind") == "action":
+        from agent_sandbox.actions.service import execute
+
+        result = execute(repo, req)
     else:
         result = {"status": "failed", "reason": f"{req.get('tool')} cannot run outside the agent"}
     audit(repo, "completed", request_id=req["id"], status=result.get("status"), uid=os.geteuid(),
