@@ -104,6 +104,28 @@ def veth_namespace(prefix: str, subnet: str) -> Iterator[tuple[str, str, str]]:
         subprocess.run(["ip", "link", "del", veth_host], capture_output=True, check=False)
 
 
+def reachable(ip: str, port: int, deadline: float) -> None:
+    """Wait until this host reaches ``ip:port`` over the lab's veth pair.
+
+    A veth pair that was just set up does not pass traffic at once: the kernel
+    attaches its queue when it next processes link events (up to a second later,
+    more on a loaded machine), and an ARP request sent before that is dropped, so
+    the first connection can fail with "no route to host" after the neighbour
+    probes run out. The lab is only ready once a connection from the host side
+    succeeds; the checks then judge the proxy, not the lab's own start."""
+    import socket
+
+    last: OSError | None = None
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((ip, port), timeout=2):
+                return
+        except OSError as exc:
+            last = exc
+            time.sleep(0.1)
+    raise VerifyError(f"the upstream test network never passed traffic to {ip}:{port}: {last}")
+
+
 @contextlib.contextmanager
 def upstream_network(scratch: str, python: str, names: list[str]) -> Iterator[Upstream]:
     """An HTTP server in a private network namespace joined to this host by a
@@ -130,6 +152,7 @@ def upstream_network(scratch: str, python: str, names: list[str]) -> Iterator[Up
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise VerifyError("the upstream test server did not start")
                 time.sleep(0.02)
+            reachable(up_ip, 8080, deadline=time.monotonic() + 20)
             yield Upstream(ns, up_ip, 8080, log, hosts)
         finally:
             server.send_signal(signal.SIGKILL)
