@@ -6,9 +6,6 @@ session with the SDK client."""
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
 import subprocess
 import sys
 import time
@@ -17,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from .conftest import claude_pre, decision_of, make_repo
+from .watch_pty import ENV, Watch
 
 pytestmark = pytest.mark.slow
-
-ENV = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
 
 
 def start_hook(payload: dict[str, object]) -> subprocess.Popen[bytes]:
@@ -44,61 +40,23 @@ def wait_pending(repo: Path, n: int = 1, timeout: float = 20) -> list[Path]:
     raise AssertionError("no pending request appeared")
 
 
-class Watch:
-    """``sandbox watch`` on a pseudo-terminal, as a human would run it."""
-
-    def __init__(self, repo: Path) -> None:
-        self.master, slave = pty.openpty()
-        self.proc = subprocess.Popen([sys.executable, "-I", "-m", "agent_sandbox", "watch",
-                                      str(repo)], stdin=slave, stdout=slave, stderr=slave,
-                                     env={**ENV, "COLUMNS": "200", "LINES": "50",
-                                          "TERM": "xterm"}, start_new_session=True)
-        os.close(slave)
-        self.screen = b""
-
-    def read_until(self, needle: bytes, timeout: float = 20) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            r, _, _ = select.select([self.master], [], [], 0.1)
-            if r:
-                try:
-                    self.screen += os.read(self.master, 65536)
-                except OSError:
-                    break
-                if needle in self.screen:
-                    return
-        raise AssertionError(f"{needle!r} never shown; screen tail: {self.screen[-2000:]!r}")
-
-    def press(self, key: bytes) -> None:
-        os.write(self.master, key)
-
-    def close(self) -> None:
-        try:
-            self.press(b"q")
-            self.proc.wait(5)
-        except Exception:
-            self.proc.kill()
-        os.close(self.master)
-
-
 def test_hook_escalation_approved_in_watch_runs_in_the_sandbox(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     watch = Watch(repo)
     try:
-        watch.read_until(b"0 pending")
+        watch.expect("0 pending")
         hook = start_hook(claude_pre("echo from-the-sandbox; id -u; touch approved.txt; exit 7",
                                      repo))
-        watch.read_until(b"from-the-sandbox")           # the exact command is shown
-        watch.read_until(b"1 pending")
-        time.sleep(0.7)  # a human looks first: watch refuses a key quicker than SETTLE
-        watch.press(b"a")
+        watch.expect("from-the-sandbox")                 # the exact command is shown
+        watch.expect("1 pending")
+        watch.press("a")                                 # after a human's look (SETTLE)
         out, err = hook.communicate(timeout=60)
         assert hook.returncode == 0, err
         verdict, reason = decision_of(subprocess.CompletedProcess([], 0, out, err))
         assert verdict == "deny"                        # the tool itself never runs
-        assert "exit status: 7" in reason and "from-the-sandbox" in reason
+        assert "exit status: 7" in reason and "from-the-sandbox" in reason, watch.text()
         assert (repo / "approved.txt").exists()         # it ran, once, in the repository
-        watch.read_until(b"approved ")
+        watch.expect("approved ")
     finally:
         watch.close()
     done = [json.loads(p.read_text()) for p in (repo / ".sandbox/escalations/done").iterdir()]
@@ -175,7 +133,8 @@ def test_mcp_stdio_session(tmp_path: Path) -> None:
         async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
             await s.initialize()
             names = {t.name for t in (await s.list_tools()).tools}
-            assert names == {"run_privileged", "check_request", "sandbox_status"}
+            assert names == {"run_privileged", "check_request", "sandbox_status",
+                             "list_actions", "run_action"}
             res = await s.call_tool("run_privileged", {"command": "ls -a"})
             assert "exit status: 0" in res.content[0].text and ".sandbox" in res.content[0].text
             res = await s.call_tool("run_privileged", {"command": "rm -rf /tmp/x"})

@@ -8,17 +8,10 @@ queue (a decision, or none) and what the approved command did on disk.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import pty
 import random
-import re
-import select
-import struct
 import subprocess
 import sys
-import termios
 import time
 from pathlib import Path
 from typing import Any
@@ -32,8 +25,8 @@ from agent_sandbox.queue.runner import queue_for
 from agent_sandbox.queue.shown import JSON_MARK, fields
 
 from .conftest import PY, claude_pre, run_hook
+from .watch_pty import ENV, Watch
 
-ENV = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
 NOBODY = {"pid": 0x7FFFFFF0, "start": "0"}  # no hook waits: an approval runs it at once
 
 
@@ -50,58 +43,6 @@ def _sandbox(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([PY, "-m", "agent_sandbox", *args], capture_output=True, text=True,
                           timeout=120, env=ENV)
 
-
-_ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
-
-
-class Watch:
-    """``sandbox watch`` on a pseudo-terminal of ``cols`` x ``rows``."""
-
-    def __init__(self, repo: Path, cols: int, rows: int) -> None:
-        self.master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        self.proc = subprocess.Popen([PY, "-I", "-m", "agent_sandbox", "watch", str(repo)],
-                                     stdin=slave, stdout=slave, stderr=slave,
-                                     env={**ENV, "COLUMNS": str(cols), "LINES": str(rows),
-                                          "TERM": "xterm"}, start_new_session=True)
-        os.close(slave)
-        self.raw = b""
-        self.mark = 0
-
-    def text(self) -> str:
-        """What was drawn since the last key press, escape sequences removed."""
-        return _ANSI.sub(b"", self.raw[self.mark:]).decode("utf-8", "replace")
-
-    def expect(self, needle: str, timeout: float = 20) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if needle in self.text():
-                return
-            r, _, _ = select.select([self.master], [], [], 0.1)
-            if r:
-                try:
-                    self.raw += os.read(self.master, 65536)
-                except OSError:
-                    break
-        raise AssertionError(f"{needle!r} never shown; screen tail: {self.text()[-3000:]}")
-
-    def press(self, key: str, settle: float = 0.7) -> None:
-        time.sleep(settle)  # a human looks first (watch.SETTLE)
-        self.mark = len(self.raw)  # what is expected next is the answer to this key
-        os.write(self.master, key.encode())
-
-    def close(self) -> None:
-        try:
-            os.write(self.master, b"\x03")
-            self.proc.wait(1)
-        except Exception:
-            self.proc.terminate()  # a watch mid-view ends at its next key read
-            try:
-                self.proc.wait(2)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        os.close(self.master)
 
 
 @pytest.fixture
