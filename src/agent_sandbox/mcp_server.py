@@ -241,7 +241,7 @@ def build(repo: str) -> Any:
     @server.tool(description="Run a declared action with parameters (an object matching its "
                              "schema). Read actions run at once; destructive changes wait for "
                              "a human: you then get a request id to follow with check_request.")
-    async def run_action(name: str, params: dict[str, Any] | None = None,
+    async def run_action(name: str, params: dict[str, object] | None = None,
                          wait_seconds: float = DEFAULT_WAIT) -> str:
         import anyio
 

@@ -30,7 +30,7 @@ from .conftest import make_repo
 
 PY = sys.executable
 PKG = Path(contract.__file__).resolve().parent
-TOOLS = {"run_privileged", "check_request", "sandbox_status"}
+TOOLS = {"run_privileged", "check_request", "sandbox_status", "list_actions", "run_action"}
 RESIDENT_ARGV = contract.self_argv(PY, "mcp", "--resident")
 
 

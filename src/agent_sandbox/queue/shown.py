@@ -90,6 +90,9 @@ def effect(req: dict[str, Any]) -> str:
         return "runs `bash -c COMMAND` in the sandbox, in the working folder cwd"
     if kind == "write":
         return "writes file_path (a relative path from cwd) as shown, outside the sandbox"
+    if kind == "action":
+        return ("runs the declared action once, with exactly this argv and image, in a new "
+                "gVisor container with a credential minted for this run and revoked after it")
     return f"{tool} cannot run outside the agent: an approval ends failed"
 
 
