@@ -188,13 +188,16 @@ class Broker:
         if not 0 < granted <= ttl or not data.get("username") or not data.get("password"):
             raise self._undo(entry, f"{what}: OpenBao granted a lease of {granted}s (asked "
                                     f"{ttl}s) or no username and password")
+        try:
+            files, env = database_files(host=where.host, port=where.port, dbname=database,
+                                        user=str(data["username"]),
+                                        password=str(data["password"]), sslmode=where.sslmode)
+        except ValueError as exc:
+            raise self._undo(entry, f"{what}: {exc}") from None
         self._journal(lease_id, entry)
         if f"{where.host}:{where.port}" not in action.connect:
             log.warning("action %s does not list %s:%d in connect: its container cannot reach "
                         "the database", name, where.host, where.port)
-        files, env = database_files(host=where.host, port=where.port, dbname=database,
-                                    user=str(data["username"]), password=str(data["password"]),
-                                    sslmode=where.sslmode)
         scope_out = {"engine": "database", "mount": mount, "connection": connection,
                      "role": role, "database": database, "schema": scope.database_schema,
                      "tier": action.tier.value, "ttl": granted}
