@@ -5,7 +5,8 @@ PY    := $(VENV)/bin/python
 export CONTAINERS_CONF := $(CURDIR)/containers.conf
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
 
-.PHONY: setup test test-fast lint role-docs bench demo demo-down render-example clean
+.PHONY: setup test test-fast lint role-docs bench demo demo-down demo-infra demo-infra-down \
+        render-example clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -47,6 +48,14 @@ demo: setup
 
 demo-down: setup
 	@bash scripts/demo.sh down
+
+# privileged infrastructure actions end to end: PostgreSQL, OpenBao, gVisor (not part of demo)
+demo-infra: setup
+	@bash scripts/base-image.sh
+	@$(PY) scripts/demo_infra.py
+
+demo-infra-down: setup
+	@$(PY) scripts/demo_infra.py down
 
 clean:
 	rm -rf build .pytest_cache

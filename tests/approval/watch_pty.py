@@ -24,12 +24,12 @@ class Watch:
     """``sandbox watch`` on a pseudo-terminal of ``cols`` x ``rows``."""
 
     def __init__(self, repo: Path, cols: int = 200, rows: int = 50,
-                 python: str = sys.executable) -> None:
+                 python: str = sys.executable, env: dict[str, str] | None = None) -> None:
         self.master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         self.proc = subprocess.Popen([python, "-I", "-m", "agent_sandbox", "watch", str(repo)],
                                      stdin=slave, stdout=slave, stderr=slave,
-                                     env={**ENV, "COLUMNS": str(cols), "LINES": str(rows),
+                                     env={**(ENV if env is None else env), "COLUMNS": str(cols), "LINES": str(rows),
                                           "TERM": "xterm"}, start_new_session=True)
         os.close(slave)
         self.raw = b""
