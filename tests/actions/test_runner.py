@@ -398,3 +398,29 @@ def test_verify_gvisor_passes_here_and_fails_without_runsc(gvisor_image: str,
                        env=dict(env, PATH=str(bare)), timeout=180)
     assert r.returncode == 1 and "FAIL  gvisor" in r.stdout
     assert "runsc (gVisor) is not installed" in r.stdout
+
+
+def test_a_container_whose_runner_was_killed_is_removed_by_the_next_run(
+        gvisor_image: str, labels: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    tag = labels["agent-sandbox.test"]
+    env = dict(os.environ, CONTAINERS_CONF=str(REPO / "containers.conf"))
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a runner that is gone: its pid names no process with that start time
+    orphan = subprocess.run(
+        ["podman", "create", "--label", f"agent-sandbox.test={tag}", "--label",
+         f"{runner.RUNNER_LABEL}={dead.pid}:1", gvisor_image, "sleep", "600"],
+        capture_output=True, text=True, env=env, timeout=60)
+    assert orphan.returncode == 0, orphan.stderr
+    live = subprocess.run(
+        ["podman", "create", "--label", f"agent-sandbox.test={tag}", "--label",
+         f"{runner.RUNNER_LABEL}={runner._runner_id()}", gvisor_image, "sleep", "600"],
+        capture_output=True, text=True, env=env, timeout=60)
+    try:
+        assert len(podman_ps(f"agent-sandbox.test={tag}")) == 2
+        monkeypatch.setattr(runner, "_SWEPT", set())  # as in a new process
+        run(gvisor_image, ["true"], labels)
+        left = podman_ps(f"agent-sandbox.test={tag}")
+        assert len(left) == 1 and live.stdout.strip().startswith(left[0])  # only the live one
+    finally:
+        subprocess.run(["podman", "rm", "-f", live.stdout.strip()], capture_output=True,
+                       env=env, timeout=60)

@@ -38,6 +38,10 @@ from .output import BoundedOutput
 
 RUNTIME = "runsc"
 READER_GRACE = 5.0  # seconds the output may still arrive after the container ended
+# every action container names the process that runs it ("pid:start time"): a
+# container whose runner is gone (killed mid-run) is removed by the next runner
+RUNNER_LABEL = "agent-sandbox.action-runner"
+_SWEPT: set[str] = set()
 
 
 class ActionRunnerError(SandboxError):
@@ -104,7 +108,7 @@ def run_action_container(image: str, argv: list[str], *, limits: ActionLimits,
             staged = secret_files.StagedFiles(files, parent)
         try:
             opts = options.container_options(
-                image, argv, limits, env=env, labels=labels,
+                image, argv, limits, env=env, labels={**labels, RUNNER_LABEL: _runner_id()},
                 mounts=[staged.mount()] if staged else [],
                 proxy_env=_proxy_env() if egress else None)
         except ContainerOptionsError as exc:
@@ -144,6 +148,9 @@ def _run(opts: dict[str, Any], limits: ActionLimits, egress: Sequence[str],
         try:
             svc = podman.service("host" if networked else "none")
             client = podman.docker_client(svc.url, int(limits.timeout) + 60)
+            if svc.url not in _SWEPT:  # once per service and process
+                sweep_orphans(client)
+                _SWEPT.add(svc.url)
             container = client.containers.create(**opts)
             runtime = podman.oci_runtime(client, container)
             if runtime != RUNTIME:
@@ -201,6 +208,38 @@ def _run(opts: dict[str, Any], limits: ActionLimits, egress: Sequence[str],
             net.close()
         if container is not None:
             _remove(client, container, failure)
+
+
+def _runner_id(pid: int | None = None) -> str:
+    """``pid:start time`` of a process (this one by default), "" when it is gone."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return ""
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return f"{pid}:{fields[19].decode()}" if len(fields) > 19 else ""
+
+
+def sweep_orphans(client: Any) -> list[str]:
+    """Remove the action containers whose runner process is gone (killed while
+    its action ran); returns their ids. A failure leaves them for the next
+    sweep."""
+    removed: list[str] = []
+    try:
+        found = client.containers.list(all=True, filters={"label": RUNNER_LABEL})
+    except Exception:
+        return removed
+    for container in found:
+        owner = str((container.labels or {}).get(RUNNER_LABEL, ""))
+        pid = owner.partition(":")[0]
+        if pid.isdigit() and _runner_id(int(pid)) == owner:
+            continue  # its runner still runs it
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+            removed.append(str(container.id))
+    return removed
 
 
 def _drain(stream: Any, out: BoundedOutput) -> None:
