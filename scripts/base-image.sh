@@ -14,7 +14,8 @@ IMAGE="${AGENT_SANDBOX_BASE_IMAGE:-localhost/agent-sandbox-base:bookworm}"
 SUITE="${AGENT_SANDBOX_BASE_SUITE:-bookworm}"
 # systemd: hosts that boot it as PID 1 run the proxy as a systemd service
 # (Molecule's host and one demo host); the others run `sleep infinity`.
-PACKAGES="python3,python3-venv,python3-apt,bubblewrap,socat,iproute2,procps,ca-certificates,curl,sudo,gcc,libc6-dev,systemd,systemd-sysv"
+# postgresql-client: psql for the infrastructure actions' one-shot containers.
+PACKAGES="python3,python3-venv,python3-apt,bubblewrap,socat,iproute2,procps,ca-certificates,curl,sudo,gcc,libc6-dev,systemd,systemd-sysv,postgresql-client"
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

@@ -13,7 +13,8 @@ parallel (pytest-xdist) and beside other sandboxes on the same machine.
   (files under ``/etc/agent-sandbox``, a bound unix socket no sandbox can mask):
   they run alone, while every other test
   of the run waits (a reader-writer lock shared by the workers).
-- ``one_at_a_time`` serialises shared builds (the base image) between workers.
+- ``one_at_a_time`` serialises shared builds (the base image) between workers;
+  ``gvisor_image`` is that image (podman, runsc and the base image, built once).
 - The longest files run first (``LONGEST_FIRST``): each file stays on one worker
   (``--dist loadfile``), so a long file handed out last would run alone at the
   end while the other worker idles. xdist's own reordering (files with the most
@@ -28,6 +29,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -184,3 +186,22 @@ def one_at_a_time(tmp_path_factory: pytest.TempPathFactory
         return _flock(shared / f"{name}.lock", fcntl.LOCK_EX)
 
     return lock
+
+
+_REPO = Path(__file__).resolve().parents[1]
+GVISOR_IMAGE = "localhost/agent-sandbox-base:bookworm"
+
+
+@pytest.fixture(scope="session")
+def gvisor_image(one_at_a_time: Callable[[str], contextlib.AbstractContextManager[None]]
+                 ) -> str:
+    """podman, runsc and the base image; the image is built here when missing
+    (scripts/base-image.sh, about a minute), so a fresh machine runs these tests
+    instead of skipping them. Missing tools are a failure: bootstrap installs them."""
+    if not (shutil.which("podman") and shutil.which("runsc") and shutil.which("debootstrap")):
+        pytest.fail("podman, runsc and debootstrap are needed (scripts/bootstrap.sh)")
+    env = dict(os.environ, CONTAINERS_CONF=str(_REPO / "containers.conf"))
+    with one_at_a_time("base-image"):
+        subprocess.run(["bash", "scripts/base-image.sh"], cwd=_REPO, env=env, check=True,
+                       timeout=900)
+    return GVISOR_IMAGE

@@ -20,7 +20,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -399,24 +399,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-GVISOR_IMAGE = "localhost/agent-sandbox-base:bookworm"
-
-
-@pytest.fixture(scope="session")
-def gvisor_image(one_at_a_time: Callable[[str], contextlib.AbstractContextManager[None]]
-                 ) -> str:
-    """podman, runsc and the base image; the image is built here when missing
-    (scripts/base-image.sh, about a minute), so a fresh machine runs these tests
-    instead of skipping them. Missing tools are a failure: bootstrap installs them."""
-    if not (shutil.which("podman") and shutil.which("runsc") and shutil.which("debootstrap")):
-        pytest.fail("podman, runsc and debootstrap are needed (scripts/bootstrap.sh)")
-    env = dict(os.environ, CONTAINERS_CONF=str(REPO / "containers.conf"))
-    with one_at_a_time("base-image"):
-        subprocess.run(["bash", "scripts/base-image.sh"], cwd=REPO, env=env, check=True,
-                       timeout=900)
-    return GVISOR_IMAGE
 
 
 @pytest.fixture

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import SRT, HostListeners, Net, audit_records, write_settings
 
-from agent_sandbox.runtime.backends.gvisor import gvisor_container_options, gvisor_containers_conf
+from agent_sandbox.runtime.backends.gvisor import gvisor_container_options
 from agent_sandbox.runtime.errors import TIMED_OUT, SandboxStartError
+from agent_sandbox.runtime.podman import gvisor_containers_conf
 from agent_sandbox.runtime.run import run_sandboxed
 from agent_sandbox.runtime.settings import parse
 
@@ -45,12 +46,13 @@ def test_gvisor_mounts_follow_the_bwrap_plan(tmp_path: Path) -> None:
 
 def test_gvisor_containers_conf_sets_runsc_without_network() -> None:
     base = '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n'
-    conf = gvisor_containers_conf(base, "/x/runsc-nonet")
+    conf = gvisor_containers_conf(base, "/x/runsc-nonet", "runsc-nonet")
     assert 'runtime = "runc"' not in conf
     assert conf.count("[engine]") == 1
     assert 'runtime = "runsc-nonet"' in conf and 'runsc-nonet = ["/x/runsc-nonet"]' in conf
     assert "default_ulimits = []" in conf
     assert "[engine]" in gvisor_containers_conf("", "/w")
+    assert 'runtime = "runsc"' in gvisor_containers_conf("", "/w")  # what inspect reports
     conf = gvisor_containers_conf(base, "/x/runsc-netns", "runsc-netns")
     assert 'runtime = "runsc-netns"' in conf and "runsc-nonet" not in conf
 

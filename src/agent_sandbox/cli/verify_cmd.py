@@ -1,5 +1,6 @@
 """``sandbox verify``: run the isolation self-check on this host, or with
-``--drift`` compare the installed files with the render manifest.
+``--drift`` compare the installed files with the render manifest, or with
+``--gvisor`` prove that an action's container runs on the gVisor kernel.
 
 Exit status: 0 when every check passed (or nothing drifted), 1 otherwise.
 """
@@ -27,6 +28,11 @@ def verify(
         "--check", help="Run only this check (repeatable).")] = None,
     manifest: Annotated[str, typer.Option(
         "--manifest", help="Render manifest for --drift.")] = contract.MANIFEST_FILE,
+    gvisor: Annotated[bool, typer.Option(
+        "--gvisor", help="Prove instead that an infrastructure action's container runs on "
+                         "the gVisor kernel (runtime runsc, gVisor's boot log).")] = False,
+    image: Annotated[str | None, typer.Option(
+        "--image", help="Image for --gvisor (default: the base image).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Isolation self-check: denied read, protected write, denied and allowed domains,
@@ -35,6 +41,17 @@ def verify(
     from agent_sandbox.hostcheck import checks as v
     from agent_sandbox.hostcheck.drift import drift as find_drift
 
+    if gvisor:
+        from agent_sandbox.hostcheck.gvisor_check import check_gvisor
+
+        result = check_gvisor(image)
+        if as_json:
+            typer.echo(json.dumps({"passed": int(result.passed), "total": 1,
+                                   "checks": [result.__dict__]}, indent=2))
+        else:
+            typer.echo(f"{'PASS' if result.passed else 'FAIL'}  {result.name:16} "
+                       f"{printable(result.detail)}")
+        raise typer.Exit(0 if result.passed else 1)
     if drift:
         try:
             items = find_drift(manifest)

@@ -1,6 +1,6 @@
 """The gVisor backend: a one-shot container under ``runsc``, driven through the
 ``docker`` SDK against podman's Docker API (a ``podman system service`` this
-module starts on a private socket, or ``$DOCKER_HOST``).
+module starts on a private socket (``runtime/podman.py``), or ``$DOCKER_HOST``).
 
 The root filesystem is the image (``$AGENT_SANDBOX_GVISOR_IMAGE``, default
 ``localhost/agent-sandbox-base:bookworm``), read-only; the mounts come from the
@@ -22,99 +22,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
-import shutil
-import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ..bwrap import Plan
 from ..errors import TIMED_OUT, SandboxStartError
+from ..podman import PodmanService, docker_client, init_container, wait_exit
+from ..podman import service as _service
 from ..result import CompletedRun
 from ..settings import Settings
 
 GVISOR_IMAGE = "localhost/agent-sandbox-base:bookworm"
-
-
-def _read(path: str | None) -> str:
-    if not path:
-        return ""
-    try:
-        with open(path) as fh:
-            return fh.read()
-    except OSError:
-        return ""
-
-
-def gvisor_containers_conf(base: str, wrapper: str, name: str = "runsc-nonet") -> str:
-    """A containers.conf: ``base`` with ``wrapper`` (runsc with its network mode
-    fixed) as the engine's runtime, called ``name``."""
-    import re
-
-    lines = [ln for ln in base.splitlines()
-             if not re.match(r"\s*runtime\s*=", ln)]
-    engine = f'runtime = "{name}"'
-    out, seen = [], False
-    for ln in lines:
-        out.append(ln)
-        if ln.strip() == "[engine]":
-            out.append(engine)
-            seen = True
-    if not seen:
-        out += ["", "[engine]", engine]
-    out += ["", "[engine.runtimes]", f'{name} = ["{wrapper}"]', ""]
-    return "\n".join(out)
-
-
-class PodmanService:
-    """A private ``podman system service`` (Docker API) for the gVisor backend.
-
-    Its default runtime is runsc with the network mode fixed (the Docker API has
-    no runtime flags, and podman's ignores a container's runtime): ``none`` (no
-    network at all) or, for runs that may reach the egress proxy, ``host``: gVisor
-    then uses the container's own network namespace, which has nothing but
-    loopback and the proxy's ports.
-    """
-
-    def __init__(self, network: str = "none") -> None:
-        self.dir = tempfile.mkdtemp(prefix="agent-sandbox-podman-")
-        self.sock = os.path.join(self.dir, "podman.sock")
-        name = "runsc-nonet" if network == "none" else "runsc-netns"
-        wrapper = os.path.join(self.dir, name)
-        runsc = shutil.which("runsc") or "/usr/bin/runsc"
-        with open(wrapper, "w") as fh:
-            fh.write(f'#!/bin/sh\nexec {shlex.quote(runsc)} --network={network} "$@"\n')
-        os.chmod(wrapper, 0o700)
-        conf = os.path.join(self.dir, "containers.conf")
-        with open(conf, "w") as fh:
-            fh.write(gvisor_containers_conf(_read(os.environ.get("CONTAINERS_CONF")), wrapper,
-                                            name))
-        env = dict(os.environ, CONTAINERS_CONF=conf)
-        self.proc = subprocess.Popen(
-            ["podman", "system", "service", "--time=0", f"unix://{self.sock}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        deadline = time.monotonic() + 15
-        while not os.path.exists(self.sock):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.close()
-                raise SandboxStartError("podman system service did not start (is podman "
-                                        "installed and CONTAINERS_CONF set if needed?)")
-            time.sleep(0.02)
-
-    @property
-    def url(self) -> str:
-        return f"unix://{self.sock}"
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def gvisor_mounts(plan: Plan, cwd: str) -> list[dict[str, Any]]:
@@ -176,46 +95,6 @@ def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
     return opts
 
 
-_SERVICES: dict[str, PodmanService] = {}
-_API_VERSIONS: dict[str, str] = {}
-
-
-def docker_client(url: str, timeout: int) -> Any:
-    """A docker SDK client for ``url`` speaking the API version the server
-    names in its ``/_ping`` headers, asked once per URL and process. The SDK's
-    own negotiation reads ``/version``, which podman answers in about half a
-    second (it gathers host information first); its ping takes a millisecond.
-    A server that names no version is negotiated with as the SDK does."""
-    import docker
-    from docker.constants import MINIMUM_DOCKER_API_VERSION
-
-    version = _API_VERSIONS.get(url)
-    if version is None:
-        probe = docker.APIClient(base_url=url, version=MINIMUM_DOCKER_API_VERSION, timeout=30)
-        try:
-            resp = probe.get(probe._url("/_ping", versioned_api=False), timeout=30)
-            named = resp.headers.get("Api-Version", "") if resp.ok else ""
-        except Exception as exc:  # as the SDK reports a failed negotiation
-            raise docker.errors.DockerException(
-                f"Error while fetching server API version: {exc}") from exc
-        finally:
-            probe.close()
-        version = _API_VERSIONS[url] = named or "auto"
-    return docker.DockerClient(base_url=url, version=version, timeout=timeout)
-
-
-def _service(network: str = "none") -> PodmanService:
-    """One private podman service per network mode and process, started on first
-    use, stopped at exit."""
-    service = _SERVICES.get(network)
-    if service is None or service.proc.poll() is not None:
-        import atexit
-
-        service = _SERVICES[network] = PodmanService(network)
-        atexit.register(service.close)
-    return service
-
-
 def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
                timeout: float | None, capture: bool) -> CompletedRun:
     import docker
@@ -232,7 +111,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     started = time.monotonic()
     service: PodmanService | None = None
     url = os.environ.get("DOCKER_HOST")
-    # the proxy needs a private service's runsc-netns runtime (see PodmanService);
+    # the proxy needs a private service's runtime for network=host (see PodmanService);
     # through another Docker API the container has no network at all
     wants_proxy = bool(settings.network.allowed_domains) and not url
     if not url:
@@ -267,8 +146,10 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
             raise SandboxStartError(f"gVisor container could not start: {exc}") from None
         timed_out = False
         try:
-            result = container.wait(timeout=timeout)
-            rc = int(result.get("StatusCode", 1))
+            if service is not None:  # podman: libpod's wait, without the 250 ms polls
+                rc = wait_exit(client, container, timeout)
+            else:  # any Docker API
+                rc = int(container.wait(timeout=timeout).get("StatusCode", 1))
         except Exception:  # the wait timed out (requests raises its own types)
             timed_out = True
             with contextlib.suppress(Exception):
@@ -299,26 +180,7 @@ def _gvisor_proxy(client: Any, container: Any,
     """Create (init) the container without starting its command, open the proxy's
     ports in its network namespace and serve them from here: the command finds
     them ready. Any failure here ends the run before the command starts."""
-    from agent_sandbox import contract
+    from ..container_net import PROXY_PORTS, open_ports, serve_proxy
 
-    from ..netns import open_listeners
-    from ..proxy import audit_recorder, refusing, serve
-
-    resp = client.api._post(client.api._url("/libpod/containers/{0}/init", container.id))
-    if resp.status_code >= 400:
-        raise SandboxStartError(f"gVisor container could not be created: {resp.text[:300]}")
-    container.reload()
-    pid = int(container.attrs.get("State", {}).get("Pid") or 0)
-    if pid <= 0:
-        raise SandboxStartError("gVisor container has no process to find its network in")
-    try:
-        http, socks = open_listeners(pid, (contract.PROXY_HTTP_PORT, contract.PROXY_SOCKS_PORT),
-                                     loopback_up=True)
-    except OSError as exc:
-        raise SandboxStartError(f"gVisor container: {exc}") from None
-    close: Callable[[], None] = lambda: None  # noqa: E731
-    try:
-        record, close = audit_recorder(None)
-    except Exception as exc:  # no audit, no egress: every request is refused
-        record = refusing(f"the audit log is unavailable ({type(exc).__name__}: {exc})")
-    return serve(settings.network, http, socks, record, f"gvisor-{os.getpid()}"), close
+    http, socks = open_ports(init_container(client, container), PROXY_PORTS)
+    return serve_proxy(http, socks, settings.network, f"gvisor-{os.getpid()}")
