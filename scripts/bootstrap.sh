@@ -61,7 +61,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "bootstrap: installing Python dependencies"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   deps_log=$(mktemp)
-  .venv/bin/python -m pip install -q -e ".[dev]" >"$deps_log" 2>&1 &
+  .venv/bin/python -m pip install -q -e ".[dev,sql]" >"$deps_log" 2>&1 &
   deps_pid=$!
   # an interrupted bootstrap leaves no pip running and no log behind
   trap 'kill "$deps_pid" 2>/dev/null || true; rm -f "$deps_log"' EXIT

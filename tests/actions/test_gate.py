@@ -1,0 +1,962 @@
+"""The destructive-change gate: what each plan reader finds (SQL with
+PostgreSQL's parser, Terraform's JSON plans, Kubernetes manifests and
+operations), how the tier and the reading make a verdict, and that the gate
+never raises. Every signal has disguises that must fire and controls that must
+not; the SQL truth cases are run on a real PostgreSQL to prove that what the
+gate calls "every row" is every row, and what it calls a filter is one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_sandbox.actions import gate, kube_plan, sql_plan, terraform_plan
+from agent_sandbox.actions.plan_reading import Reading
+from agent_sandbox.spec.actions import Action
+
+DATA = Path(__file__).parent / "data"
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+def action(tier: str = "write", kind: str | None = "sql", param_type: str = "string") -> Action:
+    spec: dict[str, Any] = {
+        "description": "test action", "tier": tier, "image": "localhost/base:1",
+        "argv": ["run", "{plan}"],
+        "params": {"type": "object", "required": ["plan"],
+                   "properties": {"plan": {"type": param_type}}},
+    }
+    if kind is not None:
+        spec["plan"] = {"kind": kind, "param": "plan"}
+    return Action.model_validate(spec)
+
+
+def sql(text: str) -> Reading:
+    reading = sql_plan.read(text)
+    assert reading.unreadable is None, reading.unreadable
+    return reading
+
+
+# ---------------------------------------------------------------- SQL signals
+
+FIRES = [
+    # DROP of anything, however written
+    ("DROP TABLE users", "DROP TABLE users"),
+    ('drop table "Users"', 'DROP TABLE "Users"'),
+    ("DrOp TaBlE public.users CASCADE", "DROP TABLE public.users CASCADE"),
+    ("/* hello */ DROP /* x */ TABLE -- y\n users", "DROP TABLE users"),
+    ("DROP SCHEMA app CASCADE", "DROP SCHEMA app"),
+    ("DROP INDEX CONCURRENTLY idx", "DROP INDEX idx"),
+    ("DROP FUNCTION f(int)", "DROP FUNCTION f"),
+    ("DROP ROLE bob", "DROP ROLE bob"),
+    ("DROP DATABASE prod", "DROP DATABASE prod"),
+    ("DROP OWNED BY bob", "DROP OWNED"),
+    ("DROP VIEW v; DROP SEQUENCE s", "DROP SEQUENCE s"),
+    ("DROP EXTENSION pgcrypto", "DROP EXTENSION pgcrypto"),
+    ("DROP POLICY p ON t", "DROP POLICY"),
+    ("DROP TRIGGER trg ON t", "DROP TRIGGER"),
+    ("TRUNCATE orders", "TRUNCATE orders"),
+    ("truncate table a, b restart identity", "TRUNCATE a, b"),
+    # every statement of a multi-statement string
+    ("SELECT 1; SELECT 2; DROP TABLE t", "DROP TABLE t"),
+    ("SELECT $$; DROP TABLE t; $$; DELETE FROM u", "DELETE FROM u (no WHERE)"),
+    ("SELECT 'a;'; DELETE FROM u", "DELETE FROM u (no WHERE)"),
+    # DELETE/UPDATE without WHERE, or with one that selects every row
+    ("DELETE FROM orders", "DELETE FROM orders (no WHERE)"),
+    ("delete from ONLY orders", "DELETE FROM orders (no WHERE)"),
+    ("DELETE FROM orders o RETURNING *", "DELETE FROM orders (no WHERE)"),
+    ("UPDATE orders SET paid = true", "UPDATE orders (no WHERE)"),
+    ("DELETE FROM t WHERE true", "every row"),
+    ("DELETE FROM t WHERE TRUE::boolean", "every row"),
+    ("DELETE FROM t WHERE 1=1", "every row"),
+    ("DELETE FROM t WHERE 1 = 1.0", "every row"),
+    ("DELETE FROM t WHERE 2 > 1", "every row"),
+    ("DELETE FROM t WHERE 'a'='a'", "every row"),
+    ("DELETE FROM t WHERE $q$a$q$ = $q$a$q$", "every row"),
+    ("DELETE FROM t WHERE NOT false", "every row"),
+    ("DELETE FROM t WHERE NOT NOT true", "every row"),
+    ("DELETE FROM t WHERE 'yes'", "every row"),
+    ("DELETE FROM t WHERE 'on'::bool", "every row"),
+    ("DELETE FROM t WHERE 1::boolean", "every row"),
+    ("DELETE FROM t WHERE true IS TRUE", "every row"),
+    ("DELETE FROM t WHERE null IS NULL", "every row"),
+    ("DELETE FROM t WHERE id = 5 OR true", "every row"),
+    ("DELETE FROM t WHERE id = 5 OR 1=1", "every row"),
+    ("DELETE FROM t WHERE (id = 5) OR NOT (id = 5)", "every row"),
+    ("DELETE FROM t WHERE id = id", "every row"),
+    ("DELETE FROM t WHERE t.id >= t.id", "every row"),
+    ("DELETE FROM t WHERE id IS NOT DISTINCT FROM id", "every row"),
+    ("DELETE FROM t WHERE x IS NULL OR x IS NOT NULL", "every row"),
+    ("DELETE FROM t WHERE random() < 2", "every row"),
+    ("DELETE FROM t WHERE now() > '2000-01-01'", "every row"),
+    ("DELETE FROM t WHERE EXISTS (SELECT 1)", "every row"),
+    ("DELETE FROM t WHERE (SELECT count(*) FROM pg_class) > 0", "every row"),
+    ("DELETE FROM t WHERE current_user = current_user", "every row"),
+    ("DELETE FROM t USING u WHERE u.flag", "every row"),
+    ("DELETE FROM t x USING u WHERE u.id = 3", "every row"),
+    ("UPDATE t SET x = 1 WHERE 'a' < 'b'", "UPDATE t (its WHERE selects every row)"),
+    ("MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE", "MERGE INTO t ... DELETE"),
+    ("MERGE INTO t USING s ON true WHEN MATCHED THEN UPDATE SET x = 1",
+     "MERGE INTO t (its ON selects every row)"),
+    # statements nested where a reader of the first word would not look
+    ("WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d", "DELETE FROM t (no WHERE)"),
+    ("WITH a AS (SELECT 1), d AS (UPDATE t SET x = 0 RETURNING 1) SELECT 1",
+     "UPDATE t (no WHERE)"),
+    ("SELECT * FROM (WITH d AS (DELETE FROM t RETURNING 1) SELECT * FROM d) q",
+     "DELETE FROM t (no WHERE)"),
+    ("INSERT INTO log WITH d AS (DELETE FROM t RETURNING id) SELECT id FROM d",
+     "DELETE FROM t (no WHERE)"),
+    ("EXPLAIN ANALYZE DELETE FROM t", "DELETE FROM t (no WHERE)"),
+    ("EXPLAIN (ANALYZE) DELETE FROM t", "DELETE FROM t (no WHERE)"),
+    ("EXPLAIN (ANALYZE true, VERBOSE) DELETE FROM t", "DELETE FROM t (no WHERE)"),
+    ("EXPLAIN (ANALYZE 1) DELETE FROM t", "DELETE FROM t (no WHERE)"),
+    ("EXPLAIN (ANALYZE 'on') DELETE FROM t", "DELETE FROM t (no WHERE)"),
+    ("PREPARE p AS DELETE FROM t; EXECUTE p", "DELETE FROM t (no WHERE)"),
+    ("PREPARE p AS SELECT 1; EXECUTE q", "EXECUTE q of a statement prepared outside"),
+    ("PREPARE p AS SELECT 1; DEALLOCATE p; EXECUTE p", "EXECUTE p of a statement prepared"),
+    ("PREPARE p AS SELECT 1; DEALLOCATE ALL; EXECUTE p", "EXECUTE p of a statement prepared"),
+    ("EXECUTE p; PREPARE p AS SELECT 1", "EXECUTE p of a statement prepared"),
+    ("COPY (DELETE FROM t RETURNING *) TO STDOUT", "DELETE FROM t (no WHERE)"),
+    ("DECLARE c CURSOR FOR WITH d AS (DELETE FROM t RETURNING 1) SELECT 1",
+     "DELETE FROM t (no WHERE)"),
+    ("CREATE RULE r AS ON INSERT TO a DO INSTEAD DELETE FROM b", "CREATE RULE"),
+    ("CREATE RULE r AS ON INSERT TO a DO INSTEAD DELETE FROM b", "DELETE FROM b (no WHERE)"),
+    # ALTER ... DROP and its kin
+    ("ALTER TABLE t DROP COLUMN email", "ALTER TABLE t DROP COLUMN email"),
+    ("ALTER TABLE t DROP email", "DROP COLUMN email"),
+    ("ALTER TABLE t ADD COLUMN a int, DROP CONSTRAINT t_pk", "DROP CONSTRAINT t_pk"),
+    ("ALTER TABLE t ALTER COLUMN a DROP NOT NULL", "DROP NOT NULL a"),
+    ("ALTER TABLE t ALTER COLUMN a DROP DEFAULT", "DROP DEFAULT"),
+    ("ALTER TABLE t ALTER COLUMN a DROP IDENTITY", "DROP IDENTITY a"),
+    ("ALTER TABLE t ALTER COLUMN a TYPE text", "ALTER COLUMN TYPE"),
+    ("ALTER TABLE t ALTER a SET DATA TYPE int USING 0", "ALTER COLUMN TYPE"),
+    ("ALTER TABLE p DETACH PARTITION p1", "DETACH PARTITION"),
+    ("ALTER TABLE t SET UNLOGGED", "SET UNLOGGED"),
+    ("ALTER TABLE t NO INHERIT parent", "NO INHERIT"),
+    ("ALTER TABLE t DISABLE TRIGGER ALL", "DISABLE TRIGGER ALL"),
+    ("ALTER TABLE t DISABLE ROW LEVEL SECURITY", "DISABLE ROW LEVEL SECURITY"),
+    ("ALTER TABLE IF EXISTS ONLY t DROP COLUMN IF EXISTS a", "DROP COLUMN a"),
+    ("ALTER TYPE addr DROP ATTRIBUTE street", "DROP COLUMN street"),
+    ("ALTER DOMAIN d DROP CONSTRAINT c", "ALTER DOMAIN d DROP CONSTRAINT"),
+    ("ALTER DOMAIN d DROP NOT NULL", "ALTER DOMAIN d DROP NOT NULL"),
+    ("ALTER EXTENSION e DROP FUNCTION f()", "ALTER EXTENSION e DROP"),
+    ("ALTER PUBLICATION p DROP TABLE t", "ALTER PUBLICATION p DROP"),
+    # every RENAME
+    ("ALTER TABLE t RENAME TO u", "RENAME TO u"),
+    ("ALTER TABLE t RENAME COLUMN a TO b", "RENAME TO b"),
+    ('ALTER TABLE "T" RENAME CONSTRAINT c TO d', "RENAME TO d"),
+    ("ALTER INDEX i RENAME TO j", "RENAME TO j"),
+    ("ALTER SCHEMA s RENAME TO z", "RENAME TO z"),
+    ("ALTER TYPE e RENAME VALUE 'a' TO 'b'", "RENAME VALUE"),
+    ("ALTER TABLE t SET SCHEMA archive", "SET SCHEMA archive"),
+    # access: grants, roles, ownership, policies
+    ("GRANT SELECT ON t TO bob", "GRANT/REVOKE"),
+    ("REVOKE ALL ON t FROM PUBLIC", "GRANT/REVOKE"),
+    ("GRANT admin TO bob", "GRANT/REVOKE of a role"),
+    ("ALTER DEFAULT PRIVILEGES GRANT ALL ON TABLES TO bob", "ALTER DEFAULT PRIVILEGES"),
+    ("CREATE ROLE x SUPERUSER", "CREATE ROLE"),
+    ("CREATE USER x PASSWORD 'p'", "CREATE ROLE"),
+    ("ALTER ROLE bob SUPERUSER", "ALTER ROLE"),
+    ("ALTER USER bob SET search_path = evil", "ALTER ROLE ... SET"),
+    ("ALTER TABLE t OWNER TO bob", "OWNER TO"),
+    ("ALTER FUNCTION f() OWNER TO bob", "OWNER TO"),
+    ("REASSIGN OWNED BY a TO b", "REASSIGN OWNED"),
+    ("CREATE POLICY p ON t USING (true)", "CREATE POLICY"),
+    ("SET ROLE admin", "SET role"),
+    ("SET SESSION AUTHORIZATION admin", "SET session_authorization"),
+    ("SET session_replication_role = replica", "SET session_replication_role"),
+    ("SET LOCAL session_replication_role TO replica", "SET session_replication_role"),
+    ("CREATE FUNCTION f() RETURNS int SECURITY DEFINER LANGUAGE sql AS 'SELECT 1'",
+     "SECURITY DEFINER"),
+    ("ALTER FUNCTION f() SECURITY DEFINER", "SECURITY DEFINER"),
+    # what the gate cannot judge
+    ("DO $$ BEGIN DELETE FROM t; END $$", "DO block"),
+    ("do language plpgsql $x$ begin null; end $x$", "DO block"),
+    ("CALL cleanup()", "CALL"),
+    ("EXECUTE stmt", "EXECUTE"),
+    ("COPY t TO PROGRAM 'rm -rf /'", "COPY t TO PROGRAM"),
+    ("COPY t FROM PROGRAM 'curl x'", "COPY t FROM PROGRAM"),
+    ("COPY t TO '/tmp/out'", "server file"),
+    ("COPY t FROM '/etc/passwd'", "server file"),
+    ("CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+     "CREATE OR REPLACE FUNCTION f"),
+    ("CREATE OR REPLACE PROCEDURE p() LANGUAGE sql AS 'SELECT 1'",
+     "CREATE OR REPLACE PROCEDURE p"),
+    ("CREATE OR REPLACE TRIGGER trg AFTER INSERT ON t EXECUTE FUNCTION f()",
+     "CREATE OR REPLACE TRIGGER"),
+    ("CREATE OR REPLACE RULE r AS ON SELECT TO v DO INSTEAD SELECT 1", "CREATE RULE"),
+    ("CREATE EVENT TRIGGER e ON ddl_command_start EXECUTE FUNCTION f()", "EVENT TRIGGER"),
+    ("VACUUM FULL t", "VACUUM FULL"),
+    ("VACUUM (FULL, ANALYZE) t", "VACUUM FULL"),
+    ("REINDEX TABLE t", "REINDEX"),
+    ("CLUSTER t USING i", "CLUSTER"),
+    ("LOCK TABLE t IN ACCESS EXCLUSIVE MODE", "LOCK"),
+    ("CHECKPOINT", "CHECKPOINT"),
+    ("LOAD 'evil.so'", "LOAD"),
+    ("ALTER SYSTEM SET fsync = off", "ALTER SYSTEM"),
+    ("ALTER DATABASE d SET default_transaction_read_only = on", "ALTER DATABASE"),
+    ("CREATE SUBSCRIPTION s CONNECTION 'x' PUBLICATION p", "CREATE SUBSCRIPTION"),
+    ("PREPARE TRANSACTION 'x'", "two-phase"),
+    ("COMMIT PREPARED 'x'", "two-phase"),
+    ("CREATE LANGUAGE plperlu", "CREATE EXTENSION plperlu"),
+    ("CREATE EXTENSION dblink", "CREATE EXTENSION dblink"),
+    ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity", "pg_terminate_backend"),
+    ("SELECT PG_CATALOG.PG_TERMINATE_BACKEND(1)", "pg_terminate_backend"),
+    ('SELECT "pg_cancel_backend"(1)', "pg_cancel_backend"),
+    ("SELECT set_config('role', 'admin', false)", "set_config"),
+    ("SELECT * FROM dblink_exec('dbname=x', 'DROP TABLE t')", "dblink_exec"),
+    ("SELECT query_to_xml('DELETE FROM t RETURNING 1', true, true, '')", "query_to_xml"),
+    ("SELECT lo_unlink(1)", "lo_unlink"),
+    ("SELECT pg_read_file('/etc/passwd')", "pg_read_file"),
+    ("EXPLAIN SELECT pg_reload_conf()", "pg_reload_conf"),  # the planner may fold it
+    ("SELECT 1 WHERE EXISTS (SELECT pg_terminate_backend(1))", "pg_terminate_backend"),
+    # function bodies: SQL parsed again, PL/pgSQL read statement by statement
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE sql AS 'DELETE FROM users'",
+     "in function f: DELETE FROM users (no WHERE)"),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE sql AS $b$ SELECT 1; TRUNCATE t $b$",
+     "in function f: TRUNCATE t"),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE sql BEGIN ATOMIC DELETE FROM users; END",
+     "in function f: DELETE FROM users (no WHERE)"),
+    ("CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN DROP TABLE t; END $$",
+     "in procedure p: DROP TABLE t"),
+    ("CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+     "IF true THEN DELETE FROM audit; END IF; RETURN NEW; END $$",
+     "in function f: DELETE FROM audit (no WHERE)"),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $$ BEGIN "
+     "PERFORM pg_terminate_backend(1); END $$", "pg_terminate_backend"),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $$ DECLARE n int; BEGIN "
+     "n := (WITH d AS (DELETE FROM t RETURNING 1) SELECT count(*) FROM d); END $$",
+     "in function f: DELETE FROM t (no WHERE)"),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $$ DECLARE a int[]; BEGIN "
+     "a[(WITH d AS (DELETE FROM t RETURNING 1) SELECT 1)] := 1; END $$",
+     "in function f: DELETE FROM t (no WHERE)"),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $$ BEGIN "
+     "EXECUTE 'DROP ' || 'TABLE t'; END $$", "dynamic SQL"),
+    ("CREATE FUNCTION f() RETURNS SETOF int LANGUAGE plpgsql AS $$ BEGIN "
+     "RETURN QUERY EXECUTE 'SELECT 1'; END $$", "dynamic SQL"),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $$ DECLARE r record; BEGIN "
+     "FOR r IN EXECUTE 'SELECT 1' LOOP END LOOP; END $$", "dynamic SQL"),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $$ BEGIN CALL p(); END $$",
+     "CALL"),
+    ("CREATE FUNCTION f() RETURNS int LANGUAGE plpython3u AS 'return 1'",
+     "LANGUAGE plpython3u (the gate cannot read its body)"),
+    ("CREATE FUNCTION f() RETURNS int LANGUAGE c AS 'lib', 'sym'", "LANGUAGE c"),
+    # a function created and called in the same plan: its body is what runs
+    ("CREATE FUNCTION wipe() RETURNS void LANGUAGE sql AS 'DELETE FROM users';"
+     " SELECT wipe()", "in function wipe: DELETE FROM users (no WHERE)"),
+]
+
+
+@pytest.mark.parametrize("text, signal", FIRES, ids=[q[:60] for q, _ in FIRES])
+def test_destructive_signal_fires(text: str, signal: str) -> None:
+    reading = sql(text)
+    assert any(signal in s for s in reading.signals), reading.signals
+    assert reading.writes  # a signal always counts as writing
+
+
+CONTROLS = [
+    "DELETE FROM orders WHERE id = 42",
+    "DELETE FROM orders WHERE created < now() - interval '30 days'",
+    "DELETE FROM orders o WHERE o.id IN (SELECT order_id FROM refunds)",
+    "DELETE FROM t USING u WHERE t.id = u.id",
+    "DELETE FROM t WHERE CURRENT OF c",
+    "DELETE FROM t WHERE false",
+    "DELETE FROM t WHERE 1 = 0",
+    "DELETE FROM t WHERE NOT true",
+    "DELETE FROM t WHERE 'a' = 'b'",
+    "DELETE FROM t WHERE id = 5 AND true",
+    "DELETE FROM t WHERE id <> id",
+    "UPDATE orders SET paid = true WHERE id = $1",
+    "UPDATE t SET x = u.x FROM u WHERE t.id = u.id",
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET x = s.x "
+    "WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.x)",
+    "MERGE INTO t USING s ON true WHEN NOT MATCHED THEN INSERT VALUES (1)",
+    "CREATE TABLE users (id bigint PRIMARY KEY, email text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS t (a int); CREATE INDEX ON t (a)",
+    "CREATE SCHEMA s CREATE TABLE a (x int) CREATE VIEW v AS SELECT 1",
+    "ALTER TABLE t ADD COLUMN created timestamptz DEFAULT now()",
+    "ALTER TABLE t ALTER COLUMN a SET DEFAULT 0",
+    "ALTER TABLE t ALTER COLUMN a SET NOT NULL",
+    "ALTER TABLE t ADD CONSTRAINT c CHECK (a > 0)",
+    "ALTER TABLE t ENABLE ROW LEVEL SECURITY",
+    "INSERT INTO t VALUES (1), (2)",
+    "INSERT INTO t SELECT * FROM u ON CONFLICT (id) DO UPDATE SET x = excluded.x",
+    "CREATE VIEW v AS SELECT * FROM t",
+    "CREATE OR REPLACE VIEW v AS SELECT * FROM t",
+    "CREATE FUNCTION f(a int) RETURNS int LANGUAGE sql AS 'SELECT a + 1'",
+    "CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "NEW.updated := now(); RETURN NEW; END $$",
+    "CREATE FUNCTION f(x int) RETURNS int LANGUAGE plpgsql AS $$ DECLARE y int; BEGIN "
+    "y = x * 2; UPDATE t SET a = y WHERE id = x; RETURN y; END $$",
+    "CREATE TRIGGER trg BEFORE UPDATE ON t FOR EACH ROW EXECUTE FUNCTION f()",
+    "CREATE SEQUENCE s; SELECT nextval('s')",
+    "COMMENT ON TABLE t IS 'DROP TABLE t'",
+    "SELECT 'DROP TABLE users; DELETE FROM orders'",
+    "SELECT $$DROP TABLE users$$",
+    "-- DROP TABLE users\nSELECT 1",
+    "/* DELETE FROM t */ SELECT 1",
+    "EXPLAIN DELETE FROM t",
+    "PREPARE p (int) AS DELETE FROM t WHERE id = $1; EXECUTE p(3)",
+    "EXPLAIN (ANALYZE false) DELETE FROM t",
+    "EXPLAIN (ANALYZE off, COSTS) UPDATE t SET a = 1",
+    "VACUUM t",
+    "ANALYZE t",
+    "SET statement_timeout = '5s'",
+    "SET search_path TO app, public",
+    "RESET ROLE",
+    "BEGIN; INSERT INTO t VALUES (1); COMMIT",
+    "REFRESH MATERIALIZED VIEW mv",
+    "CREATE EXTENSION IF NOT EXISTS pgcrypto",
+    "NOTIFY ch, 'x'",
+    "SELECT * FROM users WHERE true",
+]
+
+
+@pytest.mark.parametrize("text", CONTROLS, ids=[q[:60] for q in CONTROLS])
+def test_control_does_not_fire(text: str) -> None:
+    assert sql(text).signals == ()
+
+
+READ_ONLY = [
+    "SELECT * FROM orders WHERE id = 1",
+    "select count(*) from orders; select 1",
+    "WITH x AS (SELECT 1) SELECT * FROM x",
+    "VALUES (1), (2)",
+    "SHOW search_path",
+    "EXPLAIN SELECT * FROM t",
+    "EXPLAIN ANALYZE SELECT * FROM t",
+    "EXPLAIN DELETE FROM t",
+    "BEGIN READ ONLY; SELECT 1; COMMIT",
+    "SET statement_timeout = 1000; SELECT 1",
+    "TABLE orders",
+    "SELECT 1 UNION ALL SELECT 2",
+    "DECLARE c CURSOR FOR SELECT 1; FETCH c; CLOSE c",
+    "-- nothing at all",
+    "",
+]
+WRITING = [
+    "INSERT INTO t VALUES (1)",
+    "UPDATE t SET a = 1 WHERE id = 2",
+    "SELECT 1; UPDATE t SET a = 1 WHERE id = 2",
+    "WITH d AS (DELETE FROM t WHERE id = 1 RETURNING *) SELECT * FROM d",
+    "WITH u AS (INSERT INTO t VALUES (1) RETURNING 1) SELECT 1",
+    "SELECT * INTO copy FROM t",
+    "SELECT * FROM t FOR UPDATE",
+    "SELECT * FROM t FOR SHARE SKIP LOCKED",
+    "SELECT nextval('s')",
+    "SELECT setval('s', 1)",
+    "SELECT pg_advisory_lock(1)",
+    "EXPLAIN ANALYZE INSERT INTO t VALUES (1)",
+    "CREATE TEMP TABLE x (a int)",
+    "CREATE TABLE x AS SELECT 1",
+    "COPY t FROM STDIN",
+    "VACUUM t",
+    "NOTIFY ch",
+    "SELECT pg_terminate_backend(1)",
+]
+
+
+@pytest.mark.parametrize("text", READ_ONLY, ids=[q[:60] or "empty" for q in READ_ONLY])
+def test_read_only_plan_does_not_write(text: str) -> None:
+    reading = sql(text)
+    assert not reading.writes, reading
+    assert reading.signals == ()
+
+
+@pytest.mark.parametrize("text", WRITING, ids=[q[:60] for q in WRITING])
+def test_plan_that_writes(text: str) -> None:
+    assert sql(text).writes
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("DELETE FROM", "cannot parse"),
+    ("SELECT * FROM t WHERE", "cannot parse"),
+    ("DROP TABLE t; this is not sql", "cannot parse"),
+    ("SELECT '", "cannot parse"),
+    ("SELECT 1 /* unterminated", "cannot parse"),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE sql AS 'DELETE FROM'", "cannot parse"),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $$ BEGIN x := 1; END $$",
+     "PL/pgSQL"),
+    ("SELECT " + "(" * 100_000 + "1" + ")" * 100_000, ""),
+])
+def test_sql_that_cannot_be_read(text: str, fragment: str) -> None:
+    reading = sql_plan.read(text)
+    assert reading.unreadable is not None and fragment in reading.unreadable
+    assert reading.writes
+
+
+def test_sql_names_are_escaped_for_the_approver() -> None:
+    reading = sql('DROP TABLE "evil\x1b[2Jname\u202e"')
+    (signal,) = reading.signals
+    assert "\x1b" not in signal and "\u202e" not in signal
+    assert "\\x1b" in signal and "\\u202e" in signal
+
+
+def test_long_names_are_cut() -> None:
+    name = "a" * 5000
+    (signal,) = sql(f"COPY t TO '/tmp/{name}'").signals
+    assert len(signal) < 200
+    (signal,) = kube_plan.read(ops(("delete", obj("ConfigMap", name)))).signals
+    assert len(signal) < 200 and " ... " in signal
+
+
+def test_unknown_statement_kinds_are_signals(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A statement type the reader has no rule for (a newer server's) is not
+    waved through: proved by taking a known one out of the tables."""
+    monkeypatch.setattr(sql_plan, "WRITES", sql_plan.WRITES - {"CreateStmt"})
+    (signal,) = sql("CREATE TABLE t (a int)").signals
+    assert "does not know" in signal
+
+
+def test_without_pglast_every_sql_plan_escalates(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [m for m in sys.modules if m == "pglast" or m.startswith("pglast.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "pglast", None)  # what an absent package raises
+    reading = sql_plan.read("SELECT 1")
+    assert reading.unreadable is not None and "pglast" in reading.unreadable
+    verdict = gate.judge(action("read"), {"plan": "SELECT 1"})
+    assert verdict.escalate and "cannot be read" in verdict.reasons[0]
+
+
+def test_sql_statement_count_matches_the_parser() -> None:
+    reading = sql("SELECT 1; INSERT INTO t VALUES (1);; CREATE TABLE x (a int)")
+    assert reading.changes == ("SELECT", "INSERT INTO t", "CREATE TABLE x")
+
+
+# ------------------------------------------- the SQL truths, on a real server
+
+TRUTHS = [
+    # (statement, whether it changes every row of t: what the signal claims)
+    ("DELETE FROM t", True),
+    ("DELETE FROM t WHERE true", True),
+    ("DELETE FROM t WHERE 'yes'", True),
+    ("DELETE FROM t WHERE 'a'='a'", True),
+    ("DELETE FROM t WHERE NOT false", True),
+    ("DELETE FROM t WHERE id = id", True),
+    ("DELETE FROM t WHERE x IS NULL OR x IS NOT NULL", True),
+    ("DELETE FROM t WHERE random() < 2", True),
+    ("DELETE FROM t WHERE EXISTS (SELECT 1)", True),
+    ("DELETE FROM t USING u WHERE u.flag", True),
+    ("DELETE FROM t WHERE id = 5 OR 1=1", True),
+    ("WITH d AS (DELETE FROM t RETURNING *) SELECT count(*) FROM d", True),
+    ("EXPLAIN ANALYZE DELETE FROM t", True),
+    ("EXPLAIN (ANALYZE 'on') DELETE FROM t", True),
+    ("PREPARE p AS DELETE FROM t; EXECUTE p", True),
+    ("UPDATE t SET x = -1", True),
+    ("UPDATE t SET x = -1 WHERE 1 = 1.0", True),
+    ("CREATE FUNCTION wipe() RETURNS void LANGUAGE sql AS 'DELETE FROM t'; SELECT wipe()", True),
+    ("CREATE FUNCTION wipe() RETURNS void LANGUAGE plpgsql AS $$ BEGIN DELETE FROM t; END $$;"
+     " SELECT wipe()", True),
+    ("DELETE FROM t WHERE id = 3", False),
+    ("DELETE FROM t WHERE false", False),
+    ("DELETE FROM t WHERE 1 = 0", False),
+    ("DELETE FROM t WHERE id = 5 AND true", False),
+    ("DELETE FROM t WHERE id <> id", False),
+    ("DELETE FROM t USING u WHERE t.id = u.id", False),
+    ("EXPLAIN DELETE FROM t", False),
+    ("EXPLAIN (ANALYZE false) DELETE FROM t", False),
+    ("EXPLAIN (ANALYZE off) UPDATE t SET x = -1", False),
+    ("UPDATE t SET x = -1 WHERE id > 5", False),
+    ("PREPARE p AS DELETE FROM t WHERE id = $1; EXECUTE p(2)", False),
+]
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL, as an unprivileged account (initdb refuses root),
+    on a Unix socket only; yields the socket folder."""
+    if not (PG_BIN / "initdb").exists() or shutil.which("psql") is None:
+        pytest.skip("PostgreSQL 15 binaries are not installed")
+    root = Path(tempfile.mkdtemp(prefix="gate-pg-"))
+    os.chmod(root, 0o755)
+    drop = [] if os.geteuid() != 0 else ["setpriv", "--reuid=nobody", "--regid=nogroup",
+                                         "--clear-groups"]
+    if drop:
+        shutil.chown(root, "nobody", "nogroup")
+    data = root / "data"
+    subprocess.run([*drop, str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust",
+                    "-U", "postgres"], check=True, capture_output=True, timeout=60)
+    try:
+        # the server keeps what it inherits open: its output goes to a log, not a pipe
+        subprocess.run([*drop, str(PG_BIN / "pg_ctl"), "-D", str(data), "-w", "-l",
+                        str(root / "log"), "-o", f"-c listen_addresses='' -k {root}", "start"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=60)
+        yield str(root)
+    finally:
+        subprocess.run([*drop, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate",
+                        "stop"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def changed_rows(socket: str, statement: str) -> int:
+    """How many of t's ten rows ``statement`` deletes or sets to -1, in a
+    transaction that is rolled back."""
+    script = (
+        "BEGIN;\n"
+        "CREATE TABLE t (id int PRIMARY KEY, x int NOT NULL);\n"
+        "INSERT INTO t SELECT g, g FROM generate_series(1, 10) g;\n"
+        "CREATE TABLE u (id int, flag bool); INSERT INTO u VALUES (3, true);\n"
+        f"{statement};\n"
+        "SELECT 'left=' || ((SELECT count(*) FROM t) - (SELECT count(*) FROM t WHERE x = -1));\n"
+        "ROLLBACK;\n")
+    out = subprocess.run(["psql", "-h", socket, "-U", "postgres", "-X", "-q", "-A", "-t",
+                          "-v", "ON_ERROR_STOP=1", "-f", "-"], input=script, text=True,
+                         capture_output=True, timeout=60, check=True).stdout
+    left = [line for line in out.splitlines() if line.startswith("left=")]
+    return 10 - int(left[-1].removeprefix("left="))
+
+
+@pytest.mark.parametrize("statement, every_row", TRUTHS, ids=[q[:60] for q, _ in TRUTHS])
+def test_signal_matches_what_postgres_does(postgres: str, statement: str,
+                                           every_row: bool) -> None:
+    reading = sql(statement)
+    assert bool(reading.signals) is every_row, reading.signals
+    assert (changed_rows(postgres, statement) == 10) is every_row
+
+
+# ---------------------------------------------------------------- Terraform
+
+def tf_plan(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def test_terraform_plan_with_every_kind_of_change() -> None:
+    reading = terraform_plan.read(tf_plan("tf-mixed.json"))
+    assert reading.unreadable is None and reading.writes
+    signals = "\n".join(reading.signals)
+    assert "delete terraform_data.gone (no longer configured)" in signals
+    assert "replace terraform_data.swap (delete first; cannot update; forced by " \
+           "triggers_replace)" in signals
+    assert "replace terraform_data.cbd (create first;" in signals
+    assert "forget terraform_data.forget" in signals
+    assert len(reading.signals) == 4  # the move, the no-ops and the output are not signals
+    assert "move terraform_data.new_name (moved from terraform_data.old_name)" in reading.changes
+    assert "output greeting: update" in reading.changes
+
+
+def test_terraform_update_in_place_is_not_destructive() -> None:
+    reading = terraform_plan.read(tf_plan("tf-update.json"))
+    assert reading.signals == () and reading.writes
+    assert reading.changes == ("create terraform_data.fresh", "update terraform_data.update",
+                               "output extra: create")
+
+
+def test_terraform_plan_without_changes_does_not_write() -> None:
+    reading = terraform_plan.read(tf_plan("tf-noop.json"))
+    assert reading == Reading(changes=("no changes",), signals=(), writes=False)
+
+
+def test_terraform_destroy_plan() -> None:
+    reading = terraform_plan.read(tf_plan("tf-destroy.json"))
+    assert len(reading.signals) == 7 and all(s.startswith("delete ") for s in reading.signals)
+
+
+def minimal_plan(*changes: dict[str, Any], **top: Any) -> str:
+    return json.dumps({"format_version": "1.2", "planned_values": {},
+                       "resource_changes": list(changes), **top})
+
+
+def rc(address: str, actions: list[str], **extra: Any) -> dict[str, Any]:
+    change = {"actions": actions, **extra.pop("change", {})}
+    return {"address": address, "mode": "managed", "change": change, **extra}
+
+
+@pytest.mark.parametrize("plan, signal", [
+    (minimal_plan(rc("aws_db_instance.main", ["delete"])), "delete aws_db_instance.main"),
+    (minimal_plan(rc("a.b", ["delete", "create"], action_reason="replace_because_tainted")),
+     "replace a.b (delete first; tainted)"),
+    (minimal_plan(rc("a.b", ["create", "delete"], change={"replace_paths": [["ami"], ["tags",
+     "x"], ["disk", 0, "size"]]})), "forced by ami, tags.x, disk[0].size"),
+    (minimal_plan(rc("a.b", ["update"], change={"replace_paths": [["ami"]]})), "forced by ami"),
+    (minimal_plan(rc("a.b", ["create", "forget"])), "replace a.b (the old one left running"),
+    (minimal_plan(rc("a.b", ["forget"])), "forget a.b"),
+    (minimal_plan(rc("a.b", ["delete"], deposed="00000001")),
+     "delete a.b (deposed object 00000001)"),
+    (minimal_plan(rc("a.b", ["teleport"])), "actions the gate does not know"),
+    (minimal_plan(rc("a.b", ["delete", "delete"])), "actions the gate does not know"),
+    (minimal_plan(rc("a.b", ["Delete"])), "actions the gate does not know"),
+    (minimal_plan(rc("a.b", ["create"], action_reason="some_new_reason"), rc("c.d", ["delete"],
+     action_reason="delete_because_each_key")), "delete c.d (not in for_each)"),
+    (minimal_plan(action_invocations=[{"address": "action.aws_lambda_invoke.x"}]),
+     "provider action"),
+    (minimal_plan(rc("a\x1b[31m.b", ["delete"])), "delete a\\x1b[31m.b"),
+])
+def test_terraform_signals(plan: str, signal: str) -> None:
+    reading = terraform_plan.read(plan)
+    assert reading.unreadable is None, reading.unreadable
+    assert any(signal in s for s in reading.signals), reading.signals
+
+
+@pytest.mark.parametrize("plan", [
+    minimal_plan(rc("a.b", ["create"]), rc("c.d", ["update"]), rc("e.f", ["read"]),
+                 rc("g.h", ["no-op"])),
+    minimal_plan(rc("a.b", ["no-op"], previous_address="a.old")),
+    minimal_plan(rc("a.b", ["no-op"], change={"importing": {"id": "i-1"}})),
+    minimal_plan(rc("data.x.y", ["read"], action_reason="read_because_config_unknown")),
+    minimal_plan(output_changes={"ip": {"actions": ["delete"]}}),
+    minimal_plan(resource_drift=[rc("a.b", ["delete"])]),  # what happened, not what will
+])
+def test_terraform_controls(plan: str) -> None:
+    reading = terraform_plan.read(plan)
+    assert reading.unreadable is None and reading.signals == (), reading
+
+
+@pytest.mark.parametrize("plan, fragment", [
+    ("", "not JSON"),
+    ("not json", "not JSON"),
+    ("[1, 2]", "a plan is a JSON object"),
+    ('{"format_version": "1.2"}', "not a plan"),
+    ('{"format_version": "1.0", "values": {}}', "not a plan"),
+    ('{"format_version": "2.0", "planned_values": {}}', "format_version 2.0"),
+    ('{"planned_values": {}}', "format_version"),
+    ('{"format_version": 1, "planned_values": {}}', "format_version"),
+    (minimal_plan(errored=True), "errored"),
+    (minimal_plan(rc("a.b", [])), "not a list of action names"),
+    (minimal_plan(rc("a.b", "delete")), "not a list of action names"),  # type: ignore[arg-type]
+    (minimal_plan({"change": {"actions": ["delete"]}}), "no address"),
+    (minimal_plan(rc("a.b", ["create"], change={"replace_paths": "ami"})), "replace_paths"),
+    ('{"format_version": "1.2", "planned_values": {}, "resource_changes": {}}', "not a list"),
+    ('{"format_version": "1.2", "planned_values": {}, "resource_changes": [], '
+     '"resource_changes": [{"address": "a.b", "change": {"actions": ["delete"]}}]}',
+     "appears twice"),
+    ('{"format_version": "1.2", "planned_values": {}, "x": NaN}', "NaN"),
+    ("[" * 100_000, ""),
+])
+def test_terraform_unreadable(plan: str, fragment: str) -> None:
+    reading = terraform_plan.read(plan)
+    assert reading.unreadable is not None and fragment in reading.unreadable, reading
+
+
+@pytest.mark.skipif(shutil.which("terraform") is None, reason="terraform is not installed")
+def test_a_plan_from_the_real_terraform(tmp_path: Path) -> None:
+    """The reader against what the installed terraform writes today (its built-in
+    provider only: no registry, no network)."""
+    env = {**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1",
+           "TF_CLI_CONFIG_FILE": "/dev/null"}
+
+    def tf(*args: str) -> str:
+        return subprocess.run(["terraform", *args, "-no-color"], cwd=tmp_path, env=env,
+                              check=True, capture_output=True, text=True, timeout=120).stdout
+
+    (tmp_path / "main.tf").write_text(
+        'resource "terraform_data" "db" { input = "a" }\n'
+        'resource "terraform_data" "app" { triggers_replace = ["1"] }\n')
+    tf("init", "-input=false")
+    tf("apply", "-input=false", "-auto-approve")
+    (tmp_path / "main.tf").write_text(
+        'resource "terraform_data" "app" { triggers_replace = ["2"] }\n')
+    tf("plan", "-input=false", "-out=plan.out")
+    reading = terraform_plan.read(tf("show", "-json", "plan.out"))
+    assert reading.unreadable is None
+    assert set(reading.signals) == {
+        "delete terraform_data.db (no longer configured)",
+        "replace terraform_data.app (delete first; cannot update; forced by triggers_replace)"}
+
+
+# ---------------------------------------------------------------- Kubernetes
+
+DEPLOY = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 3
+  template: {metadata: {labels: {app: web}}, spec: {containers: [{name: web, image: nginx}]}}
+"""
+
+
+def ops(*entries: tuple[str, dict[str, Any]]) -> str:
+    return json.dumps({"operations": [{"op": op, "object": obj} for op, obj in entries]})
+
+
+def obj(kind: str, name: str = "x", namespace: str | None = "shop", api: str = "v1",
+        **extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"apiVersion": api, "kind": kind, "metadata": meta, **extra}
+
+
+@pytest.mark.parametrize("plan, signal", [
+    (ops(("delete", obj("ConfigMap", "settings"))), "delete ConfigMap shop/settings"),
+    (ops(("delete", obj("Namespace", "shop", namespace=None))),
+     "delete Namespace shop (and everything in it)"),
+    (ops(("apply", obj("ConfigMap", "a")), ("delete", obj("Secret", "b"))),
+     "delete Secret shop/b"),
+    (ops(("replace", obj("Deployment", "web", api="apps/v1"))),
+     "replace Deployment shop/web (fields not given are dropped)"),
+    (ops(("delete", {"apiVersion": "v1", "kind": "List",
+                     "items": [obj("Pod", "p1"), obj("Pod", "p2")]})), "delete Pod shop/p2"),
+    ("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n"
+     "metadata: {name: everyone-admin}\nroleRef: {kind: ClusterRole, name: cluster-admin}\n",
+     "ClusterRoleBinding everyone-admin: changes access (RBAC)"),
+    (DEPLOY + "---\n" + "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\n"
+     "metadata: {name: r, namespace: shop}\n", "Role shop/r: changes access"),
+    ("apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\n"
+     "metadata: {name: hook}\n", "admission"),
+    ("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+     "metadata: {name: widgets.example.com}\n", "changes an API"),
+    ("apiVersion: v1\nkind: Secret\ntype: kubernetes.io/service-account-token\n"
+     "metadata: {name: t, namespace: shop}\n", "mints a service account token"),
+    ("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: open\n  labels:\n"
+     "    pod-security.kubernetes.io/enforce: privileged\n", "lifts Pod Security"),
+    (DEPLOY.replace("replicas: 3", "replicas: 0"), "Deployment shop/web: scales to zero"),
+    ('{"apiVersion": "v1", "kind": "List", "items": [' + json.dumps(
+        obj("ClusterRole", "x", namespace=None, api="rbac.authorization.k8s.io/v1")) + "]}",
+     "ClusterRole x: changes access"),
+    (ops(("create", obj("RoleBinding", api="rbac.authorization.k8s.io/v1"))), "RBAC"),
+])
+def test_kubernetes_signals(plan: str, signal: str) -> None:
+    reading = kube_plan.read(plan)
+    assert reading.unreadable is None, reading.unreadable
+    assert any(signal in s for s in reading.signals), reading.signals
+    assert reading.writes
+
+
+@pytest.mark.parametrize("plan", [
+    DEPLOY,
+    DEPLOY + "\n---\n" + DEPLOY.replace("name: web", "name: api"),
+    "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: "
+    "{pod-security.kubernetes.io/enforce: restricted}}\n",
+    ops(("apply", obj("ConfigMap")), ("create", obj("Service", "svc"))),
+    ops(("create", {"apiVersion": "batch/v1", "kind": "Job",
+                    "metadata": {"generateName": "migrate-", "namespace": "shop"}})),
+    "apiVersion: v1\nkind: List\nitems:\n- " + json.dumps(obj("ConfigMap")) + "\n",
+    "# only a comment\n---\n",
+    json.dumps(obj("ConfigMap")),
+])
+def test_kubernetes_controls(plan: str) -> None:
+    reading = kube_plan.read(plan)
+    assert reading.unreadable is None and reading.signals == (), reading
+
+
+def test_kubernetes_names_are_escaped() -> None:
+    reading = kube_plan.read(ops(("delete", obj("ConfigMap", "a\x1b[2Jb\u202e"))))
+    (signal,) = reading.signals
+    assert "\x1b" not in signal and "\\x1b" in signal and "\\u202e" in signal
+
+
+@pytest.mark.parametrize("plan, fragment", [
+    ("a: [", "not YAML"),
+    ("- just\n- a list\n", "is not an object"),
+    ("just text", "is not an object"),
+    ("apiVersion: v1\nmetadata: {name: x}\n", "without apiVersion or kind"),
+    ("apiVersion: v1\nkind: ConfigMap\n", "without metadata"),
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata: {namespace: a}\n", "without metadata.name"),
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: a-}\n", "metadata.name"),
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: [a]}\n", "namespace"),
+    ("base: &b {apiVersion: v1}\nother: *b\n", "anchor"),
+    ("kind: ConfigMap\nkind: Namespace\napiVersion: v1\nmetadata: {name: x}\n", "twice"),
+    ('{"apiVersion": "v1", "kind": "ConfigMap", "kind": "Namespace", "metadata": {}}', "twice"),
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: !!python/object:os.system x}\n",
+     "not YAML"),
+    (ops(("patch", obj("ConfigMap"))), "not one of"),
+    ('{"operations": [{"op": "delete"}]}', "not {op, object}"),
+    ('{"operations": [{"op": "delete", "object": {}, "force": true}]}', "not {op, object}"),
+    ('{"operations": {}}', "nothing else"),
+    ('{"operations": [], "extra": 1}', "nothing else"),
+    (ops(("apply", obj("ConfigMap"))) + "\n---\n" + DEPLOY, "not JSON"),
+    (DEPLOY + "---\n" + "operations: []\n", "stands alone"),
+    ("apiVersion: v1\nkind: List\nitems: {a: 1}\n", "items is not a list"),
+])
+def test_kubernetes_unreadable(plan: str, fragment: str) -> None:
+    reading = kube_plan.read(plan)
+    assert reading.unreadable is not None and fragment in reading.unreadable, reading
+
+
+# ---------------------------------------------------------------- the gate
+
+@pytest.mark.parametrize("tier, plan, escalate", [
+    ("read", "SELECT * FROM orders", False),
+    ("read", "EXPLAIN ANALYZE SELECT 1", False),
+    ("read", "INSERT INTO orders VALUES (1)", True),
+    ("read", "WITH d AS (DELETE FROM t WHERE id = 1 RETURNING 1) SELECT 1", True),
+    ("read", "SELECT pg_terminate_backend(1)", True),
+    ("read", "SELEC 1", True),  # not SQL: unreadable
+    ("write", "CREATE TABLE t (a int); INSERT INTO t VALUES (1)", False),
+    ("write", "DELETE FROM orders WHERE id = 3", False),
+    ("write", "DELETE FROM orders", True),
+    ("write", "ALTER TABLE t DROP COLUMN a", True),
+    ("write", "DROP", True),
+    ("destructive", "SELECT 1", True),
+    ("destructive", "DROP TABLE t", True),
+])
+def test_tier_and_plan_make_the_verdict(tier: str, plan: str, escalate: bool) -> None:
+    verdict = gate.judge(action(tier), {"plan": plan})
+    assert verdict.escalate is escalate, verdict
+    assert verdict.plan_digest == hashlib.sha256(plan.encode()).hexdigest()
+    assert verdict.summary and (verdict.reasons or not escalate)
+
+
+def test_reasons_say_why() -> None:
+    read = gate.judge(action("read"), {"plan": "UPDATE t SET a = 1 WHERE id = 1"})
+    assert read.reasons == ["a read action's plan changes data"]
+    write = gate.judge(action("write"), {"plan": "DROP TABLE users; DELETE FROM orders"})
+    assert write.reasons == ["destructive: DROP TABLE users",
+                             "destructive: DELETE FROM orders (no WHERE)"]
+    assert write.summary == "DROP TABLE users · DELETE FROM orders (no WHERE)"
+    destructive = gate.judge(action("destructive"), {"plan": "DROP TABLE users"})
+    assert destructive.reasons[0].startswith("the action is destructive")
+    assert destructive.summary == "DROP TABLE users"
+    unreadable = gate.judge(action("write"), {"plan": "DROP TABLE"})
+    assert unreadable.reasons[0].startswith("the plan cannot be read: PostgreSQL cannot parse")
+
+
+def test_write_plan_is_shown_even_when_it_runs_at_once() -> None:
+    verdict = gate.judge(action("write"), {"plan": "CREATE TABLE t (a int); SELECT 1"})
+    assert not verdict.escalate and verdict.reasons == []
+    assert verdict.summary == "CREATE TABLE t · SELECT"
+
+
+@pytest.mark.parametrize("tier, escalate", [("read", False), ("write", False),
+                                            ("destructive", True)])
+def test_action_without_a_plan(tier: str, escalate: bool) -> None:
+    verdict = gate.judge(action(tier, kind=None), {"plan": "DROP TABLE t"})
+    assert verdict.escalate is escalate and verdict.plan_digest is None
+
+
+def test_a_plan_given_as_json_is_judged_as_its_compact_json() -> None:
+    plan = json.loads(tf_plan("tf-mixed.json"))
+    verdict = gate.judge(action("write", kind="terraform", param_type="object"),
+                         {"plan": plan})
+    assert verdict.escalate and any("delete terraform_data.gone" in r for r in verdict.reasons)
+    compact = json.dumps(plan, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    assert verdict.plan_digest == hashlib.sha256(compact.encode()).hexdigest()
+
+
+def test_kinds_route_to_their_readers() -> None:
+    tf = gate.judge(action("write", kind="terraform"), {"plan": tf_plan("tf-update.json")})
+    assert not tf.escalate and tf.summary.startswith("create terraform_data.fresh")
+    kube = gate.judge(action("write", kind="kubernetes"), {"plan": DEPLOY})
+    assert not kube.escalate and kube.summary == "apply Deployment shop/web"
+    gone = gate.judge(action("write", kind="kubernetes"),
+                      {"plan": ops(("delete", obj("Deployment", "web", api="apps/v1")))})
+    assert gone.escalate and gone.summary == "delete Deployment shop/web"
+
+
+def test_one_plan_never_stands_for_another() -> None:
+    a = gate.judge(action("destructive"), {"plan": "DROP TABLE a"})
+    b = gate.judge(action("destructive"), {"plan": "DROP TABLE a "})
+    assert a.plan_digest != b.plan_digest
+
+
+def test_summary_is_bounded_and_counts_what_it_leaves_off() -> None:
+    plan = "; ".join(f"DROP TABLE table_number_{i}" for i in range(200))
+    verdict = gate.judge(action("write"), {"plan": plan})
+    assert len(verdict.summary) <= gate.SUMMARY_KEEP
+    assert verdict.summary.endswith(" more)") and "DROP TABLE table_number_0" in verdict.summary
+    assert len(verdict.reasons) == gate.REASONS_KEEP + 1
+    assert verdict.reasons[-1] == "and 192 more destructive changes"
+
+
+def test_plans_too_long_or_with_nul_are_not_read() -> None:
+    long = gate.judge(action("write"), {"plan": "SELECT 1;" * 200_000})
+    assert long.escalate and "longer than" in long.reasons[0]
+    nul = gate.judge(action("write"), {"plan": "SELECT 1;\x00 DROP TABLE t"})
+    assert nul.escalate and "NUL" in nul.reasons[0]
+
+
+def test_the_gate_fails_closed_on_its_own_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(text: str) -> Reading:
+        raise KeyError("boom")
+
+    monkeypatch.setattr(sql_plan, "read", broken)
+    verdict = gate.judge(action("read"), {"plan": "SELECT 1"})
+    assert verdict.escalate and "could not judge" in verdict.reasons[0]
+    assert verdict.plan_digest == hashlib.sha256(b"SELECT 1").hexdigest()
+
+
+def test_verdict_is_frozen() -> None:
+    verdict = gate.judge(action("read"), {"plan": "SELECT 1"})
+    with pytest.raises(AttributeError):
+        verdict.escalate = True  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------- properties
+
+PROPERTY = settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def _shown_safely(verdict: gate.Verdict) -> None:
+    for text in [verdict.summary, *verdict.reasons]:
+        assert text.isprintable(), text
+        assert len(text) <= 2000
+
+
+@PROPERTY
+@given(text=st.text(max_size=300), tier=st.sampled_from(["read", "write", "destructive"]),
+       kind=st.sampled_from(["sql", "terraform", "kubernetes"]))
+def test_the_gate_never_raises_on_any_text(text: str, tier: str, kind: str) -> None:
+    verdict = gate.judge(action(tier, kind=kind), {"plan": text})
+    assert isinstance(verdict.escalate, bool)
+    assert verdict.plan_digest == hashlib.sha256(
+        text.encode("utf-8", "surrogatepass")).hexdigest()
+    _shown_safely(verdict)
+    if tier == "destructive":
+        assert verdict.escalate
+
+
+SQL_WORDS = ["SELECT", "DELETE", "FROM", "WHERE", "DROP", "TABLE", "t", "1", "=", ";", "(",
+             ")", "WITH", "AS", "RETURNING", "*", "true", "'x'", "$$", "--", "\n", "EXPLAIN",
+             "ANALYZE", "UPDATE", "SET", "a", "INSERT", "INTO", "VALUES", "NOT", "OR", ","]
+
+
+@PROPERTY
+@given(words=st.lists(st.sampled_from(SQL_WORDS), max_size=25))
+def test_sql_reader_never_raises_on_sql_like_text(words: list[str]) -> None:
+    reading = sql_plan.read(" ".join(words))
+    assert reading.unreadable is not None or isinstance(reading.writes, bool)
+    if reading.signals or reading.unreadable:
+        assert reading.writes
+
+
+IDENT = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True)
+
+
+@PROPERTY
+@given(table=IDENT, column=IDENT, value=st.integers(-10**6, 10**6),
+       case=st.sampled_from([str.upper, str.lower, str.title]),
+       comment=st.sampled_from(["", "/* c */ ", "-- c\n"]))
+def test_disguise_does_not_change_the_verdict(table: str, column: str, value: int,
+                                              case: Any, comment: str) -> None:
+    """Case, comments and quoting leave the verdict as it was; a real WHERE is a
+    filter, a missing one is not."""
+    quoted = '"' + table + '"'
+    filtered = f"{comment}{case('delete from')} {quoted} {case('where')} {column} = {value}"
+    bare = f"{comment}{case('delete from')} {quoted}"
+    assert sql(filtered).signals == ()
+    assert sql(bare).signals == (f"DELETE FROM {table} (no WHERE)",)
+
+
+@PROPERTY
+@given(plan=st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["format_version", "planned_values", "resource_changes", "address",
+                         "change", "actions", "replace_paths", "deposed", "output_changes",
+                         "operations", "op", "object", "kind", "apiVersion", "metadata",
+                         "name", "items"]), inner, max_size=5),
+    max_leaves=25))
+def test_readers_never_raise_on_json_shapes(plan: Any) -> None:
+    text = json.dumps(plan)
+    for reader in (terraform_plan.read, kube_plan.read):
+        reading = reader(text)
+        assert isinstance(reading, Reading)
+        if reading.unreadable is not None:
+            assert reading.writes  # what cannot be read may change anything
+        for entry in [*reading.changes, *reading.signals, reading.unreadable or ""]:
+            assert entry.isprintable()
