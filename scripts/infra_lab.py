@@ -131,7 +131,7 @@ def start_postgres(folder: Path) -> dict[str, Any]:
             "account": account.pw_name, "admin": ADMIN, "admin_password": admin_pw,
             "database": DATABASE, "owner": OWNER}
     psql(info, "postgres", f"""
-        CREATE ROLE {ADMIN} LOGIN CREATEROLE PASSWORD '{admin_pw}';
+        CREATE ROLE {ADMIN} LOGIN SUPERUSER PASSWORD '{admin_pw}';
         CREATE ROLE {OWNER} NOLOGIN;
         GRANT {OWNER} TO {ADMIN} WITH ADMIN OPTION;
         CREATE DATABASE {DATABASE} OWNER {OWNER};
