@@ -48,44 +48,31 @@ def say(text: str) -> None:
 
 def policy(pg_port: int) -> str:
     """The demo repository's layer: three actions against the shop database."""
-    db = f'connect: ["127.0.0.1:{pg_port}"]'
-    sql_params = textwrap.indent(textwrap.dedent("""\
-        params:
-          type: object
-          properties:
-            sql: {type: string, minLength: 1, maxLength: 4000}
-          required: [sql]
-          additionalProperties: false
-        plan: {kind: sql, param: sql}
-        """), "    ")
-    return f"""version: 1
-actions:
-  orders-report:
-    description: List the orders (a read-only query)
-    tier: read
-    image: {IMAGE}
-    argv: [psql, -X, -A, -F, " | ", -c, "SELECT id, item, qty FROM orders ORDER BY id"]
-    credential: {{engine: database, mount: database, connection: {lab.CONNECTION}, ttl: 2m}}
-    {db}
-    limits: {{timeout: 60s}}
-  add-notes-table:
-    description: Apply a schema migration given as SQL
-    tier: write
-    image: {IMAGE}
-    argv: [psql, -X, -v, ON_ERROR_STOP=1, -c, "{{sql}}"]
-{sql_params}    credential: {{engine: database, mount: database, connection: {lab.CONNECTION}, ttl: 2m}}
-    {db}
-    limits: {{timeout: 60s}}
-  drop-archive:
-    description: Drop an archive table (destructive, a human approves every call)
-    tier: destructive
-    image: {IMAGE}
-    argv: [psql, -X, -v, ON_ERROR_STOP=1, -c, "{{sql}}"]
-{sql_params}    credential: {{engine: database, mount: database, connection: {lab.CONNECTION},
-                 owner: {lab.OWNER}, ttl: 2m}}
-    {db}
-    limits: {{timeout: 60s}}
-"""
+    import yaml
+
+    db = {"engine": "database", "mount": "database", "connection": lab.CONNECTION, "ttl": "2m"}
+    sql = {"type": "object", "properties": {"sql": {"type": "string", "minLength": 1,
+                                                    "maxLength": 4000}},
+           "required": ["sql"], "additionalProperties": False}
+    common = {"image": IMAGE, "connect": [f"127.0.0.1:{pg_port}"], "limits": {"timeout": "60s"}}
+    run_sql = ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-c", "{sql}"]
+    actions = {
+        "orders-report": {
+            "description": "List the orders (a read-only query)", "tier": "read",
+            "argv": ["psql", "-X", "-A", "-F", " | ", "-c",
+                     "SELECT id, item, qty FROM orders ORDER BY id"],
+            "credential": db, **common},
+        "add-notes-table": {
+            "description": "Apply a schema migration given as SQL", "tier": "write",
+            "argv": run_sql, "params": sql, "plan": {"kind": "sql", "param": "sql"},
+            "credential": db, **common},
+        "drop-archive": {
+            "description": "Drop an archive table (destructive: a human approves every call)",
+            "tier": "destructive", "argv": run_sql, "params": sql,
+            "plan": {"kind": "sql", "param": "sql"},
+            "credential": {**db, "owner": lab.OWNER}, **common},
+    }
+    return str(yaml.safe_dump({"version": 1, "actions": actions}, sort_keys=False))
 
 
 def env() -> dict[str, str]:
@@ -96,7 +83,8 @@ def env() -> dict[str, str]:
             "AGENT_SANDBOX_AUDIT_DIR": str(home / "audit")}
 
 
-def sandbox(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def sandbox(*args: str, check: bool = True,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run([PY, "-I", "-m", "agent_sandbox", *args], capture_output=True,
                           text=True, env=env(), timeout=timeout, check=False)
     if check and proc.returncode != 0:
@@ -169,7 +157,7 @@ def up() -> int:
         say("a previous run is still up: removing it first")
         down()
     STATE.mkdir(parents=True, exist_ok=True)
-    os.chmod(STATE, 0o755)
+    os.chmod(STATE, 0o755)  # noqa: S103 (PostgreSQL's account reaches its folder inside)
     doc: dict[str, Any] = {}
     say("starting PostgreSQL (loopback, a folder of its own)")
     doc["pg"] = lab.start_postgres(STATE / "pg")
@@ -210,8 +198,8 @@ def up() -> int:
                       "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables "
                       "WHERE schemaname = 'public'").strip()
     print()
-    print(f"{'action':<17} {'tier':<12} {'decision':<18} {'status':<10} {'runtime':<8} "
-          f"{'lease id':<44} revoked")
+    print(f"{'action':<17} {'tier':<12} {'decision':<17} {'status':<10} {'runtime':<8} "
+          f"{'revoked':<8} lease id")
     failed = False
     for name, tier, res in results:
         rid = str(res.get("request_id", ""))
@@ -220,9 +208,8 @@ def up() -> int:
                     else {"allow": "allowed", "escalate": "escalated"}.get(
                         str(s.get("verdict")), str(s.get("verdict"))))
         lease = str(s.get("lease_id") or "-")
-        print(f"{name:<17} {tier:<12} {decision:<18} {res.get('status', '?'):<10} "
-              f"{s.get('runtime') or '-':<8} {lease[-44:]:<44} "
-              f"{'yes' if s.get('revoked') else 'NO'}")
+        print(f"{name:<17} {tier:<12} {decision:<17} {res.get('status', '?'):<10} "
+              f"{s.get('runtime') or '-':<8} {'yes' if s.get('revoked') else 'NO':<8} {lease}")
         failed |= res.get("status") != "completed" or res.get("exit_code") != 0 \
             or not s.get("revoked") or s.get("runtime") != "runsc"
     print(f"\ntables now: {tables}")

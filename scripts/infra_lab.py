@@ -82,7 +82,7 @@ def _as_account(argv: list[str], account: pwd.struct_passwd, **kw: Any) -> Any:
 
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/"}
     pre = demote if os.geteuid() == 0 else None
-    return subprocess.run(argv, preexec_fn=pre, env=env, check=False,  # noqa: PLW1509
+    return subprocess.run(argv, preexec_fn=pre, env=env, check=False,
                           capture_output=True, text=True, **kw)
 
 
@@ -101,11 +101,15 @@ def start_postgres(folder: Path) -> dict[str, Any]:
     ``orders_archive`` owned by ``shop_owner``) and an admin role for OpenBao."""
     account = _service_account()
     folder.mkdir(parents=True, exist_ok=True)
+    for parent in folder.resolve().parents:
+        if not os.stat(parent).st_mode & 0o001:
+            raise LabError(f"{parent} is closed to other accounts, so PostgreSQL (run as "
+                           f"{account.pw_name}) cannot reach {folder}: choose another folder")
     data, run = folder / "data", folder / "run"
     for d in (data, run):
         d.mkdir(mode=0o700, exist_ok=True)
         os.chown(d, account.pw_uid, account.pw_gid)
-    os.chmod(folder, 0o755)
+    os.chmod(folder, 0o755)  # noqa: S103 (the server's account reaches data/ and run/)
     superpw = secrets.token_urlsafe(18)
     pwfile = run / "pw"
     pwfile.write_text(superpw + "\n")
@@ -145,7 +149,7 @@ def start_postgres(folder: Path) -> dict[str, Any]:
         RESET ROLE;
         GRANT CONNECT ON DATABASE {DATABASE} TO {ADMIN};
         GRANT USAGE, CREATE ON SCHEMA public TO {OWNER};
-    """)
+    """)  # noqa: S608 (constants only)
     return info
 
 

@@ -27,10 +27,11 @@ class Watch:
                  python: str = sys.executable, env: dict[str, str] | None = None) -> None:
         self.master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        env = {**(ENV if env is None else env), "COLUMNS": str(cols), "LINES": str(rows),
+               "TERM": "xterm"}
         self.proc = subprocess.Popen([python, "-I", "-m", "agent_sandbox", "watch", str(repo)],
-                                     stdin=slave, stdout=slave, stderr=slave,
-                                     env={**(ENV if env is None else env), "COLUMNS": str(cols), "LINES": str(rows),
-                                          "TERM": "xterm"}, start_new_session=True)
+                                     stdin=slave, stdout=slave, stderr=slave, env=env,
+                                     start_new_session=True)
         os.close(slave)
         self.raw = b""
         self.mark = 0

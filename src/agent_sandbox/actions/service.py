@@ -46,6 +46,7 @@ class Outcome:
     status: str  # completed | failed | timed_out | pending | denied | ... (queue statuses)
     message: str = ""
     record: dict[str, Any] = field(default_factory=dict)
+    plan: str = ""  # what the gate read the plan to change (shown before it runs)
 
     def as_json(self) -> dict[str, Any]:
         rec = self.record or {}
@@ -53,7 +54,8 @@ class Outcome:
                 "revoked", "duration", "truncated", "output_digest")
         result: dict[str, Any] = {k: rec.get(k) for k in keys if k in rec}
         return {"request_id": self.request_id, "action": self.action, "status": self.status,
-                "message": self.message, **result}
+                "message": self.message, **({"plan": self.plan} if self.plan else {}),
+                **result}
 
 
 def _digest(data: Any) -> str:
@@ -105,7 +107,7 @@ def request(repo: str, name: str, params: Any, *, agent: str = "cli", wait: floa
         audit(repo, "completed", request_id=rid, status=result.get("status"),
               exit_code=result.get("exit_code"), uid=os.geteuid())
         return Outcome(rid, name, str(result.get("status")), _message(result),
-                       {"id": rid, **result})
+                       {"id": rid, **result}, plan=verdict.summary)
     q = queue_for(repo)
     if not q.exists():
         return Outcome(rid, name, "failed",
@@ -123,7 +125,7 @@ def request(repo: str, name: str, params: Any, *, agent: str = "cli", wait: floa
     # followed with check_request; else the wait's end denies it
     out = follow(repo, rid, wait_deadline=time.monotonic() + wait,
                  timeout_on_expiry=not detach)
-    return Outcome(rid, name, out.status, out.message, out.record or {})
+    return Outcome(rid, name, out.status, out.message, out.record or {}, plan=verdict.summary)
 
 
 def _message(result: dict[str, Any]) -> str:

@@ -89,6 +89,8 @@ def run_cmd(name: str,
     else:
         from ..display import printable
 
+        if out.plan:
+            typer.echo(f"plan: {printable(out.plan)}")
         typer.echo(f"request {out.request_id}: {out.action}: {out.status}"
                    + (f" ({printable(out.message)})" if out.message else ""))
         for stream in ("stdout", "stderr"):
