@@ -225,6 +225,10 @@ def test_a_read_action_runs_at_once_in_gvisor_and_its_credential_is_gone_after(r
                         res["request_id"], "--format", "json")
     told = [r["event"] for r in json.loads(show.stdout)]
     assert told == events                            # one request id tells the whole story
+    ocsf = repo.sandbox("audit", "export", str(repo.path / ".sandbox/audit"))
+    mine = [e for e in map(json.loads, ocsf.stdout.splitlines())
+            if e.get("metadata", {}).get("correlation_uid") == res["request_id"]]
+    assert len(mine) == len(events)                  # the SIEM export carries the same trail
 
 
 def test_a_read_action_cannot_write_whatever_its_command_says(repo, pg):
@@ -368,3 +372,33 @@ def test_the_mcp_server_lists_and_runs_actions(repo):
     doc = json.loads(ran)
     assert doc["status"] == "completed" and doc["stdout"].split() == ["apple", "pear"]
     assert "refused" in bad and "sql" in bad
+
+
+def test_an_agent_over_mcp_waits_for_the_human_then_reads_the_result(repo, pg):
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    with pg.connect(dbname="shop", autocommit=True) as conn:
+        conn.execute(f"SET ROLE {OWNER}")
+        conn.execute("CREATE TABLE via_mcp (id int)")
+
+    async def session() -> tuple[str, str, str]:
+        params = StdioServerParameters(command=PY, args=["-I", "-m", "agent_sandbox", "mcp",
+                                                         str(repo.path)], env=repo.env)
+        async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            asked = (await s.call_tool("run_action", {
+                "name": "drop", "params": {"sql": "DROP TABLE via_mcp"},
+                "wait_seconds": 0})).content[0].text
+            rid = re.search(r"request (\S+) ", asked).group(1)
+            before = (await s.call_tool("check_request", {"request_id": rid})).content[0].text
+            approved = await asyncio.to_thread(repo.sandbox, "approve", str(repo.path), rid)
+            assert approved.returncode == 0, approved.stderr
+            after = (await s.call_tool("check_request", {"request_id": rid,
+                                                         "wait_seconds": 120})).content[0].text
+            return asked, before, after
+
+    asked, before, after = asyncio.run(session())
+    assert "Waiting for a human" in asked and "still waiting" in before
+    assert table("via_mcp", pg) is False, after
+    assert "exit" in after or "completed" in after, after

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..errors import SandboxError
 from ..spec.actions import Tier
 
 NAME = '"{{name}}"'
@@ -35,7 +36,7 @@ DEFAULT_PORT = 5432
 TERMINATE_WAIT_MS = 5000
 
 
-class PgScopeError(ValueError):
+class PgScopeError(SandboxError, ValueError):
     """The scope cannot be turned into statements (the message says why)."""
 
 

@@ -48,125 +48,27 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from .plan_reading import Reading, Unreadable, shown, unreadable
+from .sql_kinds import (
+    ACCESS,
+    ADMIN_FUNCTIONS,
+    ALTER_DROPS,
+    POWERFUL_EXTENSIONS,
+    READ_ONLY,
+    SAFE_SETTINGS,
+    SESSION,
+    TWO_PHASE,
+    UNJUDGEABLE,
+    WRITES,
+    WRITING_FUNCTIONS,
+)
+from .sql_nodes import node as _node
+from .sql_nodes import nodes as _nodes
+from .sql_nodes import strings as _strings
+from .sql_where import selects_every_row
 
-# statements that neither write nor change the session's rights
-READ_ONLY = frozenset({
-    "SelectStmt", "VariableShowStmt", "ExplainStmt", "DeclareCursorStmt", "FetchStmt",
-    "ClosePortalStmt", "DiscardStmt", "ListenStmt", "UnlistenStmt", "DeallocateStmt",
-    "ConstraintsSetStmt", "ReturnStmt", "SetOperationStmt", "PrepareStmt",
-})
-# statements that write and are not destructive in themselves (what they
-# contain is walked like everything else)
-WRITES = frozenset({
-    "InsertStmt", "CreateStmt", "CreateTableAsStmt", "CreateSchemaStmt", "CreateSeqStmt",
-    "AlterSeqStmt", "IndexStmt", "ViewStmt", "CompositeTypeStmt", "CreateEnumStmt",
-    "CreateRangeStmt", "CreateDomainStmt", "DefineStmt", "CreateExtensionStmt",
-    "AlterExtensionStmt", "CreateCastStmt", "CreateConversionStmt", "CreateOpClassStmt",
-    "CreateOpFamilyStmt", "CreateAmStmt", "CreateStatsStmt", "AlterStatsStmt",
-    "CreateForeignTableStmt", "CreateForeignServerStmt", "AlterForeignServerStmt",
-    "CreateFdwStmt", "AlterFdwStmt", "ImportForeignSchemaStmt", "CreatePublicationStmt",
-    "CreateTableSpaceStmt", "AlterTableSpaceOptionsStmt", "AlterTableMoveAllStmt",
-    "CommentStmt", "SecLabelStmt", "RefreshMatViewStmt", "NotifyStmt", "AlterTypeStmt",
-    "AlterOperatorStmt", "AlterCollationStmt", "AlterTSDictionaryStmt",
-    "AlterObjectDependsStmt", "ReplicaIdentityStmt", "CreatedbStmt",
-    "AlterDatabaseRefreshCollStmt", "PLAssignStmt", "CreateTransformStmt",
-})
-# what the gate cannot judge: they run code it does not see or act beyond the plan
-UNJUDGEABLE = {
-    "DoStmt": "DO block", "CallStmt": "CALL",
-    "LoadStmt": "LOAD of a server library", "ReindexStmt": "REINDEX", "ClusterStmt": "CLUSTER",
-    "LockStmt": "LOCK", "CheckPointStmt": "CHECKPOINT", "AlterSystemStmt": "ALTER SYSTEM",
-    "AlterDatabaseStmt": "ALTER DATABASE", "AlterDatabaseSetStmt": "ALTER DATABASE ... SET",
-    "CreateSubscriptionStmt": "CREATE SUBSCRIPTION",
-    "AlterSubscriptionStmt": "ALTER SUBSCRIPTION", "CreatePLangStmt": "CREATE LANGUAGE",
-    "CreateEventTrigStmt": "CREATE EVENT TRIGGER", "AlterEventTrigStmt": "ALTER EVENT TRIGGER",
-    "RuleStmt": "CREATE RULE (rewrites later statements)",
-}
-# access: who may do what, as whom
-ACCESS = {
-    "GrantStmt": "GRANT/REVOKE", "GrantRoleStmt": "GRANT/REVOKE of a role",
-    "AlterDefaultPrivilegesStmt": "ALTER DEFAULT PRIVILEGES", "CreateRoleStmt": "CREATE ROLE",
-    "AlterRoleStmt": "ALTER ROLE", "AlterRoleSetStmt": "ALTER ROLE ... SET",
-    "AlterOwnerStmt": "ALTER ... OWNER TO", "ReassignOwnedStmt": "REASSIGN OWNED",
-    "CreatePolicyStmt": "CREATE POLICY (row security)",
-    "AlterPolicyStmt": "ALTER POLICY (row security)",
-    "CreateUserMappingStmt": "CREATE USER MAPPING", "AlterUserMappingStmt": "ALTER USER MAPPING",
-}
-ALTER_DROPS = {
-    "AT_DropColumn": "DROP COLUMN", "AT_DropConstraint": "DROP CONSTRAINT",
-    "AT_DropNotNull": "DROP NOT NULL", "AT_DropExpression": "DROP EXPRESSION",
-    "AT_DropIdentity": "DROP IDENTITY", "AT_DropInherit": "NO INHERIT",
-    "AT_DropOf": "NOT OF", "AT_DropCluster": "SET WITHOUT CLUSTER",
-    "AT_DropOids": "SET WITHOUT OIDS",
-    "AT_DetachPartition": "DETACH PARTITION", "AT_DetachPartitionFinalize": "DETACH PARTITION",
-    "AT_AlterColumnType": "ALTER COLUMN TYPE (rewrites its data)",
-    "AT_SetUnLogged": "SET UNLOGGED (lost on a crash)", "AT_ChangeOwner": "OWNER TO",
-    "AT_DisableRowSecurity": "DISABLE ROW LEVEL SECURITY",
-    "AT_NoForceRowSecurity": "NO FORCE ROW LEVEL SECURITY",
-    "AT_DisableTrig": "DISABLE TRIGGER", "AT_DisableTrigAll": "DISABLE TRIGGER ALL",
-    "AT_DisableTrigUser": "DISABLE TRIGGER USER", "AT_DisableRule": "DISABLE RULE",
-    "AT_EnableReplicaTrig": "ENABLE REPLICA TRIGGER", "AT_EnableReplicaRule": "ENABLE REPLICA RULE",
-}
-# settings a plan may SET without a human: they change nothing but this session's manners
-SAFE_SETTINGS = frozenset({
-    "statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout",
-    "idle_session_timeout", "transaction_timeout", "search_path", "timezone", "datestyle",
-    "intervalstyle", "client_encoding", "client_min_messages", "application_name",
-    "work_mem", "maintenance_work_mem", "extra_float_digits", "bytea_output",
-    "standard_conforming_strings", "transaction", "transaction_isolation",
-    "transaction_read_only", "transaction_deferrable", "default_transaction_isolation",
-    "default_transaction_read_only", "session characteristics", "synchronous_commit",
-    "jit", "random_page_cost", "seq_page_cost", "effective_cache_size", "lc_messages",
-    "lc_monetary", "lc_numeric", "lc_time", "xmloption", "row_security", "enable_seqscan",
-    "enable_indexscan", "enable_bitmapscan", "enable_hashjoin", "enable_mergejoin",
-    "enable_nestloop", "enable_sort", "enable_hashagg", "max_parallel_workers_per_gather",
-})
-# functions that act on the server, files, other sessions or run SQL from text
-ADMIN_FUNCTIONS = frozenset({
-    "pg_terminate_backend", "pg_cancel_backend", "pg_reload_conf", "pg_rotate_logfile",
-    "set_config", "pg_promote", "pg_switch_wal", "pg_create_restore_point", "pg_backup_start",
-    "pg_backup_stop", "pg_start_backup", "pg_stop_backup", "pg_wal_replay_pause",
-    "pg_wal_replay_resume", "pg_create_physical_replication_slot",
-    "pg_create_logical_replication_slot", "pg_drop_replication_slot",
-    "pg_copy_physical_replication_slot", "pg_copy_logical_replication_slot",
-    "pg_replication_slot_advance", "pg_logical_slot_get_changes",
-    "pg_logical_slot_get_binary_changes", "pg_replication_origin_create",
-    "pg_replication_origin_drop", "pg_replication_origin_advance",
-    "pg_replication_origin_session_setup", "pg_logical_emit_message", "pg_read_file",
-    "pg_read_binary_file", "pg_ls_dir", "pg_stat_file", "pg_ls_logdir", "pg_ls_waldir",
-    "pg_ls_tmpdir", "pg_ls_archive_statusdir", "pg_file_write", "pg_file_unlink",
-    "pg_file_rename", "pg_file_sync", "pg_logdir_ls", "lo_import", "lo_export", "lo_unlink",
-    "dblink", "dblink_exec", "dblink_connect", "dblink_connect_u", "dblink_send_query",
-    "dblink_open", "dblink_fetch", "query_to_xml", "query_to_xmlschema",
-    "query_to_xml_and_xmlschema", "cursor_to_xml", "cursor_to_xmlschema", "pg_stat_reset",
-    "pg_stat_reset_shared", "pg_stat_reset_single_table_counters",
-    "pg_stat_reset_single_function_counters", "pg_stat_reset_slru",
-    "pg_stat_reset_replication_slot", "pg_stat_reset_subscription_stats",
-    "pg_truncate_visibility_map", "pg_import_system_collations",
-    "pg_log_backend_memory_contexts", "pg_sequence_last_value",
-})
-# functions that write, and nothing worse
-WRITING_FUNCTIONS = frozenset({
-    "nextval", "setval", "lo_create", "lo_creat", "lo_from_bytea", "lo_put", "lo_truncate",
-    "lo_truncate64", "lowrite", "lo_open", "pg_notify", "pg_advisory_lock",
-    "pg_advisory_lock_shared", "pg_advisory_xact_lock", "pg_advisory_xact_lock_shared",
-    "pg_try_advisory_lock", "pg_try_advisory_lock_shared", "pg_try_advisory_xact_lock",
-    "pg_try_advisory_xact_lock_shared", "pg_advisory_unlock", "pg_advisory_unlock_shared",
-    "pg_advisory_unlock_all",
-})
-# statements that set up the session or the transaction: they write nothing
-SESSION = frozenset({"VariableSetStmt", "TransactionStmt"})
-# extensions that reach beyond the database: untrusted languages, files, other servers
-POWERFUL_EXTENSIONS = frozenset({
-    "plperlu", "plpython3u", "plpythonu", "plpython2u", "pltclu", "adminpack", "file_fdw",
-    "dblink", "postgres_fdw", "pageinspect", "pg_buffercache",
-})
-TWO_PHASE = frozenset({"TRANS_STMT_PREPARE", "TRANS_STMT_COMMIT_PREPARED",
-                       "TRANS_STMT_ROLLBACK_PREPARED"})
 MAX_BODY_DEPTH = 4  # function bodies inside function bodies, at most
 _SIMPLE_IDENT = re.compile(r"[a-z_][a-z0-9_$]*")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
@@ -319,7 +221,7 @@ class _Reader:
         where = body.get("whereClause")
         if where is None:
             self.signal(ctx, f"{target} (no WHERE)")
-        elif _selects_every_row(where, _target_names(relation)):
+        elif selects_every_row(where, _target_names(relation)):
             self.signal(ctx, f"{target} (its WHERE selects every row)")
 
     def stmt_MergeStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
@@ -329,7 +231,7 @@ class _Reader:
                     for c in body.get("mergeWhenClauses") or []}
         if "CMD_DELETE" in commands:
             self.signal(ctx, f"{target} ... DELETE")
-        elif "CMD_UPDATE" in commands and _selects_every_row(
+        elif "CMD_UPDATE" in commands and selects_every_row(
                 body.get("joinCondition"), _target_names(relation)):
             self.signal(ctx, f"{target} (its ON selects every row)")
         return ctx
@@ -560,37 +462,6 @@ def _split_assignment(query: str) -> tuple[str, str]:
     raise Unreadable("a PL/pgSQL assignment has no ':='")
 
 
-# reading nodes
-def _node(value: Any) -> tuple[str, dict[str, Any] | None]:
-    """(type, fields) of a wrapped node ``{"Type": {...}}``."""
-    if isinstance(value, dict) and len(value) == 1:
-        ((kind, body),) = value.items()
-        if isinstance(body, dict):
-            return kind, body
-    return "", None
-
-
-def _nodes(stmt: Any) -> list[tuple[str, dict[str, Any]]]:
-    kind, body = _node(stmt)
-    return [(kind, body)] if body is not None else []
-
-
-def _strings(value: Any) -> list[str]:
-    """Every String's text under ``value``, in order."""
-    out: list[str] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, list):
-            stack.extend(reversed(item))
-        elif isinstance(item, dict):
-            if set(item) == {"String"} and isinstance(item["String"], dict):
-                out.append(str(item["String"].get("sval", "")))
-            else:
-                stack.extend(reversed(list(item.values())))
-    return out
-
-
 def _ident(name: str) -> str:
     return name if _SIMPLE_IDENT.fullmatch(name) else '"' + name.replace('"', '""') + '"'
 
@@ -694,193 +565,4 @@ def _explain_runs(body: dict[str, Any]) -> bool:
         _, elem = _node(option)
         if elem and elem.get("defname") == "analyze" and _option_on(elem):
             return True
-    return False
-
-
-# whether a WHERE filters rows at all
-_TRUE_WORDS = ("t", "tr", "tru", "true", "y", "ye", "yes", "on", "1")
-_FALSE_WORDS = ("f", "fa", "fal", "fals", "false", "n", "no", "of", "off", "0")
-
-
-def _selects_every_row(where: Any, target: set[str]) -> bool:
-    """True when ``where`` keeps every row: it is always true, or it names no
-    column of the target (its value is the same for every row: all or none)."""
-    truth = _truth(where)
-    if truth is not None:
-        return truth
-    return not _names_target(where, target)
-
-
-def _names_target(expr: Any, target: set[str]) -> bool:
-    """Whether ``expr`` (subqueries too) names a column that may be the
-    target's: unqualified, or qualified with the target's name or alias."""
-    stack = [expr]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            if "CurrentOfExpr" in item:
-                return True
-            ref = item.get("ColumnRef")
-            if isinstance(ref, dict):
-                fields = ref.get("fields") or []
-                if len(fields) < 2:
-                    return True
-                qualifier = _strings(fields[-2])
-                if not qualifier or qualifier[0] in target:
-                    return True
-                continue
-            stack.extend(item.values())
-    return False
-
-
-def _plain(expr: Any) -> Any:
-    """``expr`` without source positions, to compare two expressions."""
-    if isinstance(expr, dict):
-        return {k: _plain(v) for k, v in expr.items() if k != "location"}
-    if isinstance(expr, list):
-        return [_plain(v) for v in expr]
-    return expr
-
-
-def _has(expr: Any, kinds: tuple[str, ...]) -> bool:
-    return any(f'"{k}"' in json.dumps(expr) for k in kinds)
-
-
-def _constant(expr: Any) -> Any:
-    """The Python value of a literal (bool, int, Decimal, str), else None."""
-    kind, body = _node(expr)
-    if kind != "A_Const" or body is None or body.get("isnull"):
-        return None
-    if "boolval" in body:
-        return bool((body["boolval"] or {}).get("boolval"))
-    if "ival" in body:
-        return int((body["ival"] or {}).get("ival", 0))
-    if "fval" in body:
-        try:
-            return Decimal(str((body["fval"] or {}).get("fval", "0")))
-        except InvalidOperation:
-            return None
-    if "sval" in body:
-        return str((body["sval"] or {}).get("sval", ""))
-    return None
-
-
-def _as_bool(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in _TRUE_WORDS:
-            return True
-        if word in _FALSE_WORDS:
-            return False
-    return None
-
-
-_SAME_TRUE = frozenset({"=", "<=", ">="})
-_SAME_FALSE = frozenset({"<>", "!=", "<", ">"})
-
-
-def _truth(expr: Any) -> bool | None:
-    """What ``expr`` is for every row: True, False, or None (depends, or
-    unknown). Volatile calls are never taken as equal to themselves."""
-    kind, body = _node(expr)
-    if body is None:
-        return None
-    if kind == "A_Const":
-        return _as_bool(_constant(expr))
-    if kind == "TypeCast":
-        names = _strings((body.get("typeName") or {}).get("names"))
-        if names and names[-1].lower() in ("bool", "boolean"):
-            value = _constant(body.get("arg"))
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value != 0
-            inner = _truth(body.get("arg"))
-            return inner if inner is not None else _as_bool(value)
-        return None
-    if kind == "BoolExpr":
-        args = body.get("args") or []
-        op = body.get("boolop")
-        if op == "NOT_EXPR":
-            inner = _truth(args[0]) if args else None
-            return None if inner is None else not inner
-        values = [_truth(a) for a in args]
-        if op == "OR_EXPR":
-            if True in values or _complementary(args):
-                return True
-            return False if values and all(v is False for v in values) else None
-        if op == "AND_EXPR":
-            if False in values:
-                return False
-            return True if values and all(v is True for v in values) else None
-        return None
-    if kind == "BooleanTest":
-        inner = _truth(body.get("arg"))
-        if inner is None:
-            return None
-        return {"IS_TRUE": inner, "IS_NOT_FALSE": inner, "IS_FALSE": not inner,
-                "IS_NOT_TRUE": not inner}.get(str(body.get("booltesttype")))
-    if kind == "NullTest":
-        arg = _node(body.get("arg"))[1]
-        if arg is not None and _node(body.get("arg"))[0] == "A_Const":
-            is_null = bool(arg.get("isnull"))
-            return is_null if body.get("nulltesttype") == "IS_NULL" else not is_null
-        return None
-    if kind == "A_Expr":
-        return _comparison(body)
-    return None
-
-
-def _comparison(body: dict[str, Any]) -> bool | None:
-    ops = _strings(body.get("name"))
-    op = ops[-1] if ops else ""
-    left, right = body.get("lexpr"), body.get("rexpr")
-    kind = body.get("kind")
-    volatile = _has([left, right], ("FuncCall", "SubLink", "ParamRef"))
-    if not volatile and left is not None and _plain(left) == _plain(right):
-        if kind == "AEXPR_NOT_DISTINCT":
-            return True
-        if kind == "AEXPR_DISTINCT":
-            return False
-        if kind == "AEXPR_OP":
-            if op in _SAME_TRUE:
-                return True
-            if op in _SAME_FALSE:
-                return False
-    if kind != "AEXPR_OP":
-        return None
-    a, b = _constant(left), _constant(right)
-    if a is None or b is None:
-        return None
-    numbers = (int, Decimal)
-    same_kind = (isinstance(a, bool) and isinstance(b, bool)) or (
-        isinstance(a, str) and isinstance(b, str)) or (
-        isinstance(a, numbers) and isinstance(b, numbers)
-        and not isinstance(a, bool) and not isinstance(b, bool))
-    if not same_kind:
-        return None
-    compare = {"=": lambda x, y: x == y, "<>": lambda x, y: x != y, "!=": lambda x, y: x != y,
-               "<": lambda x, y: x < y, ">": lambda x, y: x > y, "<=": lambda x, y: x <= y,
-               ">=": lambda x, y: x >= y}
-    if op not in compare:
-        return None
-    return bool(compare[op](a, b))
-
-
-def _complementary(args: list[Any]) -> bool:
-    """An OR of ``E`` and ``NOT E``, or of ``E IS NULL`` and ``E IS NOT NULL``."""
-    plain = [_plain(a) for a in args]
-    for item in plain:
-        kind, body = _node(item)
-        if kind == "BoolExpr" and body and body.get("boolop") == "NOT_EXPR":
-            if (body.get("args") or [None])[0] in plain:
-                return True
-        if kind == "NullTest" and body:
-            other = dict(body)
-            other["nulltesttype"] = ("IS_NOT_NULL" if body.get("nulltesttype") == "IS_NULL"
-                                     else "IS_NULL")
-            if {"NullTest": other} in plain:
-                return True
     return False

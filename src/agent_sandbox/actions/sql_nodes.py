@@ -1,0 +1,36 @@
+"""Reading pglast's JSON parse trees: a wrapped node's type and fields, and every
+string under a node. Pure; shared by the SQL gate's readers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def node(value: Any) -> tuple[str, dict[str, Any] | None]:
+    """(type, fields) of a wrapped node ``{"Type": {...}}``."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((kind, body),) = value.items()
+        if isinstance(body, dict):
+            return kind, body
+    return "", None
+
+
+def nodes(stmt: Any) -> list[tuple[str, dict[str, Any]]]:
+    kind, body = node(stmt)
+    return [(kind, body)] if body is not None else []
+
+
+def strings(value: Any) -> list[str]:
+    """Every String's text under ``value``, in order."""
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+        elif isinstance(item, dict):
+            if set(item) == {"String"} and isinstance(item["String"], dict):
+                out.append(str(item["String"].get("sval", "")))
+            else:
+                stack.extend(reversed(list(item.values())))
+    return out
