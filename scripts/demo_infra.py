@@ -40,6 +40,9 @@ import infra_lab as lab  # noqa: E402
 STATE = Path(os.environ.get("AGENT_SANDBOX_DEMO_INFRA_DIR", "/var/tmp/agent-sandbox-demo-infra"))
 IMAGE = os.environ.get("AGENT_SANDBOX_ACTION_IMAGE", "localhost/agent-sandbox-base:bookworm")
 PY = str(ROOT / ".venv" / "bin" / "python")
+# the servers' folders and the lab's state (root token, passwords): hidden from the
+# demo repository's sandbox by its policy (filesystem.deny_read)
+LAB = STATE / "lab"
 
 
 def say(text: str) -> None:
@@ -65,14 +68,15 @@ def policy(pg_port: int) -> str:
         "add-notes-table": {
             "description": "Apply a schema migration given as SQL", "tier": "write",
             "argv": run_sql, "params": sql, "plan": {"kind": "sql", "param": "sql"},
-            "credential": db, **common},
+            "credential": {**db, "owner": lab.OWNER}, **common},
         "drop-archive": {
             "description": "Drop an archive table (destructive: a human approves every call)",
             "tier": "destructive", "argv": run_sql, "params": sql,
             "plan": {"kind": "sql", "param": "sql"},
             "credential": {**db, "owner": lab.OWNER}, **common},
     }
-    return str(yaml.safe_dump({"version": 1, "actions": actions}, sort_keys=False))
+    return str(yaml.safe_dump({"version": 1, "filesystem": {"deny_read": [str(LAB)]},
+                               "actions": actions}, sort_keys=False))
 
 
 def env() -> dict[str, str]:
@@ -153,18 +157,19 @@ def story(repo: Path, rid: str) -> dict[str, Any]:
 def up() -> int:
     if os.geteuid() != 0:
         raise SystemExit("demo-infra: run as root (PostgreSQL's account, podman and gVisor)")
-    if lab.load(STATE / "state.json"):
+    if lab.load(LAB / "state.json"):
         say("a previous run is still up: removing it first")
         down()
-    STATE.mkdir(parents=True, exist_ok=True)
-    os.chmod(STATE, 0o755)  # noqa: S103 (PostgreSQL's account reaches its folder inside)
+    LAB.mkdir(parents=True, exist_ok=True)
+    for folder in (STATE, LAB):  # PostgreSQL's account reaches its folder inside
+        os.chmod(folder, 0o755)  # noqa: S103
     doc: dict[str, Any] = {}
     say("starting PostgreSQL (loopback, a folder of its own)")
-    doc["pg"] = lab.start_postgres(STATE / "pg")
-    lab.save(STATE / "state.json", doc)
+    doc["pg"] = lab.start_postgres(LAB / "pg")
+    lab.save(LAB / "state.json", doc)
     say("starting OpenBao (bao server -dev, loopback) with the database engine")
-    doc["bao"] = lab.start_openbao(STATE / "bao")
-    lab.save(STATE / "state.json", doc)
+    doc["bao"] = lab.start_openbao(LAB / "bao")
+    lab.save(LAB / "state.json", doc)
     lab.configure_database_engine(doc["bao"], doc["pg"])
     token = lab.broker_token(doc["bao"])
     home = STATE / "home"
@@ -222,7 +227,7 @@ def up() -> int:
 
 
 def down() -> int:
-    doc = lab.load(STATE / "state.json")
+    doc = lab.load(LAB / "state.json")
     if doc.get("bao"):
         lab.stop_openbao(doc["bao"])
     if doc.get("pg"):

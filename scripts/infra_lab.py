@@ -247,8 +247,8 @@ def broker_token(bao: dict[str, Any]) -> str:
 
 def live_credentials(bao: dict[str, Any], pg: dict[str, Any]) -> dict[str, int]:
     """Credentials still alive, counted by the servers themselves: OpenBao's
-    leases under ``database/creds/`` and the login roles OpenBao made in
-    PostgreSQL (its generated names start with ``v-``)."""
+    leases under ``database/creds/`` and every PostgreSQL role that can log in or
+    is a superuser, but the lab's own two."""
     import hvac
 
     root = hvac.Client(url=bao["address"], token=bao["root_token"], timeout=10)
@@ -258,8 +258,11 @@ def live_credentials(bao: dict[str, Any], pg: dict[str, Any]) -> dict[str, int]:
         for role in roles:
             with contextlib.suppress(hvac.exceptions.InvalidPath):
                 leases += len(root.sys.list_leases(f"database/creds/{role}")["data"]["keys"])
+    # every login role but the two the lab made: OpenBao's generated users, and any
+    # role an action might have turned into a login of its own
     users = int(psql(pg, "postgres",
-                     "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'v-%'").strip())
+                     "SELECT count(*) FROM pg_roles WHERE (rolcanlogin OR rolsuper) AND rolname "
+                     f"NOT IN ('postgres', '{ADMIN}')").strip())
     return {"openbao_leases": leases, "postgres_roles": users}
 
 

@@ -109,7 +109,7 @@ def declared(pg: Any, image: str) -> dict[str, Any]:
                         "credential": db},
         "migrate": {**base, "description": "a schema migration", "tier": "write",
                     "argv": psql, "params": sql, "plan": {"kind": "sql", "param": "sql"},
-                    "credential": db},
+                    "credential": {**db, "owner": OWNER}},
         "drop": {**base, "description": "drop a table", "tier": "destructive",
                  "argv": psql, "params": sql, "plan": {"kind": "sql", "param": "sql"},
                  "credential": {**db, "owner": OWNER}},
@@ -302,6 +302,37 @@ def test_an_approval_applies_to_its_own_plan_and_never_to_a_changed_action(repo,
     res = json.loads(keep.communicate(timeout=240)[0])
     assert res["status"] != "completed" and "changed" in res["message"], res
     assert table("keep_me", pg)
+
+
+def test_what_a_write_action_creates_never_gains_rights_beyond_the_owner(repo, pg):
+    """A view over pg_authid made by one write run, handed on at revocation, must not
+    let the next write run edit the role catalogue (the view's rights are its owner's,
+    never the engine's superuser's)."""
+    made = repo.run("migrate", {"sql": "CREATE VIEW role_list AS SELECT * FROM pg_authid"})
+    assert made["status"] == "completed", made
+    res = repo.run("migrate", {"sql": "UPDATE role_list SET rolsuper = true, rolcanlogin = true "
+                                      f"WHERE rolname = '{OWNER}'"})
+    assert res["exit_code"] != 0, res
+    with pg.connect(dbname="shop") as conn:
+        assert conn.execute("SELECT rolsuper, rolcanlogin FROM pg_roles WHERE rolname = %s",
+                            (OWNER,)).fetchone() == (False, False)
+        owner = conn.execute("SELECT viewowner FROM pg_views WHERE viewname = 'role_list'"
+                             ).fetchone()
+        assert owner in (None, (OWNER,))           # gone, or the owner role's: never bao's
+        conn.execute("DROP VIEW IF EXISTS role_list")
+        conn.commit()
+
+
+def test_an_owner_with_powers_is_refused_before_any_credential(repo, pg, bao):
+    with pg.connect(dbname="shop", autocommit=True) as conn:
+        conn.execute(f"GRANT pg_read_server_files TO {OWNER}")
+    try:
+        res = repo.run("migrate", {"sql": "CREATE TABLE t_refused (id int)"})
+    finally:
+        with pg.connect(dbname="shop", autocommit=True) as conn:
+            conn.execute(f"REVOKE pg_read_server_files FROM {OWNER}")
+    assert res["status"] == "failed" and "powers beyond its objects" in res["message"], res
+    assert not table("t_refused", pg) and generated_roles(pg) == 0
 
 
 # -- leases a killed runner left, secrets ----------------------------------------

@@ -489,13 +489,21 @@ def test_journal_entries_are_private(broker, journal):
     ({"connection": "nowhere"}, "read", "connection 'nowhere' is not configured"),
     ({"database": "postgres"}, "read", "the OpenBao connection is to database app"),
     ({"owner": None}, "destructive", "needs credential.owner"),
+    ({"owner": None}, "write", "needs credential.owner"),
     ({"database_schema": "nosuch"}, "read", 'schema "nosuch" does not exist'),
 ])
 def test_bad_scope_is_refused_and_nothing_is_issued(broker, root, pg, journal, credential,
                                                     tier, message):
     before = roles(pg)
+    if credential.get("owner", OWNER) is None:  # the spec refuses it: the broker must too
+        with pytest.raises(ValueError, match="needs owner"):
+            db_action(tier, **credential)
+        action = db_action(tier)
+        action.credential = action.credential.model_copy(update={"owner": None})
+    else:
+        action = db_action(tier, **credential)
     with pytest.raises(CredentialIssueError, match=message):
-        broker.issue("orders-bad", db_action(tier, **credential), "req-bad")
+        broker.issue("orders-bad", action, "req-bad")
     assert roles(pg) == before
     assert LeaseJournal(str(journal)).entries() == []
 
@@ -587,7 +595,14 @@ def test_tier_statements_grant_only_the_tier():
     destructive = " ".join(pg_role.creation_statements(Tier.DESTRUCTIVE, database="app",
                                                        schema="shop", owner=OWNER))
     assert "INSERT" not in read and "CREATE ON" not in read and OWNER not in read
-    assert "INSERT" in write and "USAGE, CREATE ON SCHEMA" in write and OWNER not in write
+    assert "INSERT" in write and "USAGE, CREATE ON SCHEMA" in write
+    assert f'GRANT "{OWNER}"' not in write               # the owner is checked, not granted
+    assert "holds powers beyond its objects" in write and "rolsuper" in write
+    for tier in (Tier.WRITE, Tier.DESTRUCTIVE):         # what it creates goes to the owner
+        with pytest.raises(pg_role.PgScopeError, match="needs credential.owner"):
+            pg_role.creation_statements(tier, database="app", schema="shop", owner=None)
+    assert "REASSIGN" not in " ".join(pg_role.revocation_statements(None))
+    assert "CURRENT_USER" not in " ".join(pg_role.revocation_statements(OWNER))
     assert f'GRANT "{OWNER}" TO "{{{{name}}}}"' in destructive
     with pytest.raises(pg_role.PgScopeError):
         pg_role.creation_statements(Tier.READ, database='a"; DROP', schema="s", owner=None)

@@ -37,6 +37,18 @@ def test_demo_infra_plays_the_story_and_leaves_no_credential(gvisor_image: str) 
         assert rows["drop-archive"][2:4] == ["approved", "by"]
         assert "tables now: order_notes,orders" in up.stdout
         assert "live credentials: 0 " in up.stdout
+        # the lab's secrets (root token, passwords) stay out of the repository's sandbox
+        repo = state / "repo"
+        secret = state / "lab" / "state.json"
+        assert "root_token" in secret.read_text()           # the control: it is there
+        peek = subprocess.run(
+            [sys.executable, "-I", "-m", "agent_sandbox", "exec", "--settings",
+             str(repo / ".sandbox" / "srt-settings.json"), "--", "sh", "-c",
+             f"cat {secret} {state}/lab/bao/.vault-token; cat {repo}/.sandbox/policy.yml"],
+            cwd=repo, env={**env, "HOME": str(state / "home")}, capture_output=True,
+            text=True, timeout=120, check=False)
+        assert "root_token" not in peek.stdout and "root-" not in peek.stdout, peek.stdout
+        assert "drop-archive" in peek.stdout, peek.stdout + peek.stderr   # it did run
     finally:
         down = subprocess.run([sys.executable, "scripts/demo_infra.py", "down"], cwd=REPO,
                               env=env, capture_output=True, text=True, timeout=120, check=False)

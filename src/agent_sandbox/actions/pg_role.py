@@ -16,9 +16,18 @@ tier says:
   to the owner role when the credential is revoked);
 - destructive: also membership in the schema's owner role (ALTER, DROP).
 
-Revocation ends the user's sessions, hands what it created to the owner (or
-to the engine's own account), drops its privileges and drops the user, so
-that no login and no role is left behind.
+Write and destructive credentials need the owner role, and the owner must hold
+no power beyond its objects: the creation refuses an owner that is (or is a
+member of) a superuser, a role that creates roles or databases, replicates,
+bypasses row security, or one of the server's file, program or all-data roles.
+What a credential created outlives it with its heir's rights (a view runs with
+its owner's), so the heir is that owner and never the engine's own account,
+which is a superuser: a view over ``pg_authid`` handed to it once let the next
+write credential make itself a standing superuser.
+
+Revocation ends the user's sessions, hands what it created to the owner (a
+read credential can create nothing, and drops whatever it holds), drops its
+privileges and drops the user, so that no login and no role is left behind.
 """
 
 from __future__ import annotations
@@ -63,18 +72,43 @@ class Target:
     sslmode: str | None
 
 
+# roles whose members reach beyond a schema's objects: files, programs, every table
+POWERFUL_ROLES = ("pg_read_server_files", "pg_write_server_files", "pg_execute_server_program",
+                  "pg_read_all_data", "pg_write_all_data", "pg_signal_backend",
+                  "pg_checkpoint", "pg_create_subscription")
+
+
+def owner_check(owner: str) -> str:
+    """A statement that fails unless ``owner`` exists and holds no power beyond its
+    objects (itself or through any role it is a member of)."""
+    powerful = ", ".join(f"'{r}'" for r in POWERFUL_ROLES)
+    return (
+        "DO $$BEGIN "  # noqa: S608 (identifiers checked by literal())
+        f"IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = {literal(owner)}) "
+        f"THEN RAISE EXCEPTION 'the owner role {owner} does not exist'; END IF; "
+        "IF EXISTS (SELECT FROM pg_catalog.pg_roles r "
+        f"WHERE pg_catalog.pg_has_role({literal(owner)}, r.oid, 'MEMBER') "
+        "AND (r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication "
+        f"OR r.rolbypassrls OR r.rolname IN ({powerful}))) "
+        f"THEN RAISE EXCEPTION 'the owner role {owner} holds powers beyond its objects "
+        "(superuser, createrole, createdb, replication, bypassrls or a server role): "
+        "an action credential never inherits or bequeaths them'; END IF; END$$")
+
+
 def creation_statements(tier: Tier, *, database: str, schema: str,
                         owner: str | None) -> list[str]:
     """What creates the user of one credential, with the tier's grants only."""
-    if tier is Tier.DESTRUCTIVE and not owner:
-        raise PgScopeError("a destructive database action needs credential.owner (the role "
-                           "that owns the schema's tables: its members may ALTER and DROP)")
+    if tier is not Tier.READ and not owner:
+        raise PgScopeError(f"a {tier.value} database action needs credential.owner (the role "
+                           "that owns the schema's tables and inherits what the action "
+                           "creates)")
     db, sch = ident(database), ident(schema)
     statements = [
         # the connection must be to the database the grants are meant for
         f"DO $$BEGIN IF current_database() <> {literal(database)} THEN RAISE EXCEPTION "
         f"'the OpenBao connection is to database %, the action names {database}', "
         "current_database(); END IF; END$$",
+        *([owner_check(owner)] if owner and tier is not Tier.READ else []),
         f"CREATE ROLE {NAME} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION "
         "NOBYPASSRLS PASSWORD '{{password}}' VALID UNTIL '{{expiration}}'",
         f"GRANT CONNECT ON DATABASE {db} TO {NAME}",
@@ -98,8 +132,10 @@ def creation_statements(tier: Tier, *, database: str, schema: str,
 
 
 def revocation_statements(owner: str | None) -> list[str]:
-    """What drops the user again; a user already gone is not an error."""
-    heir = ident(owner) if owner else "CURRENT_USER"
+    """What drops the user again; a user already gone is not an error. What it
+    created goes to ``owner``, never to the engine's own account; without an
+    owner (a read credential) whatever it holds is dropped with it."""
+    bequest = f"REASSIGN OWNED BY {NAME} TO {ident(owner)}; " if owner else ""
     # identifiers only: checked by ident(), the rest is OpenBao's own template
     return [
         "DO $$BEGIN "  # noqa: S608
@@ -107,7 +143,7 @@ def revocation_statements(owner: str | None) -> list[str]:
         f"ALTER ROLE {NAME} NOLOGIN; "
         f"PERFORM pg_catalog.pg_terminate_backend(pid, {TERMINATE_WAIT_MS}) "
         "FROM pg_catalog.pg_stat_activity WHERE usename = '{{name}}'; "
-        f"REASSIGN OWNED BY {NAME} TO {heir}; "
+        f"{bequest}"
         f"DROP OWNED BY {NAME}; "
         f"DROP ROLE {NAME}; "
         "END IF; END$$",

@@ -181,6 +181,16 @@ class Action(Strict):
         return v
 
     @model_validator(mode="after")
+    def _owner(self) -> Action:
+        cred = self.credential
+        if cred is not None and cred.engine == "database" and self.tier is not Tier.READ \
+                and not cred.owner:
+            raise ValueError(f"a {self.tier.value} action's database credential needs owner: "
+                             "the role that owns the schema's tables and inherits what the "
+                             "action creates (never the engine's own account)")
+        return self
+
+    @model_validator(mode="after")
     def _names(self) -> Action:
         props = self.params.get("properties") or {}
         for element in self.argv:
