@@ -260,9 +260,9 @@ def live_credentials(bao: dict[str, Any], pg: dict[str, Any]) -> dict[str, int]:
                 leases += len(root.sys.list_leases(f"database/creds/{role}")["data"]["keys"])
     # every login role but the two the lab made: OpenBao's generated users, and any
     # role an action might have turned into a login of its own
-    users = int(psql(pg, "postgres",
-                     "SELECT count(*) FROM pg_roles WHERE (rolcanlogin OR rolsuper) AND rolname "
-                     f"NOT IN ('postgres', '{ADMIN}')").strip())
+    query = ("SELECT count(*) FROM pg_roles WHERE (rolcanlogin OR rolsuper) "  # noqa: S608
+             f"AND rolname NOT IN ('postgres', '{ADMIN}')")  # constants only
+    users = int(psql(pg, "postgres", query).strip())
     return {"openbao_leases": leases, "postgres_roles": users}
 
 

@@ -599,7 +599,7 @@ def test_tier_statements_grant_only_the_tier():
     assert f'GRANT "{OWNER}"' not in write               # the owner is checked, not granted
     assert "holds powers beyond its objects" in write and "rolsuper" in write
     for tier in (Tier.WRITE, Tier.DESTRUCTIVE):         # what it creates goes to the owner
-        with pytest.raises(pg_role.PgScopeError, match="needs credential.owner"):
+        with pytest.raises(pg_role.PgScopeError, match=r"needs credential\.owner"):
             pg_role.creation_statements(tier, database="app", schema="shop", owner=None)
     assert "REASSIGN" not in " ".join(pg_role.revocation_statements(None))
     assert "CURRENT_USER" not in " ".join(pg_role.revocation_statements(OWNER))
