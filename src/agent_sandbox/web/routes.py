@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from . import schemas as s
 from .auth import Bearer, Identity, from_header
@@ -32,9 +33,15 @@ def same_origin(request: Request) -> bool:
     return origin in (f"http://{host}", f"https://{host}")
 
 
-def require(request: Request) -> Identity:
+BEARER = HTTPBearer(auto_error=False, description="The token in the file `sandbox serve` "
+                                                  "printed (never a cookie).")
+
+
+def require(request: Request,
+            _: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)] = None
+            ) -> Identity:
     """The identity of a request's bearer token; 401 without a valid one, 403 when a
-    browser sent it from another origin."""
+    browser sent it from another origin. (``BEARER`` only documents the scheme.)"""
     token = from_header(request.headers.get("authorization"))
     bearer: Bearer = request.app.state.bearer
     ident = bearer.identify(token) if token else None
@@ -50,12 +57,28 @@ def require(request: Request) -> Identity:
 Auth = Annotated[Identity, Depends(require)]
 
 
+def closed_query(request: Request) -> None:
+    """422 for a query parameter the endpoint does not take (a misspelt filter must not
+    quietly list everything)."""
+    allowed: set[str] = set()
+    todo = [getattr(request.scope.get("route"), "dependant", None)]
+    while todo:  # the endpoint's query parameters and those of its dependencies
+        dependant = todo.pop()
+        if dependant is not None:
+            allowed.update(p.alias for p in dependant.query_params)
+            todo.extend(dependant.dependencies)
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        raise HTTPException(422, [{"loc": ["query", k], "msg": "unknown query parameter",
+                                   "type": "extra_forbidden"} for k in unknown])
+
+
 def _sites(request: Request) -> Sites:
     sites: Sites = request.app.state.sites
     return sites
 
 
-router = APIRouter(prefix="/api", responses=s.ERRORS)
+router = APIRouter(prefix="/api", responses=s.ERRORS, dependencies=[Depends(closed_query)])
 
 
 @router.get("/requests", response_model=list[s.RequestView])

@@ -156,6 +156,7 @@ class ValidationProblem(BaseModel):
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": Problem, "description": "The body is not JSON."},
     401: {"model": Problem, "description": "No valid bearer token."},
     403: {"model": Problem, "description": "Refused: the origin, or not an approver."},
     422: {"model": ValidationProblem, "description": "Malformed input."},

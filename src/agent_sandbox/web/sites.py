@@ -137,8 +137,8 @@ def request_view(repo: str, state: str, req: dict[str, Any], decision: Any,
         for k in ("stdout", "stderr", "reason", "status"):
             if result[k] is not None:
                 result[k] = str(result[k])
-        result["stdout_shown"] = printable(result["stdout"] or "")
-        result["stderr_shown"] = printable(result["stderr"] or "")
+        result["stdout_shown"] = _lines(result["stdout"])
+        result["stderr_shown"] = _lines(result["stderr"])
     created = req.get("created")
     return {
         "id": str(req.get("id", "")),
@@ -162,6 +162,11 @@ def request_view(repo: str, state: str, req: dict[str, Any], decision: Any,
         "decision": dec,
         "result": result,
     }
+
+
+def _lines(output: str | None) -> str:
+    """Output as a page shows it: each line escaped, the lines kept apart."""
+    return "\n".join(printable(line) for line in (output or "").rstrip("\n").split("\n"))
 
 
 def _text(value: Any) -> str | None:

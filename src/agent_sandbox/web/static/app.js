@@ -137,7 +137,9 @@ function card(req) {
     deny.addEventListener("click", () => decide("deny"));
     actions.append(approve, deny, reason);
   } else if (req.decision) {
-    actions.append(el("span", { text: req.decision.decision + " by " + req.decision.by }));
+    const done = { approve: "approved", deny: "denied", timeout: "timed out",
+      cancel: "cancelled" }[req.decision.decision] || req.decision.decision;
+    actions.append(el("span", { text: done + " by " + req.decision.by }));
   }
   if (req.result) {
     const r = req.result;
@@ -153,9 +155,23 @@ function card(req) {
   return node;
 }
 
+function keyOf(req) {
+  return [req.id, req.state, req.hash, req.decision ? req.decision.decision : "",
+    req.result ? req.result.status : ""].join(" ");
+}
+
 function render(listId, countId, items, empty) {
+  // a card whose request did not change stays the same node (its buttons, the reason
+  // being typed and an open timeline are kept); a changed one is drawn anew
   const list = $(listId);
-  const next = items.map(card);
+  const old = new Map([...list.querySelectorAll(".card")].map((n) => [n.dataset.key, n]));
+  const next = items.map((req) => {
+    const key = keyOf(req);
+    if (old.has(key)) return old.get(key);
+    const node = card(req);
+    node.dataset.key = key;
+    return node;
+  });
   list.replaceChildren(...(next.length ? next : [el("p", { class: "empty", text: empty })]));
   $(countId).textContent = String(items.length);
   const wanted = new URLSearchParams(location.hash.slice(1)).get("request");
@@ -182,7 +198,9 @@ async function refreshChains() {
   try {
     const [report, status] = await Promise.all([api("/api/audit/verify"), api("/api/status")]);
     const badge = $("chain");
-    badge.textContent = report.ok ? "audit: verified" : "audit: FAILED";
+    const anchored = report.logs.every((l) => l.anchored);
+    badge.textContent = !report.ok ? "audit: FAILED" : anchored ? "audit: verified"
+      : "audit: intact, unanchored";
     badge.className = "badge " + (report.ok ? "ok" : "bad");
     $("chains").replaceChildren(...report.logs.map((l) => el("li", {
       text: basename(l.repo) + ": " + (l.ok ? "OK" : "FAIL") + ", " + l.records + " records" +
@@ -218,7 +236,9 @@ function connect() {
       if (ev.type === "request" && ev.request && !document.getElementById("req-" + ev.id)) {
         const list = $("pending");
         list.querySelector(".empty")?.remove();
-        list.append(card(ev.request));
+        const node = card(ev.request);
+        node.dataset.key = keyOf(ev.request);
+        list.append(node);
         $("n-pending").textContent = String(list.querySelectorAll(".card").length);
       }
     }
