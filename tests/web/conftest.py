@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
+from agent_sandbox import contract
+
 # the approval tests' helpers; importing them also gives this session its own state
 # folder (the registry of connected repositories, the token file)
 from approval.conftest import claude_pre, decision_of, make_repo
-
-from agent_sandbox import contract
 
 __all__ = ["Server", "claude_pre", "decision_of", "make_repo", "start_hook", "wait_pending"]
 

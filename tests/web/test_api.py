@@ -275,7 +275,7 @@ def test_the_webhook_tells_of_an_escalation_without_its_command(repo: Path,
     got: list[dict[str, Any]] = []
 
     class Receiver(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
             self.send_response(200)
             self.end_headers()

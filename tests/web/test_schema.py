@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import schemathesis
-from schemathesis import GenerationMode
 from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
 from schemathesis import checks as sc
 
 from .conftest import Server, make_repo, start_hook, start_server, wait_pending
