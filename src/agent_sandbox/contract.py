@@ -53,6 +53,7 @@ ARTIFACT_KINDS: dict[str, str] = {
     # Linux
     "bwrap-profile": "the bubblewrap profile `sandbox exec` reads",
     "systemd-unit": "the egress proxy's systemd unit",
+    "web-unit": "the web approvals server's systemd unit (`sandbox serve`, off by default)",
     "apparmor-profile": "the AppArmor profile allowing bubblewrap user namespaces",
     # agents
     "claude-managed-settings": "Claude Code managed settings",
