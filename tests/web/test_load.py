@@ -89,6 +89,7 @@ def test_many_clients_and_a_thousand_decisions(tmp_path: Path) -> None:
         assert listeners.ready.wait(60) and not listeners.errors, listeners.errors
         session = requests.Session()
         session.headers.update(server.headers)
+        session.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=APPROVERS))
 
         def decide(job: tuple[int, str]) -> tuple[str, int]:
             i, verb = job

@@ -55,17 +55,21 @@ class Sites:
         self.queues = {r: _site_queue(r) for r in resolved}
 
     def locate(self, rid: str) -> Located | None:
+        """The repository and state of ``rid``. A request moves between folders while
+        it is looked for (a terminal record is written before the pending one goes), so
+        a request found nowhere is looked for once more before it is called unknown."""
         if not valid_id(rid):
             return None
-        for repo, q in self.queues.items():
-            state = q.state(rid)
-            if state is None:
-                continue
-            if state == "pending" and os.path.exists(q.path("decided", rid)):
-                state = "decided"
-            elif state == "claimed":
-                state = "running"
-            return Located(repo, q, state)
+        for _ in range(2):
+            for repo, q in self.queues.items():
+                state = q.state(rid)
+                if state is None:
+                    continue
+                if state == "pending" and os.path.exists(q.path("decided", rid)):
+                    state = "decided"
+                elif state == "claimed":
+                    state = "running"
+                return Located(repo, q, state)
         return None
 
     def view(self, rid: str) -> dict[str, Any] | None:
