@@ -165,7 +165,8 @@ class Approver:
                                     expect_hash=seen_hash)
         except QueueError as exc:
             raise ApprovalError(str(exc)) from None
-        audit(self.repo, "denial", request_id=rid, by=self.user, reason=reason, **self.via)
+        audit(self.repo, "denial", request_id=rid, by=self.user, uid=os.geteuid(), reason=reason,
+              **self.via)
         return dec
 
     def remember(self, req: dict[str, Any], scope: str = "exact") -> None:

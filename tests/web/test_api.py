@@ -161,7 +161,7 @@ def test_deny_with_a_reason(server: Server, repo: Path) -> None:
     verdict, reason = hook_result(hook)
     assert verdict == "deny" and "not on a Friday" in reason
     denials = [r for r in audit_records(repo, rid) if r["event"] == "denial"]
-    assert len(denials) == 1 and denials[0]["via"] == "web"
+    assert len(denials) == 1 and denials[0]["via"] == "web" and denials[0]["uid"] == os.geteuid()
     r = call(server, "POST", f"api/requests/{rid}/approve", {"hash": view["hash"]})
     assert r.status_code == 409 and "already finished (denied)" in r.json()["detail"]
 
