@@ -32,6 +32,10 @@ class ApprovalError(SandboxError):
     """An approval action was refused; the message says why."""
 
 
+class NotAnApproverError(ApprovalError):
+    """The account may not decide this request (not among the policy's approvers)."""
+
+
 def find_repo(start: str) -> str:
     """The connected repository at or above ``start`` (the registry of
     ``sandbox init``, as the hook asks it); else, on a host whose managed policy
@@ -51,10 +55,13 @@ def find_repo(start: str) -> str:
 
 
 class Approver:
-    def __init__(self, repo: str, *, user: str | None = None) -> None:
+    def __init__(self, repo: str, *, user: str | None = None, via: str | None = None) -> None:
+        """``user``: the approver recorded with each decision (default: this process's
+        account); ``via``: the channel it came through, recorded with it too (``web``)."""
         self.repo = find_repo(repo)
         self.queue: FolderQueue = queue_for(self.repo)
         self.user = user or account_name()
+        self.via = {"via": via} if via else {}
         self.policy_doc = self._policy_doc()
         try:
             self.policy = Policy(self.policy_doc, repo=self.repo,
@@ -63,7 +70,7 @@ class Approver:
             raise ApprovalError(f"the policy for {self.repo} is invalid: {exc}") from None
         approvers = (self.policy_doc.get("approvals") or {}).get("approvers") or []
         if approvers and self.user not in approvers and os.geteuid() != 0:
-            raise ApprovalError(f"{self.user} is not among approvals.approvers "
+            raise NotAnApproverError(f"{self.user} is not among approvals.approvers "
                                 f"({', '.join(approvers)})")
 
     def _policy_doc(self) -> dict[str, Any]:
@@ -124,7 +131,7 @@ class Approver:
             raise ApprovalError(str(exc)) from None
         audit(self.repo, "approval", request_id=rid, by=self.user, uid=os.geteuid(),
               always=always, scope=scope if always else None,
-              request_hash=dec.get("hash"))
+              request_hash=dec.get("hash"), **self.via)
         if always:
             self.remember(req, scope)
         if req is not None and req.get("mode", "run") == "run":
@@ -146,16 +153,20 @@ class Approver:
         except SandboxError as exc:
             raise ApprovalError(f"cannot approve action {name!r}: {exc}") from None
         if approvers and self.user not in approvers:
-            raise ApprovalError(f"{self.user} may not approve action {name!r} "
+            raise NotAnApproverError(f"{self.user} may not approve action {name!r} "
                                 f"(its approvers: {', '.join(approvers)})")
 
-    def deny(self, rid: str, reason: str = "") -> dict[str, Any]:
+    def deny(self, rid: str, reason: str = "", *, seen_hash: str | None = None
+             ) -> dict[str, Any]:
+        """Deny ``rid``; with ``seen_hash``, only the request as it was shown."""
         rid = self._resolve(rid)
         try:
-            dec = self.queue.decide(rid, "deny", by=self.user, reason=reason or "denied")
+            dec = self.queue.decide(rid, "deny", by=self.user, reason=reason or "denied",
+                                    expect_hash=seen_hash)
         except QueueError as exc:
             raise ApprovalError(str(exc)) from None
-        audit(self.repo, "denial", request_id=rid, by=self.user, reason=reason)
+        audit(self.repo, "denial", request_id=rid, by=self.user, uid=os.geteuid(), reason=reason,
+              **self.via)
         return dec
 
     def remember(self, req: dict[str, Any], scope: str = "exact") -> None:

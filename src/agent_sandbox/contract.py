@@ -29,6 +29,8 @@ MACOS_PROXY_LOG = f"{HOST_AUDIT_DIR}/proxy.log"
 APPARMOR_PROFILE = "/etc/apparmor.d/agent-sandbox-bwrap"
 GEMINI_SYSTEM_SETTINGS = "/etc/gemini-cli/settings.json"  # Gemini CLI's, on Linux
 PROXY_UNIT = "/etc/systemd/system/agent-sandbox-proxy.service"
+WEB_UNIT = "/etc/systemd/system/agent-sandbox-web.service"  # `sandbox serve`, off by default
+WEB_PORT = 8765  # `sandbox serve`'s default port, on loopback
 USER_SRT_SETTINGS = ".srt-settings.json"  # relative to the home folder
 USER_CONFIG_DIR = ".config/agent-sandbox"  # relative to the home folder
 USER_STATE_DIR = ".local/state/agent-sandbox"  # relative to the home folder
@@ -51,6 +53,7 @@ ARTIFACT_KINDS: dict[str, str] = {
     # Linux
     "bwrap-profile": "the bubblewrap profile `sandbox exec` reads",
     "systemd-unit": "the egress proxy's systemd unit",
+    "web-unit": "the web approvals server's systemd unit (`sandbox serve`, off by default)",
     "apparmor-profile": "the AppArmor profile allowing bubblewrap user namespaces",
     # agents
     "claude-managed-settings": "Claude Code managed settings",
@@ -153,11 +156,18 @@ def actions_journal_dir(home: str) -> str:
     return os.path.join(user_state_dir(home), "leases")
 
 
+def web_dir(home: str) -> str:
+    """``sandbox serve``'s private folder: the approvers' bearer token (``token``, 0600)."""
+    return os.path.join(user_state_dir(home), "web")
+
+
 def private_paths(home: str) -> list[str]:
     """State no sandbox may even see: hidden (an empty read-only folder) in every
     sandbox, whatever its settings allow. The resident MCP server's socket: a
-    session it serves runs outside any sandbox. The action broker's token."""
-    return [os.path.abspath(mcp_resident_dir(home)), os.path.abspath(broker_dir(home))]
+    session it serves runs outside any sandbox. The action broker's token. The web
+    approvers' bearer token: whoever holds it approves."""
+    return [os.path.abspath(mcp_resident_dir(home)), os.path.abspath(broker_dir(home)),
+            os.path.abspath(web_dir(home))]
 
 
 def state_paths(home: str) -> list[str]:

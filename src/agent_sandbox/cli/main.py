@@ -18,6 +18,7 @@ AREAS = (
     "agent_sandbox.cli.verify_cmd",  # verify
     "agent_sandbox.cli.action_cmd",  # action list|run
     "agent_sandbox.cli.install_cmd",  # install proxy-service|apparmor-profile|repo
+    "agent_sandbox.cli.serve_cmd",   # serve (the web approvals server)
 )
 
 

@@ -74,6 +74,9 @@ def verify(
     except VerifyError as exc:
         typer.echo(f"sandbox verify: {exc}", err=True)
         raise typer.Exit(1) from None
+    from agent_sandbox.hostcheck.last import record
+
+    record(results)  # what `sandbox serve` reports as this host's last verify
     from agent_sandbox.client_checks import check as check_clients
 
     clients = check_clients(None)  # each installed client, as it will read its files

@@ -121,6 +121,10 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
         for art in artifacts.values():
             if art.kind == "systemd-unit":
                 _service(art, prefix, audit_dir)
+        for art in artifacts.values():
+            if art.kind == "web-unit":
+                server.shell(name=f"Run {os.path.basename(art.target)}",
+                             commands=[web_service_command(art)])
 
 
 def service_command(unit: Artifact, prefix: str = PREFIX, log_dir: str = AUDIT_DIR) -> str:
@@ -130,6 +134,14 @@ def service_command(unit: Artifact, prefix: str = PREFIX, log_dir: str = AUDIT_D
     q = shlex.quote
     return (f"{q(prefix)}/venv/bin/sandbox install proxy-service --unit {q(unit.target)} "
             f"--log-dir {q(log_dir)}")
+
+
+def web_service_command(unit: Artifact) -> str:
+    """Enable and start the web approvals unit under systemd (what the Ansible role's
+    ``systemd_service`` task does); a host without systemd keeps the file only."""
+    name = shlex.quote(os.path.basename(unit.target))
+    return (f"if [ -d /run/systemd/system ]; then systemctl daemon-reload && "
+            f"systemctl enable {name} && systemctl restart {name}; fi")
 
 
 def _service(unit: Artifact, prefix: str, log_dir: str) -> None:

@@ -5,7 +5,9 @@ the sandbox, and the drift of installed files from the render manifest.
 
 - ``checks``: each check, run against the real components, and ``run``;
 - ``netlab``: the private network the domain checks reach an upstream through;
-- ``drift``: installed files against the render manifest.
+- ``drift``: installed files against the render manifest;
+- ``web``: the web approvals service, where its unit is installed;
+- ``last``: what the last run found (``sandbox serve`` reports it).
 """
 
 from agent_sandbox.errors import SandboxError

@@ -555,7 +555,12 @@ def run(settings_path: str | None = None, *, only: list[str] | None = None,
         from .. import windows_host
 
         return [CheckResult(c.name, c.ok, c.detail) for c in windows_host.verify()]
-    names = [n for n, _ in CHECKS]
+    checks = list(CHECKS)
+    if os.path.isfile(_contract.WEB_UNIT):  # the web approvals unit, where it is enabled
+        from .web import check_web_service
+
+        checks.append(("web_service", lambda ctx: check_web_service()))
+    names = [n for n, _ in checks]
     unknown = [n for n in (only or []) if n not in names]
     if unknown:
         raise VerifyError(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(names)}")
@@ -568,7 +573,7 @@ def run(settings_path: str | None = None, *, only: list[str] | None = None,
     ctx.scratch = tempfile.mkdtemp(prefix="verify-", dir=private_dir(
         os.path.join(user_state_dir(os.path.expanduser("~")), "verify")))
     try:
-        return [run_check(ctx, n, fn) for n, fn in CHECKS
+        return [run_check(ctx, n, fn) for n, fn in checks
                 if (not only or n in only) and not (host_only and n in REPOSITORY_CHECKS)]
     finally:
         for path in ctx.notes.get("cleanup", []):

@@ -5,6 +5,8 @@
   enforces, the namespaces it unshares);
 - ``/etc/systemd/system/agent-sandbox-proxy.service``: the egress proxy as a
   hardened service (unix socket plus the loopback ports srt is pointed at);
+- ``/etc/systemd/system/agent-sandbox-web.service``: when the spec enables it
+  (``platforms.linux.web``), ``sandbox serve`` on loopback as the approver account;
 - ``/etc/apparmor.d/agent-sandbox-bwrap``: on Ubuntu 24.04+, the AppArmor
   profile that lets bwrap (and only bwrap) create user namespaces.
 
@@ -17,7 +19,7 @@ import posixpath
 from collections.abc import Iterable
 from typing import Any
 
-from ..contract import APPARMOR_PROFILE, EXEC_PROFILE, PROXY_UNIT
+from ..contract import APPARMOR_PROFILE, EXEC_PROFILE, PROXY_UNIT, WEB_UNIT
 from ..inventory import HostFacts
 from ..spec.models import Spec
 from ..spec.paths import MANDATORY_DENY_WRITE
@@ -70,6 +72,11 @@ def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
         http_port=spec.network.http_proxy_port or 3128,
         socks_port=spec.network.socks_proxy_port or 1080,
     ), 0o644, "systemd-unit")
+    if linux.web.enabled:
+        yield Artifact(WEB_UNIT, render_template(
+            "linux/agent-sandbox-web.service.j2", python=facts.python, user=linux.web.user,
+            port=linux.web.port, repos=linux.web.repos,
+        ), 0o644, "web-unit")
     if linux.apparmor_userns_profile:
         yield Artifact(APPARMOR_PROFILE, render_template(
             "linux/agent-sandbox-bwrap.apparmor.j2", bwrap=BWRAP, target=APPARMOR_PROFILE,

@@ -31,7 +31,8 @@ How each key merges (the ``RULES`` table):
 - ``backend``: the Linux isolation backend; a lower layer may only move to gvisor.
 - ``free``: no bearing on what an agent may do (the spec version, how long a hook
   waits before it denies, whether the AppArmor profile that lets bwrap start is
-  installed); the lower value replaces the upper one.
+  installed, whether and for whom the web approvals unit runs: it listens on loopback
+  only, behind its own token); the lower value replaces the upper one.
 
 Every key of the spec has exactly one of these (a test walks the model and fails
 on a key without one). Paths are compared after ``~`` and ``..`` are resolved.
@@ -84,6 +85,10 @@ RULES: dict[str, str] = {
     "platforms.linux.backend": "backend",
     "platforms.linux.apparmor_userns_profile": "free",
     "platforms.linux.proxy_socket": "fixed",
+    "platforms.linux.web.enabled": "free",
+    "platforms.linux.web.user": "free",
+    "platforms.linux.web.port": "free",
+    "platforms.linux.web.repos": "free",
     "platforms.macos.proxy_port": "fixed",
     "platforms.macos.mdm_profile": "false_is_looser",
     "platforms.macos.allow_pty": "true_is_looser",

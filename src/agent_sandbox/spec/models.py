@@ -338,6 +338,40 @@ class McpServer(Strict):
         return self
 
 
+_UNIT_UNSAFE = frozenset('"\\%$\'')  # quoting, specifiers and variables in a unit's ExecStart
+
+
+def _unit_path(v: str) -> str:
+    _abs_path(v)
+    if any(c in _UNIT_UNSAFE or not c.isprintable() for c in v):
+        raise ValueError(f"{v!r}: a path a systemd unit carries may not hold quotes, "
+                         "backslashes, % or $")
+    return v
+
+
+UnitPath = Annotated[str, AfterValidator(_unit_path)]
+
+
+class LinuxWeb(Strict):
+    """``sandbox serve`` as a systemd unit (``agent-sandbox-web.service``), off by default."""
+
+    enabled: bool = Field(default=False, description="Render and run the web approvals unit.")
+    user: str = Field(default="", pattern=r"^([a-z_][a-z0-9_-]{0,31})?$",
+                      description="The approver account it runs as (its token file is that "
+                                  "account's); required when enabled.")
+    port: int = Field(default=contract.WEB_PORT, ge=1, le=65535,
+                      description="The loopback port it listens on.")
+    repos: list[UnitPath] = Field(default_factory=list,
+                                  description="Connected repositories it serves; required "
+                                              "when enabled.")
+
+    @model_validator(mode="after")
+    def _complete(self) -> LinuxWeb:
+        if self.enabled and not (self.user and self.repos):
+            raise ValueError("platforms.linux.web needs user and repos when enabled")
+        return self
+
+
 class Linux(Strict):
     backend: Literal["bwrap", "srt", "gvisor"] = "bwrap"
     apparmor_userns_profile: bool = Field(
@@ -345,6 +379,8 @@ class Linux(Strict):
     )
     proxy_socket: AbsPath = "/run/agent-sandbox/proxy.sock"
     seccomp: bool = True
+    web: LinuxWeb = Field(default_factory=LinuxWeb,
+                          description="The web approvals server as a service (loopback only).")
 
 
 class MacOS(Strict):

@@ -1,0 +1,71 @@
+"""A sandboxed command cannot reach ``sandbox serve`` nor read its token: both judged
+from the host, each with an unsandboxed control that shows the probe itself works."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import Server, env
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")
+
+PROBE = """
+import socket, sys
+host, port, token_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+try:
+    with socket.create_connection((host, port), timeout=3) as s:
+        s.sendall(b"GET /api/status HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n")
+        print("CONNECTED", s.recv(64)[:12])
+except OSError as exc:
+    print("NO-CONNECTION", type(exc).__name__)
+try:
+    with open(token_file) as fh:
+        print("TOKEN", fh.read().strip())
+except OSError as exc:
+    print("NO-TOKEN", type(exc).__name__)
+"""
+
+
+def run_probe(server: Server, work: Path, sandboxed: Path | None) -> str:
+    host, port = server.url.split("//")[1].rstrip("/").rsplit(":", 1)
+    argv = [sys.executable, "-I", "-c", PROBE, host, port, str(server.token_file)]
+    if sandboxed is not None:
+        argv = [sys.executable, "-I", "-m", "agent_sandbox", "exec", "--settings",
+                str(sandboxed), "--", *argv]
+    p = subprocess.run(argv, capture_output=True, text=True, cwd=work, env=env(), timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_a_sandboxed_command_cannot_reach_the_server_or_read_its_token(
+        server: Server, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    settings = tmp_path / "settings.json"
+    # the most the settings can open: local binding allowed, the state folder listed
+    # for reading; the token stays hidden and the host's loopback out of reach
+    settings.write_text(json.dumps({
+        "network": {"allowedDomains": ["localhost", "127.0.0.1"], "deniedDomains": [],
+                    "allowLocalBinding": True},
+        "filesystem": {"denyRead": [], "allowWrite": [str(work)], "denyWrite": [],
+                       "allowRead": [str(server.token_file.parent)]},
+    }))
+    control = run_probe(server, work, None)
+    assert "CONNECTED" in control and f"TOKEN {server.token}" in control
+    inside = run_probe(server, work, settings)
+    assert "NO-CONNECTION" in inside, inside
+    assert "NO-TOKEN" in inside and server.token not in inside, inside
+    # the folder itself is there, empty: hidden, not merely unreadable
+    listing = subprocess.run(
+        [sys.executable, "-I", "-m", "agent_sandbox", "exec", "--settings", str(settings), "--",
+         "ls", "-a", str(server.token_file.parent)], capture_output=True, text=True,
+        cwd=work, env=env(), timeout=60)
+    assert "token" not in listing.stdout, listing.stdout
+    assert os.path.exists(server.token_file)  # and on the host it is untouched
