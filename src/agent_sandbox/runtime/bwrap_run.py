@@ -38,6 +38,7 @@ from .errors import SandboxStartError
 from .globs import under
 from .host import diagnose_userns, find_bwrap
 from .placeholders import Placeholders
+from .private_state import private_paths
 from .process import Relay, Spawned, no_inherited_fds, read_all, read_line, suppress
 from .settings import Settings, loads, require_enforceable
 
@@ -241,7 +242,7 @@ class BwrapRun:
                 p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
                             protect=runtime_paths(self.home, self.settings.source),
                             tools=tool_dirs(), opened=self.opened,
-                            private=contract.private_paths(self.home))
+                            private=private_paths(self.home))
                 relied = [m.path for m in p.mounts if m.path in others]
                 # placeholders bound late (bwrap_argv.late_binds) whose folder exists
                 # are made while bwrap sets up (below): its command line needs none

@@ -30,6 +30,7 @@ from ..bwrap import Plan
 from ..errors import TIMED_OUT, SandboxStartError
 from ..podman import PodmanService, docker_client, init_container, wait_exit
 from ..podman import service as _service
+from ..private_state import private_paths
 from ..result import CompletedRun
 from ..settings import Settings
 
@@ -122,7 +123,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
         with placeholders:  # plan under the lock: see Placeholders
             others = placeholders.others()
             plan = bw.plan(settings, home=home, cwd=cwd, fs=fsview.RealFs(),
-                           private=contract.private_paths(home))
+                           private=private_paths(home))
             relied = [m.path for m in plan.mounts if m.path in others]
             plan = bw.without(plan, placeholders.create(plan.placeholders, relied))
             before = identities(plan.before)

@@ -18,6 +18,7 @@ import tempfile
 import time
 
 from ..errors import TIMED_OUT, SandboxStartError
+from ..private_state import private_paths
 from ..result import CompletedRun
 from ..settings import Settings
 
@@ -71,7 +72,6 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
             capture: bool, env: dict[str, str] | None, stdin: bytes | None) -> CompletedRun:
     import json
 
-    from ... import contract
     from .. import bwrap as bw
     from .. import fsview
     from ..bwrap_run import runtime_paths
@@ -90,7 +90,7 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
         doc.setdefault("filesystem", {}).setdefault("denyWrite", []).extend(
             runtime_paths(home, settings.source))
         doc["filesystem"].setdefault("denyRead", []).extend(
-            p for p in contract.private_paths(home) if os.path.exists(p))
+            p for p in private_paths(home) if os.path.exists(p))
         with open(path, "w") as fh:
             json.dump(doc, fh)
         result = _run([srt, "-s", path, "-c", shlex.join(argv)], cwd=cwd, env=env,
