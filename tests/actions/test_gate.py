@@ -2,8 +2,9 @@
 PostgreSQL's parser, Terraform's JSON plans, Kubernetes manifests and
 operations), how the tier and the reading make a verdict, and that the gate
 never raises. Every signal has disguises that must fire and controls that must
-not; the SQL truth cases are run on a real PostgreSQL to prove that what the
-gate calls "every row" is every row, and what it calls a filter is one."""
+not; the SQL row cases are run on a real PostgreSQL to prove that every plan
+the gate lets through leaves the rows it does not pin intact, and that the
+plans it stops really change rows."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from hypothesis import strategies as st
 
 from agent_sandbox.actions import gate, kube_plan, sql_plan, terraform_plan
 from agent_sandbox.actions.plan_reading import Reading
+from agent_sandbox.actions.sql_where import SYSTEM_COLUMNS
 from agent_sandbox.spec.actions import Action
 
 DATA = Path(__file__).parent / "data"
@@ -50,6 +52,10 @@ def sql(text: str) -> Reading:
 
 # ---------------------------------------------------------------- SQL signals
 
+PIN = "(WHERE does not pin rows by equality: a human judges)"
+NOT_VALUES = "(its rows are not a VALUES list of constants: a human judges)"
+IN_A_BODY = "(in a function's body its names may be parameters: a human judges)"
+
 FIRES = [
     # DROP of anything, however written
     ("DROP TABLE users", "DROP TABLE users"),
@@ -72,43 +78,151 @@ FIRES = [
     ("SELECT 1; SELECT 2; DROP TABLE t", "DROP TABLE t"),
     ("SELECT $$; DROP TABLE t; $$; DELETE FROM u", "DELETE FROM u (no WHERE)"),
     ("SELECT 'a;'; DELETE FROM u", "DELETE FROM u (no WHERE)"),
-    # DELETE/UPDATE without WHERE, or with one that selects every row
+    # DELETE/UPDATE without WHERE, or with one that does not pin its rows by equality
     ("DELETE FROM orders", "DELETE FROM orders (no WHERE)"),
     ("delete from ONLY orders", "DELETE FROM orders (no WHERE)"),
     ("DELETE FROM orders o RETURNING *", "DELETE FROM orders (no WHERE)"),
     ("UPDATE orders SET paid = true", "UPDATE orders (no WHERE)"),
-    ("DELETE FROM t WHERE true", "every row"),
-    ("DELETE FROM t WHERE TRUE::boolean", "every row"),
-    ("DELETE FROM t WHERE 1=1", "every row"),
-    ("DELETE FROM t WHERE 1 = 1.0", "every row"),
-    ("DELETE FROM t WHERE 2 > 1", "every row"),
-    ("DELETE FROM t WHERE 'a'='a'", "every row"),
-    ("DELETE FROM t WHERE $q$a$q$ = $q$a$q$", "every row"),
-    ("DELETE FROM t WHERE NOT false", "every row"),
-    ("DELETE FROM t WHERE NOT NOT true", "every row"),
-    ("DELETE FROM t WHERE 'yes'", "every row"),
-    ("DELETE FROM t WHERE 'on'::bool", "every row"),
-    ("DELETE FROM t WHERE 1::boolean", "every row"),
-    ("DELETE FROM t WHERE true IS TRUE", "every row"),
-    ("DELETE FROM t WHERE null IS NULL", "every row"),
-    ("DELETE FROM t WHERE id = 5 OR true", "every row"),
-    ("DELETE FROM t WHERE id = 5 OR 1=1", "every row"),
-    ("DELETE FROM t WHERE (id = 5) OR NOT (id = 5)", "every row"),
-    ("DELETE FROM t WHERE id = id", "every row"),
-    ("DELETE FROM t WHERE t.id >= t.id", "every row"),
-    ("DELETE FROM t WHERE id IS NOT DISTINCT FROM id", "every row"),
-    ("DELETE FROM t WHERE x IS NULL OR x IS NOT NULL", "every row"),
-    ("DELETE FROM t WHERE random() < 2", "every row"),
-    ("DELETE FROM t WHERE now() > '2000-01-01'", "every row"),
-    ("DELETE FROM t WHERE EXISTS (SELECT 1)", "every row"),
-    ("DELETE FROM t WHERE (SELECT count(*) FROM pg_class) > 0", "every row"),
-    ("DELETE FROM t WHERE current_user = current_user", "every row"),
-    ("DELETE FROM t USING u WHERE u.flag", "every row"),
-    ("DELETE FROM t x USING u WHERE u.id = 3", "every row"),
-    ("UPDATE t SET x = 1 WHERE 'a' < 'b'", "UPDATE t (its WHERE selects every row)"),
+    ("DELETE FROM t WHERE true", PIN),
+    ("DELETE FROM t WHERE TRUE::boolean", PIN),
+    ("DELETE FROM t WHERE 1=1", PIN),
+    ("DELETE FROM t WHERE 1 = 1.0", PIN),
+    ("DELETE FROM t WHERE 2 > 1", PIN),
+    ("DELETE FROM t WHERE 'a'='a'", PIN),
+    ("DELETE FROM t WHERE $q$a$q$ = $q$a$q$", PIN),
+    ("DELETE FROM t WHERE NOT false", PIN),
+    ("DELETE FROM t WHERE NOT NOT true", PIN),
+    ("DELETE FROM t WHERE 'yes'", PIN),
+    ("DELETE FROM t WHERE 'on'::bool", PIN),
+    ("DELETE FROM t WHERE 1::boolean", PIN),
+    ("DELETE FROM t WHERE true IS TRUE", PIN),
+    ("DELETE FROM t WHERE null IS NULL", PIN),
+    ("DELETE FROM t WHERE id = 5 OR true", PIN),
+    ("DELETE FROM t WHERE id = 5 OR 1=1", PIN),
+    ("DELETE FROM t WHERE (id = 5) OR NOT (id = 5)", PIN),
+    ("DELETE FROM t WHERE id = id", PIN),
+    ("DELETE FROM t WHERE t.id >= t.id", PIN),
+    ("DELETE FROM t WHERE id IS NOT DISTINCT FROM id", PIN),
+    ("DELETE FROM t WHERE x IS NULL OR x IS NOT NULL", PIN),
+    ("DELETE FROM t WHERE random() < 2", PIN),
+    ("DELETE FROM t WHERE now() > '2000-01-01'", PIN),
+    ("DELETE FROM t WHERE EXISTS (SELECT 1)", PIN),
+    ("DELETE FROM t WHERE (SELECT count(*) FROM pg_class) > 0", PIN),
+    ("DELETE FROM t WHERE current_user = current_user", PIN),
+    ("DELETE FROM t USING u WHERE u.flag", PIN),
+    ("DELETE FROM t x USING u WHERE u.id = 3", PIN),
+    ("UPDATE t SET x = 1 WHERE 'a' < 'b'",
+     "UPDATE t (WHERE does not pin rows by equality: a human judges)"),
     ("MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE", "MERGE INTO t ... DELETE"),
     ("MERGE INTO t USING s ON true WHEN MATCHED THEN UPDATE SET x = 1",
-     "MERGE INTO t (its ON selects every row)"),
+     "MERGE INTO t ... UPDATE (its source is not a VALUES list of constants: a human judges)"),
+    # the red team's plans: each emptied or overwrote a real table past the old gate
+    ("DELETE FROM orders WHERE ctid IS NOT NULL", f"DELETE FROM orders {PIN}"),
+    ("INSERT INTO orders SELECT * FROM orders ON CONFLICT (id) DO UPDATE SET item = 'gone', "
+     "qty = 0", f"INSERT INTO orders ON CONFLICT DO UPDATE {NOT_VALUES}"),
+    ("MERGE INTO orders USING orders s ON orders.id = s.id WHEN MATCHED THEN UPDATE SET "
+     "item = 'gone'", "MERGE INTO orders ... UPDATE (its source is not a VALUES list"),
+    ("UPDATE orders SET item = 'gone' WHERE id = id + 0", f"UPDATE orders {PIN}"),
+    ("DELETE FROM orders WHERE id IN (SELECT id FROM orders)", f"DELETE FROM orders {PIN}"),
+    ("DELETE FROM orders WHERE tableoid > 0", PIN),
+    ("DELETE FROM orders WHERE (id = id) = true", PIN),
+    ("DELETE FROM orders WHERE orders.* IS NOT NULL", PIN),
+    ("WITH x AS (DELETE FROM orders WHERE id > 0 RETURNING *) SELECT count(*) FROM x",
+     f"DELETE FROM orders {PIN}"),
+    # the same class: no condition the gate cannot prove pins its rows passes
+    ("DELETE FROM t WHERE id >= id", PIN),
+    ("DELETE FROM t WHERE COALESCE(id, 0) = COALESCE(id, 0)", PIN),
+    ("DELETE FROM t WHERE id = ANY(ARRAY(SELECT id FROM t))", PIN),
+    ("DELETE FROM t WHERE id = ANY('{1,2}')", PIN),
+    ("DELETE FROM t WHERE (id, x) = (id, x)", PIN),
+    ("DELETE FROM t WHERE NOT (id <> id)", PIN),
+    ("DELETE FROM t WHERE id BETWEEN -1e9 AND 1e9", PIN),
+    ("DELETE FROM t WHERE id > 0", PIN),
+    ("DELETE FROM t WHERE id <> 5", PIN),
+    ("DELETE FROM t WHERE id NOT IN (5)", PIN),
+    ("DELETE FROM t WHERE id IS NOT NULL", PIN),
+    ("DELETE FROM t WHERE id = id + 0", PIN),
+    ("DELETE FROM t WHERE id = (SELECT max(id) FROM t)", PIN),
+    ("DELETE FROM t WHERE id = abs(id)", PIN),
+    ("DELETE FROM t WHERE id = 5 OR id = 6", PIN),
+    ("DELETE FROM t WHERE (id = 5) IS NOT FALSE OR true", PIN),
+    ("DELETE FROM t WHERE id = 5 IS TRUE", PIN),
+    ("DELETE FROM t WHERE id::int = 5", PIN),
+    ("DELETE FROM t WHERE id OPERATOR(public.=) 5", PIN),
+    ("DELETE FROM t WHERE xmin = 5", PIN),
+    ("DELETE FROM t WHERE ctid = '(0,1)'", PIN),
+    ("DELETE FROM t WHERE t = t", PIN),
+    ("DELETE FROM t WHERE t.* = t.*", PIN),
+    ("DELETE FROM t WHERE x = id", PIN),
+    ("DELETE FROM t WHERE false", PIN),
+    ("DELETE FROM t WHERE CURRENT OF c", PIN),
+    ("DELETE FROM t WHERE id IN (1, id)", PIN),
+    ("DELETE FROM t WHERE id IN (1, (SELECT 2))", PIN),
+    ("DELETE FROM t o WHERE t.id = 5", PIN),  # the alias names the target, t does not
+    ("DELETE FROM t USING u WHERE id = 5", PIN),  # id may be u's
+    ("UPDATE t SET x = 0 FROM u WHERE id = 5", PIN),
+    ("DELETE FROM t USING u WHERE t.id = u.id", PIN),
+    ("DELETE FROM t WHERE other.id = 5", PIN),
+    ("DELETE FROM t WHERE public.t.id = 5", PIN),
+    ("DELETE FROM orders WHERE created < now() - interval '30 days'", PIN),
+    ("DELETE FROM orders o WHERE o.id IN (SELECT order_id FROM refunds)", PIN),
+    ("UPDATE t SET x = u.x FROM u WHERE t.id = u.id", PIN),
+    ("PREPARE p AS DELETE FROM t WHERE id > $1; EXECUTE p(0)", PIN),
+    ("CREATE RULE r AS ON INSERT TO a DO ALSO DELETE FROM b WHERE b.id > 0", PIN),
+    # in a function's body a name may be a parameter, given per call
+    ("CREATE FUNCTION f(k int) RETURNS void LANGUAGE sql AS 'DELETE FROM t WHERE k = 5'",
+     f"in function f: DELETE FROM t {IN_A_BODY}"),
+    ("CREATE FUNCTION t(id int) RETURNS void LANGUAGE sql AS 'DELETE FROM t WHERE t.id = 5'",
+     f"in function t: DELETE FROM t {IN_A_BODY}"),
+    ("CREATE FUNCTION f(x int) RETURNS void LANGUAGE sql AS 'UPDATE t SET x = 0 WHERE id = $1'",
+     f"in function f: UPDATE t {IN_A_BODY}"),
+    ("CREATE FUNCTION f(x int) RETURNS int LANGUAGE plpgsql AS $$ DECLARE y int; BEGIN "
+     "y = x * 2; UPDATE t SET a = y WHERE id = x; RETURN y; END $$",
+     f"in function f: UPDATE t {IN_A_BODY}"),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $$ <<t>> DECLARE id int; BEGIN "
+     "DELETE FROM t WHERE t.id = 5; END $$", f"in function f: DELETE FROM t {IN_A_BODY}"),
+    ("CREATE FUNCTION f(v int) RETURNS void LANGUAGE sql AS "
+     "'INSERT INTO t VALUES ($1, 0) ON CONFLICT (id) DO UPDATE SET x = 0'",
+     f"in function f: INSERT INTO t ON CONFLICT DO UPDATE {NOT_VALUES}"),
+    # INSERT ... ON CONFLICT DO UPDATE: rows already there, as many as the query yields
+    ("INSERT INTO t SELECT * FROM u ON CONFLICT (id) DO UPDATE SET x = excluded.x",
+     f"INSERT INTO t ON CONFLICT DO UPDATE {NOT_VALUES}"),
+    ("INSERT INTO t SELECT g, 0 FROM generate_series(1, 10) g ON CONFLICT (id) DO UPDATE "
+     "SET x = 0 WHERE t.id = 5", NOT_VALUES),
+    ("INSERT INTO t VALUES ((SELECT max(id) FROM t), 0) ON CONFLICT (id) DO UPDATE SET x = 0",
+     NOT_VALUES),
+    ("INSERT INTO t VALUES (random()::int, 0) ON CONFLICT (id) DO UPDATE SET x = 0", NOT_VALUES),
+    ("INSERT INTO t (VALUES (1, 0) UNION ALL SELECT id, 0 FROM t) ON CONFLICT (id) DO UPDATE "
+     "SET x = 0", NOT_VALUES),
+    ("WITH s AS (SELECT id FROM t) INSERT INTO t SELECT id, 0 FROM s ON CONFLICT (id) "
+     "DO UPDATE SET x = 0", NOT_VALUES),
+    ("INSERT INTO t DEFAULT VALUES ON CONFLICT (id) DO UPDATE SET x = 0", NOT_VALUES),
+    # MERGE: UPDATE and DELETE of rows already there
+    ("MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET x = s.x "
+     "WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.x)",
+     "MERGE INTO t ... UPDATE (its source is not a VALUES list"),
+    ("MERGE INTO t USING (SELECT 1 AS id) s ON t.id = 1 WHEN MATCHED THEN DELETE",
+     "MERGE INTO t ... DELETE (its source is not a VALUES list"),
+    ("MERGE INTO t USING (VALUES (1)) v(id) ON t.id > v.id WHEN MATCHED THEN UPDATE SET x = 0",
+     "MERGE INTO t ... UPDATE (ON does not pin rows by equality: a human judges)"),
+    ("MERGE INTO t USING (VALUES (1)) v(id) ON true WHEN MATCHED THEN DELETE",
+     "MERGE INTO t ... DELETE (ON does not pin"),
+    ("MERGE INTO t USING (VALUES (1)) v(id) ON t.id = v.id OR true WHEN MATCHED THEN DELETE",
+     "ON does not pin"),
+    ("MERGE INTO t USING (VALUES ((SELECT 1))) v(id) ON t.id = v.id WHEN MATCHED THEN DELETE",
+     "its source is not a VALUES list"),
+    ("MERGE INTO t USING (VALUES (1)) v(id) ON t.id = v.id WHEN MATCHED THEN UPDATE SET x = 0 "
+     "WHEN NOT MATCHED BY SOURCE THEN DELETE",
+     "MERGE INTO t ... UPDATE/DELETE WHEN NOT MATCHED BY SOURCE"),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE sql AS 'MERGE INTO t USING (VALUES (1)) v(id) "
+     "ON t.id = v.id WHEN MATCHED THEN DELETE'", f"in function f: MERGE INTO t ... DELETE "
+     f"{IN_A_BODY}"),
+    # what would change the meaning of "=" or of a cast for later statements
+    ("CREATE OPERATOR public.= (LEFTARG = int, RIGHTARG = int, FUNCTION = always_true)",
+     "CREATE OPERATOR public.\"=\" (changes what later comparisons mean"),
+    ("CREATE CAST (text AS int) WITH FUNCTION f(text)", "CREATE CAST"),
+    ("SET search_path = public, pg_catalog", "SET search_path with a schema before pg_catalog"),
+    ("SET search_path TO 'app, \"pg_catalog\"'", "a schema before pg_catalog"),
     # statements nested where a reader of the first word would not look
     ("WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d", "DELETE FROM t (no WHERE)"),
     ("WITH a AS (SELECT 1), d AS (UPDATE t SET x = 0 RETURNING 1) SELECT 1",
@@ -267,20 +381,44 @@ def test_destructive_signal_fires(text: str, signal: str) -> None:
 
 CONTROLS = [
     "DELETE FROM orders WHERE id = 42",
-    "DELETE FROM orders WHERE created < now() - interval '30 days'",
-    "DELETE FROM orders o WHERE o.id IN (SELECT order_id FROM refunds)",
-    "DELETE FROM t USING u WHERE t.id = u.id",
-    "DELETE FROM t WHERE CURRENT OF c",
-    "DELETE FROM t WHERE false",
-    "DELETE FROM t WHERE 1 = 0",
-    "DELETE FROM t WHERE NOT true",
-    "DELETE FROM t WHERE 'a' = 'b'",
+    # pinned by equality to constants: at most the rows with those values
+    "DELETE FROM orders WHERE id = 5",
+    "UPDATE orders SET qty = 1 WHERE id IN (1,2) AND qty > 0",
+    "DELETE FROM t WHERE 5 = id",
+    "DELETE FROM t WHERE t.id = -5",
+    "DELETE FROM ONLY public.t WHERE t.id = 5",
+    "DELETE FROM t o WHERE o.id = 5",
+    "DELETE FROM t WHERE id = '5'::int::bigint",
+    "DELETE FROM t WHERE id = CAST('5' AS int)",
+    "DELETE FROM t WHERE item = 'gone' AND x > 3",
+    "DELETE FROM t WHERE (id = 5 AND x > 0) AND (x < 10 OR true)",
+    "DELETE FROM t WHERE x > 0 AND id IN (1, 2, 3)",
+    "DELETE FROM t WHERE id OPERATOR(pg_catalog.=) 5",
+    "DELETE FROM t WHERE id = NULL",
+    "DELETE FROM t USING u WHERE t.id = 5 AND u.id = t.id",
+    "UPDATE t SET x = u.x FROM u WHERE t.id IN (1, 2) AND u.id = t.id",
+    "WITH d AS (DELETE FROM t WHERE id = 1 RETURNING *) SELECT * FROM d",
+    "EXPLAIN ANALYZE UPDATE t SET x = 0 WHERE id = 7",
+    # INSERT ... ON CONFLICT DO UPDATE of a VALUES list: at most that many rows
+    "INSERT INTO orders VALUES (1, 'a', 2) ON CONFLICT (id) DO UPDATE SET qty = excluded.qty",
+    "INSERT INTO t VALUES (1, DEFAULT), (2, NULL) ON CONFLICT (id) DO UPDATE SET x = 0 "
+    "WHERE random() < 2",
+    "INSERT INTO t VALUES ('1'::int, $1) ON CONFLICT (id) DO UPDATE SET x = excluded.x",
+    "INSERT INTO t SELECT * FROM u ON CONFLICT DO NOTHING",
+    "CREATE FUNCTION f() RETURNS void LANGUAGE sql AS "
+    "'INSERT INTO t VALUES (1, 0) ON CONFLICT (id) DO UPDATE SET x = 0'",
+    # MERGE of a VALUES source whose ON pins the target
+    "MERGE INTO t USING (VALUES (1, 2), (3, 4)) v(id, x) ON t.id = v.id WHEN MATCHED THEN "
+    "UPDATE SET x = v.x WHEN NOT MATCHED THEN INSERT VALUES (v.id, v.x)",
+    "MERGE INTO t USING (VALUES (1)) v(id) ON t.id = 1 WHEN MATCHED THEN DELETE",
+    "MERGE INTO t o USING (VALUES (1)) v(id) ON v.id = o.id AND o.x > 0 "
+    "WHEN MATCHED AND o.x < 9 THEN UPDATE SET x = 0",
+    "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.x)",
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DO NOTHING",
+    "SET search_path TO pg_catalog, public",
+    "CREATE AGGREGATE s(int) (SFUNC = int4pl, STYPE = int)",
     "DELETE FROM t WHERE id = 5 AND true",
-    "DELETE FROM t WHERE id <> id",
     "UPDATE orders SET paid = true WHERE id = $1",
-    "UPDATE t SET x = u.x FROM u WHERE t.id = u.id",
-    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET x = s.x "
-    "WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.x)",
     "MERGE INTO t USING s ON true WHEN NOT MATCHED THEN INSERT VALUES (1)",
     "CREATE TABLE users (id bigint PRIMARY KEY, email text NOT NULL)",
     "CREATE TABLE IF NOT EXISTS t (a int); CREATE INDEX ON t (a)",
@@ -291,14 +429,11 @@ CONTROLS = [
     "ALTER TABLE t ADD CONSTRAINT c CHECK (a > 0)",
     "ALTER TABLE t ENABLE ROW LEVEL SECURITY",
     "INSERT INTO t VALUES (1), (2)",
-    "INSERT INTO t SELECT * FROM u ON CONFLICT (id) DO UPDATE SET x = excluded.x",
     "CREATE VIEW v AS SELECT * FROM t",
     "CREATE OR REPLACE VIEW v AS SELECT * FROM t",
     "CREATE FUNCTION f(a int) RETURNS int LANGUAGE sql AS 'SELECT a + 1'",
     "CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
     "NEW.updated := now(); RETURN NEW; END $$",
-    "CREATE FUNCTION f(x int) RETURNS int LANGUAGE plpgsql AS $$ DECLARE y int; BEGIN "
-    "y = x * 2; UPDATE t SET a = y WHERE id = x; RETURN y; END $$",
     "CREATE TRIGGER trg BEFORE UPDATE ON t FOR EACH ROW EXECUTE FUNCTION f()",
     "CREATE SEQUENCE s; SELECT nextval('s')",
     "COMMENT ON TABLE t IS 'DROP TABLE t'",
@@ -436,39 +571,98 @@ def test_sql_statement_count_matches_the_parser() -> None:
 
 # ------------------------------------------- the SQL truths, on a real server
 
-TRUTHS = [
-    # (statement, whether it changes every row of t: what the signal claims)
-    ("DELETE FROM t", True),
-    ("DELETE FROM t WHERE true", True),
-    ("DELETE FROM t WHERE 'yes'", True),
-    ("DELETE FROM t WHERE 'a'='a'", True),
-    ("DELETE FROM t WHERE NOT false", True),
-    ("DELETE FROM t WHERE id = id", True),
-    ("DELETE FROM t WHERE x IS NULL OR x IS NOT NULL", True),
-    ("DELETE FROM t WHERE random() < 2", True),
-    ("DELETE FROM t WHERE EXISTS (SELECT 1)", True),
-    ("DELETE FROM t USING u WHERE u.flag", True),
-    ("DELETE FROM t WHERE id = 5 OR 1=1", True),
-    ("WITH d AS (DELETE FROM t RETURNING *) SELECT count(*) FROM d", True),
-    ("EXPLAIN ANALYZE DELETE FROM t", True),
-    ("EXPLAIN (ANALYZE 'on') DELETE FROM t", True),
-    ("PREPARE p AS DELETE FROM t; EXECUTE p", True),
-    ("UPDATE t SET x = -1", True),
-    ("UPDATE t SET x = -1 WHERE 1 = 1.0", True),
-    ("CREATE FUNCTION wipe() RETURNS void LANGUAGE sql AS 'DELETE FROM t'; SELECT wipe()", True),
+# (statement, whether the gate stops it, which of t's ten rows it changes on a
+# real server: the ids for every plan the gate lets through, a count otherwise)
+ROWS: list[tuple[str, bool, set[int] | int]] = [
+    # signals that really change every row
+    ("DELETE FROM t", True, 10),
+    ("DELETE FROM t WHERE true", True, 10),
+    ("DELETE FROM t WHERE 'yes'", True, 10),
+    ("DELETE FROM t WHERE NOT false", True, 10),
+    ("DELETE FROM t WHERE id = id", True, 10),
+    ("DELETE FROM t WHERE x IS NULL OR x IS NOT NULL", True, 10),
+    ("DELETE FROM t WHERE random() < 2", True, 10),
+    ("DELETE FROM t WHERE EXISTS (SELECT 1)", True, 10),
+    ("DELETE FROM t USING u WHERE u.flag", True, 10),
+    ("DELETE FROM t x USING u WHERE u.id = 3", True, 10),
+    ("DELETE FROM t WHERE id = 5 OR 1=1", True, 10),
+    ("WITH d AS (DELETE FROM t RETURNING *) SELECT count(*) FROM d", True, 10),
+    ("EXPLAIN ANALYZE DELETE FROM t", True, 10),
+    ("EXPLAIN (ANALYZE 'on') DELETE FROM t", True, 10),
+    ("PREPARE p AS DELETE FROM t; EXECUTE p", True, 10),
+    ("UPDATE t SET x = -1", True, 10),
+    ("UPDATE t SET x = -1 WHERE 1 = 1.0", True, 10),
+    ("CREATE FUNCTION wipe() RETURNS void LANGUAGE sql AS 'DELETE FROM t'; SELECT wipe()",
+     True, 10),
     ("CREATE FUNCTION wipe() RETURNS void LANGUAGE plpgsql AS $$ BEGIN DELETE FROM t; END $$;"
-     " SELECT wipe()", True),
-    ("DELETE FROM t WHERE id = 3", False),
-    ("DELETE FROM t WHERE false", False),
-    ("DELETE FROM t WHERE 1 = 0", False),
-    ("DELETE FROM t WHERE id = 5 AND true", False),
-    ("DELETE FROM t WHERE id <> id", False),
-    ("DELETE FROM t USING u WHERE t.id = u.id", False),
-    ("EXPLAIN DELETE FROM t", False),
-    ("EXPLAIN (ANALYZE false) DELETE FROM t", False),
-    ("EXPLAIN (ANALYZE off) UPDATE t SET x = -1", False),
-    ("UPDATE t SET x = -1 WHERE id > 5", False),
-    ("PREPARE p AS DELETE FROM t WHERE id = $1; EXECUTE p(2)", False),
+     " SELECT wipe()", True, 10),
+    # the red team's plans, on t: each passed the old gate
+    ("DELETE FROM t WHERE ctid IS NOT NULL", True, 10),
+    ("INSERT INTO t SELECT * FROM t ON CONFLICT (id) DO UPDATE SET x = -1", True, 10),
+    ("MERGE INTO t USING t s ON t.id = s.id WHEN MATCHED THEN UPDATE SET x = -1", True, 10),
+    ("UPDATE t SET x = -1 WHERE id = id + 0", True, 10),
+    ("DELETE FROM t WHERE id IN (SELECT id FROM t)", True, 10),
+    ("DELETE FROM t WHERE tableoid > 0", True, 10),
+    ("DELETE FROM t WHERE (id = id) = true", True, 10),
+    ("DELETE FROM t WHERE t.* IS NOT NULL", True, 10),
+    ("WITH d AS (DELETE FROM t WHERE id > 0 RETURNING *) SELECT count(*) FROM d", True, 10),
+    # the same class
+    ("DELETE FROM t WHERE id >= id", True, 10),
+    ("DELETE FROM t WHERE COALESCE(id, 0) = COALESCE(id, 0)", True, 10),
+    ("DELETE FROM t WHERE id = ANY(ARRAY(SELECT id FROM t))", True, 10),
+    ("DELETE FROM t WHERE (id, x) = (id, x)", True, 10),
+    ("DELETE FROM t WHERE NOT (id <> id)", True, 10),
+    ("DELETE FROM t WHERE id = 5 OR true", True, 10),
+    ("DELETE FROM t WHERE id BETWEEN -1e9 AND 1e9", True, 10),
+    ("MERGE INTO t USING (VALUES (1)) v(id) ON true WHEN MATCHED THEN UPDATE SET x = -1",
+     True, 10),
+    # in a function's body a name may be a parameter: "k = 5" and "t.k = 5" below
+    # are the parameter's, not a column's, and "id = $1" is per call
+    ("CREATE FUNCTION f(k int) RETURNS void LANGUAGE sql AS 'DELETE FROM t WHERE k = 5';"
+     " SELECT f(5)", True, 10),
+    ("CREATE FUNCTION t(k int) RETURNS void LANGUAGE sql AS 'DELETE FROM t WHERE t.k = 5';"
+     " SELECT t(5)", True, 10),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $$ <<t>> DECLARE k int := 5; BEGIN"
+     " DELETE FROM t WHERE t.k = 5; END $$; SELECT f()", True, 10),
+    ("CREATE FUNCTION f(v int) RETURNS void LANGUAGE sql AS "
+     "'UPDATE t SET x = -1 WHERE id = $1'; SELECT f(id) FROM t", True, 10),
+    # signals that a human may well approve: the gate cannot tell
+    ("UPDATE t SET x = -1 WHERE id > 5", True, 5),
+    ("DELETE FROM t USING u WHERE t.id = u.id", True, 1),
+    ("INSERT INTO t VALUES ((SELECT max(id) FROM t), -1) ON CONFLICT (id) DO UPDATE SET x = -1",
+     True, 1),
+    ("DELETE FROM t WHERE false", True, 0),
+    ("DELETE FROM t WHERE id <> id", True, 0),
+    # what the gate lets through: exactly the rows it pins, every other row intact
+    ("DELETE FROM t WHERE id = 3", False, {3}),
+    ("DELETE FROM t WHERE id = 5 AND true", False, {5}),
+    ("DELETE FROM t WHERE 4 = id AND x > 0", False, {4}),
+    ("UPDATE t SET x = -1 WHERE id IN (1, 2) AND x > 0", False, {1, 2}),
+    ("DELETE FROM t o WHERE o.id = 6", False, {6}),
+    ("DELETE FROM ONLY public.t WHERE t.id = 7", False, {7}),
+    ("DELETE FROM t WHERE id = '8'::int::bigint", False, {8}),
+    ("DELETE FROM t WHERE id = NULL", False, set()),
+    ("DELETE FROM t WHERE (id = 9 AND x > 0) AND (x < 100 OR true)", False, {9}),
+    ("DELETE FROM t USING u WHERE t.id = 3 AND u.id = t.id", False, {3}),
+    ("UPDATE t SET x = -1 FROM u WHERE t.id IN (3, 4) AND u.flag", False, {3, 4}),
+    ("WITH d AS (DELETE FROM t WHERE id = 1 RETURNING *) SELECT count(*) FROM d", False, {1}),
+    ("PREPARE p AS DELETE FROM t WHERE id = $1; EXECUTE p(2)", False, {2}),
+    ("PREPARE p (int) AS UPDATE t SET x = -1 WHERE id = $1; EXECUTE p(2); EXECUTE p(10)",
+     False, {2, 10}),
+    ("INSERT INTO t VALUES (3, -1), (11, 0) ON CONFLICT (id) DO UPDATE SET x = -1", False, {3}),
+    ("INSERT INTO t VALUES (4, 0) ON CONFLICT (id) DO UPDATE SET x = -1 WHERE random() < 2",
+     False, {4}),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE sql AS "
+     "'INSERT INTO t VALUES (9, -1) ON CONFLICT (id) DO UPDATE SET x = -1'; SELECT f() FROM t",
+     False, {9}),
+    ("MERGE INTO t USING (VALUES (5, -1), (6, -1)) v(id, x) ON t.id = v.id "
+     "WHEN MATCHED THEN UPDATE SET x = v.x", False, {5, 6}),
+    ("MERGE INTO t USING (VALUES (1)) v(id) ON t.id = 8 WHEN MATCHED THEN DELETE", False, {8}),
+    ("MERGE INTO t o USING (VALUES (2)) v(id) ON v.id = o.id AND o.x > 0 "
+     "WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT VALUES (v.id, v.id)", False, {2}),
+    ("EXPLAIN DELETE FROM t", False, set()),
+    ("EXPLAIN (ANALYZE false) DELETE FROM t", False, set()),
+    ("EXPLAIN (ANALYZE off) UPDATE t SET x = -1", False, set()),
 ]
 
 
@@ -501,30 +695,37 @@ def postgres() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def changed_rows(socket: str, statement: str) -> int:
-    """How many of t's ten rows ``statement`` deletes or sets to -1, in a
-    transaction that is rolled back."""
+def changed_rows(socket: str, statement: str) -> set[int]:
+    """Which of t's ten rows (id 1..10, x = id) ``statement`` deletes or
+    changes, in a transaction that is rolled back."""
     script = (
         "BEGIN;\n"
         "CREATE TABLE t (id int PRIMARY KEY, x int NOT NULL);\n"
         "INSERT INTO t SELECT g, g FROM generate_series(1, 10) g;\n"
         "CREATE TABLE u (id int, flag bool); INSERT INTO u VALUES (3, true);\n"
         f"{statement};\n"
-        "SELECT 'left=' || ((SELECT count(*) FROM t) - (SELECT count(*) FROM t WHERE x = -1));\n"
+        "SELECT 'changed=' || coalesce(string_agg(g::text, ',' ORDER BY g), '') FROM "
+        "generate_series(1, 10) g WHERE NOT EXISTS (SELECT 1 FROM t WHERE id = g AND x = g);\n"
         "ROLLBACK;\n")
     out = subprocess.run(["psql", "-h", socket, "-U", "postgres", "-X", "-q", "-A", "-t",
                           "-v", "ON_ERROR_STOP=1", "-f", "-"], input=script, text=True,
                          capture_output=True, timeout=60, check=True).stdout
-    left = [line for line in out.splitlines() if line.startswith("left=")]
-    return 10 - int(left[-1].removeprefix("left="))
+    changed = [line for line in out.splitlines() if line.startswith("changed=")][-1]
+    return {int(i) for i in changed.removeprefix("changed=").split(",") if i}
 
 
-@pytest.mark.parametrize("statement, every_row", TRUTHS, ids=[q[:60] for q, _ in TRUTHS])
-def test_signal_matches_what_postgres_does(postgres: str, statement: str,
-                                           every_row: bool) -> None:
+@pytest.mark.parametrize("statement, stops, changed", ROWS, ids=[q[:60] for q, _, _ in ROWS])
+def test_what_the_gate_lets_through_leaves_other_rows_intact(
+        postgres: str, statement: str, stops: bool, changed: set[int] | int) -> None:
+    """The gate's verdict beside what PostgreSQL really does: every plan it lets
+    through changes exactly the rows it pins and no other."""
     reading = sql(statement)
-    assert bool(reading.signals) is every_row, reading.signals
-    assert (changed_rows(postgres, statement) == 10) is every_row
+    assert bool(reading.signals) is stops, reading.signals
+    rows = changed_rows(postgres, statement)
+    if stops:
+        assert len(rows) == changed, rows
+    else:
+        assert rows == changed, rows
 
 
 # ---------------------------------------------------------------- Terraform
@@ -557,6 +758,25 @@ def test_terraform_update_in_place_is_not_destructive() -> None:
 def test_terraform_plan_without_changes_does_not_write() -> None:
     reading = terraform_plan.read(tf_plan("tf-noop.json"))
     assert reading == Reading(changes=("no changes",), signals=(), writes=False)
+    empty = terraform_plan.read(minimal_plan())  # resource_changes: []
+    assert empty == Reading(changes=("no changes",), signals=(), writes=False)
+
+
+@pytest.mark.parametrize("doc", [
+    {"format_version": "1.2", "planned_values": {"root_module": {}}},
+    {"format_version": "1.2", "planned_values": {}, "output_changes": {}},
+    {"format_version": "1.2", "planned_values": {}, "resource_drift": []},
+    {"format_version": "1.2"},
+    {"format_version": "1.2", "prior_state": {}, "configuration": {}},
+])
+def test_terraform_document_without_resource_changes_is_never_no_changes(
+        doc: dict[str, Any]) -> None:
+    """What a plan deletes is only ever said in resource_changes: a document
+    without that list cannot be judged, and a write action's plan escalates."""
+    reading = terraform_plan.read(json.dumps(doc))
+    assert reading.unreadable is not None and "no resource_changes list" in reading.unreadable
+    verdict = gate.judge(action("write", kind="terraform"), {"plan": json.dumps(doc)})
+    assert verdict.escalate and "cannot be read" in verdict.reasons[0]
 
 
 def test_terraform_destroy_plan() -> None:
@@ -726,6 +946,90 @@ def test_kubernetes_signals(plan: str, signal: str) -> None:
     assert reading.writes
 
 
+def pod(spec: dict[str, Any], kind: str = "Pod", name: str = "p") -> str:
+    """A ``kind`` whose pod spec is ``spec`` (a container ``c`` added), as JSON."""
+    spec = {"containers": [{"name": "c", "image": "busybox"}], **spec}
+    if kind == "Pod":
+        return json.dumps(obj("Pod", name, spec=spec))
+    template = {"metadata": {"labels": {"app": name}}, "spec": spec}
+    if kind == "CronJob":
+        body = {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": template}}}
+        return json.dumps(obj("CronJob", name, api="batch/v1", spec=body))
+    return json.dumps(obj(kind, name, api="apps/v1", spec={"template": template}))
+
+
+def container(**security: Any) -> dict[str, Any]:
+    return {"containers": [{"name": "c", "image": "busybox", "securityContext": security}]}
+
+
+@pytest.mark.parametrize("plan, signal", [
+    (pod(container(privileged=True)), "apply Pod shop/p: reaches the node (privileged container)"),
+    (pod({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}, "Deployment"),
+     "apply Deployment shop/p: reaches the node (hostPath volume /)"),
+    (pod({"hostNetwork": True}, "DaemonSet"), "reaches the node (hostNetwork)"),
+    (pod({"hostPID": True}, "CronJob"), "CronJob shop/p: reaches the node (hostPID)"),
+    (pod({"hostIPC": True}, "StatefulSet"), "reaches the node (hostIPC)"),
+    (pod(container(capabilities={"add": ["SYS_ADMIN", "NET_BIND_SERVICE"]})),
+     "reaches the node (adds capabilities SYS_ADMIN)"),
+    (pod(container(capabilities={"add": ["CAP_SYS_PTRACE"]})), "adds capabilities SYS_PTRACE"),
+    (pod(container(allowPrivilegeEscalation=True)), "allowPrivilegeEscalation"),
+    (pod({"securityContext": {"runAsUser": 0}}), "runs as root (runAsUser 0)"),
+    (pod({"initContainers": [{"name": "i", "image": "b", "securityContext": {
+        "privileged": True}}]}), "privileged container"),
+    (pod({"containers": [{"name": "c", "image": "b", "ports": [{"containerPort": 80,
+                                                                 "hostPort": 80}]}]}),
+     "hostPort 80"),
+    (pod(container(seccompProfile={"type": "Unconfined"})), "seccomp Unconfined"),
+    (pod(container(procMount="Unmasked")), "procMount Unmasked"),
+    (pod({"securityContext": {"windowsOptions": {"hostProcess": True}}}), "Windows hostProcess"),
+    (pod({"HostNetwork": True}), "hostNetwork"),  # a key in another case is still read
+    (pod({"hostNetwork": "true"}), "hostNetwork"),  # not a boolean: not taken as false
+    (json.dumps(obj("PersistentVolume", "pv", namespace=None, spec={
+        "capacity": {"storage": "1Gi"}, "hostPath": {"path": "/var/lib"}})),
+     "PersistentVolume pv: reaches the node (hostPath volume /var/lib)"),
+    (ops(("create", json.loads(pod({"hostPID": True, "hostNetwork": True}, "Pod")))),
+     "create Pod shop/p: reaches the node (hostPID, hostNetwork)"),
+    ('{"apiVersion": "v1", "kind": "List", "items": [' + pod({"hostIPC": True}) + "]}",
+     "apply Pod shop/p: reaches the node (hostIPC)"),
+    (json.dumps(obj("Widget", "w", api="example.com/v1", spec={"podTemplate": {
+        "spec": container(privileged=True)}})), "Widget shop/w: reaches the node"),
+    (pod({"hostNetwork": True, "hostPID": True, "hostIPC": True,
+          "volumes": [{"name": "v", "hostPath": {"path": "/"}}],
+          "securityContext": {"runAsUser": 0}}), "+1 more)"),
+])
+def test_kubernetes_objects_that_reach_the_node(plan: str, signal: str) -> None:
+    reading = kube_plan.read(plan)
+    assert reading.unreadable is None, reading.unreadable
+    assert any(signal in s for s in reading.signals), reading.signals
+    verdict = gate.judge(action("write", kind="kubernetes"), {"plan": plan})
+    assert verdict.escalate
+
+
+@pytest.mark.parametrize("plan", [
+    pod(container(privileged=False, allowPrivilegeEscalation=False, runAsNonRoot=True,
+                  runAsUser=1000, capabilities={"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+                  seccompProfile={"type": "RuntimeDefault"}, procMount="Default")),
+    pod({"hostNetwork": False, "hostPID": False, "hostIPC": False,
+         "volumes": [{"name": "tmp", "emptyDir": {}}], "securityContext": {"runAsUser": 1000}},
+        "Deployment"),
+    pod({"containers": [{"name": "c", "image": "b", "ports": [{"containerPort": 80}]}]}),
+    json.dumps(obj("ConfigMap", "flags", data={"privileged": "true", "hostNetwork": "true",
+                                                "runAsUser": "0"})),
+    json.dumps(obj("Secret", "s", stringData={"hostPath": "/"})),
+    json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "p", "labels": {"privileged": "true"}, "annotations": {"hostPID": "true"}},
+        "spec": container(privileged=False)}),
+])
+def test_kubernetes_pods_that_stay_in_their_box(plan: str) -> None:
+    reading = kube_plan.read(plan)
+    assert reading.unreadable is None and reading.signals == (), reading
+
+
+def test_deleting_a_privileged_pod_is_a_delete_not_a_reach() -> None:
+    reading = kube_plan.read(ops(("delete", json.loads(pod(container(privileged=True))))))
+    assert reading.signals == ("delete Pod shop/p",)
+
+
 @pytest.mark.parametrize("plan", [
     DEPLOY,
     DEPLOY + "\n---\n" + DEPLOY.replace("name: web", "name: api"),
@@ -788,6 +1092,12 @@ def test_kubernetes_unreadable(plan: str, fragment: str) -> None:
     ("read", "SELEC 1", True),  # not SQL: unreadable
     ("write", "CREATE TABLE t (a int); INSERT INTO t VALUES (1)", False),
     ("write", "DELETE FROM orders WHERE id = 3", False),
+    ("write", "UPDATE orders SET qty = 1 WHERE id IN (1, 2) AND qty > 0", False),
+    ("write", "INSERT INTO orders VALUES (1, 'a', 2) ON CONFLICT (id) DO UPDATE SET qty = 2",
+     False),
+    ("write", "DELETE FROM orders WHERE ctid IS NOT NULL", True),
+    ("write", "INSERT INTO orders SELECT * FROM orders ON CONFLICT (id) DO UPDATE SET qty = 0",
+     True),
     ("write", "DELETE FROM orders", True),
     ("write", "ALTER TABLE t DROP COLUMN a", True),
     ("write", "DROP", True),
@@ -813,6 +1123,24 @@ def test_reasons_say_why() -> None:
     assert destructive.summary == "DROP TABLE users"
     unreadable = gate.judge(action("write"), {"plan": "DROP TABLE"})
     assert unreadable.reasons[0].startswith("the plan cannot be read: PostgreSQL cannot parse")
+
+
+@pytest.mark.parametrize("plan, summary", [
+    ("UPDATE orders SET item = 'gone' WHERE id = id + 0",
+     "UPDATE orders (WHERE does not pin rows by equality: a human judges)"),
+    ("DELETE FROM orders WHERE ctid IS NOT NULL",
+     "DELETE FROM orders (WHERE does not pin rows by equality: a human judges)"),
+    ("INSERT INTO orders SELECT * FROM orders ON CONFLICT (id) DO UPDATE SET qty = 0",
+     "INSERT INTO orders ON CONFLICT DO UPDATE (its rows are not a VALUES list of "
+     "constants: a human judges)"),
+    ("MERGE INTO orders USING orders s ON orders.id = s.id WHEN MATCHED THEN UPDATE SET qty = 0",
+     "MERGE INTO orders ... UPDATE (its source is not a VALUES list of constants: "
+     "a human judges)"),
+])
+def test_rows_the_gate_cannot_count_wait_for_a_human(plan: str, summary: str) -> None:
+    verdict = gate.judge(action("write"), {"plan": plan})
+    assert verdict.escalate and verdict.summary == summary
+    assert verdict.reasons == [f"destructive: {summary}"]
 
 
 def test_write_plan_is_shown_even_when_it_runs_at_once() -> None:
@@ -928,13 +1256,14 @@ IDENT = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True)
 
 
 @PROPERTY
-@given(table=IDENT, column=IDENT, value=st.integers(-10**6, 10**6),
+@given(table=IDENT, column=IDENT.filter(lambda c: c not in SYSTEM_COLUMNS),
+       value=st.integers(-10**6, 10**6),
        case=st.sampled_from([str.upper, str.lower, str.title]),
        comment=st.sampled_from(["", "/* c */ ", "-- c\n"]))
 def test_disguise_does_not_change_the_verdict(table: str, column: str, value: int,
                                               case: Any, comment: str) -> None:
-    """Case, comments and quoting leave the verdict as it was; a real WHERE is a
-    filter, a missing one is not."""
+    """Case, comments and quoting leave the verdict as it was; a WHERE that pins
+    its rows is a filter, a missing one is not."""
     quoted = '"' + table + '"'
     filtered = f"{comment}{case('delete from')} {quoted} {case('where')} {column} = {value}"
     bare = f"{comment}{case('delete from')} {quoted}"

@@ -20,7 +20,16 @@ what), admission webhooks and policies (they see or refuse every later
 write), CustomResourceDefinitions (a changed schema or a dropped version can
 make stored objects unreadable), a ServiceAccount token Secret (it mints a
 credential), a Namespace whose Pod Security label says ``privileged`` (it
-lifts the restricted profile), and a workload scaled to zero replicas. A plain
+lifts the restricted profile), a workload scaled to zero replicas, and an
+object that reaches the node (a Pod, a workload's or a CronJob's pod template,
+a PersistentVolume, or any other kind that carries these fields): privileged
+containers, ``hostPath`` volumes, ``hostNetwork``, ``hostPID``, ``hostIPC``,
+``hostPort``, capabilities added beyond ``NET_BIND_SERVICE``,
+``allowPrivilegeEscalation`` not false, ``runAsUser: 0``, Windows
+``hostProcess``, an unmasked ``/proc``, an unconfined seccomp or AppArmor
+profile (what the baseline Pod Security profile forbids). Those fields are
+looked for anywhere in the object, their names in any case, outside
+``metadata`` and outside ConfigMaps and Secrets (their data is text). A plain
 Namespace is not a signal: creating one destroys nothing, and deleting one is
 a delete.
 
@@ -43,6 +52,10 @@ ADMISSION = frozenset({"ValidatingWebhookConfiguration", "MutatingWebhookConfigu
                        "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"})
 SCALABLE = frozenset({"Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"})
 POD_SECURITY = "pod-security.kubernetes.io/enforce"
+NO_POD_FIELDS = frozenset({"ConfigMap", "Secret"})  # their data is text, not a pod
+HOST_NAMESPACES = {"hostnetwork": "hostNetwork", "hostpid": "hostPID", "hostipc": "hostIPC"}
+HARMLESS_CAPABILITIES = frozenset({"NET_BIND_SERVICE"})  # the restricted profile allows it
+NODE_KEEP = 4  # how many ways an object reaches the node are named
 MAX_OBJECTS = 1000
 
 
@@ -179,6 +192,65 @@ def _by_nature(obj: dict[str, Any]) -> str:
     return ""
 
 
+def _off(value: Any) -> bool:
+    return value is None or value is False
+
+
+def _node_reach(key: str, value: Any) -> str:
+    """How the field ``key: value`` reaches the node, or ""."""
+    key = key.lower()
+    if key == "privileged" and not _off(value):
+        return "privileged container"
+    if key == "allowprivilegeescalation" and not _off(value):
+        return "allowPrivilegeEscalation"
+    if key in HOST_NAMESPACES and not _off(value):
+        return HOST_NAMESPACES[key]
+    if key == "hostprocess" and not _off(value):
+        return "Windows hostProcess"
+    if key == "hostpath" and isinstance(value, dict):
+        return f"hostPath volume {shown(value.get('path', '?'), 60)}"
+    if key == "hostport" and value not in (None, 0, "0"):
+        return f"hostPort {shown(value, 20)}"
+    if key == "runasuser" and value in (0, "0") and value is not False:
+        return "runs as root (runAsUser 0)"
+    if key == "procmount" and str(value).lower() == "unmasked":
+        return "procMount Unmasked"
+    if key in ("seccompprofile", "apparmorprofile") and isinstance(value, dict) and str(
+            value.get("type", "")).lower() == "unconfined":
+        return f"{'seccomp' if key == 'seccompprofile' else 'AppArmor'} Unconfined"
+    if key == "capabilities" and isinstance(value, dict):
+        added = {str(k).lower(): v for k, v in value.items()}.get("add") or []
+        names = [str(c).upper().removeprefix("CAP_") for c in added] if isinstance(
+            added, list) else ["?"]
+        wide = [n for n in names if n not in HARMLESS_CAPABILITIES]
+        if wide:
+            return "adds capabilities " + ", ".join(shown(n, 30) for n in wide[:5])
+    return ""
+
+
+def _reaches_node(obj: dict[str, Any]) -> str:
+    """The ways ``obj`` reaches the node it runs on, or ""."""
+    if obj.get("kind") in NO_POD_FIELDS:
+        return ""
+    found: list[str] = []
+    stack: list[Any] = [v for k, v in obj.items() if k != "metadata"]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(reversed(value))
+        elif isinstance(value, dict):
+            for key, child in value.items():
+                reach = _node_reach(str(key), child)
+                if reach:
+                    found.append(reach)
+            stack.extend(reversed([c for c in value.values() if isinstance(c, (dict, list))]))
+    found = list(dict.fromkeys(found))
+    if not found:
+        return ""
+    more = f", +{len(found) - NODE_KEEP} more" if len(found) > NODE_KEEP else ""
+    return f"reaches the node ({', '.join(found[:NODE_KEEP])}{more})"
+
+
 def _read(docs: list[Any]) -> Reading:
     ops = _operations(docs)
     if len(ops) > MAX_OBJECTS:
@@ -193,9 +265,10 @@ def _read(docs: list[Any]) -> Reading:
             signals.append(what + extra)
         elif op == "replace":
             signals.append(what + " (fields not given are dropped)")
-        nature = _by_nature(obj)
-        if nature and op != "delete":
-            signals.append(f"{what}: {nature}")
+        if op != "delete":
+            for nature in (_by_nature(obj), _reaches_node(obj)):
+                if nature:
+                    signals.append(f"{what}: {nature}")
     if not changes:
         changes.append("no objects")
     return Reading(changes=tuple(changes), signals=tuple(signals), writes=bool(ops))

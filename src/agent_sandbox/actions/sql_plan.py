@@ -16,12 +16,16 @@ PL/pgSQL functions (every embedded statement and expression parsed again).
 Comments, case, quoted identifiers and dollar quoting are the parser's, so
 they disguise nothing.
 
-Destructive signals: ``DROP`` of anything, ``TRUNCATE``, ``DELETE`` and ``UPDATE``
-whose ``WHERE`` is missing or selects every row (a constant truth such as
-``true``, ``1=1``, ``'a'='a'``, ``NOT false``, ``x = x``, ``x IS NULL OR x IS NOT
-NULL``, or a condition that names no column of the target at all, such as
-``random() < 2`` or ``EXISTS (SELECT 1)``), ``MERGE ... DELETE`` or ``MERGE ON``
-such a condition, ``ALTER ... DROP`` (column, constraint, default, not null,
+Rows already there (``sql_where``): a ``DELETE``, ``UPDATE``, ``INSERT ...
+ON CONFLICT DO UPDATE`` or ``MERGE`` that changes them, wherever it is (top
+level, CTE, ``PREPARE``, rule action, function body), is harmless only when it
+pins the rows it touches by equality to constants (``WHERE id = 5``, ``id IN
+(1, 2)``, a VALUES list of constants); anything else is a signal that says a
+human judges how many rows it touches, for whether a condition keeps every row
+is undecidable.
+
+Other destructive signals: ``DROP`` of anything, ``TRUNCATE``,
+``ALTER ... DROP`` (column, constraint, default, not null,
 identity, inheritance, ...), ``ALTER COLUMN ... TYPE`` (rewrites the data),
 ``DETACH PARTITION``, ``SET UNLOGGED``, every ``RENAME`` and ``SET SCHEMA``,
 ``GRANT``/``REVOKE`` and every role, ownership, policy and row-security change,
@@ -31,13 +35,16 @@ languages, ``COPY ... PROGRAM`` and ``COPY`` to or from a server file, ``CREATE
 OR REPLACE`` of functions and triggers, every ``CREATE RULE``, event triggers,
 ``VACUUM FULL``, ``REINDEX``, ``CLUSTER``, ``LOCK``, ``CHECKPOINT``, ``LOAD``,
 ``ALTER SYSTEM``/``DATABASE``, subscriptions, two-phase commit, ``SET`` of a
-setting not known to be harmless (``SET ROLE``, ``session_replication_role``),
+setting not known to be harmless (``SET ROLE``, ``session_replication_role``)
+and a ``search_path`` that puts a schema before ``pg_catalog``, ``CREATE
+OPERATOR`` and ``CREATE CAST`` (they change what ``=`` and a cast mean),
 calls of administrative or dynamic-SQL functions (``pg_terminate_backend``,
 ``set_config``, ``dblink_exec``, ``query_to_xml``, ``lo_unlink``, ...) and any
 statement type this reader does not know.
 
 What it cannot see: functions reached other than by name (operators, casts,
-column defaults, triggers and views defined before the plan). Those are bounded
+column defaults, triggers and views defined before the plan), and rows that
+foreign keys' cascades change in other tables. Those are bounded
 by the action's credential, whose grants match its tier; the gate is the
 second line, not the only one. It never executes anything and never raises on
 what the plan says: a plan it cannot parse is unreadable, and escalates.
@@ -67,7 +74,7 @@ from .sql_kinds import (
 from .sql_nodes import node as _node
 from .sql_nodes import nodes as _nodes
 from .sql_nodes import strings as _strings
-from .sql_where import selects_every_row
+from .sql_where import dml_reason, merge_reason, upsert_reason
 
 MAX_BODY_DEPTH = 4  # function bodies inside function bodies, at most
 _SIMPLE_IDENT = re.compile(r"[a-z_][a-z0-9_$]*")
@@ -207,33 +214,36 @@ class _Reader:
             self.writes = True
 
     # statements with rules of their own
+    # rows already there: what sql_where finds, named with the statement's target
     def stmt_DeleteStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
-        self.dml("DELETE FROM", body, ctx)
+        self.rows("DELETE FROM", body, dml_reason(body, ctx.depth > 0), ctx)
         return ctx
 
     def stmt_UpdateStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
-        self.dml("UPDATE", body, ctx)
+        self.rows("UPDATE", body, dml_reason(body, ctx.depth > 0), ctx)
         return ctx
 
-    def dml(self, verb: str, body: dict[str, Any], ctx: _Ctx) -> None:
-        relation = body.get("relation") or {}
-        target = f"{verb} {_relation(relation)}"
-        where = body.get("whereClause")
-        if where is None:
-            self.signal(ctx, f"{target} (no WHERE)")
-        elif selects_every_row(where, _target_names(relation)):
-            self.signal(ctx, f"{target} (its WHERE selects every row)")
+    def stmt_InsertStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
+        self.rows("INSERT INTO", body, upsert_reason(body, ctx.depth > 0), ctx)
+        return ctx
 
     def stmt_MergeStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
-        relation = body.get("relation") or {}
-        target = f"MERGE INTO {_relation(relation)}"
-        commands = {(_node(c)[1] or {}).get("commandType")
-                    for c in body.get("mergeWhenClauses") or []}
-        if "CMD_DELETE" in commands:
-            self.signal(ctx, f"{target} ... DELETE")
-        elif "CMD_UPDATE" in commands and selects_every_row(
-                body.get("joinCondition"), _target_names(relation)):
-            self.signal(ctx, f"{target} (its ON selects every row)")
+        self.rows("MERGE INTO", body, merge_reason(body, ctx.depth > 0), ctx)
+        return ctx
+
+    def rows(self, verb: str, body: dict[str, Any], reason: str | None, ctx: _Ctx) -> None:
+        if reason is not None:
+            self.signal(ctx, f"{verb} {_relation(body.get('relation') or {})} {reason}")
+
+    def stmt_DefineStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
+        if body.get("kind") == "OBJECT_OPERATOR":  # "=" might no longer be equality
+            self.signal(ctx, f"CREATE OPERATOR {_name(body.get('defnames'))} (changes what "
+                             "later comparisons mean: the gate cannot judge it)")
+        return ctx
+
+    def stmt_CreateCastStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
+        self.signal(ctx, "CREATE CAST (changes what later statements mean: the gate cannot "
+                         "judge it)")
         return ctx
 
     def stmt_CreateExtensionStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
@@ -323,9 +333,14 @@ class _Reader:
     def stmt_VariableSetStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
         kind = body.get("kind")
         name = str(body.get("name") or "").lower()
-        if kind in ("VAR_RESET", "VAR_RESET_ALL") or name in SAFE_SETTINGS:
+        if kind in ("VAR_RESET", "VAR_RESET_ALL"):
             return ctx
-        self.signal(ctx, f"SET {shown(name)} (the gate cannot judge it)")
+        if name == "search_path" and _catalog_not_first(body.get("args")):
+            self.signal(ctx, "SET search_path with a schema before pg_catalog (its operators "
+                             "and functions would shadow the built-in ones: the gate cannot "
+                             "judge it)")
+        elif name not in SAFE_SETTINGS:
+            self.signal(ctx, f"SET {shown(name)} (the gate cannot judge it)")
         return ctx
 
     def stmt_TransactionStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
@@ -476,14 +491,6 @@ def _relation(rv: dict[str, Any]) -> str:
     return shown(".".join(_ident(str(p)) for p in parts)) if parts else "?"
 
 
-def _target_names(rv: dict[str, Any]) -> set[str]:
-    names = {str(rv.get("relname") or "")}
-    alias = rv.get("alias") or {}
-    if alias.get("aliasname"):
-        names.add(str(alias["aliasname"]))
-    return names
-
-
 def _words(kind: str) -> str:
     return _CAMEL.sub(" ", kind.removesuffix("Stmt")).upper().replace("_", " ")
 
@@ -558,6 +565,19 @@ def _option_on(elem: dict[str, Any]) -> bool:
     if kind == "String":
         return str((body or {}).get("sval", "")).lower() not in ("false", "off", "0")
     return True
+
+
+def _catalog_not_first(args: Any) -> bool:
+    """Whether a search_path names pg_catalog after another schema (unnamed,
+    PostgreSQL searches it first); a value it cannot read counts as yes."""
+    schemas: list[str] = []
+    for arg in args or []:
+        kind, body = _node(arg)
+        value = ((body or {}).get("sval") or {}).get("sval") if kind == "A_Const" else None
+        if not isinstance(value, str):
+            return True
+        schemas += [p.strip().strip('"').lower() for p in value.split(",")]
+    return "pg_catalog" in schemas[1:]
 
 
 def _explain_runs(body: dict[str, Any]) -> bool:

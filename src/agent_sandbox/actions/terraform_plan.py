@@ -18,8 +18,13 @@ plan is text the agent handed in, so "deposed" is no excuse), every
 not know, provider actions invoked by the plan (``action_invocations``), and a
 plan marked ``errored``. Not destructive: create, update in place, read,
 import, move (``previous_address``) and output changes. A document that is
-not JSON, has duplicate keys, is a state rather than a plan, or has a
-major version other than 0 or 1 is unreadable. Never raises on the document.
+not JSON, has duplicate keys, is a state rather than a plan, has no
+``resource_changes`` list (``planned_values`` alone, or nothing: what is
+deleted is only ever said there, so its absence is never "no changes"), or has
+a major version other than 0 or 1 is unreadable; a plan whose
+``resource_changes`` is an empty list changes nothing. (Terraform leaves the
+list out of a plan for a configuration with no resources at all: such a plan
+escalates, which is the safe side.) Never raises on the document.
 """
 
 from __future__ import annotations
@@ -61,14 +66,15 @@ def _read(doc: Any) -> Reading:
     if not isinstance(version, str) or version.split(".")[0] not in KNOWN_MAJOR:
         raise Unreadable(f"format_version {shown(version)} is not a plan format this gate "
                           "reads (1.x)")
-    if "planned_values" not in doc and "resource_changes" not in doc:
-        raise Unreadable("not a plan (no planned_values or resource_changes: a state?)")
+    if "resource_changes" not in doc:  # planned_values alone never says what is deleted
+        seen = "only planned_values" if "planned_values" in doc else "a state?"
+        raise Unreadable(f"not a plan the gate can judge: no resource_changes list ({seen})")
     if doc.get("errored") is True:
         raise Unreadable("the plan is marked errored: Terraform would not apply it as shown")
     changes: list[str] = []
     signals: list[str] = []
     writes = False
-    resource_changes = doc.get("resource_changes", [])
+    resource_changes = doc["resource_changes"]
     if not isinstance(resource_changes, list):
         raise Unreadable("resource_changes is not a list")
     for rc in resource_changes:
