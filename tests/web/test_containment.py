@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_sandbox import contract
+
 from .conftest import Server, env
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing")
@@ -69,3 +71,34 @@ def test_a_sandboxed_command_cannot_reach_the_server_or_read_its_token(
         cwd=work, env=env(), timeout=60)
     assert "token" not in listing.stdout, listing.stdout
     assert os.path.exists(server.token_file)  # and on the host it is untouched
+
+
+def test_a_sandbox_started_before_the_first_serve_never_reads_the_token_made_later(
+        tmp_path: Path) -> None:
+    """The token folder first made while a sandbox runs (the account's first ``sandbox
+    serve``) must be hidden in that sandbox too: the launcher makes every private
+    folder before it plans, so there is always one to hide."""
+    state = tmp_path / "state"
+    state.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    web = Path(contract.web_dir(str(tmp_path)).replace(
+        contract.user_state_dir(str(tmp_path)), str(state)))
+    assert not web.exists()
+    token = web / "token"
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {"denyRead": [], "allowWrite": [str(work)], "denyWrite": []}}))
+    e = {**env(), contract.STATE_DIR_ENV: str(state)}
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-m", "agent_sandbox", "exec", "--settings", str(settings), "--",
+         "sh", "-c", f"echo started; sleep 3; cat {token} 2>&1; ls -a {web}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=work, env=e)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "started"
+    web.mkdir(mode=0o700, exist_ok=True)     # what serve's first start does, meanwhile
+    token.write_text("late-secret-token\n")
+    out, err = proc.communicate(timeout=60)
+    assert token.read_text() == "late-secret-token\n"  # the control: it is there
+    assert "late-secret-token" not in out and "token" not in out.split("No such")[-1], out + err
