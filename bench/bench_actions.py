@@ -7,20 +7,27 @@ percentile) of wall time, and the ratio the goal is stated in: an action at
 most 1.5x ``runsc do true``.
 
 - ``action true``: ``run_action_container(image, ["true"])`` called in this
-  process with the runner's podman service already started (as in the MCP
-  server or ``sandbox serve``, which run many actions): a new container
-  created, checked to be runsc, started, waited for, its output read, and
-  removed, with the default limits and no network;
+  process, this user's warm podman service already up (as in the MCP server
+  or ``sandbox serve``, which run many actions): the service judged, a new
+  container created, checked to be runsc, attached to, started, waited for,
+  and removed, with the default limits and no network;
 - ``action true, connect``: the same with one ``connect`` endpoint (the
   container's network namespace is furnished from the host first);
-- ``action true, new process``: a fresh interpreter that imports the runner,
-  starts its podman service and runs one action (what ``sandbox action run``
-  pays once);
+- ``action true, new process``: a fresh interpreter that imports the runner
+  and runs one action through the same warm service (what each ``sandbox
+  action run`` pays but for the first in ``IDLE_SECONDS``, which also starts
+  the service, about a second);
 - ``runsc do true``: gVisor alone (``runsc --network=none do true``, root);
 - ``sandbox exec -- true``: the bwrap backend (the installed
   ``.venv/bin/sandbox``).
 
+With ``BENCH_ACTIONS_AGAINST=DIR`` (another checkout with its own
+``.venv``, e.g. the previous release) two more rows run that tree's runner in
+the same rounds: ``action true`` in a long-lived process of its own (asked
+through a pipe) and ``action true, new process``.
+
     .venv/bin/python bench/bench_actions.py [ROUNDS]      # default 20
+    BENCH_ACTIONS_AGAINST=../main .venv/bin/python bench/bench_actions.py 10
 """
 
 from __future__ import annotations
@@ -55,6 +62,32 @@ r = run_action_container(sys.argv[1], ["true"], limits=ActionLimits(), files=Non
                          egress=[], connect=[], labels={"agent-sandbox.bench": "actions"})
 sys.exit(r.exit_code or 0)
 """
+
+
+SERVE = """
+import sys
+from agent_sandbox.actions.runner import run_action_container
+from agent_sandbox.spec.actions import ActionLimits
+for line in sys.stdin:
+    r = run_action_container(sys.argv[1], ["true"], limits=ActionLimits(), files=None,
+                             env=None, egress=[], connect=[],
+                             labels={"agent-sandbox.bench": "actions"})
+    print(r.exit_code, r.runtime, flush=True)
+"""
+
+
+def served(python: str, cwd: str) -> Callable[[], None]:
+    """One action per call, run by a long-lived process of ``python``."""
+    proc = subprocess.Popen([python, "-c", SERVE, IMAGE], cwd=cwd, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def run() -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        if proc.stdout.readline().split() != ["0", "runsc"]:
+            raise SystemExit(f"{python}: the action failed")
+    return run
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -103,6 +136,12 @@ def main() -> int:
         EXEC_ROW: command([str(SANDBOX), "exec", "--settings", str(settings), "--", "true"],
                           work),
     }
+    against = os.environ.get("BENCH_ACTIONS_AGAINST")
+    if against:
+        other = str(Path(against).resolve() / ".venv" / "bin" / "python")
+        rows[f"{ACTION} ({Path(against).name})"] = served(other, work)
+        rows[f"{ACTION_COLD} ({Path(against).name})"] = command([other, "-c", COLD, IMAGE],
+                                                                work)
     notes = []
     if RUNSC is None or os.geteuid() != 0:
         notes.append("runsc do true: not run (needs runsc and root)")
@@ -123,10 +162,10 @@ def main() -> int:
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"start to exit, {rounds} rounds, {os.cpu_count()} CPUs, "
           f"load average {load:.2f} -> {os.getloadavg()[0]:.2f}")
-    print(f"{'row':30} {'median ms':>10} {'p90 ms':>8} {'p25-p75 ms':>14}")
+    print(f"{'row':36} {'median ms':>10} {'p90 ms':>8} {'p25-p75 ms':>14}")
     for k, v in times.items():
         spread = f"{percentile(v, 0.25):.1f}-{percentile(v, 0.75):.1f}"
-        print(f"{k:30} {med[k]:10.1f} {percentile(v, 0.9):8.1f} {spread:>14}")
+        print(f"{k:36} {med[k]:10.1f} {percentile(v, 0.9):8.1f} {spread:>14}")
     for n in notes:
         print(f"  {n}")
     print()
@@ -137,6 +176,11 @@ def main() -> int:
         print(f"  with a connect endpoint       : {med[ACTION_CONNECT] / med[RUNSC_ROW]:5.2f}x")
         print(f"  in a new process              : {med[ACTION_COLD] / med[RUNSC_ROW]:5.2f}x")
     print(f"action / sandbox exec (bwrap)   : {med[ACTION] / med[EXEC_ROW]:5.2f}x")
+    if against:
+        name = Path(against).name
+        print(f"action / the same of {name:10}: {med[ACTION] / med[f'{ACTION} ({name})']:5.2f}x")
+        print(f"  in a new process              : "
+              f"{med[ACTION_COLD] / med[f'{ACTION_COLD} ({name})']:5.2f}x")
     return 0
 
 

@@ -227,7 +227,10 @@ def up() -> int:
 
 
 def down() -> int:
+    from agent_sandbox.runtime.podman_service import stop_all
+
     doc = lab.load(LAB / "state.json")
+    stop_all(str(STATE / "home" / "state" / "podman"))  # the actions' warm podman service
     if doc.get("bao"):
         lab.stop_openbao(doc["bao"])
     if doc.get("pg"):

@@ -145,6 +145,13 @@ def mcp_resident_dir(home: str) -> str:
     return os.path.join(user_state_dir(home), "mcp")
 
 
+def podman_service_dir(home: str) -> str:
+    """This user's warm podman service (``runtime/podman_service.py``): its
+    Docker API socket, which is root-equivalent, with the runsc wrapper and
+    containers.conf it was started with."""
+    return os.path.join(user_state_dir(home), "podman")
+
+
 def broker_dir(home: str) -> str:
     """The action broker's private folder: the OpenBao address and the token it
     mints action credentials with (``address``, ``token``, each 0600)."""
@@ -165,9 +172,11 @@ def private_paths(home: str) -> list[str]:
     """State no sandbox may even see: hidden (an empty read-only folder) in every
     sandbox, whatever its settings allow. The resident MCP server's socket: a
     session it serves runs outside any sandbox. The action broker's token. The web
-    approvers' bearer token: whoever holds it approves."""
+    approvers' bearer token: whoever holds it approves. The warm podman service's
+    Docker API socket: whoever reaches it runs containers as this user (root, for a
+    rootful podman)."""
     return [os.path.abspath(mcp_resident_dir(home)), os.path.abspath(broker_dir(home)),
-            os.path.abspath(web_dir(home))]
+            os.path.abspath(web_dir(home)), os.path.abspath(podman_service_dir(home))]
 
 
 def state_paths(home: str) -> list[str]:

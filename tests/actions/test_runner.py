@@ -19,7 +19,11 @@ from pathlib import Path
 import pytest
 
 from agent_sandbox.actions import runner
-from agent_sandbox.actions.container_options import ContainerOptionsError, container_options
+from agent_sandbox.actions.container_options import (
+    ContainerOptionsError,
+    api_arguments,
+    container_options,
+)
 from agent_sandbox.actions.output import BoundedOutput, output_digest
 from agent_sandbox.actions.runner import (
     ActionImageMissing,
@@ -57,6 +61,21 @@ def test_container_options_are_locked_down() -> None:
                                                                   **bad})
     with pytest.raises(ContainerOptionsError):
         container_options("img", [], ActionLimits(), env={}, labels={})
+
+
+def test_api_arguments_place_every_option() -> None:
+    opts = container_options("img", ["psql", "-c", "select 1"], ActionLimits(memory_mb=64),
+                             env={}, labels={"a.b": "c"},
+                             mounts=[{"Type": "bind", "Source": "/s", "Target": "/t"}])
+    create, host = api_arguments(opts)
+    assert create["image"] == "img" and create["entrypoint"] == ["psql"]
+    assert create["command"] == ["-c", "select 1"] and create["user"] == "65534:65534"
+    assert create["use_config_proxy"] is False and "runtime" not in create
+    assert host["read_only"] is True and host["network_mode"] == "none"
+    assert host["mem_limit"] == "64m" and host["mounts"][0]["Target"] == "/t"
+    assert set(create) | set(host) | {"detach"} == set(opts) | {"use_config_proxy"}
+    with pytest.raises(ContainerOptionsError, match="privileged"):
+        api_arguments({**opts, "privileged": True})
 
 
 def test_secret_file_names_and_environment_checks() -> None:

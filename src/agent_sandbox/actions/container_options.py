@@ -33,6 +33,13 @@ WORK_DIR = "/work"
 OPEN_FILES = 1024
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,127}")
+# what the SDK's low-level ``create_container`` takes itself; the rest of the
+# options go into its host config, and ``detach`` is the high-level call's own
+CONTAINER_KEYS = ("image", "entrypoint", "command", "user", "working_dir", "environment",
+                  "labels", "stdin_open", "tty")
+HOST_CONFIG_KEYS = ("read_only", "tmpfs", "mounts", "network_mode", "cap_drop",
+                    "security_opt", "mem_limit", "memswap_limit", "nano_cpus", "ulimits",
+                    "log_config")
 
 
 class ContainerOptionsError(SandboxError):
@@ -84,3 +91,19 @@ def container_options(image: str, argv: Sequence[str], limits: ActionLimits, *,
         "tty": False,
         "detach": True,
     }
+
+
+def api_arguments(opts: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``container_options`` split for the SDK's low-level calls (pure): the
+    keyword arguments of ``APIClient.create_container`` and those of
+    ``APIClient.create_host_config``. The high-level ``containers.create`` does
+    this split too, then inspects the new container, a round trip the runner
+    does not need. The SDK's own proxy settings (``~/.docker/config.json``) are
+    never added to the environment. Raises ``ContainerOptionsError`` for an
+    option it does not place."""
+    unknown = sorted(set(opts) - set(CONTAINER_KEYS) - set(HOST_CONFIG_KEYS) - {"detach"})
+    if unknown:
+        raise ContainerOptionsError(f"container options not placed: {', '.join(unknown)}")
+    container = {k: opts[k] for k in CONTAINER_KEYS if k in opts}
+    return {**container, "use_config_proxy": False}, {
+        k: opts[k] for k in HOST_CONFIG_KEYS if k in opts}

@@ -3,8 +3,10 @@ gVisor for every call, its output captured and size-limited, removed
 afterwards whatever happened.
 
 ``run_action_container`` creates the container through the ``docker`` SDK
-against a private podman service whose only runtime is runsc
-(``runtime/podman.py``), with the options of ``container_options`` (read-only
+against this user's warm podman service, whose only runtime is runsc
+(``runtime/podman_service.py``, judged before every use), in the fewest
+round trips podman needs (``runtime/podman.py``: create, inspect, attach,
+start, wait, one forced removal), with the options of ``container_options`` (read-only
 root, a tmpfs work folder, uid 65534, no capabilities, the action's limits).
 Before the command starts it checks, from podman's own inspect, that the
 container's OCI runtime is runsc, and furnishes the container's network
@@ -133,14 +135,14 @@ def _proxy_env() -> dict[str, str]:
 def _run(opts: dict[str, Any], limits: ActionLimits, egress: Sequence[str],
          ports: Sequence[tuple[int, str, int]], labels: Mapping[str, str],
          started: float) -> ActionRun:
-    import docker
     import requests
 
     from ..runtime import podman
 
+    docker = podman.import_docker()
     networked = bool(egress or ports)
     deadline = started + limits.timeout
-    container = None
+    cid = ""
     client = None
     net: _Net | None = None
     failure: BaseException | None = None
@@ -151,22 +153,24 @@ def _run(opts: dict[str, Any], limits: ActionLimits, egress: Sequence[str],
             if svc.url not in _SWEPT:  # once per service and process
                 sweep_orphans(client)
                 _SWEPT.add(svc.url)
-            container = client.containers.create(**opts)
-            runtime = podman.oci_runtime(client, container)
+            create, host = options.api_arguments(opts)
+            cid = str(client.api.create_container(
+                host_config=client.api.create_host_config(**host), **create)["Id"])
+            runtime = podman.oci_runtime(podman.inspect(client, cid))
             if runtime != RUNTIME:
                 raise ActionRunnerError(
                     f"podman created the action's container with the runtime {runtime!r}, "
                     f"not {RUNTIME}: nothing ran (an action runs under gVisor only)")
             if networked:
-                net = _Net(podman.init_container(client, container), egress, ports,
+                pid = podman.namespace_pid(podman.init_container(client, cid))
+                net = _Net(pid, egress, ports,
                            labels.get("agent-sandbox.request") or str(os.getpid()))
             out = BoundedOutput(limits.output_bytes)
-            stream = container.attach(stdout=True, stderr=True, stream=True, demux=True,
-                                      logs=False)
+            stream = podman.attach_output(client, cid)  # creates the sandbox (runsc create)
             reader = threading.Thread(target=_drain, args=(stream, out),
                                       name="agent-sandbox-action-output", daemon=True)
             reader.start()
-            container.start()
+            client.api.start(cid)
         except docker.errors.ImageNotFound:
             raise ActionImageMissing(
                 f"the action image {opts['image']!r} is not on this host: build or load "
@@ -182,15 +186,14 @@ def _run(opts: dict[str, Any], limits: ActionLimits, egress: Sequence[str],
         timed_out = False
         exit_code: int | None = None
         try:
-            exit_code = podman.wait_exit(client, container,
-                                         max(0.001, deadline - time.monotonic()))
+            exit_code = podman.wait_exit(client, cid, max(0.001, deadline - time.monotonic()))
         except (requests.exceptions.RequestException, OSError, SandboxError) as exc:
             if time.monotonic() < deadline - 1.0:  # not the deadline: the API failed
                 raise ActionRunnerError(f"lost podman's Docker API while the action ran: "
                                         f"{exc}") from None
             timed_out = True
             with contextlib.suppress(Exception):
-                container.kill()
+                client.api.kill(cid)
         duration = time.monotonic() - started
         reader.join(READER_GRACE)
         if reader.is_alive():  # the stream outlived the container: stop reading it
@@ -198,7 +201,7 @@ def _run(opts: dict[str, Any], limits: ActionLimits, egress: Sequence[str],
                 stream.close()
         return ActionRun(exit_code=exit_code, stdout=out.stdout, stderr=out.stderr,
                          truncated=out.truncated, timed_out=timed_out,
-                         container_id=str(container.id), runtime=runtime, duration=duration,
+                         container_id=cid, runtime=runtime, duration=duration,
                          output_digest=out.digest())
     except BaseException as exc:
         failure = exc
@@ -206,8 +209,8 @@ def _run(opts: dict[str, Any], limits: ActionLimits, egress: Sequence[str],
     finally:
         if net is not None:
             net.close()
-        if container is not None:
-            _remove(client, container, failure)
+        if cid:
+            _remove(client, cid, failure)
 
 
 def _runner_id(pid: int | None = None) -> str:
@@ -249,23 +252,19 @@ def _drain(stream: Any, out: BoundedOutput) -> None:
             out.feed(1, chunk_err or b"")
 
 
-def _remove(client: Any, container: Any, failure: BaseException | None) -> None:
-    """Remove the container and make sure it is gone; a container left behind is
-    an error (unless the run is already failing with one)."""
-    import docker
+def _remove(client: Any, cid: str, failure: BaseException | None) -> None:
+    """Remove the container in one forced call, podman's answer saying it is
+    gone; a container left behind is an error (unless the run is already
+    failing with one)."""
+    from ..runtime import podman
 
     for _ in range(3):
-        with contextlib.suppress(Exception):  # judged by the look-up below
-            container.remove(force=True)
-        try:
-            client.containers.get(container.id)
-        except docker.errors.NotFound:
-            return
-        except Exception:  # noqa: S110 - the API is gone: tried again, then an error
-            pass
+        with contextlib.suppress(Exception):  # judged by podman's answer
+            if podman.remove(client, cid):
+                return
         time.sleep(0.2)
     if failure is None:
-        raise ActionRunnerError(f"the action's container {container.id[:12]} could not be "
+        raise ActionRunnerError(f"the action's container {cid[:12]} could not be "
                                 "removed: remove it with `podman rm -f`")
 
 

@@ -1,14 +1,23 @@
-"""A private podman service whose only runtime is gVisor, and a ``docker`` SDK
-client for it: what the gVisor backend of ``sandbox exec`` and the one-shot
-containers of infrastructure actions are driven through.
+"""The ``docker`` SDK against this user's podman service, whose only runtime is
+gVisor: what the gVisor backend of ``sandbox exec`` and the one-shot containers
+of infrastructure actions are driven through.
 
-``PodmanService`` starts ``podman system service`` (podman's Docker API) on a
-socket in a private folder, with a containers.conf whose engine runtime is
-``runsc`` with its network mode fixed: the Docker API has no runtime flags, and
-podman's ignores a container's own runtime, so the service's default is the
-only runtime a container created through it can get. ``init_container``
-creates a container's processes without starting its command, so that its
-network namespace can be furnished from the host first.
+``service`` hands out the warm service (``podman_service``: shared by this
+user's processes, judged before every use); its runtime, named ``runsc`` (what
+a container's inspect reports), is runsc with the network mode fixed: ``none``
+(no network at all) or, for containers whose network namespace is furnished
+from the host (the egress proxy's ports, an action's relayed endpoints),
+``host``: gVisor then uses the container's own network namespace, which has
+nothing but loopback and what was opened in it. The Docker API has no runtime
+flags, and podman's ignores a container's own runtime, so the service's
+default is the only runtime a container created through it can get.
+
+The rest are the calls the SDK makes in more round trips than podman needs:
+``inspect`` (libpod's: the OCI runtime and the pid in one answer),
+``init_container`` (creates a container's processes without starting its
+command, so that its network namespace can be furnished from the host
+first), ``attach_output`` (without the SDK's look-up of the container's tty),
+``wait_exit`` (libpod's wait) and ``remove`` (one forced removal).
 
 It must never fall back to another runtime: a missing ``runsc`` or ``podman``
 is a ``SandboxStartError``.
@@ -16,118 +25,45 @@ is a ``SandboxStartError``.
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
-import subprocess
-import tempfile
-import time
+import sys
 from typing import Any
 
 from .errors import SandboxStartError
+from .podman_service import RUNTIME_NAME, Service, gvisor_containers_conf
 
-RUNTIME_NAME = "runsc"
+__all__ = ["RUNTIME_NAME", "Service", "docker_client", "gvisor_containers_conf", "service"]
 
-
-def _read(path: str | None) -> str:
-    if not path:
-        return ""
-    try:
-        with open(path) as fh:
-            return fh.read()
-    except OSError:
-        return ""
-
-
-def gvisor_containers_conf(base: str, wrapper: str, name: str = RUNTIME_NAME) -> str:
-    """A containers.conf: ``base`` with ``wrapper`` (runsc with its network mode
-    fixed) as the engine's runtime, called ``name``."""
-    import re
-
-    lines = [ln for ln in base.splitlines()
-             if not re.match(r"\s*runtime\s*=", ln)]
-    engine = f'runtime = "{name}"'
-    out, seen = [], False
-    for ln in lines:
-        out.append(ln)
-        if ln.strip() == "[engine]":
-            out.append(engine)
-            seen = True
-    if not seen:
-        out += ["", "[engine]", engine]
-    out += ["", "[engine.runtimes]", f'{name} = ["{wrapper}"]', ""]
-    return "\n".join(out)
-
-
-class PodmanService:
-    """A private ``podman system service`` (Docker API) whose runtime is gVisor.
-
-    Its runtime, named ``runsc`` (what a container's inspect reports), is runsc
-    with the network mode fixed: ``none`` (no network at all) or, for
-    containers whose network namespace is furnished from the host (the egress
-    proxy's ports, an action's relayed endpoints), ``host``: gVisor then uses
-    the container's own network namespace, which has nothing but loopback and
-    what was opened in it.
-    """
-
-    def __init__(self, network: str = "none") -> None:
-        if network not in ("none", "host"):
-            raise ValueError(f"network mode {network!r}: expected none or host")
-        runsc = shutil.which("runsc")
-        if runsc is None:
-            raise SandboxStartError("runsc (gVisor) is not installed: install the runsc "
-                                    "package (scripts/bootstrap.sh does)")
-        if shutil.which("podman") is None:
-            raise SandboxStartError("podman is not installed: install the podman package "
-                                    "(scripts/bootstrap.sh does)")
-        self.network = network
-        self.dir = tempfile.mkdtemp(prefix="agent-sandbox-podman-")
-        self.sock = os.path.join(self.dir, "podman.sock")
-        wrapper = os.path.join(self.dir, f"runsc-{network}")
-        with open(wrapper, "w") as fh:
-            fh.write(f'#!/bin/sh\nexec {shlex.quote(runsc)} --network={network} "$@"\n')
-        os.chmod(wrapper, 0o700)
-        conf = os.path.join(self.dir, "containers.conf")
-        with open(conf, "w") as fh:
-            fh.write(gvisor_containers_conf(_read(os.environ.get("CONTAINERS_CONF")), wrapper,
-                                            RUNTIME_NAME))
-        env = dict(os.environ, CONTAINERS_CONF=conf)
-        self.proc = subprocess.Popen(
-            ["podman", "system", "service", "--time=0", f"unix://{self.sock}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        deadline = time.monotonic() + 15
-        while not os.path.exists(self.sock):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.close()
-                raise SandboxStartError("podman system service did not start (is podman "
-                                        "installed and CONTAINERS_CONF set if needed?)")
-            time.sleep(0.02)
-
-    @property
-    def url(self) -> str:
-        return f"unix://{self.sock}"
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-_SERVICES: dict[str, PodmanService] = {}
 _API_VERSIONS: dict[str, str] = {}
+
+
+def import_docker(url: str = "") -> Any:
+    """The ``docker`` package, imported without paramiko unless ``url`` is an
+    ``ssh://`` one: the SDK imports its SSH transport (paramiko, and through it
+    invoke and yaml: about 140 ms) whenever paramiko is installed, and a unix
+    socket never uses it. paramiko stays importable afterwards; an ``ssh://``
+    URL in a process that imported the SDK this way is refused by the SDK
+    (it asks for paramiko), never served otherwise."""
+    if "docker" in sys.modules or url.startswith("ssh://") or "paramiko" in sys.modules:
+        import docker
+
+        return docker
+    sys.modules["paramiko"] = None  # type: ignore[assignment]  # ImportError for the SDK
+    try:
+        import docker
+    finally:
+        if sys.modules.get("paramiko", 0) is None:
+            del sys.modules["paramiko"]
+    return docker
 
 
 def docker_client(url: str, timeout: int) -> Any:
     """A docker SDK client for ``url`` speaking the API version the server
-    names in its ``/_ping`` headers, asked once per URL and process. The SDK's
+    names in its ``/_ping`` headers, asked once per URL and process (or named
+    by ``service``, which pings the service before handing it out). The SDK's
     own negotiation reads ``/version``, which podman answers in about half a
     second (it gathers host information first); its ping takes a millisecond.
     A server that names no version is negotiated with as the SDK does."""
-    import docker
+    docker = import_docker(url)
     from docker.constants import MINIMUM_DOCKER_API_VERSION
 
     version = _API_VERSIONS.get(url)
@@ -145,53 +81,92 @@ def docker_client(url: str, timeout: int) -> Any:
     return docker.DockerClient(base_url=url, version=version, timeout=timeout)
 
 
-def service(network: str = "none") -> PodmanService:
-    """One private podman service per network mode and process, started on first
-    use, stopped at exit."""
-    svc = _SERVICES.get(network)
-    if svc is None or svc.proc.poll() is not None:
-        import atexit
+def service(network: str = "none", home: str | None = None) -> Service:
+    """This user's warm podman service for ``network`` (``none`` or ``host``),
+    judged before it is handed out, started or replaced when it may not be used
+    (``podman_service.shared``). Raises ``SandboxStartError``."""
+    from .podman_service import shared
 
-        svc = _SERVICES[network] = PodmanService(network)
-        atexit.register(svc.close)
+    svc = shared(network, home)
+    if svc.api_version:
+        _API_VERSIONS[svc.url] = svc.api_version
     return svc
 
 
-def init_container(client: Any, container: Any) -> int:
-    """Create the container's processes without starting its command (libpod's
-    ``init``) and return the host pid whose network namespace is the
-    container's. Raises ``SandboxStartError``."""
-    resp = client.api._post(client.api._url("/libpod/containers/{0}/init", container.id))
+def inspect(client: Any, cid: str) -> dict[str, Any]:
+    """libpod's inspect of container ``cid`` (``OCIRuntime``, ``State.Pid``...).
+    Raises ``SandboxStartError``."""
+    resp = client.api._get(client.api._url("/libpod/containers/{0}/json", cid))
+    if resp.status_code >= 400:
+        raise SandboxStartError(f"gVisor container could not be inspected: {resp.text[:300]}")
+    data = resp.json()
+    if not isinstance(data, dict):
+        raise SandboxStartError("gVisor container could not be inspected: not an object")
+    return data
+
+
+def init_container(client: Any, cid: str) -> dict[str, Any]:
+    """Create container ``cid``'s processes without starting its command
+    (libpod's ``init``) and return its inspect, whose ``State.Pid`` is the host
+    pid whose network namespace is the container's. Raises
+    ``SandboxStartError``."""
+    resp = client.api._post(client.api._url("/libpod/containers/{0}/init", cid))
     if resp.status_code >= 400:
         raise SandboxStartError(f"gVisor container could not be created: {resp.text[:300]}")
-    container.reload()
-    pid = int(container.attrs.get("State", {}).get("Pid") or 0)
+    return inspect(client, cid)
+
+
+def namespace_pid(info: dict[str, Any]) -> int:
+    """The pid an inspect names for an initialised container (pure). Raises
+    ``SandboxStartError``."""
+    pid = int((info.get("State") or {}).get("Pid") or 0)
     if pid <= 0:
         raise SandboxStartError("gVisor container has no process to find its network in")
     return pid
 
 
-def oci_runtime(client: Any, container: Any) -> str:
+def oci_runtime(info: dict[str, Any]) -> str:
     """The OCI runtime podman created the container with (libpod's inspect:
-    ``OCIRuntime``), or "" when the server does not say."""
-    resp = client.api._get(client.api._url("/libpod/containers/{0}/json", container.id))
-    if resp.status_code >= 400:
-        return ""
-    return str(resp.json().get("OCIRuntime") or "")
+    ``OCIRuntime``), or "" when the server does not say (pure)."""
+    return str(info.get("OCIRuntime") or "")
+
+
+def attach_output(client: Any, cid: str) -> Any:
+    """A stream of ``(stdout, stderr)`` chunks of container ``cid`` from now on
+    (the Docker API's attach, demultiplexed). The SDK's ``attach`` first
+    inspects the container to learn whether it has a tty; these containers
+    never have one. podman creates the container's processes (runsc's
+    ``create``) when an attach finds it only configured."""
+    resp = client.api._post(
+        client.api._url("/containers/{0}/attach", cid),
+        headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+        params={"logs": 0, "stdout": 1, "stderr": 1, "stream": 1}, stream=True)
+    from docker.types.daemon import CancellableStream
+
+    return CancellableStream(client.api._read_from_socket(resp, True, False, demux=True), resp)
 
 
 WAIT_INTERVAL = "5ms"
 
 
-def wait_exit(client: Any, container: Any, timeout: float | None) -> int:
+def wait_exit(client: Any, cid: str, timeout: float | None) -> int:
     """The container's exit status, waiting at most ``timeout`` seconds (libpod's
     ``wait``: the Docker API's polls the container's state every 250 ms, which
     is longer than a short command runs; libpod's takes the interval). Raises
     what ``requests`` raises when the timeout passes or the API is gone."""
     resp = client.api._post(
-        client.api._url("/libpod/containers/{0}/wait", container.id),
+        client.api._url("/libpod/containers/{0}/wait", cid),
         params={"condition": ["exited", "stopped"], "interval": WAIT_INTERVAL},
         timeout=timeout)
     if resp.status_code >= 400:
         raise SandboxStartError(f"waiting for the gVisor container failed: {resp.text[:300]}")
     return int(resp.json())
+
+
+def remove(client: Any, cid: str) -> bool:
+    """Remove container ``cid`` whatever its state, in one call; True when
+    podman says it is gone (removed now, or no such container)."""
+    resp = client.api._delete(client.api._url("/containers/{0}", cid),
+                              params={"force": True, "v": True})
+    code = int(resp.status_code)
+    return code < 300 or code == 404

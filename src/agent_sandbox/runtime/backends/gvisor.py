@@ -1,6 +1,10 @@
 """The gVisor backend: a one-shot container under ``runsc``, driven through the
 ``docker`` SDK against podman's Docker API (a ``podman system service`` this
-module starts on a private socket (``runtime/podman.py``), or ``$DOCKER_HOST``).
+module shares with the action runner: this user's warm service, judged before
+every use (``runtime/podman_service.py``), or ``$DOCKER_HOST``). It shares it
+because it needs exactly that service (runsc as the only runtime, the network
+mode fixed, the socket hidden in every sandbox) and would otherwise pay
+podman's start, about a second, on every run.
 
 The root filesystem is the image (``$AGENT_SANDBOX_GVISOR_IMAGE``, default
 ``localhost/agent-sandbox-base:bookworm``), read-only; the mounts come from the
@@ -26,9 +30,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import podman
 from ..bwrap import Plan
 from ..errors import TIMED_OUT, SandboxStartError
-from ..podman import PodmanService, docker_client, init_container, wait_exit
+from ..podman import Service, docker_client, import_docker, init_container, wait_exit
 from ..podman import service as _service
 from ..private_state import private_paths
 from ..result import CompletedRun
@@ -98,8 +103,6 @@ def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
 
 def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
                timeout: float | None, capture: bool) -> CompletedRun:
-    import docker
-
     from agent_sandbox import contract
 
     from .. import bwrap as bw
@@ -110,14 +113,15 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
 
     require_enforceable(settings, "gvisor")
     started = time.monotonic()
-    service: PodmanService | None = None
+    service: Service | None = None
     url = os.environ.get("DOCKER_HOST")
     # the proxy needs a private service's runtime for network=host (see PodmanService);
     # through another Docker API the container has no network at all
     wants_proxy = bool(settings.network.allowed_domains) and not url
     if not url:
-        service = _service("host" if wants_proxy else "none")
+        service = _service("host" if wants_proxy else "none", home)
         url = service.url
+    docker = import_docker(url)
     placeholders = Placeholders(contract.lock_dir(home))
     try:
         with placeholders:  # plan under the lock: see Placeholders
@@ -148,7 +152,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
         timed_out = False
         try:
             if service is not None:  # podman: libpod's wait, without the 250 ms polls
-                rc = wait_exit(client, container, timeout)
+                rc = wait_exit(client, container.id, timeout)
             else:  # any Docker API
                 rc = int(container.wait(timeout=timeout).get("StatusCode", 1))
         except Exception:  # the wait timed out (requests raises its own types)
@@ -161,7 +165,8 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     finally:
         if container is not None:
             with contextlib.suppress(Exception):
-                container.remove(force=True)
+                if service is None or not podman.remove(client, container.id):
+                    container.remove(force=True)
         if proxy is not None:
             proxy.stop()
         close_audit()
@@ -183,5 +188,6 @@ def _gvisor_proxy(client: Any, container: Any,
     them ready. Any failure here ends the run before the command starts."""
     from ..container_net import PROXY_PORTS, open_ports, serve_proxy
 
-    http, socks = open_ports(init_container(client, container), PROXY_PORTS)
+    pid = podman.namespace_pid(init_container(client, container.id))
+    http, socks = open_ports(pid, PROXY_PORTS)
     return serve_proxy(http, socks, settings.network, f"gvisor-{os.getpid()}")
