@@ -25,7 +25,7 @@ import hvac
 from agent_sandbox.actions.broker import Broker
 from agent_sandbox.spec.actions import Action
 from openbao_dev import ROOT_TOKEN, bao_dev_server
-from postgres_dev import postgres_server
+from postgres_dev import connect_openbao, postgres_server
 
 GOAL = 0.200
 
@@ -40,13 +40,7 @@ def main() -> int:
             conn.execute("CREATE ROLE app_owner NOLOGIN")
             conn.execute("CREATE SCHEMA shop AUTHORIZATION app_owner")
         client = hvac.Client(url=address, token=ROOT_TOKEN, timeout=10)
-        client.sys.enable_secrets_engine("database", path="database")
-        client.adapter.post("/v1/database/config/app", json={
-            "plugin_name": "postgresql-database-plugin",
-            "connection_url": "postgresql://{{username}}:{{password}}@127.0.0.1:"
-                              f"{pg.port}/postgres?sslmode=disable",
-            "username": pg.superuser, "password": pg.password,
-            "password_authentication": "scram-sha-256", "allowed_roles": ["action-*"]})
+        connect_openbao(client, pg, "app", "postgres")
         action = Action.model_validate({
             "description": "migrate", "tier": "write", "image": "img", "argv": ["psql"],
             "connect": [f"127.0.0.1:{pg.port}"],

@@ -158,3 +158,17 @@ def _wait_until_up(server: PostgresServer, proc: subprocess.Popen[bytes], log: P
         if proc.poll() is not None or time.monotonic() > deadline:
             pytest.fail(f"postgres did not start: {log.read_text(errors='replace')[-2000:]}")
         time.sleep(0.1)
+
+
+def connect_openbao(client: Any, server: PostgresServer, connection: str, dbname: str) -> None:
+    """OpenBao's database engine (mounted at ``database/`` if it is not yet) given
+    ``connection``: ``server``'s database ``dbname`` as its superuser, scram
+    passwords, roles named ``action-*`` only (the broker's)."""
+    if "database/" not in client.sys.list_mounted_secrets_engines():
+        client.sys.enable_secrets_engine("database", path="database")
+    client.adapter.post(f"/v1/database/config/{connection}", json={
+        "plugin_name": "postgresql-database-plugin",
+        "connection_url": "postgresql://{{username}}:{{password}}@127.0.0.1:"
+                          f"{server.port}/{dbname}?sslmode=disable",
+        "username": server.superuser, "password": server.password,
+        "password_authentication": "scram-sha-256", "allowed_roles": ["action-*"]})

@@ -28,7 +28,7 @@ import hvac.exceptions
 import pytest
 
 from openbao_dev import ROOT_TOKEN, bao_dev_server
-from postgres_dev import postgres_server
+from postgres_dev import connect_openbao, postgres_server
 
 pytestmark = pytest.mark.slow
 
@@ -69,13 +69,7 @@ def bao(tmp_path_factory, pg):
     folder = tmp_path_factory.mktemp("bao")
     with bao_dev_server(folder) as address:
         root = hvac.Client(url=address, token=ROOT_TOKEN, timeout=10)
-        root.sys.enable_secrets_engine("database", path="database")
-        root.adapter.post("/v1/database/config/shop", json={
-            "plugin_name": "postgresql-database-plugin",
-            "connection_url": "postgresql://{{username}}:{{password}}@127.0.0.1:"
-                              f"{pg.port}/shop?sslmode=disable",
-            "username": pg.superuser, "password": pg.password,
-            "password_authentication": "scram-sha-256", "allowed_roles": ["action-*"]})
+        connect_openbao(root, pg, "shop", "shop")
         root.sys.create_or_update_policy("broker", BROKER_POLICY)
         token = root.auth.token.create(policies=["broker"], ttl="2h")["auth"]["client_token"]
         yield {"address": address, "root": root, "token": token}

@@ -48,7 +48,7 @@ from agent_sandbox.render.cluster import vault_plan
 from agent_sandbox.spec.actions import Action, Tier
 from agent_sandbox.spec.models import Spec
 from openbao_dev import ROOT_TOKEN, bao_dev_server, free_port, stand_in_kubernetes_config
-from postgres_dev import BINARIES, postgres_server
+from postgres_dev import BINARIES, connect_openbao, postgres_server
 
 pytestmark = pytest.mark.slow
 
@@ -87,14 +87,7 @@ def bao(tmp_path_factory, pg):
              '    log_raw = "true"\n  }\n}\n')
     with bao_dev_server(folder, config=audit) as address:
         c = hvac.Client(url=address, token=ROOT_TOKEN, timeout=10)
-        c.sys.enable_secrets_engine("database", path="database")
-        c.adapter.post("/v1/database/config/app", json={
-            "plugin_name": "postgresql-database-plugin",
-            "connection_url": "postgresql://{{username}}:{{password}}@127.0.0.1:"
-                              f"{pg.port}/app?sslmode=disable",
-            "username": pg.superuser, "password": pg.password,
-            "password_authentication": "scram-sha-256",
-            "allowed_roles": ["action-*"]})
+        connect_openbao(c, pg, "app", "app")
         yield {"address": address, "audit": folder / "audit.log"}
 
 

@@ -19,9 +19,9 @@ opened for.
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -89,31 +89,18 @@ class Relays:
         self._stopping = False
         self.connections = 0
         self.failures: list[str] = []
+        from .proxy.relay import accept_loop
+
         for lst, host, port in listeners:
-            threading.Thread(target=self._accept_loop, args=(lst, host, port),
+            threading.Thread(target=accept_loop,
+                             args=(lst, lambda: self._stopping,
+                                   functools.partial(self._serve_one, host=host, port=port)),
                              name="agent-sandbox-relay", daemon=True).start()
-
-    def _accept_loop(self, listener: socket.socket, host: str, port: int) -> None:
-        from .proxy.relay import WORKERS
-
-        try:
-            listener.setblocking(True)
-        except OSError:
-            return
-        while not self._stopping:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                if self._stopping:
-                    return
-                time.sleep(0.01)
-                continue
-            self.connections += 1
-            WORKERS.submit(self._serve_one, conn, host, port)
 
     def _serve_one(self, conn: socket.socket, host: str, port: int) -> None:
         from .proxy.relay import relay
 
+        self.connections += 1
         try:
             up = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
         except OSError as exc:
@@ -124,10 +111,7 @@ class Relays:
         relay(conn, up)
 
     def stop(self) -> None:
+        from .proxy.relay import close_listeners
+
         self._stopping = True
-        for lst in self._listeners:
-            with contextlib.suppress(OSError):
-                lst.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(OSError):
-                lst.close()
-        self._listeners = []
+        close_listeners(self._listeners)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
+from collections.abc import Callable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -92,6 +94,38 @@ def pump(src: socket.socket, dst: socket.socket) -> None:
     finally:
         with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)
+
+
+def accept_loop(listener: socket.socket, stopping: Callable[[], bool],
+                serve: Callable[[socket.socket], None]) -> None:
+    """Accept connections on ``listener`` until ``stopping()``, each handed to
+    ``serve`` on a worker thread (blocking). A listener closed before the loop got
+    going, or while it waits, ends it once ``stopping()`` says so."""
+    try:
+        listener.setblocking(True)
+    except OSError:
+        return  # stopped (and closed) before this thread got going
+    while not stopping():
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            if stopping():
+                return
+            time.sleep(0.01)
+            continue
+        conn.setblocking(True)
+        WORKERS.submit(serve, conn)
+
+
+def close_listeners(listeners: list[socket.socket]) -> None:
+    """Shut down and close every listener (an accept in progress returns), then
+    forget them."""
+    for lst in listeners:
+        with contextlib.suppress(OSError):
+            lst.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            lst.close()
+    listeners.clear()
 
 
 class Workers:

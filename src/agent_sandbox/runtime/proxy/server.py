@@ -17,16 +17,16 @@ lets a connection through undecided otherwise.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import threading
-import time
 
 from .decide import ProxyConfig
 from .gate import Gate
 from .hosts import hosts_from_env, own_addresses
 from .http import handle_http
-from .relay import WORKERS, relay
+from .relay import accept_loop, close_listeners, relay
 from .socks import handle_socks
 
 TYPE_CHECKING = False
@@ -72,23 +72,6 @@ class Proxy(Gate):
             with contextlib.suppress(OSError):
                 sock.close()
 
-    def _accept_loop(self, listener: socket.socket,
-                     handler: Callable[[socket.socket], None]) -> None:
-        try:
-            listener.setblocking(True)
-        except OSError:
-            return  # stopped (and closed) before this thread got going
-        while not self._stopping:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                if self._stopping:
-                    return
-                time.sleep(0.01)
-                continue
-            conn.setblocking(True)
-            WORKERS.submit(self._serve_one, handler, conn)
-
     def start_in_thread(self, http: Sequence[socket.socket], socks: Sequence[socket.socket],
                         external: Sequence[tuple[socket.socket, int]] = ()) -> None:
         """Serve the listening sockets from daemon threads (returns at once);
@@ -98,17 +81,14 @@ class Proxy(Gate):
             *((s, _passed_to(port)) for s, port in external)]
         for lst, handler in handlers:
             self._listeners.append(lst)
-            threading.Thread(target=self._accept_loop, args=(lst, handler),
+            threading.Thread(target=accept_loop,
+                             args=(lst, lambda: self._stopping,
+                                   functools.partial(self._serve_one, handler)),
                              name="agent-sandbox-proxy", daemon=True).start()
 
     def stop(self) -> None:
         self._stopping = True
-        for lst in self._listeners:
-            with contextlib.suppress(OSError):
-                lst.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(OSError):
-                lst.close()
-        self._listeners = []
+        close_listeners(self._listeners)
 
 
 def _passed_to(port: int) -> Callable[[socket.socket], None]:
