@@ -448,3 +448,84 @@ def test_a_folder_of_sockets_is_hidden_whole(place: Place) -> None:
         proc.kill()
         for d in [*daemons, other, *([late] if late else [])]:
             d.close()
+
+
+# conmon's way: bind through /proc/self/fd/N/NAME, close N, keep other files of that
+# folder open (its control fifo, its log), and listen
+PROC_FD_SERVER = r"""
+import os, socket, sys
+folder, hits = sys.argv[1], sys.argv[2]
+fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+s = socket.socket(socket.AF_UNIX)
+s.bind(f"/proc/self/fd/{fd}/attach")
+os.close(fd)
+kept = open(os.path.join(folder, "ctl"), "w")
+s.listen(8)
+print("ready", flush=True)
+n = 0
+while True:
+    c, _ = s.accept()
+    n += 1
+    open(os.path.join(hits, f"hit-{n}"), "w").close()
+    c.close()
+"""
+
+
+@pytest.mark.parametrize("listed", [False, True], ids=["unlisted", "listed-control"])
+def test_a_socket_bound_through_proc_fd_is_found_where_its_holder_keeps_files(
+        place: Place, listed: bool) -> None:
+    """The kernel names such a socket ``/proc/self/fd/N/attach``, a name that leads
+    nowhere: it is looked for in the folders its holding process has files open in,
+    found, and masked (or reachable, when listed), so that the run starts."""
+    import subprocess
+
+    folder, hits = place.base / "userdata", place.base / "hits"
+    folder.mkdir()
+    hits.mkdir()
+    holder = subprocess.Popen([PY, "-I", "-c", PROC_FD_SERVER, str(folder), str(hits)],
+                              stdout=subprocess.PIPE)
+    other = Daemon(place.base / "ok" / "other.sock")
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
+        real = str(folder / "attach")
+        assert real not in bound_sockets()              # not where the kernel says it is
+        allowed = [str(other.path), real] if listed else [str(other.path)]
+        out = connect(place, settings(place, allowed), real)
+        assert any(hits.iterdir()) == listed, out
+        assert (b"connected" in out) == listed
+    finally:
+        holder.kill()
+        holder.wait()
+        other.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("podman") is None,
+                    reason="needs root and podman")
+def test_a_running_containers_conmon_socket_no_longer_refuses_runs(
+        place: Place, gvisor_image: str) -> None:
+    """A real container under runc: conmon binds its attach socket through /proc; a
+    run that allows sockets by path starts, and that socket is masked."""
+    import subprocess
+
+    from agent_sandbox.runtime.fsview import RealFs
+
+    env = {**os.environ, "CONTAINERS_CONF": str(Path(__file__).resolve().parents[2]
+                                               / "containers.conf")}
+    name = f"asx-conmon-{secrets.token_hex(4)}"
+    subprocess.run(["podman", "run", "-d", "--name", name, "--runtime", "runc", "--network",
+                    "none", gvisor_image, "sleep", "120"], env=env, check=True,
+                   capture_output=True, timeout=120)
+    other = Daemon(place.base / "ok" / "other.sock")
+    try:
+        userdata = subprocess.run(["podman", "inspect", "--format", "{{.StaticDir}}", name],
+                                  env=env, check=True, capture_output=True, text=True,
+                                  timeout=60).stdout.strip()
+        attach = os.path.realpath(os.path.join(userdata, "attach"))
+        assert os.path.exists(attach)
+        assert attach in RealFs().sockets()            # located, not refused
+        out = connect(place, settings(place, [str(other.path)]), attach)
+        assert b"refused" in out, out                  # and masked
+    finally:
+        other.close()
+        subprocess.run(["podman", "rm", "-f", "-t", "0", name], env=env, capture_output=True,
+                       timeout=120, check=False)

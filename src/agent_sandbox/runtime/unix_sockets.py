@@ -22,9 +22,12 @@ was bound through ``/proc/self/fd/N/NAME``. For the host's network namespace the
 kernel's socket diagnostics (``NETLINK_SOCK_DIAG``, ``UNIX_DIAG_VFS``) also give
 each bound socket's device and inode, so such a socket is looked for near its
 old name (its folder, and the folders beside the nearest folder that still
-exists); one whose folder is gone, or that was bound through ``/proc``, and
-that cannot be found is reported as unlocated, and the planner refuses to start
-rather than leave it reachable. One whose folder still exists but holds no name
+exists); one whose folder is gone, or that was bound through ``/proc`` (conmon
+binds every container's attach socket as ``/proc/self/fd/N/attach``), is looked
+for in the folders its holders keep files open in (the diagnostics give the
+socket's own inode, which ``/proc/PID/fd`` links name); one that still cannot
+be found is reported as unlocated, and the planner refuses to start rather than
+leave it reachable. One whose folder still exists but holds no name
 of it is taken as removed (a daemon that unlinks its socket keeps listening).
 
 What it cannot see, and the planner's documentation says so: a socket bound
@@ -234,10 +237,12 @@ _UNIX_DIAG_NAME, _UNIX_DIAG_VFS = 0, 1
 _NLMSG_ERROR, _NLMSG_DONE = 2, 3
 
 
-def parse_diag(data: bytes) -> tuple[list[tuple[str, int, int]], bool]:
-    """(name, kernel device number, inode) of each socket with a file in a
-    ``SOCK_DIAG_BY_FAMILY`` answer, and whether the dump ended (pure)."""
-    out: list[tuple[str, int, int]] = []
+def parse_diag(data: bytes) -> tuple[list[tuple[str, int, int, int]], bool]:
+    """(name, kernel device number, inode, the socket's own inode) of each socket
+    with a file in a ``SOCK_DIAG_BY_FAMILY`` answer, and whether the dump ended
+    (pure). The socket's own inode is what ``/proc/PID/fd`` links name
+    (``socket:[N]``): it tells which processes hold the socket."""
+    out: list[tuple[str, int, int, int]] = []
     off = 0
     while off + 16 <= len(data):
         length, kind = struct.unpack_from("=IH", data, off)
@@ -248,6 +253,7 @@ def parse_diag(data: bytes) -> tuple[list[tuple[str, int, int]], bool]:
         if kind == _NLMSG_ERROR:
             raise OSError(-struct.unpack_from("=i", data, off + 16)[0], "sock_diag refused")
         if kind == _SOCK_DIAG_BY_FAMILY and length >= 32:
+            (sock_ino,) = struct.unpack_from("=I", data, off + 20)  # unix_diag_msg.udiag_ino
             name: str | None = None
             vfs: tuple[int, int] | None = None
             a = off + 32  # nlmsghdr (16) + unix_diag_msg (16)
@@ -263,7 +269,7 @@ def parse_diag(data: bytes) -> tuple[list[tuple[str, int, int]], bool]:
                     vfs = (dev, ino)
                 a += (alen + 3) & ~3
             if name is not None and vfs is not None:
-                out.append((name, vfs[0], vfs[1]))
+                out.append((name, vfs[0], vfs[1], sock_ino))
         off += (length + 3) & ~3
     return out, False
 
@@ -272,6 +278,12 @@ def kernel_socket_files() -> list[tuple[str, int, int]] | None:
     """(bind-time name, st_dev, inode's low 32 bits) of every pathname unix socket of
     this network namespace, from the kernel's socket diagnostics; None when they
     cannot be asked (no netlink here, a kernel without unix_diag)."""
+    found = _kernel_sockets()
+    return None if found is None else [(n, d, i) for n, d, i, _ in found]
+
+
+def _kernel_sockets() -> list[tuple[str, int, int, int]] | None:
+    """``kernel_socket_files`` with each socket's own inode (``parse_diag``)."""
     try:
         sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG)
     except (OSError, AttributeError):
@@ -282,7 +294,7 @@ def kernel_socket_files() -> list[tuple[str, int, int]] | None:
                           _UDIAG_SHOW_NAME | _UDIAG_SHOW_VFS, 0xFFFFFFFF, 0xFFFFFFFF)
         hdr = struct.pack("=IHHII", 16 + len(req), _SOCK_DIAG_BY_FAMILY,
                           0x1 | 0x300, 1, 0)  # NLM_F_REQUEST | NLM_F_DUMP
-        out: list[tuple[str, int, int]] = []
+        out: list[tuple[str, int, int, int]] = []
         try:
             sock.sendto(hdr + req, (0, 0))
             while True:
@@ -293,7 +305,7 @@ def kernel_socket_files() -> list[tuple[str, int, int]] | None:
         except (OSError, ValueError):
             return None
     # the kernel's dev_t (major << 20 | minor) as stat() shows it
-    return [(n, os.makedev(d >> 20, d & 0xFFFFF), i) for n, d, i in out]
+    return [(n, os.makedev(d >> 20, d & 0xFFFFF), i, s) for n, d, i, s in out]
 
 
 def _same(st: os.stat_result, dev: int, ino: int) -> bool:
@@ -327,19 +339,68 @@ def _search(folders: list[str], dev: int, ino: int) -> list[str]:
     return found
 
 
+def _holders(sock_inodes: set[int], proc: str = "/proc") -> dict[int, list[int]]:
+    """The processes holding each of ``sock_inodes`` (by their ``/proc/PID/fd``
+    links), among those this process may inspect."""
+    wanted = {f"socket:[{i}]": i for i in sock_inodes}
+    out: dict[int, list[int]] = {}
+    try:
+        pids = [e for e in os.listdir(proc) if e.isdigit()]
+    except OSError:
+        return out
+    for pid in pids:
+        fd_dir = f"{proc}/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"{fd_dir}/{fd}")
+            except OSError:
+                continue
+            if target in wanted:
+                out.setdefault(wanted[target], []).append(int(pid))
+    return out
+
+
+def _holder_folders(pid: int, proc: str = "/proc") -> list[str]:
+    """The folders a process has open or works in, and those of the files it has
+    open, as this view shows them; none for a process of another mount namespace
+    (its paths are not ours)."""
+    try:
+        if os.stat(f"{proc}/{pid}/ns/mnt").st_ino != os.stat(f"{proc}/self/ns/mnt").st_ino:
+            return []
+        fds = os.listdir(f"{proc}/{pid}/fd")
+    except OSError:
+        return []
+    folders: list[str] = []
+    for link in [*(f"{proc}/{pid}/fd/{fd}" for fd in fds), f"{proc}/{pid}/cwd"]:
+        try:
+            target = os.readlink(link)
+        except OSError:
+            continue
+        if not target.startswith("/") or target.endswith(" (deleted)"):
+            continue
+        folder = target if os.path.isdir(target) else os.path.dirname(target)
+        if folder != "/":  # the whole tree is no place to look
+            folders.append(folder)
+    return list(dict.fromkeys(folders))
+
+
 def moved_sockets() -> tuple[list[str], list[tuple[str, int]]]:
     """Sockets of this network namespace that are no longer at their bind-time name:
     (the paths where they were found, the name and device of those that were not).
     A name this process may not look at (a folder of another user) is neither: this
     user, and so its sandbox, cannot reach it by that name either."""
-    files = kernel_socket_files()
+    files = _kernel_sockets()
     if files is None:
         return [], []
     found: list[str] = []
-    lost: list[tuple[str, int]] = []
-    for name, dev, ino in files:
+    unplaced: list[tuple[str, int, int, int]] = []
+    for name, dev, ino, sock_ino in files:
         if not name.startswith("/") or "\0" in name:
-            lost.append((name, dev))  # relative: bound in a folder nobody recorded
+            unplaced.append((name, dev, ino, sock_ino))  # relative: bound in a folder
             continue
         try:
             if _same(os.stat(name), dev, ino):
@@ -361,6 +422,18 @@ def moved_sockets() -> tuple[list[str], list[tuple[str, int]]]:
             # removed (a daemon that unlinks its socket keeps listening, unreachable by
             # name), or renamed into a distant folder, which no search can tell apart
             continue
+        else:
+            unplaced.append((name, dev, ino, sock_ino))
+    # a socket bound through /proc/self/fd/N/NAME (conmon's attach socket) or whose
+    # folder went: looked for where its holders keep their files (the folders of
+    # their open files, their working folder)
+    holders = _holders({s for _, _, _, s in unplaced}) if unplaced else {}
+    lost: list[tuple[str, int]] = []
+    for name, dev, ino, sock_ino in unplaced:
+        folders = [f for pid in holders.get(sock_ino, []) for f in _holder_folders(pid)]
+        places = _search(list(dict.fromkeys(folders)), dev, ino) if folders else []
+        if places:
+            found.extend(os.path.realpath(p) for p in places)
         else:
             lost.append((name, dev))
     return list(dict.fromkeys(found)), lost
