@@ -12,7 +12,6 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Callable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

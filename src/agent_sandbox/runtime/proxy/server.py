@@ -17,7 +17,6 @@ lets a connection through undecided otherwise.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import socket
 import threading
@@ -81,9 +80,11 @@ class Proxy(Gate):
             *((s, _passed_to(port)) for s, port in external)]
         for lst, handler in handlers:
             self._listeners.append(lst)
-            threading.Thread(target=accept_loop,
-                             args=(lst, lambda: self._stopping,
-                                   functools.partial(self._serve_one, handler)),
+            def serve(conn: socket.socket,
+                      handler: Callable[[socket.socket], None] = handler) -> None:
+                self._serve_one(handler, conn)
+
+            threading.Thread(target=accept_loop, args=(lst, lambda: self._stopping, serve),
                              name="agent-sandbox-proxy", daemon=True).start()
 
     def stop(self) -> None:
