@@ -100,6 +100,8 @@ HOME_ONLY: tuple[tuple[str, str, str], ...] = (
     (".srt-settings.json", "f", "srt and sandbox exec (the user's sandbox settings)"),
     (".config/agent-sandbox", "d", "agent-sandbox (user configuration)"),
     (".local/state/agent-sandbox", "d", "agent-sandbox (audit, queue, locks, keys)"),
+    (".config/containers", "d", "podman (containers.conf: conmon, hooks, runtimes; "
+                                "storage.conf)"),
     (".config/systemd", "d", "systemd --user (units started at login)"),
     (".config/autostart", "d", "desktop sessions (autostart entries)"),
     (".config/environment.d", "d", "systemd --user (session environment)"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import shlex
+import shutil
 import subprocess
 import textwrap
 from pathlib import Path
@@ -44,17 +45,30 @@ def test_gvisor_mounts_follow_the_bwrap_plan(tmp_path: Path) -> None:
     assert opts["cap_drop"] == ["ALL"] and opts["runtime"] == "runsc"
 
 
-def test_gvisor_containers_conf_sets_runsc_without_network() -> None:
-    base = '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n'
-    conf = gvisor_containers_conf(base, "/x/runsc-nonet", "runsc-nonet")
-    assert 'runtime = "runc"' not in conf
-    assert conf.count("[engine]") == 1
+def test_gvisor_containers_conf_is_ours_alone(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service's containers.conf names runsc (network fixed) as the only runtime
+    and reads nothing from the environment: a file a sandbox planted and named in
+    CONTAINERS_CONF (conmon_path, hooks) or CONTAINERS_CONF_OVERRIDE is never used."""
+    from agent_sandbox.runtime.podman_service import _conf_text, expected, service_env
+
+    conf = gvisor_containers_conf("/x/runsc-nonet", "runsc-nonet")
+    assert conf.count("[engine]") == 1 and "runc" not in conf.replace("runsc", "")
     assert 'runtime = "runsc-nonet"' in conf and 'runsc-nonet = ["/x/runsc-nonet"]' in conf
     assert "default_ulimits = []" in conf
-    assert "[engine]" in gvisor_containers_conf("", "/w")
-    assert 'runtime = "runsc"' in gvisor_containers_conf("", "/w")  # what inspect reports
-    conf = gvisor_containers_conf(base, "/x/runsc-netns", "runsc-netns")
-    assert 'runtime = "runsc-netns"' in conf and "runsc-nonet" not in conf
+    assert 'runtime = "runsc"' in gvisor_containers_conf("/w")  # what inspect reports
+    planted = tmp_path / "containers.conf"
+    planted.write_text('[engine]\nconmon_path = ["/tmp/evil"]\nhooks_dir = ["/tmp/h"]\n')
+    monkeypatch.setenv("CONTAINERS_CONF", str(planted))
+    monkeypatch.setenv("CONTAINERS_CONF_OVERRIDE", str(planted))
+    monkeypatch.setenv("CONTAINERS_STORAGE_CONF", str(planted))
+    if shutil.which("runsc") and shutil.which("podman"):
+        exp, _ = expected("none")
+        text = _conf_text(exp, "/private")
+        assert "evil" not in text and "hooks_dir" not in text
+    env = service_env("/private/containers.conf")
+    assert env["CONTAINERS_CONF"] == "/private/containers.conf"
+    assert not {k for k in env if k.startswith("CONTAINERS_") and k != "CONTAINERS_CONF"}
 
 
 def test_missing_srt_is_a_start_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

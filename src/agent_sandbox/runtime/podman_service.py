@@ -98,24 +98,29 @@ class Service:
     api_version: str
 
 
-def gvisor_containers_conf(base: str, wrapper: str, name: str = RUNTIME_NAME) -> str:
-    """A containers.conf: ``base`` with ``wrapper`` (runsc with its network mode
-    fixed) as the engine's runtime, called ``name`` (pure)."""
-    import re
+def gvisor_containers_conf(wrapper: str, name: str = RUNTIME_NAME) -> str:
+    """The service's whole containers.conf (pure): ``wrapper`` (runsc with its network
+    mode fixed) as the only runtime, called ``name``, and the caller's own limits for
+    the containers (podman's defaults can exceed a host's hard limits, and runc then
+    fails with "error setting rlimit").
 
-    lines = [ln for ln in base.splitlines()
-             if not re.match(r"\s*runtime\s*=", ln)]
-    engine = f'runtime = "{name}"'
-    out, seen = [], False
-    for ln in lines:
-        out.append(ln)
-        if ln.strip() == "[engine]":
-            out.append(engine)
-            seen = True
-    if not seen:
-        out += ["", "[engine]", engine]
-    out += ["", "[engine.runtimes]", f'{name} = ["{wrapper}"]', ""]
-    return "\n".join(out)
+    Nothing else is taken from anywhere: not from the file ``$CONTAINERS_CONF``
+    names, nor ``$CONTAINERS_CONF_OVERRIDE``, nor the user's
+    ``~/.config/containers``. Each may lie where a sandbox writes, and a
+    containers.conf names programs the service runs as this user (``conmon_path``,
+    hooks, runtimes)."""
+    return "\n".join(["# written by agent-sandbox for its podman service; nothing else is read",
+                      "[containers]", "default_ulimits = []", "", "[engine]",
+                      f'runtime = "{name}"', "", "[engine.runtimes]",
+                      f'{name} = ["{wrapper}"]', ""])
+
+
+def service_env(conf: str) -> dict[str, str]:
+    """The service's environment: this one without any variable that points podman
+    at other configuration (``CONTAINERS_*``, ``XDG_CONFIG_HOME``), and ``conf``."""
+    keep = {k: v for k, v in os.environ.items()
+            if not k.startswith(("CONTAINERS_", "XDG_CONFIG_")) and k != "REGISTRIES_CONFIG_PATH"}
+    return {**keep, "CONTAINERS_CONF": conf}
 
 
 def service_argv(folder: str) -> list[str]:
@@ -194,9 +199,8 @@ def expected(network: str) -> tuple[Expected, str]:
     if podman is None:
         raise SandboxStartError("podman is not installed: install the podman package "
                                 "(scripts/bootstrap.sh does)")
-    base = _read(os.environ.get("CONTAINERS_CONF"))
-    env = tuple(sorted((k, v) for k, v in os.environ.items()
-                       if k == "PATH" or (k.startswith("CONTAINERS_") and k != "CONTAINERS_CONF")))
+    base = ""  # the service's configuration is ours alone (gvisor_containers_conf)
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k == "PATH"))
     wrapper_text = f'#!/bin/sh\nexec {shlex.quote(runsc)} --network={network} "$@"\n'
     partial = Expected(network, os.path.realpath(podman), f"runsc-{network}", wrapper_text,
                        base, env)
@@ -205,7 +209,7 @@ def expected(network: str) -> tuple[Expected, str]:
 
 
 def _conf_text(exp: Expected, folder: str) -> str:
-    return gvisor_containers_conf(exp.conf_text, os.path.join(folder, exp.wrapper))
+    return gvisor_containers_conf(os.path.join(folder, exp.wrapper))
 
 
 def _read(path: str | None) -> str:
@@ -336,7 +340,7 @@ def _start(folder: str, exp: Expected) -> subprocess.Popen[bytes]:
     try:
         proc = subprocess.Popen(service_argv(folder), executable=exp.podman,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
-                                env=dict(os.environ, CONTAINERS_CONF=conf),
+                                env=service_env(conf),
                                 start_new_session=True)
     finally:
         os.close(log)
