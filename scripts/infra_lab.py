@@ -138,9 +138,10 @@ def start_postgres(folder: Path) -> dict[str, Any]:
         CREATE ROLE {ADMIN} LOGIN SUPERUSER PASSWORD '{admin_pw}';
         CREATE ROLE {OWNER} NOLOGIN;
         GRANT {OWNER} TO {ADMIN} WITH ADMIN OPTION;
-        CREATE DATABASE {DATABASE} OWNER {OWNER};
+        CREATE DATABASE {DATABASE};
     """)
     psql(info, DATABASE, f"""
+        GRANT USAGE, CREATE ON SCHEMA public TO {OWNER};
         SET ROLE {OWNER};
         CREATE TABLE orders (id serial PRIMARY KEY, item text NOT NULL, qty int NOT NULL);
         INSERT INTO orders (item, qty) VALUES ('keyboard', 3), ('monitor', 1), ('cable', 12);
@@ -148,7 +149,6 @@ def start_postgres(folder: Path) -> dict[str, Any]:
         INSERT INTO orders_archive VALUES (1, 'mouse', 2);
         RESET ROLE;
         GRANT CONNECT ON DATABASE {DATABASE} TO {ADMIN};
-        GRANT USAGE, CREATE ON SCHEMA public TO {OWNER};
     """)  # noqa: S608 (constants only)
     return info
 

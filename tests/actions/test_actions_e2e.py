@@ -317,15 +317,24 @@ def test_what_a_write_action_creates_never_gains_rights_beyond_the_owner(repo, p
         conn.commit()
 
 
-def test_an_owner_with_powers_is_refused_before_any_credential(repo, pg, bao):
+@pytest.mark.parametrize(("grant", "revoke", "why"), [
+    (f"GRANT pg_read_server_files TO {OWNER}", f"REVOKE pg_read_server_files FROM {OWNER}",
+     "powers beyond its objects"),
+    (f"GRANT CREATE ON DATABASE shop TO {OWNER}", f"REVOKE CREATE ON DATABASE shop FROM {OWNER}",
+     "may create schemas"),
+    (f"ALTER DATABASE shop OWNER TO {OWNER}", "ALTER DATABASE shop OWNER TO admin",
+     "owns the database"),
+], ids=["server-role", "create-on-database", "database-owner"])
+def test_an_owner_with_powers_is_refused_before_any_credential(repo, pg, bao, grant, revoke,
+                                                               why):
     with pg.connect(dbname="shop", autocommit=True) as conn:
-        conn.execute(f"GRANT pg_read_server_files TO {OWNER}")
+        conn.execute(grant)
     try:
         res = repo.run("migrate", {"sql": "CREATE TABLE t_refused (id int)"})
     finally:
         with pg.connect(dbname="shop", autocommit=True) as conn:
-            conn.execute(f"REVOKE pg_read_server_files FROM {OWNER}")
-    assert res["status"] == "failed" and "powers beyond its objects" in res["message"], res
+            conn.execute(revoke)
+    assert res["status"] == "failed" and why in res["message"], res
     assert not table("t_refused", pg) and generated_roles(pg) == 0
 
 

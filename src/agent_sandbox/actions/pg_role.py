@@ -19,7 +19,8 @@ tier says:
 Write and destructive credentials need the owner role, and the owner must hold
 no power beyond its objects: the creation refuses an owner that is (or is a
 member of) a superuser, a role that creates roles or databases, replicates,
-bypasses row security, or one of the server's file, program or all-data roles.
+bypasses row security, or one of the server's file, program or all-data roles,
+and one that owns the database or may create schemas in it.
 What a credential created outlives it with its heir's rights (a view runs with
 its owner's), so the heir is that owner and never the engine's own account,
 which is a superuser: a view over ``pg_authid`` handed to it once let the next
@@ -92,7 +93,15 @@ def owner_check(owner: str) -> str:
         f"OR r.rolbypassrls OR r.rolname IN ({powerful}))) "
         f"THEN RAISE EXCEPTION 'the owner role {owner} holds powers beyond its objects "
         "(superuser, createrole, createdb, replication, bypassrls or a server role): "
-        "an action credential never inherits or bequeaths them'; END IF; END$$")
+        "an action credential never inherits or bequeaths them'; END IF; "
+        # owning the database, or CREATE on it, makes schemas: one named after a
+        # superuser comes first on that superuser's search_path
+        "IF EXISTS (SELECT FROM pg_catalog.pg_database d WHERE d.datname = "
+        f"pg_catalog.current_database() AND pg_catalog.pg_has_role({literal(owner)}, "
+        "d.datdba, 'MEMBER')) OR pg_catalog.has_database_privilege("
+        f"{literal(owner)}, pg_catalog.current_database(), 'CREATE') "
+        f"THEN RAISE EXCEPTION 'the owner role {owner} owns the database or may create "
+        "schemas in it: an owner holds its schema objects only'; END IF; END$$")
 
 
 def creation_statements(tier: Tier, *, database: str, schema: str,
