@@ -145,10 +145,26 @@ def mcp_resident_dir(home: str) -> str:
     return os.path.join(user_state_dir(home), "mcp")
 
 
+PODMAN_RUN_DIR = "/run/agent-sandbox/podman"  # root's
+PODMAN_STATE_MAX = 56  # bytes of a state folder that leave room for a service's socket
+
+
 def podman_service_dir(home: str) -> str:
-    """This user's warm podman service (``runtime/podman_service.py``): its
+    """This user's warm podman services (``runtime/podman_service.py``): each one's
     Docker API socket, which is root-equivalent, with the runsc wrapper and
-    containers.conf it was started with."""
+    containers.conf it was started with. A unix socket's name holds 107 bytes, so
+    the folder is short: in a state folder the caller named (``$AGENT_SANDBOX_STATE_DIR``) when that
+    is short, else in the user's runtime folder (root's:
+    ``/run/agent-sandbox/podman``; another user's: ``$XDG_RUNTIME_DIR``), else the
+    state folder."""
+    chosen = os.environ.get(STATE_DIR_ENV)
+    if chosen and os.path.isabs(chosen) and len(os.fsencode(chosen)) <= PODMAN_STATE_MAX:
+        return os.path.join(chosen, "podman")
+    if os.geteuid() == 0:
+        return PODMAN_RUN_DIR
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.geteuid()}"
+    if os.path.isabs(runtime) and os.path.isdir(runtime):
+        return os.path.join(runtime, "agent-sandbox", "podman")
     return os.path.join(user_state_dir(home), "podman")
 
 

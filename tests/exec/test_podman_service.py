@@ -321,8 +321,20 @@ def test_unreachable_from_inside_sandbox_exec(short_tmp: Path, tmp_path: Path,
         ps.stop_all(str(state / "podman"))
 
 
-def test_a_socket_path_too_long_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                           ) -> None:
-    monkeypatch.setenv("AGENT_SANDBOX_STATE_DIR", str(tmp_path / ("x" * 80)))
+def test_a_long_state_folder_puts_the_service_in_the_runtime_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unix socket's name holds 107 bytes: a state folder too long for one (a deep
+    home, a test's folder) leaves the service in the user's short runtime folder,
+    which is hidden in every sandbox all the same; a socket path still too long is
+    refused, never truncated."""
+    from agent_sandbox import contract
+
+    long_state = tmp_path / ("x" * 80)
+    monkeypatch.setenv("AGENT_SANDBOX_STATE_DIR", str(long_state))
+    chosen = contract.podman_service_dir(str(tmp_path))
+    assert not chosen.startswith(str(long_state))
+    assert len(os.fsencode(os.path.join(chosen, "none-0123456789ab", "api.sock"))) <= 107
+    assert os.path.abspath(chosen) in contract.private_paths(str(tmp_path))
+    monkeypatch.setattr(contract, "podman_service_dir", lambda home: str(long_state))
     with pytest.raises(SandboxStartError, match="longer than a unix socket's"):
         ps.shared("none")
