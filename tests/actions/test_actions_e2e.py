@@ -301,8 +301,13 @@ def test_an_approval_applies_to_its_own_plan_and_never_to_a_changed_action(repo,
 def test_what_a_write_action_creates_never_gains_rights_beyond_the_owner(repo, pg):
     """A view over pg_authid made by one write run, handed on at revocation, must not
     let the next write run edit the role catalogue (the view's rights are its owner's,
-    never the engine's superuser's)."""
-    made = repo.run("migrate", {"sql": "CREATE VIEW role_list AS SELECT * FROM pg_authid"})
+    never the engine's superuser's). A view is code that stays, so the gate asks a
+    human first; approved, the credential is still the boundary."""
+    call = repo.start("migrate", {"sql": "CREATE VIEW role_list AS SELECT * FROM pg_authid"})
+    [item] = repo.pending()
+    assert item["params"]["argv"][-1].startswith("CREATE VIEW role_list")
+    assert repo.sandbox("approve", str(repo.path), item["id"]).returncode == 0
+    made = json.loads(call.communicate(timeout=240)[0])
     assert made["status"] == "completed", made
     res = repo.run("migrate", {"sql": "UPDATE role_list SET rolsuper = true, rolcanlogin = true "
                                       f"WHERE rolname = '{OWNER}'"})

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from agent_sandbox.actions import gate, kube_plan, sql_plan, terraform_plan
 from agent_sandbox.actions.plan_reading import Reading
+from agent_sandbox.actions.sql_kinds import CODE, MAX_PINNED_ROWS
 from agent_sandbox.actions.sql_where import SYSTEM_COLUMNS
 from agent_sandbox.spec.actions import Action
 
@@ -55,6 +56,27 @@ def sql(text: str) -> Reading:
 PIN = "(WHERE does not pin rows by equality: a human judges)"
 NOT_VALUES = "(its rows are not a VALUES list of constants: a human judges)"
 IN_A_BODY = "(in a function's body its names may be parameters: a human judges)"
+BOOLEANS = "compares with values that may be booleans, which pin no rows: a human judges"
+STORED = f"in a stored expression ({CODE})"
+CASCADES = "reach other tables: a human judges)"
+MANY = f"more than {MAX_PINNED_ROWS}: a human judges"
+
+
+def keys(first: int, last: int) -> str:
+    return ", ".join(str(i) for i in range(first, last + 1))
+
+
+# the second red team's plans, as they wrote them: each ran at once past the gate
+# and reached a standing superuser or emptied a table
+RED_INDEX = (
+    "CREATE FUNCTION g(x int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN "
+    "INSERT INTO public.log VALUES (current_user); RETURN x; END $$; "
+    "CREATE FUNCTION f(x int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$ BEGIN "
+    "RETURN public.g(x); END $$; "
+    "CREATE TABLE t (col int); CREATE INDEX ON t ((f(col))); INSERT INTO t VALUES (1)")
+RED_CASCADE = ("ALTER TABLE orders ADD COLUMN anchor int NOT NULL DEFAULT 1 "
+               "REFERENCES fk_anchor(id) ON DELETE CASCADE")
+RED_IN = f"DELETE FROM orders WHERE id IN ({keys(1, 700)})"
 
 FIRES = [
     # DROP of anything, however written
@@ -369,6 +391,174 @@ FIRES = [
     # a function created and called in the same plan: its body is what runs
     ("CREATE FUNCTION wipe() RETURNS void LANGUAGE sql AS 'DELETE FROM users';"
      " SELECT wipe()", "in function wipe: DELETE FROM users (no WHERE)"),
+    # the second red team's chains
+    (RED_INDEX, f"CREATE FUNCTION g ({CODE})"),
+    (RED_INDEX, f"CREATE FUNCTION f ({CODE})"),
+    (RED_INDEX, f"CREATE INDEX ON t: calls f() {STORED}"),
+    (RED_CASCADE, "ALTER TABLE orders: REFERENCES fk_anchor ON DELETE CASCADE (makes later "
+                  "deletes reach other tables: a human judges)"),
+    (RED_IN, f"the plan touches up to 700 rows already there (DELETE FROM orders 700), {MANY}"),
+    ("DELETE FROM orders WHERE flag IN (true,false)", f"DELETE FROM orders (WHERE {BOOLEANS})"),
+    ("; ".join(f"DELETE FROM orders WHERE id = {i}" for i in range(1, 31)),
+     "touches up to 30 rows already there (DELETE FROM orders 30)"),
+    ("INSERT INTO orders (id, item) VALUES "
+     + ", ".join(f"({i}, 'x')" for i in range(1, 101))
+     + " ON CONFLICT (id) DO UPDATE SET item = excluded.item",
+     "touches up to 100 rows already there (INSERT INTO orders 100)"),
+    # code that stays behind and runs later, maybe as another role: every kind of it
+    ("CREATE FUNCTION f(a int) RETURNS int LANGUAGE sql AS 'SELECT a + 1'",
+     f"CREATE FUNCTION f ({CODE})"),
+    ("create function F() returns int immutable language sql return 1", "CREATE FUNCTION f"),
+    ("CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+     "NEW.updated := now(); RETURN NEW; END $$", f"CREATE FUNCTION f ({CODE})"),
+    ("CREATE PROCEDURE p() LANGUAGE sql AS 'SELECT 1'", f"CREATE PROCEDURE p ({CODE})"),
+    ("CREATE OR REPLACE FUNCTION lower(text) RETURNS text LANGUAGE sql AS 'SELECT $1'",
+     f"CREATE OR REPLACE FUNCTION lower ({CODE})"),
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE sql AS "
+     "'INSERT INTO t VALUES (1, 0) ON CONFLICT (id) DO UPDATE SET x = 0'", "CREATE FUNCTION f"),
+    ("CREATE TRIGGER trg BEFORE UPDATE ON t FOR EACH ROW EXECUTE FUNCTION f()",
+     f"CREATE TRIGGER trg ON t ({CODE})"),
+    ("CREATE CONSTRAINT TRIGGER c AFTER INSERT ON t FOR EACH ROW EXECUTE FUNCTION f()",
+     "CREATE TRIGGER c ON t"),
+    ("CREATE VIEW v AS SELECT * FROM t", f"CREATE VIEW v ({CODE})"),
+    ("CREATE OR REPLACE VIEW v AS SELECT * FROM t", f"CREATE VIEW v ({CODE})"),
+    ("CREATE RECURSIVE VIEW v (n) AS SELECT 1", "CREATE VIEW v"),
+    ("CREATE MATERIALIZED VIEW mv AS SELECT * FROM t", f"CREATE MATERIALIZED VIEW mv ({CODE})"),
+    ("CREATE SCHEMA s CREATE TABLE a (x int) CREATE VIEW v AS SELECT 1",
+     f"CREATE SCHEMA s ({CODE})"),
+    ("CREATE SCHEMA AUTHORIZATION bob", f"CREATE SCHEMA ({CODE})"),
+    ("CREATE TYPE big (INPUT = big_in, OUTPUT = big_out)", "CREATE TYPE big (a base type"),
+    ("CREATE TYPE r AS RANGE (subtype = int, subtype_diff = my_diff)",
+     f"CREATE TYPE r AS RANGE with subtype_diff ({CODE})"),
+    ("CREATE DOMAIN posint AS int CHECK (VALUE > 0)", f"CREATE DOMAIN posint with CHECK ({CODE})"),
+    ("ALTER DOMAIN d ADD CONSTRAINT c CHECK (VALUE > 0)", f"ALTER DOMAIN d ADD CHECK ({CODE})"),
+    ("CREATE DOMAIN d AS text DEFAULT my_default()", f"CREATE DOMAIN d: calls my_default() "
+                                                     f"{STORED}"),
+    ("CREATE AGGREGATE s(int) (SFUNC = int4pl, STYPE = int)", f"CREATE AGGREGATE s ({CODE})"),
+    ("CREATE OPERATOR === (LEFTARG = int, RIGHTARG = int, FUNCTION = int4eq)",
+     "CREATE OPERATOR \"===\""),
+    ("CREATE CAST (text AS int) WITHOUT FUNCTION", f"CREATE CAST ({CODE})"),
+    ("CREATE POLICY p ON t USING (f(owner))", "CREATE POLICY"),
+    ("CREATE EVENT TRIGGER e ON ddl_command_end EXECUTE FUNCTION f()", "EVENT TRIGGER"),
+    ("CREATE TRUSTED LANGUAGE plx HANDLER plx_call", "CREATE LANGUAGE"),
+    ("CREATE EXTENSION IF NOT EXISTS pgcrypto", f"CREATE EXTENSION pgcrypto ({CODE})"),
+    ("CREATE EXTENSION hstore SCHEMA public", "CREATE EXTENSION hstore"),
+    ("ALTER EXTENSION hstore UPDATE TO '9.9'", f"ALTER EXTENSION hstore ({CODE})"),
+    ("CREATE CONVERSION c FOR 'LATIN1' TO 'UTF8' FROM my_conv", f"CREATE CONVERSION c ({CODE})"),
+    ("CREATE TEXT SEARCH PARSER p (START = s, GETTOKEN = g, END = e, LEXTYPES = l)",
+     f"CREATE TEXT SEARCH PARSER p ({CODE})"),
+    ("CREATE TEXT SEARCH DICTIONARY d (TEMPLATE = simple)", "CREATE TEXT SEARCH DICTIONARY d"),
+    ("CREATE TEXT SEARCH TEMPLATE tt (LEXIZE = lx)", "CREATE TEXT SEARCH TEMPLATE tt"),
+    ("CREATE TEXT SEARCH CONFIGURATION c (PARSER = p)", "CREATE TEXT SEARCH CONFIGURATION c"),
+    ("CREATE FOREIGN DATA WRAPPER w HANDLER h", f"CREATE FOREIGN DATA WRAPPER w ({CODE})"),
+    ("ALTER FOREIGN DATA WRAPPER w VALIDATOR v", "ALTER FOREIGN DATA WRAPPER w"),
+    ("CREATE SERVER s FOREIGN DATA WRAPPER postgres_fdw", "CREATE SERVER s (reaches beyond"),
+    ("CREATE FOREIGN TABLE ft (a int) SERVER s", "CREATE FOREIGN TABLE ft (reaches beyond"),
+    ("IMPORT FOREIGN SCHEMA remote FROM SERVER s INTO public", "IMPORT FOREIGN SCHEMA remote"),
+    ("CREATE PUBLICATION p FOR ALL TABLES", "CREATE PUBLICATION p (reaches beyond"),
+    ("ALTER PUBLICATION p ADD TABLE t", "ALTER PUBLICATION p ADD (reaches beyond"),
+    ("CREATE SUBSCRIPTION s CONNECTION 'x' PUBLICATION p", "CREATE SUBSCRIPTION"),
+    ("CREATE OPERATOR CLASS c FOR TYPE int USING btree AS OPERATOR 1 <, "
+     "FUNCTION 1 my_cmp(int, int)",
+     f"CREATE OPERATOR CLASS c ({CODE})"),
+    ("CREATE OPERATOR FAMILY fam USING btree", "CREATE OPERATOR FAMILY fam"),
+    ("ALTER OPERATOR FAMILY fam USING btree ADD FUNCTION 1 my_cmp(int, int)",
+     f"ALTER OPERATOR FAMILY fam ADD ({CODE})"),
+    ("CREATE ACCESS METHOD am TYPE INDEX HANDLER h", "CREATE ACCESS METHOD am"),
+    ("CREATE TRANSFORM FOR int LANGUAGE plpgsql (FROM SQL WITH FUNCTION f(internal))",
+     "CREATE TRANSFORM"),
+    ("ALTER OPERATOR === (int, int) SET (RESTRICT = my_sel)", f"ALTER OPERATOR \"===\" ({CODE})"),
+    ("ALTER TYPE big SET (RECEIVE = big_recv)", f"ALTER TYPE big ({CODE})"),
+    ("ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT EXECUTE ON FUNCTIONS TO PUBLIC",
+     "ALTER DEFAULT PRIVILEGES"),
+    ("ALTER TABLE t OWNER TO owner", "OWNER TO"),
+    ("ALTER FUNCTION f() OWNER TO owner", "ALTER ... OWNER TO"),
+    ("ALTER SCHEMA s OWNER TO owner", "ALTER ... OWNER TO"),
+    ("ALTER VIEW v OWNER TO owner", "OWNER TO"),
+    # function calls and operators in stored expressions: run later, as whoever
+    ("CREATE INDEX ON t ((f(col)))", f"CREATE INDEX ON t: calls f() {STORED}"),
+    ("CREATE INDEX i ON t (a) WHERE is_live(a)", f"CREATE INDEX ON t: calls is_live() {STORED}"),
+    ("CREATE INDEX ON t USING btree ((public.lower(a)))", "calls public.lower()"),
+    ("CREATE INDEX ON t ((abs(a)))", "calls abs()"),
+    ("CREATE UNIQUE INDEX CONCURRENTLY ON t (a) WHERE a OPERATOR(public.=) 1",
+     f"CREATE INDEX ON t: operator public.\"=\" {STORED}"),
+    ("CREATE INDEX ON t ((a ~ 'x'))", "operator \"~\""),
+    ("CREATE INDEX ON t ((a SIMILAR TO 'x'))", "CREATE INDEX ON t:"),
+    ("CREATE TABLE t (a int DEFAULT f())", f"CREATE TABLE t: calls f() {STORED}"),
+    ("CREATE TABLE t (a int DEFAULT nextval('s'))", "calls nextval()"),
+    ("CREATE TABLE t (a int CHECK (f(a)))", f"CREATE TABLE t: calls f() {STORED}"),
+    ("CREATE TABLE t (a int, CONSTRAINT c CHECK (a > g(1)))", "calls g()"),
+    ("CREATE TABLE t (a int, b int GENERATED ALWAYS AS (f(a)) STORED)", "calls f()"),
+    ("CREATE TABLE t (a text, b text GENERATED ALWAYS AS (a || 'x') STORED)", "operator \"||\""),
+    ("CREATE TABLE t (a int) PARTITION BY RANGE (f(a))", "calls f()"),
+    ("CREATE TABLE t (a int, EXCLUDE USING gist (a WITH &&))", "EXCLUDE with operator &&"),
+    ("CREATE TABLE t (a int DEFAULT \"LOWER\"('x'))", "calls \"LOWER\"()"),
+    ("CREATE TABLE t (a text DEFAULT pg_catalog.set_config('x', 'y', false))", "set_config"),
+    ("CREATE TEMP TABLE t (a int DEFAULT f())", "calls f()"),
+    ("CREATE TABLE t AS SELECT 1 AS a; ALTER TABLE t ALTER COLUMN a SET DEFAULT f()",
+     f"ALTER TABLE t: calls f() {STORED}"),
+    ("ALTER TABLE t ALTER COLUMN a SET EXPRESSION AS (f(b))", "ALTER TABLE t: calls f()"),
+    ("ALTER TABLE t ADD COLUMN a int DEFAULT f()", "ALTER TABLE t: calls f()"),
+    ("ALTER TABLE t ADD COLUMN a int GENERATED ALWAYS AS (f(b)) STORED", "calls f()"),
+    ("ALTER TABLE t ADD CONSTRAINT c CHECK (f(a))", "ALTER TABLE t: calls f()"),
+    ("ALTER TABLE t ADD CONSTRAINT c CHECK (a OPERATOR(evil.<) 5)", "operator evil.\"<\""),
+    ("ALTER TABLE t ADD CONSTRAINT c EXCLUDE USING gist (a WITH <->)", "EXCLUDE with operator"),
+    ("ALTER VIEW v ALTER COLUMN a SET DEFAULT f()", "calls f()"),
+    ("CREATE STATISTICS s ON (f(a)) FROM t", "calls f()"),
+    ("CREATE TABLE p1 PARTITION OF p FOR VALUES IN (f())", "calls f()"),
+    # foreign keys whose actions reach the referencing table later
+    ("CREATE TABLE c (id int, p int REFERENCES p(id) ON DELETE CASCADE)",
+     f"CREATE TABLE c: REFERENCES p ON DELETE CASCADE (makes later deletes {CASCADES}"),
+    ("CREATE TABLE c (p int, FOREIGN KEY (p) REFERENCES p ON UPDATE CASCADE)",
+     f"REFERENCES p ON UPDATE CASCADE (makes later updates {CASCADES}"),
+    ("CREATE TABLE c (p int REFERENCES p ON DELETE SET NULL ON UPDATE SET DEFAULT)",
+     f"ON DELETE SET NULL ON UPDATE SET DEFAULT (makes later deletes and updates {CASCADES}"),
+    ("CREATE TABLE c (p int, q int, FOREIGN KEY (p, q) REFERENCES p ON DELETE SET NULL (q))",
+     "ON DELETE SET NULL"),
+    ("ALTER TABLE c ADD CONSTRAINT fk FOREIGN KEY (p) REFERENCES p (id) ON DELETE CASCADE "
+     "NOT VALID", "ALTER TABLE c: REFERENCES p ON DELETE CASCADE"),
+    ("ALTER TABLE c ADD COLUMN p int REFERENCES p ON DELETE SET DEFAULT",
+     "ON DELETE SET DEFAULT"),
+    ("CREATE TABLE c (p int REFERENCES s.p ON DELETE CASCADE DEFERRABLE)", "REFERENCES s.p"),
+    # row bounds: booleans pin nothing, and pinned statements add up
+    ("DELETE FROM t WHERE flag = true", f"(WHERE {BOOLEANS})"),
+    ("DELETE FROM t WHERE flag = false AND x > 0", BOOLEANS),
+    ("DELETE FROM t WHERE flag IN ('t', 'f')", BOOLEANS),
+    ("DELETE FROM t WHERE flag IN ('yes', 'no')", BOOLEANS),
+    ("DELETE FROM t WHERE flag = ' ON '", BOOLEANS),
+    ("DELETE FROM t WHERE flag = 'of'", BOOLEANS),
+    ("DELETE FROM t WHERE flag = '1'", BOOLEANS),
+    ("DELETE FROM t WHERE flag = 'T'::boolean", BOOLEANS),
+    ("DELETE FROM t WHERE flag = CAST(1 AS bool)", BOOLEANS),
+    ("DELETE FROM t WHERE flag = 'x'::public.mybool", BOOLEANS),
+    ("DELETE FROM t WHERE flag = 'x'::mydomain", BOOLEANS),
+    ("DELETE FROM t WHERE id IN (1, 2, true)", BOOLEANS),
+    ("UPDATE t SET x = 0 WHERE flag = $1", BOOLEANS),
+    ("UPDATE t SET x = 0 WHERE id IN ($1, $2)", BOOLEANS),
+    ("MERGE INTO t USING (VALUES (true), (false)) v(f) ON t.flag = v.f WHEN MATCHED THEN DELETE",
+     f"MERGE INTO t ... DELETE (ON {BOOLEANS})"),
+    ("PREPARE p AS DELETE FROM t WHERE flag = $1; EXECUTE p(true); EXECUTE p(false)",
+     "EXECUTE p with a value that may be a boolean (it pins no rows: a human judges)"),
+    ("PREPARE p AS DELETE FROM t WHERE id = $1; EXECUTE p('yes')", "may be a boolean"),
+    ("PREPARE p AS DELETE FROM t WHERE id = $1; EXECUTE p((SELECT max(id) FROM t))",
+     "may be a boolean"),
+    (f"DELETE FROM t WHERE id IN ({keys(1, MAX_PINNED_ROWS + 1)})",
+     f"touches up to {MAX_PINNED_ROWS + 1} rows already there"),
+    (f"UPDATE t SET x = 0 WHERE id IN ({keys(1, 15)}); "
+     f"DELETE FROM t WHERE id IN ({keys(16, 25)})",
+     f"touches up to 25 rows already there (UPDATE t 15, DELETE FROM t 10), {MANY}"),
+    (f"DELETE FROM a WHERE id IN ({keys(1, 11)}); DELETE FROM b WHERE id IN ({keys(1, 11)})",
+     "touches up to 22 rows already there (DELETE FROM a 11, DELETE FROM b 11)"),
+    ("PREPARE p (int) AS DELETE FROM t WHERE id = $1; "
+     + "; ".join(f"EXECUTE p({i})" for i in range(1, 23)), "touches up to 22 rows"),
+    (f"WITH d AS (DELETE FROM t WHERE id IN ({keys(1, 30)}) RETURNING 1) SELECT count(*) FROM d",
+     "touches up to 30 rows"),
+    (f"EXPLAIN ANALYZE DELETE FROM t WHERE id IN ({keys(1, 30)})", "touches up to 30 rows"),
+    (f"MERGE INTO t USING (VALUES {', '.join(f'({i})' for i in range(1, 31))}) v(id) "
+     "ON t.id = v.id WHEN MATCHED THEN UPDATE SET x = 0", "touches up to 30 rows"),
+    (f"INSERT INTO t VALUES {', '.join(f'({i}, 0)' for i in range(1, 31))} "
+     "ON CONFLICT (id) DO UPDATE SET x = 0",
+     "touches up to 30 rows already there (INSERT INTO t 30)"),
 ]
 
 
@@ -405,8 +595,6 @@ CONTROLS = [
     "WHERE random() < 2",
     "INSERT INTO t VALUES ('1'::int, $1) ON CONFLICT (id) DO UPDATE SET x = excluded.x",
     "INSERT INTO t SELECT * FROM u ON CONFLICT DO NOTHING",
-    "CREATE FUNCTION f() RETURNS void LANGUAGE sql AS "
-    "'INSERT INTO t VALUES (1, 0) ON CONFLICT (id) DO UPDATE SET x = 0'",
     # MERGE of a VALUES source whose ON pins the target
     "MERGE INTO t USING (VALUES (1, 2), (3, 4)) v(id, x) ON t.id = v.id WHEN MATCHED THEN "
     "UPDATE SET x = v.x WHEN NOT MATCHED THEN INSERT VALUES (v.id, v.x)",
@@ -416,25 +604,16 @@ CONTROLS = [
     "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.x)",
     "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DO NOTHING",
     "SET search_path TO pg_catalog, public",
-    "CREATE AGGREGATE s(int) (SFUNC = int4pl, STYPE = int)",
     "DELETE FROM t WHERE id = 5 AND true",
-    "UPDATE orders SET paid = true WHERE id = $1",
     "MERGE INTO t USING s ON true WHEN NOT MATCHED THEN INSERT VALUES (1)",
     "CREATE TABLE users (id bigint PRIMARY KEY, email text NOT NULL)",
     "CREATE TABLE IF NOT EXISTS t (a int); CREATE INDEX ON t (a)",
-    "CREATE SCHEMA s CREATE TABLE a (x int) CREATE VIEW v AS SELECT 1",
     "ALTER TABLE t ADD COLUMN created timestamptz DEFAULT now()",
     "ALTER TABLE t ALTER COLUMN a SET DEFAULT 0",
     "ALTER TABLE t ALTER COLUMN a SET NOT NULL",
     "ALTER TABLE t ADD CONSTRAINT c CHECK (a > 0)",
     "ALTER TABLE t ENABLE ROW LEVEL SECURITY",
     "INSERT INTO t VALUES (1), (2)",
-    "CREATE VIEW v AS SELECT * FROM t",
-    "CREATE OR REPLACE VIEW v AS SELECT * FROM t",
-    "CREATE FUNCTION f(a int) RETURNS int LANGUAGE sql AS 'SELECT a + 1'",
-    "CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-    "NEW.updated := now(); RETURN NEW; END $$",
-    "CREATE TRIGGER trg BEFORE UPDATE ON t FOR EACH ROW EXECUTE FUNCTION f()",
     "CREATE SEQUENCE s; SELECT nextval('s')",
     "COMMENT ON TABLE t IS 'DROP TABLE t'",
     "SELECT 'DROP TABLE users; DELETE FROM orders'",
@@ -452,9 +631,60 @@ CONTROLS = [
     "RESET ROLE",
     "BEGIN; INSERT INTO t VALUES (1); COMMIT",
     "REFRESH MATERIALIZED VIEW mv",
-    "CREATE EXTENSION IF NOT EXISTS pgcrypto",
     "NOTIFY ch, 'x'",
     "SELECT * FROM users WHERE true",
+    "UPDATE orders SET paid = true WHERE id = $1::int",
+    "PREPARE p AS DELETE FROM t WHERE id = $1; EXECUTE p(5)",
+    # plainly harmless DDL: tables, plain columns and keys, indexes on columns
+    "CREATE TABLE t (id serial PRIMARY KEY, name text NOT NULL, made timestamptz DEFAULT now())",
+    "CREATE TABLE t (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, e text UNIQUE)",
+    "CREATE TABLE t (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), "
+    "at timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP, who text DEFAULT current_user)",
+    "CREATE TABLE t (e text, l text GENERATED ALWAYS AS (lower(e)) STORED, "
+    "n int GENERATED ALWAYS AS (length(e) * 2 + 1) STORED)",
+    "CREATE TABLE t (a int DEFAULT pg_catalog.upper('x')::int CHECK (a BETWEEN 0 AND 9))",
+    "CREATE TABLE t (a int CHECK (a > 0 AND a <> 5 OR a IS NULL), b text CHECK (b LIKE 'x%'))",
+    "CREATE TABLE t (a int DEFAULT COALESCE(NULL, 1), b int DEFAULT GREATEST(1, 2))",
+    "CREATE TABLE t (a int CHECK (CASE WHEN a > 0 THEN true ELSE false END))",
+    "CREATE TABLE t (a int CHECK (a = ANY (ARRAY[1, 2])), b int CHECK (b IN (1, 2)))",
+    "CREATE INDEX ON t (a)",
+    "CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS i ON t USING btree (a, b DESC) "
+    "INCLUDE (c) WHERE a > 0",
+    "CREATE INDEX ON t ((lower(email)))",
+    "CREATE INDEX ON t ((a + b)) WHERE deleted_at IS NULL",
+    "ALTER TABLE t ADD COLUMN note text NULL",
+    "ALTER TABLE t ADD COLUMN n int NOT NULL DEFAULT 1",
+    "ALTER TABLE t ADD COLUMN IF NOT EXISTS at timestamptz DEFAULT now()",
+    "ALTER TABLE t ALTER COLUMN a SET EXPRESSION AS (b + 1)",
+    "ALTER TABLE t ADD CONSTRAINT u UNIQUE (a)",
+    "ALTER TABLE t ADD PRIMARY KEY (id)",
+    # foreign keys that do nothing to other tables later (no action, restrict)
+    "CREATE TABLE c (id int, p int REFERENCES p(id))",
+    "CREATE TABLE c (p int REFERENCES p ON DELETE RESTRICT ON UPDATE NO ACTION)",
+    "ALTER TABLE c ADD CONSTRAINT fk FOREIGN KEY (p) REFERENCES p (id) ON DELETE NO ACTION",
+    "ALTER TABLE c ADD COLUMN p int REFERENCES p ON DELETE RESTRICT",
+    # types without code: enums, composites, shells, ranges over built-ins
+    "CREATE TYPE mood AS ENUM ('sad', 'ok')",
+    "CREATE TYPE pair AS (a int, b text)",
+    "CREATE TYPE shell",
+    "CREATE TYPE r AS RANGE (subtype = int4)",
+    "CREATE DOMAIN d AS int NOT NULL DEFAULT 1",
+    "CREATE COLLATION c (provider = icu, locale = 'und')",
+    # rows pinned, at most MAX_PINNED_ROWS of them in the whole plan
+    "DELETE FROM orders WHERE id IN (1,2)",
+    f"DELETE FROM t WHERE id IN ({keys(1, MAX_PINNED_ROWS)})",
+    "; ".join(f"DELETE FROM t WHERE id = {i}" for i in range(1, MAX_PINNED_ROWS + 1)),
+    f"UPDATE t SET x = 0 WHERE id IN ({keys(1, 10)}); DELETE FROM u WHERE id IN ({keys(1, 10)})",
+    "DELETE FROM t WHERE flag = true AND id = 3",
+    "DELETE FROM t WHERE id = '5'",
+    "DELETE FROM t WHERE id = 5::int",
+    "DELETE FROM t WHERE id IN (1.5, B'1', NULL)",
+    f"INSERT INTO t VALUES {', '.join(f'({i}, 0)' for i in range(1, 21))} "
+    "ON CONFLICT (id) DO UPDATE SET x = 0",
+    "PREPARE p (int) AS DELETE FROM t WHERE id = $1; "
+    + "; ".join(f"EXECUTE p({i})" for i in range(1, 21)),
+    f"EXPLAIN DELETE FROM t WHERE id IN ({keys(1, 700)})",
+    "INSERT INTO t SELECT g FROM generate_series(1, 700) g",
 ]
 
 
@@ -652,9 +882,6 @@ ROWS: list[tuple[str, bool, set[int] | int]] = [
     ("INSERT INTO t VALUES (3, -1), (11, 0) ON CONFLICT (id) DO UPDATE SET x = -1", False, {3}),
     ("INSERT INTO t VALUES (4, 0) ON CONFLICT (id) DO UPDATE SET x = -1 WHERE random() < 2",
      False, {4}),
-    ("CREATE FUNCTION f() RETURNS void LANGUAGE sql AS "
-     "'INSERT INTO t VALUES (9, -1) ON CONFLICT (id) DO UPDATE SET x = -1'; SELECT f() FROM t",
-     False, {9}),
     ("MERGE INTO t USING (VALUES (5, -1), (6, -1)) v(id, x) ON t.id = v.id "
      "WHEN MATCHED THEN UPDATE SET x = v.x", False, {5, 6}),
     ("MERGE INTO t USING (VALUES (1)) v(id) ON t.id = 8 WHEN MATCHED THEN DELETE", False, {8}),
@@ -663,7 +890,114 @@ ROWS: list[tuple[str, bool, set[int] | int]] = [
     ("EXPLAIN DELETE FROM t", False, set()),
     ("EXPLAIN (ANALYZE false) DELETE FROM t", False, set()),
     ("EXPLAIN (ANALYZE off) UPDATE t SET x = -1", False, set()),
+    # a function is code that stays: a human judges it, whatever its body pins
+    ("CREATE FUNCTION f() RETURNS void LANGUAGE sql AS "
+     "'INSERT INTO t VALUES (9, -1) ON CONFLICT (id) DO UPDATE SET x = -1'; SELECT f() FROM t",
+     True, 1),
+    # the second red team: a foreign key that cascades, then a "pinned" delete
+    ("CREATE TABLE fk_anchor (id int PRIMARY KEY); INSERT INTO fk_anchor VALUES (1); "
+     "ALTER TABLE t ADD COLUMN anchor int NOT NULL DEFAULT 1 REFERENCES fk_anchor(id) "
+     "ON DELETE CASCADE; DELETE FROM fk_anchor WHERE id = 1", True, 10),
+    ("CREATE TABLE fk_anchor (id int PRIMARY KEY); INSERT INTO fk_anchor VALUES (1); "
+     "ALTER TABLE t ADD COLUMN anchor int DEFAULT 1 REFERENCES fk_anchor(id) "
+     "ON DELETE SET NULL; UPDATE t SET x = -1 WHERE anchor IS NULL; "
+     "DELETE FROM fk_anchor WHERE id = 1; UPDATE t SET x = -1 WHERE anchor IS NULL", True, 10),
+    ("CREATE TABLE fk_anchor (id int PRIMARY KEY); INSERT INTO fk_anchor VALUES (1); "
+     "ALTER TABLE t ADD COLUMN anchor int NOT NULL DEFAULT 1, ADD CONSTRAINT a FOREIGN KEY "
+     "(anchor) REFERENCES fk_anchor ON UPDATE CASCADE; "
+     "UPDATE fk_anchor SET id = 2 WHERE id = 1; UPDATE t SET x = -1 WHERE anchor = 2", True, 10),
+    # the second red team: pinned statements that name every key, or a boolean
+    (f"DELETE FROM t WHERE id IN ({keys(1, 700)})", True, 10),
+    ("ALTER TABLE t ADD COLUMN flag bool NOT NULL DEFAULT false; "
+     "UPDATE t SET flag = true WHERE id IN (1, 2, 3); DELETE FROM t WHERE flag IN (true, false)",
+     True, 10),
+    ("ALTER TABLE t ADD COLUMN flag bool NOT NULL DEFAULT false; DELETE FROM t WHERE flag = 'no'",
+     True, 10),
+    ("ALTER TABLE t ADD COLUMN flag bool NOT NULL DEFAULT true; "
+     "PREPARE p AS DELETE FROM t WHERE flag = $1; EXECUTE p(true)", True, 10),
+    ("; ".join(f"DELETE FROM t WHERE id = {i}" for i in range(1, MAX_PINNED_ROWS + 2)), True, 10),
+    (f"INSERT INTO t VALUES {', '.join(f'({i}, -1)' for i in range(1, MAX_PINNED_ROWS + 2))} "
+     "ON CONFLICT (id) DO UPDATE SET x = -1", True, 10),
+    ("PREPARE p (int) AS UPDATE t SET x = -1 WHERE id = $1; "
+     + "; ".join(f"EXECUTE p({i % 10 + 1})" for i in range(MAX_PINNED_ROWS + 1)), True, 10),
+    (f"MERGE INTO t USING (VALUES {', '.join(f'({i})' for i in range(1, 31))}) v(id) "
+     "ON t.id = v.id WHEN MATCHED THEN DELETE", True, 10),
+    (f"UPDATE t SET x = -1 WHERE id IN ({keys(1, 10)}); "
+     f"UPDATE t SET x = -2 WHERE id IN ({keys(1, 11)})", True, 10),
+    # let through: pinned, at most MAX_PINNED_ROWS in the whole plan, exactly those rows
+    ("DELETE FROM t WHERE id IN (1, 2)", False, {1, 2}),
+    (f"DELETE FROM t WHERE id IN ({keys(1, MAX_PINNED_ROWS)})", False, set(range(1, 11))),
+    ("; ".join(f"DELETE FROM t WHERE id = {i}" for i in range(1, MAX_PINNED_ROWS + 1)),
+     False, set(range(1, 11))),
+    ("UPDATE t SET x = -1 WHERE id IN (1, 2, 3) AND x > 0; DELETE FROM t WHERE id = 9",
+     False, {1, 2, 3, 9}),
+    ("INSERT INTO t VALUES (1, -1), (2, -1) ON CONFLICT (id) DO UPDATE SET x = excluded.x",
+     False, {1, 2}),
+    ("PREPARE p AS DELETE FROM t WHERE id = $1; EXECUTE p(4); EXECUTE p(5)", False, {4, 5}),
+    ("ALTER TABLE t ADD COLUMN flag bool NOT NULL DEFAULT true; "
+     "DELETE FROM t WHERE flag = true AND id = 3", False, {3}),
+    ("DELETE FROM t WHERE id = '6'", False, {6}),
+    ("MERGE INTO t USING (VALUES (7), (8)) v(id) ON t.id = v.id WHEN MATCHED THEN DELETE",
+     False, {7, 8}),
+    # let through: DDL that stores no code and reaches no other table later
+    ("CREATE TABLE n (id serial PRIMARY KEY, name text NOT NULL DEFAULT '', qty int DEFAULT 0 "
+     "CHECK (qty >= 0 AND qty BETWEEN 0 AND 100), made timestamptz DEFAULT now(), "
+     "tag uuid DEFAULT gen_random_uuid(), at timestamptz DEFAULT CURRENT_TIMESTAMP, "
+     "t_id int REFERENCES t(id)); CREATE INDEX ON n (name, qty); INSERT INTO n (name) VALUES ('a')",
+     False, set()),
+    ("CREATE TABLE n (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, e text UNIQUE, "
+     "l text GENERATED ALWAYS AS (lower(e)) STORED, k int GENERATED ALWAYS AS "
+     "(length(e) * 2 + 1) STORED, CHECK (e LIKE '%@%')); INSERT INTO n (e) VALUES ('A@B')",
+     False, set()),
+    ("CREATE INDEX ON t (x); CREATE UNIQUE INDEX ON t ((x + id)) WHERE x > 3", False, set()),
+    ("CREATE INDEX ON t ((lower(x::text))) WHERE x IS NOT NULL", False, set()),
+    ("ALTER TABLE t ADD COLUMN note text NULL", False, set()),
+    ("ALTER TABLE t ADD COLUMN made timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP, "
+     "ADD COLUMN n int NOT NULL DEFAULT 1", False, set()),
+    ("ALTER TABLE t ADD CONSTRAINT x_small CHECK (x > 0 AND x < 100)", False, set()),
+    ("ALTER TABLE t ALTER COLUMN x SET DEFAULT 0", False, set()),
+    ("CREATE TABLE a (id int PRIMARY KEY); INSERT INTO a VALUES (1); ALTER TABLE t ADD COLUMN "
+     "a_id int REFERENCES a(id) ON DELETE RESTRICT ON UPDATE NO ACTION; "
+     "UPDATE t SET a_id = 1 WHERE id = 1", False, set()),
+    ("CREATE TABLE a (id int PRIMARY KEY); CREATE TABLE b (id int PRIMARY KEY, a_id int, "
+     "FOREIGN KEY (a_id) REFERENCES a (id) ON DELETE NO ACTION)", False, set()),
+    ("CREATE TYPE mood AS ENUM ('sad', 'ok'); CREATE TYPE pair AS (a int, b text); "
+     "CREATE TYPE span AS RANGE (subtype = int4); CREATE DOMAIN posint AS int NOT NULL DEFAULT 1;"
+     " CREATE TABLE m (m mood, p pair, s span, d posint)", False, set()),
+    ("CREATE TABLE p (id int, made date) PARTITION BY RANGE (made); CREATE TABLE p1 PARTITION "
+     "OF p FOR VALUES FROM ('2024-01-01') TO ('2025-01-01')", False, set()),
 ]
+
+# code a plan leaves behind on the server, for other roles to run later: functions,
+# triggers, views, rules, operators, casts, types with I/O functions, domains with
+# CHECK, schemas, extensions and their kin, foreign keys whose actions reach other
+# tables, and anything that depends on a function that is not the server's own
+STORED_CODE = """WITH made AS (  -- what CREATE TYPE ... AS RANGE makes: the server's own code
+  SELECT oid FROM pg_proc WHERE oid >= 16384 AND prosrc LIKE '%range_constructor%')
+SELECT 'code=' || (
+  (SELECT count(*) FROM pg_proc WHERE oid >= 16384 AND oid NOT IN (SELECT oid FROM made))
++ (SELECT count(*) FROM pg_trigger WHERE NOT tgisinternal)
++ (SELECT count(*) FROM pg_class WHERE relkind IN ('v', 'm') AND oid >= 16384)
++ (SELECT count(*) FROM pg_rewrite WHERE oid >= 16384 AND rulename <> '_RETURN')
++ (SELECT count(*) FROM pg_constraint WHERE contype = 'f'
+     AND (confdeltype IN ('c', 'n', 'd') OR confupdtype IN ('c', 'n', 'd')))
++ (SELECT count(*) FROM pg_constraint WHERE contype = 'c' AND contypid <> 0 AND oid >= 16384)
++ (SELECT count(*) FROM pg_type WHERE oid >= 16384 AND typtype = 'b' AND typcategory <> 'A')
++ (SELECT count(*) FROM pg_namespace WHERE oid >= 16384 AND nspname NOT LIKE 'pg\\_%')
++ (SELECT count(*) FROM pg_depend WHERE refclassid = 'pg_proc'::regclass AND refobjid >= 16384
+     AND refobjid NOT IN (SELECT oid FROM made))
++ (SELECT count(*) FROM pg_operator WHERE oid >= 16384)
++ (SELECT count(*) FROM pg_cast WHERE oid >= 16384 AND castfunc NOT IN (SELECT oid FROM made))
++ (SELECT count(*) FROM pg_opclass WHERE oid >= 16384)
++ (SELECT count(*) FROM pg_conversion WHERE oid >= 16384)
++ (SELECT count(*) FROM pg_ts_config WHERE oid >= 16384)
++ (SELECT count(*) FROM pg_ts_dict WHERE oid >= 16384)
++ (SELECT count(*) FROM pg_policy)
++ (SELECT count(*) FROM pg_extension WHERE oid >= 16384)
++ (SELECT count(*) FROM pg_foreign_data_wrapper)
++ (SELECT count(*) FROM pg_foreign_server)
++ (SELECT count(*) FROM pg_publication)
++ (SELECT count(*) FROM pg_default_acl))::text"""
 
 
 @pytest.fixture(scope="module")
@@ -695,10 +1029,19 @@ def postgres() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def changed_rows(socket: str, statement: str) -> set[int]:
+def psql(socket: str, script: str) -> str:
+    done = subprocess.run(["psql", "-h", socket, "-U", "postgres", "-X", "-q", "-A", "-t",
+                           "-v", "ON_ERROR_STOP=1", "-f", "-"], input=script, text=True,
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def run_on_t(socket: str, statement: str) -> tuple[set[int], int]:
     """Which of t's ten rows (id 1..10, x = id) ``statement`` deletes or
-    changes, in a transaction that is rolled back."""
-    script = (
+    changes, and how much code it leaves behind (``STORED_CODE``), in a
+    transaction that is rolled back."""
+    out = psql(socket, (
         "BEGIN;\n"
         "CREATE TABLE t (id int PRIMARY KEY, x int NOT NULL);\n"
         "INSERT INTO t SELECT g, g FROM generate_series(1, 10) g;\n"
@@ -706,26 +1049,85 @@ def changed_rows(socket: str, statement: str) -> set[int]:
         f"{statement};\n"
         "SELECT 'changed=' || coalesce(string_agg(g::text, ',' ORDER BY g), '') FROM "
         "generate_series(1, 10) g WHERE NOT EXISTS (SELECT 1 FROM t WHERE id = g AND x = g);\n"
-        "ROLLBACK;\n")
-    out = subprocess.run(["psql", "-h", socket, "-U", "postgres", "-X", "-q", "-A", "-t",
-                          "-v", "ON_ERROR_STOP=1", "-f", "-"], input=script, text=True,
-                         capture_output=True, timeout=60, check=True).stdout
+        f"{STORED_CODE};\n"
+        "ROLLBACK;\n"))
     changed = [line for line in out.splitlines() if line.startswith("changed=")][-1]
-    return {int(i) for i in changed.removeprefix("changed=").split(",") if i}
+    code = [line for line in out.splitlines() if line.startswith("code=")][-1]
+    return ({int(i) for i in changed.removeprefix("changed=").split(",") if i},
+            int(code.removeprefix("code=")))
+
+
+def changed_rows(socket: str, statement: str) -> set[int]:
+    return run_on_t(socket, statement)[0]
 
 
 @pytest.mark.parametrize("statement, stops, changed", ROWS, ids=[q[:60] for q, _, _ in ROWS])
 def test_what_the_gate_lets_through_leaves_other_rows_intact(
         postgres: str, statement: str, stops: bool, changed: set[int] | int) -> None:
     """The gate's verdict beside what PostgreSQL really does: every plan it lets
-    through changes exactly the rows it pins and no other."""
+    through changes exactly the rows it pins and no other, and leaves no code
+    behind."""
     reading = sql(statement)
     assert bool(reading.signals) is stops, reading.signals
-    rows = changed_rows(postgres, statement)
+    rows, code = run_on_t(postgres, statement)
     if stops:
         assert len(rows) == changed, rows
     else:
         assert rows == changed, rows
+        assert code == 0, f"{code} pieces of code left behind"
+
+
+# plans the gate stops as code that stays: on the server each really leaves some behind
+CODE_ON_SERVER = [
+    "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+    "CREATE VIEW v AS SELECT * FROM t",
+    "CREATE MATERIALIZED VIEW mv AS SELECT * FROM t",
+    "CREATE SCHEMA evil",
+    "CREATE DOMAIN posint AS int CHECK (VALUE > 0)",
+    "CREATE AGGREGATE s(int) (SFUNC = int4pl, STYPE = int)",
+    "CREATE OPERATOR public.=== (LEFTARG = int, RIGHTARG = int, FUNCTION = int4eq)",
+    "CREATE FUNCTION tf() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$; "
+    "CREATE TRIGGER trg BEFORE UPDATE ON t FOR EACH ROW EXECUTE FUNCTION tf()",
+    "CREATE RULE r AS ON INSERT TO u DO ALSO DELETE FROM t WHERE id = 1",
+    "CREATE TABLE a (id int PRIMARY KEY); ALTER TABLE t ADD COLUMN a_id int "
+    "REFERENCES a(id) ON DELETE CASCADE",
+    "CREATE TABLE a (id int PRIMARY KEY); CREATE TABLE b (a_id int REFERENCES a "
+    "ON UPDATE SET NULL)",
+    "CREATE POLICY p ON t USING (x > 0)",
+    "CREATE TEXT SEARCH DICTIONARY d (TEMPLATE = simple)",
+    "ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC",
+    "CREATE FUNCTION k(int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT $1'; "
+    "CREATE INDEX ON t ((k(x)))",
+]
+
+
+@pytest.mark.parametrize("statement", CODE_ON_SERVER, ids=[q[:60] for q in CODE_ON_SERVER])
+def test_code_the_gate_stops_really_stays_on_the_server(postgres: str, statement: str) -> None:
+    """The controls of the check above: what the gate calls code that stays is
+    code the server keeps, so the check can fail."""
+    assert sql(statement).signals
+    assert run_on_t(postgres, statement)[1] > 0
+
+
+def test_the_red_teams_index_runs_the_agents_code_as_the_tables_owner(postgres: str) -> None:
+    """Chain 1 on a real server: a write credential's role creates a function
+    and an index on it; when its objects go to the owner role (as at
+    revocation), ANALYZE runs the function as that owner. The gate stops the
+    plan at a human, and says why in the summary."""
+    script = (
+        "BEGIN;\n"
+        "CREATE ROLE agent; CREATE ROLE owner; GRANT CREATE ON SCHEMA public TO agent;\n"
+        "CREATE TABLE log (who text); GRANT INSERT ON log TO PUBLIC;\n"
+        f"SET ROLE agent;\n{RED_INDEX};\nRESET ROLE;\n"
+        "DELETE FROM log; REASSIGN OWNED BY agent TO owner; ANALYZE t;\n"
+        "SELECT 'ran-as=' || string_agg(DISTINCT who, ',') FROM log;\n"
+        "ROLLBACK;\n")
+    assert "ran-as=owner" in psql(postgres, script).splitlines()
+    verdict = gate.judge(action("write"), {"plan": RED_INDEX})
+    assert verdict.escalate
+    assert verdict.summary.startswith(
+        "CREATE FUNCTION g, CREATE FUNCTION f, CREATE INDEX ON t: calls f() in a stored "
+        f"expression ({CODE})")
 
 
 # ---------------------------------------------------------------- Terraform
@@ -1100,6 +1502,16 @@ def test_kubernetes_unreadable(plan: str, fragment: str) -> None:
      True),
     ("write", "DELETE FROM orders", True),
     ("write", "ALTER TABLE t DROP COLUMN a", True),
+    ("write", "CREATE TABLE t (id serial PRIMARY KEY, a text); CREATE INDEX ON t (a)", False),
+    ("write", "ALTER TABLE t ADD COLUMN b text NULL", False),
+    ("write", "ALTER TABLE c ADD COLUMN p int REFERENCES p ON DELETE RESTRICT", False),
+    ("write", "DELETE FROM orders WHERE id IN (1, 2)", False),
+    ("write", RED_INDEX, True),
+    ("write", RED_CASCADE, True),
+    ("write", RED_IN, True),
+    ("write", "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'", True),
+    ("write", "CREATE INDEX ON t ((f(a)))", True),
+    ("read", "CREATE VIEW v AS SELECT 1", True),
     ("write", "DROP", True),
     ("destructive", "SELECT 1", True),
     ("destructive", "DROP TABLE t", True),
@@ -1141,6 +1553,53 @@ def test_rows_the_gate_cannot_count_wait_for_a_human(plan: str, summary: str) ->
     verdict = gate.judge(action("write"), {"plan": plan})
     assert verdict.escalate and verdict.summary == summary
     assert verdict.reasons == [f"destructive: {summary}"]
+
+
+@pytest.mark.parametrize("plan, summary", [
+    (RED_CASCADE + "; DELETE FROM fk_anchor WHERE id = 1",
+     "ALTER TABLE orders: REFERENCES fk_anchor ON DELETE CASCADE (makes later deletes reach "
+     "other tables: a human judges) · DELETE FROM fk_anchor (at most 1 row by id)"),
+    (RED_IN, f"the plan touches up to 700 rows already there (DELETE FROM orders 700), {MANY} · "
+             "DELETE FROM orders (at most 700 rows by id)"),
+    ("DELETE FROM orders WHERE flag IN (true,false)", f"DELETE FROM orders (WHERE {BOOLEANS})"),
+    ("UPDATE orders SET qty = 0 WHERE id = 1; UPDATE orders SET qty = 0 WHERE id IN "
+     f"({keys(2, 21)})", f"the plan touches up to 21 rows already there (UPDATE orders 21), "
+     f"{MANY} · UPDATE orders (at most 1 row by id) · UPDATE orders (at most 20 rows by id)"),
+])
+def test_the_second_red_teams_plans_wait_for_a_human(plan: str, summary: str) -> None:
+    verdict = gate.judge(action("write"), {"plan": plan})
+    assert verdict.escalate and verdict.summary == summary, verdict
+
+
+@pytest.mark.parametrize("plan, summary", [
+    ("DELETE FROM orders WHERE id IN (1, 2)", "DELETE FROM orders (at most 2 rows by id)"),
+    ("UPDATE orders SET qty = 1 WHERE id = 3 AND sku IN ('a', 'b', 'c')",
+     "UPDATE orders (at most 1 row by id)"),
+    ("DELETE FROM orders o WHERE o.sku IN ('a', 'b') AND o.id IN (1, 2, 3)",
+     "DELETE FROM orders (at most 2 rows by sku)"),
+    ("INSERT INTO orders VALUES (1, 'a'), (2, 'b') ON CONFLICT (id) DO UPDATE SET sku = 'x'",
+     "INSERT INTO orders (at most 2 rows by id)"),
+    ("INSERT INTO orders VALUES (1, 'a') ON CONFLICT DO NOTHING", "INSERT INTO orders"),
+    ("MERGE INTO orders USING (VALUES (1), (2)) v(id) ON orders.id = v.id WHEN MATCHED THEN "
+     "DELETE", "MERGE INTO orders (at most 2 rows by id)"),
+    ("WITH d AS (DELETE FROM orders WHERE id = 4 RETURNING *) SELECT * FROM d",
+     "SELECT · DELETE FROM orders (at most 1 row by id)"),
+    ("PREPARE p (int) AS DELETE FROM orders WHERE id = $1; EXECUTE p(1)",
+     "PREPARE · DELETE FROM orders (at most 1 row by id, at each EXECUTE) · "
+     "EXECUTE p (at most 1 row)"),
+])
+def test_pinned_statements_show_how_many_rows_they_touch(plan: str, summary: str) -> None:
+    verdict = gate.judge(action("write"), {"plan": plan})
+    assert not verdict.escalate and verdict.summary == summary, verdict
+
+
+def test_signals_with_one_reason_are_said_together() -> None:
+    verdict = gate.judge(action("write"), {"plan": "CREATE VIEW a AS SELECT 1; "
+                                                   "CREATE VIEW b AS SELECT 2; DROP TABLE c"})
+    assert verdict.summary == f"CREATE VIEW a, CREATE VIEW b ({CODE}) · DROP TABLE c"
+    assert verdict.reasons == [f"destructive: CREATE VIEW a ({CODE})",
+                               f"destructive: CREATE VIEW b ({CODE})",
+                               "destructive: DROP TABLE c"]
 
 
 def test_write_plan_is_shown_even_when_it_runs_at_once() -> None:

@@ -4,8 +4,10 @@ wait for a human, judged from the action's tier and what its plan changes.
 - ``read`` runs at once, unless its plan writes (or cannot be read): a read
   action's credential cannot write either, so such a plan is a mistake or a
   disguise, and a human sees it.
-- ``write`` shows its plan and runs at once unless the plan carries a
-  destructive signal or cannot be read.
+- ``write`` shows its plan and runs at once only when it is plainly
+  harmless: no destructive signal (for SQL that includes code left behind for
+  other roles to run, foreign keys that cascade, and rows not pinned to a few
+  keys: ``sql_plan``) and a plan that can be read.
 - ``destructive`` always waits for a human, with the plan's summary.
 - An action without a plan: ``read`` and ``write`` run at once (the tier and the
   credential are all there is to judge), ``destructive`` waits.
@@ -13,7 +15,8 @@ wait for a human, judged from the action's tier and what its plan changes.
 The plan is the text of the parameter ``action.plan.param`` names (a JSON value
 as its compact JSON); ``plan_digest`` is the SHA-256 of exactly that text, so an
 approval bound to it never applies another plan. ``summary`` is what an
-approver judges in one look, a few hundred printable characters at most.
+approver judges in one look, a few hundred printable characters at most:
+signals first (those with the same reason said once), then the other changes.
 
 Pure: reads nothing but its arguments, and never raises: any failure of its
 own is a verdict that escalates, saying so.
@@ -68,14 +71,29 @@ def read_plan(kind: str, text: str) -> Reading:
     return unreadable(f"no reader for plans of kind {shown(kind, 30)}")
 
 
+def _grouped(signals: list[str]) -> list[str]:
+    """Signals that end with the same reason in brackets, as one entry: ``A, B
+    (why)``; the reason is said once, where the first of them stood."""
+    groups: dict[str, list[str]] = {}
+    for signal in signals:
+        cut = signal.rfind(" (")
+        why = signal[cut:] if cut > 0 and signal.endswith(")") else ""
+        groups.setdefault(why, []).append(signal[:cut] if why else signal)
+    out: list[str] = []
+    for why, heads in groups.items():
+        out += [", ".join(heads) + why] if why else heads
+    return out
+
+
 def summarize(reading: Reading) -> str:
-    """The destructive signals first, then the other changes, joined with
-    `` · ``; cut at an entry's end, what is left off counted."""
+    """The destructive signals first (those with the same reason together),
+    then the other changes, joined with `` · ``; cut at an entry's end, what is
+    left off counted."""
     if reading.unreadable is not None:
         return f"the plan cannot be read: {reading.unreadable}"[:SUMMARY_KEEP]
     signals = list(dict.fromkeys(reading.signals))
     # a change a signal already names ("DELETE FROM t" beside "DELETE FROM t (no WHERE)")
-    entries = signals + [c for c in dict.fromkeys(reading.changes) if not any(
+    entries = _grouped(signals) + [c for c in dict.fromkeys(reading.changes) if not any(
         s == c or s.startswith(c + " ") or s.startswith(c + ":") for s in signals)]
     kept: list[str] = []
     used = 0

@@ -1,7 +1,8 @@
 """The statement kinds, settings and functions the SQL gate (``sql_plan``) knows:
-which only read, which write, which it cannot judge, which change access, which
-settings and functions are harmless or administrative. Data only: adding a name
-here changes a verdict, so each table says what it is for."""
+which only read, which write, which it cannot judge, which change access,
+which store code, which settings and functions are harmless or administrative,
+what a stored expression may call, and how many rows a plan may name. Data
+only: adding a name here changes a verdict, so each table says what it is for."""
 
 from __future__ import annotations
 
@@ -14,19 +15,67 @@ READ_ONLY = frozenset({
 # statements that write and are not destructive in themselves (what they
 # contain is walked like everything else)
 WRITES = frozenset({
-    "InsertStmt", "CreateStmt", "CreateTableAsStmt", "CreateSchemaStmt", "CreateSeqStmt",
-    "AlterSeqStmt", "IndexStmt", "ViewStmt", "CompositeTypeStmt", "CreateEnumStmt",
-    "CreateRangeStmt", "CreateDomainStmt", "DefineStmt", "CreateExtensionStmt",
-    "AlterExtensionStmt", "CreateCastStmt", "CreateConversionStmt", "CreateOpClassStmt",
-    "CreateOpFamilyStmt", "CreateAmStmt", "CreateStatsStmt", "AlterStatsStmt",
-    "CreateForeignTableStmt", "CreateForeignServerStmt", "AlterForeignServerStmt",
-    "CreateFdwStmt", "AlterFdwStmt", "ImportForeignSchemaStmt", "CreatePublicationStmt",
+    "InsertStmt", "CreateStmt", "CreateTableAsStmt", "CreateSeqStmt",
+    "AlterSeqStmt", "IndexStmt", "CompositeTypeStmt", "CreateEnumStmt",
+    "CreateRangeStmt", "CreateDomainStmt", "DefineStmt", "CreateStatsStmt", "AlterStatsStmt",
     "CreateTableSpaceStmt", "AlterTableSpaceOptionsStmt", "AlterTableMoveAllStmt",
-    "CommentStmt", "SecLabelStmt", "RefreshMatViewStmt", "NotifyStmt", "AlterTypeStmt",
-    "AlterOperatorStmt", "AlterCollationStmt", "AlterTSDictionaryStmt",
+    "CommentStmt", "SecLabelStmt", "RefreshMatViewStmt", "NotifyStmt",
+    "AlterCollationStmt", "AlterTSDictionaryStmt",
     "AlterObjectDependsStmt", "ReplicaIdentityStmt", "CreatedbStmt",
-    "AlterDatabaseRefreshCollStmt", "PLAssignStmt", "CreateTransformStmt",
+    "AlterDatabaseRefreshCollStmt", "PLAssignStmt",
 })
+# what a statement that stores code is: the code runs later, maybe as another
+# role (an index expression runs as the table's owner under VACUUM and ANALYZE;
+# a view's query, a trigger, an operator's or a type's functions as whoever
+# uses them), so a human judges every one, whatever it says today
+CODE = "creates code that may later run with another role's rights: a human judges"
+# statements that store code (beside the ones with rules of their own in
+# sql_plan: functions, triggers, materialized views, aggregates, operators,
+# base types, text search objects, domains with CHECK, ranges with functions,
+# extensions)
+CODE_STATEMENTS = {
+    "ViewStmt": "CREATE VIEW", "CreateSchemaStmt": "CREATE SCHEMA",
+    "CreateConversionStmt": "CREATE CONVERSION", "CreateCastStmt": "CREATE CAST",
+    "CreateOpClassStmt": "CREATE OPERATOR CLASS", "CreateOpFamilyStmt": "CREATE OPERATOR FAMILY",
+    "CreateAmStmt": "CREATE ACCESS METHOD", "CreateTransformStmt": "CREATE TRANSFORM",
+    "AlterOperatorStmt": "ALTER OPERATOR", "AlterTypeStmt": "ALTER TYPE",
+    "AlterExtensionStmt": "ALTER EXTENSION",
+    "CreateFdwStmt": "CREATE FOREIGN DATA WRAPPER", "AlterFdwStmt": "ALTER FOREIGN DATA WRAPPER",
+}
+# statements that reach beyond the database: rows sent to or read from elsewhere
+BEYOND = "reaches beyond the database: a human judges"
+BEYOND_STATEMENTS = {
+    "CreateForeignServerStmt": "CREATE SERVER", "AlterForeignServerStmt": "ALTER SERVER",
+    "CreateForeignTableStmt": "CREATE FOREIGN TABLE",
+    "ImportForeignSchemaStmt": "IMPORT FOREIGN SCHEMA",
+    "CreatePublicationStmt": "CREATE PUBLICATION",
+}
+# statements whose expressions are stored and evaluated later, maybe as another
+# role (defaults, CHECK, generated columns, index expressions and predicates,
+# partition keys, extended statistics): every function call and operator in
+# them is judged (STORED_FUNCTIONS, STORED_OPERATORS)
+STORED_EXPRESSIONS = frozenset({
+    "CreateStmt", "AlterTableStmt", "IndexStmt", "CreateDomainStmt", "AlterDomainStmt",
+    "CreateStatsStmt", "CreateForeignTableStmt",
+})
+# the only functions a stored expression may call without a human: built-in,
+# side-effect free, called unqualified or by their pg_catalog name. Kept tiny on
+# purpose: any other call may be a user's function (or become one on another
+# search_path), and what it does is not in the plan. CURRENT_TIMESTAMP,
+# CURRENT_USER and their kin are no calls (SQLValueFunction), COALESCE,
+# GREATEST, NULLIF and CASE are expressions of their own.
+STORED_FUNCTIONS = frozenset({"now", "gen_random_uuid", "lower", "upper", "length"})
+# the only operators a stored expression may use without a human: the built-in
+# comparisons, arithmetic, LIKE and BETWEEN (unqualified or pg_catalog's)
+STORED_OPERATORS = frozenset({
+    "=", "<>", "!=", "<", ">", "<=", ">=", "+", "-", "*", "/", "%", "~~", "!~~", "~~*", "!~~*",
+    "BETWEEN", "NOT BETWEEN", "BETWEEN SYMMETRIC", "NOT BETWEEN SYMMETRIC",
+})
+# foreign key actions that make a later delete or update reach the referencing table
+FK_ACTIONS = {"c": "CASCADE", "n": "SET NULL", "d": "SET DEFAULT"}
+# the most rows already there the pinned statements of one plan may name
+# together before a human judges (a key named in an IN list, a VALUES row)
+MAX_PINNED_ROWS = 20
 # what the gate cannot judge: they run code it does not see or act beyond the plan
 UNJUDGEABLE = {
     "DoStmt": "DO block", "CallStmt": "CALL",

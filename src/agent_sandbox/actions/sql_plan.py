@@ -16,13 +16,46 @@ PL/pgSQL functions (every embedded statement and expression parsed again).
 Comments, case, quoted identifiers and dollar quoting are the parser's, so
 they disguise nothing.
 
+A ``write`` plan runs without a human only when it is plainly harmless, so
+three classes are signals beside the destructive ones:
+
 Rows already there (``sql_where``): a ``DELETE``, ``UPDATE``, ``INSERT ...
 ON CONFLICT DO UPDATE`` or ``MERGE`` that changes them, wherever it is (top
 level, CTE, ``PREPARE``, rule action, function body), is harmless only when it
-pins the rows it touches by equality to constants (``WHERE id = 5``, ``id IN
-(1, 2)``, a VALUES list of constants); anything else is a signal that says a
-human judges how many rows it touches, for whether a condition keeps every row
-is undecidable.
+pins the rows it touches by equality to constants that cannot be booleans
+(``WHERE id = 5``, ``id IN (1, 2)``, a VALUES list of constants); anything
+else is a signal that says a human judges how many rows it touches, for
+whether a condition keeps every row is undecidable. Each pinned statement
+counts the keys it names (an ``IN`` list its constants, a VALUES list its
+rows, a ``PREPARE``d one at every ``EXECUTE``) and its change says so
+("DELETE FROM orders (at most 2 rows by id)"); a plan whose pinned statements
+name more than ``MAX_PINNED_ROWS`` together is a signal.
+
+Code that stays behind (it may run later with another role's rights: an
+index expression runs as the table's owner under VACUUM and ANALYZE, a view's
+query, a trigger, an operator, a cast or a type's functions as whoever uses
+them): every ``CREATE [OR REPLACE] FUNCTION``/``PROCEDURE`` in any language,
+``TRIGGER``, ``RULE``, ``VIEW``, ``MATERIALIZED VIEW``, ``SCHEMA``, base
+``TYPE`` (its I/O functions) and ranges naming functions, ``DOMAIN`` with
+``CHECK``, ``AGGREGATE``, ``OPERATOR`` (class, family), ``CAST``, ``POLICY``,
+``EVENT TRIGGER``, ``LANGUAGE``, ``EXTENSION`` (and its ``UPDATE``),
+``CONVERSION``, text search objects, foreign data wrappers, servers and
+tables, publications and subscriptions, ``ALTER DEFAULT PRIVILEGES`` and
+``ALTER ... OWNER``. Enum, composite and shell types, plain ranges and
+domains without ``CHECK`` hold no code and pass. In the expressions such a
+statement stores (column defaults, ``CHECK``, generated columns, index
+expressions and predicates, partition keys and bounds, statistics, ``SET
+DEFAULT``/``SET EXPRESSION``, ``ADD CONSTRAINT``), every function call is a
+signal unless it is one of ``STORED_FUNCTIONS`` (``now``, ``lower``, ...)
+called unqualified or by its pg_catalog name, and every operator unless it is
+a built-in comparison, arithmetic, ``LIKE`` or ``BETWEEN``
+(``STORED_OPERATORS``); ``CURRENT_TIMESTAMP`` and its kin, ``COALESCE``,
+``GREATEST`` and ``CASE`` are no calls.
+
+Foreign keys whose ``ON DELETE``/``ON UPDATE`` action is ``CASCADE``, ``SET
+NULL`` or ``SET DEFAULT`` (in ``CREATE TABLE``, ``ADD COLUMN ... REFERENCES``,
+``ADD CONSTRAINT``): a later pinned delete of one row would reach every row
+that refers to it.
 
 Other destructive signals: ``DROP`` of anything, ``TRUNCATE``,
 ``ALTER ... DROP`` (column, constraint, default, not null,
@@ -30,31 +63,30 @@ identity, inheritance, ...), ``ALTER COLUMN ... TYPE`` (rewrites the data),
 ``DETACH PARTITION``, ``SET UNLOGGED``, every ``RENAME`` and ``SET SCHEMA``,
 ``GRANT``/``REVOKE`` and every role, ownership, policy and row-security change,
 ``SECURITY DEFINER`` functions, and what the gate cannot judge: ``DO``,
-``CALL``, ``EXECUTE``, dynamic SQL in PL/pgSQL, function bodies in other
-languages, ``COPY ... PROGRAM`` and ``COPY`` to or from a server file, ``CREATE
-OR REPLACE`` of functions and triggers, every ``CREATE RULE``, event triggers,
-``VACUUM FULL``, ``REINDEX``, ``CLUSTER``, ``LOCK``, ``CHECKPOINT``, ``LOAD``,
-``ALTER SYSTEM``/``DATABASE``, subscriptions, two-phase commit, ``SET`` of a
-setting not known to be harmless (``SET ROLE``, ``session_replication_role``)
-and a ``search_path`` that puts a schema before ``pg_catalog``, ``CREATE
-OPERATOR`` and ``CREATE CAST`` (they change what ``=`` and a cast mean),
-calls of administrative or dynamic-SQL functions (``pg_terminate_backend``,
-``set_config``, ``dblink_exec``, ``query_to_xml``, ``lo_unlink``, ...) and any
-statement type this reader does not know.
+``CALL``, ``EXECUTE`` of a statement prepared outside the plan, dynamic SQL
+in PL/pgSQL, function bodies in other languages, ``COPY ... PROGRAM`` and
+``COPY`` to or from a server file, ``VACUUM FULL``, ``REINDEX``, ``CLUSTER``,
+``LOCK``, ``CHECKPOINT``, ``LOAD``, ``ALTER SYSTEM``/``DATABASE``, two-phase
+commit, ``SET`` of a setting not known to be harmless (``SET ROLE``,
+``session_replication_role``) and a ``search_path`` that puts a schema
+before ``pg_catalog``, calls of administrative or dynamic-SQL functions
+(``pg_terminate_backend``, ``set_config``, ``dblink_exec``, ``query_to_xml``,
+``lo_unlink``, ...) and any statement type this reader does not know.
 
-What it cannot see: functions reached other than by name (operators, casts,
-column defaults, triggers and views defined before the plan), and rows that
-foreign keys' cascades change in other tables. Those are bounded
-by the action's credential, whose grants match its tier; the gate is the
-second line, not the only one. It never executes anything and never raises on
-what the plan says: a plan it cannot parse is unreadable, and escalates.
+What it cannot see: what was there before the plan (triggers, rules, views,
+column defaults and foreign keys' cascades defined earlier, a function that
+shadows a built-in one on a role's own search path, whether a pinned column
+is a key). Those are bounded by the action's credential, whose grants match
+its tier; the gate is the second line, not the only one. It never executes
+anything and never raises on what the plan says: a plan it cannot parse is
+unreadable, and escalates.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .plan_reading import Reading, Unreadable, shown, unreadable
@@ -62,10 +94,19 @@ from .sql_kinds import (
     ACCESS,
     ADMIN_FUNCTIONS,
     ALTER_DROPS,
+    BEYOND,
+    BEYOND_STATEMENTS,
+    CODE,
+    CODE_STATEMENTS,
+    FK_ACTIONS,
+    MAX_PINNED_ROWS,
     POWERFUL_EXTENSIONS,
     READ_ONLY,
     SAFE_SETTINGS,
     SESSION,
+    STORED_EXPRESSIONS,
+    STORED_FUNCTIONS,
+    STORED_OPERATORS,
     TWO_PHASE,
     UNJUDGEABLE,
     WRITES,
@@ -74,7 +115,7 @@ from .sql_kinds import (
 from .sql_nodes import node as _node
 from .sql_nodes import nodes as _nodes
 from .sql_nodes import strings as _strings
-from .sql_where import dml_reason, merge_reason, upsert_reason
+from .sql_where import HUMAN, Scope, Touch, dml_touch, may_be_boolean, merge_touch, upsert_touch
 
 MAX_BODY_DEPTH = 4  # function bodies inside function bodies, at most
 _SIMPLE_IDENT = re.compile(r"[a-z_][a-z0-9_$]*")
@@ -86,6 +127,8 @@ class _Ctx:
     executes: bool = True  # False under EXPLAIN without ANALYZE
     where: str = ""  # "in function f: " for what a body does
     depth: int = 0
+    prepared: str | None = None  # under PREPARE of this name: runs once per EXECUTE
+    stored: str = ""  # under a statement whose expressions are stored: which one
 
 
 def read(text: str) -> Reading:
@@ -123,6 +166,11 @@ class _Reader:
         self.signals: list[str] = []
         self.writes = False
         self.prepared: set[str] = set()  # PREPAREd earlier in this plan: judged there
+        # rows already there that pinned statements touch: (target, at most), each time
+        # a statement runs; a PREPAREd statement's count each time it is EXECUTEd
+        self.touched: list[tuple[str, int]] = []
+        self.prepared_rows: dict[str, list[tuple[str, int]]] = {}
+        self.bounded: list[tuple[int, str]] = []  # (id of the node, its change with the bound)
 
     def plan(self, text: str) -> Reading:
         raw = text.encode("utf-8", "surrogatepass")
@@ -132,13 +180,35 @@ class _Reader:
             length = entry.get("stmt_len")
             end = start + int(length) if length else len(raw)
             source = raw[start:end].decode("utf-8", "surrogatepass")
-            for node_type, body in _nodes(stmt):
+            tops = _nodes(stmt)
+            for node_type, body in tops:
                 self.changes.append(_describe(node_type, body))
+            at, mark = len(self.changes) - 1, len(self.bounded)
             self.walk(stmt, _Ctx(), source)
+            for ident, described in self.bounded[mark:]:
+                if tops and ident == id(tops[0][1]):
+                    self.changes[at] = described  # the statement itself, with its bound
+                else:
+                    self.changes.append(described)
         if not self.changes:
             self.changes.append("no statements")
+        self.total_rows()
         return Reading(changes=tuple(self.changes), signals=tuple(dict.fromkeys(self.signals)),
                        writes=self.writes or bool(self.signals))
+
+    def total_rows(self) -> None:
+        """The bounds of every pinned statement, added up: a plan of many pinned
+        statements, or of one that lists many keys, touches as many rows."""
+        total = sum(n for _, n in self.touched)
+        if total <= MAX_PINNED_ROWS:
+            return
+        per: dict[str, int] = {}
+        for target, n in self.touched:
+            per[target] = per.get(target, 0) + n
+        parts = ", ".join(f"{target} {n}" for target, n in list(per.items())[:4])
+        more = ", ..." if len(per) > 4 else ""
+        self.signals.append(f"the plan touches up to {total} rows already there ({parts}{more}),"
+                            f" more than {MAX_PINNED_ROWS}: {HUMAN}")
 
     # the walk: every node of the tree, iteratively (a deep tree is no stack risk)
     def walk(self, root: Any, ctx: _Ctx, source: str) -> None:
@@ -165,6 +235,12 @@ class _Reader:
         if kind == "FuncCall":
             self.call(body, ctx)
             return ctx
+        if kind == "A_Expr" and ctx.stored:
+            self.operator(body, ctx)
+            return ctx
+        if kind == "Constraint":
+            self.constraint(body, ctx)
+            return ctx
         if not kind.endswith("Stmt"):
             return ctx
         if not ctx.executes:  # under a plain EXPLAIN: planned, not run
@@ -176,13 +252,23 @@ class _Reader:
         rule = getattr(self, "stmt_" + kind, None)
         if rule is not None:
             result: _Ctx = rule(body, ctx, source)
-            return result
+        else:
+            result = self.other(kind, body, ctx)
+        if kind in STORED_EXPRESSIONS:
+            return replace(result, stored=_describe(kind, body))
+        return result
+
+    def other(self, kind: str, body: dict[str, Any], ctx: _Ctx) -> _Ctx:
         if kind.startswith("Drop"):
             self.signal(ctx, _describe(kind, body))
         elif kind in UNJUDGEABLE:
             self.signal(ctx, f"{UNJUDGEABLE[kind]} (the gate cannot judge it)")
         elif kind in ACCESS:
             self.signal(ctx, f"{ACCESS[kind]} (changes access)")
+        elif kind in CODE_STATEMENTS:
+            self.signal(ctx, f"{_describe(kind, body)} ({CODE})")
+        elif kind in BEYOND_STATEMENTS:
+            self.signal(ctx, f"{_describe(kind, body)} ({BEYOND})")
         elif kind not in WRITES:
             self.signal(ctx, f"{_words(kind)} (a statement the gate does not know)")
         return ctx
@@ -196,12 +282,17 @@ class _Reader:
         elif kind == "ExplainStmt" and not _explain_runs(body):
             return _Ctx(executes=False, where=ctx.where, depth=ctx.depth)
         elif kind == "PrepareStmt":
-            self.prepared.add(str(body.get("name") or ""))
+            name = str(body.get("name") or "")
+            self.prepared.add(name)
+            self.prepared_rows[name] = []
+            return replace(ctx, prepared=name)
         elif kind == "DeallocateStmt":
             if body.get("isall") or not body.get("name"):
                 self.prepared.clear()
+                self.prepared_rows.clear()
             else:
                 self.prepared.discard(str(body["name"]))
+                self.prepared_rows.pop(str(body["name"]), None)
         return ctx
 
     def call(self, body: dict[str, Any], ctx: _Ctx) -> None:
@@ -212,38 +303,118 @@ class _Reader:
             self.signal(ctx, f"calls {shown(name)}() (the gate cannot judge it)")
         elif name in WRITING_FUNCTIONS and ctx.executes:
             self.writes = True
+        if ctx.stored and not _builtin(names, STORED_FUNCTIONS):
+            self.signal(ctx, f"{ctx.stored}: calls {_name(body.get('funcname'))}() in a stored "
+                             f"expression ({CODE})")
+
+    def operator(self, body: dict[str, Any], ctx: _Ctx) -> None:
+        """An operator in a stored expression: a built-in comparison or arithmetic
+        (``STORED_OPERATORS``), or a human judges (it may be a user's function)."""
+        names = _strings(body.get("name"))
+        if body.get("kind") in _STORED_KINDS and _builtin(names, STORED_OPERATORS):
+            return
+        self.signal(ctx, f"{ctx.stored}: operator {_name(body.get('name'))} in a stored "
+                         f"expression ({CODE})")
+
+    def constraint(self, body: dict[str, Any], ctx: _Ctx) -> None:
+        """Foreign keys whose actions reach the referencing table; exclusion
+        constraints with operators other than the built-in comparisons."""
+        where = ctx.stored or "a constraint"
+        if body.get("contype") == "CONSTR_FOREIGN":
+            actions = [(word, FK_ACTIONS[str(body.get(key))]) for word, key in (
+                ("DELETE", "fk_del_action"), ("UPDATE", "fk_upd_action"))
+                if str(body.get(key)) in FK_ACTIONS]
+            if actions:
+                what = " ".join(f"ON {word} {action}" for word, action in actions)
+                verbs = " and ".join(f"{word.lower()}s" for word, _ in actions)
+                self.signal(ctx, f"{where}: REFERENCES {_relation(body.get('pktable') or {})} "
+                                 f"{what} (makes later {verbs} reach other tables: {HUMAN})")
+        elif body.get("contype") == "CONSTR_EXCLUSION":
+            for pair in body.get("exclusions") or []:
+                ops = _strings((_node(pair)[1] or {}).get("items", [None, None])[1:])
+                if not _builtin(ops, STORED_OPERATORS):
+                    self.signal(ctx, f"{where}: EXCLUDE with operator {shown('.'.join(ops))} "
+                                     f"({CODE})")
 
     # statements with rules of their own
     # rows already there: what sql_where finds, named with the statement's target
     def stmt_DeleteStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
-        self.rows("DELETE FROM", body, dml_reason(body, ctx.depth > 0), ctx)
+        self.rows("DELETE FROM", body, dml_touch(body, ctx.depth > 0, ctx.prepared is not None),
+                  ctx)
         return ctx
 
     def stmt_UpdateStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
-        self.rows("UPDATE", body, dml_reason(body, ctx.depth > 0), ctx)
+        self.rows("UPDATE", body, dml_touch(body, ctx.depth > 0, ctx.prepared is not None), ctx)
         return ctx
 
     def stmt_InsertStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
-        self.rows("INSERT INTO", body, upsert_reason(body, ctx.depth > 0), ctx)
+        self.rows("INSERT INTO", body, upsert_touch(body, ctx.depth > 0), ctx)
         return ctx
 
     def stmt_MergeStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
-        self.rows("MERGE INTO", body, merge_reason(body, ctx.depth > 0), ctx)
+        self.rows("MERGE INTO", body, merge_touch(body, ctx.depth > 0, ctx.prepared is not None),
+                  ctx)
         return ctx
 
-    def rows(self, verb: str, body: dict[str, Any], reason: str | None, ctx: _Ctx) -> None:
-        if reason is not None:
-            self.signal(ctx, f"{verb} {_relation(body.get('relation') or {})} {reason}")
+    def rows(self, verb: str, body: dict[str, Any], touch: Touch, ctx: _Ctx) -> None:
+        target = f"{verb} {_relation(body.get('relation') or {})}"
+        if touch.reason is not None:
+            self.signal(ctx, f"{target} {touch.reason}")
+            return
+        if not touch.bound or ctx.depth > 0:  # a body's: the function is a signal itself
+            return
+        rows = f"at most {touch.bound} row{'s' if touch.bound != 1 else ''} by {shown(touch.by)}"
+        if ctx.prepared is not None:
+            self.prepared_rows.setdefault(ctx.prepared, []).append((target, touch.bound))
+            self.bounded.append((id(body), f"{target} ({rows}, at each EXECUTE)"))
+        else:
+            self.touched.append((target, touch.bound))
+            self.bounded.append((id(body), f"{target} ({rows})"))
 
     def stmt_DefineStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
-        if body.get("kind") == "OBJECT_OPERATOR":  # "=" might no longer be equality
-            self.signal(ctx, f"CREATE OPERATOR {_name(body.get('defnames'))} (changes what "
-                             "later comparisons mean: the gate cannot judge it)")
+        kind = body.get("kind")
+        name = _name(body.get("defnames"))
+        if kind == "OBJECT_OPERATOR":  # "=" might no longer be equality
+            self.signal(ctx, f"CREATE OPERATOR {name} (changes what later comparisons mean: "
+                             f"{CODE})")
+        elif kind == "OBJECT_TYPE" and body.get("definition"):  # a shell type has no code
+            self.signal(ctx, f"CREATE TYPE {name} (a base type, with input and output "
+                             f"functions: {CODE})")
+        elif kind in _DEFINED_CODE:
+            self.signal(ctx, f"CREATE {_DEFINED_CODE[kind]} {name} ({CODE})")
         return ctx
 
-    def stmt_CreateCastStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
-        self.signal(ctx, "CREATE CAST (changes what later statements mean: the gate cannot "
-                         "judge it)")
+    def stmt_CreateFunctionStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
+        word = "PROCEDURE" if body.get("is_procedure") else "FUNCTION"
+        replaces = "OR REPLACE " if body.get("replace") else ""
+        self.signal(ctx, f"CREATE {replaces}{word} {_name(body.get('funcname'))} ({CODE})")
+        return self.function(body, ctx, source)
+
+    def stmt_CreateTrigStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
+        replaces = "OR REPLACE " if body.get("replace") else ""
+        self.signal(ctx, f"CREATE {replaces}TRIGGER {shown(body.get('trigname', ''))} ON "
+                         f"{_relation(body.get('relation') or {})} ({CODE})")
+        return ctx
+
+    def stmt_CreateTableAsStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
+        if body.get("objtype") == "OBJECT_MATVIEW":  # its query runs again at each REFRESH
+            rel = _relation((body.get("into") or {}).get("rel") or {})
+            self.signal(ctx, f"CREATE MATERIALIZED VIEW {rel} ({CODE})")
+        return ctx
+
+    def stmt_CreateDomainStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
+        if any((_node(c)[1] or {}).get("contype") == "CONSTR_CHECK"
+               for c in body.get("constraints") or []):
+            self.signal(ctx, f"CREATE DOMAIN {_name(body.get('domainname'))} with CHECK "
+                             f"({CODE})")
+        return ctx
+
+    def stmt_CreateRangeStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
+        for option in body.get("params") or []:
+            _, elem = _node(option)
+            if elem and elem.get("defname") in ("subtype_diff", "canonical"):
+                self.signal(ctx, f"CREATE TYPE {_name(body.get('typeName'))} AS RANGE with "
+                                 f"{elem['defname']} ({CODE})")
         return ctx
 
     def stmt_CreateExtensionStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
@@ -251,14 +422,29 @@ class _Reader:
         if name.lower() in POWERFUL_EXTENSIONS:  # CREATE LANGUAGE is parsed as this too
             self.signal(ctx, f"CREATE EXTENSION {shown(name)} (reaches beyond the database: "
                              "the gate cannot judge it)")
+        else:
+            self.signal(ctx, f"CREATE EXTENSION {shown(name)} ({CODE})")
         return ctx
 
     def stmt_ExecuteStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
         # what this plan PREPAREd was judged where it was written; anything else
         # (a statement prepared before the plan) the gate has not seen
-        if str(body.get("name") or "") not in self.prepared:
-            self.signal(ctx, f"EXECUTE {shown(body.get('name', ''))} of a statement prepared "
+        name = str(body.get("name") or "")
+        if name not in self.prepared:
+            self.signal(ctx, f"EXECUTE {shown(name)} of a statement prepared "
                              "outside the plan (the gate cannot judge it)")
+            return ctx
+        rows = self.prepared_rows.get(name) or []
+        if not rows:
+            return ctx
+        if any(may_be_boolean(v, _TOP) for v in body.get("params") or []):
+            self.signal(ctx, f"EXECUTE {shown(name)} with a value that may be a boolean "
+                             f"(it pins no rows: {HUMAN})")
+            return ctx
+        self.touched.extend(rows)
+        bound = sum(n for _, n in rows)
+        self.bounded.append((id(body), f"EXECUTE {shown(name)} (at most {bound} "
+                                       f"row{'s' if bound != 1 else ''})"))
         return ctx
 
     def stmt_TruncateStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
@@ -297,18 +483,24 @@ class _Reader:
             self.signal(ctx, f"ALTER TYPE {_name(body.get('typeName'))} RENAME VALUE")
         return ctx
 
-    def stmt_AlterDomainStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
-        drops = {"X": "DROP CONSTRAINT", "N": "DROP NOT NULL"}
-        if body.get("subtype") in drops:
-            self.signal(ctx, f"ALTER DOMAIN {_name(body.get('typeName'))} "
-                             f"{drops[body['subtype']]}")
-        elif body.get("subtype") == "T" and body.get("def") is None:
-            self.signal(ctx, f"ALTER DOMAIN {_name(body.get('typeName'))} DROP DEFAULT")
+    def stmt_AlterOpFamilyStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
+        name = _name(body.get("opfamilyname"))
+        if body.get("isDrop"):
+            self.signal(ctx, f"ALTER OPERATOR FAMILY {name} DROP")
+        else:
+            self.signal(ctx, f"ALTER OPERATOR FAMILY {name} ADD ({CODE})")
         return ctx
 
-    def stmt_AlterOpFamilyStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
-        if body.get("isDrop"):
-            self.signal(ctx, f"ALTER OPERATOR FAMILY {_name(body.get('opfamilyname'))} DROP")
+    def stmt_AlterDomainStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
+        name = _name(body.get("typeName"))
+        drops = {"X": "DROP CONSTRAINT", "N": "DROP NOT NULL"}
+        if body.get("subtype") in drops:
+            self.signal(ctx, f"ALTER DOMAIN {name} {drops[body['subtype']]}")
+        elif body.get("subtype") == "T" and body.get("def") is None:
+            self.signal(ctx, f"ALTER DOMAIN {name} DROP DEFAULT")
+        elif body.get("subtype") == "C" and (_node(body.get("def"))[1] or {}).get(
+                "contype") == "CONSTR_CHECK":
+            self.signal(ctx, f"ALTER DOMAIN {name} ADD CHECK ({CODE})")
         return ctx
 
     def stmt_AlterTSConfigurationStmt(self, body: dict[str, Any], ctx: _Ctx,
@@ -325,9 +517,9 @@ class _Reader:
         return ctx
 
     def stmt_AlterPublicationStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
-        if body.get("action") in ("AP_DropObjects", "AP_SetObjects"):
-            self.signal(ctx, f"ALTER PUBLICATION {shown(body.get('pubname', ''))} "
-                             f"{'DROP' if body['action'] == 'AP_DropObjects' else 'SET'}")
+        words = {"AP_DropObjects": "DROP", "AP_SetObjects": "SET", "AP_AddObjects": "ADD"}
+        self.signal(ctx, f"ALTER PUBLICATION {shown(body.get('pubname', ''))} "
+                         f"{words.get(str(body.get('action')), 'SET')} ({BEYOND})")
         return ctx
 
     def stmt_VariableSetStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
@@ -366,12 +558,6 @@ class _Reader:
                 self.signal(ctx, "VACUUM FULL (the gate cannot judge it)")
         return ctx
 
-    def stmt_CreateTrigStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
-        if body.get("replace"):
-            self.signal(ctx, f"CREATE OR REPLACE TRIGGER {shown(body.get('trigname', ''))} "
-                             "(the gate cannot judge it)")
-        return ctx
-
     def stmt_AlterFunctionStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
         name = _name((body.get("func") or {}).get("objname"))
         for option in body.get("actions") or []:
@@ -380,11 +566,10 @@ class _Reader:
                 self.signal(ctx, f"ALTER FUNCTION {name} SECURITY DEFINER (changes access)")
         return ctx
 
-    def stmt_CreateFunctionStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
+    def function(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
+        """A function's body, read where the gate can: what it would do when called."""
         word = "PROCEDURE" if body.get("is_procedure") else "FUNCTION"
         name = _name(body.get("funcname"))
-        if body.get("replace"):
-            self.signal(ctx, f"CREATE OR REPLACE {word} {name} (the gate cannot judge it)")
         options: dict[str, Any] = {}
         for option in body.get("options") or []:
             _, elem = _node(option)
@@ -477,6 +662,33 @@ def _split_assignment(query: str) -> tuple[str, str]:
     raise Unreadable("a PL/pgSQL assignment has no ':='")
 
 
+_TOP = Scope(frozenset(), False, True)  # a value at the top level: $n is given from outside
+# the A_Expr kinds a stored expression may use (with a STORED_OPERATORS name)
+_STORED_KINDS = frozenset({
+    "AEXPR_OP", "AEXPR_OP_ANY", "AEXPR_OP_ALL", "AEXPR_DISTINCT", "AEXPR_NOT_DISTINCT",
+    "AEXPR_NULLIF", "AEXPR_IN", "AEXPR_LIKE", "AEXPR_ILIKE", "AEXPR_BETWEEN",
+    "AEXPR_NOT_BETWEEN", "AEXPR_BETWEEN_SYM", "AEXPR_NOT_BETWEEN_SYM",
+})
+# CREATE ... whose object is code (DefineStmt's kinds)
+_DEFINED_CODE = {
+    "OBJECT_AGGREGATE": "AGGREGATE", "OBJECT_TSPARSER": "TEXT SEARCH PARSER",
+    "OBJECT_TSDICTIONARY": "TEXT SEARCH DICTIONARY", "OBJECT_TSTEMPLATE": "TEXT SEARCH TEMPLATE",
+    "OBJECT_TSCONFIGURATION": "TEXT SEARCH CONFIGURATION",
+}
+
+
+# where a statement of CODE_STATEMENTS or BEYOND_STATEMENTS keeps its object's name
+_NAME_KEYS = ("servername", "schemaname", "extname", "pubname", "remote_schema", "fdwname")
+_NAME_LISTS = ("conversion_name", "opclassname", "opfamilyname", "typeName")
+
+
+def _builtin(names: list[str], allowed: frozenset[str]) -> bool:
+    """Whether a function's or operator's name is in ``allowed``, unqualified or
+    qualified with pg_catalog."""
+    return (len(names) == 1 and names[0] in allowed) or (
+        len(names) == 2 and names[0] == "pg_catalog" and names[1] in allowed)
+
+
 def _ident(name: str) -> str:
     return name if _SIMPLE_IDENT.fullmatch(name) else '"' + name.replace('"', '""') + '"'
 
@@ -512,10 +724,33 @@ _DESCRIBE_VERBS = {
 
 def _describe(kind: str, body: dict[str, Any]) -> str:
     """One statement in a few words: its verb and what it names."""
+    if kind == "CreateTableAsStmt" and body.get("objtype") == "OBJECT_MATVIEW":
+        return f"CREATE MATERIALIZED VIEW {_relation((body.get('into') or {}).get('rel') or {})}"
     if kind in _DESCRIBE_VERBS:
         rv = body.get("relation") or body.get("view") or body.get("sequence") or (
             body.get("into") or {}).get("rel") or {}
         return f"{_DESCRIBE_VERBS[kind]} {_relation(rv)}"
+    if kind in CODE_STATEMENTS or kind in BEYOND_STATEMENTS:
+        label = CODE_STATEMENTS.get(kind) or BEYOND_STATEMENTS[kind]
+        rv = body.get("relation") or (body.get("base") or {}).get("relation")
+        named = next((body[k] for k in _NAME_KEYS if isinstance(body.get(k), str)), None)
+        listed = next((body[k] for k in _NAME_LISTS if body.get(k)), None)
+        if kind == "AlterOperatorStmt":
+            listed = (body.get("opername") or {}).get("objname")
+        name = _relation(rv) if rv else shown(named) if named else _name(listed) if listed \
+            else shown(body["amname"]) if isinstance(body.get("amname"), str) else "?"
+        return f"{label} {name}" if name != "?" else label
+    if kind == "CreateTrigStmt":
+        return f"CREATE TRIGGER {shown(body.get('trigname', ''))} ON " \
+               f"{_relation(body.get('relation') or {})}"
+    if kind == "CreateExtensionStmt":
+        return f"CREATE EXTENSION {shown(body.get('extname', ''))}"
+    if kind == "CreateDomainStmt":
+        return f"CREATE DOMAIN {_name(body.get('domainname'))}"
+    if kind == "DefineStmt":
+        word = str(body.get("kind") or "OBJECT_TYPE").removeprefix("OBJECT_")
+        word = _DEFINED_CODE.get(str(body.get("kind")), word.replace("_", " "))
+        return f"CREATE {word} {_name(body.get('defnames'))}"
     if kind == "DropStmt":
         objects = body.get("objects") or []
         names = ", ".join(_name(o) for o in objects[:5]) + (" ..." if len(objects) > 5 else "")
@@ -536,7 +771,8 @@ def _describe(kind: str, body: dict[str, Any]) -> str:
         return f"ALTER {_object_word(body.get('objtype'))} {_relation(body.get('relation') or {})}"
     if kind == "CreateFunctionStmt":
         word = "PROCEDURE" if body.get("is_procedure") else "FUNCTION"
-        return f"CREATE {word} {_name(body.get('funcname'))}"
+        replaces = "OR REPLACE " if body.get("replace") else ""
+        return f"CREATE {replaces}{word} {_name(body.get('funcname'))}"
     if kind == "SelectStmt":
         return "SELECT" + (" INTO" if body.get("intoClause") else "")
     if kind == "ExplainStmt":
