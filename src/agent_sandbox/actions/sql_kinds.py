@@ -2,7 +2,29 @@
 which only read, which write, which it cannot judge, which change access,
 which store code, which settings and functions are harmless or administrative,
 what a stored expression may call, and how many rows a plan may name. Data
-only: adding a name here changes a verdict, so each table says what it is for."""
+only: adding a name here changes a verdict, so each table says what it is for.
+
+Code that stays behind (it may run later with another role's rights: an
+index expression runs as the table's owner under VACUUM and ANALYZE, a view's
+query, a trigger, an operator, a cast or a type's functions as whoever uses
+them): every ``CREATE [OR REPLACE] FUNCTION``/``PROCEDURE`` in any language,
+``TRIGGER``, ``RULE``, ``VIEW``, ``MATERIALIZED VIEW``, ``SCHEMA``, base
+``TYPE`` (its I/O functions) and ranges naming functions, ``DOMAIN`` with
+``CHECK``, ``AGGREGATE``, ``OPERATOR`` (class, family), ``CAST``, ``POLICY``,
+``EVENT TRIGGER``, ``LANGUAGE``, ``EXTENSION`` (and its ``UPDATE``),
+``CONVERSION``, text search objects, foreign data wrappers, servers and
+tables, publications and subscriptions, ``ALTER DEFAULT PRIVILEGES`` and
+``ALTER ... OWNER``. Enum, composite and shell types, plain ranges and
+domains without ``CHECK`` hold no code and pass. In the expressions such a
+statement stores (column defaults, ``CHECK``, generated columns, index
+expressions and predicates, partition keys and bounds, statistics, ``SET
+DEFAULT``/``SET EXPRESSION``, ``ADD CONSTRAINT``), every function call is a
+signal unless it is one of ``STORED_FUNCTIONS`` (``now``, ``lower``, ...)
+called unqualified or by its pg_catalog name, and every operator unless it is
+a built-in comparison, arithmetic, ``LIKE`` or ``BETWEEN``
+(``STORED_OPERATORS``); ``CURRENT_TIMESTAMP`` and its kin, ``COALESCE``,
+``GREATEST`` and ``CASE`` are no calls.
+"""
 
 from __future__ import annotations
 
@@ -168,3 +190,9 @@ POWERFUL_EXTENSIONS = frozenset({
 })
 TWO_PHASE = frozenset({"TRANS_STMT_PREPARE", "TRANS_STMT_COMMIT_PREPARED",
                        "TRANS_STMT_ROLLBACK_PREPARED"})
+# the A_Expr kinds a stored expression may use (with a STORED_OPERATORS name)
+STORED_KINDS = frozenset({
+    "AEXPR_OP", "AEXPR_OP_ANY", "AEXPR_OP_ALL", "AEXPR_DISTINCT", "AEXPR_NOT_DISTINCT",
+    "AEXPR_NULLIF", "AEXPR_IN", "AEXPR_LIKE", "AEXPR_ILIKE", "AEXPR_BETWEEN",
+    "AEXPR_NOT_BETWEEN", "AEXPR_BETWEEN_SYM", "AEXPR_NOT_BETWEEN_SYM",
+})

@@ -2,19 +2,16 @@
 destroy data or access (the gate stops those at a human), and whether the plan
 writes at all (a ``read`` action's plan must not).
 
-The parser is pglast (libpg_query: the server's grammar compiled as a library),
-licensed GPL-3.0-or-later; this project is Apache-2.0, so pglast is the
-optional ``sql`` extra (``pip install agent-sandbox[sql]``), imported only
-here and only when a SQL plan is read. Without it every SQL plan is unreadable
-and escalates.
+The parser is pglast (the server's grammar as a library), GPL-3.0-or-later, so
+in this Apache-2.0 project it is the optional ``sql`` extra, imported only when
+a SQL plan is read; without it every SQL plan is unreadable and escalates.
 
 The reader walks the whole parse tree, never the text: every statement of a
 multi-statement string, statements nested in CTEs, ``EXPLAIN ANALYZE`` (which
 executes), ``PREPARE``, ``CREATE RULE`` actions, ``COPY (query)``, the bodies of
 ``LANGUAGE sql`` functions (``AS '...'`` parsed again, ``BEGIN ATOMIC``) and of
 PL/pgSQL functions (every embedded statement and expression parsed again).
-Comments, case, quoted identifiers and dollar quoting are the parser's, so
-they disguise nothing.
+Comments, case, quoting and dollar quoting are the parser's: they disguise nothing.
 
 A ``write`` plan runs without a human only when it is plainly harmless, so
 three classes are signals beside the destructive ones:
@@ -31,31 +28,13 @@ rows, a ``PREPARE``d one at every ``EXECUTE``) and its change says so
 ("DELETE FROM orders (at most 2 rows by id)"); a plan whose pinned statements
 name more than ``MAX_PINNED_ROWS`` together is a signal.
 
-Code that stays behind (it may run later with another role's rights: an
-index expression runs as the table's owner under VACUUM and ANALYZE, a view's
-query, a trigger, an operator, a cast or a type's functions as whoever uses
-them): every ``CREATE [OR REPLACE] FUNCTION``/``PROCEDURE`` in any language,
-``TRIGGER``, ``RULE``, ``VIEW``, ``MATERIALIZED VIEW``, ``SCHEMA``, base
-``TYPE`` (its I/O functions) and ranges naming functions, ``DOMAIN`` with
-``CHECK``, ``AGGREGATE``, ``OPERATOR`` (class, family), ``CAST``, ``POLICY``,
-``EVENT TRIGGER``, ``LANGUAGE``, ``EXTENSION`` (and its ``UPDATE``),
-``CONVERSION``, text search objects, foreign data wrappers, servers and
-tables, publications and subscriptions, ``ALTER DEFAULT PRIVILEGES`` and
-``ALTER ... OWNER``. Enum, composite and shell types, plain ranges and
-domains without ``CHECK`` hold no code and pass. In the expressions such a
-statement stores (column defaults, ``CHECK``, generated columns, index
-expressions and predicates, partition keys and bounds, statistics, ``SET
-DEFAULT``/``SET EXPRESSION``, ``ADD CONSTRAINT``), every function call is a
-signal unless it is one of ``STORED_FUNCTIONS`` (``now``, ``lower``, ...)
-called unqualified or by its pg_catalog name, and every operator unless it is
-a built-in comparison, arithmetic, ``LIKE`` or ``BETWEEN``
-(``STORED_OPERATORS``); ``CURRENT_TIMESTAMP`` and its kin, ``COALESCE``,
-``GREATEST`` and ``CASE`` are no calls.
+Code that stays behind (``sql_kinds``, which lists and explains each kind):
+every object that carries code someone may later run with another role's
+rights, and every call or operator in a stored expression that is not a
+built-in of ``STORED_FUNCTIONS``/``STORED_OPERATORS``.
 
-Foreign keys whose ``ON DELETE``/``ON UPDATE`` action is ``CASCADE``, ``SET
-NULL`` or ``SET DEFAULT`` (in ``CREATE TABLE``, ``ADD COLUMN ... REFERENCES``,
-``ADD CONSTRAINT``): a later pinned delete of one row would reach every row
-that refers to it.
+Foreign keys that ``CASCADE`` or ``SET NULL``/``DEFAULT`` on delete or update:
+a later pinned delete of one row would reach every row that refers to it.
 
 Other destructive signals: ``DROP`` of anything, ``TRUNCATE``,
 ``ALTER ... DROP`` (column, constraint, default, not null,
@@ -85,11 +64,20 @@ unreadable, and escalates.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .plan_reading import Reading, Unreadable, shown, unreadable
+from .sql_describe import DEFINED_CODE as _DEFINED_CODE
+from .sql_describe import catalog_not_first as _catalog_not_first
+from .sql_describe import describe as _describe
+from .sql_describe import explain_runs as _explain_runs
+from .sql_describe import is_builtin as _builtin
+from .sql_describe import object_word as _object_word
+from .sql_describe import option_on as _option_on
+from .sql_describe import qualified_name as _name
+from .sql_describe import relation as _relation
+from .sql_describe import words as _words
 from .sql_kinds import (
     ACCESS,
     ADMIN_FUNCTIONS,
@@ -106,6 +94,7 @@ from .sql_kinds import (
     SESSION,
     STORED_EXPRESSIONS,
     STORED_FUNCTIONS,
+    STORED_KINDS,
     STORED_OPERATORS,
     TWO_PHASE,
     UNJUDGEABLE,
@@ -115,11 +104,10 @@ from .sql_kinds import (
 from .sql_nodes import node as _node
 from .sql_nodes import nodes as _nodes
 from .sql_nodes import strings as _strings
+from .sql_plpgsql import embedded_sql
 from .sql_where import HUMAN, Scope, Touch, dml_touch, may_be_boolean, merge_touch, upsert_touch
 
 MAX_BODY_DEPTH = 4  # function bodies inside function bodies, at most
-_SIMPLE_IDENT = re.compile(r"[a-z_][a-z0-9_$]*")
-_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 
 
 @dataclass(frozen=True)
@@ -311,7 +299,7 @@ class _Reader:
         """An operator in a stored expression: a built-in comparison or arithmetic
         (``STORED_OPERATORS``), or a human judges (it may be a user's function)."""
         names = _strings(body.get("name"))
-        if body.get("kind") in _STORED_KINDS and _builtin(names, STORED_OPERATORS):
+        if body.get("kind") in STORED_KINDS and _builtin(names, STORED_OPERATORS):
             return
         self.signal(ctx, f"{ctx.stored}: operator {_name(body.get('name'))} in a stored "
                          f"expression ({CODE})")
@@ -566,6 +554,14 @@ class _Reader:
                 self.signal(ctx, f"ALTER FUNCTION {name} SECURITY DEFINER (changes access)")
         return ctx
 
+    def plpgsql(self, source: str, ctx: _Ctx) -> None:
+        for text in embedded_sql(source):
+            if text is None:
+                self.signal(ctx, "dynamic SQL (EXECUTE: the gate cannot judge it)")
+                continue
+            for entry in _parse(text):
+                self.walk(entry.get("stmt") or {}, ctx, text)
+
     def function(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
         """A function's body, read where the gate can: what it would do when called."""
         word = "PROCEDURE" if body.get("is_procedure") else "FUNCTION"
@@ -598,227 +594,7 @@ class _Reader:
                              "read its body)")
         return inner
 
-    def plpgsql(self, source: str, ctx: _Ctx) -> None:
-        from pglast import parser
 
-        try:
-            tree = json.loads(parser.parse_plpgsql_json(source))
-        except parser.ParseError as exc:
-            raise Unreadable(f"PostgreSQL cannot parse a PL/pgSQL body: {exc}") from None
-        except (ValueError, RecursionError):
-            raise Unreadable("a PL/pgSQL body cannot be read") from None
-        stack: list[Any] = [tree]
-        while stack:
-            value = stack.pop()
-            if isinstance(value, list):
-                stack.extend(value)
-                continue
-            if not isinstance(value, dict):
-                continue
-            for key, child in value.items():
-                if key in ("PLpgSQL_stmt_dynexecute", "PLpgSQL_stmt_dynfors") or (
-                        key == "dynquery" and child):
-                    self.signal(ctx, "dynamic SQL (EXECUTE: the gate cannot judge it)")
-                if key == "PLpgSQL_expr" and isinstance(child, dict):
-                    for text in _plpgsql_statements(child):
-                        for entry in _parse(text):
-                            self.walk(entry.get("stmt") or {}, ctx, text)
-                elif isinstance(child, (dict, list)):
-                    stack.append(child)
-
-
-def _plpgsql_statements(expr: dict[str, Any]) -> list[str]:
-    """The SQL an embedded PL/pgSQL expression stands for, as statements the
-    SQL grammar parses (PostgreSQL's raw parse modes of RawParseMode)."""
-    query = str(expr.get("query") or "")
-    mode = int(expr.get("parseMode") or 0)
-    if mode == 0:
-        return [query]
-    if mode == 2:
-        return ["SELECT " + query]
-    if mode in (3, 4, 5):
-        target, value = _split_assignment(query)
-        return ["SELECT " + target, "SELECT " + value]
-    raise Unreadable(f"a PL/pgSQL expression in parse mode {mode} cannot be read")
-
-
-def _split_assignment(query: str) -> tuple[str, str]:
-    """``target := value`` (or ``=``) at the first assignment token outside
-    brackets, found with the SQL scanner, not by text search."""
-    from pglast import parser
-
-    depth = 0
-    try:
-        tokens = parser.scan(query)  # offsets in characters, the end inclusive
-    except parser.ParseError as exc:
-        raise Unreadable(f"a PL/pgSQL assignment cannot be read: {exc}") from None
-    for token in tokens:
-        if token.name in ("ASCII_40", "ASCII_91"):  # ( [
-            depth += 1
-        elif token.name in ("ASCII_41", "ASCII_93"):  # ) ]
-            depth -= 1
-        elif depth == 0 and token.name in ("COLON_EQUALS", "ASCII_61"):  # := =
-            return query[:token.start], query[token.end + 1:]
-    raise Unreadable("a PL/pgSQL assignment has no ':='")
 
 
 _TOP = Scope(frozenset(), False, True)  # a value at the top level: $n is given from outside
-# the A_Expr kinds a stored expression may use (with a STORED_OPERATORS name)
-_STORED_KINDS = frozenset({
-    "AEXPR_OP", "AEXPR_OP_ANY", "AEXPR_OP_ALL", "AEXPR_DISTINCT", "AEXPR_NOT_DISTINCT",
-    "AEXPR_NULLIF", "AEXPR_IN", "AEXPR_LIKE", "AEXPR_ILIKE", "AEXPR_BETWEEN",
-    "AEXPR_NOT_BETWEEN", "AEXPR_BETWEEN_SYM", "AEXPR_NOT_BETWEEN_SYM",
-})
-# CREATE ... whose object is code (DefineStmt's kinds)
-_DEFINED_CODE = {
-    "OBJECT_AGGREGATE": "AGGREGATE", "OBJECT_TSPARSER": "TEXT SEARCH PARSER",
-    "OBJECT_TSDICTIONARY": "TEXT SEARCH DICTIONARY", "OBJECT_TSTEMPLATE": "TEXT SEARCH TEMPLATE",
-    "OBJECT_TSCONFIGURATION": "TEXT SEARCH CONFIGURATION",
-}
-
-
-# where a statement of CODE_STATEMENTS or BEYOND_STATEMENTS keeps its object's name
-_NAME_KEYS = ("servername", "schemaname", "extname", "pubname", "remote_schema", "fdwname")
-_NAME_LISTS = ("conversion_name", "opclassname", "opfamilyname", "typeName")
-
-
-def _builtin(names: list[str], allowed: frozenset[str]) -> bool:
-    """Whether a function's or operator's name is in ``allowed``, unqualified or
-    qualified with pg_catalog."""
-    return (len(names) == 1 and names[0] in allowed) or (
-        len(names) == 2 and names[0] == "pg_catalog" and names[1] in allowed)
-
-
-def _ident(name: str) -> str:
-    return name if _SIMPLE_IDENT.fullmatch(name) else '"' + name.replace('"', '""') + '"'
-
-
-def _name(value: Any) -> str:
-    parts = _strings(value)
-    return shown(".".join(_ident(p) for p in parts)) if parts else "?"
-
-
-def _relation(rv: dict[str, Any]) -> str:
-    parts = [rv[k] for k in ("catalogname", "schemaname", "relname") if rv.get(k)]
-    return shown(".".join(_ident(str(p)) for p in parts)) if parts else "?"
-
-
-def _words(kind: str) -> str:
-    return _CAMEL.sub(" ", kind.removesuffix("Stmt")).upper().replace("_", " ")
-
-
-def _object_word(objtype: Any) -> str:
-    word = str(objtype or "OBJECT_TABLE").removeprefix("OBJECT_")
-    return {"MATVIEW": "MATERIALIZED VIEW", "TABCONSTRAINT": "TABLE ... CONSTRAINT",
-            "DOMCONSTRAINT": "DOMAIN ... CONSTRAINT", "FDW": "FOREIGN DATA WRAPPER",
-            "FOREIGN_SERVER": "SERVER"}.get(word, word.replace("_", " "))
-
-
-_DESCRIBE_VERBS = {
-    "InsertStmt": "INSERT INTO", "UpdateStmt": "UPDATE", "DeleteStmt": "DELETE FROM",
-    "MergeStmt": "MERGE INTO", "CreateStmt": "CREATE TABLE", "ViewStmt": "CREATE VIEW",
-    "CreateSeqStmt": "CREATE SEQUENCE", "AlterSeqStmt": "ALTER SEQUENCE",
-    "RefreshMatViewStmt": "REFRESH MATERIALIZED VIEW", "CreateTableAsStmt": "CREATE TABLE AS",
-}
-
-
-def _describe(kind: str, body: dict[str, Any]) -> str:
-    """One statement in a few words: its verb and what it names."""
-    if kind == "CreateTableAsStmt" and body.get("objtype") == "OBJECT_MATVIEW":
-        return f"CREATE MATERIALIZED VIEW {_relation((body.get('into') or {}).get('rel') or {})}"
-    if kind in _DESCRIBE_VERBS:
-        rv = body.get("relation") or body.get("view") or body.get("sequence") or (
-            body.get("into") or {}).get("rel") or {}
-        return f"{_DESCRIBE_VERBS[kind]} {_relation(rv)}"
-    if kind in CODE_STATEMENTS or kind in BEYOND_STATEMENTS:
-        label = CODE_STATEMENTS.get(kind) or BEYOND_STATEMENTS[kind]
-        rv = body.get("relation") or (body.get("base") or {}).get("relation")
-        named = next((body[k] for k in _NAME_KEYS if isinstance(body.get(k), str)), None)
-        listed = next((body[k] for k in _NAME_LISTS if body.get(k)), None)
-        if kind == "AlterOperatorStmt":
-            listed = (body.get("opername") or {}).get("objname")
-        name = _relation(rv) if rv else shown(named) if named else _name(listed) if listed \
-            else shown(body["amname"]) if isinstance(body.get("amname"), str) else "?"
-        return f"{label} {name}" if name != "?" else label
-    if kind == "CreateTrigStmt":
-        return f"CREATE TRIGGER {shown(body.get('trigname', ''))} ON " \
-               f"{_relation(body.get('relation') or {})}"
-    if kind == "CreateExtensionStmt":
-        return f"CREATE EXTENSION {shown(body.get('extname', ''))}"
-    if kind == "CreateDomainStmt":
-        return f"CREATE DOMAIN {_name(body.get('domainname'))}"
-    if kind == "DefineStmt":
-        word = str(body.get("kind") or "OBJECT_TYPE").removeprefix("OBJECT_")
-        word = _DEFINED_CODE.get(str(body.get("kind")), word.replace("_", " "))
-        return f"CREATE {word} {_name(body.get('defnames'))}"
-    if kind == "DropStmt":
-        objects = body.get("objects") or []
-        names = ", ".join(_name(o) for o in objects[:5]) + (" ..." if len(objects) > 5 else "")
-        cascade = " CASCADE" if body.get("behavior") == "DROP_CASCADE" else ""
-        return f"DROP {_object_word(body.get('removeType'))} {names}{cascade}"
-    if kind == "TruncateStmt":
-        rels = body.get("relations") or []
-        names = ", ".join(_relation(_node(r)[1] or {}) for r in rels[:5])
-        return f"TRUNCATE {names}{' ...' if len(rels) > 5 else ''}"
-    if kind == "DropRoleStmt":
-        roles = [shown((_node(r)[1] or {}).get("rolename", "?")) for r in body.get("roles") or []]
-        return f"DROP ROLE {', '.join(roles[:5])}"
-    if kind == "DropdbStmt":
-        return f"DROP DATABASE {shown(body.get('dbname', ''))}"
-    if kind == "IndexStmt":
-        return f"CREATE INDEX ON {_relation(body.get('relation') or {})}"
-    if kind == "AlterTableStmt":
-        return f"ALTER {_object_word(body.get('objtype'))} {_relation(body.get('relation') or {})}"
-    if kind == "CreateFunctionStmt":
-        word = "PROCEDURE" if body.get("is_procedure") else "FUNCTION"
-        replaces = "OR REPLACE " if body.get("replace") else ""
-        return f"CREATE {replaces}{word} {_name(body.get('funcname'))}"
-    if kind == "SelectStmt":
-        return "SELECT" + (" INTO" if body.get("intoClause") else "")
-    if kind == "ExplainStmt":
-        return "EXPLAIN ANALYZE" if _explain_runs(body) else "EXPLAIN"
-    if kind == "VariableSetStmt":
-        reset = str(body.get("kind", "")).startswith("VAR_RESET")
-        return f"{'RESET' if reset else 'SET'} {shown(body.get('name') or 'ALL')}"
-    if kind == "TransactionStmt":
-        return _words(str(body.get("kind", "TRANS_STMT_BEGIN")).removeprefix("TRANS_STMT_"))
-    if kind.startswith("Drop"):
-        return f"DROP {_words(kind[4:]) or 'OBJECT'}"
-    return _words(kind)
-
-
-def _option_on(elem: dict[str, Any]) -> bool:
-    """A DefElem's boolean value as PostgreSQL's defGetBoolean reads it; what it
-    cannot read counts as on."""
-    arg = elem.get("arg")
-    if arg is None:
-        return True
-    kind, body = _node(arg)
-    if kind == "Boolean":
-        return bool((body or {}).get("boolval"))
-    if kind == "Integer":
-        return bool((body or {}).get("ival", 0) != 0)
-    if kind == "String":
-        return str((body or {}).get("sval", "")).lower() not in ("false", "off", "0")
-    return True
-
-
-def _catalog_not_first(args: Any) -> bool:
-    """Whether a search_path names pg_catalog after another schema (unnamed,
-    PostgreSQL searches it first); a value it cannot read counts as yes."""
-    schemas: list[str] = []
-    for arg in args or []:
-        kind, body = _node(arg)
-        value = ((body or {}).get("sval") or {}).get("sval") if kind == "A_Const" else None
-        if not isinstance(value, str):
-            return True
-        schemas += [p.strip().strip('"').lower() for p in value.split(",")]
-    return "pg_catalog" in schemas[1:]
-
-
-def _explain_runs(body: dict[str, Any]) -> bool:
-    for option in body.get("options") or []:
-        _, elem = _node(option)
-        if elem and elem.get("defname") == "analyze" and _option_on(elem):
-            return True
-    return False
