@@ -57,10 +57,10 @@ class Server:
                 self.proc.wait(5)
 
 
-def start_server(*repos: Path, extra: tuple[str, ...] = ()) -> Server:
-    proc = subprocess.Popen([PY, "-I", "-m", "agent_sandbox", "serve", "--port", "0", *extra,
-                             *map(str, repos)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env())
+def start_server(*repos: Path, extra: tuple[str, ...] = (), port: int = 0) -> Server:
+    proc = subprocess.Popen([PY, "-I", "-m", "agent_sandbox", "serve", "--port", str(port),
+                             *extra, *map(str, repos)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env())
     assert proc.stdout is not None
     lines = []
     deadline = time.monotonic() + 30
@@ -89,6 +89,37 @@ def start_server(*repos: Path, extra: tuple[str, ...] = ()) -> Server:
             time.sleep(0.05)
     server.stop()
     raise AssertionError("sandbox serve never answered")
+
+
+def mac(token: str, label: str, *parts: str) -> str:
+    """The login's proofs, computed as the dashboard computes them."""
+    import hashlib
+    import hmac
+
+    return hmac.new(token.encode(), "|".join((label, *parts)).encode(),
+                    hashlib.sha256).hexdigest()
+
+
+def login(server: Server, token: str | None = None) -> str:
+    """A dashboard session, by challenge and answer, checking the server's proof first."""
+    import secrets
+
+    import requests
+
+    from agent_sandbox.web.login import CLIENT, SERVER
+
+    token = server.token if token is None else token
+    origin = server.url.rstrip("/")
+    nonce = secrets.token_urlsafe(32)
+    r = requests.post(server.url + "api/login/challenge", timeout=10,
+                      json={"origin": origin, "client_nonce": nonce})
+    assert r.status_code == 200, r.text
+    sn, proof = r.json()["server_nonce"], r.json()["server_proof"]
+    assert proof == mac(token, SERVER, origin, sn, nonce)  # the server holds the token
+    r = requests.post(server.url + "api/login", timeout=10, json={
+        "server_nonce": sn, "proof": mac(token, CLIENT, origin, sn, nonce)})
+    assert r.status_code == 200, r.text
+    return str(r.json()["session"])
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from .conftest import (
     audit_records,
     env,
     hook_result,
+    login,
     start_hook,
     start_server,
     wait_pending,
@@ -83,8 +84,8 @@ def test_websocket_needs_the_token(server: Server) -> None:
     with pytest.raises(InvalidStatus):  # a page of another site may not even open it
         connect(server.ws_url, origin="http://evil.example",  # type: ignore[arg-type]
                 additional_headers=server.headers).close()
-    with connect(server.ws_url) as ws:  # control: the right token is greeted
-        ws.send(json.dumps({"token": server.token}))
+    with connect(server.ws_url) as ws:  # control: a dashboard session is greeted
+        ws.send(json.dumps({"session": login(server)}))
         assert json.loads(ws.recv(timeout=10))["hello"]["user"]
     with connect(server.ws_url, additional_headers=server.headers) as ws:
         assert "hello" in json.loads(ws.recv(timeout=10))

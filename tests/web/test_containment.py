@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,62 @@ def test_a_sandbox_started_before_the_first_serve_never_reads_the_token_made_lat
     out, err = proc.communicate(timeout=60)
     assert token.read_text() == "late-secret-token\n"  # the control: it is there
     assert "late-secret-token" not in out and "token" not in out.split("No such")[-1], out + err
+
+
+def test_rotating_the_token_keeps_it_hidden_from_a_running_sandbox(tmp_path: Path) -> None:
+    """``sandbox serve --rotate-token`` writes the new token into the existing folder,
+    which every running sandbox hides where it is: a sandbox running across the rotation
+    never reads the old token nor the new one (removing the folder, as rotation once
+    meant, dropped the hiding mount with it)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    e = {**env(), contract.STATE_DIR_ENV: str(state)}
+    rotate = [sys.executable, "-I", "-m", "agent_sandbox", "serve", "--rotate-token"]
+    first = subprocess.run(rotate, capture_output=True, text=True, env=e, timeout=60)
+    assert first.returncode == 0, first.stderr
+    token = Path(first.stdout.split("a new token in ", 1)[1].split()[0])
+    web = token.parent
+    old, folder = token.read_text().strip(), os.stat(web).st_ino
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {"denyRead": [], "allowWrite": [str(work)], "denyWrite": [],
+                       "allowRead": [str(web)]}}))
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-m", "agent_sandbox", "exec", "--settings", str(settings), "--",
+         "sh", "-c", f"echo started; for i in 1 2 3 4 5 6; do cat {token} 2>/dev/null; "
+                     f"ls -a {web}; sleep 0.5; done"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=work, env=e)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "started"
+    again = subprocess.run(rotate, capture_output=True, text=True, env=e, timeout=60)
+    assert again.returncode == 0, again.stderr
+    out, err = proc.communicate(timeout=60)
+    new = token.read_text().strip()
+    assert new != old and len(new) >= 40  # the control: rotated on the host
+    assert os.stat(web).st_ino == folder  # the same folder, never made again
+    assert stat.S_IMODE(os.stat(token).st_mode) == 0o600
+    assert old not in out and new not in out and "token" not in out, out + err
+    assert [p.name for p in web.iterdir()] == ["token"]  # no temporary file left
+
+
+def test_every_refusal_of_the_token_file_repairs_in_place(tmp_path: Path) -> None:
+    from agent_sandbox.web.auth import AuthError, load_or_create
+
+    web = tmp_path / "web"
+    web.mkdir(mode=0o700)
+    token = web / "token"
+    token.write_text("short\n")
+    token.chmod(0o600)
+    messages = []
+    for prepare in (lambda: None, lambda: token.chmod(0o644), lambda: web.chmod(0o755)):
+        prepare()
+        with pytest.raises(AuthError) as refused:
+            load_or_create(str(token))
+        messages.append(str(refused.value))
+    assert "--rotate-token" in messages[0]
+    assert "chmod 0600" in messages[1] and "chmod 0700" in messages[2]
+    for m in messages:
+        assert "remove it" not in m and "rm " not in m, m

@@ -28,11 +28,14 @@ APPROVERS = 12
 
 
 def queue_requests(repo: Path) -> list[dict[str, Any]]:
-    """1,000 requests as the hook queues them, their requester this (live) process."""
+    """1,000 requests as the hook queues them, their requester this (live) process. In
+    ``grant`` mode: the requester uses an approval itself, so the server's crash recovery
+    leaves the approved ones to it (as it leaves a waiting hook's) instead of running
+    them; only the denials finish."""
     q = FolderQueue(str(repo / ".sandbox" / "escalations"))
     return [q.submit({"tool": "Bash", "params": {"command": f"make job-{i}"},
                       "cwd": str(repo), "kind": "bash", "agent": "claude", "risk": "low",
-                      "reasons": ["escalate: a load test"], "mode": "run"})
+                      "reasons": ["escalate: a load test"], "mode": "grant"})
             for i in range(REQUESTS)]
 
 

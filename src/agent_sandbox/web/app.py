@@ -1,16 +1,19 @@
 """The ``sandbox serve`` application put together: the REST routes, the events
-WebSocket, the dashboard's static files, and the headers every response carries.
+WebSocket, the dashboard's static files, the guard in front of them all (``guard``:
+credentials before any body is read, bounded bodies, the headers every response
+carries), the 422 that never echoes its input, and the queues' crash recovery.
 
-``/api/events`` takes the bearer token in an ``Authorization`` header or, from a
-browser (which cannot set one on a WebSocket), as the first message
-``{"token": "..."}`` within ``AUTH_WAIT`` seconds: never in the URL, which lands in
-logs and history. A socket from another origin is refused before it opens. The
-dashboard (``static/``, package data) is the one thing served without the token: a
-page with no data in it, whose script asks for the token and sends it with each call.
-Every response forbids framing, sniffing and any script or connection to another
-origin.
+``/api/events`` takes the bearer token in an ``Authorization`` header or, from the
+dashboard (a browser cannot set one on a WebSocket), a session id of ``login`` as the
+first message ``{"session": "..."}`` within ``AUTH_WAIT`` seconds: never the token
+itself, never in the URL. A socket from another origin is refused before it opens.
+The dashboard (``static/``, package data) and the login's two steps are the only
+things served without credentials: a page with no data in it, whose script logs in by
+challenge and answer. Every response forbids framing, sniffing and any script or
+connection to another origin.
 
-It holds no state beyond the sites it was given and the connected sockets.
+It holds no state beyond the sites it was given, the login's challenges and sessions
+(memory only) and the connected sockets.
 """
 
 from __future__ import annotations
@@ -23,10 +26,15 @@ from importlib import resources
 from typing import Any
 
 from fastapi import FastAPI, Request, Response, WebSocket, WebSocketDisconnect
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 
 from .auth import Bearer, from_header
 from .events import Hub, QueueWatcher, to_loop
-from .routes import router
+from .guard import Guard
+from .login import Login
+from .recovery import Recovery
+from .routes import identify, problems, router
 from .sites import Sites
 
 AUTH_WAIT = 5.0
@@ -47,9 +55,14 @@ CLOSE_FORBIDDEN = 4403
 CLOSE_BEHIND = 4408
 
 
-def create_app(sites: Sites, bearer: Bearer, *, webhook: Any = None) -> FastAPI:
-    """The application over ``sites``; ``bearer`` checks every token; ``webhook``
-    (``webhook.Webhook``) is told of each new escalation."""
+PUBLIC = frozenset({*STATIC, "/api/login/challenge", "/api/login"})
+
+
+def create_app(sites: Sites, bearer: Bearer, *, login: Login | None = None,
+               webhook: Any = None, recover: bool = True) -> FastAPI:
+    """The application over ``sites``; ``bearer`` checks every token, ``login`` the
+    dashboard's sessions; ``webhook`` (``webhook.Webhook``) is told of each new
+    escalation; ``recover`` runs the queues' crash recovery while it serves."""
     hub = Hub()
 
     @contextlib.asynccontextmanager
@@ -58,12 +71,17 @@ def create_app(sites: Sites, bearer: Bearer, *, webhook: Any = None) -> FastAPI:
         also = webhook.on_events if webhook is not None else None
         watcher = QueueWatcher(sites.queues, to_loop(loop, hub, also))
         watcher.start()
+        recovery = Recovery(sites.repos) if recover else None
+        if recovery is not None:
+            recovery.start()
         if webhook is not None:
             webhook.start()
         try:
             yield
         finally:
             watcher.close()
+            if recovery is not None:
+                recovery.close()
             if webhook is not None:
                 webhook.close()
 
@@ -73,15 +91,18 @@ def create_app(sites: Sites, bearer: Bearer, *, webhook: Any = None) -> FastAPI:
                               "served repositories: list, inspect, approve, deny, audit.")
     app.state.sites = sites
     app.state.bearer = bearer
+    app.state.login = login
     app.state.hub = hub
     app.include_router(router)
 
-    @app.middleware("http")
-    async def headers(request: Request, call_next: Any) -> Response:
-        response: Response = await call_next(request)
-        for k, v in HEADERS.items():
-            response.headers.setdefault(k, v)
-        return response
+    def authorised(value: str | None) -> bool:
+        return identify(value, bearer, login) is not None
+
+    app.add_middleware(Guard, public=PUBLIC, authorised=authorised, headers=HEADERS)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": problems(exc.errors())}, status_code=422)
 
     from .routes import require
 
@@ -107,17 +128,19 @@ def create_app(sites: Sites, bearer: Bearer, *, webhook: Any = None) -> FastAPI:
             return
         token = from_header(ws.headers.get("authorization"))
         await ws.accept()
-        if token is None:
+        ident = bearer.identify(token) if token else None
+        if token is None and login is not None:  # the dashboard: a session, never a token
             try:
                 first = await asyncio.wait_for(ws.receive_text(), AUTH_WAIT)
                 msg = json.loads(first)
-                token = str(msg.get("token", "")) if isinstance(msg, dict) else ""
+                sid = msg.get("session") if isinstance(msg, dict) else None
             except (TimeoutError, ValueError, WebSocketDisconnect, KeyError):
-                token = ""
-        ident = bearer.identify(token) if token else None
+                sid = None
+            ident = login.identify(sid) if isinstance(sid, str) else None
         if ident is None:
             with contextlib.suppress(Exception):
-                await ws.close(code=CLOSE_UNAUTHORISED, reason="a valid token is required")
+                await ws.close(code=CLOSE_UNAUTHORISED,
+                               reason="a valid token header or session is required")
             return
         box = hub.join()
         try:

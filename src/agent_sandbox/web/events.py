@@ -59,12 +59,12 @@ def describe(repo: str, q: FolderQueue, kind: str, rid: str) -> dict[str, Any] |
     """The event for one change, from the queue's files (None: it is gone already)."""
     event: dict[str, Any] = {"type": kind, "repo": repo, "id": rid}
     if kind == "request":
-        from .sites import request_view
+        from .sites import request_view, shown
 
         req = q.request(rid)
         if req is None:
             return None
-        event["request"] = request_view(repo, "pending", req, None, None)
+        event["request"] = shown(request_view(repo, "pending", req, None, None))
     elif kind == "decision":
         dec = q.decision(rid) or {}
         event.update(decision=str(dec.get("decision", "")), by=str(dec.get("by", "")))

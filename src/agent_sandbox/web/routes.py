@@ -1,13 +1,16 @@
 """The REST endpoints of ``sandbox serve`` (everything under ``/api`` but the events).
 
-Every endpoint needs the approvers' bearer token (``require``): an ``Authorization:
-Bearer`` header, never a cookie, so no other site can make a browser approve (and a
+Every endpoint but the login's two steps needs credentials (``require``, after
+``guard`` already refused a request without them): the approvers' bearer token in an
+``Authorization: Bearer`` header, or a dashboard session (``Authorization: Session``,
+from ``login``), never a cookie, so no other site can make a browser approve (and a
 request that names another origin is refused besides). Approve and deny go through
 ``approver.Approver``, as ``sandbox approve``/``deny`` do: single use, bound to the hash
 the approver saw (a request that changed since is a 409), expiring, audited with the
 approver's identity and ``via: web``. Bad input is a precise 4xx and changes nothing:
 the state is checked before the approver is asked, and the approver refuses whatever
-changed in between.
+changed in between; every 422 names the field and the problem and never echoes the
+input (``problems``). A request that cannot be shown whole is never approved here.
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from agent_sandbox.display import printable
+
 from . import schemas as s
 from .auth import Bearer, Identity, from_header
+from .login import Login, from_session_header
 from .sites import Sites, last_host_verify, trail, verify_log
 
 RequestId = Annotated[str, Path(pattern=s.ID_PATTERN, description="A request id.")]
@@ -37,14 +43,22 @@ BEARER = HTTPBearer(auto_error=False, description="The token in the file `sandbo
                                                   "printed (never a cookie).")
 
 
+def identify(value: str | None, bearer: Bearer, login: Login | None) -> Identity | None:
+    """Who an ``Authorization`` header names: a bearer token, or a dashboard session."""
+    token = from_header(value)
+    if token:
+        return bearer.identify(token)
+    sid = from_session_header(value)
+    return login.identify(sid) if sid and login is not None else None
+
+
 def require(request: Request,
             _: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)] = None
             ) -> Identity:
-    """The identity of a request's bearer token; 401 without a valid one, 403 when a
-    browser sent it from another origin. (``BEARER`` only documents the scheme.)"""
-    token = from_header(request.headers.get("authorization"))
-    bearer: Bearer = request.app.state.bearer
-    ident = bearer.identify(token) if token else None
+    """The identity of a request's credentials; 401 without valid ones, 403 when a
+    browser sent them from another origin. (``BEARER`` only documents the scheme.)"""
+    ident = identify(request.headers.get("authorization"), request.app.state.bearer,
+                     request.app.state.login)
     if ident is None:
         raise HTTPException(401, "a valid bearer token is required (Authorization: Bearer "
                                  "TOKEN, from the token file `sandbox serve` printed)",
@@ -69,8 +83,21 @@ def closed_query(request: Request) -> None:
             todo.extend(dependant.dependencies)
     unknown = sorted(set(request.query_params) - allowed)
     if unknown:
-        raise HTTPException(422, [{"loc": ["query", k], "msg": "unknown query parameter",
+        raise HTTPException(422, [{"loc": ["query", printable(k)],
+                                   "msg": "unknown query parameter",
                                    "type": "extra_forbidden"} for k in unknown])
+
+
+def problems(errors: Any) -> list[dict[str, Any]]:
+    """A validation failure as a 422 shows it (pure): where and what, each text escaped
+    (``display.printable``), never the input itself (it may not even be Unicode)."""
+    out: list[dict[str, Any]] = []
+    for e in errors if isinstance(errors, list | tuple) else []:
+        e = e if isinstance(e, dict) else {}
+        loc = [x if isinstance(x, int) else printable(str(x)) for x in e.get("loc", ())]
+        out.append({"loc": loc, "msg": printable(str(e.get("msg", "invalid"))),
+                    "type": printable(str(e.get("type", "invalid")))})
+    return out or [{"loc": [], "msg": "invalid input", "type": "invalid"}]
 
 
 def _sites(request: Request) -> Sites:
@@ -114,6 +141,12 @@ def _decide(request: Request, ident: Identity, rid: str, seen: str, verb: str,
     if where.state != "pending":
         raise HTTPException(409, f"request {rid} was already decided")
     req = where.queue.request(rid) or {}
+    if verb == "approve":
+        view = sites.view(rid)
+        if view is not None and view.get("cannot_show"):
+            raise HTTPException(409, f"request {rid} cannot be shown whole "
+                                     f"({view['cannot_show']}): it cannot be approved here; "
+                                     "deny it, or look at it with `sandbox pending`")
     if req.get("hash") != seen:
         raise HTTPException(409, f"request {rid} changed since it was displayed (its hash is "
                                  f"{str(req.get('hash'))[:12]}, you saw {seen[:12]}): look "
@@ -151,6 +184,46 @@ def approve(request: Request, ident: Auth, rid: RequestId, body: s.ApproveBody
 def deny(request: Request, ident: Auth, rid: RequestId, body: s.DenyBody) -> dict[str, Any]:
     """Deny one pending request as it was shown, with a reason the agent is told."""
     return _decide(request, ident, rid, body.hash, "deny", body.reason)
+
+
+def _login(request: Request) -> Login:
+    login: Login | None = request.app.state.login
+    if login is None:
+        raise HTTPException(404, "this server has no dashboard login (its credentials are "
+                                 "not a shared token): send Authorization: Bearer")
+    return login
+
+
+@router.post("/login/challenge", response_model=s.ChallengeView, responses=s.NOT_FOUND)
+def login_challenge(request: Request, body: s.ChallengeBody) -> dict[str, Any]:
+    """The dashboard's login, step one: the server's nonce and its proof that it holds
+    the token. The page checks the proof before it answers (the token itself is never
+    sent)."""
+    if not same_origin(request):
+        raise HTTPException(403, "requests from another origin are refused")
+    got = _login(request).challenge(body.origin, body.client_nonce)
+    if got is None:
+        raise HTTPException(403, "that origin is not this server's: open the dashboard at "
+                                 "the address `sandbox serve` printed")
+    return {"server_nonce": got[0], "server_proof": got[1]}
+
+
+@router.post("/login", response_model=s.SessionView)
+def login_answer(request: Request, body: s.LoginBody) -> dict[str, Any]:
+    """The dashboard's login, step two: the page's proof over the challenge; a session
+    that lives in this process's memory only."""
+    from .login import SESSION_TTL
+
+    if not same_origin(request):
+        raise HTTPException(403, "requests from another origin are refused")
+    login = _login(request)
+    sid = login.answer(body.server_nonce, body.proof)
+    ident = login.identify(sid) if sid else None
+    if sid is None or ident is None:
+        raise HTTPException(401, "the proof was refused: a wrong token, or a challenge that "
+                                 "expired or was used already (ask for a new one)",
+                            headers={"WWW-Authenticate": "Bearer"})
+    return {"session": sid, "expires_in": SESSION_TTL, "user": ident.user}
 
 
 @router.get("/audit", response_model=s.AuditTrail, responses=s.NOT_FOUND)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .login import CHALLENGE_TTL, CLIENT, NONCE_PATTERN, PROOF_PATTERN, SERVER
 
 HASH_PATTERN = r"^[0-9a-f]{64}$"
 ID_PATTERN = r"^[0-9A-Za-z][0-9A-Za-z\-]{19,39}$"  # queue.records.valid_id
@@ -29,6 +31,45 @@ class ApproveBody(Closed):
 class DenyBody(Closed):
     hash: str = Field(pattern=HASH_PATTERN, description="The request hash the approver saw.")
     reason: str = Field(default="", max_length=2000, description="Told to the agent.")
+
+    @field_validator("reason")
+    @classmethod
+    def _unicode(cls, value: str) -> str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("the reason holds text that is not Unicode (a lone "
+                             "surrogate)") from None
+        return value
+
+
+class ChallengeBody(Closed):
+    origin: str = Field(max_length=300, description="The origin the dashboard was loaded "
+                                                    "from; it must be this server's.")
+    client_nonce: str = Field(pattern=NONCE_PATTERN, description="A fresh random nonce "
+                                                                 "(base64url).")
+
+
+class ChallengeView(BaseModel):
+    server_nonce: str = Field(description="Answer with a proof over it, once, within "
+                                          f"{int(CHALLENGE_TTL)} s.")
+    server_proof: str = Field(description="HMAC-SHA256(token, "
+                                          f"'{SERVER}|origin|server_nonce|client_nonce'), hex: "
+                                          "the server holds the token.")
+
+
+class LoginBody(Closed):
+    server_nonce: str = Field(pattern=NONCE_PATTERN, description="From the challenge.")
+    proof: str = Field(pattern=PROOF_PATTERN, description=(
+        f"HMAC-SHA256(token, '{CLIENT}|origin|server_nonce|client_nonce'), hex."))
+
+
+class SessionView(BaseModel):
+    session: str = Field(description="Send as Authorization: Session ID, and as the "
+                                     "WebSocket's first message {\"session\": ID}.")
+    expires_in: float = Field(description="Seconds this session lives (in this process "
+                                          "only: a restart ends it).")
+    user: str
 
 
 class Field_(BaseModel):
@@ -81,6 +122,9 @@ class RequestView(BaseModel):
                                 description="Why an approval would be refused, or null.")
     decision: DecisionView | None = None
     result: ResultView | None = None
+    cannot_show: str | None = Field(
+        default=None, description="Why this request cannot be shown whole (it is a stub "
+                                   "then, and cannot be approved here), or null.")
 
 
 class DecisionResult(BaseModel):
@@ -159,6 +203,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": Problem, "description": "The body is not JSON."},
     401: {"model": Problem, "description": "No valid bearer token."},
     403: {"model": Problem, "description": "Refused: the origin, or not an approver."},
+    413: {"model": Problem, "description": "The body is too large."},
     422: {"model": ValidationProblem, "description": "Malformed input."},
 }
 NOT_FOUND: dict[int | str, dict[str, Any]] = {

@@ -4,7 +4,9 @@
 TLS, unless the operator says ``--insecure-bind`` (a token sent in clear over a
 network can be read by anyone on the path). The socket is bound here, before the
 server starts, so the printed URL names the real port (``--port 0`` picks one), and
-the token file is made or read before anything listens.
+the token file is made or read before anything listens (``--rotate-token`` first
+writes a new one in place; with no repository it only does that). The dashboard's
+login accepts the origins of the address it listens on (``login.own_origin``).
 
 Never listens on a non-loopback address without TLS unless told to, and never prints
 the token itself, only where it is.
@@ -35,6 +37,7 @@ class Options:
     insecure_bind: bool = False
     webhook_file: str | None = None
     public_url: str | None = None
+    rotate_token: bool = False
 
 
 def is_loopback(host: str) -> bool:
@@ -85,17 +88,29 @@ def serve(opts: Options, out: TextIO = sys.stdout) -> None:
     from agent_sandbox.approver import ApprovalError, account_name
     from agent_sandbox.state_paths import account_home
 
-    from .auth import FileToken, load_or_create, token_path
+    from .auth import FileToken, load_or_create, rotate, token_path
+
+    path = token_path(account_home())
+    if opts.rotate_token:
+        rotate(path)
+        out.write(f"sandbox serve: a new token in {path} (a running `sandbox serve` keeps "
+                  "the old one until it restarts; dashboards log in again with the new "
+                  "one)\n")
+        out.flush()
+        if not opts.repos:
+            return
+    if not opts.repos:
+        raise ServeError("give at least one repository to serve (or --rotate-token alone)")
     from .sites import Sites
 
     try:
         sites = Sites(opts.repos)
     except ApprovalError as exc:
         raise ServeError(str(exc)) from None
-    path = token_path(account_home())
     bearer = FileToken(load_or_create(path), account_name())
     sock = bind(opts.host, opts.port)
-    url = url_of(opts.host, sock.getsockname()[1], bool(opts.tls_cert))
+    port = sock.getsockname()[1]
+    url = url_of(opts.host, port, bool(opts.tls_cert))
     webhook = None
     if opts.webhook_file:
         from .webhook import Webhook, read_url
@@ -104,8 +119,12 @@ def serve(opts: Options, out: TextIO = sys.stdout) -> None:
     import uvicorn
 
     from .app import create_app
+    from .login import Login, own_origin
 
-    app = create_app(sites, bearer, webhook=webhook)
+    def is_own(origin: str) -> bool:
+        return own_origin(origin, opts.host, port, bool(opts.tls_cert), opts.public_url)
+
+    app = create_app(sites, bearer, login=Login(bearer, is_own), webhook=webhook)
     config: dict[str, Any] = {"log_level": "warning", "access_log": False, "ws_max_size": 65536,
                               "ws_ping_interval": 20.0, "timeout_graceful_shutdown": 2}
     if opts.tls_cert:
@@ -113,6 +132,6 @@ def serve(opts: Options, out: TextIO = sys.stdout) -> None:
     server = uvicorn.Server(uvicorn.Config(app, **config))
     out.write(f"sandbox serve: {url} ({len(sites.repos)} repositories)\n"
               f"sandbox serve: token file {path} (send it as Authorization: Bearer, or paste "
-              "it into the dashboard)\n")
+              "it into the dashboard's form, never into its address)\n")
     out.flush()
     server.run(sockets=[sock])

@@ -8,6 +8,11 @@ A request is laid out as every other view lays it out: the bound fields whole
 (``display.printable``), what approving does, and whether an approval would be
 refused. Decisions go through ``approver.Approver`` (``approver_for``); nothing
 here writes a decision or a record.
+
+A request that cannot be shown whole (parameters nested deeper than ``MAX_DEPTH``,
+text that is not Unicode, a number JSON cannot carry) never hides the others: it is
+listed as a stub that says why (``shown``), with ``cannot_show`` set, and the routes
+refuse to approve it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from agent_sandbox.display import printable
 from agent_sandbox.queue import FolderQueue, valid_id
 from agent_sandbox.queue.shown import effect, fields, mismatch
 
+MAX_DEPTH = 64  # nesting a shown request may have (far above any agent's tool call)
 LISTED = ("pending", "decided", "done")  # the states the API lists
 DONE_LIMIT = 200
 RESULT_KEYS = ("status", "exit_code", "stdout", "stderr", "reason", "duration", "finished",
@@ -80,12 +86,12 @@ class Sites:
         if where.state == "done":
             done = q.result(rid) or {}
             req = done.get("request") if isinstance(done.get("request"), dict) else {}
-            return request_view(where.repo, "done", req or {"id": rid}, done.get("decision"),
-                                done)
+            return shown(request_view(where.repo, "done", req or {"id": rid},
+                                      done.get("decision"), done))
         req = q.request(rid)
         if req is None:  # finished between the two reads
             return self.view(rid) if q.state(rid) == "done" else None
-        return request_view(where.repo, where.state, req, q.decision(rid), None)
+        return shown(request_view(where.repo, where.state, req, q.decision(rid), None))
 
     def listing(self, state: str, limit: int = DONE_LIMIT) -> list[dict[str, Any]]:
         """``pending``: waiting for a human, oldest first; ``decided``: approved (or
@@ -93,7 +99,8 @@ class Sites:
         out: list[dict[str, Any]] = []
         for repo, q in self.queues.items():
             if state == "pending":
-                out += [request_view(repo, "pending", r, None, None) for r in q.pending()]
+                out += [shown(request_view(repo, "pending", r, None, None))
+                        for r in q.pending()]
             elif state == "decided":
                 decided = set(q.ids("decided"))
                 for rid in [*q.ids("pending"), *q.ids("claimed")]:
@@ -107,8 +114,8 @@ class Sites:
                     if done is None:
                         continue
                     req = done.get("request") if isinstance(done.get("request"), dict) else {}
-                    out.append(request_view(repo, "done", req or {"id": rid},
-                                            done.get("decision"), done))
+                    out.append(shown(request_view(repo, "done", req or {"id": rid},
+                                                  done.get("decision"), done)))
         if state == "done":
             out.sort(key=lambda v: str(v["id"]), reverse=True)
             return out[:limit]
@@ -165,7 +172,63 @@ def request_view(repo: str, state: str, req: dict[str, Any], decision: Any,
         "refused": mismatch(req),
         "decision": dec,
         "result": result,
+        "cannot_show": None,
     }
+
+
+STUB_TEXT = ("id", "repo", "state", "agent", "kind", "mode", "tool", "hash", "risk")
+
+
+def shown(view: dict[str, Any]) -> dict[str, Any]:
+    """``view`` as it is sent, or, when it cannot be sent whole, a stub that says why
+    (its identity kept, every text escaped, nothing of its call) (pure)."""
+    why = unshowable(view)
+    if why is None:
+        return view
+    stub: dict[str, Any] = {k: None if view.get(k) is None else printable(str(view[k]))
+                            for k in STUB_TEXT}
+    stub.update(created=view.get("created") if isinstance(view.get("created"), float)
+                and view["created"] == view["created"] else None,
+                params=None, cwd=None, reasons=[], why="", fields=[], effect="",
+                refused=f"this request cannot be shown whole ({why}): it cannot be approved "
+                        "here; deny it, or look at it with `sandbox pending`",
+                decision=None, result=None, cannot_show=why)
+    return stub
+
+
+def unshowable(value: Any) -> str | None:
+    """Why ``value`` cannot be sent as JSON whole, or None (pure)."""
+    import json
+
+    if too_deep(value, MAX_DEPTH):
+        return f"its parameters nest deeper than {MAX_DEPTH} levels"
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "it holds text that is not Unicode (a lone surrogate)"
+    except ValueError:
+        return "it holds a number JSON cannot carry (NaN or infinity)"
+    except (TypeError, RecursionError) as exc:
+        return f"it cannot be encoded ({type(exc).__name__})"
+    return None
+
+
+def too_deep(value: Any, limit: int) -> bool:
+    """Whether lists and objects in ``value`` nest deeper than ``limit`` (pure; no
+    recursion, so any depth is measured)."""
+    todo: list[tuple[Any, int]] = [(value, 0)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        todo.extend((c, depth + 1) for c in children)
+    return False
 
 
 def _lines(output: str | None) -> str:
@@ -180,7 +243,7 @@ def _text(value: Any) -> str | None:
 def _safe_fields(req: dict[str, Any]) -> list[tuple[str, str]]:
     try:
         return fields(req)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return [("(params)", "cannot be shown")]
 
 
@@ -211,12 +274,23 @@ def trail(repo: str, rid: str) -> list[dict[str, Any]]:
             if k in TIMELINE_SKIP:
                 continue
             v = rec[k]
-            parts.append(f"{k}={v if isinstance(v, str) else json.dumps(v, sort_keys=True)}")
+            try:
+                text = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+            except (TypeError, ValueError, RecursionError):
+                text = "(cannot be shown)"
+            parts.append(f"{k}={text}")
         seq = rec.get("seq")
-        out.append({"seq": seq if isinstance(seq, int) else None, "ts": _text(rec.get("ts")),
-                    "event": str(rec.get("event", "")), "verdict": _text(rec.get("verdict")),
-                    "by": _text(rec.get("by")), "detail": printable(" ".join(parts)),
-                    "record": rec})
+        entry = {"seq": seq if isinstance(seq, int) else None, "ts": _text(rec.get("ts")),
+                 "event": str(rec.get("event", "")), "verdict": _text(rec.get("verdict")),
+                 "by": _text(rec.get("by")), "detail": printable(" ".join(parts)),
+                 "record": rec}
+        why = unshowable(entry)
+        if why is not None:  # one record that cannot be sent never hides the others
+            entry = {k: None if entry[k] is None else printable(str(entry[k]))
+                     for k in ("ts", "event", "verdict", "by")} | {
+                "seq": entry["seq"], "record": {},
+                "detail": f"this record cannot be shown whole ({why})"}
+        out.append(entry)
     return out
 
 

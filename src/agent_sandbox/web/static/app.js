@@ -1,16 +1,35 @@
 // The approvals dashboard: lists the queue through the API, follows /api/events, and
 // approves or denies a request as it was shown (its hash goes with the decision).
 // Every value from the server is placed with textContent, never parsed as markup; the
-// request's fields arrive already escaped for display ("shown"). The token is kept in
-// this tab's sessionStorage and sent as an Authorization header (never a cookie, never
-// in a URL); on the WebSocket it is the first message.
+// request's fields arrive already escaped for display ("shown").
+//
+// The token never leaves this page. Pasted into the form, it becomes a non-extractable
+// HMAC key held in this tab's memory only (not in any storage: a page served later on
+// this origin, by whoever holds the port then, could read storage); a reload asks for
+// it again. The page logs in by challenge and answer: the server first proves it holds
+// the token (its HMAC over both nonces and this origin), and only then does the page
+// answer with its own HMAC (another label) and get a session id, which it sends with
+// each call and as the WebSocket's first message. Whenever the socket drops the page
+// logs in again the same way, so a listener that took the port meanwhile never gets
+// anything it can use. A token in the address (#token=) is never used.
+//
+// A card's Approve and Deny act only once the card has been on screen, at its place,
+// for SETTLE_MS (as `sandbox watch` does): a click meant for a card that went away
+// never decides the one that slid under the pointer.
 "use strict";
 
-const KEY = "agent-sandbox-token";
-let token = sessionStorage.getItem(KEY) || "";
+const CLIENT = "agent-sandbox web login client v1";
+const SERVER = "agent-sandbox web login server v1";
+const SETTLE_MS = 600;
+let key = null;          // the token as an HMAC key (never the token's text)
+let session = "";
 let socket = null;
 let refreshTimer = null;
+let loggingIn = null;    // the login under way, if any
+let retryTimer = null;
+const placed = new WeakMap();  // card -> {where, since}: when it came to its place
 const $ = (id) => document.getElementById(id);
+const utf8 = (text) => new TextEncoder().encode(text);
 
 function el(tag, props, ...children) {
   const node = document.createElement(tag);
@@ -24,24 +43,94 @@ function el(tag, props, ...children) {
   return node;
 }
 
-function takeTokenFromFragment() {
-  const params = new URLSearchParams(location.hash.slice(1));
-  const given = params.get("token");
-  if (given) {
-    token = given;
-    sessionStorage.setItem(KEY, token);
-    params.delete("token");
-    const rest = params.toString();
-    history.replaceState(null, "", location.pathname + (rest ? "#" + rest : ""));
+class LoginError extends Error {}
+
+function b64url(bytes) {
+  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_")
+    .replace(/=+$/, "");
+}
+
+function hex(buffer) {
+  return [...new Uint8Array(buffer)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function unhex(text) {
+  return new Uint8Array(text.match(/../g).map((h) => parseInt(h, 16)));
+}
+
+function message(label, serverNonce, clientNonce) {
+  return utf8([label, location.origin, serverNonce, clientNonce].join("|"));
+}
+
+async function takeToken(token) {
+  if (!window.isSecureContext || !crypto.subtle) {
+    throw new LoginError("this page is not a secure context (open it on loopback or " +
+      "over https): it cannot log in without sending the token");
   }
+  key = await crypto.subtle.importKey("raw", utf8(token), { name: "HMAC", hash: "SHA-256" },
+    false, ["sign", "verify"]);
+}
+
+async function post(path, body) {
+  const res = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body), cache: "no-store" });
+  return { status: res.status, body: await res.json().catch(() => ({})) };
+}
+
+async function loginOnce() {
+  // challenge and answer; the session id, or a LoginError that says why not
+  const nonce = new Uint8Array(32);
+  crypto.getRandomValues(nonce);
+  const clientNonce = b64url(nonce);
+  const ch = await post("/api/login/challenge", { origin: location.origin,
+    client_nonce: clientNonce });
+  if (ch.status !== 200) throw new Error("login challenge: " + ch.status);
+  const serverNonce = String(ch.body.server_nonce || "");
+  const serverProof = String(ch.body.server_proof || "");
+  const proven = /^[0-9a-f]{64}$/.test(serverProof) && /^[A-Za-z0-9_-]{22,86}$/.test(serverNonce) &&
+    await crypto.subtle.verify("HMAC", key, unhex(serverProof),
+      message(SERVER, serverNonce, clientNonce));
+  if (!proven) {
+    throw new Error("the server on this port did not prove it holds the token: nothing " +
+      "was sent to it");
+  }
+  const proof = hex(await crypto.subtle.sign("HMAC", key, message(CLIENT, serverNonce, clientNonce)));
+  const answer = await post("/api/login", { server_nonce: serverNonce, proof });
+  if (answer.status === 401) throw new LoginError("the token was refused");
+  if (answer.status !== 200 || typeof answer.body.session !== "string") {
+    throw new Error("login: " + answer.status);
+  }
+  return answer.body.session;
+}
+
+function establish() {
+  // log in (again), then follow the events; retried until it works or the token is refused
+  if (loggingIn || !key) return loggingIn;
+  clearTimeout(retryTimer);
+  session = "";
+  loggingIn = (async () => {
+    try {
+      session = await loginOnce();
+      connect();
+    } catch (err) {
+      live(false);
+      if (err instanceof LoginError) { key = null; showLogin(err.message); return; }
+      notice("offline: " + (err.message || String(err)) + "; trying again", true);
+      retryTimer = setTimeout(establish, 1000);
+    } finally {
+      loggingIn = null;
+    }
+  })();
+  return loggingIn;
 }
 
 async function api(path, options) {
-  const opts = Object.assign({ headers: {} }, options || {});
-  opts.headers = Object.assign({ Authorization: "Bearer " + token }, opts.headers);
+  const opts = Object.assign({ headers: {}, cache: "no-store" }, options || {});
+  opts.headers = Object.assign({ Authorization: "Session " + session }, opts.headers);
+  if (!session) throw new Error("unauthorised");
   const res = await fetch(path, opts);
   if (res.status === 401) {
-    showLogin("the token was refused");
+    establish();  // the session ended (a restart, its age): log in again
     throw new Error("unauthorised");
   }
   const body = await res.json().catch(() => ({}));
@@ -111,14 +200,27 @@ function card(req) {
   node.append(fieldsTable(req));
   if (req.why) node.append(el("div", { class: "why", text: "why: " + req.why }));
   if (req.refused) node.append(el("div", { class: "warn", text: "WARNING: " + req.refused }));
+  if (req.cannot_show) {
+    node.append(el("div", { class: "warn", text: "cannot be shown whole: " + req.cannot_show }));
+  }
   const actions = el("div", { class: "actions" });
   if (req.state === "pending") {
     const reason = el("input", { type: "text", placeholder: "reason (told to the agent)",
       class: "reason", maxlength: "2000" });
-    const approve = el("button", { class: "approve", text: "Approve" });
+    const approve = req.cannot_show ? null : el("button", { class: "approve", text: "Approve" });
     const deny = el("button", { class: "deny", text: "Deny" });
+    const settle = el("span", { class: "settle" });
+    const enable = (on) => { if (approve) approve.disabled = !on; deny.disabled = !on; };
     const decide = async (verb) => {
-      approve.disabled = deny.disabled = true;
+      notePlaces();
+      const at = placed.get(node);
+      if (!at || performance.now() - at.since < SETTLE_MS) {
+        settle.textContent = "too early: this request has just come to this place; look " +
+          "at it, then click again";
+        return;
+      }
+      settle.textContent = "";
+      enable(false);
       const body = { hash: req.hash };
       if (verb === "deny") body.reason = reason.value;
       try {
@@ -129,13 +231,13 @@ function card(req) {
         notice((verb === "approve" ? "approved " : "denied ") + req.id);
       } catch (err) {
         notice(String(err.message), true);
-        approve.disabled = deny.disabled = false;
+        enable(true);
       }
       scheduleRefresh(0);
     };
-    approve.addEventListener("click", () => decide("approve"));
+    if (approve) approve.addEventListener("click", () => decide("approve"));
     deny.addEventListener("click", () => decide("deny"));
-    actions.append(approve, deny, reason);
+    actions.append(...[approve, deny, reason, settle].filter(Boolean));
   } else if (req.decision) {
     const done = { approve: "approved", deny: "denied", timeout: "timed out",
       cancel: "cancelled" }[req.decision.decision] || req.decision.decision;
@@ -153,6 +255,22 @@ function card(req) {
       req.result.stderr_shown, req.result.reason || ""].filter(Boolean).join("\n") }));
   }
   return node;
+}
+
+function notePlaces() {
+  // when each pending card came to its place on screen: a card that is new, moved,
+  // resized, off screen or in a hidden tab starts again
+  const now = performance.now();
+  const visible = document.visibilityState === "visible";
+  for (const node of document.querySelectorAll("#pending .card")) {
+    const r = node.getBoundingClientRect();
+    const onScreen = visible && r.bottom > 0 && r.top < window.innerHeight && r.height > 0;
+    const where = [r.top + window.scrollY, r.left + window.scrollX, r.width, r.height]
+      .map(Math.round).join(",");
+    const seen = placed.get(node);
+    if (!onScreen) placed.delete(node);
+    else if (!seen || seen.where !== where) placed.set(node, { where, since: now });
+  }
 }
 
 function keyOf(req) {
@@ -174,6 +292,7 @@ function render(listId, countId, items, empty) {
   });
   list.replaceChildren(...(next.length ? next : [el("p", { class: "empty", text: empty })]));
   $(countId).textContent = String(items.length);
+  notePlaces();
   const wanted = new URLSearchParams(location.hash.slice(1)).get("request");
   if (wanted) {
     const target = document.getElementById("req-" + wanted);
@@ -225,13 +344,17 @@ function live(on) {
 }
 
 function connect() {
+  // the events, with the session just opened (never the token)
   const scheme = location.protocol === "https:" ? "wss://" : "ws://";
   const s = new WebSocket(scheme + location.host + "/api/events");
+  const mine = session;
+  const old = socket;
   socket = s;
-  s.addEventListener("open", () => s.send(JSON.stringify({ token })));
+  if (old) old.close();
+  s.addEventListener("open", () => s.send(JSON.stringify({ session: mine })));
   s.addEventListener("message", (msg) => {
     const data = JSON.parse(msg.data);
-    if (data.hello) { live(true); scheduleRefresh(0); return; }
+    if (data.hello) { live(true); notice(""); scheduleRefresh(0); return; }
     for (const ev of data.events || []) {
       if (ev.type === "request" && ev.request && !document.getElementById("req-" + ev.id)) {
         const list = $("pending");
@@ -240,15 +363,17 @@ function connect() {
         node.dataset.key = keyOf(ev.request);
         list.append(node);
         $("n-pending").textContent = String(list.querySelectorAll(".card").length);
+        notePlaces();
       }
     }
     scheduleRefresh(50);
   });
-  s.addEventListener("close", (ev) => {
+  s.addEventListener("close", () => {
     if (socket !== s) return;  // closed on purpose
+    socket = null;
     live(false);
-    if (ev.code === 4401) { showLogin("the token was refused"); return; }
-    setTimeout(connect, 1000);
+    session = "";
+    retryTimer = setTimeout(establish, 1000);  // log in again, the same way
   });
 }
 
@@ -256,6 +381,8 @@ function showLogin(why) {
   $("board").hidden = true;
   $("login").hidden = false;
   $("login-error").textContent = why || "";
+  clearTimeout(retryTimer);
+  session = "";
   const s = socket;
   socket = null;
   if (s) s.close();
@@ -264,16 +391,33 @@ function showLogin(why) {
 function start() {
   $("login").hidden = true;
   $("board").hidden = false;
-  connect();
+  establish();
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  takeTokenFromFragment();
-  $("login").addEventListener("submit", (ev) => {
+  let warning = "";
+  if (/(^|[#&])token=/.test(location.hash.slice(1))) {
+    // never used: a token in an address is in the browser's history and its command line
+    history.replaceState(null, "", location.pathname);
+    warning = "a token in the address is never used, and it is now in this browser's " +
+      "history: run `sandbox serve --rotate-token`, then paste the new token here";
+  }
+  $("login").addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    token = $("token").value.trim();
-    sessionStorage.setItem(KEY, token);
+    const field = $("token");
+    const token = field.value.trim();
+    field.value = "";
+    try {
+      await takeToken(token);
+    } catch (err) {
+      showLogin(err.message || String(err));
+      return;
+    }
     start();
   });
-  if (token) start(); else showLogin("");
+  document.addEventListener("visibilitychange", notePlaces);
+  window.addEventListener("scroll", notePlaces, { passive: true });
+  window.addEventListener("resize", notePlaces);
+  setInterval(notePlaces, 100);
+  showLogin(warning);
 });
