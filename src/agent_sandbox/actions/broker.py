@@ -39,6 +39,12 @@ log = logging.getLogger(__name__)
 DEFAULT_MOUNTS = {"database": "database", "kubernetes": "kubernetes"}
 
 
+def data_of(resp: dict[str, Any]) -> dict[str, Any]:
+    """The ``data`` of an OpenBao answer (empty when there is none)."""
+    data = resp.get("data")
+    return data if isinstance(data, dict) else {}
+
+
 class BrokerError(SandboxError):
     """The broker could not do what was asked (the message says what and why)."""
 
@@ -137,6 +143,24 @@ class Broker:
             raise self._undo(entry, str(exc)) from None
         self._held[key] = held
 
+    def _leased(self, resp: dict[str, Any], engine: str, name: str, request_id: str,
+                ttl: int, what: str, role: str, complete: bool, missing: str
+                ) -> tuple[str, dict[str, Any], dict[str, Any], int]:
+        """The lease id, the secret data, the journal entry and the granted seconds of a
+        secrets engine's answer, after checking it: a lease there, granted for at most
+        ``ttl``, and ``complete`` (else revoked at once, naming what was ``missing``)."""
+        lease_id = str(resp.get("lease_id") or "")
+        if not lease_id:
+            raise CredentialIssueError(f"{what}: OpenBao returned no lease for {role!r}: a "
+                                       "credential without a lease cannot be revoked")
+        entry = {"engine": engine, "lease_id": lease_id, "action": name,
+                 "request_id": request_id, "issued_at": time.time(), "ttl": ttl}
+        granted = int(resp.get("lease_duration") or 0)
+        if not 0 < granted <= ttl or not complete:
+            raise self._undo(entry, f"{what}: OpenBao granted a lease of {granted}s (asked "
+                                    f"{ttl}s) or {missing}")
+        return lease_id, data_of(resp), entry, granted
+
     def _undo(self, entry: dict[str, Any], why: str) -> CredentialIssueError:
         try:
             self._revoke_entry(entry)
@@ -177,17 +201,10 @@ class Broker:
                          "renew_statements": [], "default_ttl": ttl, "max_ttl": ttl})
         resp = self._call(f"{what}: mint a database credential ({mount}/creds/{role})", "get",
                           f"{mount}/creds/{role}")
-        lease_id = str(resp.get("lease_id") or "")
-        data = resp.get("data") or {}
-        if not lease_id:
-            raise CredentialIssueError(f"{what}: OpenBao returned no lease for {role!r}: a "
-                                       "credential without a lease cannot be revoked")
-        entry = {"engine": "database", "lease_id": lease_id, "action": name,
-                 "request_id": request_id, "issued_at": time.time(), "ttl": ttl}
-        granted = int(resp.get("lease_duration") or 0)
-        if not 0 < granted <= ttl or not data.get("username") or not data.get("password"):
-            raise self._undo(entry, f"{what}: OpenBao granted a lease of {granted}s (asked "
-                                    f"{ttl}s) or no username and password")
+        lease_id, data, entry, granted = self._leased(
+            resp, "database", name, request_id, ttl, what, role,
+            bool(data_of(resp).get("username") and data_of(resp).get("password")),
+            "no username and password")
         try:
             files, env = database_files(host=where.host, port=where.port, dbname=database,
                                         user=str(data["username"]),
@@ -259,18 +276,10 @@ class Broker:
                           f"({mount}/creds/{role}, namespace {namespace})", "post",
                           f"{mount}/creds/{role}",
                           json={"kubernetes_namespace": namespace, "ttl": f"{ttl}s"})
-        lease_id = str(resp.get("lease_id") or "")
-        data = resp.get("data") or {}
-        if not lease_id:
-            raise CredentialIssueError(f"{what}: OpenBao returned no lease for {role!r}: a "
-                                       "credential without a lease cannot be revoked")
-        entry = {"engine": "kubernetes", "lease_id": lease_id, "action": name,
-                 "request_id": request_id, "issued_at": time.time(), "ttl": ttl}
-        granted = int(resp.get("lease_duration") or 0)
-        token = str(data.get("service_account_token") or "")
-        if not 0 < granted <= ttl or not token:
-            raise self._undo(entry, f"{what}: OpenBao granted a lease of {granted}s (asked "
-                                    f"{ttl}s) or no service account token")
+        token = str(data_of(resp).get("service_account_token") or "")
+        lease_id, data, entry, granted = self._leased(resp, "kubernetes", name, request_id, ttl,
+                                                      what, role, bool(token),
+                                                      "no service account token")
         self._journal(lease_id, entry)
         files: dict[str, bytes] = {"token": token.encode(), "namespace": namespace.encode()}
         env: dict[str, str] = {}
