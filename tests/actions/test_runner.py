@@ -443,3 +443,37 @@ def test_a_container_whose_runner_was_killed_is_removed_by_the_next_run(
     finally:
         subprocess.run(["podman", "rm", "-f", live.stdout.strip()], capture_output=True,
                        env=env, timeout=60)
+
+
+def test_a_containers_conf_planted_by_a_sandbox_never_configures_the_service(
+        gvisor_image: str, labels: dict[str, str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two steps, judged from the host. A sandboxed command writes a containers.conf
+    whose conmon_path is its own shim (which would leave a marker, as the user running
+    the service); a later action run by the host with CONTAINERS_CONF naming that file
+    (as a Makefile exporting it would) runs under runsc, and the shim never runs."""
+    from agent_sandbox.runtime.run import run_sandboxed
+
+    work = tmp_path / "repo"
+    work.mkdir()
+    marker = tmp_path / "shim-ran"
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"network": {"allowedDomains": [], "deniedDomains": []}, '
+                        '"filesystem": '
+                        f'{{"allowWrite": ["{work}"], "denyWrite": [], "denyRead": []}}}}')
+    plant = (f"printf '#!/bin/sh\\nid > {marker}\\nexec /usr/bin/conmon \"$@\"\\n' "
+             f"> {work}/conmon-shim && chmod +x {work}/conmon-shim && "
+             f"printf '[engine]\\nconmon_path = [\"{work}/conmon-shim\"]\\n"
+             f"hooks_dir = [\"{work}/hooks\"]\\n' > {work}/containers.conf")
+    step1 = run_sandboxed(["sh", "-c", plant], settings, str(work), timeout=60)
+    assert step1.returncode == 0, step1.stderr
+    assert (work / "containers.conf").exists() and (work / "conmon-shim").exists()
+    monkeypatch.setenv("CONTAINERS_CONF", str(work / "containers.conf"))
+    monkeypatch.setenv("CONTAINERS_CONF_OVERRIDE", str(work / "containers.conf"))
+    r = run(gvisor_image, ["true"], labels)                # step 2, on the host
+    assert r.exit_code == 0 and r.runtime == "runsc", r.stderr
+    assert not marker.exists()                              # the planted conmon never ran
+    # the control: the shim does write its marker when it runs
+    subprocess.run([str(work / "conmon-shim"), "--version"], capture_output=True, timeout=30,
+                   check=False)
+    assert marker.exists()
