@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pglast import keywords as pg_keywords
 
 from agent_sandbox.actions import gate, kube_plan, sql_plan, terraform_plan
 from agent_sandbox.actions.plan_reading import Reading
@@ -1711,7 +1712,12 @@ def test_sql_reader_never_raises_on_sql_like_text(words: list[str]) -> None:
         assert reading.writes
 
 
-IDENT = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True)
+# a name PostgreSQL takes unquoted: never one of its keywords that cannot stand as a
+# column or table name (``do``, ``select``, ``between``, ...)
+_NOT_NAMES = (pg_keywords.RESERVED_KEYWORDS | pg_keywords.COL_NAME_KEYWORDS
+              | pg_keywords.TYPE_FUNC_NAME_KEYWORDS)
+IDENT = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True).filter(
+    lambda name: name not in _NOT_NAMES)
 
 
 @PROPERTY
