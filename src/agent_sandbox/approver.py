@@ -21,6 +21,7 @@ import os
 import time
 from typing import Any
 
+from .atomic_file import replace_file
 from .errors import SandboxError
 from .policy.decision import PolicyError
 from .policy.engine import Policy
@@ -195,10 +196,7 @@ class Approver:
                             "repo": self.repo, "tool": req.get("tool"), "by": self.user,
                             "request_id": req.get("id"), "created": now,
                             "expires": now + self.policy.remember_ttl})
-            tmp = path + f".tmp-{os.getpid()}"
-            with open(tmp, "w") as fh:
-                json.dump({"entries": entries}, fh, indent=2)
-            os.replace(tmp, path)
+            replace_file(path, json.dumps({"entries": entries}, indent=2).encode())
 
 
 def account_name(uid: int | None = None) -> str:

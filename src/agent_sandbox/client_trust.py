@@ -97,15 +97,14 @@ def _dump(path: str, doc: dict[str, Any]) -> bytes:
 
 
 def _write(path: str, data: bytes) -> None:
+    from .atomic_file import replace_file
+
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = f"{path}.sandbox-trust-{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
     try:
-        os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        mode = os.stat(path, follow_symlinks=False).st_mode & 0o7777
     except FileNotFoundError:
-        os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+        mode = 0o600
+    replace_file(path, data, mode)
 
 
 def apply(entries: list[Entry]) -> list[dict[str, Any]]:

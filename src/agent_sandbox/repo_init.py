@@ -283,12 +283,10 @@ def sandbox_settings(repo: str) -> str:
 
 
 def _write_atomic(path: str, data: bytes, mode: int) -> None:
+    from .atomic_file import replace_file
+
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.sandbox-init-{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    replace_file(path, data, mode)
 
 
 def _merged(p: Planned, original: bytes) -> bytes:

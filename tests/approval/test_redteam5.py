@@ -268,7 +268,10 @@ def test_pending_and_watch_show_the_working_directory(repo: Path) -> None:
         assert req["cwd"] == str(sub)  # bound and run there (runner.run_command)
         text = _sandbox("pending", str(repo)).stdout
         screen = _watch_screen(repo)
-        assert "deploy-prod" in text and "deploy-prod" in screen, text + screen
+        # the table folds a long path inside its column: read the column's cells whole
+        call = "".join(line.split("│")[7].strip() for line in screen.splitlines()
+                       if line.count("│") == 9)
+        assert "deploy-prod" in text and f"{sub}" in call, text + screen
     finally:
         _deny_all(repo)
         _finish(hook_a)

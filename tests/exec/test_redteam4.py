@@ -372,7 +372,8 @@ def test_approved_write_folder_swapped(tmp_path: Path) -> None:
         if p.is_symlink():
             p.unlink()
     (repo / "src/x").mkdir(exist_ok=True)
-    assert apply_write(str(repo), _write_request(repo))["status"] == "completed"
+    result = apply_write(str(repo), _write_request(repo))
+    assert result["status"] == "completed", result
     assert (repo / "src/x/config").read_text() == PAYLOAD
 
 
@@ -389,6 +390,59 @@ def test_approved_write_folder_swapped_control(tmp_path: Path) -> None:
     assert "fsmonitor" not in (repo / ".git/config").read_text()
     (repo / ".git/config").write_text(PAYLOAD)
     assert "fsmonitor" in (repo / ".git/config").read_text()
+
+
+def test_approved_write_temporary_names_occupied(tmp_path: Path) -> None:
+    """Two steps: a sandboxed run fills the approved folder with every temporary name
+    it can predict (the writer's pid in the sandbox's pid namespace is the same on
+    each run); the approved write, applied later, still lands, judged on the host."""
+    from agent_sandbox.queue.runner import apply_write
+
+    repo = _repo_for_write(tmp_path)
+    plant = ("for n in $(seq 1 300); do echo squat > src/x/.config.sandbox-tmp-$n; "
+             "ln -s ../../.git/config src/x/.config.sandbox-tmp-l$n; done")
+    r = sandboxed(repo, settings_for(tmp_path, repo), plant)
+    assert r.returncode == 0, r.stderr
+    assert (repo / "src/x/.config.sandbox-tmp-2").read_text() == "squat\n"
+    result = apply_write(str(repo), _write_request(repo))
+    assert result["status"] == "completed", result
+    assert (repo / "src/x/config").read_text() == PAYLOAD
+    assert "fsmonitor" not in (repo / ".git/config").read_text()
+
+
+def test_host_write_temporary_name_linked(tmp_path: Path) -> None:
+    """Two steps: a sandboxed run links every temporary name ``sandbox init`` could
+    give its new ``.mcp.json`` (the pid, which a command can cover: pids are handed
+    out in order) to a file outside the writable roots; the host's ``sandbox init``
+    later writes neither that file nor its mode, and leaves a regular file."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    victim.chmod(0o600)
+    with open("/proc/sys/kernel/ns_last_pid") as fh:  # the judge's shortcut for the guess
+        base = int(fh.read())
+    plant = ("import os\n"  # one process: the planting itself spends no pids
+             f"for n in range({base}, {base + 3000}):\n"
+             "    for name in ('.mcp.json.sandbox-init-%d', '.mcp.json.%d.tmp',\n"
+             "                 '.mcp.json.tmp-%d'):\n"
+             f"        os.symlink({str(victim)!r}, name % n)\n")
+    (tmp_path / "plant.py").write_text(plant)
+    r = sandboxed(repo, settings_for(tmp_path, repo), f"{PY} {tmp_path / 'plant.py'}",
+                  timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (repo / f".mcp.json.sandbox-init-{base + 1}").is_symlink()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    p = subprocess.run([PY, "-I", "-m", "agent_sandbox", "init", str(repo), "--claude",
+                        "--mcp"], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    assert victim.read_text() == "precious\n", "sandbox init wrote through a planted link"
+    assert victim.stat().st_mode & 0o777 == 0o600, "sandbox init changed a planted link's target"
+    mcp = repo / ".mcp.json"
+    assert mcp.is_file() and not mcp.is_symlink()
+    assert "mcpServers" in json.loads(mcp.read_text())
+    subprocess.run([PY, "-I", "-m", "agent_sandbox", "uninstall", str(repo)],
+                   capture_output=True, timeout=120, env=env)
 
 
 # --- 6. a project virtualenv: start-up code for every use of its interpreter ---

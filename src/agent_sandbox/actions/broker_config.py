@@ -10,6 +10,7 @@ import stat
 from typing import Any
 
 from .. import contract
+from ..atomic_file import replace_file
 from ..errors import SandboxError
 
 
@@ -42,12 +43,7 @@ def write_config(address: str, token: str, home: str | None = None) -> str:
     os.makedirs(folder, mode=0o700, exist_ok=True)
     os.chmod(folder, 0o700)
     for name, value in (("address", address), ("token", token)):
-        path = os.path.join(folder, name)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(value + "\n")
-        os.replace(tmp, path)
+        replace_file(os.path.join(folder, name), (value + "\n").encode(), 0o600)
     return folder
 
 

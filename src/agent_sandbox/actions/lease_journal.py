@@ -73,7 +73,7 @@ class LeaseJournal:
         """Write the entry for lease ``key`` and hold its lock until ``release``."""
         self._ensure()
         path = os.path.join(self.folder, _file_name(key))
-        tmp = f"{path}.{os.getpid()}.tmp"
+        tmp = f"{path}.{os.urandom(8).hex()}.tmp"  # unpredictable, like atomic_file
         data = json.dumps(entry, sort_keys=True).encode() + b"\n"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_sandbox.atomic_file import create_once, replace_file
 from agent_sandbox.errors import SandboxError
 
 ED25519_TYPE = b"\x01"
@@ -147,19 +148,8 @@ def load_or_create_signer(key_path: Path, origin: str | None = None) -> Signer:
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
         )
-        tmp = key_path.with_name(f".{key_path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, pem)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, key_path)  # first writer wins; never replace an existing key
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
+        # first writer wins; never replace an existing key
+        create_once(str(key_path), pem, 0o600, sync=True)
     try:
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
     except (OSError, ValueError) as exc:
@@ -276,19 +266,4 @@ def send_to_sink(sink: Callable[[bytes], object] | str, note: bytes) -> None:
 
 
 def _atomic_write(path: Path, data: bytes, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    try:
-        dfd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return  # Windows cannot open directories
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    replace_file(str(path), data, mode, sync=True)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import sys
 
+from agent_sandbox.atomic_file import create_once
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -80,16 +82,7 @@ def pin_verifier(repo: str) -> tuple[str, str]:
             raise AuditError(f"{pin} pins another verifier key for {repo}; remove it first if "
                              "the key was replaced on purpose")
         return pin, text.strip()
-    tmp = f"{pin}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o600)
-    try:
-        os.link(tmp, pin)  # first writer wins; never replaced
-    except FileExistsError:
-        pass
-    finally:
-        os.unlink(tmp)
+    create_once(pin, text.encode(), 0o600)  # first writer wins; never replaced
     return pin, text.strip()
 
 

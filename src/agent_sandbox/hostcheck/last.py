@@ -12,6 +12,8 @@ import json
 import os
 import time
 
+from agent_sandbox.atomic_file import replace_file
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -33,10 +35,7 @@ def record(results: list[Any]) -> None:
     path = last_path()
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh)
-        os.replace(tmp, path)
+        replace_file(path, json.dumps(doc).encode(), 0o600)
     except OSError:
         pass
 

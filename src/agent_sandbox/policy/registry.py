@@ -44,13 +44,12 @@ def registered(home: str) -> list[str]:
 def _write(home: str, repos: list[str]) -> None:
     path = registry_path(home)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
     import json
 
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"repositories": sorted(set(repos))}, fh, indent=1)
-        fh.write("\n")
-    os.replace(tmp, path)
+    from agent_sandbox.atomic_file import replace_file
+
+    replace_file(path, (json.dumps({"repositories": sorted(set(repos))}, indent=1)
+                        + "\n").encode(), 0o644)
 
 
 def register(repo: str, home: str) -> None:

@@ -64,17 +64,28 @@ else:
     except OSError:
         pass
 folder, name = os.path.split(path)
-tmp = os.path.join(folder, f".{name}.sandbox-tmp-{os.getpid()}")
+tmp = None
 try:
     os.makedirs(folder, exist_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 mode)
+    # a random name, never the pid: in the sandbox's own pid namespace the pid is the
+    # same on every run, and a name the command can predict is one it can occupy
+    for _ in range(16):
+        tmp = os.path.join(folder, f".{name}.sandbox-tmp-{os.urandom(8).hex()}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, mode)
+            break
+        except FileExistsError:
+            tmp = None
+    else:
+        answer(status="failed", reason=f"cannot write {path}: no free temporary name")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(new)
     os.replace(tmp, path)
 except OSError as exc:
     try:
-        os.unlink(tmp)
+        if tmp:
+            os.unlink(tmp)
     except OSError:
         pass
     answer(status="failed", reason=f"cannot write {path}: {exc.strerror or exc}")

@@ -12,7 +12,6 @@ CLI) is the only effect here, kept apart.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
 import json
@@ -180,14 +179,6 @@ def write_tree(artifacts: dict[str, Artifact], out_dir: str) -> str:
 
 def _write_new(path: str, content: bytes, mode: int) -> None:
     """Atomic replace through a fresh temporary file (never through a link)."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    from agent_sandbox.atomic_file import replace_file
+
+    replace_file(path, content, mode)

@@ -324,12 +324,9 @@ class Guard:
         name = prefix + hashlib.sha256(data).hexdigest()[:32] + suffix
         path = os.path.join(self.held, name)
         if not os.path.lexists(path):
-            tmp = f"{path}.{os.getpid()}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
+            from agent_sandbox.atomic_file import replace_file
+
+            replace_file(path, data, 0o600)
         return path
 
 

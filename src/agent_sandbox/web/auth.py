@@ -20,7 +20,6 @@ own, never compares in a way that leaks timing, never logs a token.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import os
@@ -126,25 +125,13 @@ def rotate(path: str) -> None:
     folder is checked and kept, never removed or made again."""
     folder = os.path.dirname(path)
     _private_folder(folder)
-    tmp = os.path.join(folder, f".{TOKEN_NAME}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
-                 0o600)
+    from agent_sandbox.atomic_file import replace_file
+
     try:
-        try:
-            os.write(fd, (secrets.token_urlsafe(TOKEN_BYTES) + "\n").encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, path)
+        replace_file(path, (secrets.token_urlsafe(TOKEN_BYTES) + "\n").encode(), 0o600,
+                     sync=True)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise AuthError(f"cannot write a new token in {folder}: {exc.strerror}") from None
-    dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 class FileToken:
