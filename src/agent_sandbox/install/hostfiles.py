@@ -8,7 +8,6 @@ Nothing here follows a symbolic link at the last component.
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from agent_sandbox.errors import InstallError
@@ -42,10 +41,6 @@ def read_record(path: str) -> str:
 
 def write_record(path: str, text: str) -> None:
     os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-    tmp = f"{path}.tmp"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text + "\n")
-    os.replace(tmp, path)
+    from agent_sandbox.atomic_file import replace_file
+
+    replace_file(path, (text + "\n").encode(), 0o644)
