@@ -24,7 +24,8 @@ POLICY_FILES = {"linux": POLICY_FILE, "macos": POLICY_FILE, "windows": WINDOWS_P
 MANIFEST_FILE = f"{ETC_DIR}/manifest.json"
 HOST_STATE_DIR = "/var/lib/agent-sandbox"
 HOST_AUDIT_DIR = "/var/log/agent-sandbox"
-HOST_AUDIT_KEY = f"{HOST_STATE_DIR}/audit-keys/host.ed25519"
+AUDIT_KEYS = "audit-keys"  # beside a log, in the user's and the host's state
+HOST_AUDIT_KEY = f"{HOST_STATE_DIR}/{AUDIT_KEYS}/host.ed25519"
 MACOS_PROXY_LOG = f"{HOST_AUDIT_DIR}/proxy.log"
 APPARMOR_PROFILE = "/etc/apparmor.d/agent-sandbox-bwrap"
 GEMINI_SYSTEM_SETTINGS = "/etc/gemini-cli/settings.json"  # Gemini CLI's, on Linux
@@ -190,9 +191,14 @@ def private_paths(home: str) -> list[str]:
     session it serves runs outside any sandbox. The action broker's token. The web
     approvers' bearer token: whoever holds it approves. The warm podman service's
     Docker API socket: whoever reaches it runs containers as this user (root, for a
-    rootful podman)."""
+    rootful podman). The keys that sign audit checkpoints: the repositories' (in the
+    user's state), the host's, and those of the log runs write to (beside it)."""
+    keys = {os.path.join(user_state_dir(home), AUDIT_KEYS), os.path.join(HOST_STATE_DIR,
+                                                                         AUDIT_KEYS),
+            os.path.join(os.path.dirname(os.path.abspath(default_audit_dir(home))), AUDIT_KEYS)}
     return [os.path.abspath(mcp_resident_dir(home)), os.path.abspath(broker_dir(home)),
-            os.path.abspath(web_dir(home)), os.path.abspath(podman_service_dir(home))]
+            os.path.abspath(web_dir(home)), os.path.abspath(podman_service_dir(home)),
+            *sorted(os.path.abspath(k) for k in keys)]
 
 
 def state_paths(home: str) -> list[str]:

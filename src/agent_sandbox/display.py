@@ -151,3 +151,10 @@ def json_line(line: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def printable_lines(text: str) -> str:
+    """``text`` with its line breaks kept and every other character as ``printable``
+    shows it: a message for the terminal that quotes names a command chose (a
+    protected path it created, a folder the planner could not walk)."""
+    return "\n".join(printable(line) for line in text.split("\n"))

@@ -133,14 +133,21 @@ def start_failed(prog: str, exc: BaseException, err: IO[str], outside: str) -> i
     ``err``: bad settings and start failures say why, an interrupt is 130, anything
     else is an internal error, never a traceback (``outside`` says what did not run)."""
     if isinstance(exc, SettingsError):
-        err.write(f"{prog}: {exc}\n")
+        err.write(f"{prog}: {_shown(exc)}\n")
     elif isinstance(exc, SandboxStartError):
-        err.write(f"{prog}: the sandbox could not start: {exc}\n")
+        err.write(f"{prog}: the sandbox could not start: {_shown(exc)}\n")
     elif isinstance(exc, KeyboardInterrupt):
         return 130
     else:  # fail closed, and no traceback for the user
-        err.write(f"{prog}: internal error ({type(exc).__name__}: {exc}); {outside}\n")
+        err.write(f"{prog}: internal error ({type(exc).__name__}: {_shown(exc)}); {outside}\n")
     return SANDBOX_FAILED
+
+
+def _shown(exc: BaseException) -> str:
+    """The error's text for the terminal: the names in it may be a command's choice."""
+    from agent_sandbox.display import printable_lines
+
+    return printable_lines(str(exc))
 
 
 def settings_from_spec(spec_path: str, host: str | None, home: str) -> Settings:

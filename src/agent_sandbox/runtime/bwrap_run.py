@@ -236,6 +236,7 @@ class BwrapRun:
         try:
             lock_dir = contract.lock_dir(self.home)
             ph = self.placeholders = Placeholders(lock_dir)
+            self._settle_or_refuse(ph)
             realfs = fsview.RealFs(skip=[lock_dir])
             with ph:
                 others = ph.others()
@@ -473,8 +474,10 @@ class BwrapRun:
             self.binder.close()
             self.binder = None
         swept = False
-        with suppress(Exception):
+        try:
             swept = self.sweep()
+        except Exception as exc:  # owed: the next start does it or refuses (settle_or_refuse)
+            self._sweep_failed(exc, self.plan.writable_roots if self.plan else ())
         if swept and self.owed:
             with suppress(OSError):
                 os.unlink(self.owed)
@@ -488,8 +491,10 @@ class BwrapRun:
         self.listeners, self.extra_listeners = [], []
         if self.placeholders is not None:
             ph, self.placeholders = self.placeholders, None
-            with suppress(Exception):
+            try:
                 self._settle_owed(ph)
+            except Exception as exc:
+                self._sweep_failed(exc, ())
             ph.cleanup()
         if self._audit_close is not None:
             self._audit_close()
@@ -497,6 +502,41 @@ class BwrapRun:
         if self.relay is not None:
             self.relay.finish()
             self.relay = None
+        if self.notices:  # they quote names the command chose
+            from agent_sandbox.display import printable_lines
+
+            self.notices = [printable_lines(n.rstrip("\n")) + "\n" for n in self.notices]
+
+    def _sweep_failed(self, exc: Exception, roots: Sequence[str]) -> None:
+        """A sweep that could not finish: said, recorded, and left owed (its marker
+        stays), so that no later start of this account goes ahead until it is done."""
+        reason = f"{type(exc).__name__}: {exc}"
+        where = f" in {', '.join(roots)}" if roots else ""
+        self.notices.append(
+            f"sandbox: WARNING: the check of what the command created{where} could not "
+            f"finish ({reason}); no sandbox of this account starts until it does (each start "
+            "tries again). Do not run git or other tools there before then.\n")
+        with suppress(Exception):
+            self._recorder()({"event_kind": "sweep_failed", "reason": reason,
+                              "roots": list(roots)})
+
+    def _settle_or_refuse(self, ph: Placeholders) -> None:
+        """Before anything is planned: the sweeps earlier runs still owe, done now
+        (what they judge must not count as already there for this run), or no start."""
+        from .sweep import OWED, settle
+
+        try:
+            if not os.listdir(os.path.join(ph.dir, OWED)):
+                return
+        except OSError:
+            return
+        try:
+            settle(ph.dir, self._recorder, self.notices.append, alive=_run_alive(ph.runs))
+        except Exception as exc:
+            raise SandboxStartError(
+                "an earlier run's check of what its command created could not finish "
+                f"({type(exc).__name__}: {exc}); no sandbox starts until it does: remove "
+                "what the message names, then run again") from None
 
     def _settle_owed(self, ph: Placeholders) -> None:
         """The sweeps of runs killed before theirs, and stuck sandboxes (``reaper``)."""

@@ -1,6 +1,6 @@
 """The user's private folders (``contract.private_paths``: the resident MCP
-server's socket, the action broker's token, the web approvers' token), made
-before any sandbox is planned.
+server's socket, the action broker's token, the web approvers' token, the audit
+signing keys), made before any sandbox is planned.
 
 A sandbox hides each of them, but only a folder that exists can be hidden: the
 state folder around them is bound read-only, so a private folder first made
@@ -23,7 +23,10 @@ def private_paths(home: str) -> list[str]:
     for path in paths:
         if not os.path.lexists(path):
             try:
-                os.makedirs(path, mode=0o700, exist_ok=True)
+                if os.path.basename(path) == contract.AUDIT_KEYS:
+                    os.mkdir(path, 0o700)  # beside a log or state that exists, or not at all
+                else:
+                    os.makedirs(path, mode=0o700, exist_ok=True)
             except OSError:  # made by nobody, then: a sandbox cannot make it either
                 pass
     return paths

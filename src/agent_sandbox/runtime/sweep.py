@@ -203,6 +203,17 @@ def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
 _OTHER_BREAKS = frozenset("\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\x00")
 
 
+def _resolved(path: str) -> str | None:
+    """Where ``path`` leads, or None when the kernel would not follow it there: a
+    chain of more links than it follows (40), which Python's ``realpath`` still
+    walks, one stack frame per link, until it raises ``RecursionError``."""
+    try:
+        os.stat(path)  # ELOOP past the kernel's limit
+        return os.path.realpath(path)
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
 def _plain_venv_file(path: str, roots: Sequence[str]) -> bool:
     """Whether a virtualenv's start-up file the run made runs nothing the command
     chose, so that a virtualenv made inside a run stays usable: an interpreter
@@ -212,13 +223,13 @@ def _plain_venv_file(path: str, roots: Sequence[str]) -> bool:
     name = os.path.basename(path)
 
     def outside(p: str) -> bool:
-        real = os.path.realpath(p)
-        return not any(_under(real, r) for r in roots)
+        real = _resolved(p)
+        return real is not None and not any(_under(real, r) for r in roots)
 
     if name.startswith("python"):
-        real = os.path.realpath(path)
-        return (os.path.islink(path) and os.path.isfile(real) and outside(real)
-                and os.path.basename(real).startswith(("python", "pypy")))
+        real = _resolved(path)
+        return (real is not None and os.path.islink(path) and os.path.isfile(real)
+                and outside(real) and os.path.basename(real).startswith(("python", "pypy")))
     if name != "pyvenv.cfg":
         return False
     try:

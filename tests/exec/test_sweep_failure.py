@@ -1,0 +1,128 @@
+"""A sweep that cannot finish fails closed.
+
+The sweep after a run disarms the protected names the command created (a nested
+``.git`` with a hook or an fsmonitor, an ``.envrc``). Whatever the command made
+can also be aimed at the sweep itself: a tree it cannot walk, a link chain that
+makes a resolver raise. Such a failure is said and recorded, the sweep stays
+owed, and no later start goes ahead until it is done: a start that went ahead
+would count the planted files as already there and never judge them.
+
+Judged from the host: whether ``git status`` there runs the planted fsmonitor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import audit_records
+
+from agent_sandbox.runtime import sweep
+from agent_sandbox.runtime.errors import SandboxStartError
+from agent_sandbox.runtime.run import run_sandboxed
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,
+                                reason="bubblewrap or git missing")
+
+PY = sys.executable
+
+
+def _host_git_status(where: Path, home: Path) -> None:
+    home.mkdir(exist_ok=True)
+    subprocess.run(["git", "status"], cwd=where, capture_output=True, timeout=30,
+                   env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+                        "GIT_CONFIG_NOSYSTEM": "1", "LANG": "C"})
+
+
+def _plant_git(marker: Path) -> str:
+    """A nested repository whose fsmonitor runs on the host's next ``git status``."""
+    return (f"mkdir -p evil && cd evil && git init -q . && "
+            f"git config core.fsmonitor 'touch {marker}; false'")
+
+
+@pytest.fixture
+def box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Its own state (owed markers) and audit folders: a sweep left owed here must
+    not hold up another test."""
+    work = tmp_path / "w"
+    work.mkdir()
+    monkeypatch.setenv("AGENT_SANDBOX_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("AGENT_SANDBOX_AUDIT_DIR", str(tmp_path / "audit"))
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {"denyRead": [], "allowWrite": [str(work)], "denyWrite": []}}))
+    return {"work": work, "settings": settings, "audit": tmp_path / "audit",
+            "marker": tmp_path / "ran", "home": tmp_path / "h"}
+
+
+def _run(box: dict[str, Path], script: str) -> tuple[int, str]:
+    r = run_sandboxed(["bash", "-c", script], str(box["settings"]), cwd=str(box["work"]),
+                      timeout=120)
+    return r.returncode, r.stderr.decode(errors="replace")
+
+
+def test_link_chain_named_by_pyvenv_cfg(box: dict[str, Path]) -> None:
+    """Two steps: the command plants a nested .git and a pyvenv.cfg whose ``home`` is a
+    chain of 1,500 links (Python's realpath recursed once per link and raised); the
+    sweep still finishes, and the host's git never runs the fsmonitor."""
+    work = box["work"]
+    chain = ("mkdir -p .cache/c && cd .cache/c && "
+             "for i in $(seq 1 1500); do ln -s l$((i+1)) l$i; done && ln -s /usr/bin l1501 "
+             "&& cd ../.. && mkdir -p venv && "
+             f"printf 'home = {work}/.cache/c/l1\\n' > venv/pyvenv.cfg")
+    rc, err = _run(box, f"{_plant_git(box['marker'])} && cd .. && {chain}")
+    assert rc == 0, err
+    _host_git_status(work / "evil", box["home"])
+    assert not box["marker"].exists(), "host git ran the fsmonitor the command planted"
+    assert not (work / "evil/.git").exists()
+    quarantined = {r.get("path") for r in audit_records(box["audit"])
+                   if r.get("event_kind") == "quarantine"}
+    assert {str(work / "evil/.git"), str(work / "venv/pyvenv.cfg")} <= quarantined
+
+
+def test_unfinished_sweep_is_owed_and_holds_every_start(
+        box: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever makes the sweep raise (here injected: a walk that gives up), the run
+    says so, records it, and the next start refuses until the owed sweep is done;
+    once it can be done, the next start does it first."""
+    work = box["work"]
+
+    def gives_up(*_a: object, **_k: object) -> list[tuple[str, str]]:
+        raise sweep.WalkError(f"{work} holds more than 2000000 entries")
+
+    monkeypatch.setattr(sweep, "find_new", gives_up)
+    rc, err = _run(box, _plant_git(box["marker"]))
+    assert rc == 0
+    assert "could not finish" in err and "no sandbox of this account starts" in err, err
+    assert any(r.get("event_kind") == "sweep_failed" for r in audit_records(box["audit"]))
+    with pytest.raises(SandboxStartError, match="could not finish"):
+        _run(box, "true")
+    assert (work / "evil/.git").is_dir()  # nothing judged it yet, and nothing ran since
+
+    monkeypatch.undo()
+    monkeypatch.setenv("AGENT_SANDBOX_STATE_DIR", str(box["settings"].parent / "state"))
+    monkeypatch.setenv("AGENT_SANDBOX_AUDIT_DIR", str(box["audit"]))
+    rc, err = _run(box, "true")
+    assert rc == 0, err
+    assert not (work / "evil/.git").exists(), "the owed sweep was not done before the start"
+    _host_git_status(work / "evil", box["home"])
+    assert not box["marker"].exists()
+    assert any(r.get("event_kind") == "quarantine" and r.get("late")
+               for r in audit_records(box["audit"]))
+
+
+def test_notices_quote_names_as_a_terminal_shows_them(box: dict[str, Path]) -> None:
+    """A protected name in a folder whose name carries terminal controls: the notice
+    shows the controls escaped, never as bytes a terminal would act on."""
+    rc, err = _run(box, "d=$(printf 'x\\033]52;c;cHduZWQ=\\007\\033[2K\\ry'); "
+                        "mkdir -p \"$d\" && echo 'echo hi' > \"$d/.envrc\"")
+    assert rc == 0, err
+    assert "protected path" in err and ".envrc" in err, err
+    assert "\x1b" not in err and "\x07" not in err and "\r" not in err
+    assert "\\x1b]52" in err
