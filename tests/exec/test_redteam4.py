@@ -537,3 +537,32 @@ def test_host_abstract_socket_and_loopback(tmp_path: Path) -> None:
     finally:
         for s in (ab, tcp, tcp6):
             s.close()
+
+
+# --- 8. a placeholder made below a folder an earlier run turned into a link ----
+
+# A denyWrite path that does not exist yet gets a read-only placeholder, made on
+# the host before the command starts, with the folders above it. A run under
+# other settings of the same tree replaces one of those folders by a link; the
+# next run's placeholders were made wherever the link led, outside every root.
+def test_placeholder_never_made_through_a_planted_link(tmp_path: Path) -> None:
+    work, victim = tmp_path / "w", tmp_path / "victim"
+    (work / "config").mkdir(parents=True)
+    victim.mkdir()
+    plain = settings_for(tmp_path, work)
+    r = sandboxed(work, plain, f"rm -rf config && ln -s {victim} config")
+    assert r.returncode == 0, r.stderr
+    strict = tmp_path / "strict.json"
+    strict.write_text(json.dumps({
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {"denyRead": [], "allowWrite": [str(work)],
+                       "denyWrite": [str(work / "config/new/dir/prod.yml")]}}))
+    seen: set[str] = set()
+    proc = subprocess.Popen([*SANDBOX, "exec", "--settings", str(strict), "--", "true"],
+                            cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while proc.poll() is None:  # the host watches the victim while the run starts
+        seen.update(str(p) for p in victim.rglob("*"))
+    _, err = proc.communicate()
+    seen.update(str(p) for p in victim.rglob("*"))
+    assert not seen, f"placeholders made outside the writable root: {sorted(seen)}"
+    assert proc.returncode == 125 and "is a link" in err, err

@@ -185,6 +185,13 @@ def _make(path: str, kind: str, present: set[str] | None = None
     while parent != "/" and parent not in present and not os.path.lexists(parent):
         missing.append(parent)
         parent = os.path.dirname(parent)
+    if parent not in present and os.path.realpath(parent) != parent:
+        # a link above it (one an earlier command may have planted): made through it,
+        # the placeholder and its folders would land wherever the link leads
+        raise SandboxStartError(
+            f"a folder above the protected path {path} is a link ({parent} leads to "
+            f"{os.path.realpath(parent)}); no placeholder is made through a link: remove "
+            "the link, or name the path it leads to in the settings")
     try:
         for d in reversed(missing):
             os.mkdir(d, 0o755)
