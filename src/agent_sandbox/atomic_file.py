@@ -76,24 +76,31 @@ def _place(folder: str, name: str, dfd: int | None, tmp: str, first_wins: bool) 
         os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
 
 
+def _write_in(folder: str, dfd: int | None, name: str, data: bytes, mode: int, sync: bool,
+              first_wins: bool, times_ns: tuple[int, int] | None = None) -> None:
+    tmp, fd = _new_temporary(name, dfd, folder)
+    try:
+        try:
+            _write_all(fd, data, mode, sync)
+            if times_ns is not None:
+                os.utime(fd, ns=times_ns)
+        finally:
+            os.close(fd)
+        _place(folder, name, dfd, tmp, first_wins)
+    except BaseException:
+        _unlink(folder, tmp, dfd)
+        raise
+    if first_wins:
+        _unlink(folder, tmp, dfd)
+    if sync and dfd is not None:
+        os.fsync(dfd)
+
+
 def _write(path: str, data: bytes, mode: int, sync: bool, first_wins: bool) -> None:
     folder, name = os.path.split(path)
     dfd = _open_folder(folder)
     try:
-        tmp, fd = _new_temporary(name, dfd, folder)
-        try:
-            try:
-                _write_all(fd, data, mode, sync)
-            finally:
-                os.close(fd)
-            _place(folder, name, dfd, tmp, first_wins)
-        except BaseException:
-            _unlink(folder, tmp, dfd)
-            raise
-        if first_wins:
-            _unlink(folder, tmp, dfd)
-        if sync and dfd is not None:
-            os.fsync(dfd)
+        _write_in(folder, dfd, name, data, mode, sync, first_wins)
     finally:
         if dfd is not None:
             os.close(dfd)
@@ -110,3 +117,13 @@ def create_once(path: str, data: bytes, mode: int = 0o600, *, sync: bool = False
     """Write ``data`` as ``path`` unless something is already there (the first writer
     wins and is never replaced; a link at ``path`` counts as already there)."""
     _write(path, data, mode, sync, first_wins=True)
+
+
+def replace_file_at(dir_fd: int, name: str, data: bytes, mode: int = 0o600, *,
+                    sync: bool = False, times_ns: tuple[int, int] | None = None) -> None:
+    """``replace_file`` for ``name`` in the folder open as ``dir_fd`` (the caller
+    opened it, and keeps it open): no path is looked up again. ``times_ns`` sets
+    the file's (access, modification) times, as ``os.utime`` takes them."""
+    if not name or name in (".", "..") or "/" in name or os.sep in name:
+        raise ValueError(f"{name!r} is not a plain file name")
+    _write_in(f"<folder {dir_fd}>", dir_fd, name, data, mode, sync, False, times_ns)

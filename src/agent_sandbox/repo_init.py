@@ -12,6 +12,11 @@ what init added. Running ``init`` twice changes nothing the second time.
 Hook commands use the absolute interpreter running ``sandbox`` (never a bare
 ``python`` from PATH). Every file is written atomically; nothing is written
 before the whole plan has been computed and validated.
+
+A sandboxed command may have written the repository before: every file under it
+is read, copied, written and removed through ``below_root``, never through a
+link in any component, and a link (or a non-folder) where a folder of ours
+should be stops init or uninstall before anything changes.
 """
 
 from __future__ import annotations
@@ -20,18 +25,22 @@ import getpass
 import hashlib
 import json
 import os
-import shutil
 import socket
+import stat
 import sys
 import tomllib
 from dataclasses import dataclass
 from typing import Any
 
-from . import contract
+from . import below_root, contract
 from .errors import SandboxError
 
 AGENT_FLAGS = ("claude", "codex", "cursor", "gemini")
 QUEUE_DIRS = ("pending", "decided", "claimed", "done")
+AGENT_DIRS = (".claude", ".cursor", ".gemini", ".codex", ".vscode")
+SANDBOX_DIRS = ("escalations", *[f"escalations/{q}" for q in QUEUE_DIRS], "audit", "originals",
+                "state")
+STATE_FILE = ".sandbox/state/installed.json"
 MCP_NAME = "agent-sandbox"
 # Where the renderer installs the host policy (render.srt.POLICY_TARGET).
 MANAGED_POLICY = (contract.WINDOWS_POLICY_FILE if os.name == "nt" else contract.POLICY_FILE)
@@ -187,22 +196,29 @@ def imported_rules(repo: str, codex_files: list[str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for name in codex_files:
         path = name if os.path.isabs(name) else os.path.join(repo, name)
+        below = os.path.normpath(name)
         try:
-            with open(path, encoding="utf-8") as fh:
-                source = fh.read()
+            if os.path.isabs(below) or below.startswith(".."):  # named outside on purpose
+                with open(path, encoding="utf-8") as fh:
+                    source = fh.read()
+            else:
+                source = below_root.read_file(repo, below).decode("utf-8")
             for r in parse_codex_rules(source, path):
                 out.append({"verdict": r["verdict"], "tool": "bash", "prefix": r["prefix"],
                             "pattern": None, "reason": r.get("reason") or f"from {name}"})
-        except OSError as exc:
+        except below_root.NotBelowRoot:
+            raise
+        except (OSError, UnicodeDecodeError) as exc:
             raise ConnectorError(f"cannot read the Codex rules file {path}: {exc}") from None
         except RuleSyntaxError as exc:
             raise ConnectorError(f"invalid Codex rules: {exc}") from None
-    settings = os.path.join(repo, ".sandbox", "originals", ".claude", "settings.json")
-    if not os.path.isfile(settings):
-        settings = os.path.join(repo, ".claude", "settings.json")
+    settings = ".sandbox/originals/.claude/settings.json"
+    if below_root.lstat(repo, settings) is None:
+        settings = ".claude/settings.json"
     try:
-        with open(settings, "rb") as fh:
-            perms = json.loads(fh.read()).get("permissions") or {}
+        perms = json.loads(below_root.read_file(repo, settings)).get("permissions") or {}
+    except below_root.NotBelowRoot:
+        raise
     except (OSError, ValueError, AttributeError):
         perms = {}
     for key, verdict in _CLAUDE_IMPORT.items():
@@ -283,10 +299,32 @@ def sandbox_settings(repo: str) -> str:
 
 
 def _write_atomic(path: str, data: bytes, mode: int) -> None:
+    """Write a file outside the repository (the registered settings)."""
     from .atomic_file import replace_file
 
     os.makedirs(os.path.dirname(path), exist_ok=True)
     replace_file(path, data, mode)
+
+
+def _check_folders(repo: str, folders: Any) -> None:
+    """Every folder of ``folders`` (relative to ``repo``) that exists is a real
+    folder below ``repo``, each component on its way too (``NotBelowRoot``
+    otherwise): checked before the first change, so a refusal changes nothing."""
+    for rel in sorted(set(folders)):
+        try:
+            fd = below_root.open_folder(repo, rel)
+        except FileNotFoundError:
+            continue
+        os.close(fd)
+
+
+def _originals_of(folder: str) -> str:
+    """Where the saved originals of the files in ``folder`` go."""
+    return f".sandbox/originals/{folder}" if folder else ".sandbox/originals"
+
+
+def _make_folder(repo: str, rel: str, mode: int) -> None:
+    os.close(below_root.open_folder(repo, rel, create=True, mode=mode))
 
 
 def _merged(p: Planned, original: bytes) -> bytes:
@@ -317,12 +355,11 @@ def _trust_entries(repo: str, chosen: list[str]) -> list[Any]:
     home = os.path.expanduser("~")
     entries: list[Any] = []
     hooks_file = os.path.join(repo, ".codex", "hooks.json")
-    if "codex" in chosen and os.path.isfile(hooks_file):
+    if "codex" in chosen and below_root.lstat(repo, ".codex/hooks.json") is not None:
         facts = HostFacts(name=socket.gethostname(), os="linux", python=sys.executable)
         ours = {agent_render.hook_command(facts, "codex", ev)
                 for _, ev, _ in agent_render.CODEX_EVENTS}
-        with open(hooks_file, "rb") as fh:
-            doc = json.loads(fh.read())
+        doc = json.loads(below_root.read_file(repo, ".codex/hooks.json"))
         codex_home = os.environ.get("CODEX_HOME") or os.path.join(home, ".codex")
         entries += client_trust.codex_entries(codex_home, repo, hooks_file, doc, ours)
     if "gemini" in chosen:
@@ -352,65 +389,82 @@ def init(repo: str, agents: list[str] | None = None, mcp: bool = False,
     repo = os.path.realpath(repo)
     if not os.path.isdir(repo):
         raise ConnectorError(f"{repo} is not a directory")
+    try:
+        return _init(repo, agents, mcp, trust)
+    except below_root.NotBelowRoot as exc:
+        raise ConnectorError(f"init: {exc}") from None
+
+
+def _init(repo: str, agents: list[str] | None, mcp: bool, trust: bool) -> dict[str, Any]:
     chosen = [a for a in AGENT_FLAGS if a in (agents or [])] or ["claude"]
     unknown = [a for a in (agents or []) if a not in AGENT_FLAGS]
     if unknown:
         raise ConnectorError(f"unknown agent(s): {', '.join(unknown)}")
-    sb = os.path.join(repo, ".sandbox")
-    state_path = os.path.join(sb, "state", "installed.json")
-    state = _read_state(state_path)
-    created_dirs: list[str] = list(state.get("dirs", []))
-    if not os.path.isdir(sb):
+    # every folder of ours, before the spec layer in .sandbox/ is even read
+    _check_folders(repo, [*AGENT_DIRS, *(f".sandbox/{d}" for d in SANDBOX_DIRS)])
+    starter = ".sandbox/policy.yml"
+    layer = below_root.lstat(repo, starter)
+    if layer is not None and not stat.S_ISREG(layer.st_mode):
+        raise ConnectorError(f"{os.path.join(repo, starter)} is not a regular file; move it "
+                             "away first")
+    state = _read_state(repo)
+    listed, dirs = _state_paths(state)
+    created_dirs: list[str] = list(dirs)
+    if below_root.lstat(repo, ".sandbox") is None:
         created_dirs.append(".sandbox")
     # agent directories that do not exist yet are ours to remove later
-    for d in (".claude", ".cursor", ".gemini", ".codex", ".vscode"):
-        if not os.path.exists(os.path.join(repo, d)) and d not in created_dirs:
+    for d in AGENT_DIRS:
+        if below_root.lstat(repo, d) is None and d not in created_dirs:
             created_dirs.append(d)
-    files: dict[str, dict[str, Any]] = {f["path"]: f for f in state.get("files", [])}
-    starter = os.path.join(sb, "policy.yml")
+    files: dict[str, dict[str, Any]] = {f["path"]: f for f in listed}
     # 1. compute everything; any bad input stops here, before a single write
     planned = plan(repo, chosen, mcp)
-    work: list[tuple[Planned, str, dict[str, Any], bytes, bool]] = []
+    folders = {os.path.dirname(_rel(repo, p.path)) for p in planned}
+    _check_folders(repo, [*folders, *map(_originals_of, folders)])
+    work: list[tuple[Planned, str, dict[str, Any], bytes,
+                     tuple[bytes, os.stat_result] | None]] = []
     for p in planned:
         rel = _rel(repo, p.path)
         entry = files.get(rel)
-        save_original = False
+        original: tuple[bytes, os.stat_result] | None = None  # theirs, saved now
         if entry is None:
-            if os.path.lexists(p.path):
-                if os.path.islink(p.path) or not os.path.isfile(p.path):
+            st = below_root.lstat(repo, rel)
+            if st is not None:
+                if not stat.S_ISREG(st.st_mode):
                     raise ConnectorError(f"{p.path} is not a regular file; move it away first")
-                entry = {"path": rel, "created": False,
-                         "mode": os.stat(p.path).st_mode & 0o7777}
-                save_original = True
+                original = below_root.read_file_stat(repo, rel)
+                entry = {"path": rel, "created": False, "mode": original[1].st_mode & 0o7777}
             else:
                 entry = {"path": rel, "created": True}
         if entry.get("created"):
             desired = p.content
+        elif original is not None:
+            desired = _merged(p, original[0])
         else:
-            src = p.path if save_original else os.path.join(sb, "originals", rel)
-            with open(src, "rb") as fh:
-                desired = _merged(p, fh.read())
-        work.append((p, rel, entry, desired, save_original))
+            desired = _merged(p, below_root.read_file(repo, f".sandbox/originals/{rel}"))
+        work.append((p, rel, entry, desired, original))
     # 2. write
-    for d in ("escalations", *[f"escalations/{q}" for q in QUEUE_DIRS], "audit", "originals",
-              "state"):
-        os.makedirs(os.path.join(sb, d), mode=0o700, exist_ok=True)
-    if not os.path.exists(starter):
-        _write_atomic(starter, starter_policy().encode(), 0o644)
-        files[".sandbox/policy.yml"] = {"path": ".sandbox/policy.yml", "created": True}
+    _make_folder(repo, ".sandbox", 0o777)
+    for d in SANDBOX_DIRS:
+        _make_folder(repo, f".sandbox/{d}", 0o700)
+    if below_root.lstat(repo, starter) is None:
+        below_root.replace_file(repo, starter, starter_policy().encode(), 0o644)
+        files[starter] = {"path": starter, "created": True}
     changed: list[str] = []
-    for p, rel, entry, desired, save_original in work:
-        if save_original:
-            orig_copy = os.path.join(sb, "originals", rel)
-            os.makedirs(os.path.dirname(orig_copy), exist_ok=True)
-            shutil.copy2(p.path, orig_copy)
+    for p, rel, entry, desired, original in work:
+        if original is not None:  # their bytes, mode and times, saved before ours go in
+            theirs, st = original
+            below_root.replace_file(repo, f".sandbox/originals/{rel}", theirs,
+                                    st.st_mode & 0o7777, create=True, folder_mode=0o777,
+                                    times_ns=(st.st_atime_ns, st.st_mtime_ns))
         try:
-            with open(p.path, "rb") as fh:
-                current: bytes | None = fh.read()
+            current: bytes | None = below_root.read_file(repo, rel)
+        except below_root.NotBelowRoot:
+            raise
         except OSError:
             current = None
         if current != desired:
-            _write_atomic(p.path, desired, p.mode)
+            below_root.replace_file(repo, rel, desired, p.mode, create=True, folder_mode=0o777)
             changed.append(rel)
         entry["sha256"] = _sha(desired)
         files[rel] = entry
@@ -433,8 +487,8 @@ def init(repo: str, agents: list[str] | None = None, mcp: bool = False,
                  "settings": reg}
     if trusted:
         new_state["trust"] = trusted
-    if _read_state(state_path) != new_state:
-        _write_atomic(state_path, _json_bytes(new_state), 0o600)
+    if _read_state(repo) != new_state:
+        below_root.replace_file(repo, STATE_FILE, _json_bytes(new_state), 0o600)
     from .audit.repo import pin_verifier  # the audit's trust anchor, outside the repository
     from .policy.registry import register
     from .state_paths import account_home
@@ -445,25 +499,49 @@ def init(repo: str, agents: list[str] | None = None, mcp: bool = False,
             "trusted": sorted(r["path"] for r in trusted)}
 
 
-def _read_state(path: str) -> dict[str, Any]:
+def _read_state(repo: str) -> dict[str, Any]:
+    path = os.path.join(repo, STATE_FILE)
     try:
-        with open(path, "rb") as fh:
-            data = json.loads(fh.read())
+        data = json.loads(below_root.read_file(repo, STATE_FILE))
     except FileNotFoundError:
         return {}
+    except below_root.NotBelowRoot as exc:
+        raise ConnectorError(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise ConnectorError(f"{path} is unreadable ({exc}); restore it before continuing"
                              ) from None
     return data if isinstance(data, dict) else {}
 
 
+def _state_paths(state: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The files and folders a state lists, each a path below the repository
+    (the state lives in the repository: a command may have rewritten it)."""
+    files = [f for f in state.get("files", []) if isinstance(f, dict)]
+    dirs = state.get("dirs", [])
+    if not all(isinstance(f.get("path"), str) for f in files) or not isinstance(dirs, list) \
+            or not all(isinstance(d, str) for d in dirs):
+        raise ConnectorError(f"{STATE_FILE} is malformed; restore it before continuing")
+    return files, dirs
+
+
 def uninstall(repo: str) -> dict[str, Any]:
     """Restore the originals and remove what init added."""
     repo = os.path.realpath(repo)
-    sb = os.path.join(repo, ".sandbox")
-    state = _read_state(os.path.join(sb, "state", "installed.json"))
+    try:
+        return _uninstall(repo)
+    except below_root.NotBelowRoot as exc:
+        raise ConnectorError(f"uninstall: {exc}") from None
+
+
+def _uninstall(repo: str) -> dict[str, Any]:
+    state = _read_state(repo)
     if not state:
-        raise ConnectorError(f"no connector installed in {repo} (no .sandbox/state/installed.json)")
+        raise ConnectorError(f"no connector installed in {repo} (no {STATE_FILE})")
+    files, dirs = _state_paths(state)
+    # every folder we go through, checked before the first change
+    folders = {os.path.dirname(f["path"]) for f in files}
+    _check_folders(repo, [".sandbox", *(f".sandbox/{d}" for d in SANDBOX_DIRS), *dirs,
+                          *folders, *map(_originals_of, folders)])
     restored, removed = [], []
     reg = state.get("settings")
     if isinstance(reg, str) and reg == registered_settings(repo) and os.path.isfile(reg):
@@ -480,52 +558,42 @@ def uninstall(repo: str) -> dict[str, Any]:
         from . import client_trust
 
         restored += client_trust.remove(state["trust"])
-    for f in state.get("files", []):
+    for f in files:
         rel = f["path"]
-        target = os.path.join(repo, rel)
         if rel.startswith(".sandbox/"):
             continue
         if f.get("created"):
-            if os.path.lexists(target):
-                os.unlink(target)
+            if below_root.unlink(repo, rel):
                 removed.append(rel)
         else:
-            orig = os.path.join(sb, "originals", rel)
-            with open(orig, "rb") as fh:
-                data = fh.read()
-            _write_atomic(target, data, int(f.get("mode", 0o644)))
-            shutil.copystat(orig, target)
+            data, st = below_root.read_file_stat(repo, f".sandbox/originals/{rel}")
+            below_root.replace_file(repo, rel, data, int(f.get("mode", 0o644)), create=True,
+                                    folder_mode=0o777, times_ns=(st.st_atime_ns, st.st_mtime_ns))
             restored.append(rel)
     kept_audit = False
-    audit_dir = os.path.join(sb, "audit")
-    for d in sorted(state.get("dirs", []), key=lambda x: -x.count("/")):
-        path = os.path.join(repo, d)
+    for d in sorted(dirs, key=lambda x: -x.count("/")):
         if d == ".sandbox":
-            if os.path.isdir(audit_dir) and any(os.scandir(audit_dir)):
+            if _has_entries(repo, ".sandbox/audit"):
                 kept_audit = True
-                for name in os.listdir(sb):
+                fd = below_root.open_folder(repo, ".sandbox")
+                try:
+                    names = os.listdir(fd)
+                finally:
+                    os.close(fd)
+                for name in names:
                     # a signing key left in the tree by an older version goes
                     # too (one `git add -A` from a commit); its public half
                     # stays beside the checkpoints for verifying
                     if name != "audit":
-                        p = os.path.join(sb, name)
-                        shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) \
-                            else os.unlink(p)
+                        below_root.remove_tree(repo, f".sandbox/{name}")
             else:
-                shutil.rmtree(path, ignore_errors=True)
+                _quietly(below_root.remove_tree, repo, ".sandbox")
             continue
-        try:
-            _remove_empty_tree(path)
-        except OSError:
-            pass
-    if ".sandbox" not in state.get("dirs", []):
+        _quietly(below_root.remove_empty_folders, repo, d)
+    if ".sandbox" not in dirs:
         # .sandbox existed before init (a policy.yml the user wrote): keep that, drop ours
         for name in ("escalations", "originals", "state", "policy.json", "srt-settings.json"):
-            p = os.path.join(sb, name)
-            if os.path.isdir(p):
-                shutil.rmtree(p, ignore_errors=True)
-            elif os.path.lexists(p):
-                os.unlink(p)
+            _quietly(below_root.remove_tree, repo, f".sandbox/{name}")
     from .policy.registry import unregister
     from .state_paths import account_home
 
@@ -533,12 +601,25 @@ def uninstall(repo: str) -> dict[str, Any]:
     return {"repo": repo, "restored": restored, "removed": removed, "kept_audit": kept_audit}
 
 
-def _remove_empty_tree(path: str) -> None:
-    if not os.path.isdir(path) or os.path.islink(path):
-        return
-    for name in os.listdir(path):
-        _remove_empty_tree(os.path.join(path, name))
-    os.rmdir(path)
+def _has_entries(repo: str, rel: str) -> bool:
+    try:
+        fd = below_root.open_folder(repo, rel)
+    except FileNotFoundError:
+        return False
+    try:
+        return bool(os.listdir(fd))
+    finally:
+        os.close(fd)
+
+
+def _quietly(remove: Any, repo: str, rel: str) -> None:
+    """A removal whose failure leaves only a leftover (never one through a link)."""
+    try:
+        remove(repo, rel)
+    except below_root.NotBelowRoot:
+        raise
+    except OSError:
+        pass
 
 
 def status(repo: str) -> dict[str, Any]:
@@ -546,7 +627,7 @@ def status(repo: str) -> dict[str, Any]:
 
     repo = os.path.realpath(repo)
     sb = os.path.join(repo, ".sandbox")
-    state = _read_state(os.path.join(sb, "state", "installed.json"))
+    state = _read_state(repo)
     q = FolderQueue(os.path.join(sb, "escalations"))
     recent = []
     for rid in q.ids("done")[-10:]:

@@ -46,6 +46,11 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
   link or another folder) between a check and a write would redirect it, so an
   approved file write runs in a sandbox of its own (``queue.write_file``), where
   the protected set is read-only by mount whatever name the tree gives it;
+- ``sandbox init`` and ``uninstall`` (``repo_init``) read, copy, write and remove
+  files in a repository a command may have written only through ``below_root``:
+  each component opened without following a link, a link or non-folder where a
+  folder should be refused before anything changes, and the paths the
+  repository's own state names kept below it;
 - the resident MCP server (``mcp_resident``) serves, outside any sandbox, sessions
   that launchers hand it over a unix socket in the user's state folder, a folder
   every sandbox gets hidden (``contract.private_paths``: bwrap and gVisor hide it,
