@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_sandbox.repo_init import STARTER_POLICY
+from agent_sandbox.starter_policy import STARTER_POLICY
 
 from .harness import SECRET, World
 from .model_server import ModelServer, Shell

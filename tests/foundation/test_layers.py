@@ -332,7 +332,7 @@ def test_repository_outside_the_allowed_roots_cannot_allow_itself(tmp_path, monk
 def test_init_under_a_managed_policy(tmp_path, monkeypatch):
     """`sandbox init` under a managed host policy: an inheriting starter, and a
     repository layer judged with the repository as its base."""
-    from agent_sandbox import repo_init
+    from agent_sandbox import repo_init, starter_policy
 
     home = tmp_path / "home"
     repo = home / "src" / "app"
@@ -341,10 +341,11 @@ def test_init_under_a_managed_policy(tmp_path, monkeypatch):
     managed = tmp_path / "policy.yml"
     managed.write_text('filesystem:\n  allow_write: ["~/src"]\n')
     monkeypatch.setattr(repo_init, "MANAGED_POLICY", str(managed))
+    monkeypatch.setattr(starter_policy, "MANAGED_POLICY", str(managed))
     spec = repo_init._load_spec(str(repo), ["claude"], mcp=False)
     # the starter inherits the managed layer instead of trying to widen it
     assert spec.filesystem.allow_write == ["~/src"]
-    assert repo_init.starter_policy() == repo_init.MANAGED_STARTER_POLICY
+    assert starter_policy.starter_policy() == starter_policy.MANAGED_STARTER_POLICY
     # a repository's own layer is still held to the managed one
     other = home / "elsewhere"
     (other / ".sandbox").mkdir(parents=True)
