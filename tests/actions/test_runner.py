@@ -24,7 +24,6 @@ from agent_sandbox.actions.container_options import (
     api_arguments,
     container_options,
 )
-from agent_sandbox.actions.output import BoundedOutput, output_digest
 from agent_sandbox.actions.runner import (
     ActionImageMissing,
     ActionRunnerError,
@@ -32,6 +31,7 @@ from agent_sandbox.actions.runner import (
 )
 from agent_sandbox.actions.secret_files import SecretFilesError, check_env, relative_path
 from agent_sandbox.runtime.container_net import endpoint_ports
+from agent_sandbox.runtime.output import BoundedOutput, output_digest
 from agent_sandbox.spec.actions import ActionLimits
 
 REPO = Path(__file__).resolve().parents[2]

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SandboxError
+from ..runtime.output import BoundedOutput
 from ..spec.actions import ActionLimits
 from . import container_options as options
-from .output import BoundedOutput
 
 RUNTIME = "runsc"
 READER_GRACE = 5.0  # seconds the output may still arrive after the container ended
@@ -60,7 +60,7 @@ class ActionRun:
 
     ``stdout``/``stderr`` are cut at ``limits.output_bytes`` each (``truncated``
     says whether either was); ``output_digest`` covers the full output as the
-    container produced it (``output.output_digest`` of the two whole streams),
+    container produced it (``runtime.output.output_digest`` of the two whole streams),
     not only what was kept. ``exit_code`` is None when the deadline killed it.
     ``runtime`` is the OCI runtime podman reports for the container."""
 

@@ -25,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-OUTPUT_KEEP = 64 * 1024  # bytes of each stream kept in the done record
+OUTPUT_KEEP = 64 * 1024  # bytes of each stream kept in the done record (head and tail)
 DEFAULT_TIMEOUT = 600.0
 
 
@@ -46,15 +46,6 @@ def audit(repo: str, event: str, **fields: Any) -> None:
     from agent_sandbox.audit.repo import append_audit
 
     append_audit(repo, event, fields)
-
-
-def _keep(data: bytes) -> str:
-    text = data.decode("utf-8", "replace")
-    if len(text) > OUTPUT_KEEP:
-        half = OUTPUT_KEEP // 2
-        text = text[:half] + f"\n[... {len(text) - OUTPUT_KEEP} characters trimmed ...]\n" + \
-            text[-half:]
-    return text
 
 
 def run_command(repo: str, req: dict[str, Any]) -> dict[str, Any]:
@@ -102,14 +93,17 @@ def sandboxed(repo: str, req: dict[str, Any], argv: list[str], *, command: str,
         audit(repo, "sandbox_started", request_id=req.get("id", ""), command=command, cwd=cwd,
               uid=os.geteuid())
         try:
+            # the output is read while the command runs and cut to its head and tail
+            # there: a command printing without end costs this process no memory
             run = run_sandboxed(argv, _settings_document(settings), cwd=cwd, timeout=timeout,
-                                capture=True, stdin=stdin)
+                                capture=True, stdin=stdin, output_limit=OUTPUT_KEEP)
         except SandboxStartError as exc:
             return {"status": "failed", "reason": f"the sandbox could not start: {exc}"}
     finally:
         os.close(lock)
-    return {"status": "completed", "exit_code": run.returncode, "stdout": _keep(run.stdout),
-            "stderr": _keep(run.stderr), "duration": round(run.duration, 4),
+    return {"status": "completed", "exit_code": run.returncode,
+            "stdout": run.stdout.decode("utf-8", "replace"),
+            "stderr": run.stderr.decode("utf-8", "replace"), "duration": round(run.duration, 4),
             "timed_out": run.timed_out}
 
 

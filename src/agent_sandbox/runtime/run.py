@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .result import CompletedRun
 
 BACKENDS = ("bwrap", "srt", "gvisor")
+OUTPUT_LIMIT = 64 * 1024  # bytes of each captured stream kept by default (``result.bounded``)
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
                      signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH, signal.SIGCONT)
 
@@ -114,6 +115,7 @@ def run_sandboxed(
     env: dict[str, str] | None = None,
     stdin: bytes | None = None,
     audit_dir: str | None = None,
+    output_limit: int = OUTPUT_LIMIT,
 ) -> CompletedRun:
     """Run ``argv`` in the sandbox and return its result.
 
@@ -121,11 +123,13 @@ def run_sandboxed(
     dict; None: the host default). Raises ``SandboxStartError`` when the sandbox
     cannot start, bad settings included (``InvalidSettingsError``, also a
     ``SettingsError``); the command never runs unsandboxed. A timeout kills every
-    process of the command.
+    process of the command. Captured output is read while the command runs and
+    at most ``output_limit`` bytes of each stream are kept, half its head and
+    half its tail (``CompletedRun`` notes what was trimmed between them).
     """
     try:
         return _run_sandboxed(argv, settings, cwd, timeout, capture, backend=backend, env=env,
-                              stdin=stdin, audit_dir=audit_dir)
+                              stdin=stdin, audit_dir=audit_dir, output_limit=output_limit)
     except InvalidSettingsError:
         raise
     except SettingsError as exc:
@@ -134,7 +138,8 @@ def run_sandboxed(
 
 def _run_sandboxed(argv: Sequence[str], settings: Any, cwd: Any, timeout: float | None,
                    capture: bool, *, backend: str, env: dict[str, str] | None,
-                   stdin: bytes | None, audit_dir: str | None) -> CompletedRun:
+                   stdin: bytes | None, audit_dir: str | None,
+                   output_limit: int) -> CompletedRun:
     started = time.monotonic()
     home = home_dir()
     wd = os.path.realpath(os.fspath(cwd) if cwd is not None else os.getcwd())
@@ -145,34 +150,26 @@ def _run_sandboxed(argv: Sequence[str], settings: Any, cwd: Any, timeout: float 
         from .backends import run_backend
 
         return run_backend(backend, list(argv), s, wd, home, timeout=timeout, capture=capture,
-                           env=env, stdin=stdin)
+                           env=env, stdin=stdin, output_limit=output_limit)
     import subprocess
 
+    from .output import collect
+    from .result import bounded, completed
+
+    out = bounded(output_limit)
     run = BwrapRun(s, argv, cwd=wd, home=home, env=env, audit_dir=audit_dir)
     pipe = subprocess.PIPE if capture else None
     run.start(capture=True, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
               stdout=pipe, stderr=pipe)
-    out, err = b"", b""
-    timed_out = False
     try:
         run.start_proxy()
-        try:
-            out_b, err_b = run.proc.communicate(input=stdin, timeout=timeout)
-            out, err = out_b or b"", err_b or b""
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            run.kill()
-            out_b, err_b = run.proc.communicate()
-            out, err = out_b or b"", err_b or b""
+        timed_out = collect(run.proc, out, stdin=stdin, timeout=timeout, kill=run.kill)
         rc = run.proc.returncode
     finally:
         run.kill()
         run.cleanup()
-    err += "".join(run.notices).encode()
-    from .result import CompletedRun
-
-    return CompletedRun(TIMED_OUT if timed_out else rc, out, err,
-                        time.monotonic() - started, timed_out, "bwrap")
+    return completed(out, TIMED_OUT if timed_out else rc, time.monotonic() - started,
+                     timed_out, "bwrap", notes="".join(run.notices).encode())
 
 
 def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
@@ -186,7 +183,7 @@ def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
         from .backends import run_backend
 
         return run_backend(backend, list(argv), settings, cwd, home, timeout=timeout,
-                           capture=False).returncode
+                           capture=False, output_limit=OUTPUT_LIMIT).returncode
     run = BwrapRun(settings, argv, cwd=cwd, home=home)
     run.start()
     return supervise(run, timeout, err, prepare=started)

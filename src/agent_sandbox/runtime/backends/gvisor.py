@@ -33,10 +33,11 @@ from typing import Any
 from .. import podman
 from ..bwrap import Plan
 from ..errors import TIMED_OUT, SandboxStartError
+from ..output import BoundedOutput
 from ..podman import Service, docker_client, import_docker, init_container, wait_exit
 from ..podman import service as _service
 from ..private_state import private_paths
-from ..result import CompletedRun
+from ..result import CompletedRun, bounded, completed
 from ..settings import Settings
 
 GVISOR_IMAGE = "localhost/agent-sandbox-base:bookworm"
@@ -102,7 +103,8 @@ def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
 
 
 def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
-               timeout: float | None, capture: bool) -> CompletedRun:
+               timeout: float | None, capture: bool,
+               output_limit: int) -> CompletedRun:
     from agent_sandbox import contract
 
     from .. import bwrap as bw
@@ -136,6 +138,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
         raise
     container = None
     proxy = None
+    out = bounded(output_limit)
     close_audit: Callable[[], None] = lambda: None  # noqa: E731
     notes = b""
     try:
@@ -160,8 +163,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
             with contextlib.suppress(Exception):
                 container.kill()
             rc = TIMED_OUT
-        out = container.logs(stdout=True, stderr=False) or b""
-        err = container.logs(stdout=False, stderr=True) or b""
+        _logs(container, out, capture)
     finally:
         if container is not None:
             with contextlib.suppress(Exception):
@@ -174,11 +176,26 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
         _, said = quarantine(roots, before, home, [m.path for m in plan.mounts])
         notes += "".join(said).encode()
         placeholders.cleanup()
-    err += notes
     if not capture:
-        os.write(1, out)
-        os.write(2, err)
-    return CompletedRun(rc, out, err, time.monotonic() - started, timed_out, "gvisor")
+        os.write(2, notes)
+    return completed(out, rc, time.monotonic() - started, timed_out, "gvisor", notes=notes)
+
+
+def _logs(container: Any, out: BoundedOutput, capture: bool) -> None:
+    """The container's output, streamed: kept within ``out``'s bound when
+    captured, else written through as it is read."""
+    for n, fd in ((0, 1), (1, 2)):
+        for chunk in container.logs(stdout=n == 0, stderr=n == 1, stream=True):
+            if capture:
+                out.feed(n, chunk)
+            else:
+                _write_all(fd, chunk)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _gvisor_proxy(client: Any, container: Any,

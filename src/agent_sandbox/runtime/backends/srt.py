@@ -50,26 +50,29 @@ def _kill_tree(pid: int) -> None:
 
 
 def _run(argv: list[str], *, cwd: str, env: dict[str, str] | None, timeout: float | None,
-         capture: bool, stdin: bytes | None, backend: str) -> CompletedRun:
+         capture: bool, stdin: bytes | None, backend: str, output_limit: int) -> CompletedRun:
+    from ..output import collect
+    from ..result import bounded, completed
+
     started = time.monotonic()
+    out = bounded(output_limit)
     pipe = subprocess.PIPE if capture else None
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=pipe, stderr=pipe,
                             stdin=subprocess.PIPE if stdin is not None else None,
                             start_new_session=capture)
-    try:
-        out, err = proc.communicate(input=stdin, timeout=timeout)
-        return CompletedRun(proc.returncode, out or b"", err or b"",
-                            time.monotonic() - started, False, backend)
-    except subprocess.TimeoutExpired:
+
+    def kill() -> None:
         _kill_tree(proc.pid)
         proc.kill()
-        out, err = proc.communicate()
-        return CompletedRun(TIMED_OUT, out or b"", err or b"", time.monotonic() - started,
-                            True, backend)
+
+    timed_out = collect(proc, out, stdin=stdin, timeout=timeout, kill=kill)
+    return completed(out, TIMED_OUT if timed_out else proc.returncode,
+                     time.monotonic() - started, timed_out, backend)
 
 
 def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | None,
-            capture: bool, env: dict[str, str] | None, stdin: bytes | None) -> CompletedRun:
+            capture: bool, env: dict[str, str] | None, stdin: bytes | None,
+            output_limit: int) -> CompletedRun:
     import json
 
     from .. import bwrap as bw
@@ -94,7 +97,8 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
         with open(path, "w") as fh:
             json.dump(doc, fh)
         result = _run([srt, "-s", path, "-c", shlex.join(argv)], cwd=cwd, env=env,
-                      timeout=timeout, capture=capture, stdin=stdin, backend="srt")
+                      timeout=timeout, capture=capture, stdin=stdin, backend="srt",
+                      output_limit=output_limit)
     # srt does not stop a command from creating .git/hooks and the like where
     # none existed: disarm what it created, as the bwrap backend does
     roots = [w for w in plan.writable_roots if os.path.isdir(w)]
@@ -104,4 +108,6 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
     if not capture:
         os.write(2, notes.encode())
     return CompletedRun(result.returncode, result.stdout, result.stderr + notes.encode(),
-                        result.duration, result.timed_out, "srt")
+                        result.duration, result.timed_out, "srt",
+                        stdout_dropped=result.stdout_dropped,
+                        stderr_dropped=result.stderr_dropped)
