@@ -481,6 +481,44 @@ def test_project_venv_pth_control(tmp_path: Path) -> None:
     assert marker.exists()
 
 
+@pytest.mark.parametrize("how", ["interpreter-link", "pyvenv-home"])
+def test_venv_interpreter_from_another_writable_place(tmp_path: Path, how: str) -> None:
+    """Two steps over two repositories: a run in B leaves an ordinary file named
+    ``python3`` (nothing protected); a run in A makes its project's virtualenv use it
+    (the interpreter link, or ``home`` in ``pyvenv.cfg``). B is outside A's roots and
+    still a sandbox's to write: the host's next use of A's interpreter must not run it."""
+    a, b, marker = tmp_path / "a", tmp_path / "b", tmp_path / "ran"
+    a.mkdir()
+    (b / "tools").mkdir(parents=True)
+    r = sandboxed(b, settings_for(tmp_path, b),
+                  f"printf '#!/bin/sh\\ntouch {marker}\\nexec {PY} \"$@\"\\n' > tools/python3 "
+                  "&& chmod +x tools/python3")
+    assert r.returncode == 0, r.stderr
+    plant = (f"mkdir -p .venv/bin && ln -s {b}/tools/python3 .venv/bin/python3" if
+             how == "interpreter-link" else
+             f"mkdir -p .venv/bin && ln -s python3 .venv/bin/python && "
+             f"ln -s {b}/tools/python3 .venv/bin/python3 && "
+             f"printf 'home = {b}/tools\\n' > .venv/pyvenv.cfg")
+    r = sandboxed(a, settings_for(tmp_path, a), plant)
+    assert r.returncode == 0, r.stderr
+    with contextlib.suppress(FileNotFoundError):  # quarantined: nothing there to run
+        subprocess.run([str(a / ".venv/bin/python3"), "-c", "pass"], capture_output=True,
+                       timeout=30)
+    assert not marker.exists(), "the host ran an interpreter another sandbox wrote"
+    assert "protected path" in r.stderr
+
+
+def test_venv_made_in_a_run_stays_usable(tmp_path: Path) -> None:
+    """Control: a virtualenv made inside a run with the host's interpreter is kept."""
+    work = tmp_path / "w"
+    work.mkdir()
+    r = sandboxed(work, settings_for(tmp_path, work), f"{PY} -m venv --without-pip .venv")
+    assert r.returncode == 0, r.stderr
+    ok = subprocess.run([str(work / ".venv/bin/python"), "-c", "print('ok')"],
+                        capture_output=True, text=True, timeout=30)
+    assert ok.stdout == "ok\n", r.stderr + ok.stderr
+
+
 # --- 7. sockets and raw networking from inside (blocked) -----------------------
 
 PROBE = """

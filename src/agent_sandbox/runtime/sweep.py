@@ -214,17 +214,31 @@ def _resolved(path: str) -> str | None:
         return None
 
 
+def _installed_pythons() -> tuple[str, ...]:
+    """Where the host's own Pythons live: the system's (``/usr``) and the one
+    running this (``sys.base_prefix``). Never merely "outside this run's roots":
+    another repository, or a client's private view under ``sandbox agent``, is
+    outside them and still written by sandboxed commands."""
+    import sys
+
+    return tuple(p for p in dict.fromkeys(("/usr", os.path.realpath(sys.base_prefix)))
+                 if p != "/")
+
+
 def _plain_venv_file(path: str, roots: Sequence[str]) -> bool:
     """Whether a virtualenv's start-up file the run made runs nothing the command
     chose, so that a virtualenv made inside a run stays usable: an interpreter
-    link (``bin/python3``) that resolves to a Python outside every writable root,
-    or a ``pyvenv.cfg`` whose every ``home`` is such a folder. Read to judge only;
-    anything else (activate scripts, a copied interpreter) is quarantined."""
+    link (``bin/python3``) that resolves to an installed Python of the host
+    (``_installed_pythons``) outside every writable root, or a ``pyvenv.cfg`` whose
+    every ``home`` is such a folder. Read to judge only; anything else (activate
+    scripts, a copied interpreter, a Python elsewhere) is quarantined."""
     name = os.path.basename(path)
+    installed = _installed_pythons()
 
     def outside(p: str) -> bool:
         real = _resolved(p)
-        return real is not None and not any(_under(real, r) for r in roots)
+        return (real is not None and any(_under(real, t) for t in installed)
+                and not any(_under(real, r) for r in roots))
 
     if name.startswith("python"):
         real = _resolved(path)
