@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -312,3 +313,35 @@ def test_every_tool_in_the_table_reaches_the_engine_as_its_kind(tool: str) -> No
     data = {"tool_name": tool, "tool_input": ti, "cwd": "/r"}
     call = gemini_call(data) if tool in GEMINI_TOOLS else claude_call(data)
     assert call.kind == KINDS[tool]
+
+
+def test_a_planted_link_never_takes_a_call_to_another_repository(tmp_path: Path) -> None:
+    """Two steps: a sandboxed command in repository A links ``sub`` to repository B;
+    the agent's next call, from ``A/sub``, was judged by B's policy and queued in B's
+    queue under A's path. It is refused, and neither queue holds anything."""
+    import subprocess
+
+    a, b = make_repo(tmp_path / "a"), make_repo(tmp_path / "b")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    r = subprocess.run([sys.executable, "-I", "-m", "agent_sandbox", "exec", "--settings",
+                        str(a / ".sandbox/srt-settings.json"), "--", "ln", "-s", str(b), "sub"],
+                       cwd=a, capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    for cmd in ("git push origin main", "ls -la"):  # escalated, and allowed, by B's policy
+        p = run_hook("claude", "pre-tool-use", claude_pre(cmd, a / "sub"))
+        verdict, reason = decision_of(p)
+        assert verdict == "deny" and "goes through the link" in reason, p.stdout
+    for repo in (a, b):
+        assert not any((repo / ".sandbox/escalations/pending").iterdir())
+
+
+def test_links_a_user_made_outside_repositories_still_lead_to_them(tmp_path: Path) -> None:
+    """Controls: a link outside every repository (``~/src -> /data/src``) and a link
+    inside a repository to a folder of the same repository are followed."""
+    a = make_repo(tmp_path / "data" / "a")
+    (a / "releases" / "v2").mkdir(parents=True)
+    (a / "current").symlink_to(a / "releases" / "v2")
+    (tmp_path / "alias").symlink_to(tmp_path / "data")
+    for cwd in (tmp_path / "alias" / "a", a / "current"):
+        p = run_hook("claude", "pre-tool-use", claude_pre("ls -la", cwd))
+        assert decision_of(p)[0] == "allow", (cwd, p.stdout)

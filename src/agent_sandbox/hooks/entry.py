@@ -140,10 +140,13 @@ def find_repo(cwd: str) -> str | None:
     (never a ``.sandbox/`` that merely exists: one could have been planted). The
     registry is the account's (``state_paths.account_home``), as for every other
     reader and ``sandbox init``, whatever ``$HOME`` says."""
-    from ..policy.registry import repository_of
+    from ..policy.registry import CrossedLink, repository_for_call
     from ..state_paths import account_home
 
-    return repository_of(cwd, account_home())
+    try:
+        return repository_for_call(cwd, account_home())
+    except CrossedLink as exc:
+        raise Refusal(str(exc)) from None
 
 
 def load_policy(cwd: str) -> tuple[Any, str | None]:

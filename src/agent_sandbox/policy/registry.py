@@ -67,7 +67,11 @@ def repository_of(cwd: str, home: str) -> str | None:
     repos = set(registered(home))
     if not repos:
         return None
-    d = os.path.realpath(cwd)
+    return _nearest(os.path.realpath(cwd), repos)
+
+
+def _nearest(real: str, repos: set[str]) -> str | None:
+    d = real
     while True:
         if d in repos:
             return d
@@ -75,3 +79,38 @@ def repository_of(cwd: str, home: str) -> str | None:
         if parent == d:
             return None
         d = parent
+
+
+class CrossedLink(ValueError):
+    """A working folder that reaches its repository through a link inside another."""
+
+
+def repository_for_call(cwd: str, home: str) -> str | None:
+    """``repository_of`` for a tool call's working folder, which a sandboxed command
+    may have shaped: a link inside a connected repository (``sub -> ../other``, made
+    by a command there) must not move the call to another repository's policy and
+    queue, or out of every repository. ``CrossedLink`` says which link did; links
+    outside every repository (a user's ``~/src -> /data/src``) are followed."""
+    repos = set(registered(home))
+    if not repos:
+        return None
+    path = os.path.abspath(cwd)
+    real = os.path.realpath(path)
+    found = _nearest(real, repos)
+    if real == path:
+        return found  # no link on the way: nothing to judge
+    here = "/"
+    for part in path.split("/")[1:]:
+        step = os.path.join(here, part)
+        if os.path.islink(step):
+            holder = _nearest(os.path.realpath(here), repos)
+            if holder is not None and _nearest(os.path.realpath(step), repos) != holder:
+                raise CrossedLink(
+                    f"the working folder {cwd} goes through the link {step} inside the "
+                    f"repository {holder} to {os.path.realpath(step)}, "
+                    + (f"the repository {found}" if found else "outside every connected "
+                       "repository")
+                    + ": a link a command may have made never takes a call to another "
+                    "policy (work in the folder itself)")
+        here = step
+    return found
