@@ -331,6 +331,11 @@ def test_a_planted_link_never_takes_a_call_to_another_repository(tmp_path: Path)
         p = run_hook("claude", "pre-tool-use", claude_pre(cmd, a / "sub"))
         verdict, reason = decision_of(p)
         assert verdict == "deny" and "goes through the link" in reason, p.stdout
+    # the same link named as the command's own folder (Codex's workdir), from A itself
+    p = run_hook("codex", "pre-tool-use", claude_pre("", a, tool_input={
+        "command": "git push origin main", "workdir": "sub"}))
+    verdict, reason = decision_of(p)
+    assert verdict == "deny" and "goes through the link" in reason, p.stdout
     for repo in (a, b):
         assert not any((repo / ".sandbox/escalations/pending").iterdir())
 

@@ -237,6 +237,8 @@ def pre_tool(agent: str, event: str, data: dict[str, Any]) -> int:
     except BadInput as exc:
         raise Refusal(f"malformed hook input: {exc}") from None
     policy, repo = load_policy(cwd)
+    if call.cwd != cwd:  # the call's own folder (Codex's workdir): no planted link either
+        find_repo(call.cwd)
     set_deadline(STARTED + hook_deadline(policy.wait) - time.monotonic())
     decision = policy.classify(call)
     verdict = decision.verdict.value
