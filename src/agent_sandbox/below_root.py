@@ -20,13 +20,15 @@ import os
 import shutil
 import stat
 
+from .errors import SandboxError
+
 _FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) \
     | os.O_CLOEXEC
 _FILE = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | os.O_CLOEXEC
 _CHUNK = 1 << 16
 
 
-class NotBelowRoot(OSError):
+class NotBelowRoot(SandboxError, OSError):
     """A path does not stay below the root: a component is a link or not what it
     should be (a folder on the way, a regular file at the end), or the path has
     a ``..``, empty or absolute component. Nothing was read or written through it."""

@@ -21,12 +21,15 @@ SIZE = 400_000_000
 KEEP = 64 * 1024
 
 RUNNER = textwrap.dedent("""
-    import json, resource, sys
+    import json, sys
     from agent_sandbox.queue.runner import run_command
     repo, command = sys.argv[1:]
     rec = run_command(repo, {"id": "20261201T000000-000000000001", "cwd": repo,
                              "params": {"command": command}})
-    rec["peak_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # VmHWM: this process's own peak (ru_maxrss would carry the forking parent's,
+    # which Linux keeps across exec)
+    rec["peak_kib"] = int(next(l for l in open("/proc/self/status")
+                               if l.startswith("VmHWM:")).split()[1])
     print(json.dumps(rec))
 """)
 

@@ -3,7 +3,7 @@
 The command's output is hostile: a command printing hundreds of megabytes (or
 ``/dev/zero`` until the deadline) must not grow the process that runs it. Each
 run happens in a fresh Python process that calls ``run_sandboxed`` and reports
-its own peak resident memory (``ru_maxrss``), judged here, with what it kept."""
+its own peak resident memory (``VmHWM``), judged here, with what it kept."""
 
 from __future__ import annotations
 
@@ -22,13 +22,16 @@ KEEP = 64 * 1024
 
 # Runs ``run_sandboxed`` and prints its result and this process's peak memory.
 HOST = textwrap.dedent("""
-    import json, resource, sys
+    import json, sys
     from agent_sandbox.runtime.run import run_sandboxed
     settings, cwd, backend, timeout, script = sys.argv[1:]
     r = run_sandboxed(["sh", "-c", script], settings, cwd, timeout=float(timeout),
                       backend=backend)
     print(json.dumps({
-        "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        # VmHWM: this process's own peak (ru_maxrss would carry the forking
+        # parent's, which Linux keeps across exec)
+        "peak_kib": int(next(l for l in open("/proc/self/status")
+                             if l.startswith("VmHWM:")).split()[1]),
         "rc": r.returncode, "timed_out": r.timed_out,
         # what the host kept, as long as it is small enough to judge (never all of it)
         "stdout": r.stdout[:1 << 20].decode("latin-1"),

@@ -363,7 +363,7 @@ while True:
     c, _ = s.accept()
     n += 1
     open(os.path.join(hits, f"hit-{n}"), "w").close()
-    c.recv(64)  # the client's hello first: closed before it, the client's send fails (EPIPE)
+    c.recv(64)  # the hello first: closed before it, the send of the client fails (EPIPE)
     c.close()
 """
 
@@ -468,7 +468,7 @@ while True:
     c, _ = s.accept()
     n += 1
     open(os.path.join(hits, f"hit-{n}"), "w").close()
-    c.recv(64)  # the client's hello first: closed before it, the client's send fails (EPIPE)
+    c.recv(64)  # the hello first: closed before it, the send of the client fails (EPIPE)
     c.close()
 """
 

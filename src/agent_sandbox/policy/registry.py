@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 
 from .. import contract
+from ..errors import SandboxError
 from ..quickjson import loads
 
 FILE = "repositories.json"
@@ -81,7 +82,7 @@ def _nearest(real: str, repos: set[str]) -> str | None:
         d = parent
 
 
-class CrossedLink(ValueError):
+class CrossedLink(SandboxError, ValueError):
     """A working folder that reaches its repository through a link inside another."""
 
 
