@@ -78,20 +78,16 @@ def _walk(root: str, parts: list[str], create: bool, mode: int) -> int:
     try:
         for i, name in enumerate(parts):
             try:
-                nfd = os.open(name, _FOLDER, dir_fd=dfd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                try:
-                    os.mkdir(name, mode, dir_fd=dfd)
-                except FileExistsError:
-                    pass  # made meanwhile: opened (and checked) like any other
                 try:
                     nfd = os.open(name, _FOLDER, dir_fd=dfd)
-                except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-                        raise _refuse(root, parts[:i + 1], dfd, name, True) from None
-                    raise
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    try:
+                        os.mkdir(name, mode, dir_fd=dfd)
+                    except FileExistsError:
+                        pass  # made meanwhile: opened (and checked) like any other
+                    nfd = os.open(name, _FOLDER, dir_fd=dfd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
                     raise _refuse(root, parts[:i + 1], dfd, name, True) from None
@@ -159,14 +155,22 @@ def read_file(root: str, rel: str, *, limit: int | None = None) -> bytes:
     return read_file_stat(root, rel, limit=limit)[0]
 
 
+def _parent(root: str, rel: str) -> tuple[int, str] | None:
+    """The folder of ``root/rel`` open (the caller closes it) and the last name, or
+    None when a folder on the way is missing."""
+    folder, name = _split(rel)
+    try:
+        return _walk(root, folder, False, 0), name
+    except FileNotFoundError:
+        return None
+
+
 def lstat(root: str, rel: str) -> os.stat_result | None:
     """The status of ``root/rel`` itself (a link's own), or None when it or a
     folder on the way is missing."""
-    folder, name = _split(rel)
-    try:
-        dfd = _walk(root, folder, False, 0)
-    except FileNotFoundError:
+    if (found := _parent(root, rel)) is None:
         return None
+    dfd, name = found
     try:
         return os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except FileNotFoundError:
@@ -194,11 +198,9 @@ def replace_file(root: str, rel: str, data: bytes, mode: int = 0o600, *,
 def unlink(root: str, rel: str) -> bool:
     """Remove the file (or link: never its target) ``root/rel``; False when it or
     its folder was missing already."""
-    folder, name = _split(rel)
-    try:
-        dfd = _walk(root, folder, False, 0)
-    except FileNotFoundError:
+    if (found := _parent(root, rel)) is None:
         return False
+    dfd, name = found
     try:
         os.unlink(name, dir_fd=dfd)
     except FileNotFoundError:
@@ -211,11 +213,9 @@ def unlink(root: str, rel: str) -> bool:
 def remove_tree(root: str, rel: str) -> bool:
     """Remove ``root/rel`` and everything below it (a file or link there: only
     that). Links inside are removed, never followed. False when missing."""
-    folder, name = _split(rel)
-    try:
-        dfd = _walk(root, folder, False, 0)
-    except FileNotFoundError:
+    if (found := _parent(root, rel)) is None:
         return False
+    dfd, name = found
     try:
         try:
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)

@@ -523,15 +523,8 @@ class BwrapRun:
     def _settle_or_refuse(self, ph: Placeholders) -> None:
         """Before anything is planned: the sweeps earlier runs still owe, done now
         (what they judge must not count as already there for this run), or no start."""
-        from .sweep import OWED, settle
-
         try:
-            if not os.listdir(os.path.join(ph.dir, OWED)):
-                return
-        except OSError:
-            return
-        try:
-            settle(ph.dir, self._recorder, self.notices.append, alive=_run_alive(ph.runs))
+            self._settle(ph)
         except Exception as exc:
             raise SandboxStartError(
                 "an earlier run's check of what its command created could not finish "
@@ -541,9 +534,14 @@ class BwrapRun:
     def _settle_owed(self, ph: Placeholders) -> None:
         """The sweeps of runs killed before theirs, and stuck sandboxes (``reaper``)."""
         from .reaper import reap_stuck
-        from .sweep import OWED, settle
 
         reap_stuck(ph.dir)
+        self._settle(ph)
+
+    def _settle(self, ph: Placeholders) -> None:
+        """The sweeps owed by runs that no longer run, if any (``sweep.settle``)."""
+        from .sweep import OWED, settle
+
         try:
             if not os.listdir(os.path.join(ph.dir, OWED)):
                 return
