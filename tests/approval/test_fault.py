@@ -98,6 +98,8 @@ def judge(q: FolderQueue, log: Path) -> dict[str, int]:
             continue
         status = str(rec["status"])
         figures[status] = figures.get(status, 0) + 1
+        if status == "failed":  # shown with the figures when the test fails
+            print(f"failed {rid}: {rec.get('reason')}")
         token = re.search(r"tok-\d+", rec["request"]["params"]["command"]).group(0)
         seen.add(token)
         approved = (rec.get("decision") or {}).get("decision") == "approve"

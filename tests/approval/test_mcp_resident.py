@@ -61,18 +61,19 @@ def place(monkeypatch: pytest.MonkeyPatch) -> Iterator[Place]:
     try:
         yield p
     finally:
-        # a launcher starts a resident a moment after a miss: keep looking a while,
-        # so that none outlives its folder (a socket no sandbox can locate then
-        # refuses every run that allows sockets by path)
-        deadline = time.monotonic() + 3
-        while True:
-            for pid in residents(p):
+        # a launcher starts a resident a moment after a miss (from a forked child that
+        # waits first): kill every process started with this test's state folder until
+        # none is left, so that no resident outlives its folder (a socket no sandbox can
+        # locate then refuses every run that allows sockets by path)
+        deadline, quiet = time.monotonic() + 10, 0
+        while quiet < 2 and time.monotonic() < deadline:
+            found = started_here(p)
+            for pid in found:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGCONT)
                     os.kill(pid, signal.SIGKILL)
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+            quiet = 0 if found else quiet + 1
+            time.sleep(0.1)
         # the state folder stays: a socket a late resident bound there is then still
         # at its name, where a sandbox that allows sockets by path can mask it; gone,
         # it could not be located and every such run on the machine would be refused
@@ -92,6 +93,19 @@ def residents(p: Place) -> list[int]:
                 out.append(int(d.name))
         except OSError:
             continue
+    return out
+
+
+def started_here(p: Place) -> list[int]:
+    """Every process started with this test's state folder (launchers, the children
+    that start a resident after a delay, residents), this one excepted."""
+    want = f"{contract.STATE_DIR_ENV}={p.base / 'state'}".encode()
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if want in (d / "environ").read_bytes().split(b"\0"):
+                    out.append(int(d.name))
     return out
 
 

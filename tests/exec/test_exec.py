@@ -188,6 +188,22 @@ def test_bwrap_failure_is_125_with_cause_and_never_unsandboxed(tmp_path: Path, s
     assert not (work / "ran").exists()
 
 
+def test_bwrap_failure_in_a_captured_run_quotes_bwrap(tmp_path: Path, settings: Path,
+                                                      work: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # a detached runner has no terminal: what bwrap said is in the error itself
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: Can'\\''t find source path /x: \033[2J' >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("AGENT_SANDBOX_BWRAP", str(fake))
+    with pytest.raises(SandboxStartError) as err:
+        run_sandboxed(["touch", str(work / "ran")], str(settings), cwd=work, capture=True)
+    assert "bwrap said: bwrap: Can't find source path /x" in str(err.value)
+    assert "\033" not in str(err.value)  # shown escaped, never as a terminal control
+    assert not (work / "ran").exists()
+
+
 def test_apparmor_diagnosis_names_the_profile() -> None:
     procfs = {"/proc/sys/kernel/apparmor_restrict_unprivileged_userns": "1"}
     msg = diagnose_userns(procfs.get)

@@ -308,7 +308,7 @@ class BwrapRun:
                 self.proc.wait()
                 hint = diagnose_userns()
                 raise SandboxStartError(
-                    "bubblewrap could not create the sandbox (see its message above)"
+                    f"bubblewrap could not create the sandbox ({self._bwrap_said()})"
                     + (f"; {hint}" if hint else "; check that user namespaces are enabled")
                 ) from None
             try:
@@ -353,7 +353,7 @@ class BwrapRun:
             if not ready:  # bwrap failed before the command
                 self.proc.wait()
                 raise SandboxStartError("the sandbox could not start the command "
-                                        "(see bwrap's message above)")
+                                        f"({self._bwrap_said()})")
             os.write(gate_w, b"go\n")  # the command starts only on this word
         except BaseException:
             if self.proc is not None and self.proc.poll() is None:
@@ -367,6 +367,24 @@ class BwrapRun:
                 if fd >= 0:
                     with suppress(OSError):
                         os.close(fd)
+
+    def _bwrap_said(self) -> str:
+        """bwrap's own message when it failed to set up: quoted from its standard error
+        when that is a pipe this process reads (a captured run: a detached runner has no
+        terminal to show it), else where it went."""
+        pipe = getattr(self.proc, "stderr", None)
+        if pipe is None:
+            return "see bwrap's message above"
+        try:
+            os.set_blocking(pipe.fileno(), False)  # bwrap is gone; never wait on the pipe
+            said = (os.read(pipe.fileno(), 4096) or b"").decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            said = ""
+        if not said:
+            return "bwrap said nothing"
+        from agent_sandbox.display import printable_lines
+
+        return f"bwrap said: {printable_lines(said[-1000:])}"
 
     # proxy -----------------------------------------------------------------
 
