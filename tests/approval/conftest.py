@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,11 @@ from agent_sandbox import contract
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 
-# The registry of connected repositories lives in the user's state folder: this
-# test session gets its own, set before any test module copies the environment
-# for the hooks it starts as subprocesses.
-os.environ[contract.STATE_DIR_ENV] = tempfile.mkdtemp(prefix="agent-sandbox-test-state-")
+# The registry of connected repositories lives in the user's state folder: each
+# worker of the run has its own (tests/conftest.py sets it before any test module
+# copies the environment for the hooks it starts as subprocesses, and removes it
+# at the end).
+assert contract.STATE_DIR_ENV in os.environ, "tests/conftest.py sets the state folder"
 
 BASE_POLICY: dict[str, Any] = {
     "filesystem": {"allow_write": ["."], "deny_read": ["~/.ssh", "**/.env"], "deny_write": [],

@@ -52,6 +52,14 @@ def fresh() -> Scratch:
     return _SCRATCH["s"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _scratch_removed() -> Iterator[None]:
+    yield
+    s = _SCRATCH.pop("s", None)
+    if s is not None:
+        shutil.rmtree(s.root, ignore_errors=True)
+
+
 def engine(s: Scratch, default: str = "allow") -> Policy:
     doc = json.loads(json.dumps(SCRATCH_POLICY))
     doc["commands"]["default"] = default

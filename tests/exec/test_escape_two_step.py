@@ -545,6 +545,49 @@ def test_placeholders_go_when_their_run_ends(tmp_path: Path) -> None:
     assert sorted(os.listdir(a)) == ["ready"]
 
 
+def test_a_placeholder_a_killed_run_left_stays_while_a_run_mounts_on_it(tmp_path: Path) -> None:
+    """Prepared: a run killed before its cleanup leaves its placeholders (``.bashrc``)
+    in its folder. Fired: the next run there mounts read-only on that placeholder, and
+    a short run elsewhere ends meanwhile (a run's cleanup removes what dead runs left
+    unless a live run relies on it). Judged on the host: the placeholder stays while
+    the run that mounts on it lives, so that mount holds and its command writes no
+    ``.bashrc``."""
+    import signal
+    import time
+
+    sandbox = str(REPO / ".venv/bin/sandbox")
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    sa, sb = tmp_path / "sa.json", tmp_path / "sb.json"
+    write_settings(sa, {"filesystem": {"allowWrite": [str(a)]}})
+    write_settings(sb, {"filesystem": {"allowWrite": [str(b)]}})
+
+    def started(script: str) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([sandbox, "exec", "--settings", str(sa), "--", "sh", "-c",
+                                 f"echo x > ready; {script}"], cwd=a)
+        for _ in range(200):
+            if (a / "ready").exists():
+                break
+            time.sleep(0.05)
+        assert (a / "ready").exists()
+        (a / "ready").unlink()
+        return proc
+
+    killed = started("sleep 30")
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(30)
+    assert (a / ".bashrc").exists()  # left behind by the killed run
+    long = started("sleep 2; (echo planted >> .bashrc) 2>/dev/null && echo y > wrote")
+    try:
+        assert run_sandboxed(["true"], sb, b).returncode == 0
+        assert (a / ".bashrc").exists(), "a live run's mount lost the file it sits on"
+    finally:
+        long.wait(30)
+    assert not (a / "wrote").exists()
+    assert not (a / ".bashrc").exists() or b"planted" not in (a / ".bashrc").read_bytes()
+
+
 @pytest.fixture(scope="module", autouse=True)
 def table() -> Any:
     yield

@@ -65,9 +65,13 @@ class Placeholders:
         fcntl.flock(self.mutex, fcntl.LOCK_UN)
 
     def others(self) -> set[str]:
-        """Placeholders that other live runs created (call inside ``with``)."""
-        live, _ = self._scan()
-        return live
+        """Placeholders other runs made or rely on, whether those runs still live or
+        died before their cleanup (call inside ``with``). A plan that mounts on one of
+        them must record that it relies on it (``create``'s ``relied``): a dead run's
+        placeholder is otherwise removed by the next cleanup of any run, and the mount
+        on it goes with the file, while this run's command still runs."""
+        live, dead = self._scan()
+        return live | {p for _, entries in dead for _, p in entries}
 
     def create(self, items: Sequence[tuple[str, str]], relied: Iterable[str] = ()) -> set[str]:
         """Create what is missing (inside ``with``) and record it with the existing
