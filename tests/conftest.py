@@ -42,42 +42,37 @@ STATE_VARIABLES = ("AGENT_SANDBOX_STATE_DIR", "AGENT_SANDBOX_AUDIT_DIR")
 # set on some machines (a desktop session): they would send the agent clients a test
 # starts with a throwaway HOME to the real user's configuration
 HOME_OVERRIDES = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
-# The files that take longest, longest first (seconds of one full run on a loaded
-# 2-core machine, load average 8-10: pytest -n 2 --dist loadfile, per-file sums of
-# the test durations; the srt conformance and escape files have lost about 60 and
-# 50 s since). Handed out first, they overlap with everything else; a file not
-# named here runs after them, in collection order. Only the order changes, never
-# what runs.
+# The files that take longest, longest first (seconds of one full run on this 2-core
+# machine: pytest -n 2 --dist loadfile, per-file sums of the test durations). Handed
+# out first, they overlap with everything else (the pyinfra host beside the Molecule
+# scenario: both hold containers); a file not named here runs after them, in
+# collection order. Only the order changes, never what runs.
 LONGEST_FIRST = (
-    "fleet/test_molecule.py",            # 491: one converged host, every front end
-    "fleet/test_molecule_no_init.py",    # 331
-    "fleet/test_pyinfra_host.py",       # about 80 of test_molecule.py's 491 before it moved here
-    "exec/test_srt_conformance.py",      # 262
-    "agents/test_redteam_agent3.py",     # 219
-    "exec/test_escape.py",               # 149
-    "platforms/test_roles.py",           # 141
-    "agents/test_agent_command.py",      # 104
-    "fleet/test_lint.py",                # 86
-    "agents/test_redteam_agent.py",      # 85
-    "agents/test_real_clients.py",       # 73
-    "agents/test_managed_hosts.py",      # 71
-    "fleet/test_package.py",             # 59
-    "platforms/test_macos_vs_srt.py",    # 58
-    "agents/test_client_tools.py",       # 46
-    "approval/test_differential.py",     # 46
-    "exec/test_redteam.py",              # 38
-    "foundation/test_fuzz.py",           # 31
-    "agents/test_containment.py",        # 28
-    "fleet/test_verify_host.py",         # 25
-    "foundation/test_layer_fuzz.py",     # 25
-    "approval/test_interleavings.py",    # 22
-    "audit/test_concurrency.py",         # 22
-    "exec/test_exec.py",                 # 20
-    "audit/test_cli.py",                 # 20
-    "exec/test_escape_two_step.py",      # 19
-    "agents/test_client_checks.py",      # 19
-    "exec/test_backends.py",             # 19
-    "approval/test_fault.py",            # 15
+    "fleet/test_molecule.py",             # 229: one converged host, every front end
+    "fleet/test_molecule_no_init.py",     # 156
+    "fleet/test_pyinfra_host.py",         # 53
+    "exec/test_srt_conformance.py",       # 128
+    "exec/test_escape.py",                # 101
+    "agents/test_redteam_agent3.py",      # 72
+    "exec/test_escape_two_step.py",       # 67
+    "platforms/test_roles.py",            # 67
+    "agents/test_agent_command.py",       # 53
+    "agents/test_real_clients.py",        # 49
+    "agents/test_redteam_agent.py",       # 43
+    "agents/test_managed_hosts.py",       # 36
+    "approval/test_mcp_resident.py",      # 33
+    "actions/test_actions_e2e.py",        # 32
+    "approval/test_fault.py",             # 32
+    "web/test_browser.py",                # 27
+    "platforms/test_macos_vs_srt.py",     # 25
+    "exec/test_redteam.py",               # 22
+    "approval/test_views.py",             # 21
+    "web/test_load.py",                   # 20
+    "agents/test_containment.py",         # 17
+    "approval/test_write_file.py",        # 17
+    "actions/test_runner.py",             # 17
+    "foundation/test_fuzz.py",            # 15
+    "approval/test_differential.py",      # 14
 )
 
 
