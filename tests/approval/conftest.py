@@ -13,16 +13,13 @@ from typing import Any
 
 import pytest
 
-from agent_sandbox import contract
-
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 
 # The registry of connected repositories lives in the user's state folder: each
-# worker of the run has its own (tests/conftest.py sets it before any test module
-# copies the environment for the hooks it starts as subprocesses, and removes it
-# at the end).
-assert contract.STATE_DIR_ENV in os.environ, "tests/conftest.py sets the state folder"
+# worker of the run has its own (tests/conftest.py sets it when pytest configures,
+# before any test module is collected and copies the environment for the hooks it
+# starts as subprocesses, and removes it at the end).
 
 BASE_POLICY: dict[str, Any] = {
     "filesystem": {"allow_write": ["."], "deny_read": ["~/.ssh", "**/.env"], "deny_write": [],
