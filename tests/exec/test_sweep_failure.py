@@ -126,3 +126,26 @@ def test_notices_quote_names_as_a_terminal_shows_them(box: dict[str, Path]) -> N
     assert "protected path" in err and ".envrc" in err, err
     assert "\x1b" not in err and "\x07" not in err and "\r" not in err
     assert "\\x1b]52" in err
+
+
+def test_a_timed_out_run_is_swept_once_every_process_has_ended(tmp_path: Path) -> None:
+    """A timeout kills bwrap; the sandbox's other processes end a moment later, as
+    the kernel takes the pid namespace down. Prepared: a command with hundreds of
+    processes, some creating protected names without pause. Judged on the host once
+    the runs are over: nothing they created is left armed (the sweep waited for the
+    namespace's init to end, not for bwrap's)."""
+    root = tmp_path / "r"
+    root.mkdir()
+    settings = {"filesystem": {"allowWrite": [str(root)], "denyRead": [], "denyWrite": []},
+                "network": {"allowedDomains": [], "deniedDomains": []}}
+    script = ("for j in $(seq 200); do (while :; do sleep 0.9; done) & done; "
+              "for j in 1 2 3 4 5 6; do (i=0; while :; do i=$((i+1)); "
+              "mkdir -p w$j-$i && echo 'echo planted' > w$j-$i/.bashrc; done) & done; wait")
+    (tmp_path / "s.json").write_text(json.dumps(settings))
+    for _ in range(3):  # the command line's run: its output is the terminal's, not a pipe
+        done = subprocess.run([PY, "-m", "agent_sandbox", "exec", "--timeout", "1",
+                               "--settings", str(tmp_path / "s.json"), "--", "sh", "-c",
+                               script], cwd=root, capture_output=True, timeout=60)
+        assert done.returncode != 0, done.stderr
+    left = sorted(str(p.relative_to(root)) for p in root.glob("*/.bashrc"))
+    assert left == [], left[:5]

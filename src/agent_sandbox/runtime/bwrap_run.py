@@ -192,6 +192,7 @@ class BwrapRun:
         self._seccomp = b""  # the filter this run's sandbox got
         self.relay: Relay | None = None  # standard streams that are files (see Relay)
         self.binder: late_binds.Binder | None = None  # makes the plan's late binds
+        self._pid1fd = -1  # the sandbox's init (a pidfd), from its start to cleanup
 
     # start -----------------------------------------------------------------
 
@@ -304,6 +305,10 @@ class BwrapRun:
                 self.pid1 = int(loads(info)["child-pid"])
                 if self.placeholders is not None:
                     self.placeholders.note_pid(self.pid1)
+                # held while bwrap waits at its block fd: the sandbox's init, whose end
+                # is the end of every process in its pid namespace (``sweep``)
+                with suppress(OSError):
+                    self._pid1fd = os.pidfd_open(self.pid1)
             except (ValueError, KeyError, TypeError):
                 self.proc.wait()
                 hint = diagnose_userns()
@@ -458,6 +463,28 @@ class BwrapRun:
             self.proc.kill()  # --die-with-parent and the pid namespace take the rest
             with suppress(OSError):
                 os.kill(self.proc.pid, signal.SIGKILL)
+        if self._pid1fd >= 0:  # the namespace's init too, without waiting for bwrap's end
+            with suppress(OSError):
+                signal.pidfd_send_signal(self._pid1fd, signal.SIGKILL)
+
+    def _namespace_ended(self, timeout: float = 10.0) -> bool:
+        """Whether every process of the sandbox has ended: its init has (the kernel
+        ends the rest of the pid namespace first). bwrap's own end is not enough when
+        it was killed: the namespace is still being taken down then, and a command
+        that still runs could create what the sweep has just judged."""
+        if self._pid1fd < 0:
+            return True
+        poller = select.poll()
+        poller.register(self._pid1fd, select.POLLIN)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if poller.poll(max(0, int((deadline - time.monotonic()) * 1000))):
+                    return True
+            except InterruptedError:
+                continue
+            if time.monotonic() >= deadline:
+                return False
 
     def sweep(self) -> bool:
         """Disarm protected names the command created below the writable roots;
@@ -468,6 +495,8 @@ class BwrapRun:
             return False
         if not self.measured:
             return True  # the command never ran (see ``measured``)
+        if not self._namespace_ended():
+            return False  # owed: swept by a later start once it has ended
         from .sweep import quarantine
 
         roots = [w for w in self.plan.writable_roots if os.path.isdir(w)]
@@ -500,6 +529,10 @@ class BwrapRun:
             with suppress(OSError):
                 os.unlink(self.owed)
             self.owed = None
+        if self._pid1fd >= 0:
+            with suppress(OSError):
+                os.close(self._pid1fd)
+            self._pid1fd = -1
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None
