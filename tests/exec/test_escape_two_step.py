@@ -588,6 +588,93 @@ def test_a_placeholder_a_killed_run_left_stays_while_a_run_mounts_on_it(tmp_path
     assert not (a / ".bashrc").exists() or b"planted" not in (a / ".bashrc").read_bytes()
 
 
+OUTER_RUNS = {
+    # a command whose root holds the inner root removes the inner run's placeholder
+    "outer-command-removes": "for i in $(seq 200); do [ -e {a}/.bashrc ] && break; "
+                             "sleep 0.05; done; sleep 0.5; rm -f {a}/.bashrc",
+    # a harmless command: the outer run's own sweep meets the inner run's placeholders
+    "outer-sweep": "sleep 2",
+}
+
+
+@pytest.mark.parametrize("outer", sorted(OUTER_RUNS))
+def test_a_nested_run_keeps_its_protected_names_beside_an_outer_run(
+        tmp_path: Path, outer: str) -> None:
+    """Two runs at once, one's root inside the other's, the outer one started first.
+    Prepared: the outer run ends while the inner one runs (its command, or its sweep,
+    meets the placeholders the inner run made after it started). Fired: the inner
+    command writes its protected names as soon as it can. Judged on the host after
+    both: none of them holds what the command wrote."""
+    import time
+
+    sandbox = str(REPO / ".venv/bin/sandbox")
+    x = tmp_path / "x"
+    a = x / "a"
+    a.mkdir(parents=True)
+    sx, sa = tmp_path / "sx.json", tmp_path / "sa.json"
+    write_settings(sx, {"filesystem": {"allowWrite": [str(x)]}})
+    write_settings(sa, {"filesystem": {"allowWrite": [str(a)]}})
+    first = subprocess.Popen([sandbox, "exec", "--settings", str(sx), "--", "sh", "-c",
+                              OUTER_RUNS[outer].format(a=a)], cwd=x,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    inner = ("for i in $(seq 80); do (echo 'echo planted' > .bashrc) 2>/dev/null && break; "
+             "sleep 0.1; done; mkdir -p .vscode; echo planted > .vscode/tasks.json; "
+             "echo planted > .gitconfig; true")
+    try:
+        subprocess.run([sandbox, "exec", "--settings", str(sa), "--", "sh", "-c", inner],
+                       cwd=a, capture_output=True, timeout=60)
+    finally:
+        first.wait(30)
+    for name in (".bashrc", ".gitconfig", ".vscode/tasks.json"):
+        path = a / name
+        assert not path.exists() or b"planted" not in path.read_bytes(), name
+    if outer == "outer-sweep":  # the inner run's placeholders were never the outer's
+        moved = [p.name for p in a.rglob("*") if "quarantine" in p.name]
+        assert moved == [], moved
+
+
+def test_a_killed_outer_runs_owed_sweep_spares_a_nested_runs_placeholders(
+        tmp_path: Path) -> None:
+    """Prepared: an outer run, then a run inside its root; the outer run is killed, so
+    its sweep is owed. Fired: the next start elsewhere does that sweep while the inner
+    run goes on. Judged on the host: the inner run's placeholders stay where they are,
+    and its command writes none of its protected names."""
+    import signal
+    import time
+
+    sandbox = str(REPO / ".venv/bin/sandbox")
+    x, other = tmp_path / "x", tmp_path / "other"
+    a = x / "a"
+    a.mkdir(parents=True)
+    other.mkdir()
+    sx, sa, so = tmp_path / "sx.json", tmp_path / "sa.json", tmp_path / "so.json"
+    write_settings(sx, {"filesystem": {"allowWrite": [str(x)]}})
+    write_settings(sa, {"filesystem": {"allowWrite": [str(a)]}})
+    write_settings(so, {"filesystem": {"allowWrite": [str(other)]}})
+    killed = subprocess.Popen([sandbox, "exec", "--settings", str(sx), "--", "sleep", "30"],
+                              cwd=x, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    inner = subprocess.Popen(
+        [sandbox, "exec", "--settings", str(sa), "--", "sh", "-c",
+         "echo x > ready; for i in $(seq 40); do (echo 'echo planted' > .bashrc) "
+         "2>/dev/null && break; sleep 0.1; done; true"],
+        cwd=a, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            if (a / "ready").exists():
+                break
+            time.sleep(0.05)
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(30)
+        assert run_sandboxed(["true"], so, other).returncode == 0  # settles the owed sweep
+        moved = [p.name for p in a.rglob("*") if "quarantine" in p.name]
+        assert moved == [] and (a / ".bashrc").exists(), moved
+    finally:
+        inner.wait(30)
+    assert b"planted" not in (a / ".bashrc").read_bytes() if (a / ".bashrc").exists() else True
+
+
 @pytest.fixture(scope="module", autouse=True)
 def table() -> Any:
     yield

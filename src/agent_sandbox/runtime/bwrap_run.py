@@ -193,6 +193,7 @@ class BwrapRun:
         self.relay: Relay | None = None  # standard streams that are files (see Relay)
         self.binder: late_binds.Binder | None = None  # makes the plan's late binds
         self._pid1fd = -1  # the sandbox's init (a pidfd), from its start to cleanup
+        self.guarded: set[str] = set()  # the placeholders its read-only mounts sit on
 
     # start -----------------------------------------------------------------
 
@@ -345,12 +346,16 @@ class BwrapRun:
             from . import reaper  # noqa: F401
             from .sweep import identities, owe
 
-            self.before = identities(p.before)
+            # the placeholders it mounts on are judged by identity too: if one goes
+            # (a concurrent command whose root holds it can remove it), its mount goes
+            # with it, and what stands there afterwards is the command's
+            self.guarded = {x for x, _ in p.placeholders} | set(relied)
+            self.before = identities([*p.before, *sorted(self.guarded - set(p.before))])
             self.measured = True
             # owed until this run's own sweep is done (see sweep.settle)
             self.owed = owe(lock_dir, os.path.basename(ph.record),
                             self.home, p.writable_roots, self.before,
-                            [m.path for m in p.mounts])
+                            [m.path for m in p.mounts if m.path not in self.guarded])
             # bwrap's setup is complete once the gate says "ready" and the command still
             # held: the plan's binds left out of bwrap's command line
             # (bwrap_argv.late_binds) are made then, by the helper
@@ -500,9 +505,13 @@ class BwrapRun:
         from .sweep import quarantine
 
         roots = [w for w in self.plan.writable_roots if os.path.isdir(w)]
-        skip = [m.path for m in self.plan.mounts if m.op in ("ro", "hide")]
+        skip = [m.path for m in self.plan.mounts if m.op in ("ro", "hide")
+                and m.path not in self.guarded]
+        ph = self.placeholders
         self.quarantined, notes = quarantine(roots, self.before, self.home, skip,
-                                             recorder=self._recorder)
+                                             recorder=self._recorder,
+                                             lock_dir=ph.dir if ph else None,
+                                             own=ph.record if ph else "")
         self.notices.extend(notes)
         return True
 

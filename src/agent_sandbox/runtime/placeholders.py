@@ -25,7 +25,7 @@ from .process import suppress
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
 
 def private_dir(path: str) -> str:
@@ -243,3 +243,52 @@ def live_pids(runs_dir: str) -> set[int]:
         finally:
             os.close(fd)
     return pids
+
+
+class OthersHeld:
+    """``with OthersHeld(lock_dir, own) as theirs:`` the placeholders every other run
+    made (live or dead), held still by the placeholders' mutex for the block: no run
+    plans or removes one meanwhile. A sweep disarms inside it, sparing them: a
+    placeholder another run made after this one was planned is no creation of this
+    run's command, and moving it would take that run's read-only mount off its
+    protected name. ``theirs(path)`` is true for such a placeholder that is still an
+    empty regular file (whatever a command wrote there is judged as usual)."""
+
+    def __init__(self, lock_dir: str, own: str = "") -> None:
+        self.dir, self.own, self.mutex = lock_dir, own, -1
+
+    def __enter__(self) -> Callable[[str], bool]:
+        made: set[str] = set()
+        try:
+            self.mutex = os.open(os.path.join(self.dir, "placeholders.mutex"),
+                                 os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+            fcntl.flock(self.mutex, fcntl.LOCK_EX)
+            runs = os.path.join(self.dir, "runs")
+            for name in os.listdir(runs):
+                path = os.path.join(runs, name)
+                if path == self.own or os.path.basename(self.own) == name:
+                    continue
+                with suppress(OSError):
+                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+                    try:
+                        made.update(p for k, p in _entries(fd) if k == "f")
+                    finally:
+                        os.close(fd)
+        except OSError:
+            pass  # no lock folder yet: no other run made anything
+
+        def theirs(path: str) -> bool:
+            if path not in made:
+                return False
+            try:
+                st = os.lstat(path)
+            except OSError:
+                return False
+            return stat.S_ISREG(st.st_mode) and st.st_size == 0
+
+        return theirs
+
+    def __exit__(self, *exc: object) -> None:
+        if self.mutex >= 0:
+            os.close(self.mutex)  # the lock goes with it
+            self.mutex = -1

@@ -374,21 +374,28 @@ def _rename_inside(root: str, path: str, ident: Identity | None, stamp: str,
 
 def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
                skip: Iterable[str] = (), *, recorder: Callable[[], Recorder] | None = None,
-               late: bool = False) -> tuple[list[tuple[str, str]], list[str]]:
+               late: bool = False, lock_dir: str | None = None, own: str = ""
+               ) -> tuple[list[tuple[str, str]], list[str]]:
     """``find_new`` then ``disarm``, each move recorded in the audit: (moved, notices).
 
     ``recorder`` opens the audit when something moved or failed; when recording
     fails the rename has already happened, so the failure is a notice, never
     hidden. A path that could not be moved is a notice and an audit record.
-    ``late``: the sweep a killed run owed (``settle``).
+    ``late``: the sweep a killed run owed (``settle``). ``lock_dir``: the runs'
+    lock folder, whose placeholders of other runs (``own`` is this run's record)
+    are spared, held still while the sweep disarms (``placeholders.OthersHeld``).
     """
+    from .placeholders import OthersHeld
+
     found = find_new(roots, before, home, skip)
-    caches = [p for p, why in found if why == CACHE]
-    new = [(p, why) for p, why in found if why != CACHE]
-    why = dict(new)
-    seen = identities(p for p, _ in found)
-    moved, failed = disarm([p for p, _ in new], roots, seen)
-    removed, unremoved = disarm(caches, roots, seen, remove=True)
+    with OthersHeld(lock_dir, own) if lock_dir else _NoneHeld() as theirs:
+        found = [(p, why) for p, why in found if not theirs(p)]
+        caches = [p for p, why in found if why == CACHE]
+        new = [(p, why) for p, why in found if why != CACHE]
+        why = dict(new)
+        seen = identities(p for p, _ in found)
+        moved, failed = disarm([p for p, _ in new], roots, seen)
+        removed, unremoved = disarm(caches, roots, seen, remove=True)
     failed += unremoved
     why.update((p, CACHE) for p in caches)
     said = ("an earlier run ended before its check; it had created" if late
@@ -416,6 +423,16 @@ def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
         except Exception as exc:  # the rename already happened; report, do not hide
             notes.append(f"sandbox: cannot record the quarantine in the audit: {exc}\n")
     return moved, notes
+
+
+class _NoneHeld:
+    """No other run's placeholders to spare (a sweep with no lock folder)."""
+
+    def __enter__(self) -> Callable[[str], bool]:
+        return lambda path: False
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 # A run that starts a sandbox leaves a marker here until its own sweep is done:
@@ -489,7 +506,8 @@ def settle(lock_dir: str, recorder: Callable[[], Recorder] | None = None,
                             now = identities([os.fsdecode(p)]).get(os.fsdecode(p))
                             ident = now if now is not None and now[:2] == ident else ident
                         before[os.fsdecode(p)] = ident
-            done, notes = quarantine(roots, before, home, skip, recorder=recorder, late=True)
+            done, notes = quarantine(roots, before, home, skip, recorder=recorder, late=True,
+                                     lock_dir=lock_dir, own=name)
             moved += done
             for note in notes:
                 if out:

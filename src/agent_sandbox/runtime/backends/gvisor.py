@@ -132,7 +132,10 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
                            private=private_paths(home))
             relied = [m.path for m in plan.mounts if m.path in others]
             plan = bw.without(plan, placeholders.create(plan.placeholders, relied))
-            before = identities(plan.before)
+            # the placeholders its mounts sit on are judged by identity too (see
+            # BwrapRun: one removed meanwhile takes its mount with it)
+            guarded = {x for x, _ in plan.placeholders} | set(relied)
+            before = identities([*plan.before, *sorted(guarded - set(plan.before))])
     except BaseException:
         placeholders.cleanup()
         raise
@@ -173,7 +176,9 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
             proxy.stop()
         close_audit()
         roots = [w for w in plan.writable_roots if os.path.isdir(w)]
-        _, said = quarantine(roots, before, home, [m.path for m in plan.mounts])
+        _, said = quarantine(roots, before, home,
+                             [m.path for m in plan.mounts if m.path not in guarded],
+                             lock_dir=placeholders.dir, own=placeholders.record)
         notes += "".join(said).encode()
         placeholders.cleanup()
     if not capture:
