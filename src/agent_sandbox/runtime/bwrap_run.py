@@ -39,7 +39,7 @@ from .globs import under
 from .host import diagnose_userns, find_bwrap
 from .placeholders import Placeholders
 from .private_state import private_paths
-from .process import Relay, Spawned, no_inherited_fds, read_all, read_line, suppress
+from .process import Relay, Spawned, exited, no_inherited_fds, read_all, read_line, suppress
 from .settings import Settings, loads, require_enforceable
 
 TYPE_CHECKING = False
@@ -472,24 +472,11 @@ class BwrapRun:
             with suppress(OSError):
                 signal.pidfd_send_signal(self._pid1fd, signal.SIGKILL)
 
-    def _namespace_ended(self, timeout: float = 10.0) -> bool:
+    def _namespace_ended(self) -> bool:
         """Whether every process of the sandbox has ended: its init has (the kernel
         ends the rest of the pid namespace first). bwrap's own end is not enough when
-        it was killed: the namespace is still being taken down then, and a command
-        that still runs could create what the sweep has just judged."""
-        if self._pid1fd < 0:
-            return True
-        poller = select.poll()
-        poller.register(self._pid1fd, select.POLLIN)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if poller.poll(max(0, int((deadline - time.monotonic()) * 1000))):
-                    return True
-            except InterruptedError:
-                continue
-            if time.monotonic() >= deadline:
-                return False
+        it was killed: a command still running could create what the sweep judged."""
+        return self._pid1fd < 0 or exited(self._pid1fd, timeout=10.0)
 
     def sweep(self) -> bool:
         """Disarm protected names the command created below the writable roots;

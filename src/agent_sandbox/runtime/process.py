@@ -94,6 +94,24 @@ class Spawned:
                 os.kill(self.pid, signal.SIGKILL)
 
 
+def exited(pidfd: int, timeout: float) -> bool:
+    """Whether the process behind ``pidfd`` has ended, waiting up to ``timeout`` s."""
+    import select
+    import time
+
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if poller.poll(max(0, int((deadline - time.monotonic()) * 1000))):
+                return True
+        except InterruptedError:
+            continue
+        if time.monotonic() >= deadline:
+            return False
+
+
 def read_line(fd: int, limit: int = 64) -> bytes:
     """One line from a pipe (or what came before end-of-file)."""
     data = b""
