@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
 
 from .errors import SandboxError
@@ -222,6 +221,8 @@ def remove_tree(root: str, rel: str) -> bool:
         except FileNotFoundError:
             return False
         if stat.S_ISDIR(st.st_mode):
+            import shutil  # here: a run's start and end load this module, not shutil
+
             if not shutil.rmtree.avoids_symlink_attacks:
                 raise OSError(errno.ENOTSUP, "no link-safe tree removal here")
             shutil.rmtree(name, dir_fd=dfd)

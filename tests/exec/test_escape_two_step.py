@@ -675,6 +675,102 @@ def test_a_killed_outer_runs_owed_sweep_spares_a_nested_runs_placeholders(
     assert b"planted" not in (a / ".bashrc").read_bytes() if (a / ".bashrc").exists() else True
 
 
+def _sandbox(settings: Path, cwd: Path, script: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([str(REPO / ".venv/bin/sandbox"), "exec", "--settings",
+                             str(settings), "--", "sh", "-c", script], cwd=cwd)
+
+
+def _wait_for(path: Path, tries: int = 300) -> None:
+    import time
+
+    for _ in range(tries):
+        if path.exists():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+# An outer run (writable root x, started first) swaps an inner run's root x/a for
+# a link while the inner run lives, once the inner run's placeholders are there.
+_SWAP = ("echo x > ready; i=0; until [ -e a/.bashrc ] || [ $i -ge 400 ]; do sleep 0.05; "
+         "i=$((i+1)); done; sleep 0.3; mv a a.real && ln -s {to} a && echo x > swapped; "
+         "sleep {linger}")
+
+
+def test_a_root_swapped_for_a_link_does_not_steer_its_placeholder_cleanup(
+        tmp_path: Path) -> None:
+    """Prepared: an outer run (root ``x``) waits for an inner run (root ``x/a``) to
+    make its placeholders. Fired: it swaps ``x/a`` for a link to a folder outside
+    every writable root, which holds the user's own empty ``.profile`` and ``.zshrc``
+    and an empty ``.config`` folder (names the inner run made placeholders at); the
+    inner run ends. Judged on the host: the folder holds all it held (a cleanup that
+    removes by path through the link removes them)."""
+    x, victim = tmp_path / "x", tmp_path / "victim"
+    (x / "a").mkdir(parents=True)
+    (victim / ".config").mkdir(parents=True)
+    (victim / ".bashrc").write_text("user bashrc\n")
+    (victim / ".profile").write_bytes(b"")
+    (victim / ".zshrc").write_bytes(b"")
+    before = sorted(os.listdir(victim))
+    sx, sa = tmp_path / "sx.json", tmp_path / "sa.json"
+    write_settings(sx, {"filesystem": {"allowWrite": [str(x)]}})
+    write_settings(sa, {"filesystem": {"allowWrite": [str(x / "a")]}})
+    outer = _sandbox(sx, x, _SWAP.format(to="../victim", linger=0))
+    try:
+        _wait_for(x / "ready")
+        inner = subprocess.run([str(REPO / ".venv/bin/sandbox"), "exec", "--settings",
+                                str(sa), "--", "sleep", "3"], cwd=tmp_path, timeout=60)
+        assert inner.returncode == 0
+    finally:
+        outer.wait(60)
+    assert (x / "swapped").exists() and (x / "a").is_symlink()  # the swap happened
+    assert sorted(os.listdir(victim)) == before
+    assert (victim / ".bashrc").read_text() == "user bashrc\n"
+
+
+def test_a_root_swapped_for_a_link_to_a_live_run_leaves_that_runs_placeholders(
+        tmp_path: Path) -> None:
+    """Prepared: a run C (root ``c``) tries to write its protected ``.bashrc`` over
+    and over; an outer run (root ``x``) waits for an inner run (root ``x/a``) to make
+    its placeholders. Fired: the outer run swaps ``x/a`` for a link to ``c``; the
+    inner run ends (its cleanup would reach C's placeholders by path through the
+    link). Judged on the host: C's placeholders stay while C lives, so its read-only
+    mounts hold and its command never writes ``.bashrc``."""
+    x, c = tmp_path / "x", tmp_path / "c"
+    (x / "a").mkdir(parents=True)
+    c.mkdir()
+    sx, sa, sc = tmp_path / "sx.json", tmp_path / "sa.json", tmp_path / "sc.json"
+    write_settings(sx, {"filesystem": {"allowWrite": [str(x)]}})
+    write_settings(sa, {"filesystem": {"allowWrite": [str(x / "a")]}})
+    write_settings(sc, {"filesystem": {"allowWrite": [str(c)]}})
+    live = _sandbox(sc, c, "echo x > ready; i=0; until [ -e stop ] || [ $i -ge 600 ]; do "
+                           "(echo PWNED > .bashrc) 2>/dev/null && echo y > wrote; sleep 0.05; "
+                           "i=$((i+1)); done")
+    outer = None
+    try:
+        _wait_for(c / "ready")
+        placeholders = sorted(n for n in os.listdir(c) if n not in ("ready", "stop"))
+        assert ".bashrc" in placeholders
+        outer = _sandbox(sx, x, _SWAP.format(to="../c", linger=4))
+        _wait_for(x / "ready")
+        inner = subprocess.run([str(REPO / ".venv/bin/sandbox"), "exec", "--settings",
+                                str(sa), "--", "sleep", "1"], cwd=tmp_path, timeout=60)
+        assert inner.returncode == 0
+        assert (x / "swapped").exists() and (x / "a").is_symlink()  # the swap happened
+        import time
+
+        time.sleep(1)  # C's command goes on trying
+        assert sorted(n for n in os.listdir(c) if n not in ("ready", "stop")) == placeholders
+        (c / "stop").write_bytes(b"")
+    finally:
+        (c / "stop").write_bytes(b"")
+        live.wait(60)
+        if outer is not None:
+            outer.wait(60)
+    assert not (c / "wrote").exists(), "C's command wrote its protected .bashrc"
+    assert not (c / ".bashrc").exists() or b"PWNED" not in (c / ".bashrc").read_bytes()
+
+
 @pytest.fixture(scope="module", autouse=True)
 def table() -> Any:
     yield

@@ -11,7 +11,16 @@ placeholders are gone when it ends, whatever else is running.
 The lock folder is read-only in every sandbox (``contract.state_paths``) and
 must be a private folder of this user: checked before any record in it is read.
 This module never removes anything but an empty file or an empty folder that a
-record says a run created.
+record says a run created, and only the one it created: a record holds each
+placeholder's identity (device and inode) beside its path, and removal walks the
+path from ``/`` one folder at a time without following any link, so a folder on
+the way swapped for a link (by a command that can write above a root) leads
+nowhere: what is there is left in place. Records of earlier releases hold paths
+only (``f``/``d`` entries): read still, removed through the same walk.
+
+Record entries, each ending in a NUL: ``F<dev>:<ino>:<path>`` and ``D...`` a
+file and a folder this run made, ``U...`` one it relies on (``f``, ``d``, ``u``
+without the identity), ``p<pid>`` a process of the run.
 """
 
 from __future__ import annotations
@@ -20,12 +29,30 @@ import fcntl
 import os
 import stat
 
+from ..below_root import open_folder
 from .errors import SandboxStartError
 from .process import suppress
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
+
+Ident = tuple[int, int]  # (st_dev, st_ino)
+
+
+class Entry:
+    """One entry of a run's record: ``kind`` "f" (a file it made), "d" (a folder it
+    made), "u" (a placeholder it relies on) or "p" (a process of it)."""
+
+    __slots__ = ("ident", "kind", "path")
+
+    def __init__(self, kind: str, path: str, ident: Ident | None = None) -> None:
+        self.kind, self.path, self.ident = kind, path, ident
+
+    def line(self) -> str:
+        if self.ident is None:
+            return f"{self.kind}{self.path}\0"  # paths hold no NUL
+        return f"{self.kind.upper()}{self.ident[0]}:{self.ident[1]}:{self.path}\0"
 
 
 def private_dir(path: str) -> str:
@@ -50,7 +77,7 @@ class Placeholders:
                              os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         self.record = ""
         self.fd = -1
-        self.created: list[tuple[str, str]] = []
+        self.created: list[tuple[str, str]] = []  # (path, kind)
 
     def __enter__(self) -> Placeholders:
         fcntl.flock(self.mutex, fcntl.LOCK_EX)
@@ -70,8 +97,8 @@ class Placeholders:
         them must record that it relies on it (``create``'s ``relied``): a dead run's
         placeholder is otherwise removed by the next cleanup of any run, and the mount
         on it goes with the file, while this run's command still runs."""
-        live, dead = self._scan()
-        return live | {p for _, entries in dead for _, p in entries}
+        live, _, dead = self._scan()
+        return live | {e.path for _, entries in dead for e in entries}
 
     def create(self, items: Sequence[tuple[str, str]], relied: Iterable[str] = ()) -> set[str]:
         """Create what is missing (inside ``with``) and record it with the existing
@@ -80,15 +107,15 @@ class Placeholders:
         if self.fd < 0:
             raise RuntimeError("Placeholders.create outside its lock")
         impossible: set[str] = set()
-        lines = [f"u{p}\0" for p in relied]
+        lines = [Entry("u", p, _identity(p)).line() for p in relied]
         present: set[str] = set()  # folders seen to exist (most placeholders share one)
         for path, kind in items:
             made = _make(path, kind, present)
             if made is None:
                 impossible.add(path)
                 continue
-            self.created += made
-            lines += [f"{k}{m}\0" for m, k in made]  # paths hold no NUL
+            self.created += [(e.path, e.kind) for e in made]
+            lines += [e.line() for e in made]
         if lines:
             os.write(self.fd, os.fsencode("".join(lines)))
         return impossible
@@ -98,11 +125,12 @@ class Placeholders:
         if self.fd >= 0:
             os.write(self.fd, f"p{pid}\0".encode())
 
-    def _scan(self) -> tuple[set[str], list[tuple[str, list[tuple[str, str]]]]]:
-        """(paths live runs rely on, [(record, entries)] of dead runs). Call with
-        the mutex held."""
+    def _scan(self) -> tuple[set[str], set[Ident], list[tuple[str, list[Entry]]]]:
+        """(paths live runs rely on, their identities, [(record, entries)] of dead
+        runs). Call with the mutex held."""
         live: set[str] = set()
-        dead: list[tuple[str, list[tuple[str, str]]]] = []
+        ids: set[Ident] = set()
+        dead: list[tuple[str, list[Entry]]] = []
         for name in os.listdir(self.runs):
             path = os.path.join(self.runs, name)
             if path == self.record:
@@ -116,12 +144,18 @@ class Placeholders:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:  # its run is alive
-                    live.update(p for _, p in entries)
+                    for e in entries:
+                        if e.kind != "p":
+                            live.add(e.path)
+                            # an entry of an earlier release: what is there now
+                            ident = e.ident if e.ident is not None else _identity(e.path)
+                            if ident is not None:
+                                ids.add(ident)
                     continue
-                dead.append((path, [(k, p) for k, p in entries if k in "df"]))
+                dead.append((path, [e for e in entries if e.kind in "fd"]))
             finally:
                 os.close(fd)
-        return live, dead
+        return live, ids, dead
 
     def cleanup(self) -> None:
         """Remove this run's placeholders and dead runs' ones nobody relies on; a
@@ -132,20 +166,12 @@ class Placeholders:
             return
         try:
             fcntl.flock(self.mutex, fcntl.LOCK_EX)
-            live, dead = self._scan()
-            mine = [(k, p) for k, p in _entries(self.fd) if k in "df"]
+            live, ids, dead = self._scan()
+            mine = [e for e in _entries(self.fd) if e.kind in "fd"]
             for record, entries in [*dead, (self.record, mine)]:
-                kept = [(k, p) for k, p in entries if p in live]
-                for kind, path in reversed(entries):
-                    if path in live:
-                        continue
-                    with suppress(OSError):
-                        if kind == "d":
-                            os.rmdir(path)
-                        else:
-                            st = os.lstat(path)
-                            if stat.S_ISREG(st.st_mode) and st.st_size == 0:
-                                os.unlink(path)
+                kept = [e for e in reversed(entries)  # files before their folders
+                        if _remove_unless_relied(e, live, ids)]
+                kept.reverse()
                 with suppress(OSError):
                     if kept:
                         _rewrite(record, kept)
@@ -157,33 +183,106 @@ class Placeholders:
             os.close(self.mutex)
 
 
-def _rewrite(record: str, entries: list[tuple[str, str]]) -> None:
+def _open_parent(path: str) -> tuple[int, str] | None:
+    """The folder of the absolute ``path``, open (the caller closes it), reached
+    from ``/`` without following any link, and the last name; None when a folder
+    on the way is missing, a link or not a folder."""
+    folder, name = os.path.split(path)
+    if not os.path.isabs(path) or not name:
+        return None
+    try:
+        return open_folder("/", folder.lstrip("/")), name
+    except OSError:  # NotBelowRoot (a link, a non-folder) included
+        return None
+
+
+def _identity(path: str) -> Ident | None:
+    """The identity of what is at ``path`` itself, reached without following any
+    link; None when nothing is reached so."""
+    if (found := _open_parent(path)) is None:
+        return None
+    dfd, name = found
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError:
+        return None
+    finally:
+        os.close(dfd)
+    return st.st_dev, st.st_ino
+
+
+def _remove_unless_relied(e: Entry, live: set[str], ids: set[Ident]) -> bool:
+    """Remove the placeholder ``e`` records, unless a live run relies on it (its
+    path or its identity in a live run's record): True then (the entry stays in
+    its record). Removed only when reached without following any link, still the
+    one made (its identity, when recorded), and still empty (a file) or removable
+    (a folder: only an empty one is); otherwise left in place and forgotten."""
+    if e.path in live or (e.ident is not None and e.ident in ids):
+        return True
+    if (found := _open_parent(e.path)) is None:
+        return False  # gone, or a link on the way: nothing of ours reached there
+    dfd, name = found
+    try:
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except OSError:
+            return False
+        if (st.st_dev, st.st_ino) in ids:
+            return True
+        if e.ident is not None and (st.st_dev, st.st_ino) != e.ident:
+            return False  # not the one this run made
+        with suppress(OSError):
+            if e.kind == "d" and stat.S_ISDIR(st.st_mode):
+                os.rmdir(name, dir_fd=dfd)
+            elif e.kind == "f" and stat.S_ISREG(st.st_mode) and st.st_size == 0:
+                os.unlink(name, dir_fd=dfd)
+        return False
+    finally:
+        os.close(dfd)
+
+
+def _rewrite(record: str, entries: list[Entry]) -> None:
     tmp = f"{record}.new"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW,
                  0o600)
     try:
-        os.write(fd, os.fsencode("".join(f"{k}{p}\0" for k, p in entries)))
+        os.write(fd, os.fsencode("".join(e.line() for e in entries)))
     finally:
         os.close(fd)
     os.rename(tmp, record)
 
 
-def _entries(fd: int) -> list[tuple[str, str]]:
+def _entries(fd: int) -> list[Entry]:
     os.lseek(fd, 0, os.SEEK_SET)
     data = b""
     while chunk := os.read(fd, 65536):
         data += chunk
-    return [(r[0], r[1:]) for r in os.fsdecode(data).split("\0") if len(r) > 1]
+    out: list[Entry] = []
+    for r in os.fsdecode(data).split("\0"):
+        if len(r) < 2:
+            continue
+        if r[0] not in "FDU":
+            out.append(Entry(r[0], r[1:]))
+            continue
+        dev, ino, path = [*r[1:].split(":", 2), "", ""][:3]
+        if dev.isdigit() and ino.isdigit() and path:
+            out.append(Entry(r[0].lower(), path, (int(dev), int(ino))))
+    return out
 
 
-def _make(path: str, kind: str, present: set[str] | None = None
-          ) -> list[tuple[str, str]] | None:
+def _made(path: str, kind: str) -> Entry:
+    """The entry of the folder just made at ``path``, with its identity."""
+    st = os.stat(path, follow_symlinks=False)
+    return Entry(kind, path, (st.st_dev, st.st_ino))
+
+
+def _make(path: str, kind: str, present: set[str] | None = None) -> list[Entry] | None:
     """Create a placeholder (and its missing parents: the planner asks only for
-    paths inside a writable root); what was created, or None when this user may
-    not create it (neither can the sandboxed command). ``present``: folders already
-    seen to exist, which this adds to."""
+    paths inside a writable root); what was created, with identities, or None when
+    this user may not create it (neither can the sandboxed command). ``present``:
+    folders already seen to exist, which this adds to."""
     present = set() if present is None else present
-    made: list[tuple[str, str]] = []
+    made: list[Entry] = []
     parent = os.path.dirname(path)
     missing = []
     while parent != "/" and parent not in present and not os.path.lexists(parent):
@@ -199,15 +298,20 @@ def _make(path: str, kind: str, present: set[str] | None = None
     try:
         for d in reversed(missing):
             os.mkdir(d, 0o755)
-            made.append((d, "d"))
+            made.append(_made(d, "d"))
         present.update(missing)
         present.add(parent)
         if kind == "d":
             os.mkdir(path, 0o755)
+            made.append(_made(path, "d"))
         else:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                             | os.O_CLOEXEC, 0o444))
-        made.append((path, kind))
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o444)
+            try:
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+            made.append(Entry("f", path, (st.st_dev, st.st_ino)))
     except FileExistsError:
         pass
     except OSError as exc:
@@ -239,7 +343,8 @@ def live_pids(runs_dir: str) -> set[int]:
                 continue  # nobody holds it: a dead run's
             except OSError:
                 pass
-            pids.update(int(p) for k, p in _entries(fd) if k == "p" and p.isdigit())
+            pids.update(int(e.path) for e in _entries(fd)
+                        if e.kind == "p" and e.path.isdigit())
         finally:
             os.close(fd)
     return pids
@@ -251,14 +356,15 @@ class OthersHeld:
     plans or removes one meanwhile. A sweep disarms inside it, sparing them: a
     placeholder another run made after this one was planned is no creation of this
     run's command, and moving it would take that run's read-only mount off its
-    protected name. ``theirs(path)`` is true for such a placeholder that is still an
-    empty regular file (whatever a command wrote there is judged as usual)."""
+    protected name. ``theirs(path)`` is true for such a placeholder that is still the
+    empty regular file that run made (whatever a command wrote or put there is judged
+    as usual)."""
 
     def __init__(self, lock_dir: str, own: str = "") -> None:
         self.dir, self.own, self.mutex = lock_dir, own, -1
 
     def __enter__(self) -> Callable[[str], bool]:
-        made: set[str] = set()
+        made: dict[str, Ident | None] = {}
         try:
             self.mutex = os.open(os.path.join(self.dir, "placeholders.mutex"),
                                  os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
@@ -271,7 +377,7 @@ class OthersHeld:
                 with suppress(OSError):
                     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
                     try:
-                        made.update(p for k, p in _entries(fd) if k == "f")
+                        made.update((e.path, e.ident) for e in _entries(fd) if e.kind == "f")
                     finally:
                         os.close(fd)
         except OSError:
@@ -284,7 +390,9 @@ class OthersHeld:
                 st = os.lstat(path)
             except OSError:
                 return False
-            return stat.S_ISREG(st.st_mode) and st.st_size == 0
+            want = made[path]  # None: an earlier release's record, path only
+            return (stat.S_ISREG(st.st_mode) and st.st_size == 0
+                    and (want is None or want == (st.st_dev, st.st_ino)))
 
         return theirs
 
