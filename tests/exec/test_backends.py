@@ -178,6 +178,50 @@ def test_gvisor_backend_timeout(tmp_path: Path, gvisor_env: None) -> None:
 
 
 @pytest.mark.slow
+def test_gvisor_backend_keeps_the_tools_on_path_read_only(tmp_path: Path, gvisor_env: None,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A folder of the caller's PATH inside a writable root is the runtime's protected
+    set in gVisor as in bwrap. Prepared: a gVisor run plants ``git`` there and appends
+    to a tool. Fired: the user's next ``git`` on the host. Judged on the host."""
+    work = tmp_path / "w"
+    tools = work / "tools"
+    tools.mkdir(parents=True)
+    (tools / "mytool").write_text("#!/bin/sh\necho real\n")
+    (tools / "mytool").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    s = write_settings(tmp_path / "s.json", {"filesystem": {"allowWrite": [str(work)]}})
+    script = ("printf '#!/bin/sh\\necho planted\\n' > tools/git; chmod +x tools/git; "
+              "echo 'echo hijacked' >> tools/mytool; true")
+    run_sandboxed(["sh", "-c", script], s, work, backend="gvisor", timeout=120)
+    assert not (tools / "git").exists()
+    assert (tools / "mytool").read_text() == "#!/bin/sh\necho real\n"
+
+
+@pytest.mark.slow
+def test_gvisor_backend_hides_denied_reads_below_a_read_only_working_folder(
+        tmp_path: Path, gvisor_env: None) -> None:
+    """The working folder outside every writable root comes in read-only, with what the
+    plan hides below it hidden too. Judged on the host: a copy into the writable root
+    holds the readable file (the control) and never the denied one."""
+    cwd, work = tmp_path / "c", tmp_path / "w"
+    cwd.mkdir()
+    work.mkdir()
+    token = secrets.token_hex(8)
+    (cwd / "secret.txt").write_text(token)
+    (cwd / "keys").mkdir()
+    (cwd / "keys" / "id").write_text(token)
+    (cwd / "ok.txt").write_text("fine")
+    s = write_settings(tmp_path / "s.json", {"filesystem": {
+        "allowWrite": [str(work)], "denyRead": [str(cwd / "secret.txt"), str(cwd / "keys")]}})
+    script = (f"cat secret.txt keys/id > {work}/copy 2>/dev/null; cat ok.txt > {work}/ok; "
+              "true")
+    run_sandboxed(["sh", "-c", script], s, cwd, backend="gvisor", timeout=120)
+    assert (work / "ok").read_text() == "fine"
+    assert token not in ((work / "copy").read_text() if (work / "copy").exists() else "")
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(not SRT.exists(), reason="srt is not installed (make setup)")
 def test_srt_backend_timeout_takes_the_sandbox_down(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:

@@ -67,8 +67,23 @@ def gvisor_mounts(plan: Plan, cwd: str) -> list[dict[str, Any]]:
                 {"Type": "tmpfs", "Target": m.path, "ReadOnly": True} if m.kind == "d"
                 else {"Type": "bind", "Source": "/dev/null", "Target": m.path, "ReadOnly": True})
     if not any(cwd == r or cwd.startswith(r.rstrip("/") + "/") for r in roots):
-        by_target.setdefault(cwd, {"Type": "bind", "Source": cwd, "Target": cwd,
-                                   "ReadOnly": True})
+        # read-only, with what the plan hides below it hidden here too (denied reads,
+        # credentials, the runtime's private state); inside a hidden folder, nothing
+        hidden_above = any(m.op == "hide" and (cwd == m.path or cwd.startswith(
+            m.path.rstrip("/") + "/")) for m in plan.mounts)
+        by_target.setdefault(cwd, {"Type": "tmpfs", "Target": cwd, "ReadOnly": True}
+                             if hidden_above else
+                             {"Type": "bind", "Source": cwd, "Target": cwd, "ReadOnly": True})
+        below = [] if hidden_above else [
+            m for m in plan.mounts if m.op in ("hide", "show") and m.path != cwd
+            and m.path.startswith(cwd.rstrip("/") + "/")]
+        for m in below:  # plan order: a folder shown inside a hidden one comes after it
+            by_target[m.path] = (
+                {"Type": "bind", "Source": m.path, "Target": m.path, "ReadOnly": True}
+                if m.op == "show" else
+                {"Type": "tmpfs", "Target": m.path, "ReadOnly": True} if m.kind == "d"
+                else {"Type": "bind", "Source": "/dev/null", "Target": m.path,
+                      "ReadOnly": True})
     return [by_target[t] for t in sorted(by_target, key=lambda t: (t.count("/"), t))]
 
 
@@ -109,6 +124,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
 
     from .. import bwrap as bw
     from .. import fsview
+    from ..bwrap_run import runtime_paths, tool_dirs
     from ..placeholders import Placeholders
     from ..settings import require_enforceable
     from ..sweep import identities, quarantine
@@ -128,7 +144,10 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     try:
         with placeholders:  # plan under the lock: see Placeholders
             others = placeholders.others()
+            # the same protected set as bwrap's: the runtime's own state, lock and
+            # installation folders, and the tools on PATH below a writable root
             plan = bw.plan(settings, home=home, cwd=cwd, fs=fsview.RealFs(),
+                           protect=runtime_paths(home, settings.source), tools=tool_dirs(),
                            private=private_paths(home))
             relied = [m.path for m in plan.mounts if m.path in others]
             plan = bw.without(plan, placeholders.create(plan.placeholders, relied))
