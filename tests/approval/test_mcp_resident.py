@@ -74,11 +74,10 @@ def place(monkeypatch: pytest.MonkeyPatch) -> Iterator[Place]:
                     os.kill(pid, signal.SIGKILL)
             quiet = 0 if found else quiet + 1
             time.sleep(0.1)
-        # with every process gone, no socket is bound in the state folder any more and
-        # it goes too; else it stays: a socket a late resident bound there is then still
+        # the state folder stays: a socket a late resident bound there is then still
         # at its name, where a sandbox that allows sockets by path can mask it; gone,
         # it could not be located and every such run on the machine would be refused
-        shutil.rmtree(base if quiet >= 2 else base / "repo", ignore_errors=True)
+        shutil.rmtree(base / "repo", ignore_errors=True)
 
 
 def residents(p: Place) -> list[int]:

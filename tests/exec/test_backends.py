@@ -178,6 +178,42 @@ def test_gvisor_backend_timeout(tmp_path: Path, gvisor_env: None) -> None:
 
 
 @pytest.mark.slow
+def test_a_killed_gvisor_run_is_ended_and_swept_by_the_next_start(tmp_path: Path,
+                                                                    gvisor_env: None) -> None:
+    """The container outlives a killed caller (it runs under the podman service).
+    Prepared: a gVisor run whose command writes protected names after a pause; its
+    caller is killed first. Fired: the next start, another run elsewhere. Judged on
+    the host: that start ended the container and did the owed sweep, so no protected
+    name the command wrote is left armed, then or later."""
+    import signal
+    import sys
+    import time
+
+    work, other = tmp_path / "w", tmp_path / "o"
+    work.mkdir()
+    other.mkdir()
+    s = write_settings(tmp_path / "s.json", {"filesystem": {"allowWrite": [str(work)]}})
+    so = write_settings(tmp_path / "so.json", {"filesystem": {"allowWrite": [str(other)]}})
+    script = ("echo x > started; sleep 3; mkdir -p sub; echo 'echo planted' > sub/.envrc; "
+              "sleep 2; echo 'echo planted' > sub/.bashrc")
+    caller = subprocess.Popen([sys.executable, "-m", "agent_sandbox", "exec", "--backend",
+                               "gvisor", "--settings", str(s), "--", "sh", "-c", script],
+                              cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(600):
+        if (work / "started").exists():
+            break
+        time.sleep(0.05)
+    assert (work / "started").exists()
+    caller.send_signal(signal.SIGKILL)
+    caller.wait(30)
+    time.sleep(3.5)  # the command has written .envrc by now
+    assert run_sandboxed(["true"], so, other).returncode == 0  # the next start
+    time.sleep(2.5)  # and would have written .bashrc, had its container lived on
+    armed = [p.name for p in (work / "sub").glob("*")] if (work / "sub").exists() else []
+    assert ".envrc" not in armed and ".bashrc" not in armed, armed
+
+
+@pytest.mark.slow
 def test_gvisor_backend_keeps_the_tools_on_path_read_only(tmp_path: Path, gvisor_env: None,
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:

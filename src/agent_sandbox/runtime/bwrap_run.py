@@ -23,7 +23,6 @@ failure before the command starts raises ``SandboxStartError``.
 from __future__ import annotations
 
 import _signal as signal
-import fcntl
 import os
 import select
 import sys
@@ -37,7 +36,7 @@ from . import fsview, late_binds
 from .errors import SandboxStartError
 from .globs import under
 from .host import diagnose_userns, find_bwrap
-from .placeholders import Placeholders
+from .placeholders import Placeholders, run_alive
 from .private_state import private_paths
 from .process import Relay, Spawned, exited, no_inherited_fds, read_all, read_line, suppress
 from .settings import Settings, loads, require_enforceable
@@ -133,21 +132,11 @@ def prepare(p: bw.Plan, command: Sequence[str], cwd: str, env: dict[str, str] | 
     return argv, full_env
 
 
-def _run_alive(runs_dir: str) -> Callable[[str], bool]:
-    def alive(name: str) -> bool:
-        try:
-            fd = os.open(os.path.join(runs_dir, name), os.O_RDONLY | os.O_CLOEXEC
-                         | os.O_NOFOLLOW)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return False
-        except OSError:
-            return True
-        finally:
-            os.close(fd)
-    return alive
+def end_container(url: str, name: str, home: str) -> None:
+    """``sweep.settle``'s ``end``: the container a killed gVisor run left running."""
+    from .podman import end_orphan
+
+    end_orphan(url, name, home)
 
 
 class BwrapRun:
@@ -594,4 +583,5 @@ class BwrapRun:
                 return
         except OSError:
             return
-        settle(ph.dir, self._recorder, self.notices.append, alive=_run_alive(ph.runs))
+        settle(ph.dir, self._recorder, self.notices.append, alive=run_alive(ph.runs),
+               end=end_container)

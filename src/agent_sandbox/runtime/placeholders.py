@@ -400,3 +400,21 @@ class OthersHeld:
         if self.mutex >= 0:
             os.close(self.mutex)  # the lock goes with it
             self.mutex = -1
+
+
+def run_alive(runs_dir: str) -> Callable[[str], bool]:
+    """Whether the run of record ``name`` still runs (its record is locked)."""
+    def alive(name: str) -> bool:
+        try:
+            fd = os.open(os.path.join(runs_dir, name), os.O_RDONLY | os.O_CLOEXEC
+                         | os.O_NOFOLLOW)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except OSError:
+            return True
+        finally:
+            os.close(fd)
+    return alive

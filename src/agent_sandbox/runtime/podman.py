@@ -170,3 +170,26 @@ def remove(client: Any, cid: str) -> bool:
                               params={"force": True, "v": True})
     code = int(resp.status_code)
     return code < 300 or code == 404
+
+
+def end_orphan(url: str, name: str, home: str) -> None:
+    """End the container ``name`` that a killed gVisor run left running (its API at
+    ``url``: this user's warm service, started again when it has stopped since; the
+    container outlives it). Raises ``SandboxStartError`` when it cannot be ended."""
+    import os
+
+    if url.startswith("unix://") and not os.path.exists(url[len("unix://"):]):
+        url = service("host" if "/host-" in url else "none", home).url
+    try:
+        client = docker_client(url, 60)
+        try:
+            gone = remove(client, name)
+        finally:
+            client.close()
+    except SandboxStartError:
+        raise
+    except Exception as exc:  # the SDK's and requests' own types
+        raise SandboxStartError(f"the container {name} of a killed run could not be "
+                                f"ended: {exc}") from None
+    if not gone:
+        raise SandboxStartError(f"the container {name} of a killed run could not be removed")

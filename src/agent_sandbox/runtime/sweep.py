@@ -444,12 +444,17 @@ MARK_V2 = b"agent-sandbox-owed 2"  # an older release's: identities were (device
 
 
 def owe(lock_dir: str, name: str, home: str, roots: Sequence[str],
-        before: Mapping[str, Identity], skip: Iterable[str]) -> str:
-    """Leave the marker for one run (``name``: its run record's); its path."""
+        before: Mapping[str, Identity], skip: Iterable[str],
+        container: tuple[str, str] | None = None) -> str:
+    """Leave the marker for one run (``name``: its run record's); its path.
+    ``container``: (API URL, name) of the container the command runs in, which
+    outlives a killed caller: ended before the owed sweep (``settle``'s ``end``)."""
     folder = os.path.join(lock_dir, OWED)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     path = os.path.join(folder, name)
     data = b"\0".join([MARK, b"H" + os.fsencode(home),
+                       *([b"U" + os.fsencode(container[0]), b"N" + os.fsencode(container[1])]
+                         if container else []),
                        *(b"R" + os.fsencode(r) for r in roots),
                        *(b"S" + os.fsencode(x) for x in skip),
                        *(b"B" + b"".join(b"%d:" % x for x in ident) + os.fsencode(p)
@@ -465,9 +470,11 @@ def owe(lock_dir: str, name: str, home: str, roots: Sequence[str],
 
 def settle(lock_dir: str, recorder: Callable[[], Recorder] | None = None,
            out: Callable[[str], object] | None = None,
-           alive: Callable[[str], bool] | None = None) -> list[tuple[str, str]]:
+           alive: Callable[[str], bool] | None = None,
+           end: Callable[[str, str, str], None] | None = None) -> list[tuple[str, str]]:
     """Do the sweeps that runs killed before theirs left owed. ``alive(name)``
-    says whether the run that left a marker still runs (its marker is skipped)."""
+    says whether the run that left a marker still runs (its marker is skipped);
+    ``end(url, name, home)`` ends the container a killed gVisor run left running."""
     folder = os.path.join(lock_dir, OWED)
     try:
         names = sorted(os.listdir(folder))
@@ -506,6 +513,13 @@ def settle(lock_dir: str, recorder: Callable[[], Recorder] | None = None,
                             now = identities([os.fsdecode(p)]).get(os.fsdecode(p))
                             ident = now if now is not None and now[:2] == ident else ident
                         before[os.fsdecode(p)] = ident
+            url = next((os.fsdecode(f[1:]) for f in fields if f[:1] == b"U"), "")
+            box = next((os.fsdecode(f[1:]) for f in fields if f[:1] == b"N"), "")
+            if box:  # a container still running the command: ended first, or no sweep
+                if end is None:
+                    raise OSError(errno.EBUSY, f"the container {box} of a killed run may "
+                                  "still run; a gVisor run ends it")
+                end(url, box, home)
             done, notes = quarantine(roots, before, home, skip, recorder=recorder, late=True,
                                      lock_dir=lock_dir, own=name)
             moved += done

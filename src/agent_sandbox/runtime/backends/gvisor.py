@@ -124,10 +124,10 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
 
     from .. import bwrap as bw
     from .. import fsview
-    from ..bwrap_run import runtime_paths, tool_dirs
-    from ..placeholders import Placeholders
+    from ..bwrap_run import end_container, runtime_paths, tool_dirs
+    from ..placeholders import Placeholders, run_alive
     from ..settings import require_enforceable
-    from ..sweep import identities, quarantine
+    from ..sweep import identities, owe, quarantine, settle
 
     require_enforceable(settings, "gvisor")
     started = time.monotonic()
@@ -141,6 +141,16 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
         url = service.url
     docker = import_docker(url)
     placeholders = Placeholders(contract.lock_dir(home))
+    said_late: list[str] = []
+    try:
+        # the sweeps killed runs still owe (their containers ended first), or no start
+        settle(placeholders.dir, None, said_late.append, alive=run_alive(placeholders.runs),
+               end=end_container)
+    except Exception as exc:
+        placeholders.cleanup()
+        raise SandboxStartError(
+            "an earlier run's check of what its command created could not finish "
+            f"({type(exc).__name__}: {exc}); no sandbox starts until it does") from None
     try:
         with placeholders:  # plan under the lock: see Placeholders
             others = placeholders.others()
@@ -162,17 +172,24 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     proxy = None
     out = bounded(output_limit)
     close_audit: Callable[[], None] = lambda: None  # noqa: E731
-    notes = b""
+    notes = "".join(said_late).encode()
+    skip = [m.path for m in plan.mounts if m.path not in guarded]
+    # owed until this run's sweep is done: a caller killed meanwhile leaves its
+    # container running under the service; the next start ends it, then sweeps
+    box = f"agent-sandbox-{os.path.basename(placeholders.record).replace('.', '-')}"
+    owed = ""
     try:
         try:
+            owed = owe(placeholders.dir, os.path.basename(placeholders.record), home,
+                       plan.writable_roots, before, skip, container=(url, box))
             client = docker_client(url, max(60, int(timeout or 0) + 30))
             opts = gvisor_container_options(argv, plan, cwd, proxy=wants_proxy,
                                             runtime=None if service else "runsc")
-            container = client.containers.create(**opts)
+            container = client.containers.create(name=box, **opts)
             if wants_proxy:
                 proxy, close_audit = _gvisor_proxy(client, container, settings)
             container.start()
-        except docker.errors.DockerException as exc:
+        except (docker.errors.DockerException, OSError) as exc:
             raise SandboxStartError(f"gVisor container could not start: {exc}") from None
         timed_out = False
         try:
@@ -195,10 +212,12 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
             proxy.stop()
         close_audit()
         roots = [w for w in plan.writable_roots if os.path.isdir(w)]
-        _, said = quarantine(roots, before, home,
-                             [m.path for m in plan.mounts if m.path not in guarded],
+        _, said = quarantine(roots, before, home, skip,
                              lock_dir=placeholders.dir, own=placeholders.record)
         notes += "".join(said).encode()
+        if owed:
+            with contextlib.suppress(OSError):
+                os.unlink(owed)
         placeholders.cleanup()
     if not capture:
         os.write(2, notes)
