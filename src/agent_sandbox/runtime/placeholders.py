@@ -215,8 +215,8 @@ def _remove_unless_relied(e: Entry, live: set[str], ids: set[Ident]) -> bool:
     """Remove the placeholder ``e`` records, unless a live run relies on it (its
     path or its identity in a live run's record): True then (the entry stays in
     its record). Removed only when reached without following any link, still the
-    one made (its identity, when recorded), and still empty (a file) or removable
-    (a folder: only an empty one is); otherwise left in place and forgotten."""
+    one made (its identity, when recorded: then whatever it holds; else only when
+    still empty), a folder only when empty; otherwise left in place and forgotten."""
     if e.path in live or (e.ident is not None and e.ident in ids):
         return True
     if (found := _open_parent(e.path)) is None:
@@ -234,7 +234,11 @@ def _remove_unless_relied(e: Entry, live: set[str], ids: set[Ident]) -> bool:
         with suppress(OSError):
             if e.kind == "d" and stat.S_ISDIR(st.st_mode):
                 os.rmdir(name, dir_fd=dfd)
-            elif e.kind == "f" and stat.S_ISREG(st.st_mode) and st.st_size == 0:
+            elif e.kind == "f" and stat.S_ISREG(st.st_mode) and (
+                    st.st_size == 0 or e.ident is not None):
+                # the one made (its identity): whatever it holds now came in through
+                # another name for it (a hard link a command made), after the sweeps
+                # that judge it; the protected name goes, that other name keeps it
                 os.unlink(name, dir_fd=dfd)
         return False
     finally:
