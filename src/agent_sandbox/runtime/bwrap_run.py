@@ -333,13 +333,9 @@ class BwrapRun:
             # owed marker, both before the gate below lets the command run, and the
             # modules the cleanup needs.
             from . import reaper  # noqa: F401
-            from .sweep import identities, owe
+            from .sweep import measure, owe
 
-            # the placeholders it mounts on are judged by identity too: if one goes
-            # (a concurrent command whose root holds it can remove it), its mount goes
-            # with it, and what stands there afterwards is the command's
-            self.guarded = {x for x, _ in p.placeholders} | set(relied)
-            self.before = identities([*p.before, *sorted(self.guarded - set(p.before))])
+            self.guarded, self.before = measure(p, relied)
             self.measured = True
             # owed until this run's own sweep is done (see sweep.settle)
             self.owed = owe(lock_dir, os.path.basename(ph.record),
@@ -559,29 +555,38 @@ class BwrapRun:
     def _settle_or_refuse(self, ph: Placeholders) -> None:
         """Before anything is planned: the sweeps earlier runs still owe, done now
         (what they judge must not count as already there for this run), or no start."""
-        try:
-            self._settle(ph)
-        except Exception as exc:
-            raise SandboxStartError(
-                "an earlier run's check of what its command created could not finish "
-                f"({type(exc).__name__}: {exc}); no sandbox starts until it does: remove "
-                "what the message names, then run again") from None
+        settle_or_refuse(ph, self._recorder, self.notices.append)
 
     def _settle_owed(self, ph: Placeholders) -> None:
         """The sweeps of runs killed before theirs, and stuck sandboxes (``reaper``)."""
         from .reaper import reap_stuck
 
         reap_stuck(ph.dir)
-        self._settle(ph)
+        settle_owed(ph, self._recorder, self.notices.append)
 
-    def _settle(self, ph: Placeholders) -> None:
-        """The sweeps owed by runs that no longer run, if any (``sweep.settle``)."""
-        from .sweep import OWED, settle
 
-        try:
-            if not os.listdir(os.path.join(ph.dir, OWED)):
-                return
-        except OSError:
+def settle_owed(ph: Placeholders, recorder: Callable[[], Callable[[dict[str, Any]], None]]
+                | None, out: Callable[[str], object]) -> None:
+    """The sweeps owed by runs that no longer run, if any (``sweep.settle``), the
+    containers killed gVisor runs left running ended first."""
+    from .sweep import OWED, settle
+
+    try:
+        if not os.listdir(os.path.join(ph.dir, OWED)):
             return
-        settle(ph.dir, self._recorder, self.notices.append, alive=run_alive(ph.runs),
-               end=end_container)
+    except OSError:
+        return
+    settle(ph.dir, recorder, out, alive=run_alive(ph.runs), end=end_container)
+
+
+def settle_or_refuse(ph: Placeholders, recorder: Callable[[], Callable[[dict[str, Any]], None]]
+                     | None, out: Callable[[str], object]) -> None:
+    """``settle_owed`` before a run is planned, by either backend; a sweep that cannot
+    be done refuses the start."""
+    try:
+        settle_owed(ph, recorder, out)
+    except Exception as exc:
+        raise SandboxStartError(
+            "an earlier run's check of what its command created could not finish "
+            f"({type(exc).__name__}: {exc}); no sandbox starts until it does: remove "
+            "what the message names, then run again") from None

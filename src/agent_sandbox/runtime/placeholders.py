@@ -29,6 +29,7 @@ import fcntl
 import os
 import stat
 
+from ..below_root import lstat as lstat_below
 from ..below_root import open_folder
 from .errors import SandboxStartError
 from .process import suppress
@@ -197,18 +198,16 @@ def _open_parent(path: str) -> tuple[int, str] | None:
 
 
 def _identity(path: str) -> Ident | None:
-    """The identity of what is at ``path`` itself, reached without following any
-    link; None when nothing is reached so."""
-    if (found := _open_parent(path)) is None:
+    """The identity of what is at the absolute ``path`` itself, reached without
+    following any link (``below_root.lstat`` from ``/``); None when nothing is
+    reached so."""
+    if not os.path.isabs(path):
         return None
-    dfd, name = found
     try:
-        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-    except OSError:
+        st = lstat_below("/", path.lstrip("/"))
+    except OSError:  # NotBelowRoot (a link, a non-folder) included
         return None
-    finally:
-        os.close(dfd)
-    return st.st_dev, st.st_ino
+    return None if st is None else (st.st_dev, st.st_ino)
 
 
 def _remove_unless_relied(e: Entry, live: set[str], ids: set[Ident]) -> bool:

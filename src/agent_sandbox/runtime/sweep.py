@@ -46,6 +46,8 @@ TYPE_CHECKING = False  # collections.abc would load collections on the exec fast
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
+    from .bwrap import Plan
+
     Recorder = Callable[[dict[str, object]], None]
 
 Identity = tuple[int, ...]
@@ -135,6 +137,16 @@ class SweepFs(RealFs):
         except (OSError, ValueError):
             return None
         return "d" if stat.S_ISDIR(st.st_mode) else "f"
+
+
+def measure(plan: Plan, relied: Iterable[str]) -> tuple[set[str], dict[str, Identity]]:
+    """What a run's sweep judges by, taken once its placeholders exist: the
+    placeholders its read-only mounts sit on (its own and those it relies on: one
+    removed meanwhile takes its mount with it, and what stands there afterwards is
+    the command's), and the identities of those and of the protected entries the
+    plan found."""
+    guarded = {x for x, _ in plan.placeholders} | set(relied)
+    return guarded, identities([*plan.before, *sorted(guarded - set(plan.before))])
 
 
 def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,

@@ -124,10 +124,10 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
 
     from .. import bwrap as bw
     from .. import fsview
-    from ..bwrap_run import end_container, runtime_paths, tool_dirs
-    from ..placeholders import Placeholders, run_alive
+    from ..bwrap_run import runtime_paths, settle_or_refuse, tool_dirs
+    from ..placeholders import Placeholders
     from ..settings import require_enforceable
-    from ..sweep import identities, owe, quarantine, settle
+    from ..sweep import measure, owe, quarantine
 
     require_enforceable(settings, "gvisor")
     started = time.monotonic()
@@ -143,14 +143,10 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     placeholders = Placeholders(contract.lock_dir(home))
     said_late: list[str] = []
     try:
-        # the sweeps killed runs still owe (their containers ended first), or no start
-        settle(placeholders.dir, None, said_late.append, alive=run_alive(placeholders.runs),
-               end=end_container)
-    except Exception as exc:
+        settle_or_refuse(placeholders, None, said_late.append)  # as bwrap's start does
+    except BaseException:
         placeholders.cleanup()
-        raise SandboxStartError(
-            "an earlier run's check of what its command created could not finish "
-            f"({type(exc).__name__}: {exc}); no sandbox starts until it does") from None
+        raise
     try:
         with placeholders:  # plan under the lock: see Placeholders
             others = placeholders.others()
@@ -161,10 +157,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
                            private=private_paths(home))
             relied = [m.path for m in plan.mounts if m.path in others]
             plan = bw.without(plan, placeholders.create(plan.placeholders, relied))
-            # the placeholders its mounts sit on are judged by identity too (see
-            # BwrapRun: one removed meanwhile takes its mount with it)
-            guarded = {x for x, _ in plan.placeholders} | set(relied)
-            before = identities([*plan.before, *sorted(guarded - set(plan.before))])
+            guarded, before = measure(plan, relied)
     except BaseException:
         placeholders.cleanup()
         raise
