@@ -519,15 +519,36 @@ def test_a_marker_in_the_lock_folder_is_honoured(tmp_path: Path,
     assert case.judge(ctx)
 
 
-def test_placeholders_go_when_their_run_ends(tmp_path: Path) -> None:
-    """A short run in one folder leaves nothing behind while a long run goes on in
-    another (each run removes its own placeholders)."""
+def _sandbox(settings: Path, cwd: Path, script: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([str(REPO / ".venv/bin/sandbox"), "exec", "--settings",
+                             str(settings), "--", "sh", "-c", script], cwd=cwd)
+
+
+def _wait_for(path: Path, tries: int = 300) -> None:
+    import time
+
+    for _ in range(tries):
+        if path.exists():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+def _two_roots(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+    """Folders ``a`` and ``b`` and the settings making each the writable root."""
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
     sa, sb = tmp_path / "sa.json", tmp_path / "sb.json"
     write_settings(sa, {"filesystem": {"allowWrite": [str(a)]}})
     write_settings(sb, {"filesystem": {"allowWrite": [str(b)]}})
+    return a, b, sa, sb
+
+
+def test_placeholders_go_when_their_run_ends(tmp_path: Path) -> None:
+    """A short run in one folder leaves nothing behind while a long run goes on in
+    another (each run removes its own placeholders)."""
+    a, b, sa, sb = _two_roots(tmp_path)
     long = subprocess.Popen([str(REPO / ".venv/bin/sandbox"), "exec", "--settings", str(sa),
                              "--", "sh", "-c", "echo x > ready; sleep 3"], cwd=a)
     try:
@@ -553,24 +574,12 @@ def test_a_placeholder_a_killed_run_left_stays_while_a_run_mounts_on_it(tmp_path
     the run that mounts on it lives, so that mount holds and its command writes no
     ``.bashrc``."""
     import signal
-    import time
 
-    sandbox = str(REPO / ".venv/bin/sandbox")
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir()
-    b.mkdir()
-    sa, sb = tmp_path / "sa.json", tmp_path / "sb.json"
-    write_settings(sa, {"filesystem": {"allowWrite": [str(a)]}})
-    write_settings(sb, {"filesystem": {"allowWrite": [str(b)]}})
+    a, b, sa, sb = _two_roots(tmp_path)
 
     def started(script: str) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen([sandbox, "exec", "--settings", str(sa), "--", "sh", "-c",
-                                 f"echo x > ready; {script}"], cwd=a)
-        for _ in range(200):
-            if (a / "ready").exists():
-                break
-            time.sleep(0.05)
-        assert (a / "ready").exists()
+        proc = _sandbox(sa, a, f"echo x > ready; {script}")
+        _wait_for(a / "ready", tries=200)
         (a / "ready").unlink()
         return proc
 
@@ -673,21 +682,6 @@ def test_a_killed_outer_runs_owed_sweep_spares_a_nested_runs_placeholders(
     finally:
         inner.wait(30)
     assert b"planted" not in (a / ".bashrc").read_bytes() if (a / ".bashrc").exists() else True
-
-
-def _sandbox(settings: Path, cwd: Path, script: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([str(REPO / ".venv/bin/sandbox"), "exec", "--settings",
-                             str(settings), "--", "sh", "-c", script], cwd=cwd)
-
-
-def _wait_for(path: Path, tries: int = 300) -> None:
-    import time
-
-    for _ in range(tries):
-        if path.exists():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never appeared")
 
 
 # An outer run (writable root x, started first) swaps an inner run's root x/a for
