@@ -219,9 +219,11 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
 
 def _logs(container: Any, out: BoundedOutput, capture: bool) -> None:
     """The container's output, streamed: kept within ``out``'s bound when
-    captured, else written through as it is read."""
+    captured, else written through as it is read. The container has ended, so
+    nothing is followed (podman's follow polls every 250 ms for the end)."""
     for n, fd in ((0, 1), (1, 2)):
-        for chunk in container.logs(stdout=n == 0, stderr=n == 1, stream=True):
+        for chunk in container.logs(stdout=n == 0, stderr=n == 1, stream=True,
+                                    follow=False):
             if capture:
                 out.feed(n, chunk)
             else:
