@@ -29,7 +29,7 @@ test-fast: setup
 	$(PYTEST) -m "not slow"
 
 lint: setup
-	$(VENV)/bin/ruff check src tests bench scripts
+	$(VENV)/bin/ruff check src tests bench scripts plugins roles
 	$(VENV)/bin/mypy
 	$(PY) scripts/role_docs.py --check
 	$(VENV)/bin/ansible-lint --profile production --nocolor

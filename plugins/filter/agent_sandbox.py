@@ -3,18 +3,15 @@
 ``agent_sandbox_render(inventory_dir, host)`` renders one host with
 ``agent_sandbox.fleet.FleetRenderer`` (the same code path as ``sandbox render``
 and the pyinfra deploy) and returns ``{target: {content_b64, mode, kind,
-sha256, owner}}``; the roles install those bytes with ``ansible.builtin.copy``,
-so check mode, ``--diff`` and idempotence come from Ansible itself.
+sha256, owner}}``; the Linux and macOS roles install those bytes with the project's module
+``agent_sandbox_files`` (``plugins/modules``): one call for every file, with
+check mode and ``--diff``.
 
 Helpers: ``agent_sandbox_manifest`` (the manifest.json bytes ``sandbox render``
 writes), ``agent_sandbox_select`` (artifacts of some kinds, as a sorted list; a kind
 not in ``agent_sandbox.contract.ARTIFACT_KINDS`` fails the task),
 ``agent_sandbox_dirs`` (the parent folders to create, with owners),
-``agent_sandbox_probe_argv`` / ``agent_sandbox_stale`` (one command that reads
-every managed file's mode, owner and SHA-256 on the host, so only files that
-differ go through ``ansible.builtin.copy``: a converged host costs one command,
-not two modules per file) and ``agent_sandbox_init_flags`` (``sandbox init``
-flags for the enabled agents).
+and ``agent_sandbox_init_flags`` (``sandbox init`` flags for the enabled agents).
 
 These filters never touch a host and never fall back to partial output: any
 spec or inventory problem fails the task with the renderer's own message.
@@ -138,61 +135,13 @@ def agent_sandbox_select(rendered: dict[str, dict[str, Any]], include: list[str]
     ]
 
 
-# A POSIX shell probe (coreutils only): one line per existing folder ("D path")
-# and per regular file ("F mode uid:gid sha256 path"). Arguments: the paths to probe.
-PROBE = (
-    'for p in "$@"; do '
-    'if [ -d "$p" ] && [ ! -L "$p" ]; then printf "D %s\\n" "$p"; '
-    'elif [ -f "$p" ] && [ ! -L "$p" ]; then '
-    'printf "F %s %s %s %s\\n" "$(stat -c %a "$p")" "$(stat -c %u:%g "$p")" '
-    '"$(sha256sum < "$p" | cut -d" " -f1)" "$p"; fi; done'
-)
-
-
-def _probe_lines(probe: Any) -> tuple[set[str], dict[str, tuple[int, str, str]]]:
-    dirs: set[str] = set()
-    files: dict[str, tuple[int, str, str]] = {}
-    lines = probe if isinstance(probe, list) else str(probe or "").splitlines()
-    for line in lines:
-        if line.startswith("D "):
-            dirs.add(line[2:])
-        elif line.startswith("F "):
-            parts = line[2:].split(" ", 3)
-            if len(parts) == 4:
-                files[parts[3]] = (int(parts[0], 8), parts[1], parts[2])
-    return dirs, files
-
-
-def agent_sandbox_probe_argv(selected: list[dict[str, Any]]) -> list[str]:
-    """The command (argv) that runs PROBE on every target and parent folder of the
-    selected artifacts."""
-    paths = {a["target"] for a in selected} | {os.path.dirname(a["target"]) for a in selected}
-    return ["sh", "-c", PROBE, "sh", *sorted(p for p in paths if p)]
-
-
-def agent_sandbox_stale(selected: list[dict[str, Any]], probe: Any) -> list[dict[str, Any]]:
-    """The selected artifacts whose bytes, mode or root ownership differ on the host
-    (or that are missing), according to the PROBE output. Only a shortcut: copy
-    still installs (and reports) each stale file; an unreadable probe makes every
-    file stale, never none."""
-    _, files = _probe_lines(probe)
-    out = []
-    for art in selected:
-        found = files.get(art["target"])
-        if found != (int(art["mode"], 8), "0:0", art["sha256"]):
-            out.append(art)
-    return out
-
-
-def agent_sandbox_dirs(selected: list[dict[str, Any]], probe: Any = None) -> list[dict[str, Any]]:
+def agent_sandbox_dirs(selected: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Parent folders of the selected artifacts (sorted, unique), each with the owner
-    of the files in it (None for system folders); with a PROBE output, only the
-    folders that do not exist yet."""
-    existing, _ = _probe_lines(probe) if probe is not None else (set(), {})
+    of the files in it (None for system folders)."""
     out: dict[str, str | None] = {}
     for art in selected:
         parent = os.path.dirname(art["target"])
-        if parent and parent not in out and parent not in existing:
+        if parent and parent not in out:
             out[parent] = art.get("owner")
     return [{"path": p, "owner": o} for p, o in sorted(out.items())]
 
@@ -207,6 +156,4 @@ class FilterModule:
             "agent_sandbox_select": agent_sandbox_select,
             "agent_sandbox_init_flags": agent_sandbox_init_flags,
             "agent_sandbox_dirs": agent_sandbox_dirs,
-            "agent_sandbox_probe_argv": agent_sandbox_probe_argv,
-            "agent_sandbox_stale": agent_sandbox_stale,
         }

@@ -128,31 +128,3 @@ def test_bad_spec_fails_the_task_with_the_renderer_message(tmp_path: Path) -> No
 def test_init_flags_follow_the_enabled_agents() -> None:
     assert filters.agent_sandbox_init_flags(str(DEMO), "sandbox-demo-1") == [
         "--claude", "--codex", "--cursor", "--gemini", "--mcp"]
-
-
-def test_probe_finds_only_files_that_differ(tmp_path: Path) -> None:
-    rendered = filters.agent_sandbox_render(str(DEMO), "sandbox-demo-1")
-    selected = filters.agent_sandbox_select(rendered, include=["srt-settings", "policy"])
-    argv = filters.agent_sandbox_probe_argv(selected)
-    assert argv[:2] == ["sh", "-c"] and "/etc/agent-sandbox" in argv
-    # run the real probe on a copy of the files under tmp_path (owned by root here)
-    root = tmp_path / "host"
-    moved = []
-    for art in selected:
-        path = root / art["target"].lstrip("/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(base64.b64decode(art["content_b64"]))
-        path.chmod(int(art["mode"], 8))
-        moved.append({**art, "target": str(path)})
-    probe = subprocess.run(filters.agent_sandbox_probe_argv(moved), capture_output=True,
-                           text=True, check=True).stdout
-    assert filters.agent_sandbox_stale(moved, probe) == []
-    assert filters.agent_sandbox_dirs(moved, probe) == []
-    Path(moved[0]["target"]).write_text("edited by hand\n")
-    Path(moved[1]["target"]).chmod(0o666)
-    probe = subprocess.run(filters.agent_sandbox_probe_argv(moved), capture_output=True,
-                           text=True, check=True).stdout
-    assert [a["target"] for a in filters.agent_sandbox_stale(moved, probe)] == [
-        moved[0]["target"], moved[1]["target"]]
-    # no usable probe output: everything is stale, never nothing
-    assert len(filters.agent_sandbox_stale(moved, "garbage")) == len(moved)

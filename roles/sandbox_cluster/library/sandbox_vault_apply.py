@@ -29,7 +29,9 @@ options:
     type: dict
     required: true
   engine_config:
-    description: Optional engine configuration (kubernetes_host, kubernetes_ca_cert, ...), applied when different.
+    description: >-
+      Optional engine configuration (kubernetes_host, kubernetes_ca_cert, ...),
+      applied when different.
     type: dict
   timeout:
     description: Seconds to wait for the server.

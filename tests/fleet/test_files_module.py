@@ -1,0 +1,184 @@
+"""The roles' file installer (``plugins/modules/agent_sandbox_files.py``), run as
+Ansible runs a module (its arguments in a JSON file), on folders below a
+temporary root.
+
+- it writes only what differs, reports each change (and a diff), and writes
+  nothing in check mode;
+- a folder in a user's home can hold links the user made: the converge, as root,
+  never follows them (the user prepares the link, the next converge fires);
+  links root made in root's folders are followed (macOS's /etc);
+- bad input (JSON that does not parse, content that does not match its SHA-256,
+  an unknown owner, a target that is a folder) fails and writes nothing at all.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import pwd
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import DEMO, REPO
+
+MODULE = REPO / "plugins" / "modules" / "agent_sandbox_files.py"
+USER = "nobody"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="installs files as root")
+
+
+def item(target: str, content: bytes, mode: str = "0644", **extra: Any) -> dict[str, Any]:
+    return {"target": target, "content_b64": base64.b64encode(content).decode(),
+            "mode": mode, "sha256": hashlib.sha256(content).hexdigest(), **extra}
+
+
+def run(tmp: Path, files: list[dict[str, Any]], *, check: bool = False, diff: bool = False,
+        **params: Any) -> dict[str, Any]:
+    args = tmp / "args.json"
+    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {
+        "files": files, "root": str(tmp / "root"), "_ansible_check_mode": check,
+        "_ansible_diff": diff, **params}}))
+    proc = subprocess.run([sys.executable, str(MODULE), str(args)], capture_output=True,
+                          text=True, timeout=60)
+    out: dict[str, Any] = json.loads(proc.stdout)
+    return out
+
+
+def user_folder(path: Path) -> None:
+    pw = pwd.getpwnam(USER)
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, pw.pw_uid, pw.pw_gid)
+
+
+def test_writes_what_differs_and_nothing_in_check_mode(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    files = [item("/etc/agent-sandbox/policy.json", b'{"a": 1}\n'),
+             item("/etc/agent-sandbox/exec.json", b'{"b": 2}\n', "0600")]
+    dry = run(tmp_path, files, check=True, diff=True)
+    assert dry["changed"] and not root.exists()
+    assert [c["change"] for c in dry["changes"]] == ["created", "created"]
+    assert dry["diff"][0]["after"] == '{"a": 1}\n'
+
+    first = run(tmp_path, files)
+    assert first["changed"], first
+    policy = root / "etc/agent-sandbox/policy.json"
+    assert policy.read_bytes() == b'{"a": 1}\n'
+    assert (root / "etc/agent-sandbox/exec.json").stat().st_mode & 0o7777 == 0o600
+    assert (root / "etc/agent-sandbox").stat().st_mode & 0o7777 == 0o755
+    assert not [p for p in policy.parent.iterdir() if ".agent-sandbox-" in p.name]
+
+    again = run(tmp_path, files, check=True)
+    assert again["changed"] is False and again["changes"] == []
+    assert run(tmp_path, files)["changed"] is False
+
+    policy.chmod(0o666)
+    (root / "etc/agent-sandbox/exec.json").write_bytes(b'{"b": 3}\n')
+    fixed = run(tmp_path, files, diff=True)
+    assert {c["target"]: c["change"] for c in fixed["changes"]} == {
+        "/etc/agent-sandbox/policy.json": "mode/owner",
+        "/etc/agent-sandbox/exec.json": "updated"}
+    assert fixed["diff"] == [{"before_header": "/etc/agent-sandbox/exec.json",
+                              "after_header": "/etc/agent-sandbox/exec.json",
+                              "before": '{"b": 3}\n', "after": '{"b": 2}\n'}]
+    assert policy.stat().st_mode & 0o7777 == 0o644
+
+
+def test_folders_made_in_a_home_are_the_users(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    user_folder(root / "home" / "dev")
+    pw = pwd.getpwnam(USER)
+    target = "/home/dev/.config/Claude/claude_desktop_config.json"
+    assert run(tmp_path, [item(target, b"{}\n", owner=USER)])["changed"]
+    made = root / "home/dev/.config"
+    assert (made.stat().st_uid, (made / "Claude").stat().st_uid) == (pw.pw_uid, pw.pw_uid)
+    assert (root / target.lstrip("/")).stat().st_uid == 0  # the file stays root's
+    mine = run(tmp_path, [item(target, b"{}\n", owner=USER)], home_user_owns_files=True)
+    assert [c["change"] for c in mine["changes"]] == ["mode/owner"]
+    assert (root / target.lstrip("/")).stat().st_uid == pw.pw_uid
+
+
+def test_a_link_a_user_made_in_their_home_is_never_followed(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    victim = root / "etc" / "cron.d"
+    victim.mkdir(parents=True)
+    home = root / "home" / "dev"
+    user_folder(home)
+    # step 1, as the user: ~/.codex is a link to a root folder
+    (home / ".codex").symlink_to(victim)
+    os.lchown(home / ".codex", pwd.getpwnam(USER).pw_uid, -1)
+    files = [item("/etc/agent-sandbox/policy.json", b"{}\n"),
+             item("/home/dev/.codex/config.toml", b"x = 1\n", owner=USER)]
+    # step 2, the converge as root: refused, and nothing at all written
+    out = run(tmp_path, files)
+    assert out.get("failed") and "a link a user could have made" in out["msg"], out
+    assert "nothing was written" in out["msg"]
+    assert list(victim.iterdir()) == []
+    assert not (root / "etc/agent-sandbox").exists()
+    # the same link made by root, in a root folder, is followed (macOS's /etc)
+    os.lchown(home / ".codex", 0, -1)
+    os.chown(home, 0, 0)
+    assert run(tmp_path, files)["changed"]
+    assert (victim / "config.toml").read_bytes() == b"x = 1\n"
+
+
+def test_a_link_or_fifo_at_the_target_is_replaced_not_written_through(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    repo = root / "home/dev/src/app/.claude"
+    user_folder(repo)
+    secret = root / "etc" / "shadow"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("root:x\n")
+    (repo / "settings.json").symlink_to(secret)
+    os.mkfifo(repo / "hooks.json")
+    files = [item("/home/dev/src/app/.claude/settings.json", b"{}\n", owner=USER),
+             item("/home/dev/src/app/.claude/hooks.json", b"{}\n", owner=USER)]
+    assert run(tmp_path, files)["changed"]
+    assert secret.read_text() == "root:x\n"
+    for name in ("settings.json", "hooks.json"):
+        p = repo / name
+        assert not p.is_symlink() and p.is_file() and p.read_bytes() == b"{}\n", name
+
+
+@pytest.mark.parametrize("bad", ["json", "sha256", "owner", "folder", "path", "mode"])
+def test_bad_input_fails_and_writes_nothing(tmp_path: Path, bad: str) -> None:
+    root = tmp_path / "root"
+    good = item("/etc/agent-sandbox/policy.json", b"{}\n")
+    wrong = {
+        "json": item("/etc/x/settings.json", b"{not json"),
+        "sha256": {**item("/etc/x/a.toml", b"a"), "sha256": "0" * 64},
+        "owner": item("/home/nobody-here/a.toml", b"a", owner="no-such-user-here"),
+        "folder": item("/etc/x/dir", b"a"),
+        "path": item("/etc/x/../shadow", b"a"),
+        "mode": item("/etc/x/a.toml", b"a", mode="rw-r--r--"),
+    }[bad]
+    if bad == "folder":
+        (root / "etc/x/dir").mkdir(parents=True)
+    out = run(tmp_path, [good, wrong])
+    assert out.get("failed"), out
+    assert "nothing was written" in out["msg"], out["msg"]
+    assert not (root / "etc/agent-sandbox").exists()
+    assert not (root / "etc/shadow").exists()
+
+
+def test_installs_the_renderers_filter_output_as_rendered(tmp_path: Path) -> None:
+    """What the roles pass (``agent_sandbox_render | agent_sandbox_select``) lands byte
+    for byte, with each artifact's mode, and a second run changes nothing."""
+    from .test_plugin import filters
+
+    rendered = filters.agent_sandbox_render(str(DEMO), "sandbox-demo-1")
+    selected = filters.agent_sandbox_select(rendered, exclude=["seatbelt"])
+    for home in {a["owner"] for a in selected if a["owner"]}:
+        user_folder(tmp_path / "root" / "home" / home)
+    selected = [{**a, "owner": USER if a["owner"] else None} for a in selected]
+    assert run(tmp_path, selected)["changed"]
+    for art in selected:
+        path = tmp_path / "root" / art["target"].lstrip("/")
+        assert path.read_bytes() == base64.b64decode(art["content_b64"]), art["target"]
+        assert f"{path.stat().st_mode & 0o7777:04o}" == art["mode"], art["target"]
+    assert run(tmp_path, selected)["changed"] is False
