@@ -119,6 +119,7 @@ def test_a_link_a_user_made_in_their_home_is_never_followed(tmp_path: Path) -> N
     assert out.get("failed") and "a link a user could have made" in out["msg"], out
     assert "nothing was written" in out["msg"]
     assert list(victim.iterdir()) == []
+    assert victim.stat().st_uid == 0  # the roles' folder task used to chown it to the user
     assert not (root / "etc/agent-sandbox").exists()
     # the same link made by root, in a root folder, is followed (macOS's /etc)
     os.lchown(home / ".codex", 0, -1)
