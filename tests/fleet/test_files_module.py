@@ -1,6 +1,7 @@
-"""The roles' file installer (``plugins/modules/agent_sandbox_files.py``), run as
-Ansible runs a module (its arguments in a JSON file), on folders below a
-temporary root.
+"""The rendered-file installer (``agent_sandbox.install.rendered_files``), run on
+folders below a temporary root as the pyinfra deploy runs it (its own file, the
+host's Python, a spec file), and once through Ansible as the roles run it
+(``plugins/modules/agent_sandbox_files.py``).
 
 - it writes only what differs, reports each change (and a diff), and writes
   nothing in check mode;
@@ -25,9 +26,10 @@ from typing import Any
 
 import pytest
 
-from .conftest import DEMO, REPO
+from .conftest import DEMO, REPO, tool
+from .conftest import run as run_tool
 
-MODULE = REPO / "plugins" / "modules" / "agent_sandbox_files.py"
+INSTALLER = REPO / "src" / "agent_sandbox" / "install" / "rendered_files.py"
 USER = "nobody"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="installs files as root")
@@ -40,14 +42,18 @@ def item(target: str, content: bytes, mode: str = "0644", **extra: Any) -> dict[
 
 def run(tmp: Path, files: list[dict[str, Any]], *, check: bool = False, diff: bool = False,
         **params: Any) -> dict[str, Any]:
-    args = tmp / "args.json"
-    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {
-        "files": files, "root": str(tmp / "root"), "_ansible_check_mode": check,
-        "_ansible_diff": diff, **params}}))
-    proc = subprocess.run([sys.executable, str(MODULE), str(args)], capture_output=True,
-                          text=True, timeout=60)
-    out: dict[str, Any] = json.loads(proc.stdout)
-    return out
+    """The installer as the pyinfra deploy runs it on a host: its file, the host's
+    Python in isolated mode, a spec file."""
+    spec = tmp / "spec.json"
+    spec.write_text(json.dumps({"files": files, "root": str(tmp / "root"), **params}))
+    flags = ["--check"] * check + ["--diff"] * diff
+    proc = subprocess.run([sys.executable, "-I", str(INSTALLER), str(spec), *flags],
+                          capture_output=True, text=True, timeout=60)
+    out, end = json.JSONDecoder().raw_decode(proc.stdout)
+    assert proc.returncode == (1 if out.get("failed") else 0), proc.stderr
+    if not out.get("failed"):  # the line pyinfra's output shows
+        assert proc.stdout[end:].strip() == ("changed" if out["changed"] else "unchanged")
+    return dict(out)
 
 
 def user_folder(path: Path) -> None:
@@ -183,3 +189,26 @@ def test_installs_the_renderers_filter_output_as_rendered(tmp_path: Path) -> Non
         assert path.read_bytes() == base64.b64decode(art["content_b64"]), art["target"]
         assert f"{path.stat().st_mode & 0o7777:04o}" == art["mode"], art["target"]
     assert run(tmp_path, selected)["changed"] is False
+
+
+def test_the_roles_module_runs_the_same_installer(tmp_path: Path) -> None:
+    """Through Ansible (``ansible.cfg``'s library and module_utils): check mode and
+    --diff report without writing, a run writes, a refusal fails the task."""
+    files = [item("/etc/agent-sandbox/policy.json", b'{"a": 1}\n')]
+
+    def module(args: dict[str, Any], *flags: str) -> tuple[int, str]:
+        proc = run_tool([tool("ansible"), "localhost", "-c", "local", "-m", "agent_sandbox_files",
+                         "-a", json.dumps({"root": str(tmp_path / "root"), **args}), *flags],
+                        check=False, ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))
+        return proc.returncode, proc.stdout + proc.stderr
+
+    rc, out = module({"files": files}, "--check", "--diff")
+    assert rc == 0 and "CHANGED" in out and '+{"a": 1}' in out, out
+    assert not (tmp_path / "root").exists()
+    rc, out = module({"files": files})
+    assert rc == 0 and "CHANGED" in out, out
+    assert (tmp_path / "root/etc/agent-sandbox/policy.json").read_bytes() == b'{"a": 1}\n'
+    rc, out = module({"files": files})
+    assert rc == 0 and "SUCCESS" in out, out
+    rc, out = module({"files": [item("/etc/x/a.json", b"{not json")]})
+    assert rc != 0 and "not valid JSON" in out and "nothing was written" in out, out

@@ -6,8 +6,11 @@ Usage (see deploy/pyinfra/ for an example inventory and deploy file)::
     agent_sandbox(inventory_dir="inventories/demo")
 
 ``agent_sandbox`` renders the current host with ``FleetRenderer`` (the code
-``sandbox render`` and the Ansible filter use), installs every artifact with
-``files.put`` (root-owned, the rendered mode), the render manifest that
+``sandbox render`` and the Ansible filter use), installs every artifact with the
+installer the Ansible roles' module runs (``agent_sandbox.install.rendered_files``,
+uploaded and run by the host's ``python3``: root-owned files with the rendered
+mode, written only where they differ, never through a link a user made), the
+render manifest that
 ``sandbox verify --drift`` reads, and optionally the runtime from the
 controller-built wheelhouse, as the ``sandbox_runtime`` role does: the system
 packages, the virtualenv, the host
@@ -24,6 +27,7 @@ problems stop the deploy before any operation is queued.
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 import shlex
@@ -36,6 +40,7 @@ from pyinfra.operations import files, server
 
 from agent_sandbox import contract
 from agent_sandbox.fleet import FleetRenderer
+from agent_sandbox.install import rendered_files
 from agent_sandbox.install.repository import init_flags
 from agent_sandbox.render import Artifact, json_bytes, manifest
 
@@ -43,6 +48,8 @@ MANIFEST = contract.MANIFEST_FILE
 PREFIX = "/opt/agent-sandbox"
 AUDIT_DIR = contract.HOST_AUDIT_DIR
 PACKAGES = ("bubblewrap", "socat", "python3-venv")
+STAGE = f"{contract.HOST_STATE_DIR}/pyinfra"  # root's: the installer and what it installs
+INSTALLER = f"{STAGE}/rendered_files.py"
 _FLEETS: dict[str, FleetRenderer] = {}
 
 
@@ -81,39 +88,29 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
     spec = _FLEETS[os.path.realpath(inventory_dir)].spec_for(name)
     if install_runtime:
         _runtime(wheelhouse, prefix, audit_dir)
-    parents: dict[str, str | None] = {}
-    for target in artifacts:
-        parent = os.path.dirname(target)
-        parents.setdefault(parent, owner_of(facts, target))
-    for parent, owner in sorted(parents.items()):
-        files.directory(name=f"Folder {parent}", path=parent, present=True,
-                        user=owner, _no_check_owner_mode=owner is None)
+    files.directory(name=f"Folder {STAGE}", path=STAGE, present=True, user="root",
+                    group="root", mode="0700")
+    files.put(name="Stage the file installer", src=io.BytesIO(installer_source()),
+              dest=INSTALLER, user="root", group="root", mode="0600")
 
     def in_repo(target: str) -> bool:
         return any(target.startswith(r.rstrip("/") + "/") for r in facts.repositories)
 
-    def put(art: Artifact) -> None:
-        files.put(name=f"Install {art.target}", src=io.BytesIO(art.content), dest=art.target,
-                  user="root", group="root", mode=f"{art.mode:04o}")
-
     # host files first (the managed policy `sandbox init` layers under), then
-    # `sandbox init`, then the repository files replacing what init wrote: the
-    # order the Ansible roles use
-    for target, art in artifacts.items():
-        if not in_repo(target):
-            put(art)
+    # `sandbox init`, then the repository files replacing what init wrote and the
+    # manifest: the order the Ansible roles use. Each batch is one run of the
+    # installer the roles' module runs (agent_sandbox.install.rendered_files).
+    host_files = [entry(facts, t, a) for t, a in artifacts.items() if not in_repo(t)]
+    _install_files("host", host_files)
     if install_runtime:
         flags = init_flags(spec)
         for repo in facts.repositories:
             _init(repo, flags, prefix)
-    for target, art in artifacts.items():
-        if in_repo(target):
-            put(art)
-    files.directory(name=f"Folder {os.path.dirname(manifest_path)}",
-                    path=os.path.dirname(manifest_path), present=True,
-                    _no_check_owner_mode=True)
-    files.put(name=f"Install {manifest_path}", src=io.BytesIO(json_bytes(manifest(artifacts))),
-              dest=manifest_path, user="root", group="root", mode="0644")
+    repo_files = [entry(facts, t, a) for t, a in artifacts.items() if in_repo(t)]
+    listed = json_bytes(manifest(artifacts))
+    repo_files.append({"target": manifest_path, "mode": "0644",
+                       "content_b64": base64.b64encode(listed).decode("ascii")})
+    _install_files("repositories", repo_files)
     if install_runtime:
         for art in artifacts.values():
             if art.kind == "apparmor-profile":
@@ -125,6 +122,25 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
             if art.kind == "web-unit":
                 server.shell(name=f"Run {os.path.basename(art.target)}",
                              commands=[web_service_command(art)])
+
+
+def installer_source() -> bytes:
+    """The installer's own file, uploaded to each host and run by its Python."""
+    return Path(rendered_files.__file__).read_bytes()
+
+
+def entry(facts: Any, target: str, art: Artifact) -> dict[str, Any]:
+    """One file as the installer takes it (the Ansible filter lists the same)."""
+    return {"target": target, "content_b64": base64.b64encode(art.content).decode("ascii"),
+            "mode": f"{art.mode:04o}", "owner": owner_of(facts, target), "sha256": art.sha256}
+
+
+def _install_files(batch: str, entries: list[dict[str, Any]]) -> None:
+    spec = f"{STAGE}/{batch}.json"
+    files.put(name=f"Stage the {batch} files", src=io.BytesIO(json_bytes({"files": entries})),
+              dest=spec, user="root", group="root", mode="0600")
+    server.shell(name=f"Install the {batch} files",
+                 commands=[f"python3 -I {shlex.quote(INSTALLER)} {shlex.quote(spec)}"])
 
 
 def service_command(unit: Artifact, prefix: str = PREFIX, log_dir: str = AUDIT_DIR) -> str:

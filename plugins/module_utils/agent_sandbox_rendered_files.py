@@ -1,0 +1,1 @@
+../../src/agent_sandbox/install/rendered_files.py

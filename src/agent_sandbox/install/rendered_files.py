@@ -1,0 +1,313 @@
+"""Install rendered files on a host: the one implementation the Ansible roles
+(``plugins/modules/agent_sandbox_files.py``, through ``plugins/module_utils``)
+and the pyinfra deploy (which uploads this file and runs it) share.
+
+It runs on the host's own Python 3 before agent-sandbox is installed there, so it
+imports nothing but the standard library and stays a single file.
+
+Many targets sit in folders a user owns (``~/.codex``, a repository's
+``.claude``). Root must not be steered by what that user made there: every folder
+is opened from ``/`` one name at a time without following links, a link is
+followed only when root made it in a root-owned folder (macOS's ``/etc``), only
+folders this run creates are given an owner, and a file lands by ``rename`` over
+whatever had its name (a link is replaced, never written through). Everything is
+compared before anything is written: a JSON file that does not parse, content
+that does not match its SHA-256, an unknown owner or a refused folder fails and
+changes nothing. Only files whose bytes, mode or ownership differ are written.
+
+Command line (the pyinfra deploy)::
+
+    python3 -I rendered_files.py SPEC.json [--check] [--diff]
+
+``SPEC.json`` holds the parameters of ``install`` (``files`` as the renderer's
+filter lists them, and optionally ``root``, ``owner``, ``group``,
+``home_user_owns_files``, ``folder_mode``); the result is printed as JSON followed by a
+line ``changed`` or ``unchanged``, and the exit status is 1 when it failed.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import grp
+import hashlib
+import json
+import os
+import pwd
+import secrets
+import stat
+import sys
+from typing import Any
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+MAX_LINKS = 40
+READ_CAP = 16 << 20  # a larger file on the host is rewritten without being read
+
+
+class Refused(Exception):
+    """A target that cannot be installed safely or as asked."""
+
+
+class Walk:
+    """Folders opened from ``/`` without following links a user could have made."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+
+    def open(self, path: str, uid: int, gid: int, mode: int, create: bool) -> int | None:
+        """A descriptor of folder ``path``, its missing folders made when ``create``
+        (owned by ``uid``:``gid``, ``mode``); None when missing and not ``create``."""
+        parts = [p for p in path.split("/") if p]
+        walked: list[str] = []
+        fd = os.open("/", DIR_FLAGS)
+        links = 0
+        try:
+            while parts:
+                name = parts.pop(0)
+                if name in (".", ".."):
+                    raise Refused(f"{path}: '{name}' in a path")
+                try:
+                    nfd = os.open(name, DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        return None
+                    nfd = self._make(fd, name, uid, gid, mode, "/" + "/".join([*walked, name]))
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                        raise
+                    target = self._link(fd, name, path)
+                    links += 1
+                    if links > MAX_LINKS:
+                        raise Refused(f"{path}: too many links") from None
+                    here = "/" + "/".join(walked)
+                    resolved = os.path.normpath(os.path.join(here, target))
+                    parts = [p for p in resolved.split("/") if p] + parts
+                    walked = []
+                    os.close(fd)
+                    fd = os.open("/", DIR_FLAGS)
+                    continue
+                os.close(fd)
+                fd = nfd
+                walked.append(name)
+            out, fd = fd, -1
+            return out
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _make(self, fd: int, name: str, uid: int, gid: int, mode: int, shown: str) -> int:
+        try:
+            os.mkdir(name, 0o700, dir_fd=fd)
+        except FileExistsError:
+            return os.open(name, DIR_FLAGS, dir_fd=fd)
+        nfd = os.open(name, DIR_FLAGS, dir_fd=fd)
+        os.fchown(nfd, uid, gid)
+        os.fchmod(nfd, mode)
+        self.created.append(shown)
+        return nfd
+
+    @staticmethod
+    def _link(fd: int, name: str, path: str) -> str:
+        """The target of link ``name`` in folder ``fd``, if root made it there."""
+        st = os.lstat(name, dir_fd=fd)
+        if not stat.S_ISLNK(st.st_mode):
+            raise Refused(f"{path}: '{name}' is not a folder")
+        if st.st_uid != 0 or os.fstat(fd).st_uid != 0:
+            raise Refused(f"{path}: '{name}' is a link a user could have made; "
+                          "refusing to follow it as root")
+        return os.readlink(name, dir_fd=fd)
+
+
+def _ids(owner: str, group: str) -> tuple[int, int]:
+    try:
+        pw = pwd.getpwnam(owner)
+    except KeyError:
+        raise Refused(f"no user '{owner}' on this host") from None
+    if not group:
+        return pw.pw_uid, pw.pw_gid
+    try:
+        return pw.pw_uid, grp.getgrnam(group).gr_gid
+    except KeyError:
+        raise Refused(f"no group '{group}' on this host") from None
+
+
+def _current(dfd: int, name: str) -> tuple[bytes | None, int, int, int] | None:
+    """(bytes or None when too large, mode, uid, gid) of a regular file; None when
+    missing or anything else (a link, a FIFO: replaced). A folder is refused."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=dfd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
+        raise
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise Refused(f"'{name}' is a folder")
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        data = None
+        if st.st_size <= READ_CAP:
+            chunks = []
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            data = b"".join(chunks)
+        return data, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid
+    finally:
+        os.close(fd)
+
+
+def _write(dfd: int, name: str, data: bytes, mode: int, uid: int, gid: int) -> None:
+    tmp = f".{name}.agent-sandbox-{secrets.token_hex(6)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600, dir_fd=dfd)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchown(fd, uid, gid)
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        raise
+
+
+def _text(data: bytes | None) -> str:
+    if data is None:
+        return "(too large to show)\n"
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "(binary)\n"
+
+
+class Plan:
+    """What one file should be, checked before anything is written."""
+
+    def __init__(self, item: dict[str, Any], root: str, owner: str, group: str,
+                 home_user_owns_files: bool) -> None:
+        target = item["target"]
+        if not target.startswith("/") or os.path.normpath(target) != target:
+            raise Refused(f"{target}: not a normalised absolute path")
+        self.target = target
+        self.path = (root.rstrip("/") + target) if root else target
+        try:
+            self.data = base64.b64decode(item["content_b64"], validate=True)
+        except ValueError:
+            raise Refused(f"{target}: content_b64 is not base64") from None
+        if item.get("sha256") and hashlib.sha256(self.data).hexdigest() != item["sha256"]:
+            raise Refused(f"{target}: content does not match its sha256")
+        if target.endswith(".json"):
+            try:
+                json.loads(self.data)
+            except ValueError as exc:
+                raise Refused(f"{target}: not valid JSON ({exc})") from None
+        try:
+            self.mode = int(item["mode"], 8)
+        except ValueError:
+            raise Refused(f"{target}: mode {item['mode']!r} is not octal") from None
+        if not 0 <= self.mode <= 0o7777:
+            raise Refused(f"{target}: mode {item['mode']!r} out of range")
+        home_user = item.get("owner") or None
+        self.uid, self.gid = _ids(home_user if home_user and home_user_owns_files else owner,
+                                  "" if home_user and home_user_owns_files else group)
+        self.folder_uid, self.folder_gid = _ids(home_user, "") if home_user else _ids(owner, "")
+
+
+def install(params: dict[str, Any], check: bool, diff: bool) -> dict[str, Any]:
+    """Compare every file first (nothing is written if one is refused), then write
+    the ones that differ (none in check mode)."""
+    folder_mode = int(params["folder_mode"], 8)
+    plans = [Plan(item, params["root"], params["owner"], params["group"],
+                  params["home_user_owns_files"]) for item in params["files"]]
+    walk = Walk()
+    stale: list[Plan] = []
+    changes: list[dict[str, str]] = []
+    diffs: list[dict[str, str]] = []
+    for p in plans:
+        dfd = walk.open(os.path.dirname(p.path), 0, 0, folder_mode, create=False)
+        try:
+            now = _current(dfd, os.path.basename(p.path)) if dfd is not None else None
+        except Refused as exc:
+            raise Refused(f"{p.target}: {exc}") from None
+        finally:
+            if dfd is not None:
+                os.close(dfd)
+        if now is not None and now[0] == p.data and now[1:] == (p.mode, p.uid, p.gid):
+            continue
+        stale.append(p)
+        what = "created" if now is None else ("updated" if now[0] != p.data else "mode/owner")
+        changes.append({"target": p.target, "change": what})
+        if diff and (now is None or now[0] != p.data):
+            diffs.append({"before_header": p.target, "after_header": p.target,
+                          "before": "" if now is None else _text(now[0]),
+                          "after": _text(p.data)})
+    written: list[str] = []
+    for p in stale if not check else []:
+        try:
+            dfd = walk.open(os.path.dirname(p.path), p.folder_uid, p.folder_gid, folder_mode,
+                            create=True)
+            if dfd is None:
+                raise Refused("its folder could not be made")
+            try:
+                _write(dfd, os.path.basename(p.path), p.data, p.mode, p.uid, p.gid)
+            finally:
+                os.close(dfd)
+        except (Refused, OSError) as exc:  # changed under us since the comparison
+            raise Written(f"{p.target}: {exc}", written) from None
+        written.append(p.target)
+    out: dict[str, Any] = {"changed": bool(changes), "changes": changes,
+                 "folders_created": walk.created}
+    if diff:
+        out["diff"] = diffs
+    return out
+
+
+class Written(Exception):
+    """A failure after some files were written (listed)."""
+
+    def __init__(self, msg: str, written: list[str]) -> None:
+        super().__init__(msg)
+        self.written = written
+
+
+DEFAULTS: dict[str, Any] = {"root": "", "owner": "root", "group": "",
+                            "home_user_owns_files": False, "folder_mode": "0755"}
+
+
+def main(argv: list[str]) -> int:
+    flags = set(argv[1:])
+    if not argv or argv[0].startswith("-") or not flags <= {"--check", "--diff"}:
+        print("usage: rendered_files.py SPEC.json [--check] [--diff]", file=sys.stderr)
+        return 2
+    try:
+        with open(argv[0], encoding="utf-8") as fh:
+            params = {**DEFAULTS, **json.load(fh)}
+        result = install(params, check="--check" in flags, diff="--diff" in flags)
+    except (Refused, OSError, ValueError, KeyError, TypeError) as exc:
+        result = {"failed": True, "msg": f"{exc}; nothing was written", "written": []}
+    except Written as exc:
+        result = {"failed": True, "msg": f"{exc}; written before it: {exc.written}",
+                  "changed": bool(exc.written), "written": exc.written}
+    print(json.dumps(result, indent=1, sort_keys=True))
+    if not result.get("failed"):
+        print("changed" if result["changed"] else "unchanged")
+    return 1 if result.get("failed") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
