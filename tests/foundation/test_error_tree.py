@@ -19,6 +19,11 @@ from agent_sandbox.errors import SandboxError
 NOT_USER_ERRORS = {
     "agent_sandbox.hooks.entry.OutOfTime":
         "the hook's own deadline: a BaseException so that no `except Exception` swallows it",
+    "agent_sandbox.install.rendered_files.Refused":
+        "runs alone on a host before agent-sandbox is installed there (stdlib only); "
+        "its command line and the Ansible module turn it into a failed result",
+    "agent_sandbox.install.rendered_files.Written":
+        "as Refused: a failure after some files were written, reported as a result",
 }
 
 
