@@ -2,8 +2,8 @@
 
 ``agent_sandbox_render(inventory_dir, host)`` renders one host with
 ``agent_sandbox.fleet.FleetRenderer`` (the same code path as ``sandbox render``
-and the pyinfra deploy) and returns ``{target: {content_b64, mode, kind,
-sha256, owner}}``; the Linux and macOS roles install those bytes with the project's module
+and the pyinfra deploy) and returns ``{target: {target, content_b64, mode,
+kind, sha256, owner}}``; the Linux and macOS roles install those bytes with the project's module
 ``agent_sandbox_files`` (``plugins/modules``): one call for every file, with
 check mode and ``--diff``.
 
@@ -19,7 +19,6 @@ spec or inventory problem fails the task with the renderer's own message.
 
 from __future__ import annotations
 
-import base64
 import os
 import sys
 from typing import Any
@@ -68,27 +67,13 @@ def _render(inventory_dir: str, host: str) -> tuple[Any, dict[str, Any]]:
         raise AnsibleFilterError(f"agent-sandbox could not render {host}: {exc}") from None
 
 
-def _owner(facts: Any, target: str) -> str | None:
-    for user in facts.users:
-        home = user.home.rstrip("/")
-        if target == home or target.startswith(home + "/"):
-            return str(user.name)
-    return None
-
-
 def agent_sandbox_render(inventory_dir: str, host: str) -> dict[str, dict[str, Any]]:
-    """Every artifact for ``host``: ``{target: {content_b64, mode, kind, sha256, owner}}``."""
+    """Every artifact for ``host``: ``{target: {target, content_b64, mode, kind, sha256,
+    owner}}`` (``agent_sandbox.render.install_entries``, as the pyinfra deploy lists them)."""
+    from agent_sandbox.render import install_entries
+
     facts, artifacts = _render(inventory_dir, host)
-    return {
-        target: {
-            "content_b64": base64.b64encode(art.content).decode("ascii"),
-            "mode": f"{art.mode:04o}",
-            "kind": art.kind,
-            "sha256": art.sha256,
-            "owner": _owner(facts, target),
-        }
-        for target, art in artifacts.items()
-    }
+    return install_entries(artifacts, facts)
 
 
 def agent_sandbox_manifest(inventory_dir: str, host: str) -> str:

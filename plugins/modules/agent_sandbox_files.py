@@ -91,6 +91,7 @@ changes:
 """
 
 from ansible.module_utils.agent_sandbox_rendered_files import (  # noqa: E402
+    DEFAULTS,
     Refused,
     Written,
     install,
@@ -111,11 +112,12 @@ def main() -> None:
         argument_spec={
             "files": {"type": "list", "elements": "dict", "required": True,
                       "options": file_options},
-            "root": {"type": "str", "default": ""},
-            "owner": {"type": "str", "default": "root"},
-            "group": {"type": "str", "default": ""},
-            "home_user_owns_files": {"type": "bool", "default": False},
-            "folder_mode": {"type": "str", "default": "0755"},
+            "root": {"type": "str", "default": DEFAULTS["root"]},
+            "owner": {"type": "str", "default": DEFAULTS["owner"]},
+            "group": {"type": "str", "default": DEFAULTS["group"]},
+            "home_user_owns_files": {"type": "bool",
+                                     "default": DEFAULTS["home_user_owns_files"]},
+            "folder_mode": {"type": "str", "default": DEFAULTS["folder_mode"]},
         },
         supports_check_mode=True,
     )

@@ -20,11 +20,13 @@ def test_render_host_name() -> None:
     assert deploy.render_host_name("@podman/x", SimpleNamespace(sandbox_render_host="h")) == "h"
 
 
-def test_owner_of() -> None:
+def test_home_owner() -> None:
+    from agent_sandbox.render import home_owner
+
     facts = HostFacts("h", users=(User("alice", "/home/alice"),))
-    assert deploy.owner_of(facts, "/home/alice/.codex/config.toml") == "alice"
-    assert deploy.owner_of(facts, "/home/alicex/f") is None
-    assert deploy.owner_of(facts, "/etc/agent-sandbox/policy.json") is None
+    assert home_owner(facts, "/home/alice/.codex/config.toml") == "alice"
+    assert home_owner(facts, "/home/alicex/f") is None
+    assert home_owner(facts, "/etc/agent-sandbox/policy.json") is None
 
 
 def test_the_service_step_reads_the_rendered_unit(tmp_path: Path) -> None:

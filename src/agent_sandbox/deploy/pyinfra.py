@@ -42,7 +42,7 @@ from agent_sandbox import contract
 from agent_sandbox.fleet import FleetRenderer
 from agent_sandbox.install import rendered_files
 from agent_sandbox.install.repository import init_flags
-from agent_sandbox.render import Artifact, json_bytes, manifest
+from agent_sandbox.render import Artifact, install_entries, json_bytes, manifest
 
 MANIFEST = contract.MANIFEST_FILE
 PREFIX = "/opt/agent-sandbox"
@@ -70,14 +70,6 @@ def rendered(inventory_dir: str, name: str) -> tuple[Any, dict[str, Artifact]]:
     return fleet.facts(name), fleet.render_host(name)
 
 
-def owner_of(facts: Any, path: str) -> str | None:
-    for user in facts.users:
-        home = user.home.rstrip("/")
-        if path == home or path.startswith(home + "/"):
-            return str(user.name)
-    return None
-
-
 @deploy("agent-sandbox")
 def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
                   wheelhouse: str | None = None, prefix: str = PREFIX,
@@ -100,13 +92,13 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
     # `sandbox init`, then the repository files replacing what init wrote and the
     # manifest: the order the Ansible roles use. Each batch is one run of the
     # installer the roles' module runs (agent_sandbox.install.rendered_files).
-    host_files = [entry(facts, t, a) for t, a in artifacts.items() if not in_repo(t)]
-    _install_files("host", host_files)
+    entries = install_entries(artifacts, facts)
+    _install_files("host", [e for t, e in entries.items() if not in_repo(t)])
     if install_runtime:
         flags = init_flags(spec)
         for repo in facts.repositories:
             _init(repo, flags, prefix)
-    repo_files = [entry(facts, t, a) for t, a in artifacts.items() if in_repo(t)]
+    repo_files = [e for t, e in entries.items() if in_repo(t)]
     listed = json_bytes(manifest(artifacts))
     repo_files.append({"target": manifest_path, "mode": "0644",
                        "content_b64": base64.b64encode(listed).decode("ascii")})
@@ -127,12 +119,6 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
 def installer_source() -> bytes:
     """The installer's own file, uploaded to each host and run by its Python."""
     return Path(rendered_files.__file__).read_bytes()
-
-
-def entry(facts: Any, target: str, art: Artifact) -> dict[str, Any]:
-    """One file as the installer takes it (the Ansible filter lists the same)."""
-    return {"target": target, "content_b64": base64.b64encode(art.content).decode("ascii"),
-            "mode": f"{art.mode:04o}", "owner": owner_of(facts, target), "sha256": art.sha256}
 
 
 def _install_files(batch: str, entries: list[dict[str, Any]]) -> None:

@@ -48,6 +48,14 @@ class Refused(Exception):
     """A target that cannot be installed safely or as asked."""
 
 
+class Written(Exception):
+    """A failure after some files were written (listed)."""
+
+    def __init__(self, msg: str, written: list[str]) -> None:
+        super().__init__(msg)
+        self.written = written
+
+
 class Walk:
     """Folders opened from ``/`` without following links a user could have made."""
 
@@ -223,9 +231,11 @@ class Plan:
         if not 0 <= self.mode <= 0o7777:
             raise Refused(f"{target}: mode {item['mode']!r} out of range")
         home_user = item.get("owner") or None
-        self.uid, self.gid = _ids(home_user if home_user and home_user_owns_files else owner,
-                                  "" if home_user and home_user_owns_files else group)
-        self.folder_uid, self.folder_gid = _ids(home_user, "") if home_user else _ids(owner, "")
+        self.folder_uid, self.folder_gid = _ids(home_user or owner, "")
+        if home_user and home_user_owns_files:
+            self.uid, self.gid = self.folder_uid, self.folder_gid
+        else:
+            self.uid, self.gid = _ids(owner, group)
 
 
 def install(params: dict[str, Any], check: bool, diff: bool) -> dict[str, Any]:
@@ -271,18 +281,10 @@ def install(params: dict[str, Any], check: bool, diff: bool) -> dict[str, Any]:
             raise Written(f"{p.target}: {exc}", written) from None
         written.append(p.target)
     out: dict[str, Any] = {"changed": bool(changes), "changes": changes,
-                 "folders_created": walk.created}
+                           "folders_created": walk.created}
     if diff:
         out["diff"] = diffs
     return out
-
-
-class Written(Exception):
-    """A failure after some files were written (listed)."""
-
-    def __init__(self, msg: str, written: list[str]) -> None:
-        super().__init__(msg)
-        self.written = written
 
 
 DEFAULTS: dict[str, Any] = {"root": "", "owner": "root", "group": "",

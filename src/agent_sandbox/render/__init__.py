@@ -12,6 +12,7 @@ CLI) is the only effect here, kept apart.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib
 import json
@@ -139,6 +140,34 @@ def manifest(artifacts: dict[str, Artifact]) -> dict[str, Any]:
             {"target": a.target, "kind": a.kind, "mode": f"{a.mode:04o}", "sha256": a.sha256}
             for a in artifacts.values()
         ],
+    }
+
+
+def home_owner(facts: HostFacts, path: str) -> str | None:
+    """The user whose home holds ``path``, if any."""
+    for user in facts.users:
+        home = user.home.rstrip("/")
+        if path == home or path.startswith(home + "/"):
+            return str(user.name)
+    return None
+
+
+def install_entries(artifacts: dict[str, Artifact],
+                    facts: HostFacts) -> dict[str, dict[str, Any]]:
+    """Each artifact as the host's file installer takes it
+    (``agent_sandbox.install.rendered_files``, which both the roles' module and the
+    pyinfra deploy run): bytes in base64, octal mode, kind, SHA-256, and the user
+    whose home holds it."""
+    return {
+        target: {
+            "target": target,
+            "content_b64": base64.b64encode(art.content).decode("ascii"),
+            "mode": f"{art.mode:04o}",
+            "kind": art.kind,
+            "sha256": art.sha256,
+            "owner": home_owner(facts, target),
+        }
+        for target, art in artifacts.items()
     }
 
 
