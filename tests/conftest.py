@@ -29,12 +29,13 @@ import contextlib
 import fcntl
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+import base_image
 
 # the lock folder is left to follow the state folder (its "run" folder), as it does for
 # a user: a test that moves the state folder moves the locks with it
@@ -43,36 +44,40 @@ STATE_VARIABLES = ("AGENT_SANDBOX_STATE_DIR", "AGENT_SANDBOX_AUDIT_DIR")
 # starts with a throwaway HOME to the real user's configuration
 HOME_OVERRIDES = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
 # The files that take longest, longest first (seconds of one full run on this 2-core
-# machine: pytest -n 2 --dist loadfile, per-file sums of the test durations). Handed
+# machine: pytest -n 3 --dist loadfile, per-file sums of the test durations). Handed
 # out first, they overlap with everything else (the pyinfra host beside the Molecule
 # scenario: both hold containers); a file not named here runs after them, in
 # collection order. Only the order changes, never what runs.
 LONGEST_FIRST = (
-    "fleet/test_molecule.py",             # 229: one converged host, every front end
-    "fleet/test_molecule_no_init.py",     # 156
-    "fleet/test_pyinfra_host.py",         # 53
-    "exec/test_srt_conformance.py",       # 128
-    "exec/test_escape.py",                # 101
-    "agents/test_redteam_agent3.py",      # 72
-    "exec/test_escape_two_step.py",       # 67
-    "platforms/test_roles.py",            # 67
-    "agents/test_agent_command.py",       # 53
-    "agents/test_real_clients.py",        # 49
-    "agents/test_redteam_agent.py",       # 43
-    "agents/test_managed_hosts.py",       # 36
-    "approval/test_mcp_resident.py",      # 33
-    "actions/test_actions_e2e.py",        # 32
+    # first, three long files that start no container: on a fresh machine the base
+    # image builds meanwhile (tests/base_image.py), where the files that need it
+    # would all wait for it
+    "exec/test_srt_conformance.py",       # 124
+    "agents/test_redteam_agent3.py",      # 82
+    "exec/test_escape.py",                # 69: its one gVisor test comes last
+    "fleet/test_molecule.py",             # 158: one converged host, every front end
+    "fleet/test_molecule_no_init.py",     # 104
+    "fleet/test_pyinfra_host.py",         # 39
+    "exec/test_escape_two_step.py",       # 60
+    "agents/test_agent_command.py",       # 59
+    "actions/test_actions_e2e.py",        # 56
+    "agents/test_real_clients.py",        # 45
+    "agents/test_redteam_agent.py",       # 44
+    "platforms/test_macos_vs_srt.py",     # 41
+    "approval/test_mcp_resident.py",      # 41
+    "agents/test_managed_hosts.py",       # 40
+    "platforms/test_roles.py",            # 34
     "approval/test_fault.py",             # 32
-    "web/test_browser.py",                # 27
-    "platforms/test_macos_vs_srt.py",     # 25
-    "exec/test_redteam.py",               # 22
-    "approval/test_views.py",             # 21
-    "web/test_load.py",                   # 20
-    "agents/test_containment.py",         # 17
-    "approval/test_write_file.py",        # 17
-    "actions/test_runner.py",             # 17
-    "foundation/test_fuzz.py",            # 15
-    "approval/test_differential.py",      # 14
+    "web/test_browser.py",                # 30
+    "web/test_load.py",                   # 29
+    "agents/test_containment.py",         # 27
+    "exec/test_redteam.py",               # 26
+    "foundation/test_fuzz.py",            # 25
+    "approval/test_differential.py",      # 23
+    "approval/test_views.py",             # 22
+    "actions/test_runner.py",             # 21
+    "exec/test_backends.py",              # 18
+    "approval/test_write_file.py",        # 18
 )
 
 
@@ -100,10 +105,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every item of a file in ``LONGEST_FIRST`` first, in that order; within a
-    file and among the other files the collected order holds (a stable sort)."""
+    file and among the other files the collected order holds (a stable sort). Under
+    xdist, the base image starts building when a collected test needs it."""
     tests = Path(__file__).parent
     rank = {str(tests / name): i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(str(item.path), len(rank)))
+    if "PYTEST_XDIST_WORKER" in os.environ and config.option.basetemp:
+        base_image.start_in_background(Path(config.option.basetemp).parent,
+                                       (getattr(item, "fixturenames", ()) for item in items))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -187,20 +196,12 @@ def one_at_a_time(tmp_path_factory: pytest.TempPathFactory
     return lock
 
 
-_REPO = Path(__file__).resolve().parents[1]
-GVISOR_IMAGE = "localhost/agent-sandbox-base:bookworm"
-
-
 @pytest.fixture(scope="session")
 def gvisor_image(one_at_a_time: Callable[[str], contextlib.AbstractContextManager[None]]
                  ) -> str:
     """podman, runsc and the base image; the image is built here when missing
-    (scripts/base-image.sh, about a minute), so a fresh machine runs these tests
-    instead of skipping them. Missing tools are a failure: bootstrap installs them."""
+    (tests/base_image.py), so a fresh machine runs these tests instead of skipping
+    them. Missing tools are a failure: bootstrap installs them."""
     if not (shutil.which("podman") and shutil.which("runsc") and shutil.which("debootstrap")):
         pytest.fail("podman, runsc and debootstrap are needed (scripts/bootstrap.sh)")
-    env = dict(os.environ, CONTAINERS_CONF=str(_REPO / "containers.conf"))
-    with one_at_a_time("base-image"):
-        subprocess.run(["bash", "scripts/base-image.sh"], cwd=_REPO, env=env, check=True,
-                       timeout=900)
-    return GVISOR_IMAGE
+    return base_image.build(one_at_a_time)

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from base_image import build as build_base_image
+
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 DEMO = REPO / "inventories" / "demo"
 EXAMPLE_FLEET = REPO / "inventories" / "example-fleet"
-BASE_IMAGE = "localhost/agent-sandbox-base:bookworm"
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -63,12 +64,10 @@ def collections(one_at_a_time: Callable[[str], contextlib.AbstractContextManager
 @pytest.fixture(scope="session")
 def base_image(collections: Path,
                one_at_a_time: Callable[[str], contextlib.AbstractContextManager[None]]) -> str:
-    """The locally built base image (built here when missing, about a minute)."""
+    """The locally built base image (built here when missing: tests/base_image.py)."""
     if shutil.which("podman") is None or shutil.which("debootstrap") is None:
         pytest.fail("podman and debootstrap are needed (scripts/bootstrap.sh installs them)")
-    with one_at_a_time("base-image"):
-        run(["bash", "scripts/base-image.sh"], timeout=900)
-    return BASE_IMAGE
+    return build_base_image(one_at_a_time)
 
 
 @pytest.fixture(scope="session")
