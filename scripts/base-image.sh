@@ -20,12 +20,33 @@ PACKAGES="python3,python3-venv,python3-apt,bubblewrap,socat,iproute2,procps,ca-c
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
+present() {
+  [ "$(podman image inspect --format '{{ index .Labels "agent-sandbox.base-packages" }}' \
+        "$IMAGE" 2>/dev/null || true)" = "$PACKAGES" ]
+}
+
+# --background (bootstrap): start the build and return at once; its output goes to
+# build/base-image.log. Whoever needs the image runs this script, which waits for
+# a build under way (the lock below) and then finds the image there.
+if [ "${1:-}" = "--background" ]; then
+  present && exit 0
+  mkdir -p build
+  setsid bash "$0" </dev/null >build/base-image.log 2>&1 &
+  echo "base-image: building $IMAGE in the background (build/base-image.log)"
+  exit 0
+fi
+
+# One build at a time: a second run waits here for the first. The commands below
+# do not get the lock's descriptor, so nothing they leave running can hold it.
+mkdir -p build
+exec 9>>build/base-image.lock
+flock 9
+
 if [ "${1:-}" = "--force" ]; then
   podman image rm -f "$IMAGE" >/dev/null 2>&1 || true
 fi
 
-have=$(podman image inspect --format '{{ index .Labels "agent-sandbox.base-packages" }}' "$IMAGE" 2>/dev/null || true)
-if [ "$have" = "$PACKAGES" ]; then
+if present; then
   echo "base-image: $IMAGE is present"
   exit 0
 fi
@@ -62,12 +83,12 @@ trap cleanup EXIT
 
 echo "base-image: debootstrap $SUITE from $MIRROR (about a minute)"
 $SUDO debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$work/root" "$MIRROR" \
-  > "$work/debootstrap.log" 2>&1 || { tail -n 30 "$work/debootstrap.log" >&2; exit 1; }
+  > "$work/debootstrap.log" 2>&1 9>&- || { tail -n 30 "$work/debootstrap.log" >&2; exit 1; }
 # Keep the image small and the apt state clean.
 $SUDO rm -rf "$work/root/var/cache/apt/archives/"*.deb "$work/root/var/lib/apt/lists/"*
-$SUDO tar -C "$work/root" --numeric-owner -c . \
+$SUDO tar -C "$work/root" --numeric-owner -c . 9>&- \
   | podman import \
       --change 'CMD ["/bin/sleep", "infinity"]' \
       --change "LABEL agent-sandbox.base-packages=$PACKAGES" \
-      - "$IMAGE" >/dev/null
+      - "$IMAGE" >/dev/null 9>&-
 echo "base-image: built $IMAGE"

@@ -35,6 +35,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# The base image for Molecule's and the demo's hosts and the gVisor runs takes a
+# minute or two to build where it is missing: it builds in the background while
+# the rest installs (build/base-image.log); the tests and the demo wait for it.
+if command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1; then
+  bash scripts/base-image.sh --background
+fi
+
 if [ ! -x .venv/bin/python ]; then
   # The real interpreter (not a shim), 3.11 or newer; looked for only when the
   # virtualenv is missing (each shim costs a start of its own).

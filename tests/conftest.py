@@ -50,16 +50,16 @@ HOME_OVERRIDES = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CAC
 # collection order. Only the order changes, never what runs.
 LONGEST_FIRST = (
     # first, three long files that start no container: on a fresh machine the base
-    # image builds meanwhile (tests/base_image.py), where the files that need it
-    # would all wait for it
+    # image may still be building (tests/base_image.py), and the files that need
+    # it would wait for it
     "exec/test_srt_conformance.py",       # 124
     "agents/test_redteam_agent3.py",      # 82
-    "exec/test_escape.py",                # 69: its one gVisor test comes last
+    "agents/test_agent_command.py",       # 59
     "fleet/test_molecule.py",             # 158: one converged host, every front end
     "fleet/test_molecule_no_init.py",     # 104
     "fleet/test_pyinfra_host.py",         # 39
+    "exec/test_escape.py",                # 69
     "exec/test_escape_two_step.py",       # 60
-    "agents/test_agent_command.py",       # 59
     "actions/test_actions_e2e.py",        # 56
     "agents/test_real_clients.py",        # 45
     "agents/test_redteam_agent.py",       # 44
@@ -105,14 +105,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every item of a file in ``LONGEST_FIRST`` first, in that order; within a
-    file and among the other files the collected order holds (a stable sort). Under
-    xdist, the base image starts building when a collected test needs it."""
+    file and among the other files the collected order holds (a stable sort)."""
     tests = Path(__file__).parent
     rank = {str(tests / name): i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(str(item.path), len(rank)))
-    if "PYTEST_XDIST_WORKER" in os.environ and config.option.basetemp:
-        base_image.start_in_background(Path(config.option.basetemp).parent,
-                                       (getattr(item, "fixturenames", ()) for item in items))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -197,11 +193,10 @@ def one_at_a_time(tmp_path_factory: pytest.TempPathFactory
 
 
 @pytest.fixture(scope="session")
-def gvisor_image(one_at_a_time: Callable[[str], contextlib.AbstractContextManager[None]]
-                 ) -> str:
+def gvisor_image() -> str:
     """podman, runsc and the base image; the image is built here when missing
     (tests/base_image.py), so a fresh machine runs these tests instead of skipping
     them. Missing tools are a failure: bootstrap installs them."""
     if not (shutil.which("podman") and shutil.which("runsc") and shutil.which("debootstrap")):
         pytest.fail("podman, runsc and debootstrap are needed (scripts/bootstrap.sh)")
-    return base_image.build(one_at_a_time)
+    return base_image.build()

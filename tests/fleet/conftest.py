@@ -62,12 +62,11 @@ def collections(one_at_a_time: Callable[[str], contextlib.AbstractContextManager
 
 
 @pytest.fixture(scope="session")
-def base_image(collections: Path,
-               one_at_a_time: Callable[[str], contextlib.AbstractContextManager[None]]) -> str:
+def base_image(collections: Path) -> str:
     """The locally built base image (built here when missing: tests/base_image.py)."""
     if shutil.which("podman") is None or shutil.which("debootstrap") is None:
         pytest.fail("podman and debootstrap are needed (scripts/bootstrap.sh installs them)")
-    return build_base_image(one_at_a_time)
+    return build_base_image()
 
 
 @pytest.fixture(scope="session")
