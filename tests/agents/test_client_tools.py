@@ -33,9 +33,9 @@ def test_installed_client_tools_all_have_a_verdict(world: World, client: str) ->
     with ModelServer([]) as model:
         world.configure(client, model.url)
         world.sandbox("init", str(world.repo), f"--{client}", "--mcp", "--trust")
-        world.run(client, model.url)
+        proc = world.run(client, model.url)
         names = model.tool_names()
-    assert len(names) >= 5, names
+    assert len(names) >= 5, (names, proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
     assert unjudged(names) == [], f"{client} brings tools policy/tools.py does not judge"
 
 
