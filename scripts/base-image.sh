@@ -30,6 +30,9 @@ present() {
 # a build under way (the lock below) and then finds the image there.
 if [ "${1:-}" = "--background" ]; then
   present && exit 0
+  # detached from the terminal, sudo cannot ask for a password: then the build is
+  # left to the first foreground run (make demo, the tests)
+  if [ -n "$SUDO" ] && ! setsid -w sudo -n true </dev/null >/dev/null 2>&1; then exit 0; fi
   mkdir -p build
   setsid bash "$0" </dev/null >build/base-image.log 2>&1 &
   echo "base-image: building $IMAGE in the background (build/base-image.log)"
