@@ -34,6 +34,8 @@ if [ "${1:-}" = "--background" ]; then
   # left to the first foreground run (make demo, the tests)
   if [ -n "$SUDO" ] && ! setsid -w sudo -n true </dev/null >/dev/null 2>&1; then exit 0; fi
   mkdir -p build
+  # a build under way holds the lock: nothing to start
+  flock -n build/base-image.lock true || exit 0
   setsid bash "$0" </dev/null >build/base-image.log 2>&1 &
   echo "base-image: building $IMAGE in the background (build/base-image.log)"
   exit 0
