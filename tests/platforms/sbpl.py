@@ -162,6 +162,7 @@ class Profile:
         self.forms = parse(text)
         self.params = params or {}
         self.rules: list[tuple[str, str, list[Expr]]] = []
+        self._by_op: dict[str, list[tuple[str, list[Expr]]]] = {}
         for form in self.forms:
             if not isinstance(form, list) or not form or not isinstance(form[0], Sym):
                 raise SbplSyntaxError(f"top-level form is not a call: {form!r}")
@@ -268,12 +269,13 @@ class Profile:
         raise SbplSyntaxError(f"unsupported filter {kind!r}")
 
     def decide(self, q: Query) -> str:
-        verdict = None
-        for action, op, filters in self.rules:
-            if not op_matches(op, q.op):
-                continue
+        """The action of the last rule that matches (SBPL's last match wins): the
+        rules for the operation are read last first, and the first match decides."""
+        rules = self._by_op.get(q.op)
+        if rules is None:
+            rules = self._by_op[q.op] = [(action, filters) for action, op, filters
+                                         in reversed(self.rules) if op_matches(op, q.op)]
+        for action, filters in rules:
             if not filters or any(self.filter_matches(f, q) for f in filters):
-                verdict = action
-        if verdict is None:
-            raise AssertionError("no rule matched, not even (deny default)")
-        return verdict
+                return action
+        raise AssertionError("no rule matched, not even (deny default)")
