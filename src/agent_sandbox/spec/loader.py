@@ -76,6 +76,12 @@ class _Loader(yaml.SafeLoader):  # type: ignore[misc]
     pass
 
 
+# the node graph comes from libyaml where PyYAML was built with it (several times
+# faster than the pure-Python parser, the same nodes and marks); scalars are then
+# constructed with the safe constructor either way
+_COMPOSER = getattr(yaml, "CSafeLoader", _Loader)
+
+
 def _construct(node: yaml.Node, path: Path_, positions: dict[Path_, tuple[int, int]],
                counter: list[int], depth: int, source: str) -> Any:
     counter[0] += 1
@@ -144,7 +150,7 @@ def parse_yaml(text: str, source: str) -> Layer:
     if len(text) > MAX_BYTES:
         raise SpecError([Problem(source, 1, 1, "", f"file is larger than {MAX_BYTES} bytes")])
     try:
-        docs = list(yaml.compose_all(text, Loader=_Loader))
+        docs = list(yaml.compose_all(text, Loader=_COMPOSER))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
