@@ -94,3 +94,45 @@ def test_inherited_listener_hands_http_to_the_external_proxy(tmp_path: Path) -> 
         p.terminate()
         p.wait(timeout=10)
         external.close()
+
+
+def test_sigterm_taken_by_any_thread_stops_the_service(tmp_path: Path) -> None:
+    """The kernel hands a process's SIGTERM to any of its threads. Sent to one of the
+    proxy's own threads (``tgkill``), it must still stop the service: the main
+    thread used to wait on an Event that only a handler in the main thread would
+    set, and stayed there. The control sends it to the main thread."""
+    import ctypes
+    import json
+    import os
+    import signal
+    import time
+
+    settings = tmp_path / "s.json"
+    settings.write_text(json.dumps({"network": {"allowedDomains": ["example.test"],
+                                                "deniedDomains": []},
+                                    "filesystem": {"denyRead": [], "allowWrite": [],
+                                                   "denyWrite": []}}))
+    tgkill = ctypes.CDLL(None, use_errno=True).tgkill
+
+    def stopped_after_sigterm(to_main: bool) -> bool:
+        proc = subprocess.Popen([sys.executable, "-I", "-m", "agent_sandbox.runtime.proxy",
+                                 "--settings", str(settings), "--http", "127.0.0.1:0",
+                                 "--no-audit"], cwd="/", stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            threads = sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))
+            others = [t for t in threads if t != proc.pid]
+            assert others, threads  # the listeners' threads
+            target = proc.pid if to_main else others[0]
+            assert tgkill(proc.pid, target, signal.SIGTERM) == 0, ctypes.get_errno()
+            deadline = time.monotonic() + 10
+            while proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return proc.poll() == 0
+        finally:
+            proc.kill()
+            proc.wait()
+
+    assert stopped_after_sigterm(to_main=True)
+    assert stopped_after_sigterm(to_main=False)
