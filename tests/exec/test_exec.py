@@ -75,6 +75,34 @@ def test_signal_is_forwarded(settings: Path, work: Path) -> None:
     assert (work / "sig").read_text() == "term\n"
 
 
+@pytest.mark.parametrize("taker", ["main-thread", "proxy-thread"])
+def test_signal_taken_by_a_proxy_thread_is_forwarded(settings: Path, work: Path,
+                                                    taker: str) -> None:
+    """The kernel hands a process's SIGTERM to any of its threads; once the command
+    has used the network, ``sandbox exec`` serves its proxy from threads. A SIGTERM
+    one of them takes (``tgkill``) still reaches the command at once: the main
+    thread used to stay in its wait until the command ended by itself."""
+    import ctypes
+
+    script = ("curl -s -m 5 -o /dev/null http://up.example.com/ || true; "
+              "trap 'echo term > sig; exit 42' TERM; echo ready > ready; "
+              "while :; do sleep 0.05; done")
+    p = subprocess.Popen([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
+                          script], cwd=work)
+    try:
+        wait_for_file(work / "ready")
+        others = [int(t) for t in os.listdir(f"/proc/{p.pid}/task") if int(t) != p.pid]
+        assert others, "the proxy serves from threads of this process"
+        target = p.pid if taker == "main-thread" else others[0]
+        tgkill = ctypes.CDLL(None, use_errno=True).tgkill
+        assert tgkill(p.pid, target, signal.SIGTERM) == 0, ctypes.get_errno()
+        assert p.wait(10) == 42
+        assert (work / "sig").read_text() == "term\n"
+    finally:
+        p.kill()
+        p.wait()
+
+
 
 
 def test_every_process_ends_with_the_command(settings: Path, work: Path) -> None:

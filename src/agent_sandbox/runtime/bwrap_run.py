@@ -412,8 +412,10 @@ class BwrapRun:
             with suppress(OSError):
                 os.kill(pid, signum)
 
-    def wait(self, timeout: float | None = None, *, lazy_proxy: bool = True) -> tuple[int, bool]:
-        """Wait for the command; (returncode, timed_out)."""
+    def wait(self, timeout: float | None = None, *, lazy_proxy: bool = True,
+             wake: int | None = None) -> tuple[int, bool]:
+        """Wait for the command; (returncode, timed_out). ``wake``: the signal wakeup
+        pipe (run.supervise): a signal another thread took still wakes this one."""
         deadline = None if timeout is None else time.monotonic() + timeout
         if not lazy_proxy:
             self.start_proxy()
@@ -421,6 +423,8 @@ class BwrapRun:
         try:
             poller = select.poll()
             poller.register(pidfd, select.POLLIN)
+            if wake is not None:
+                poller.register(wake, select.POLLIN)
             watching = self.proxy is None and bool(self.listeners)
             if watching:
                 for s in self.listeners:
@@ -440,7 +444,10 @@ class BwrapRun:
                 fds = {fd for fd, _ in events}
                 if pidfd in fds:
                     return self.proc.wait(), False
-                if watching:
+                if wake in fds:  # its handler has run by now: drain, wait on
+                    with suppress(OSError):
+                        os.read(wake, 512)
+                if watching and fds - {wake}:  # a first connection: serve the proxy
                     for s in self.listeners:
                         poller.unregister(s.fileno())
                     watching = False
