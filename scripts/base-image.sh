@@ -20,6 +20,8 @@ PACKAGES="python3,python3-venv,python3-apt,bubblewrap,socat,iproute2,procps,ca-c
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
+mkdir -p build
+
 present() {
   [ "$(podman image inspect --format '{{ index .Labels "agent-sandbox.base-packages" }}' \
         "$IMAGE" 2>/dev/null || true)" = "$PACKAGES" ]
@@ -33,7 +35,6 @@ if [ "${1:-}" = "--background" ]; then
   # detached from the terminal, sudo cannot ask for a password: then the build is
   # left to the first foreground run (make demo, the tests)
   if [ -n "$SUDO" ] && ! setsid -w sudo -n true </dev/null >/dev/null 2>&1; then exit 0; fi
-  mkdir -p build
   # a build under way holds the lock: nothing to start
   flock -n build/base-image.lock true || exit 0
   setsid bash "$0" </dev/null >build/base-image.log 2>&1 &
@@ -43,7 +44,6 @@ fi
 
 # One build at a time: a second run waits here for the first. The commands below
 # do not get the lock's descriptor, so nothing they leave running can hold it.
-mkdir -p build
 exec 9>>build/base-image.lock
 flock 9
 

@@ -413,7 +413,7 @@ class BwrapRun:
                 os.kill(pid, signum)
 
     def wait(self, timeout: float | None = None, *, lazy_proxy: bool = True,
-             wake: int | None = None) -> tuple[int, bool]:
+             wake: int = -1) -> tuple[int, bool]:
         """Wait for the command; (returncode, timed_out). ``wake``: the signal wakeup
         pipe (run.supervise): a signal another thread took still wakes this one."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -423,7 +423,7 @@ class BwrapRun:
         try:
             poller = select.poll()
             poller.register(pidfd, select.POLLIN)
-            if wake is not None:
+            if wake >= 0:
                 poller.register(wake, select.POLLIN)
             watching = self.proxy is None and bool(self.listeners)
             if watching:

@@ -4,7 +4,8 @@
 dispositions of the signals Python ignores), ``no_inherited_fds`` keeps this
 process's inherited descriptors out of a sandbox, ``suppress`` is
 ``contextlib.suppress`` without the import, and the pipe readers read bwrap's
-info and ready pipes.
+info and ready pipes. ``signal_wakeup`` wakes a waiting main thread on a signal
+whichever thread the kernel hands it to.
 """
 
 from __future__ import annotations
@@ -28,6 +29,32 @@ class suppress:
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> bool:
         return kind is not None and issubclass(kind, self.exc)
+
+
+class signal_wakeup:
+    """``with signal_wakeup() as fd:`` a pipe the interpreter writes to when a signal
+    arrives, whichever thread the kernel hands it to (a process with threads, such as
+    one serving a proxy). A main thread blocked in a wait never runs a Python handler
+    for a signal another thread took; waiting on ``fd`` as well, it wakes, and the
+    handlers run. ``fd`` is -1 off the main thread, where no handlers run either. The
+    previous wakeup descriptor is back on exit."""
+
+    def __enter__(self) -> int:
+        self.fds: tuple[int, ...] = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            self.previous = signal.set_wakeup_fd(self.fds[1])
+        except ValueError:
+            self.__exit__(None)
+            return -1
+        return self.fds[0]
+
+    def __exit__(self, *_: object) -> None:
+        if hasattr(self, "previous"):
+            with suppress(OSError, ValueError):
+                signal.set_wakeup_fd(self.previous)
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = ()
 
 
 def no_inherited_fds() -> None:

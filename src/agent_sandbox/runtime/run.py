@@ -26,7 +26,7 @@ from agent_sandbox import contract
 from .bwrap_run import BwrapRun
 from .errors import TIMED_OUT, InvalidSettingsError, SandboxStartError
 from .host import home_dir
-from .process import suppress
+from .process import signal_wakeup, suppress
 from .settings import Settings, SettingsError, load
 
 TYPE_CHECKING = False
@@ -189,20 +189,6 @@ def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
     return supervise(run, timeout, err, prepare=started)
 
 
-def _signal_wakeup() -> tuple[int, int, int] | None:
-    """(read end, write end, previous wakeup fd) of a pipe the interpreter writes to
-    when a signal arrives, whichever thread the kernel hands it to (the proxy's
-    threads too): the wait below wakes on it, and the forwarding handler runs. None
-    where this is not the main thread (no handlers were set there either)."""
-    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        return r, w, signal.set_wakeup_fd(w)
-    except ValueError:
-        os.close(r)
-        os.close(w)
-        return None
-
-
 def supervise(run: BwrapRun, timeout: float | None, err: IO[str] | None, *,
               prepare: Callable[[], None] | None = None,
               stop: Callable[[], None] | None = None) -> int:
@@ -216,15 +202,8 @@ def supervise(run: BwrapRun, timeout: float | None, err: IO[str] | None, *,
         for sig in FORWARDED_SIGNALS:
             with suppress(OSError, ValueError):
                 previous[sig] = signal.signal(sig, lambda signum, _f: run.forward(signum))
-        wake = _signal_wakeup() if previous else None
-        try:
-            rc, timed_out = run.wait(timeout, wake=wake[0] if wake else None)
-        finally:
-            if wake is not None:
-                with suppress(OSError, ValueError):
-                    signal.set_wakeup_fd(wake[2])
-                os.close(wake[0])
-                os.close(wake[1])
+        with signal_wakeup() as wake:  # a signal a proxy thread took still forwards
+            rc, timed_out = run.wait(timeout, wake=wake)
         if timed_out:
             return TIMED_OUT
         return rc if rc >= 0 else 128 - rc

@@ -16,6 +16,7 @@ import ipaddress
 import os
 import socket
 
+from ..process import signal_wakeup
 from .decide import split_hostport
 
 TYPE_CHECKING = False
@@ -52,6 +53,7 @@ def _listen(spec: str) -> socket.socket:
 def main(argv: list[str] | None = None) -> int:
     """The standalone proxy (the systemd unit, srt's external proxy ports, benchmarks)."""
     import argparse
+    import select
     import signal
     import sys
 
@@ -106,19 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     handed = {id(s) for s, _ in external}
     proxy.start_in_thread([s for s in http if id(s) not in handed],
                           [s for s in socks if id(s) not in handed], external)
-    # The kernel may hand SIGTERM to any of the proxy's threads, and then the main
-    # thread, blocked in a wait, never runs a Python handler: the service did not stop
-    # (about one SIGTERM in 600 sent right after "ready"). The interpreter's own
-    # handler writes to the wakeup pipe whichever thread takes the signal, and the
-    # main thread waits on that pipe.
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
+    # Any of the proxy's threads may take the SIGTERM: the main thread waits on the
+    # signal wakeup pipe, not for a handler of its own (one SIGTERM in about 600 sent
+    # right after "ready" did not stop the service when it waited on an Event).
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
-    os.read(wake_r, 1)
+    with signal_wakeup() as wake:
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        select.select([wake], [], [])
     proxy.stop()
     close()
     return 0
