@@ -20,6 +20,11 @@ PACKAGES="python3,python3-venv,python3-apt,bubblewrap,socat,iproute2,procps,ca-c
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
+# build/ sits in a checkout a sandboxed command may have written: its lock and log
+# are never reached through a link (this may run as root)
+for f in build build/base-image.lock build/base-image.log; do
+  if [ -L "$f" ]; then echo "base-image: $f is a symbolic link; refusing" >&2; exit 1; fi
+done
 mkdir -p build
 
 present() {
@@ -37,7 +42,12 @@ if [ "${1:-}" = "--background" ]; then
   if [ -n "$SUDO" ] && ! setsid -w sudo -n true </dev/null >/dev/null 2>&1; then exit 0; fi
   # a build under way holds the lock: nothing to start
   flock -n build/base-image.lock true || exit 0
-  setsid bash "$0" </dev/null >build/base-image.log 2>&1 &
+  # the log is a new file, opened, then renamed over whatever build/ held there
+  log=$(mktemp build/base-image.log.XXXXXX)
+  exec 8>>"$log"
+  mv -f "$log" build/base-image.log
+  setsid bash "$0" </dev/null >&8 2>&1 8>&- &
+  exec 8>&-
   echo "base-image: building $IMAGE in the background (build/base-image.log)"
   exit 0
 fi
