@@ -231,3 +231,19 @@ def test_molecule_verify_runs_sandbox_verify(converged: str) -> None:
     assert proc.returncode == 0, out[-6000:]
     assert "6/6 checks passed" in out
     assert "/var/log/agent-sandbox-proxy" in out  # the service's chain, with its refusal
+
+
+def test_the_connection_runs_tasks_in_the_container_as_podman_exec_would(converged: str) -> None:
+    # plugins/connection/agent_sandbox_podman.py: runc exec on the container podman
+    # made, with the container's own process settings, in place of podman exec
+    probe = "cat /proc/self/cgroup; readlink /proc/1/exe; id -u; printenv PATH HOME; pwd"
+    proc = run([tool("ansible"), "all", "-i", f"{HOST},", "-c", "agent_sandbox_podman",
+                "-m", "ansible.builtin.shell", "-a", probe, "-vvv"], timeout=300)
+    assert "EXEC via runc, container" in proc.stdout, proc.stdout[-3000:]
+    head = f"{HOST} | CHANGED | rc=0 >>\n"
+    assert head in proc.stdout, proc.stdout[-3000:]
+    got = proc.stdout.split(head, 1)[1]
+    want = podman("exec", HOST, "sh", "-c", probe)
+    assert want.returncode == 0, want.stderr
+    assert got.startswith(want.stdout), (got, want.stdout)
+    assert "/lib/systemd/systemd" in got  # the container's PID 1, not the host's
