@@ -43,6 +43,7 @@ SANDBOX_DIRS = ("escalations", *[f"escalations/{q}" for q in QUEUE_DIRS], "audit
                 "state")
 STATE_FILE = ".sandbox/state/installed.json"
 MCP_NAME = "agent-sandbox"
+MCP_STARTUP_S = 30  # Codex's startup_timeout_sec for our server (its default: 10)
 
 
 class ConnectorError(SandboxError):
@@ -204,8 +205,11 @@ def plan(repo: str, agents: list[str], mcp: bool) -> list[Planned]:
                                "json"))
         cfg = agent_render.codex_config(spec)
         if mcp and MCP_NAME in cfg.get("mcp_servers", {}):
-            # the first turn waits for our tools instead of going out without them
-            cfg["mcp_servers"][MCP_NAME]["required"] = True
+            # the first turn waits for our tools instead of going out without them;
+            # a required server that has not answered within Codex's default 10 s
+            # ends the session, and ours starts an interpreter, which a busy host
+            # can hold up that long
+            cfg["mcp_servers"][MCP_NAME].update(required=True, startup_timeout_sec=MCP_STARTUP_S)
         if cfg:
             out.append(Planned(os.path.join(repo, ".codex", "config.toml"),
                                agent_render.toml_bytes(cfg), 0o644, "toml"))

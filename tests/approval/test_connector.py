@@ -69,8 +69,11 @@ def test_init_installs_hooks_with_an_absolute_interpreter(project: Path) -> None
     codex_hooks = json.loads((project / ".codex/hooks.json").read_text())
     jsonschema.validate(codex_hooks, json.loads(
         json.dumps(third_party("codex", "codex-hooks.schema.json"))))
-    assert "mcp" in tomllib.loads((project / ".codex/config.toml").read_text())["mcp_servers"][
-        "agent-sandbox"]["args"]
+    codex_mcp = tomllib.loads((project / ".codex/config.toml").read_text())["mcp_servers"][
+        "agent-sandbox"]
+    assert "mcp" in codex_mcp["args"]
+    # required, with more than Codex's default 10 s to answer on a busy host
+    assert codex_mcp["required"] is True and codex_mcp["startup_timeout_sec"] == 30
     cursor_mcp = json.loads((project / ".cursor/mcp.json").read_text())
     assert set(cursor_mcp["mcpServers"]) == {"mine", "agent-sandbox"}
     mcp = json.loads((project / ".mcp.json").read_text())["mcpServers"]["agent-sandbox"]

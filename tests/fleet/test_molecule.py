@@ -72,9 +72,11 @@ def changed_tasks(out: str) -> list[str]:
 
 
 def recap(out: str, host: str = HOST) -> dict[str, int]:
-    m = re.search(rf"^\W*{re.escape(host)}\s+:\s+(.*)$", out, re.M)
-    assert m, out[-3000:]
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))}
+    """The host's line in the last play recap of ``out`` (a Molecule sequence
+    prints one for each playbook it runs)."""
+    found = re.findall(rf"^\W*{re.escape(host)}\s+:\s+(.*)$", out, re.M)
+    assert found, out[-3000:]
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", found[-1])}
 
 
 def installed(host: str, targets: list[str]) -> dict[str, tuple[str, str]]:
@@ -101,9 +103,7 @@ def converged(base_image: str, wheelhouse: Path) -> Iterator[str]:
     WHEELHOUSE["dir"] = str(wheelhouse)
     molecule("destroy")
     try:
-        molecule("create")
-        molecule("prepare")
-        conv = molecule("converge")
+        conv = molecule("converge")  # Molecule's converge sequence: create, prepare, converge
         assert recap(conv.stdout)["failed"] == 0
         yield HOST
     finally:
