@@ -344,11 +344,32 @@ def audit_records(directory: Path) -> list[dict]:
     return [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
 
 
-def results_file(name: str) -> Path:
-    """Where a suite's side-by-side table goes: build/<name>.md, or under
-    pytest-xdist build/<name>.<worker>.md with the cases that worker ran."""
+def write_results(name: str, text: str, build: Path = REPO / "build") -> Path:
+    """Write a suite's side-by-side table to build/<name>.md (under pytest-xdist
+    build/<name>.<worker>.md, with the cases that worker ran) and return its path.
+
+    build/ sits in a checkout that sandboxed commands may have written: a link
+    there is refused, never followed, and the table is a new file renamed into
+    place (a link planted at its name is replaced, its target untouched)."""
+    import tempfile
+
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    return REPO / "build" / (f"{name}.{worker}.md" if worker else f"{name}.md")
+    out = build / (f"{name}.{worker}.md" if worker else f"{name}.md")
+    with contextlib.suppress(FileExistsError):
+        build.mkdir()
+    if build.is_symlink() or not build.is_dir():
+        raise RuntimeError(f"{build} is a link or not a folder: the table is not written")
+    fd, tmp = tempfile.mkstemp(dir=build, prefix=f".{name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return out
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

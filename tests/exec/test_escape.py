@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PY, SRT, HostListeners, Net, needs_bwrap, results_file
+from conftest import PY, SRT, HostListeners, Net, needs_bwrap, write_results
 
 from agent_sandbox.runtime.run import run_sandboxed
 
@@ -511,8 +511,6 @@ def results_table() -> Any:
     yield
     if not RESULTS:
         return
-    out = results_file("escape-results")
-    out.parent.mkdir(exist_ok=True)
     lines = ["# Escape suite: sandbox exec, bwrap and gVisor backends", "",
              "Each case is judged from the host (file contents, listeners, process table).",
              "sandbox exec runs it with the bwrap backend, then once more with the gVisor",
@@ -529,7 +527,7 @@ def results_table() -> Any:
         got = [r[engine] for r in RESULTS.values() if engine in r]
         totals.append(f"{label}: {got.count('blocked')}/{len(got)} blocked")
     lines += ["", "; ".join(totals), ""]
-    out.write_text("\n".join(lines))
+    write_results("escape-results", "\n".join(lines))
     SUMMARY[:] = lines  # printed at the end of the session by conftest
 
 

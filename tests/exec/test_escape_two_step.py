@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PY, REPO, SRT, needs_bwrap, results_file, write_settings
+from conftest import PY, REPO, SRT, needs_bwrap, write_results, write_settings
 
 from agent_sandbox.runtime.errors import SandboxStartError
 from agent_sandbox.runtime.run import run_sandboxed
@@ -802,6 +802,4 @@ def table() -> Any:
         got = [r[engine] for r in RESULTS.values() if engine in r]
         totals.append(f"{label}: {got.count('blocked')}/{len(got)} blocked")
     lines += ["", "; ".join(totals)]
-    out = results_file("escape-two-step")
-    out.parent.mkdir(exist_ok=True)
-    out.write_text("\n".join(lines) + "\n")
+    write_results("escape-two-step", "\n".join(lines) + "\n")

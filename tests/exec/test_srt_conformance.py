@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, SRT, Listener, Net, needs_bwrap, results_file
+from conftest import REPO, SRT, Listener, Net, needs_bwrap, write_results
 
 SANDBOX = REPO / ".venv" / "bin" / "sandbox"
 PROBE = Path(__file__).with_name("conformance_probe.py")
@@ -1168,8 +1168,6 @@ def conformance_table() -> Any:
                      f"{r['control']} | {r['srt']} ({r['srt_note']}) | {r['ours']} ({r['ours_note']}) | "
                      f"{r['verdict']} |")
     lines += ["", "; ".join(f"{k}: {n}" for k, n in sorted(counts.items())), ""]
-    out = results_file("srt-conformance")
-    out.parent.mkdir(exist_ok=True)
-    out.write_text("\n".join(lines))
+    write_results("srt-conformance", "\n".join(lines))
     SUMMARY[:] = lines
     print("\n" + "\n".join(lines))
