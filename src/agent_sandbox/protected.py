@@ -80,6 +80,7 @@ ANY_DEPTH: tuple[tuple[str, str, str], ...] = (
     (".cursor", "d", "Cursor (hooks, MCP servers)"),
     (".gemini", "d", "Gemini CLI (settings, hooks)"),
     (".windsurf", "d", "Windsurf (MCP servers, workflows)"),
+    (".agents", "d", "Codex and other agents (skills: instructions and their scripts)"),
     (".mcp.json", "f", "Claude Code and others (MCP servers, started as processes)"),
     (".sandbox", "d", "agent-sandbox (policy, queue, audit)"),
     # tools that run code from their configuration

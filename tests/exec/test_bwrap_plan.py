@@ -155,7 +155,8 @@ def test_mandatory_set_in_writable_root_gets_placeholders() -> None:
                        ("/.bash_aliases", "f"), ("/.bashrc", "f"),
                        ("/.mcp.json", "f"), ("/.gitmodules", "f"), ("/.sandbox", "f"),
                        ("/.vscode", "f"), ("/.idea", "f"), ("/.codex", "f"),
-                       ("/.cursor", "f"), ("/.gemini", "f"), ("/.gitconfig", "f")):
+                       ("/.cursor", "f"), ("/.gemini", "f"), ("/.gitconfig", "f"),
+                       ("/.agents", "f")):
         assert ph[CWD + name] == kind
         assert ("ro", CWD + name) in ops(p)
 

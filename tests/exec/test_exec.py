@@ -264,6 +264,20 @@ def test_placeholders_survive_while_another_sandbox_runs(settings: Path, work: P
     assert not (work / ".bashrc").exists()
 
 
+def test_agent_skills_cannot_be_planted_for_a_later_agent(settings: Path, work: Path) -> None:
+    # .agents/skills is where Codex and other agents load skills (instructions and the
+    # scripts they name) from: written in one run, read by the next unsandboxed agent
+    plant = ("mkdir -p .agents/skills/evil; echo pwned > .agents/skills/evil/SKILL.md; "
+             "mkdir -p sub/.agents/skills/evil; echo pwned > sub/.agents/skills/evil/SKILL.md")
+    run_sandboxed(["sh", "-c", plant], settings, work)
+    run_sandboxed(["sh", "-c", "ls -R . > /dev/null"], settings, work)  # the next run
+    # no folder by that name anywhere: the top one was a read-only placeholder, the
+    # deeper one the sweep moved to a quarantine name no agent reads
+    assert [p for p in work.rglob(".agents")] == []
+    assert [p.name.split("-")[0] for p in (work / "sub").iterdir()] == [
+        ".agents.sandbox"]
+
+
 def test_deep_new_repository_is_quarantined(settings: Path, work: Path) -> None:
     r = run_sandboxed(["sh", "-c", "mkdir -p a/b && cd a/b && git init -q . && "
                        "echo evil > .git/hooks/pre-commit"], settings, work)

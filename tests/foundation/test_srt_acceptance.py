@@ -37,8 +37,11 @@ def srt() -> Path:
 
 
 def run_srt(srt: Path, settings: Path, command: str) -> subprocess.CompletedProcess[str]:
+    """srt in the settings file's own folder: srt mounts its mandatory-deny
+    placeholders in the working directory, and two runs sharing one (the
+    checkout, where pytest runs) race on them ("Can't find source path")."""
     return subprocess.run([str(srt), "-s", str(settings), "-c", command],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=settings.parent)
 
 
 def test_srt_rejects_an_invalid_file(srt: Path, tmp_path: Path) -> None:
@@ -111,7 +114,7 @@ def test_srt_accepts_what_our_backend_hands_it(srt: Path, tmp_path: Path) -> Non
     settings.write_text(json.dumps(doc))
     result = subprocess.run([str(srt), "-s", str(settings), "-c",
                              f"echo token=${{API_TOKEN-unset}}; cat {tmp_path}/token"],
-                            capture_output=True, text=True, timeout=120,
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path,
                             env={**os.environ, "API_TOKEN": "TOPSECRET"})
     assert CONFIG_ERROR not in result.stderr, result.stderr
     assert "token=unset" in result.stdout

@@ -421,7 +421,7 @@ def test_protected_names_cannot_be_planted(base):
     names = [".claude", ".codex", ".cursor", ".gemini", ".vscode", ".idea", ".sandbox",
              ".git", ".git/hooks", ".git/config", ".config", ".config/git", ".mcp.json",
              ".zshrc", ".CLAUDE", ".Git/Hooks", ".VSCode", ".windsurf", ".envrc", ".husky",
-             ".git/worktrees/w/commondir",
+             ".git/worktrees/w/commondir", ".agents",
              # spellings case-insensitive APFS folds to a protected name (Unicode folding)
              ".\u017fandbox", ".con\ufb01g/git", ".git/hoo\u212as", ".git/con\ufb01g",
              ".gitcon\ufb01g"]
