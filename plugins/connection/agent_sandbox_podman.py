@@ -125,7 +125,9 @@ class Connection(PodmanConnection):
         if len(container_id) != 64 or not os.path.isfile(state):
             return None
         display.vvv(f"EXEC via runc, container {container_id}", host=self._container_id)
-        return [runc, "--root", "/run/runc", "exec", container_id]
+        # as `podman exec --user root`, whatever user the image names
+        user = ["--user", "0:0"] if self.user else []
+        return [runc, "--root", "/run/runc", "exec", *user, container_id]
 
     def _exec(self, args, in_data, interactive):  # type: ignore[no-untyped-def]
         """Run ``args`` in the container as the connection's user:
