@@ -348,27 +348,16 @@ def write_results(name: str, text: str, build: Path = REPO / "build") -> Path:
     """Write a suite's side-by-side table to build/<name>.md (under pytest-xdist
     build/<name>.<worker>.md, with the cases that worker ran) and return its path.
 
-    build/ sits in a checkout that sandboxed commands may have written: a link
-    there is refused, never followed, and the table is a new file renamed into
-    place (a link planted at its name is replaced, its target untouched)."""
-    import tempfile
+    build/ sits in a checkout that sandboxed commands may have written: the table
+    is written below the checkout as the host writes every such file
+    (``below_root.replace_file``): a build/ that is a link is refused, and a link
+    planted at the table's name is replaced, its target untouched."""
+    from agent_sandbox import below_root
 
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     out = build / (f"{name}.{worker}.md" if worker else f"{name}.md")
-    with contextlib.suppress(FileExistsError):
-        build.mkdir()
-    if build.is_symlink() or not build.is_dir():
-        raise RuntimeError(f"{build} is a link or not a folder: the table is not written")
-    fd, tmp = tempfile.mkstemp(dir=build, prefix=f".{name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    below_root.replace_file(str(build.parent), f"{build.name}/{out.name}", text.encode(),
+                            0o644, create=True)
     return out
 
 

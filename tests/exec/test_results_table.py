@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import write_results
 
+from agent_sandbox.below_root import NotBelowRoot
+
 
 def test_a_link_at_the_tables_name_is_replaced_and_its_target_untouched(tmp_path: Path) -> None:
     build = tmp_path / "build"
@@ -26,6 +28,6 @@ def test_a_build_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (tmp_path / "build").symlink_to(elsewhere)
-    with pytest.raises(RuntimeError, match="is a link"):
+    with pytest.raises(NotBelowRoot, match="is a link"):
         write_results("escape-results", "table\n", tmp_path / "build")
     assert list(elsewhere.iterdir()) == []
