@@ -4,11 +4,12 @@ server, each in a throwaway HOME and repository.
 A ``World`` is one temporary root holding ``home/`` (the client's HOME, with a
 planted ``~/.ssh/id_ed25519`` and the client's own login/model settings),
 ``repo/`` (a git repository with a bare ``remote.git`` beside it as ``origin``)
-and ``etc/``, a copy of the host's /etc without any managed agent or sandbox
-files. Every client and every ``sandbox`` command runs in a mount namespace
-(bubblewrap) that shows ``etc/`` at /etc, so what this machine has installed
-system-wide never leaks into a test, and a test can install managed files at
-their real system paths (``World.install_system``).
+and ``etc/``, the world's own managed agent and sandbox folders. Every client and
+every ``sandbox`` command runs in a mount namespace (bubblewrap) that shows a
+read-only copy of the host's /etc without those folders (``shared_etc``), and the
+world's own folders over them, so what this machine has installed system-wide
+never leaks into a test, and a test can install managed files at their real
+system paths (``World.install_system``).
 Roots live under /var/tmp: Codex refuses to put its sandbox helpers under the
 system temporary folder, and its sandbox then cannot start.
 
@@ -17,6 +18,7 @@ Test support only.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -36,6 +38,28 @@ SECRET = "SECRET-KEY-MATERIAL-4711"
 # System folders the clients and the runtime read managed files from.
 MANAGED_ETC = ("agent-sandbox", "claude-code", "codex", "gemini-cli")
 PROMPT = "Follow the scripted plan."
+
+
+_SHARED_ETC: list[Path] = []
+
+
+def shared_etc() -> Path:
+    """The host's /etc without the managed folders (each there, empty, as a place
+    for a world's own): copied once per process and shown read-only to every world
+    (a copy per test cost about a second of CPU: 1,300 files made and removed)."""
+    if not _SHARED_ETC:
+        root = Path(tempfile.mkdtemp(prefix="agent-sandbox-e2e-etc-", dir="/var/tmp"))
+        etc = root / "etc"
+        etc.mkdir()
+        subprocess.run(["cp", "-a", "-t", str(etc), *(str(p) for p in
+                                                      sorted(Path("/etc").iterdir())
+                                                      if p.name not in MANAGED_ETC)],
+                       check=True)
+        for name in MANAGED_ETC:
+            (etc / name).mkdir()
+        atexit.register(shutil.rmtree, root, True)
+        _SHARED_ETC.append(etc)
+    return _SHARED_ETC[0]
 
 
 def client_bin(client: str) -> Path:
@@ -77,9 +101,8 @@ class World:
         base = Path("/var/tmp")
         root = Path(tempfile.mkdtemp(prefix="agent-sandbox-e2e-", dir=base))
         w = cls(root)
-        shutil.copytree("/etc", root / "etc", symlinks=True, ignore_dangling_symlinks=True,
-                        ignore=lambda d, names: [n for n in names if d == "/etc"
-                                                 and n in MANAGED_ETC])
+        for name in MANAGED_ETC:  # this world's own, bound over the shared copy's
+            (root / "etc" / name).mkdir(parents=True)
         (w.home / ".ssh").mkdir(parents=True, mode=0o700)
         (w.home / ".ssh" / "id_ed25519").write_text(SECRET + "\n")
         (w.home / ".gitconfig").write_text(
@@ -95,15 +118,17 @@ class World:
 
     def install_system(self, target: str, content: bytes, mode: int = 0o644) -> None:
         """Install a managed file at its system path (inside the world's /etc)."""
-        assert target.startswith("/etc/"), target
+        assert target.startswith("/etc/") and target.split("/")[2] in MANAGED_ETC, target
         path = self.root / target[1:]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
         path.chmod(mode)
 
     def wrap(self, argv: list[str]) -> list[str]:
-        return ["bwrap", "--dev-bind", "/", "/", "--bind", str(self.root / "etc"), "/etc",
-                "--die-with-parent", "--", *argv]
+        own = [a for name in MANAGED_ETC
+               for a in ("--bind", str(self.root / "etc" / name), f"/etc/{name}")]
+        return ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(shared_etc()), "/etc",
+                *own, "--die-with-parent", "--", *argv]
 
     def sandbox(self, *args: str, check: bool = True, timeout: float = 60
                 ) -> subprocess.CompletedProcess[str]:
@@ -193,20 +218,38 @@ class World:
                   program: Path | None = None) -> subprocess.CompletedProcess[str]:
         """``sandbox agent CLIENT [options] -- ARGS`` as the user would run it
         (``program``: another program than the client's own, started in its place)."""
-        return subprocess.run(self.wrap(self.agent_argv(client, model_url, extra, options,
-                                                        program)),
-                              cwd=self.repo, env={**self.env(client, model_url),
-                                                  **(env_extra or {})},
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=timeout)
+        return _start_client(self.wrap(self.agent_argv(client, model_url, extra, options,
+                                                       program)),
+                             cwd=self.repo, env={**self.env(client, model_url),
+                                                 **(env_extra or {})}, timeout=timeout)
 
     def run(self, client: str, model_url: str, *, extra: list[str] | None = None,
             timeout: float = 240, cwd: Path | None = None,
             env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.wrap(self.argv(client, extra)), cwd=cwd or self.repo,
-                              env={**self.env(client, model_url), **(env_extra or {})},
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=timeout)
+        return _start_client(self.wrap(self.argv(client, extra)), cwd=cwd or self.repo,
+                             env={**self.env(client, model_url), **(env_extra or {})},
+                             timeout=timeout)
+
+
+# Codex's own sandbox makes mount points for the names it protects below a writable
+# root (.agents, and the spec's deny_read names) and removes them again; a second
+# Codex helper walking the repository at that moment finds an entry gone and Codex
+# ends before its session starts ("failed to enumerate unreadable glob paths ...
+# No such file or directory"), having asked the model nothing and run nothing. That
+# start, and only that one, is tried once more.
+CODEX_START_RACE = "failed to enumerate unreadable glob paths"
+
+
+def _start_client(argv: list[str], *, cwd: Path, env: dict[str, str],
+                  timeout: float) -> subprocess.CompletedProcess[str]:
+    for attempt in (1, 2):
+        proc = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=timeout)
+        started = not (proc.returncode != 0 and CODEX_START_RACE in proc.stderr
+                       and "Failed to create session" in proc.stderr)
+        if started or attempt == 2:
+            return proc
+    raise AssertionError("unreachable")
 
 
 def residents(state: Path, home: Path | None = None) -> list[int]:
