@@ -11,15 +11,16 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
 setup:
 	@bash scripts/bootstrap.sh
 
-# The suite runs in parallel (pytest-xdist, three workers for every two cores): every
-# worker gets its own state, lock and audit folders (tests/conftest.py); each test file
-# stays on one worker (--dist loadfile: module fixtures such as the molecule scenario's
+# The suite runs in parallel (pytest-xdist, two workers per core): every worker gets
+# its own state, lock and audit folders (tests/conftest.py); each test file stays on
+# one worker (--dist loadfile: module fixtures such as the molecule scenario's
 # containers are made once; xdist_group does not hold under pytest 9). The longest
 # files are handed out first (tests/conftest.py LONGEST_FIRST), so that no long file
 # runs alone at the end. Many tests wait (on containers, clients, timeouts), so a
-# worker per core leaves the cores idle: on 2 cores, 2 workers took 770 s and 3 took
-# 573-583 s; 4 took 580 s, no faster. TEST_JOBS=0 runs it in one process, no workers.
-TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n * 3 / 2 > 1 ? n * 3 / 2 : 1 )))
+# worker per core leaves the cores idle. On 2 cores, with the suite at about 750 CPU-s:
+# 3 workers took 569 s, 4 took 502 s, 5 took 575 s. TEST_JOBS=0 runs it in one
+# process, no workers.
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n * 2 )))
 PYTEST := $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
 # Python's own default: test modules are compiled (their asserts rewritten) once and
 # kept, not again by every worker in every run (with PYTHONDONTWRITEBYTECODE set,
