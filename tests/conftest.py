@@ -91,6 +91,10 @@ def pytest_configure(config: pytest.Config) -> None:
     for variable, sub in zip(STATE_VARIABLES, ("state", "audit"), strict=True):
         os.environ[variable] = str(root / sub)
     os.environ.pop("AGENT_SANDBOX_LOCK_DIR", None)
+    # Ansible's and Molecule's own per-user folder (~/.ansible: temporary files, and
+    # Molecule's scenario state, named after the checkout's folder name only, so two
+    # checkouts of the same name shared it)
+    os.environ["ANSIBLE_HOME"] = str(root / "ansible")
     # no resident MCP server outlives a test: the tests that want one say so
     # (approval/test_mcp_resident.py; the agents' worlds stop theirs)
     os.environ["AGENT_SANDBOX_MCP_RESIDENT"] = "off"
