@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -40,26 +41,20 @@ MANAGED_ETC = ("agent-sandbox", "claude-code", "codex", "gemini-cli")
 PROMPT = "Follow the scripted plan."
 
 
-_SHARED_ETC: list[Path] = []
-
-
+@functools.cache
 def shared_etc() -> Path:
     """The host's /etc without the managed folders (each there, empty, as a place
     for a world's own): copied once per process and shown read-only to every world
     (a copy per test cost about a second of CPU: 1,300 files made and removed)."""
-    if not _SHARED_ETC:
-        root = Path(tempfile.mkdtemp(prefix="agent-sandbox-e2e-etc-", dir="/var/tmp"))
-        etc = root / "etc"
-        etc.mkdir()
-        subprocess.run(["cp", "-a", "-t", str(etc), *(str(p) for p in
-                                                      sorted(Path("/etc").iterdir())
-                                                      if p.name not in MANAGED_ETC)],
-                       check=True)
-        for name in MANAGED_ETC:
-            (etc / name).mkdir()
-        atexit.register(shutil.rmtree, root, True)
-        _SHARED_ETC.append(etc)
-    return _SHARED_ETC[0]
+    root = Path(tempfile.mkdtemp(prefix="agent-sandbox-e2e-etc-", dir="/var/tmp"))
+    etc = root / "etc"
+    etc.mkdir()
+    subprocess.run(["cp", "-a", "-t", str(etc), *(str(p) for p in sorted(Path("/etc").iterdir())
+                                                  if p.name not in MANAGED_ETC)], check=True)
+    for name in MANAGED_ETC:
+        (etc / name).mkdir()
+    atexit.register(shutil.rmtree, root, True)
+    return etc
 
 
 def client_bin(client: str) -> Path:
@@ -231,25 +226,26 @@ class World:
                              timeout=timeout)
 
 
-# Codex's own sandbox makes mount points for the names it protects below a writable
-# root (.agents, and the spec's deny_read names) and removes them again; a second
-# Codex helper walking the repository at that moment finds an entry gone and Codex
-# ends before its session starts ("failed to enumerate unreadable glob paths ...
-# No such file or directory"), having asked the model nothing and run nothing. That
-# start, and only that one, is tried once more.
+# Codex's own sandbox makes mount points in the repository for names it protects
+# below a writable root (strace of a run: repo/.agents, repo/.aws). Once in three
+# full runs a Codex helper walking the repository found such an entry gone and
+# Codex ended before its session started ("failed to enumerate unreadable glob
+# paths ... No such file or directory"), having asked the model nothing and run
+# nothing. That start, and only that one, is tried once more.
 CODEX_START_RACE = "failed to enumerate unreadable glob paths"
 
 
 def _start_client(argv: list[str], *, cwd: Path, env: dict[str, str],
                   timeout: float) -> subprocess.CompletedProcess[str]:
-    for attempt in (1, 2):
-        proc = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+    def start() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=timeout)
-        started = not (proc.returncode != 0 and CODEX_START_RACE in proc.stderr
-                       and "Failed to create session" in proc.stderr)
-        if started or attempt == 2:
-            return proc
-    raise AssertionError("unreachable")
+
+    proc = start()
+    if (proc.returncode != 0 and CODEX_START_RACE in proc.stderr
+            and "Failed to create session" in proc.stderr):
+        proc = start()
+    return proc
 
 
 def residents(state: Path, home: Path | None = None) -> list[int]:
