@@ -22,10 +22,6 @@ setup:
 # process, no workers.
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n * 2 )))
 PYTEST := $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
-# Python's own default: test modules are compiled (their asserts rewritten) once and
-# kept, not again by every worker in every run (with PYTHONDONTWRITEBYTECODE set,
-# collecting cost each worker 9 CPU-s instead of 3).
-unexport PYTHONDONTWRITEBYTECODE
 
 test: setup
 	$(PYTEST)
