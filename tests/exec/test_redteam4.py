@@ -247,6 +247,7 @@ if mode == "replace":  # a new inode, renamed over the old name
     os.rename(path + ".new", path)
     sys.exit(0)
 # reuse: unlink, then create until the file system hands out the freed inode again
+# (tmpfs never does: its inode numbers only grow; the last try then stays, a new inode)
 old = os.stat(path).st_ino
 os.unlink(path)
 held = []
@@ -257,6 +258,8 @@ for i in range(500):
         break
     held.append("%s.%d" % (path, i))
     os.rename(path, held[-1])
+else:
+    os.rename(held.pop(), path)
 for h in held:
     os.unlink(h)
 """
