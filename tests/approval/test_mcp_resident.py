@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
@@ -31,16 +32,26 @@ from .conftest import make_repo
 PY = sys.executable
 PKG = Path(contract.__file__).resolve().parent
 TOOLS = {"run_privileged", "check_request", "sandbox_status", "list_actions", "run_action"}
-RESIDENT_ARGV = contract.self_argv(PY, "mcp", "--resident")
 
 
 class Place:
-    def __init__(self, base: Path, repo: Path) -> None:
+    """A test's state folder and repository, and the installation (``python``)
+    whose launcher and resident it runs."""
+
+    def __init__(self, base: Path, repo: Path, python: str = PY) -> None:
         self.base = base
         self.repo = repo
+        self.python = python
         self.folder = base / "state" / "mcp"
-        self.sock = Path(resident_file(".sock"))  # this installation's
-        self.log = Path(resident_file(".log"))
+        if python == PY:
+            self.sock = Path(resident_file(".sock"))  # this installation's
+            self.log = Path(resident_file(".log"))
+        else:
+            ask = ("from agent_sandbox.mcp_launch import resident_file as f; "
+                   "print(f('.sock')); print(f('.log'))")
+            out = subprocess.run([python, "-I", "-c", ask], env=self.env(), text=True,
+                                 capture_output=True, check=True).stdout.split("\n")
+            self.sock, self.log = Path(out[0]), Path(out[1])
         assert self.sock.parent == self.folder
 
     def env(self, **extra: str) -> dict[str, str]:
@@ -78,6 +89,7 @@ def place(monkeypatch: pytest.MonkeyPatch) -> Iterator[Place]:
         # at its name, where a sandbox that allows sockets by path can mask it; gone,
         # it could not be located and every such run on the machine would be refused
         shutil.rmtree(base / "repo", ignore_errors=True)
+        shutil.rmtree(base / "venv", ignore_errors=True)
 
 
 def residents(p: Place) -> list[int]:
@@ -125,7 +137,8 @@ def wait_resident(p: Place, timeout: float = 60.0) -> int:
 
 def start_resident(p: Place) -> int:
     p.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    subprocess.Popen(RESIDENT_ARGV, cwd="/", env=p.env(), start_new_session=True,
+    subprocess.Popen(contract.self_argv(p.python, "mcp", "--resident"), cwd="/",
+                     env=p.env(), start_new_session=True,
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL)
     return wait_resident(p)
@@ -151,7 +164,7 @@ def session(p: Place, env: dict[str, str], *, cwd: Path | None = None,
     out: dict[str, Any] = {}
 
     async def run() -> None:
-        full = argv or contract.self_argv(PY, "mcp", str(p.repo))
+        full = argv or contract.self_argv(p.python, "mcp", str(p.repo))
         params = StdioServerParameters(command=full[0], args=full[1:], env=env,
                                        cwd=str(cwd or p.repo))
         async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
@@ -263,9 +276,29 @@ def test_a_package_planted_in_the_clients_folder_is_never_imported(place: Place)
     assert marker.exists()
 
 
+def own_installation(base: Path) -> tuple[str, Path]:
+    """The python and package folder of a second installation of this code: a
+    virtualenv with its own copy of the package, the rest read from this one's site
+    folder. A test that changes installed files changes these: every other test
+    running meanwhile (other workers start residents of this installation) keeps
+    its code."""
+    venv = base / "venv"
+    subprocess.run([PY, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python*/site-packages"))
+    shutil.copytree(PKG, site / "agent_sandbox", ignore=shutil.ignore_patterns("__pycache__"))
+    (site / "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    where = subprocess.run([venv / "bin" / "python", "-I", "-c",
+                            "import agent_sandbox; print(agent_sandbox.__file__)"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(where).parent == site / "agent_sandbox", where
+    return str(venv / "bin" / "python"), site / "agent_sandbox"
+
+
 def test_a_stale_resident_is_not_used_and_exits(place: Place) -> None:
+    python, pkg = own_installation(place.base)
+    place = Place(place.base, place.repo, python)
     pid = start_resident(place)
-    target = PKG / "__init__.py"
+    target = pkg / "__init__.py"
     st = target.stat()
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     try:  # the installed code changed under the resident
