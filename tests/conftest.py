@@ -150,7 +150,7 @@ def host_global_lock(request: pytest.FixtureRequest,
     shared = tmp_path_factory.getbasetemp().parent  # the same for every worker of the run
     exclusive = request.node.get_closest_marker("host_global") is not None
     # a module's containers outlive its tests (their conmon binds sockets through
-    # /proc/self/fd, which no sandbox can locate): an exclusive test first waits for
+    # /proc/self/fd, found only where conmon keeps files): an exclusive test first waits for
     # every such module to end, before it takes the turnstile (no module holding
     # containers ever waits for this lock while it holds the turnstile)
     containers = _flock(shared / "containers.lock", fcntl.LOCK_EX) if exclusive else None

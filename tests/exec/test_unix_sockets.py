@@ -531,3 +531,68 @@ def test_a_running_containers_conmon_socket_no_longer_refuses_runs(
         other.close()
         subprocess.run(["podman", "rm", "-f", "-t", "0", name], env=env, capture_output=True,
                        timeout=120, check=False)
+
+
+# bound through /proc/self/fd/N/NAME with no file of that folder open (and "/" as its
+# working folder): nothing tells where the socket is, until told to open its log
+UNLOCATED_SERVER = r"""
+import os, socket, sys
+folder, name = sys.argv[1], sys.argv[2]
+fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+s = socket.socket(socket.AF_UNIX)
+s.bind(f"/proc/self/fd/{fd}/{name}")
+os.close(fd)
+s.listen(1)
+print("ready", flush=True)
+sys.stdin.readline()
+kept = open(os.path.join(folder, "log"), "w")
+print("opened", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("meanwhile", ["closed", "opened-its-log", "nothing"])
+def test_a_socket_is_asked_about_again_before_it_refuses_a_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, meanwhile: str) -> None:
+    """Between the kernel's list and the search for a socket, its holder exits (a
+    container stopping: the socket is gone, reachable by no one) or opens a file
+    beside it (a holder still starting, whose other files come after its bind):
+    neither is reported as unlocated, which refuses every run; a socket still held
+    and still nowhere to be found is (control). The holder's moves are real: it
+    exits right after the first list is read, or opens its log after the first
+    search for it."""
+    import subprocess
+
+    from agent_sandbox.runtime import unix_sockets
+
+    folder = tmp_path / "userdata"
+    folder.mkdir()
+    name = f"attach-{secrets.token_hex(4)}"
+    holder = subprocess.Popen([PY, "-I", "-c", UNLOCATED_SERVER, str(folder), name], cwd="/",
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert holder.stdin is not None and holder.stdout is not None
+    real = unix_sockets._kernel_sockets
+    asked: list[list[str]] = []
+
+    def then_it_moves() -> list[tuple[str, int, int, int]] | None:
+        if len(asked) == 1 and meanwhile == "opened-its-log":  # after the first search
+            holder.stdin.write(b"go\n")
+            holder.stdin.flush()
+            assert holder.stdout.readline() == b"opened\n"
+        out = real()
+        asked.append([n for n, _, _, _ in out or []])
+        if len(asked) == 1 and meanwhile == "closed":  # before the first search
+            holder.kill()
+            holder.wait()
+        return out
+
+    try:
+        assert holder.stdout.readline() == b"ready\n"
+        monkeypatch.setattr(unix_sockets, "_kernel_sockets", then_it_moves)
+        found, lost = unix_sockets.moved_sockets()
+        assert any(n.endswith("/" + name) for n in asked[0])  # listed when first asked
+        assert any(n.endswith("/" + name) for n, _ in lost) == (meanwhile == "nothing")
+        assert (str(folder / name) in found) == (meanwhile == "opened-its-log")
+    finally:
+        holder.kill()
+        holder.wait()

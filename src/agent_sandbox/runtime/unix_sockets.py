@@ -26,8 +26,9 @@ exists); one whose folder is gone, or that was bound through ``/proc`` (conmon
 binds every container's attach socket as ``/proc/self/fd/N/attach``), is looked
 for in the folders its holders keep files open in (the diagnostics give the
 socket's own inode, which ``/proc/PID/fd`` links name); one that still cannot
-be found is reported as unlocated, and the planner refuses to start rather than
-leave it reachable. One whose folder still exists but holds no name
+be found, asked about twice more within a quarter of a second (one closed
+meanwhile is no longer listed), is reported as unlocated, and the planner
+refuses to start rather than leave it reachable. One whose folder still exists but holds no name
 of it is taken as removed (a daemon that unlinks its socket keeps listening).
 
 What it cannot see, and the planner's documentation says so: a socket bound
@@ -45,6 +46,7 @@ import os
 import socket
 import stat
 import struct
+import time
 
 from .globs import under as _under
 
@@ -426,17 +428,38 @@ def moved_sockets() -> tuple[list[str], list[tuple[str, int]]]:
             unplaced.append((name, dev, ino, sock_ino))
     # a socket bound through /proc/self/fd/N/NAME (conmon's attach socket) or whose
     # folder went: looked for where its holders keep their files (the folders of
-    # their open files, their working folder)
-    holders = _holders({s for _, _, _, s in unplaced}) if unplaced else {}
-    lost: list[tuple[str, int]] = []
+    # their open files, their working folder). One not found is asked about again,
+    # twice at most: a socket closed meanwhile (its last holder exited: a container
+    # that stopped) is no longer listed and reachable by no one, and a holder that
+    # was starting may have opened its other files since; only one still listed and
+    # still not found is reported
+    for pause in (0.0, 0.05, 0.2):
+        if not unplaced:
+            break
+        if pause:
+            time.sleep(pause)
+            now = _kernel_sockets()
+            if now is not None:  # not asked: each is still taken as listed
+                alive = {s for _, _, _, s in now}
+                unplaced = [u for u in unplaced if u[3] in alive]
+        unplaced = _near_holders(unplaced, found)
+    return list(dict.fromkeys(found)), [(name, dev) for name, dev, _, _ in unplaced]
+
+
+def _near_holders(unplaced: list[tuple[str, int, int, int]],
+                  found: list[str]) -> list[tuple[str, int, int, int]]:
+    """Look for each socket in the folders its holders keep files in: the paths
+    found are added to ``found``; those not found are returned."""
+    holders = _holders({s for _, _, _, s in unplaced})
+    left = []
     for name, dev, ino, sock_ino in unplaced:
         folders = [f for pid in holders.get(sock_ino, []) for f in _holder_folders(pid)]
         places = _search(list(dict.fromkeys(folders)), dev, ino) if folders else []
         if places:
             found.extend(os.path.realpath(p) for p in places)
         else:
-            lost.append((name, dev))
-    return list(dict.fromkeys(found)), lost
+            left.append((name, dev, ino, sock_ino))
+    return left
 
 
 def device_mount_points(dev: int) -> list[str]:
