@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,36 @@ def test_a_timed_out_run_is_swept_once_every_process_has_ended(tmp_path: Path) -
         assert done.returncode != 0, done.stderr
     left = sorted(str(p.relative_to(root)) for p in root.glob("*/.bashrc"))
     assert left == [], left[:5]
+
+
+def test_the_owed_sweep_spares_what_the_runs_own_sweep_spares(tmp_path: Path) -> None:
+    """The marker a run leaves for the owed sweep (a later start does it when this
+    run's supervisor is killed) names the paths that sweep must not judge: the same
+    as the run's own sweep spares (``sweep.spared``), the read-only and hidden
+    mounts, never a writable root or a folder pinned writable above a read-only
+    mount (the repository and its ``.git``), which the command could write.
+    Read from the host while the command runs."""
+    repo, lock, home = tmp_path / "repo", tmp_path / "lock", tmp_path / "h"
+    home.mkdir()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C",
+           "GIT_CONFIG_NOSYSTEM": "1", "AGENT_SANDBOX_LOCK_DIR": str(lock)}
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
+    (tmp_path / "s.json").write_text(json.dumps({
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {"denyRead": [], "allowWrite": [str(repo)], "denyWrite": []}}))
+    proc = subprocess.Popen([PY, "-m", "agent_sandbox", "exec", "--settings",
+                             str(tmp_path / "s.json"), "--", "sh", "-c",
+                             "while [ ! -e stop ]; do sleep 0.05; done"], cwd=repo, env=env)
+    try:
+        owed = lock / sweep.OWED
+        deadline = time.monotonic() + 60
+        while not (owed.is_dir() and any(owed.iterdir())) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        fields = next(owed.iterdir()).read_bytes().split(b"\0")
+    finally:
+        (repo / "stop").touch()
+        proc.wait(timeout=60)
+    spared = {os.fsdecode(f[1:]) for f in fields if f[:1] == b"S"}
+    assert {str(repo / ".git" / "config"), str(repo / ".git" / "hooks")} <= spared, spared
+    assert not spared & {str(repo), str(repo / ".git")}, spared
+    assert proc.returncode == 0

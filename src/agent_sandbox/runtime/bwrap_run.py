@@ -333,14 +333,14 @@ class BwrapRun:
             # owed marker, both before the gate below lets the command run, and the
             # modules the cleanup needs.
             from . import reaper  # noqa: F401
-            from .sweep import measure, owe
+            from .sweep import measure, owe, spared
 
             self.guarded, self.before = measure(p, relied)
             self.measured = True
             # owed until this run's own sweep is done (see sweep.settle)
             self.owed = owe(lock_dir, os.path.basename(ph.record),
                             self.home, p.writable_roots, self.before,
-                            [m.path for m in p.mounts if m.path not in self.guarded])
+                            spared(p, self.guarded))
             # bwrap's setup is complete once the gate says "ready" and the command still
             # held: the plan's binds left out of bwrap's command line
             # (bwrap_argv.late_binds) are made then, by the helper
@@ -481,11 +481,10 @@ class BwrapRun:
             return True  # the command never ran (see ``measured``)
         if not self._namespace_ended():
             return False  # owed: swept by a later start once it has ended
-        from .sweep import quarantine
+        from .sweep import quarantine, spared
 
         roots = [w for w in self.plan.writable_roots if os.path.isdir(w)]
-        skip = [m.path for m in self.plan.mounts if m.op in ("ro", "hide")
-                and m.path not in self.guarded]
+        skip = spared(self.plan, self.guarded)
         ph = self.placeholders
         self.quarantined, notes = quarantine(roots, self.before, self.home, skip,
                                              recorder=self._recorder,

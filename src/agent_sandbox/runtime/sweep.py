@@ -149,6 +149,15 @@ def measure(plan: Plan, relied: Iterable[str]) -> tuple[set[str], dict[str, Iden
     return guarded, identities([*plan.before, *sorted(guarded - set(plan.before))])
 
 
+def spared(plan: Plan, guarded: Iterable[str]) -> list[str]:
+    """The paths a run's sweep never judges as new (``find_new``'s ``skip``), the
+    same for its own sweep, the owed one of a killed run and gVisor's: where its
+    read-only and hidden mounts sat (the command could not write there: a change
+    there is the host's own), but not the placeholders it guards (``measure``)."""
+    held = set(guarded)
+    return [m.path for m in plan.mounts if m.op in ("ro", "hide") and m.path not in held]
+
+
 def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
              skip: Iterable[str] = ()) -> list[tuple[str, str]]:
     """(path, why) of each protected entry the run created that must be disarmed.

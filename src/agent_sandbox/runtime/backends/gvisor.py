@@ -127,7 +127,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     from ..bwrap_run import runtime_paths, settle_or_refuse, tool_dirs
     from ..placeholders import Placeholders
     from ..settings import require_enforceable
-    from ..sweep import measure, owe, quarantine
+    from ..sweep import measure, owe, quarantine, spared
 
     require_enforceable(settings, "gvisor")
     started = time.monotonic()
@@ -166,7 +166,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     out = bounded(output_limit)
     close_audit: Callable[[], None] = lambda: None  # noqa: E731
     notes = "".join(said_late).encode()
-    skip = [m.path for m in plan.mounts if m.path not in guarded]
+    skip = spared(plan, guarded)
     # owed until this run's sweep is done: a caller killed meanwhile leaves its
     # container running under the service; the next start ends it, then sweeps
     box = f"agent-sandbox-{os.path.basename(placeholders.record).replace('.', '-')}"
