@@ -607,3 +607,81 @@ def test_placeholder_never_made_through_a_planted_link(tmp_path: Path) -> None:
     seen.update(str(p) for p in victim.rglob("*"))
     assert not seen, f"placeholders made outside the writable root: {sorted(seen)}"
     assert proc.returncode == 125 and "is a link" in err, err
+
+
+# The same, with the folder swapped for the link while the run starts: a command
+# of another run over the tree keeps exchanging ``config`` (a folder) with a link
+# to the victim (renameat2 RENAME_EXCHANGE), so a folder that was looked at and
+# found real can be the link a moment later, when the placeholder is made in it.
+EXCHANGER = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+os.symlink(sys.argv[1], "cfg")
+open("ready", "w").close()
+while not os.path.exists("stop"):
+    libc.syscall(316, -100, b"config", -100, b"cfg", 2)  # x86_64 renameat2, EXCHANGE
+"""
+
+
+def _strict(tmp_path: Path, work: Path) -> Path:
+    strict = tmp_path / "strict.json"
+    strict.write_text(json.dumps({
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {"denyRead": [], "allowWrite": [str(work)],
+                       "denyWrite": [str(work / "config/new/dir/prod.yml")]}}))
+    return strict
+
+
+def test_placeholder_never_made_through_a_folder_swapped_during_the_start(
+        tmp_path: Path) -> None:
+    work, victim = tmp_path / "w", tmp_path / "victim"
+    (work / "config").mkdir(parents=True)
+    victim.mkdir()
+    strict = _strict(tmp_path, work)
+    (tmp_path / "x.py").write_text(EXCHANGER)
+    flipper = subprocess.Popen([*SANDBOX, "exec", "--settings",
+                                str(settings_for(tmp_path, work)), "--", PY,
+                                str(tmp_path / "x.py"), str(victim)], cwd=work)
+    seen: set[str] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while not (work / "ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for _ in range(40):
+            run = subprocess.run([*SANDBOX, "exec", "--settings", str(strict), "--", "true"],
+                                 cwd=work, capture_output=True, text=True, timeout=60)
+            assert run.returncode in (0, 125), run.stderr  # ran, or refused to start
+            assert "internal error" not in run.stderr, run.stderr
+            seen.update(str(p) for p in victim.rglob("*"))
+    finally:
+        (work / "stop").touch()
+        flipper.wait(timeout=60)
+    seen.update(str(p) for p in victim.rglob("*"))
+    assert not seen, f"placeholders made outside the writable root: {sorted(seen)}"
+
+
+def test_placeholder_never_made_through_a_folder_swapped_after_it_was_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same moment, made certain: the folder is swapped for the link right after
+    the check that it is no link, before anything is made in it."""
+    from agent_sandbox.runtime import placeholders
+    from agent_sandbox.runtime.errors import SandboxStartError
+
+    work, victim = tmp_path / "w", tmp_path / "victim"
+    (work / "config").mkdir(parents=True)
+    victim.mkdir()
+    real = os.path.realpath
+
+    def checked_then_swapped(path: str, *a: object, **k: object) -> str:
+        out = real(path)
+        if path == str(work / "config") and not (work / "config.was").exists():
+            (work / "config").rename(work / "config.was")
+            (work / "config").symlink_to(victim)
+        return out
+
+    monkeypatch.setattr(placeholders.os.path, "realpath", checked_then_swapped)
+    with pytest.raises(SandboxStartError, match="changed while the sandbox was planned"):
+        placeholders._make(str(work / "config/new/dir/prod.yml"), "f")
+    monkeypatch.undo()
+    assert not list(victim.iterdir())
+    assert (work / "config").is_symlink()  # the swap did happen

@@ -25,6 +25,7 @@ without the identity), ``p<pid>`` a process of the run.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import stat
@@ -273,17 +274,45 @@ def _entries(fd: int) -> list[Entry]:
     return out
 
 
-def _made(path: str, kind: str) -> Entry:
-    """The entry of the folder just made at ``path``, with its identity."""
-    st = os.stat(path, follow_symlinks=False)
-    return Entry(kind, path, (st.st_dev, st.st_ino))
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _made_in(dfd: int, name: str, path: str, kind: str) -> tuple[Entry, int]:
+    """Make ``name`` in the open folder ``dfd`` (a folder for "d", an empty file
+    otherwise, never through a link); its entry, and for a folder its descriptor
+    (-1 for a file)."""
+    if kind == "d":
+        os.mkdir(name, 0o755, dir_fd=dfd)
+        fd = os.open(name, _FOLDER, dir_fd=dfd)
+    else:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o444, dir_fd=dfd)
+    st = os.fstat(fd)
+    if kind != "d":
+        os.close(fd)
+        fd = -1
+    return Entry(kind, path, (st.st_dev, st.st_ino)), fd
+
+
+def _changed(path: str, exc: OSError) -> SandboxStartError:
+    return SandboxStartError(
+        f"a folder above the protected path {path} changed while the sandbox was planned "
+        f"({exc.strerror}); no placeholder is made through a link: run it again, or stop "
+        "what changes it")
 
 
 def _make(path: str, kind: str, present: set[str] | None = None) -> list[Entry] | None:
     """Create a placeholder (and its missing parents: the planner asks only for
     paths inside a writable root); what was created, with identities, or None when
     this user may not create it (neither can the sandboxed command). ``present``:
-    folders already seen to exist, which this adds to."""
+    folders already seen to exist, which this adds to.
+
+    Everything is made relative to the deepest folder that exists, opened from
+    ``/`` one folder at a time without following links (``below_root``), and each
+    folder made is opened the same way before anything is made in it: a folder on
+    the way swapped for a link after it was looked at (by a command still running
+    in another sandbox) refuses the start instead of leading the placeholder
+    elsewhere."""
     present = set() if present is None else present
     made: list[Entry] = []
     parent = os.path.dirname(path)
@@ -291,39 +320,46 @@ def _make(path: str, kind: str, present: set[str] | None = None) -> list[Entry] 
     while parent != "/" and parent not in present and not os.path.lexists(parent):
         missing.append(parent)
         parent = os.path.dirname(parent)
-    if parent not in present and os.path.realpath(parent) != parent:
-        # a link above it (one an earlier command may have planted): made through it,
-        # the placeholder and its folders would land wherever the link leads
-        raise SandboxStartError(
-            f"a folder above the protected path {path} is a link ({parent} leads to "
-            f"{os.path.realpath(parent)}); no placeholder is made through a link: remove "
-            "the link, or name the path it leads to in the settings")
+    if parent not in present:
+        try:
+            real = os.path.realpath(parent)
+        except OSError as exc:  # a link that became a folder while it was resolved
+            raise _changed(path, exc) from None
+        if real != parent:
+            # a link above it (one an earlier command may have planted): made through
+            # it, the placeholder and its folders would land wherever the link leads
+            raise SandboxStartError(
+                f"a folder above the protected path {path} is a link ({parent} leads to "
+                f"{real}); no placeholder is made through a link: remove the link, or "
+                "name the path it leads to in the settings")
+    dfd = -1
     try:
+        dfd = open_folder("/", parent.lstrip("/"))
         for d in reversed(missing):
-            os.mkdir(d, 0o755)
-            made.append(_made(d, "d"))
+            entry, nfd = _made_in(dfd, os.path.basename(d), d, "d")
+            os.close(dfd)
+            dfd = nfd
+            made.append(entry)
         present.update(missing)
         present.add(parent)
-        if kind == "d":
-            os.mkdir(path, 0o755)
-            made.append(_made(path, "d"))
-        else:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o444)
-            try:
-                st = os.fstat(fd)
-            finally:
-                os.close(fd)
-            made.append(Entry("f", path, (st.st_dev, st.st_ino)))
+        entry, fd = _made_in(dfd, os.path.basename(path), path, kind)
+        made.append(entry)
+        if fd >= 0:
+            os.close(fd)
     except FileExistsError:
         pass
     except OSError as exc:
-        if exc.errno in (1, 13, 30) and not made:  # EPERM, EACCES, EROFS
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a folder on the way is a link now
+            raise _changed(path, exc) from None
+        if exc.errno in (errno.EPERM, errno.EACCES, errno.EROFS) and not made:
             return None
         raise SandboxStartError(
             f"cannot create the protected placeholder {path}: {exc.strerror}; "
             "make the directory writable or remove it from allowWrite"
         ) from None
+    finally:
+        if dfd >= 0:
+            os.close(dfd)
     return made
 
 
