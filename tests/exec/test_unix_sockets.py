@@ -211,6 +211,32 @@ def test_two_step_hard_link_made_while_sockets_were_refused(place: Place) -> Non
         other.close()
 
 
+@pytest.mark.parametrize("where", ["x/y/.git", ".git/objects/ab", "a/.git/b/.git"])
+def test_two_step_hard_link_hidden_in_a_git_folder(place: Place, where: str) -> None:
+    """The same link, made inside a ``.git`` folder (whose insides the planner's
+    walks leave to ``gitmeta``, and which the sweep keeps when it holds no HEAD):
+    found and masked all the same."""
+    other = Daemon(place.base / "ok" / "other.sock")
+    daemon, (target,) = daemon_at(place, "writable-root")
+    try:
+        plain = write_settings(place.settings_dir / "plain.json",
+                               {"filesystem": {"allowWrite": [str(place.work)]}})
+        r = run_sandboxed(["sh", "-c", f"mkdir -p {where} && ln {target} {where}/h.sock"],
+                          plain, place.work, timeout=60)
+        assert r.returncode == 0, r.stderr
+        hidden = place.work / where / "h.sock"
+        assert hidden.is_socket()
+        out = connect(place, settings(place, [str(other.path)]), str(hidden))
+        assert not daemon.reached(), out
+        c = socket.socket(socket.AF_UNIX)  # control: the link leads to the daemon
+        c.connect(str(hidden))
+        c.close()
+        assert daemon.reached()
+    finally:
+        daemon.close()
+        other.close()
+
+
 def test_two_step_listed_path_replaced_by_a_link(place: Place) -> None:
     """A listed path inside a writable root is dropped (srt's rule), even when run 1
     makes it a symlink to a socket outside every writable root."""

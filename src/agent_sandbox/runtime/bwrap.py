@@ -54,6 +54,7 @@ from . import gitmeta
 from .globs import _any_depth_literal, covers
 from .globs import existing as _glob
 from .globs import under as _under
+from .root_sockets import sockets_below
 from .settings import Settings, SettingsError, _Record
 
 TYPE_CHECKING = False
@@ -555,7 +556,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
         # lists as bound (``unix_sockets``), and each one the walks of the writable roots
         # found (a daemon's socket in a writable root, a hard link made by an earlier run)
         allowed = [m.path for m in mounts.values() if m.op == "sock"]
-        found = [path for w in roots for path, kind in fs.walk(w) if kind == "s"]
+        found = sockets_below(fs, roots)  # .git folders' insides included
         index = _by_path(m for m in mounts.values() if m.op != "link")
         to_mask = [path for path in dict.fromkeys(fs.realpath(x)
                                                   for x in [*fs.sockets(), *found])
