@@ -9,11 +9,12 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -38,6 +39,7 @@ class Server:
     token: str
     token_file: Path
     proc: subprocess.Popen[str]
+    errors: IO[str]  # the server's standard error (a file: a pipe never read could fill)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -55,12 +57,18 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        self.errors.seek(0)
+        said = self.errors.read()
+        self.errors.close()
+        if said:  # shown with a failing test's report (an exception behind a 500)
+            print(f"sandbox serve said:\n{said[-20000:]}", file=sys.stderr)
 
 
 def start_server(*repos: Path, extra: tuple[str, ...] = (), port: int = 0) -> Server:
     proc = subprocess.Popen([PY, "-I", "-m", "agent_sandbox", "serve", "--port", str(port),
                              *extra, *map(str, repos)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env())
+                            stderr=(errors := tempfile.TemporaryFile("w+")), text=True,
+                            env=env())
     assert proc.stdout is not None
     lines = []
     deadline = time.monotonic() + 30
@@ -76,9 +84,11 @@ def start_server(*repos: Path, extra: tuple[str, ...] = (), port: int = 0) -> Se
     path = re.search(r"token file (\S+) ", text)
     if not (url and path):
         proc.kill()
-        raise AssertionError(f"sandbox serve did not start: {text}{proc.stderr.read()}")
+        proc.wait(5)
+        errors.seek(0)
+        raise AssertionError(f"sandbox serve did not start: {text}{errors.read()}")
     token_file = Path(path.group(1))
-    server = Server(url.group(1), token_file.read_text().strip(), token_file, proc)
+    server = Server(url.group(1), token_file.read_text().strip(), token_file, proc, errors)
     import requests
 
     while time.monotonic() < deadline:  # bound before the banner: answers at once

@@ -316,7 +316,8 @@ class BwrapRun:
                 self.proc.wait()
                 raise SandboxStartError(f"{exc}; {diagnose_userns() or 'check /proc access'}"
                                         ) from None
-            os.write(block_w, b"1")
+            with suppress(BrokenPipeError):  # bwrap ended: the ready check below says why
+                os.write(block_w, b"1")
             if deferred:  # while bwrap mounts the rest
                 with ph:
                     others = ph.others()
@@ -345,11 +346,12 @@ class BwrapRun:
             # held: the plan's binds left out of bwrap's command line
             # (bwrap_argv.late_binds) are made then, by the helper
             ready = binder.wait() if binder.kid else read_line(ready_r) == b"ready\n"
-            if not ready:  # bwrap failed before the command
+            with suppress(BrokenPipeError):  # the command starts only on this word
+                ready = ready and os.write(gate_w, b"go\n") == 3
+            if not ready:  # bwrap failed before the command, or ended before the word
                 self.proc.wait()
                 raise SandboxStartError("the sandbox could not start the command "
                                         f"({self._bwrap_said()})")
-            os.write(gate_w, b"go\n")  # the command starts only on this word
         except BaseException:
             if self.proc is not None and self.proc.poll() is None:
                 self.proc.kill()
