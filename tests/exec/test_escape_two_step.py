@@ -108,6 +108,17 @@ def changed(rel: str, original: str) -> Callable[[Ctx], bool]:
     return judge
 
 
+def lost(rel: str, original: str) -> Callable[[Ctx], bool]:
+    """The judge of an append-only file: what it held is no longer its start (the
+    runtime itself may append records, such as the refusal of the attack)."""
+    def judge(ctx: Ctx) -> bool:
+        try:
+            return not (ctx.root / rel).read_text().startswith(original)
+        except OSError:
+            return True
+    return judge
+
+
 def host_git(ctx: Ctx, *args: str, cwd: Path | None = None) -> None:
     subprocess.run([GIT, *args], cwd=cwd or ctx.W, env=host_env(ctx), capture_output=True,
                    timeout=30, check=False)
@@ -347,7 +358,7 @@ CASES: list[Case] = [
          setup=lambda ctx: _link(ctx, "work/.claude", ctx.W / ".claude"), refused_is_blocked=True),
     # 11. state the command can reach
     Case("audit-log-emptied", "11 state", ": > {H}/.local/state/agent-sandbox/audit/audit.jsonl",
-         changed("home/.local/state/agent-sandbox/audit/audit.jsonl", "{\"kept\": 1}\n"),
+         lost("home/.local/state/agent-sandbox/audit/audit.jsonl", "{\"kept\": 1}\n"),
          setup=write("home/.local/state/agent-sandbox/audit/audit.jsonl", "{\"kept\": 1}\n"),
          settings=home_writable),
     # 12. host litter

@@ -25,10 +25,9 @@ The layout:
   disabled inside, all capabilities dropped, a new session (no TIOCSTI), and
   ``--die-with-parent``.
 
-With unix sockets allowed by path (seccomp cannot read a ``connect()``'s path),
-the folders where sockets live are hidden, the listed sockets bound back, and
-every other socket the sandbox could still see is masked: each one the kernel
-lists as bound (``FsView.sockets``) and each one the walks find.
+With unix sockets allowed by path, nothing is mounted for them: each
+``connect()`` is judged when it is made (``brokered_connect``); the plan carries
+the places allowed (``Plan.unix_sockets``).
 
 Operations are applied shallow to deep, so the most specific rule for a path
 wins, and on the same path in the order hide < allow-read < write < deny-write:
@@ -54,7 +53,6 @@ from . import gitmeta
 from .globs import _any_depth_literal, covers
 from .globs import existing as _glob
 from .globs import under as _under
-from .root_sockets import sockets_below
 from .settings import Settings, SettingsError, _Record
 
 TYPE_CHECKING = False
@@ -91,14 +89,8 @@ if TYPE_CHECKING:
         def listdir(self, path: str) -> list[str] | None:
             """The names in a folder, or None when it cannot be listed."""
 
-        def sockets(self) -> list[str]:
-            """Paths at which a bound unix socket can be reached (``unix_sockets``)."""
 
-# Folders hidden (an empty tmpfs) when the settings allow unix sockets by path:
-# seccomp cannot see a connect()'s path, so the sockets must not be visible.
-UNIX_SOCKET_DIRS = ("/tmp", "/var/tmp", "/run", "/dev/shm")
-
-_ORDER = {"link": 0, "hide": 0, "show": 1, "rw": 2, "ro": 3, "sock": 4}
+_ORDER = {"link": 0, "hide": 0, "show": 1, "rw": 2, "ro": 3}
 
 
 class WalkError(SettingsError):
@@ -106,7 +98,7 @@ class WalkError(SettingsError):
 
 
 class Mount(_Record):
-    """One mount operation: op is hide | show | rw | ro | sock | link; kind is d | f
+    """One mount operation: op is hide | show | rw | ro | link; kind is d | f
     (for link: the symlink's target, recreated in an empty root)."""
 
     __slots__ = ("kind", "op", "path")
@@ -125,21 +117,19 @@ class Plan(_Record):
     """The mounts, the placeholders to create on the host first, the writable roots,
     the environment variables removed (the settings' credentials), the
     protected entries that existed before the run with their identities (what the
-    sweep must never move), and the sockets masked (a socket may go away before
-    its mount: ``bwrap_run`` then plans again)."""
+    sweep must never move), and with unix sockets allowed by path the resolved
+    places allowed (``unix_sockets``; None: no connection is judged by path)."""
 
-    __slots__ = ("before", "hide_root", "hide_unix_dirs", "masked_sockets", "mounts",
-                 "placeholders", "unset_env", "writable_roots")
+    __slots__ = ("before", "hide_root", "mounts", "placeholders", "unix_sockets",
+                 "unset_env", "writable_roots")
     mounts: tuple[Mount, ...]
     placeholders: tuple[tuple[str, str], ...]
     writable_roots: tuple[str, ...]
-    hide_unix_dirs: bool
     hide_root: bool
     unset_env: tuple[str, ...]
     before: tuple[str, ...]
-    masked_sockets: tuple[str, ...]
-    _masked_sockets: tuple[str, ...] = ()
-    _hide_unix_dirs = False
+    unix_sockets: tuple[str, ...] | None
+    _unix_sockets: tuple[str, ...] | None = None
     _hide_root = False
     _unset_env: tuple[str, ...] = ()
     _before: tuple[str, ...] = ()
@@ -160,17 +150,6 @@ def _over(path: str, index: dict[str, list[Mount]]) -> list[Mount]:
         path = posixpath.dirname(path)
         out += index.get(path, ())
     return out
-
-
-def _visible(path: str, index: dict[str, list[Mount]], hide_root: bool) -> bool:
-    """Whether the sandbox sees the host's file at ``path`` (pure; ``index`` is the
-    plan's mounts by path): the mount applied last over it decides (the plan's
-    mounts go on shallow to deep, after the empty folders over
-    ``UNIX_SOCKET_DIRS``); a hidden region shows nothing."""
-    over = _over(path, index)
-    if over:
-        return max(over, key=Mount.key).op != "hide"
-    return not hide_root and not any(_under(path, d) for d in UNIX_SOCKET_DIRS)
 
 
 def _links_on_the_way(fs: FsView, path: str) -> list[str]:
@@ -522,20 +501,20 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
             continue
         if above and max(above, key=Mount.key).op != "rw":
             del mounts[key]
-    hide_unix = False
-    masked: list[str] = []
+    sockets: tuple[str, ...] | None = None
     if n.allow_unix_sockets and not n.allow_all_unix_sockets:
-        hide_unix = True
+        # judged when a connection is made (``brokered_connect``), by where the socket
+        # file really is: these are the places allowed, resolved now
         carved = [m.path for m in mounts.values() if m.op in ("ro", "hide")]
 
         def writable_here(path: str) -> bool:
             return any(_under(path, w) for w in writable) and not any(
                 _under(path, c) for c in carved)
 
+        listed: list[str] = []
         for s in n.allow_unix_sockets:
+            # one missing now may be bound later (judged then): resolved as far as it exists
             p = expand(s, home=home, cwd=cwd)
-            if fs.kind(p) is None:
-                continue
             rp = fs.realpath(p)
             # an entry the command can also write is dropped (srt's rule): it could put
             # its own socket, or a link to another, where the allowed one was; so is one
@@ -543,49 +522,14 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
             if any(writable_here(x) for x in (p, rp, *_links_on_the_way(fs, p))):
                 continue
             if any(_under(rp, x) for x in private_real):
-                continue  # listed or not, private state is never shown
-            mounts[("sock", rp)] = Mount("sock", rp, "f")
-        # the runtime's own installation and files, wherever they are (a checkout under
-        # /tmp), stay visible read-only in the folders hidden for sockets
-        for r in protect:
-            if any(_under(r, d) for d in UNIX_SOCKET_DIRS) and not any(
-                    _under(r, w) for w in writable) and fs.kind(r) is not None:
-                add("show", fs.realpath(r))
-        # seccomp cannot read a connect()'s path, so every socket the sandbox could see
-        # that the list does not name is masked (/dev/null over it): each one the kernel
-        # lists as bound (``unix_sockets``), and each one the walks of the writable roots
-        # found (a daemon's socket in a writable root, a hard link made by an earlier run)
-        allowed = [m.path for m in mounts.values() if m.op == "sock"]
-        found = sockets_below(fs, roots)  # .git folders' insides included
-        index = _by_path(m for m in mounts.values() if m.op != "link")
-        to_mask = [path for path in dict.fromkeys(fs.realpath(x)
-                                                  for x in [*fs.sockets(), *found])
-                   if not any(_under(path, a) for a in allowed)
-                   and _visible(path, index, hide_root)]
-        # a folder outside the writable roots that holds nothing but sockets to mask is
-        # hidden whole: one mount instead of one per socket (bwrap's cost per mount
-        # grows with the number of mounts), and a socket bound there later is hidden too
-        folders: dict[str, list[str]] = {}
-        for path in to_mask:
-            folders.setdefault(posixpath.dirname(path), []).append(path)
-        for folder, paths in folders.items():
-            if (len(paths) > 1 and folder != "/" and not any(_under(folder, w) for w in writable)
-                    and sorted(fs.listdir(folder) or ()) == sorted(
-                        posixpath.basename(x) for x in paths)
-                    and not any(_under(m.path, folder) for m in mounts.values())):
-                mounts[("hide", folder)] = Mount("hide", folder, "d")
-                masked.append(folder)
-                continue
-            for path in paths:
-                for key in [k for k in mounts if k[1] == path]:
-                    del mounts[key]  # nothing else may be mounted at a masked socket
-                mounts[("hide", path)] = Mount("hide", path, "f")
-                masked.append(path)
+                continue  # listed or not, private state is never reachable
+            listed.append(rp)
+        sockets = tuple(dict.fromkeys(listed))
     ordered = tuple(sorted(mounts.values(), key=Mount.key))
     return Plan(mounts=ordered, placeholders=tuple(placeholders.items()),
-                writable_roots=tuple(writable), hide_unix_dirs=hide_unix, hide_root=hide_root,
+                writable_roots=tuple(writable), hide_root=hide_root,
                 unset_env=settings.credential_env, before=tuple(dict.fromkeys(before)),
-                masked_sockets=tuple(masked))
+                unix_sockets=sockets)
 
 
 def without(p: Plan, paths: set[str]) -> Plan:
@@ -594,6 +538,5 @@ def without(p: Plan, paths: set[str]) -> Plan:
         return p
     return Plan(mounts=tuple(m for m in p.mounts if m.path not in paths),
                 placeholders=tuple(x for x in p.placeholders if x[0] not in paths),
-                writable_roots=p.writable_roots, hide_unix_dirs=p.hide_unix_dirs,
-                hide_root=p.hide_root, unset_env=p.unset_env, before=p.before,
-                masked_sockets=tuple(x for x in p.masked_sockets if x not in paths))
+                writable_roots=p.writable_roots, hide_root=p.hide_root,
+                unset_env=p.unset_env, before=p.before, unix_sockets=p.unix_sockets)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from agent_sandbox.contract import PROXY_HTTP_PORT, PROXY_SOCKS_PORT
 
-from .bwrap import UNIX_SOCKET_DIRS, Plan
+from .bwrap import Plan
 from .settings import _Record
 
 TYPE_CHECKING = False
@@ -67,9 +67,6 @@ def build_argv(
     # filter: its memory must not be writable by the command
     for mem in ("/proc/1/mem", "/proc/1/task/1/mem"):
         argv += ["--ro-bind", "/dev/null", mem]
-    if p.hide_unix_dirs:  # where sockets live; the allowed ones are bound back ("sock")
-        for d in UNIX_SOCKET_DIRS:
-            argv += ["--tmpfs", d]
     remount: list[str] = []
     for m in p.mounts:
         if m.op == "hide":
@@ -86,10 +83,6 @@ def build_argv(
             argv += ["--ro-bind", m.path, m.path]
         elif m.op == "rw":
             argv += ["--bind", m.path, m.path]
-        elif m.op == "sock":
-            # read-only: connect() needs no writable mount, and a listed folder must
-            # not become a writable place outside allowWrite
-            argv += ["--ro-bind", m.path, m.path]
         elif m.op == "link":
             argv += ["--symlink", m.kind, m.path]
     for source, target, writable in overlays:

@@ -34,7 +34,6 @@ from . import bwrap as bw
 from . import bwrap_argv as bwargv
 from . import fsview, late_binds
 from .errors import SandboxStartError
-from .globs import under
 from .host import diagnose_userns, find_bwrap
 from .placeholders import Placeholders, run_alive
 from .private_state import private_paths
@@ -86,25 +85,13 @@ def overlay_binds(p: bw.Plan, overlays: Sequence[tuple[str, str, str | None]],
         over = bw._over(real, index)
         if over:
             visible = max(over, key=bw.Mount.key).op != "hide"
-        else:  # the plan's own rule: nothing of the host's where its root, or the
-            # folders of unix sockets, are hidden
-            visible = not p.hide_root and not (p.hide_unix_dirs and any(
-                under(real, d) for d in bw.UNIX_SOCKET_DIRS))
+        else:  # the plan's own rule: nothing of the host's where its root is hidden
+            visible = not p.hide_root
         source = real if visible else fallback
         if filters and target in filters:
             source = filters[target](source)
         out.append((source, target, False))
     return out
-
-
-def deferrable(p: bw.Plan, overlays: Sequence[tuple[str, str, str | None]],
-               fs: fsview.RealFs) -> list[tuple[str, str]]:
-    """The placeholders a run may make after bwrap has started: bound late
-    (``bwrap_argv.late_binds``: not on bwrap's command line), in a folder that
-    exists (a folder a placeholder needs made is pinned by a mount bwrap makes)."""
-    late = {t for _, t in bwargv.late_binds(p, [(s, t, False) for s, t, _ in overlays])}
-    return [(x, k) for x, k in p.placeholders
-            if x in late and fs.lkind(os.path.dirname(x)) == "d"]
 
 
 def tool_dirs(env: dict[str, str] | None = None) -> list[str]:
@@ -183,29 +170,16 @@ class BwrapRun:
         self.binder: late_binds.Binder | None = None  # makes the plan's late binds
         self._pid1fd = -1  # the sandbox's init (a pidfd), from its start to cleanup
         self.guarded: set[str] = set()  # the placeholders its read-only mounts sit on
+        self.broker: Any = None  # judges connect() with unix sockets allowed by path
+        self._installer: Any = None  # the broker's filter, until its listener is taken
+        self.absent: tuple[str, ...] = ()  # protected paths that do not exist (the broker's)
 
     # start -----------------------------------------------------------------
 
     def start(self, *, capture: bool = False, stdin: Any = None, stdout: Any = None,
               stderr: Any = None) -> None:
-        """Plan, prepare and start the sandbox, held until the command may run.
-
-        A socket the plan masks can go away in the moment between the plan and
-        bwrap's mount over it; bwrap then stops before the command runs (a mount
-        needs its target). The run is planned again, up to three times, so a
-        socket that goes away neither fails the run nor is left unmasked."""
-        for attempt in range(3):
-            try:
-                self._start(capture=capture, stdin=stdin, stdout=stdout, stderr=stderr)
-                return
-            except SandboxStartError:
-                p = self.plan
-                if attempt == 2 or p is None or all(os.path.lexists(x)
-                                                    for x in p.masked_sockets):
-                    raise
-                self.proc = self.pid1 = self.plan = self.owed = None
-                self.before, self.listeners, self.quarantined = {}, [], []
-                self.measured = False
+        """Plan, prepare and start the sandbox, held until the command may run."""
+        self._start(capture=capture, stdin=stdin, stdout=stdout, stderr=stderr)
 
     def _start(self, *, capture: bool, stdin: Any, stdout: Any, stderr: Any) -> None:
         from . import seccomp
@@ -236,35 +210,31 @@ class BwrapRun:
                             tools=tool_dirs(), opened=self.opened,
                             private=private_paths(self.home))
                 relied = [m.path for m in p.mounts if m.path in others]
-                # placeholders bound late (bwrap_argv.late_binds) whose folder exists
-                # are made while bwrap sets up (below): its command line needs none
-                deferred = deferrable(p, self.overlays, realfs)
-                names = {x for x, _ in deferred}
-                impossible = ph.create([x for x in p.placeholders if x[0] not in names],
-                                       relied)
-                # a placeholder this user cannot create, and the folders it would have
-                # sat in, cannot be created by the command either: nothing to mount
-                p = bw.without(p, impossible | {m.path for m in p.mounts if m.path not in names
-                                                and not os.path.lexists(m.path)})
+                # no placeholder is made: the protected names that do not exist are
+                # refused when a call would create them (runtime.broker), in every run
+                # alike and whatever the tree looks like by then
+                self.absent = tuple(x for x, _ in p.placeholders)
+                p = bw.without(p, set(self.absent) | {m.path for m in p.mounts
+                                                      if not os.path.lexists(m.path)})
             self.plan = p
             # started here (not by subprocess): bwrap gets the descriptors under the
             # numbers of ``CHILD_FDS``, one digit each (see ``bwrap_argv.gated``)
             given = (sfd, info_w, block_r, gate_r, ready_w)
             binds = overlay_binds(p, self.overlays, self.filters)
             late = bwargv.late_binds(p, binds)
-            if not names.issubset(t for _, t in late):  # never: bwrap would miss them
-                raise SandboxStartError("internal error: a deferred placeholder is not "
-                                        "bound late")
             argv, env = prepare(p, self.command, self.cwd, self.env,
                                 fds if capture else bwargv.Fds(*bwargv.CHILD_FDS),
                                 overlays=binds, late=[t for _, t in late],
                                 interactive=not capture and os.isatty(0))
+            from .broker import launch
+
+            installer = self._installer = launch.installer(self.settings, capture=capture)
             try:
                 if capture:
                     import subprocess
 
                     self.proc = subprocess.Popen(
-                        argv, env=env, pass_fds=given,
+                        argv, env=env, pass_fds=given, preexec_fn=installer,
                         stdin=stdin, stdout=stdout, stderr=stderr)
                 else:
                     no_inherited_fds()
@@ -273,10 +243,16 @@ class BwrapRun:
                     self.relay = Relay()
                     stdio = self.relay.start()
                     self.proc = Spawned(argv, env, stdio,
-                                        renumber=dict(zip(given, bwargv.CHILD_FDS, strict=True)))
+                                        renumber=dict(zip(given, bwargv.CHILD_FDS, strict=True)),
+                                        pre_exec=installer)
                     self.relay.after_spawn()
             except OSError as exc:
                 raise SandboxStartError(f"cannot start bwrap: {exc}") from None
+            self._installer = None
+            self.broker = launch.start(installer, self.proc.pid, p, self.settings,
+                                       home=self.home, cwd=self.cwd, opened=self.opened,
+                                       overlays=self.overlays, absent=self.absent,
+                                       on_deny=self._refused)
             for fd in (info_w, block_r, gate_r, ready_w, sfd):
                 os.close(fd)
             info_w = block_r = gate_r = ready_w = sfd = -1
@@ -318,16 +294,6 @@ class BwrapRun:
                                         ) from None
             with suppress(BrokenPipeError):  # bwrap ended: the ready check below says why
                 os.write(block_w, b"1")
-            if deferred:  # while bwrap mounts the rest
-                with ph:
-                    others = ph.others()
-                    # one that exists by now is relied on (recorded, so that no other
-                    # run's cleanup removes it while this run's mount sits on it)
-                    gone = ph.create(deferred, [x for x, _ in deferred
-                                                if x in others or os.path.lexists(x)])
-                if gone:
-                    p = self.plan = bw.without(p, gone)
-                    late = tuple(x for x in late if x[1] not in gone)
             if binder.kid:  # made once bwrap's setup is complete, while this goes on
                 binder.request(self.pid1, late)
             # While bwrap mounts the plan: the identities the sweep judges by and the
@@ -346,6 +312,8 @@ class BwrapRun:
             # held: the plan's binds left out of bwrap's command line
             # (bwrap_argv.late_binds) are made then, by the helper
             ready = binder.wait() if binder.kid else read_line(ready_r) == b"ready\n"
+            if self.broker is not None:  # from here on, every brokered call is judged
+                self.broker.arm()
             with suppress(BrokenPipeError):  # the command starts only on this word
                 ready = ready and os.write(gate_w, b"go\n") == 3
             if not ready:  # bwrap failed before the command, or ended before the word
@@ -364,6 +332,12 @@ class BwrapRun:
                 if fd >= 0:
                     with suppress(OSError):
                         os.close(fd)
+
+    def _refused(self, why: str) -> None:
+        """A call the broker refused: said after the run, and recorded."""
+        self.notices.append(f"sandbox: refused: {why}\n")
+        with suppress(Exception):
+            self._recorder()({"event_kind": "write_refused", "reason": why})
 
     def _bwrap_said(self) -> str:
         """bwrap's own message when it failed to set up: quoted from its standard error
@@ -488,10 +462,11 @@ class BwrapRun:
         roots = [w for w in self.plan.writable_roots if os.path.isdir(w)]
         skip = spared(self.plan, self.guarded)
         ph = self.placeholders
+        made = self.broker.made if self.broker is not None else None
         self.quarantined, notes = quarantine(roots, self.before, self.home, skip,
                                              recorder=self._recorder,
                                              lock_dir=ph.dir if ph else None,
-                                             own=ph.record if ph else "")
+                                             own=ph.record if ph else "", made=made)
         self.notices.extend(notes)
         return True
 
@@ -506,6 +481,12 @@ class BwrapRun:
         return self._record
 
     def cleanup(self) -> None:
+        if self._installer is not None:  # a start that failed before the hand-over
+            self._installer.close()
+            self._installer = None
+        if self.broker is not None:  # the sandbox has ended: nothing left to answer
+            self.broker.close()
+            self.broker = None
         if self.binder is not None:  # the late binds' helper, done or let go
             self.binder.close()
             self.binder = None

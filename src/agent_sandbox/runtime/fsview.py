@@ -15,8 +15,7 @@ import stat
 
 from agent_sandbox import protected
 
-from .bwrap import UNIX_SOCKET_DIRS, WalkError
-from .globs import under as _under
+from .bwrap import WalkError
 from .settings import SettingsError
 
 TYPE_CHECKING = False
@@ -106,24 +105,6 @@ class RealFs:
             return os.listdir(path)
         except (OSError, ValueError):
             return None
-
-    def sockets(self) -> list[str]:
-        from .unix_sockets import bound_sockets, device_mount_points, moved_sockets
-
-        found, lost = moved_sockets()
-        # a socket that left its bind-time name and was not found near it cannot be
-        # masked; unless its filesystem shows only inside the folders hidden for
-        # sockets, the run is refused rather than started with it reachable
-        for name, dev in lost:
-            points = device_mount_points(dev)
-            if not points or not all(any(_under(p, d) for d in UNIX_SOCKET_DIRS)
-                                     for p in points):
-                raise SettingsError(
-                    f"unix sockets are allowed by path, but a bound socket is no longer at "
-                    f"the name it was bound to ({name!r}) and was not found near it, so it "
-                    "cannot be masked; stop the program that owns it, or run with "
-                    "--backend gvisor")
-        return [*bound_sockets(), *found]
 
     def walk(self, root: str) -> list[tuple[str, str]]:
         if root not in self._walked:

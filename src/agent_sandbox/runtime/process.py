@@ -17,6 +17,10 @@ import os
 
 from .errors import SANDBOX_FAILED
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 class suppress:
     """``contextlib.suppress`` without importing contextlib on the fast path."""
@@ -74,7 +78,8 @@ class Spawned:
 
     def __init__(self, argv: list[str], env: dict[str, str],
                  stdio: dict[int, int] | None = None,
-                 renumber: dict[int, int] | None = None) -> None:
+                 renumber: dict[int, int] | None = None,
+                 pre_exec: Callable[[], None] | None = None) -> None:
         # Python ignores SIGPIPE and SIGXFSZ; the command gets the defaults back.
         # ``stdio``: {0|1|2: descriptor} given to the child in place of ours;
         # ``renumber``: {descriptor: number it has in the child}, by way of numbers
@@ -88,8 +93,26 @@ class Spawned:
             actions += [(os.POSIX_SPAWN_DUP2, spare + i, dst), (os.POSIX_SPAWN_CLOSE, spare + i)]
         targets = {dst for _, dst in moves}
         actions += [(os.POSIX_SPAWN_CLOSE, src) for src, _ in moves if src not in targets]
-        self.pid = os.posix_spawn(argv[0], argv, env, file_actions=actions,
-                                  setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+        if pre_exec is None:
+            self.pid = os.posix_spawn(argv[0], argv, env, file_actions=actions,
+                                      setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+        else:  # ``pre_exec`` (see seccomp_notify), then the same actions by hand
+            self.pid = os.fork()
+            if self.pid == 0:  # pragma: no cover - the child
+                try:
+                    pre_exec()  # first: the actions below may reuse its descriptors
+                    for action in actions:
+                        if action[0] == os.POSIX_SPAWN_CLOSE:
+                            os.close(action[1])
+                        elif action[1] == action[2]:
+                            os.set_inheritable(action[2], True)
+                        else:
+                            os.dup2(action[1], action[2])
+                    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+                        signal.signal(sig, signal.SIG_DFL)
+                    os.execve(argv[0], argv, env)  # noqa: S606 - as posix_spawn above
+                finally:
+                    os._exit(127)
         self.returncode: int | None = None
 
     def _status(self, status: int) -> int:

@@ -106,7 +106,7 @@ _DENIED_ALWAYS = (
 Insn = tuple[int, int | str, int | str, int]
 
 
-def _ins(code: int, jt: int | str = 0, jf: int | str = 0, k: int = 0) -> Insn:
+def ins(code: int, jt: int | str = 0, jf: int | str = 0, k: int = 0) -> Insn:
     return (code, jt, jf, k)
 
 
@@ -145,65 +145,70 @@ def program(*, allow_unix: bool = False, deny_bind: bool = False,
     def label(name: str) -> None:
         labels[name] = len(code)
 
-    code.append(_ins(_LD_W_ABS, k=4))  # arch
-    code.append(_ins(_JEQ_K, 1, 0, int(arch["audit"])))  # type: ignore[call-overload]
-    code.append(_ins(_RET_K, k=RET_KILL))
-    code.append(_ins(_LD_W_ABS, k=0))  # nr
+    code.append(ins(_LD_W_ABS, k=4))  # arch
+    code.append(ins(_JEQ_K, 1, 0, int(arch["audit"])))  # type: ignore[call-overload]
+    code.append(ins(_RET_K, k=RET_KILL))
+    code.append(ins(_LD_W_ABS, k=0))  # nr
     if arch["x32"]:
-        code.append(_ins(_JGE_K, "kill", 0, 0x40000000))
+        code.append(ins(_JGE_K, "kill", 0, 0x40000000))
     for name in _DENIED_ALWAYS:
-        code.append(_ins(_JEQ_K, "eperm", 0, nr[name]))
-    code.append(_ins(_JEQ_K, "enosys", 0, nr["clone3"]))
+        code.append(ins(_JEQ_K, "eperm", 0, nr[name]))
+    code.append(ins(_JEQ_K, "enosys", 0, nr["clone3"]))
     if deny_bind:
-        code.append(_ins(_JEQ_K, "eperm", 0, nr["bind"]))
-    code.append(_ins(_JEQ_K, "socket", 0, nr["socket"]))
-    code.append(_ins(_JEQ_K, "socketpair", 0, nr["socketpair"]))
-    code.append(_ins(_JEQ_K, "clone", 0, nr["clone"]))
-    code.append(_ins(_JEQ_K, "ioctl", 0, nr["ioctl"]))
-    code.append(_ins(_RET_K, k=RET_ALLOW))
+        code.append(ins(_JEQ_K, "eperm", 0, nr["bind"]))
+    code.append(ins(_JEQ_K, "socket", 0, nr["socket"]))
+    code.append(ins(_JEQ_K, "socketpair", 0, nr["socketpair"]))
+    code.append(ins(_JEQ_K, "clone", 0, nr["clone"]))
+    code.append(ins(_JEQ_K, "ioctl", 0, nr["ioctl"]))
+    code.append(ins(_RET_K, k=RET_ALLOW))
     # socket(domain, type, protocol): an allowlist of families, stream sockets only
     label("socket")
-    code.append(_ins(_LD_W_ABS, k=16))  # args[0] low word: domain
-    code.append(_ins(_JEQ_K, "stream", 0, AF_INET))
-    code.append(_ins(_JEQ_K, "stream", 0, AF_INET6))
+    code.append(ins(_LD_W_ABS, k=16))  # args[0] low word: domain
+    code.append(ins(_JEQ_K, "stream", 0, AF_INET))
+    code.append(ins(_JEQ_K, "stream", 0, AF_INET6))
     if allow_unix:
-        code.append(_ins(_JEQ_K, "stream", 0, AF_UNIX))
-    code.append(_ins(_RET_K, k=errno(EAFNOSUPPORT)))
+        code.append(ins(_JEQ_K, "stream", 0, AF_UNIX))
+    code.append(ins(_RET_K, k=errno(EAFNOSUPPORT)))
     label("stream")
-    code.append(_ins(_LD_W_ABS, k=24))  # args[1] low word: type (with flags)
-    code.append(_ins(_ALU_AND_K, k=0xF))
-    code.append(_ins(_JEQ_K, "allow", "eperm", SOCK_STREAM))
+    code.append(ins(_LD_W_ABS, k=24))  # args[1] low word: type (with flags)
+    code.append(ins(_ALU_AND_K, k=0xF))
+    code.append(ins(_JEQ_K, "allow", "eperm", SOCK_STREAM))
     # socketpair(domain, type, protocol, sv): a connected pair reaches nothing but
     # itself, except an AF_UNIX datagram one, which sendto() or connect() can point
     # at any socket path
     label("socketpair")
-    code.append(_ins(_LD_W_ABS, k=16))
-    code.append(_ins(_JEQ_K, 0, "allow", AF_UNIX))
-    code.append(_ins(_LD_W_ABS, k=24))
-    code.append(_ins(_ALU_AND_K, k=0xF))
-    code.append(_ins(_JEQ_K, "allow", "eperm", SOCK_STREAM))
+    code.append(ins(_LD_W_ABS, k=16))
+    code.append(ins(_JEQ_K, 0, "allow", AF_UNIX))
+    code.append(ins(_LD_W_ABS, k=24))
+    code.append(ins(_ALU_AND_K, k=0xF))
+    code.append(ins(_JEQ_K, "allow", "eperm", SOCK_STREAM))
     # clone(flags, ...)
     label("clone")
-    code.append(_ins(_LD_W_ABS, k=16))
-    code.append(_ins(_JSET_K, "eperm", "allow", NS_FLAGS))
+    code.append(ins(_LD_W_ABS, k=16))
+    code.append(ins(_JSET_K, "eperm", "allow", NS_FLAGS))
     # ioctl(fd, request, ...)
     label("ioctl")
-    code.append(_ins(_LD_W_ABS, k=24))
-    code.append(_ins(_JEQ_K, "eperm", 0, TIOCSTI))
-    code.append(_ins(_JEQ_K, "eperm", "allow", TIOCLINUX))
+    code.append(ins(_LD_W_ABS, k=24))
+    code.append(ins(_JEQ_K, "eperm", 0, TIOCSTI))
+    code.append(ins(_JEQ_K, "eperm", "allow", TIOCLINUX))
     label("allow")
-    code.append(_ins(_RET_K, k=RET_ALLOW))
+    code.append(ins(_RET_K, k=RET_ALLOW))
     label("eperm")
-    code.append(_ins(_RET_K, k=errno(EPERM)))
+    code.append(ins(_RET_K, k=errno(EPERM)))
     label("enosys")
-    code.append(_ins(_RET_K, k=errno(ENOSYS)))
+    code.append(ins(_RET_K, k=errno(ENOSYS)))
     label("eafnosupport")
-    code.append(_ins(_RET_K, k=errno(EAFNOSUPPORT)))
+    code.append(ins(_RET_K, k=errno(EAFNOSUPPORT)))
     label("kill")
-    code.append(_ins(_RET_K, k=RET_KILL))
+    code.append(ins(_RET_K, k=RET_KILL))
 
-    # struct sock_filter {u16 code; u8 jt; u8 jf; u32 k}, native byte order (``struct``
-    # would cost the cold start an import for this one loop)
+    return assemble(code, labels)
+
+
+def assemble(code: list[Insn], labels: dict[str, int]) -> bytes:
+    """``code`` as ``struct sock_filter`` records {u16 code; u8 jt; u8 jf; u32 k},
+    native byte order (``struct`` would cost the cold start an import for this
+    one loop), jumps to ``labels`` made relative."""
     order = sys.byteorder
     out = bytearray()
     for i, (c, jt, jf, k) in enumerate(code):

@@ -395,7 +395,8 @@ def _rename_inside(root: str, path: str, ident: Identity | None, stamp: str,
 
 def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
                skip: Iterable[str] = (), *, recorder: Callable[[], Recorder] | None = None,
-               late: bool = False, lock_dir: str | None = None, own: str = ""
+               late: bool = False, lock_dir: str | None = None, own: str = "",
+               made: Callable[[str], bool] | None = None
                ) -> tuple[list[tuple[str, str]], list[str]]:
     """``find_new`` then ``disarm``, each move recorded in the audit: (moved, notices).
 
@@ -405,10 +406,14 @@ def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
     ``late``: the sweep a killed run owed (``settle``). ``lock_dir``: the runs'
     lock folder, whose placeholders of other runs (``own`` is this run's record)
     are spared, held still while the sweep disarms (``placeholders.OthersHeld``).
+    ``made``: whether this run's command made a path (the broker's record, by
+    identity), when the run had a broker: nothing else is judged new.
     """
     from .placeholders import OthersHeld
 
     found = find_new(roots, before, home, skip)
+    if made is not None:  # the broker's record: never what the user or another run made
+        found = [(p, why) for p, why in found if made(p)]
     with OthersHeld(lock_dir, own) if lock_dir else _NoneHeld() as theirs:
         found = [(p, why) for p, why in found if not theirs(p)]
         caches = [p for p, why in found if why == CACHE]

@@ -1,8 +1,9 @@
 """Red-team cases for the unix-socket boundary of ``sandbox exec``, judged from the host.
 
 With ``allowUnixSockets`` listing paths, every other pathname socket the command
-could see must be unreachable. Each case binds real listeners on the host, in a
-folder outside the writable roots and outside the hidden ``/tmp``, runs a
+could see must be unreachable, wherever it is and whatever happened to its name
+since it was bound, and no such host state may refuse a start. Each case binds
+real listeners on the host, in a folder outside the writable roots, runs a
 command in the sandbox that tries to connect, and judges by what the host's
 listeners recorded (never by the command's exit status).
 """
@@ -69,7 +70,7 @@ class Listener:
 
 @pytest.fixture
 def socks_dir() -> Iterator[Path]:
-    """A folder in the home folder (``/tmp`` is hidden in these runs), never a writable root."""
+    """A folder in the home folder, never a writable root."""
     d = Path(tempfile.mkdtemp(prefix=".redteam2-socks-", dir=Path.home()))
     try:
         yield d
@@ -165,12 +166,10 @@ def test_socket_linked_then_unlinked_is_masked(socks_dir: Path, project: Path,
     assert cm.hits == 0
 
 
-# Host-global: while this socket is bound, every run on the machine that allows
-# unix sockets by path is refused (the socket cannot be located to be masked),
-# so another worker's runs would fail too.
-@pytest.mark.host_global
-def test_socket_bound_through_proc_self_fd_is_refused(socks_dir: Path, project: Path,
-                                                     tmp_path: Path) -> None:
+def test_socket_bound_through_proc_self_fd_neither_refuses_nor_is_reached(
+        socks_dir: Path, project: Path, tmp_path: Path) -> None:
+    """Its bind-time name leads nowhere; the run starts all the same (a connection is
+    judged when it is made, by where the socket file is), and it stays unreached."""
     (socks_dir / "a").mkdir()
     deep = socks_dir / "deep"
     deep.mkdir()
@@ -182,15 +181,12 @@ def test_socket_bound_through_proc_self_fd_is_refused(socks_dir: Path, project: 
         os.close(dfd)
     try:
         run = run_connect(project, tmp_path, [str(socks_dir / "a" / "ok.sock")],
-                    [str(socks_dir / "a" / "ok.sock"), str(deep / "daemon.sock")])
+                          [str(socks_dir / "a" / "ok.sock"), str(deep / "daemon.sock")])
     finally:
         ok.close()
         via_fd.close()
-    # its bind-time name leads nowhere and no search finds it: it cannot be masked, so the
-    # run is refused (fail closed), with the reason, and nothing connected anywhere
-    assert run.returncode != 0 and "no longer at the name it was bound to" in run.stderr, \
-        run.stderr
-    assert ok.hits == 0
+    assert run.returncode == 0, run.stderr
+    assert ok.hits == 1
     assert via_fd.hits == 0
 
 
@@ -228,47 +224,24 @@ def test_unlisted_socket_in_writable_root_is_masked(socks_dir: Path, project: Pa
     assert daemon.hits == 0
 
 
-def test_kernel_diagnostics_give_each_bound_socket_its_file() -> None:
-    """The judge behind the moved-socket search: sock_diag's device and inode are the
-    socket file's (a renamed socket is recognised where it now is)."""
-    from agent_sandbox.runtime.unix_sockets import kernel_socket_files, moved_sockets
-
-    d = Path(tempfile.mkdtemp(prefix=".redteam2-diag-", dir=Path.home()))
-    s = socket.socket(socket.AF_UNIX)
+def test_socket_whose_folder_is_gone_neither_refuses_nor_is_reached(
+        socks_dir: Path, project: Path, tmp_path: Path) -> None:
+    """A listening socket whose folder was renamed away after the bind: the run
+    starts, the listed socket is reached, and the moved one is not, at its new
+    place nor at its old name."""
+    (socks_dir / "a").mkdir()
+    (socks_dir / "app").mkdir()
+    ok = Listener(socks_dir / "a" / "ok.sock")
+    moved = Listener(socks_dir / "app" / "daemon.sock")
+    os.rename(socks_dir / "app", socks_dir / "elsewhere")
     try:
-        s.bind(str(d / "bound.sock"))
-        s.listen(1)
-        files = kernel_socket_files()
-        assert files is not None
-        st = os.stat(d / "bound.sock")
-        assert (str(d / "bound.sock"), st.st_dev, st.st_ino & 0xFFFFFFFF) in files
-        assert str(d / "bound.sock") not in moved_sockets()[0]  # where it was bound
-        (d / "sub").mkdir()
-        os.rename(d / "bound.sock", d / "sub" / "moved.sock")
-        assert str(d / "sub" / "moved.sock") in moved_sockets()[0]
+        run = run_connect(project, tmp_path, [str(socks_dir / "a" / "ok.sock")],
+                          [str(socks_dir / "a" / "ok.sock"),
+                           str(socks_dir / "elsewhere" / "daemon.sock"),
+                           str(socks_dir / "app" / "daemon.sock")])
     finally:
-        s.close()
-        shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.mark.host_global  # an unmaskable socket, like the /proc/self/fd one above
-def test_socket_whose_folder_is_gone_refuses_the_run(project: Path, tmp_path: Path) -> None:
-    """A listening socket whose folder was removed (or renamed away) and that no search
-    finds: the run is refused, never started with it possibly reachable."""
-    from agent_sandbox.runtime.fsview import RealFs
-    from agent_sandbox.runtime.settings import SettingsError
-
-    d = Path(tempfile.mkdtemp(prefix=".redteam2-gone-", dir=Path.home()))
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        (d / "app").mkdir()
-        s.bind(str(d / "app" / "daemon.sock"))
-        s.listen(1)
-        RealFs().sockets()  # control: found where it was bound, no refusal
-        os.rename(d / "app", d.parent / (d.name + "-elsewhere"))
-        with pytest.raises(SettingsError, match="no longer at the name it was bound to"):
-            RealFs().sockets()
-    finally:
-        s.close()
-        shutil.rmtree(d, ignore_errors=True)
-        shutil.rmtree(d.parent / (d.name + "-elsewhere"), ignore_errors=True)
+        ok.close()
+        moved.close()
+    assert run.returncode == 0, run.stderr
+    assert ok.hits == 1
+    assert moved.hits == 0

@@ -1,0 +1,415 @@
+"""The brokered file calls: each one judged (``judge``) and then made by the broker.
+
+A call that creates, opens for writing, renames, links, removes or changes the
+mode or owner of a name comes here from the sandbox. Its path is copied out of
+the caller's memory once and resolved as the caller would (``target.locate``);
+the broker judges the place it found and makes the call itself on that place
+(``*at`` calls on the open folder, never following a link at the name: one
+that appears meanwhile fails the call with ``ELOOP``), with the caller's umask
+and never with more rights than the caller: a read-only mount refuses it as it
+refuses the caller, and the broker's thread holds no capability. An opened
+file is handed to the caller as a new descriptor (``ADDFD``).
+
+Every handler returns what the call returns: a descriptor to hand over
+(``Fd``), a value, or raises ``OSError`` with the errno the caller gets. A
+refusal raises ``Refused`` (``EROFS``) with the reason, which the broker
+records. What a call created is remembered (``Made``): a repository the run
+builds itself is its own to change (the sweep judges it after the run).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from .judge import Judge
+from .target import AT_FDCWD, Place, Target, absolute, fd_alias, locate, not_a_mount
+
+_O_WRITE = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_CREAT
+_O_TMPFILE = getattr(os, "O_TMPFILE", 0o20200000)
+AT_SYMLINK_NOFOLLOW = 0x100
+AT_REMOVEDIR = 0x200
+AT_SYMLINK_FOLLOW = 0x400
+AT_EMPTY_PATH = 0x1000
+RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
+
+
+class Refused(OSError):
+    """A call the judge refuses, with its reason: ``EROFS``, as the read-only
+    mounts of the protected set always answered."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(errno.EROFS, reason)
+        self.reason = reason
+
+
+class Fd:
+    """An open file the broker hands to the caller."""
+
+    __slots__ = ("cloexec", "fd")
+
+    def __init__(self, fd: int, cloexec: bool) -> None:
+        self.fd, self.cloexec = fd, cloexec
+
+
+class Later:
+    """An open that may wait (a FIFO): made by ``open`` in a thread of its own."""
+
+    __slots__ = ("cloexec", "flags", "folder", "name")
+
+    def __init__(self, folder: int, name: str, flags: int, cloexec: bool) -> None:
+        self.folder, self.name, self.flags, self.cloexec = folder, name, flags, cloexec
+
+    def open(self) -> Fd:
+        try:
+            return Fd(os.open(self.name, self.flags | os.O_NOFOLLOW | os.O_NOCTTY
+                              | os.O_CLOEXEC, dir_fd=self.folder), self.cloexec)
+        finally:
+            os.close(self.folder)
+
+
+class Made:
+    """The files and folders this run's calls created (device, inode)."""
+
+    def __init__(self) -> None:
+        self.ids: set[tuple[int, int]] = set()
+
+    def add(self, st: os.stat_result) -> None:
+        self.ids.add((st.st_dev, st.st_ino))
+
+    def drop(self, st: os.stat_result | None) -> None:
+        if st is not None:
+            self.ids.discard((st.st_dev, st.st_ino))
+
+    def holds(self, st: os.stat_result | None) -> bool:
+        return st is not None and (st.st_dev, st.st_ino) in self.ids
+
+
+class Files:
+    """The handlers of one run (its judge, what it made, its own umask)."""
+
+    def __init__(self, judge: Judge, own_umask: int) -> None:
+        self.judge = judge
+        self.made = Made()
+        self.own_umask = own_umask
+
+    # the decisions --------------------------------------------------------
+
+    def _own(self, path: str) -> bool:
+        try:
+            return self.made.holds(os.stat(path, follow_symlinks=False))
+        except OSError:
+            return False
+
+    def _check(self, t: Target, place: Place, *, moved: os.stat_result | None = None) -> None:
+        """Refuse changing the name at ``place`` (created, written, replaced, moved or
+        removed); ``moved``: the folder a rename brings there or takes away."""
+        path = place.path
+        why = self.judge.protected(path)
+        if why:
+            raise Refused(why)
+        container = self.judge.git_container(path)
+        if container is not None:
+            root = f"/proc/{t.pid}/root"
+            # a run's own repository: one whose outermost .git folder this run made
+            # (a git folder made inside another's .git is that other's), or, for a
+            # .git entry, the folder it sits in, the entry itself, or a .git folder
+            # the run made and now moves into place
+            top = self.judge.repository(path)
+            mine = (top is not None and top != path and self._own(root + top)) or (
+                place.name == ".git" and (self._own(root + container)
+                                          or self._own(root + path)
+                                          or self.made.holds(moved)))
+            if not mine:
+                raise Refused(f"{path} is git metadata of {container}, which this run did "
+                              "not create (what git runs there is not the sandbox's to change)")
+        top = self.judge.repository(path)
+        if moved is not None and stat.S_ISDIR(moved.st_mode) and top is not None \
+                and top != path and not self._own(f"/proc/{t.pid}/root" + top):
+            raise Refused(f"{path} is inside {top}, which this run did not create")
+        if moved is not None and stat.S_ISDIR(moved.st_mode) and self.judge.carries(path) \
+                and not (place.name == ".git" and self.made.holds(moved)):
+            raise Refused(f"a folder renamed to or from {path} would carry files under a "
+                          "protected name")
+
+    def _place(self, t: Target, dirfd: int, address: int, *, follow: bool) -> Place:
+        path = absolute(t, _fd(dirfd), os.fsdecode(t.string(address)))
+        return locate(t, path, follow=follow)
+
+    def _mode(self, t: Target, mode: int) -> tuple[int, int | None]:
+        """The mode to create with, and the mode to set after (where this process's
+        own umask would take more than the caller's)."""
+        wanted = mode & ~t.umask() & 0o7777
+        if wanted & self.own_umask:
+            return wanted, wanted
+        return wanted, None
+
+    # the calls ------------------------------------------------------------
+
+    def open(self, t: Target, dirfd: int, address: int, flags: int, mode: int) -> Fd | Later:
+        cloexec = bool(flags & os.O_CLOEXEC)
+        flags &= ~os.O_CLOEXEC
+        raw = os.fsdecode(t.string(address))
+        path = absolute(t, _fd(dirfd), raw)
+        alias = fd_alias(path)
+        if alias is not None:  # the caller's own descriptor, opened again
+            try:
+                where = t.fd_path(alias)
+            except OSError:
+                raise OSError(errno.ENOENT, "no such descriptor") from None
+            if where.startswith("/"):
+                why = self.judge.protected(where)
+                if why:
+                    raise Refused(why)
+            return Fd(t.reopen(alias, flags & ~(os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW)
+                               | os.O_NOCTTY), cloexec)
+        if flags & _O_TMPFILE == _O_TMPFILE:  # an unnamed file in that folder
+            place = locate(t, path, follow=True)
+            try:
+                want, fix = self._mode(t, mode)
+                fd = os.open(place.name, flags | os.O_NOCTTY | os.O_CLOEXEC, want,
+                             dir_fd=place.folder)
+                if fix is not None:
+                    os.fchmod(fd, fix)
+                return Fd(fd, cloexec)
+            finally:
+                place.close()
+        excl = bool(flags & os.O_CREAT) and bool(flags & os.O_EXCL)
+        place = locate(t, path, follow=not (flags & os.O_NOFOLLOW or excl))
+        try:
+            before = place.lstat()
+            if before is None and not flags & os.O_CREAT:
+                raise OSError(errno.ENOENT, "no such file")
+            if before is not None and stat.S_ISDIR(before.st_mode) and flags & (
+                    os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+                raise OSError(errno.EISDIR, "is a folder")
+            self._check(t, place)
+            want, fix = self._mode(t, mode)
+            if before is not None and stat.S_ISCHR(before.st_mode) and before.st_rdev == \
+                    os.makedev(5, 0):
+                raise OSError(errno.ENXIO, "no controlling terminal in the sandbox")
+            if before is not None and stat.S_ISFIFO(before.st_mode):
+                # may wait for a reader: opened in a thread of its own (``Later``)
+                folder, place.folder = place.folder, -1
+                return Later(folder, place.name, flags, cloexec)
+            fd = os.open(place.name, flags | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, want,
+                         dir_fd=place.folder)
+            if before is None:
+                st = os.fstat(fd)
+                self.made.add(st)
+                if fix is not None:
+                    os.fchmod(fd, fix)
+            return Fd(fd, cloexec)
+        finally:
+            place.close()
+
+    def mkdir(self, t: Target, dirfd: int, address: int, mode: int) -> int:
+        place = self._place(t, dirfd, address, follow=False)
+        try:
+            if place.name in (".", "..") or place.lstat() is not None:
+                raise OSError(errno.EEXIST, "exists")
+            if place.name != ".git":  # a .git folder alone runs nothing; what goes in is judged
+                self._check(t, place)
+            want, fix = self._mode(t, mode)
+            os.mkdir(place.name, want, dir_fd=place.folder)
+            st = os.stat(place.name, dir_fd=place.folder, follow_symlinks=False)
+            self.made.add(st)
+            if fix is not None:
+                _chmod_at(place, fix)
+            return 0
+        finally:
+            place.close()
+
+    def mknod(self, t: Target, dirfd: int, address: int, mode: int, dev: int) -> int:
+        kind = stat.S_IFMT(mode)
+        if kind not in (0, stat.S_IFREG, stat.S_IFIFO):
+            raise OSError(errno.EPERM, "no device files")
+        place = self._place(t, dirfd, address, follow=False)
+        try:
+            self._check(t, place)
+            want, fix = self._mode(t, mode)
+            os.mknod(place.name, (kind or stat.S_IFREG) | want, dir_fd=place.folder)
+            st = os.stat(place.name, dir_fd=place.folder, follow_symlinks=False)
+            self.made.add(st)
+            if fix is not None:
+                _chmod_at(place, fix)
+            return 0
+        finally:
+            place.close()
+
+    def symlink(self, t: Target, target_address: int, dirfd: int, address: int) -> int:
+        target = t.string(target_address)
+        place = self._place(t, dirfd, address, follow=False)
+        try:
+            self._check(t, place)
+            os.symlink(target, place.name, dir_fd=place.folder)
+            self.made.add(os.stat(place.name, dir_fd=place.folder, follow_symlinks=False))
+            return 0
+        finally:
+            place.close()
+
+    def link(self, t: Target, olddirfd: int, old: int, newdirfd: int, new: int,
+             flags: int) -> int:
+        if flags & AT_EMPTY_PATH and not t.string(old):
+            raise OSError(errno.ENOENT, "linking a descriptor needs a capability")
+        src = self._place(t, olddirfd, old, follow=bool(flags & AT_SYMLINK_FOLLOW))
+        try:
+            dst = self._place(t, newdirfd, new, follow=False)
+            try:
+                self._check(t, src)  # a second name for it could be written
+                self._check(t, dst)
+                os.link(src.name, dst.name, src_dir_fd=src.folder, dst_dir_fd=dst.folder,
+                        follow_symlinks=False)
+                return 0
+            finally:
+                dst.close()
+        finally:
+            src.close()
+
+    def rename(self, t: Target, olddirfd: int, old: int, newdirfd: int, new: int,
+               flags: int) -> int:
+        if flags & RENAME_WHITEOUT:
+            raise OSError(errno.EPERM, "whiteouts need a capability")
+        src = self._place(t, olddirfd, old, follow=False)
+        try:
+            dst = self._place(t, newdirfd, new, follow=False)
+            try:
+                moved = src.lstat()
+                if moved is None:
+                    raise OSError(errno.ENOENT, "no such file")
+                replaced = dst.lstat()
+                not_a_mount(src)
+                if replaced is not None:
+                    not_a_mount(dst)
+                self._check(t, src, moved=moved)
+                self._check(t, dst, moved=moved)
+                if flags & RENAME_EXCHANGE and replaced is not None:
+                    self._check(t, src, moved=replaced)
+                    self._check(t, dst, moved=replaced)
+                _renameat2(src, dst, flags)
+                if replaced is not None and not flags & RENAME_EXCHANGE:
+                    self.made.drop(replaced)
+                return 0
+            finally:
+                dst.close()
+        finally:
+            src.close()
+
+    def unlink(self, t: Target, dirfd: int, address: int, flags: int) -> int:
+        place = self._place(t, dirfd, address, follow=False)
+        try:
+            st = place.lstat()
+            if st is None:
+                raise OSError(errno.ENOENT, "no such file")
+            self._check(t, place, moved=st if stat.S_ISDIR(st.st_mode) else None)
+            not_a_mount(place)
+            if flags & AT_REMOVEDIR:
+                os.rmdir(place.name, dir_fd=place.folder)
+            else:
+                os.unlink(place.name, dir_fd=place.folder)
+            self.made.drop(st)
+            return 0
+        finally:
+            place.close()
+
+    def chmod(self, t: Target, dirfd: int, address: int, mode: int, flags: int) -> int:
+        place = self._place(t, dirfd, address, follow=not flags & AT_SYMLINK_NOFOLLOW)
+        try:
+            self._check(t, place)
+            _chmod_at(place, mode & 0o7777)
+            return 0
+        finally:
+            place.close()
+
+    def chown(self, t: Target, dirfd: int, address: int, uid: int, gid: int,
+              flags: int) -> int:
+        if flags & AT_EMPTY_PATH and not t.string(address):
+            path = t.fd_path(dirfd)
+            if path.startswith("/"):
+                why = self.judge.protected(path)
+                if why:
+                    raise Refused(why)
+            fd = t.reopen(dirfd, os.O_PATH)
+            try:
+                os.chown(f"/proc/self/fd/{fd}", _id(uid), _id(gid))
+            finally:
+                os.close(fd)
+            return 0
+        place = self._place(t, dirfd, address, follow=not flags & AT_SYMLINK_NOFOLLOW)
+        try:
+            self._check(t, place)
+            fd = os.open(place.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=place.folder)
+            try:
+                os.chown(f"/proc/self/fd/{fd}", _id(uid), _id(gid), follow_symlinks=False)
+            finally:
+                os.close(fd)
+            return 0
+        finally:
+            place.close()
+
+    def truncate(self, t: Target, address: int, length: int) -> int:
+        place = self._place(t, AT_FDCWD, address, follow=True)
+        try:
+            self._check(t, place)
+            fd = os.open(place.name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+                         | os.O_NOCTTY, dir_fd=place.folder)
+            try:
+                os.ftruncate(fd, length)
+            finally:
+                os.close(fd)
+            return 0
+        finally:
+            place.close()
+
+    def fchmod(self, t: Target, fd_of_caller: int, mode: int) -> int:
+        path = t.fd_path(fd_of_caller)
+        if path.startswith("/"):
+            why = self.judge.protected(path)
+            if why:
+                raise Refused(why)
+        fd = t.reopen(fd_of_caller, os.O_PATH)
+        try:
+            os.chmod(f"/proc/self/fd/{fd}", mode & 0o7777)
+        finally:
+            os.close(fd)
+        return 0
+
+
+def _fd(value: int) -> int:
+    """A descriptor argument as the kernel reads it (an int: AT_FDCWD is -100)."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def _id(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return -1 if value == 0xFFFFFFFF else value
+
+
+def path_of(fd: int) -> str:
+    return f"/proc/self/fd/{fd}"
+
+
+def _chmod_at(place: Place, mode: int) -> None:
+    fd = os.open(place.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=place.folder)
+    try:
+        if stat.S_ISLNK(os.fstat(fd).st_mode):
+            raise OSError(errno.EOPNOTSUPP, "a link has no mode")
+        os.chmod(path_of(fd), mode)
+    finally:
+        os.close(fd)
+
+
+def _renameat2(src: Place, dst: Place, flags: int) -> None:
+    if not flags:
+        os.rename(src.name, dst.name, src_dir_fd=src.folder, dst_dir_fd=dst.folder)
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.renameat2(src.folder, os.fsencode(src.name), dst.folder, os.fsencode(dst.name),
+                      flags) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))

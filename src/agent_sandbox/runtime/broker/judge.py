@@ -1,0 +1,144 @@
+"""What a brokered write may change: pure decisions on paths, nothing executed.
+
+A path is judged by its name, when the call is made, in every run at once: a
+protected name is refused wherever and whenever it appears, however the tree
+was rearranged meanwhile (by this run, another run or the user), and nothing
+has to exist beforehand (no placeholder) or be walked.
+
+- ``protected(path)``: the protected set's names at any depth of a writable
+  root (``agent_sandbox.protected.ANY_DEPTH``: shells, editors, agents, tools
+  that run their configuration), the home folder's own entries
+  (``HOME_ONLY``) and the settings' ``denyWrite`` rules. Python's start-up
+  files are left to the sweep (a virtualenv made in a run must stay makeable).
+- ``git_container(path)``: for git metadata that decides what git runs
+  (``GIT_EXECUTABLE`` in every git directory, and ``.git`` files), the folder
+  it belongs to. A run may build a repository of its own (every folder it made
+  is recorded by the broker; the sweep judges the repository after the run),
+  and may never create, change, move or remove that metadata in any other:
+  the user's, another run's, one made while it runs.
+- ``carries(path)``: whether a folder renamed to or from ``path`` would bring
+  content under a protected name without writing it there (a folder renamed to
+  ``.git`` or to the first part of a protected entry, ``.config`` for
+  ``.config/fish``).
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from agent_sandbox import protected
+
+from ..globs import covers, under
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+_GIT = protected.GIT_DIR
+_META = {name for name, _, _ in protected.GIT_EXECUTABLE}
+_GIT_DIRS_INSIDE = ("modules", "worktrees")
+
+
+class Judge:
+    """The decisions of one run: its writable roots, home and ``denyWrite`` rules."""
+
+    def __init__(self, roots: Sequence[str], home: str, deny_write: Sequence[str] = (),
+                 opened: Sequence[str] = (), kept: Sequence[str] = ()) -> None:
+        self.roots = tuple(r.rstrip("/") or "/" for r in roots)
+        # folders the caller opens inside the protected set (an agent client's own
+        # state under ``sandbox agent``): what they hold is judged from them down
+        self.opened = tuple(o.rstrip("/") or "/" for o in opened)
+        self.home = home.rstrip("/") or "/"
+        self.names: dict[str, str] = {}  # last component -> its entry (any depth)
+        self.multi: dict[str, list[tuple[str, str]]] = {}  # last component -> (entry, kind)
+        self.firsts: set[str] = set()  # first components of multi-part entries
+        for entry, kind, _ in protected.ANY_DEPTH:
+            parts = entry.split("/")
+            self.multi.setdefault(parts[0], []).append((entry, kind))
+            if len(parts) > 1:
+                self.firsts.add(parts[0])
+        self.home_entries = [(posixpath.join(self.home, e), k) for e, k, _ in protected.HOME_ONLY]
+        # the home entries by their first name below the home folder (a quick look-up)
+        self._home_by_first: dict[str, list[tuple[str, str]]] = {}
+        for e, k, _ in protected.HOME_ONLY:
+            self._home_by_first.setdefault(e.split("/")[0], []).append(
+                (posixpath.join(self.home, e), k))
+        self.deny_write = tuple(deny_write)
+        # paths the planner keeps from being created (the runtime's own, the tools on
+        # PATH, what a git configuration names): each with everything below it
+        self.kept = frozenset(k.rstrip("/") for k in kept)
+
+    def in_roots(self, path: str) -> bool:
+        return any(under(path, r) for r in self.roots)
+
+    def protected(self, path: str) -> str | None:
+        """Why writing ``path`` (creating, changing, moving or removing it) is refused,
+        or None. The git metadata rule is ``git_container``'s."""
+        base = next((o for o in self.opened if under(path, o)), None)
+        if under(path, self.home) and path != self.home:
+            first = path[len(self.home.rstrip("/")) + 1:].split("/", 1)[0]
+            for entry, kind in self._home_by_first.get(first, ()):
+                if base is not None and under(base, entry):
+                    continue
+                if path == entry or (kind == "d" and under(path, entry)):
+                    return f"{entry} is protected (the home folder's start-up and configuration)"
+        for rule in self.deny_write:
+            if covers(rule, path):
+                return f"{path} is covered by denyWrite {rule}"
+        if not self.in_roots(path):
+            return None
+        parts = path.strip("/").split("/")
+        start = len(base.strip("/").split("/")) if base not in (None, "/") else 0
+        for i, part in enumerate(parts):
+            if i < start:
+                continue
+            for entry, kind in self.multi.get(part, ()):
+                want = entry.split("/")
+                got = parts[i:i + len(want)]
+                if got == want and (kind == "d" or len(parts) == i + len(want)):
+                    return f"/{'/'.join(parts[:i + len(want)])} is protected ({entry})"
+        if self.kept:
+            at = path
+            while at not in ("", "/"):
+                if at in self.kept:
+                    return f"{at} is protected (read-only in every sandbox, made or not)"
+                at = posixpath.dirname(at)
+        return None
+
+    def git_container(self, path: str) -> str | None:
+        """The folder whose git metadata ``path`` is (a git directory, or the folder
+        a ``.git`` file sits in), or None when ``path`` is no such metadata."""
+        if not self.in_roots(path):
+            return None
+        parts = path.strip("/").split("/")
+        if parts[-1] == _GIT:
+            return "/" + "/".join(parts[:-1])
+        try:
+            top = parts.index(_GIT)
+        except ValueError:
+            return None
+        # below .git: the git directory is the nearest folder that holds the entry,
+        # .git itself or a submodule's or worktree's folder inside it
+        for i in range(len(parts) - 1, top, -1):
+            if parts[i] in _META and (i == top + 1 or parts[top + 1] in _GIT_DIRS_INSIDE):
+                return "/" + "/".join(parts[:i])
+        return None
+
+    def repository(self, path: str) -> str | None:
+        """The outermost ``.git`` folder ``path`` lies in (or is), or None: whose
+        maker decides whether a run may change git metadata there (a submodule's
+        or worktree's git folder made inside another's ``.git`` is that other's)."""
+        parts = path.strip("/").split("/")
+        try:
+            top = parts.index(_GIT)
+        except ValueError:
+            return None
+        return "/" + "/".join(parts[:top + 1])
+
+    def carries(self, path: str) -> bool:
+        """A folder renamed to (or from) ``path`` would put what it holds under a
+        protected name, or take it out from under one."""
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if name in self.firsts or name == _GIT:
+            return True
+        return any(entry.startswith(path.rstrip("/") + "/") for entry, _ in self.home_entries)

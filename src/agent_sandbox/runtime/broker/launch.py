@@ -1,0 +1,68 @@
+"""The broker of one bubblewrap run, set up: the filter the child installs before
+it execs bwrap (``installer``), then the judge and the thread (``start``).
+
+Kept out of ``bwrap_run`` so that a run's start reads as its steps; everything
+here refuses the start (``SandboxStartError``) rather than run without a broker.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import SandboxStartError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from ..bwrap import Plan
+    from ..settings import Settings
+    from .notify import Installer
+    from .server import Broker
+
+
+def installer(settings: Settings, *, capture: bool) -> Installer:
+    """What the child that execs bwrap runs first: a seccomp filter whose listener
+    the launcher keeps, so that the calls the broker judges come to it.
+    ``capture``: the child is started by ``subprocess``, which waits for the exec
+    (the child cannot wait for the launcher then, and sends the listener)."""
+    from ..seccomp import SeccompError
+    from . import notify
+
+    names = list(notify.FILE_CALLS)
+    if settings.network.allow_unix_sockets or settings.network.allow_all_unix_sockets:
+        names.append("connect")
+    try:
+        prog = notify.program(names, write_opens=True, enosys=("openat2",))
+    except SeccompError as exc:
+        raise SandboxStartError(str(exc)) from None
+    return notify.Installer(prog, send=capture)
+
+
+def start(made: Installer, pid: int, plan: Plan, settings: Settings, *, home: str, cwd: str,
+          opened: Sequence[str], overlays: Sequence[tuple[str, str, str | None]],
+          absent: Sequence[str], on_deny: Callable[[str], None]) -> Broker:
+    """The broker's thread, started before bwrap sets the sandbox up (bwrap's calls
+    are handed over too, and go on unjudged until ``Broker.arm``)."""
+    from agent_sandbox.spec.paths import expand
+
+    from .judge import Judge
+    from .server import Broker
+
+    try:
+        listener = made.take_listener(pid)
+    except OSError as exc:
+        raise SandboxStartError(
+            f"{exc.strerror}; the sandbox needs seccomp user notification (Linux 5.14 "
+            "or later)") from None
+    mine = [os.path.realpath(o) for o in opened]
+    mine += [t for _, t, fallback in overlays if fallback is None]
+    judge = Judge([*plan.writable_roots, *mine], home,
+                  [expand(r, home=home, cwd=cwd) for r in settings.filesystem.deny_write],
+                  mine, absent)
+    sockets = plan.unix_sockets
+    if sockets is None and settings.network.allow_all_unix_sockets:
+        sockets = ("/",)
+    broker = Broker(listener, judge, sockets, on_deny=on_deny)
+    broker.start()
+    return broker

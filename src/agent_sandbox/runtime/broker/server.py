@@ -1,0 +1,279 @@
+"""The broker of one run: the launcher's thread that answers the sandbox's calls.
+
+``Broker.start`` runs it; ``arm`` marks the moment the command may start (until
+then only bubblewrap runs under the filter, setting the sandbox up, and its
+calls go on unjudged); ``close`` ends it. Each notification is dispatched by
+syscall number to ``files`` or ``connect``; an answer is always given: the
+call's own result, its errno, or ``EPERM`` for anything unexpected (a bug here
+never lets a call through). Refusals go to ``on_deny`` with their reason.
+
+The thread holds no capability (dropped from its effective set when the
+launcher runs as root), so a call it makes for the sandbox is checked against
+the caller's rights, never more.
+"""
+
+from __future__ import annotations
+
+import _thread
+import ctypes
+import errno
+import os
+
+from .files import Fd, Files, Later, Refused
+from .judge import Judge
+from .notify import SYSCALLS, Listener, Notification
+from .target import AT_FDCWD, Target
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+
+def _drop_capabilities(numbers: dict[str, int]) -> None:
+    """Clear this thread's effective capabilities (the others keep theirs)."""
+    if os.geteuid() != 0:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    data = (ctypes.c_uint32 * 6)()  # two of {effective, permitted, inheritable}
+    if libc.syscall(numbers["capget"], header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    data[0] = data[3] = 0
+    if libc.syscall(numbers["capset"], header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+class Broker:
+    """Answers one sandbox's brokered calls until closed."""
+
+    def __init__(self, listener: int, judge: Judge | None,
+                 sockets: Sequence[str] | None,
+                 on_deny: Callable[[str], None] | None = None) -> None:
+        self.listener = Listener(listener)
+        self.numbers = SYSCALLS[os.uname().machine]
+        self.files = Files(judge, _own_umask()) if judge is not None else None
+        self.sockets = tuple(sockets) if sockets is not None else None
+        self.on_deny = on_deny
+        self.denied: list[str] = []
+        self.armed = False
+        self._ids = (os.getuid(), (os.getgid(), *os.getgroups()))
+        self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC)
+        self._names = {v: k for k, v in self.numbers.items()}
+        self._done = _thread.allocate_lock()  # held while the thread serves
+
+    def made(self, path: str) -> bool:
+        """Whether a call of this run's command made the file or folder at ``path``
+        (and nothing has taken its place since)."""
+        if self.files is None:
+            return False
+        try:
+            return self.files.made.holds(os.stat(path, follow_symlinks=False))
+        except OSError:
+            return False
+
+    def start(self) -> None:
+        self._done.acquire()
+        _thread.start_new_thread(self._serve, ())
+
+    def arm(self) -> None:
+        """From now on every call is the command's: judged."""
+        self.armed = True
+
+    def close(self) -> None:
+        if self._stop_w >= 0:
+            os.write(self._stop_w, b"x")
+            if self._done.locked():
+                self._done.acquire(True, 5)
+            os.close(self._stop_w)
+            self._stop_w = -1
+            os.close(self._stop_r)
+            self.listener.close()
+
+    def _serve(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self._done.release()
+
+    def _loop(self) -> None:
+        try:
+            _drop_capabilities(self.numbers)
+        except OSError:
+            return  # the listener closes with the run: every call then fails (ENOSYS)
+        while self.listener.wait(self._stop_r):
+            try:
+                n = self.listener.receive()
+            except OSError:
+                return
+            if n is None:
+                continue
+            if not self.armed:  # bubblewrap setting the sandbox up, nothing else yet
+                self._answer(n, cont=True)
+                continue
+            try:
+                self._one(n)
+            except Exception:  # never a call let through by a fault of ours
+                self._answer(n, error=errno.EPERM)
+
+    def _refused(self, why: str) -> None:
+        self.denied.append(why)
+        if self.on_deny is not None:
+            self.on_deny(why)
+
+    def _one(self, n: Notification) -> None:
+        name = self._names.get(n.nr, "")
+        t: Target | None
+        try:
+            t = Target(n.pid)
+        except OSError:
+            self._answer(n, error=errno.EPERM)
+            return
+        try:
+            if not self.listener.valid(n):  # gone: its pid may be another process's now
+                return
+            if name == "connect":
+                handed, t = t, None
+                self._connect(handed, n)
+                return
+            result = self._file(name, t, n)
+            if isinstance(result, Later):
+                _thread.start_new_thread(self._later, (n, result))
+                return
+            if isinstance(result, Fd):
+                try:
+                    self.listener.answer_fd(n, result.fd, cloexec=result.cloexec)
+                finally:
+                    os.close(result.fd)
+            else:
+                self._answer(n, value=result)
+        except Refused as exc:
+            self._refused(exc.reason)
+            self._answer(n, error=exc.errno or errno.EPERM)
+        except OSError as exc:
+            self._answer(n, error=exc.errno or errno.EPERM)
+        finally:
+            if t is not None:
+                t.close()
+
+    def _later(self, n: Notification, later: Later) -> None:
+        try:
+            fd = later.open()
+        except OSError as exc:
+            self._answer(n, error=exc.errno or errno.EPERM)
+            return
+        try:
+            self.listener.answer_fd(n, fd.fd, cloexec=fd.cloexec)
+        except OSError:
+            pass
+        finally:
+            os.close(fd.fd)
+
+    def _file(self, name: str, t: Target, n: Notification) -> Fd | Later | int:
+        f, a = self.files, n.args
+        if f is None or name == "openat2":
+            raise OSError(errno.ENOSYS, "openat2")  # libc falls back to openat
+        if name == "open":
+            return f.open(t, AT_FDCWD, a[0], a[1] & 0xFFFFFFFF, a[2] & 0xFFFF)
+        if name == "openat":
+            return f.open(t, a[0], a[1], a[2] & 0xFFFFFFFF, a[3] & 0xFFFF)
+        if name == "creat":
+            return f.open(t, AT_FDCWD, a[0], os.O_CREAT | os.O_WRONLY | os.O_TRUNC,
+                          a[1] & 0xFFFF)
+        if name == "mkdir":
+            return f.mkdir(t, AT_FDCWD, a[0], a[1] & 0xFFFF)
+        if name == "mkdirat":
+            return f.mkdir(t, a[0], a[1], a[2] & 0xFFFF)
+        if name == "mknod":
+            return f.mknod(t, AT_FDCWD, a[0], a[1] & 0xFFFFFFFF, a[2])
+        if name == "mknodat":
+            return f.mknod(t, a[0], a[1], a[2] & 0xFFFFFFFF, a[3])
+        if name == "rename":
+            return f.rename(t, AT_FDCWD, a[0], AT_FDCWD, a[1], 0)
+        if name == "renameat":
+            return f.rename(t, a[0], a[1], a[2], a[3], 0)
+        if name == "renameat2":
+            return f.rename(t, a[0], a[1], a[2], a[3], a[4] & 0xFFFFFFFF)
+        if name == "link":
+            return f.link(t, AT_FDCWD, a[0], AT_FDCWD, a[1], 0)
+        if name == "linkat":
+            return f.link(t, a[0], a[1], a[2], a[3], a[4] & 0xFFFFFFFF)
+        if name == "symlink":
+            return f.symlink(t, a[0], AT_FDCWD, a[1])
+        if name == "symlinkat":
+            return f.symlink(t, a[0], a[1], a[2])
+        if name == "unlink":
+            return f.unlink(t, AT_FDCWD, a[0], 0)
+        if name == "unlinkat":
+            return f.unlink(t, a[0], a[1], a[2] & 0xFFFFFFFF)
+        if name == "rmdir":
+            return f.unlink(t, AT_FDCWD, a[0], 0x200)
+        if name == "truncate":
+            return f.truncate(t, a[0], a[1])
+        if name == "chmod":
+            return f.chmod(t, AT_FDCWD, a[0], a[1] & 0xFFFF, 0)
+        if name == "fchmodat":
+            return f.chmod(t, a[0], a[1], a[2] & 0xFFFF, 0)
+        if name == "fchmodat2":
+            return f.chmod(t, a[0], a[1], a[2] & 0xFFFF, a[3] & 0xFFFFFFFF)
+        if name == "fchmod":
+            return f.fchmod(t, a[0] & 0xFFFFFFFF, a[1] & 0xFFFF)
+        if name == "chown":
+            return f.chown(t, AT_FDCWD, a[0], a[1], a[2], 0)
+        if name == "lchown":
+            return f.chown(t, AT_FDCWD, a[0], a[1], a[2], 0x100)
+        if name == "fchownat":
+            return f.chown(t, a[0], a[1], a[2], a[3], a[4] & 0xFFFFFFFF)
+        raise OSError(errno.ENOSYS, name)
+
+    def _connect(self, t: Target, n: Notification) -> None:
+        from .connect import Connection  # socket: only where unix sockets are allowed
+
+        try:
+            c = Connection.take(t, n, True)
+        except OSError as exc:
+            t.close()
+            self._answer(n, error=exc.errno or errno.EPERM)
+            return
+        if c is None:  # not a unix socket: the kernel connects it (no decision here)
+            t.close()
+            self._answer(n, cont=True)
+            return
+        # a connect may wait (a full backlog): each unix one has a thread of its own
+        _thread.start_new_thread(self._connect_unix, (t, n, c))
+
+    def _connect_unix(self, t: Target, n: Notification, c: Any) -> None:
+        from .connect import connect
+
+        try:
+            if self.sockets is None:
+                raise Refused("unix sockets are not allowed by path")
+            self._answer(n, value=connect(t, c, self.sockets, self._ids))
+        except Refused as exc:
+            self._refused(exc.reason)
+            self._answer(n, error=errno.EACCES)
+        except OSError as exc:
+            self._answer(n, error=exc.errno or errno.ECONNREFUSED)
+        except Exception:
+            self._answer(n, error=errno.EPERM)
+        finally:
+            t.close()
+
+    def _answer(self, n: Notification, *, value: int = 0, error: int = 0,
+                cont: bool = False) -> None:
+        try:
+            self.listener.answer(n, value=value, error=error, cont=cont)
+        except OSError:
+            pass  # the listener was closed: the kernel fails the call itself
+
+
+def _own_umask() -> int:
+    """This process's umask, read without changing it."""
+    try:
+        with open(f"/proc/{os.getpid()}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022

@@ -1,0 +1,68 @@
+"""The broker's decisions on paths (``runtime.broker.judge``), without processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_sandbox.runtime.broker.judge import Judge
+
+ROOT, HOME = "/w/repo", "/home/u"
+J = Judge([ROOT, "/home/u"], HOME, ["/w/repo/secrets/**", "**/*.key"])
+
+
+@pytest.mark.parametrize("path", [
+    "/w/repo/.bashrc", "/w/repo/a/b/.envrc", "/w/repo/x/.vscode", "/w/repo/x/.vscode/tasks.json",
+    "/w/repo/x/.config/fish/config.fish", "/w/repo/.claude/settings.json",
+    "/w/repo/deep/.gitmodules", "/home/u/.ssh/authorized_keys", "/home/u/.local/bin/git",
+    "/home/u/bin", "/w/repo/secrets/a", "/w/repo/any/k.key",
+])
+def test_protected(path: str) -> None:
+    assert J.protected(path)
+
+
+@pytest.mark.parametrize("path", [
+    "/w/repo/src/main.py", "/w/repo/.config/other", "/w/repo/bashrc", "/w/repo/.bashrc.d/x",
+    "/w/repo/.git/objects/ab/cd", "/w/repo/.venv/lib/python3.11/site-packages/a.pth",
+    "/elsewhere/.bashrc", "/home/u/.cache/x",
+])
+def test_not_protected(path: str) -> None:
+    assert J.protected(path) is None
+
+
+@pytest.mark.parametrize(("path", "container"), [
+    ("/w/repo/.git/config", "/w/repo/.git"),
+    ("/w/repo/.git/hooks/pre-commit", "/w/repo/.git"),
+    ("/w/repo/.git/hooks", "/w/repo/.git"),
+    ("/w/repo/sub/.git/commondir", "/w/repo/sub/.git"),
+    ("/w/repo/.git/modules/lib/config", "/w/repo/.git/modules/lib"),
+    ("/w/repo/.git/modules/a/b/hooks/x", "/w/repo/.git/modules/a/b"),
+    ("/w/repo/.git/worktrees/wt/config.worktree", "/w/repo/.git/worktrees/wt"),
+    ("/w/repo/wt/.git", "/w/repo/wt"),
+    ("/w/repo/.git/objects/ab/cd", None),
+    ("/w/repo/.git/refs/heads/config", None),
+    ("/w/repo/.git/HEAD", None),
+    ("/w/repo/src/config", None),
+    ("/elsewhere/.git/config", None),
+])
+def test_git_container(path: str, container: str | None) -> None:
+    assert J.git_container(path) == container
+
+
+@pytest.mark.parametrize(("path", "carries"), [
+    ("/w/repo/x/.git", True), ("/w/repo/x/.config", True), ("/home/u/.local", True),
+    ("/home/u/.config", True), ("/w/repo/x/build", False), ("/w/repo/x/config", False),
+])
+def test_carries(path: str, carries: bool) -> None:
+    assert J.carries(path) == carries
+
+
+def test_opened_folders_are_judged_from_inside() -> None:
+    """An agent client's own state folder, opened under ``sandbox agent``: writable,
+    with the protected names inside it still protected."""
+    j = Judge([ROOT, "/home/u"], HOME, [],
+              ["/home/u/.claude", "/home/u/.gemini"])
+    assert j.protected("/home/u/.claude/settings.json") is None
+    assert j.protected("/home/u/.gemini/x/y") is None
+    assert j.protected("/home/u/.claude/proj/.bashrc")
+    assert j.protected("/home/u/.codex/config.toml")
+    assert j.protected("/w/repo/.claude/settings.json")

@@ -1,0 +1,313 @@
+"""One tree, many runs: protection judged when a call is made, attacked from outside.
+
+Runs share one working tree with each other and with the user. Each case lets
+one or two sandboxed runs (real ``sandbox exec`` processes over the same root)
+and the user (this test, on the host) act in a set order, each waiting for the
+other through flag files; the attack is fired by a real host tool (``git
+status``, ``git commit``) while the runs still run (before any end-of-run
+sweep could repair anything), and judged from the host by a marker file the
+planted program would write. Every case has its control: the same steps
+without a sandbox, where the marker appears, so no case passes because its
+judge cannot fire.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import PY, needs_bwrap
+
+pytestmark = [needs_bwrap]
+SANDBOX = str(Path(sys.executable).parent / "sandbox")
+GIT = shutil.which("git") or "git"
+
+
+def wait_for(path: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} never appeared")
+        time.sleep(0.02)
+
+
+class Tree:
+    """A writable root, its settings, and the flag files the steps wait on."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.root = base / "repo"
+        self.flags = base / "flags"
+        self.marker = base / "marker"
+        for d in (self.root, self.flags):
+            d.mkdir()
+        self.settings = base / "settings.json"
+        self.settings.write_text(json.dumps({
+            "network": {"allowedDomains": [], "deniedDomains": []},
+            "filesystem": {"denyRead": [], "allowWrite": [str(self.root), str(self.flags)],
+                           "denyWrite": []}}))
+        self.env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(base / "home"),
+                    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                    "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+        (base / "home").mkdir()
+
+    def run(self, script: str, *, sandboxed: bool = True) -> subprocess.Popen[bytes]:
+        argv = ["sh", "-c", script]
+        if sandboxed:
+            argv = [SANDBOX, "exec", "--settings", str(self.settings), "--", *argv]
+        return subprocess.Popen(argv, cwd=self.root, env=self.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+
+    def git(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([GIT, *args], cwd=cwd or self.root, env=self.env,
+                              capture_output=True, timeout=60, check=False)
+
+    def flag(self, name: str) -> Path:
+        return self.flags / name
+
+    def waits(self, name: str) -> str:
+        """Shell text that waits for the host's flag ``name``."""
+        return f"while [ ! -e {self.flag(name)} ]; do sleep 0.02; done"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Iterator[Tree]:
+    yield Tree(tmp_path)
+
+
+def planted_fsmonitor(t: Tree) -> str:
+    return f"[core]\n\tfsmonitor = \"touch {t.marker}; false\"\n"
+
+
+HOOK = "#!/bin/sh\ntouch {marker}\n"
+
+
+def finish(*procs: subprocess.Popen[bytes]) -> list[bytes]:
+    outs = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        outs.append(out)
+    return outs
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
+def test_a_run_cannot_move_protected_git_files_out_from_under_another(
+        tree: Tree, sandboxed: bool) -> None:
+    """Two runs at once over one repository, same settings: the first moves the
+    repository's ``config`` and ``hooks`` away and puts its own in their place
+    (what detached the second run's read-only mounts before); the second plants
+    an fsmonitor and a hook. The user's ``git status`` and ``git commit`` run
+    during both runs."""
+    t = tree
+    assert t.git("init", "-q").returncode == 0
+    (t.root / "f").write_text("x\n")
+    mover = (f"{t.waits('go1')}; "
+             "mv .git/config .git/config.old; cp .git/config.old .git/config; "
+             "mv .git/hooks .git/hooks.old; mkdir .git/hooks; "
+             f"touch {t.flag('moved')}; {t.waits('end')}")
+    planter = (f"{t.waits('go2')}; "
+               f"printf '{planted_fsmonitor(t)}' >> .git/config; "
+               f"printf '{HOOK.format(marker=t.marker)}' > .git/hooks/pre-commit; "
+               "chmod +x .git/hooks/pre-commit; "
+               f"touch {t.flag('planted')}; {t.waits('end')}")
+    first = t.run(mover, sandboxed=sandboxed)
+    second = t.run(planter, sandboxed=sandboxed)
+    try:
+        t.flag("go1").touch()
+        wait_for(t.flag("moved"))
+        t.flag("go2").touch()
+        wait_for(t.flag("planted"))
+        t.git("status")
+        t.git("add", "f")
+        t.git("commit", "-qm", "user's commit")
+    finally:
+        t.flag("end").touch()
+        outs = finish(first, second)
+    assert t.marker.exists() == (not sandboxed), outs
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
+def test_a_repository_the_user_makes_during_a_run_is_protected_at_once(
+        tree: Tree, sandboxed: bool) -> None:
+    """A long run; meanwhile the user makes a repository; the run rewrites its
+    configuration and adds a hook; the user's ``git status`` and ``git commit``
+    there run before the run ends."""
+    t = tree
+    script = (f"{t.waits('made')}; "
+              f"printf '{planted_fsmonitor(t)}' >> new/.git/config; "
+              f"printf '{planted_fsmonitor(t)}' > new/.git/config.tmp && "
+              "mv -f new/.git/config.tmp new/.git/config; "
+              f"printf '{HOOK.format(marker=t.marker)}' > new/.git/hooks/pre-commit; "
+              "chmod +x new/.git/hooks/pre-commit; "
+              f"touch {t.flag('planted')}; {t.waits('end')}")
+    run = t.run(script, sandboxed=sandboxed)
+    try:
+        time.sleep(0.3)
+        new = t.root / "new"
+        new.mkdir()
+        assert t.git("init", "-q", cwd=new).returncode == 0
+        (new / "f").write_text("x\n")
+        t.flag("made").touch()
+        wait_for(t.flag("planted"))
+        t.git("status", cwd=new)
+        t.git("add", "f", cwd=new)
+        t.git("commit", "-qm", "m", cwd=new)
+    finally:
+        t.flag("end").touch()
+        out = finish(run)
+    assert t.marker.exists() == (not sandboxed), out
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
+def test_protected_names_made_deep_during_a_run_never_reach_the_tree(
+        tree: Tree, sandboxed: bool) -> None:
+    """Names no placeholder could have covered (in a folder made during the run),
+    looked at from the host while the run still runs: none is there."""
+    t = tree
+    script = ("mkdir -p a/b/c && cd a/b/c && "
+              "echo 'touch marker' > .envrc; echo x > .bashrc; mkdir .vscode; "
+              "mkdir -p x/fish && echo evil > x/fish/config.fish && mv x .config; "
+              "mkdir -p y && echo '{}' > y/settings.json && mv y .claude; "
+              f"touch {t.flag('done')}; {t.waits('end')}")
+    run = t.run(script, sandboxed=sandboxed)
+    try:
+        wait_for(t.flag("done"))
+        deep = t.root / "a" / "b" / "c"
+        present = sorted(n for n in (".envrc", ".bashrc", ".vscode", ".config", ".claude")
+                         if (deep / n).exists())
+    finally:
+        t.flag("end").touch()
+        out = finish(run)
+    if sandboxed:
+        assert present == [], out
+        assert b"Read-only file system" in out[0]
+    else:
+        assert present == [".bashrc", ".claude", ".config", ".envrc", ".vscode"]
+
+
+PLANTER = r"""
+import ctypes, os, sys, threading
+good, bad = sys.argv[1].encode(), sys.argv[2].encode()
+buf = ctypes.create_string_buffer(max(len(good), len(bad)) + 1)
+def put(p):
+    ctypes.memmove(buf, p + b"\0", len(p) + 1)
+put(good)
+stop = False
+def flip():
+    while not stop:
+        put(bad)
+        put(good)
+threading.Thread(target=flip, daemon=True).start()
+libc = ctypes.CDLL(None, use_errno=True)
+opened = 0
+for _ in range(400):
+    fd = libc.open(buf, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    if fd >= 0:
+        os.write(fd, b"echo planted\n")
+        os.close(fd)
+        opened += 1
+stop = True
+print("opened", opened)
+"""
+
+
+def test_a_path_changed_while_it_is_judged_never_opens_a_protected_name(tree: Tree) -> None:
+    """A second thread rewrites the path between an ordinary file and ``.bashrc``
+    (deep, where no placeholder is) while the first opens it 400 times for
+    writing: what was judged is what was opened. Looked at from the host while
+    the run still runs; the ordinary file got the writes (the control)."""
+    t = tree
+    (t.root / "deep").mkdir()
+    script = (f"{PY} -I -c '{PLANTER}' deep/notes.txt deep/.bashrc; "
+              f"touch {t.flag('done')}; {t.waits('end')}")
+    run = t.run(script)
+    try:
+        wait_for(t.flag("done"))
+        assert not (t.root / "deep" / ".bashrc").exists()
+        assert (t.root / "deep" / "notes.txt").read_text().count("planted") > 0
+    finally:
+        t.flag("end").touch()
+        finish(run)
+
+
+def test_a_run_builds_and_uses_its_own_repository(tree: Tree) -> None:
+    """What a run makes is its own: ``git init``, ``config``, ``commit`` and a branch
+    work inside, and the next run commits there again."""
+    t = tree
+    first = t.run("git init -q own && cd own && git config user.name n && "
+                  "git config user.email e@e && echo x > f && git add f && "
+                  "git commit -qm one && git branch b && echo ok")
+    out, _ = first.communicate(timeout=120)
+    assert first.returncode == 0 and out.strip().endswith(b"ok"), out
+    second = t.run("cd own && echo y >> f && git commit -qam two && git log --oneline "
+                   "| wc -l")
+    out, _ = second.communicate(timeout=120)
+    assert second.returncode == 0 and out.strip().endswith(b"2"), out
+    assert t.git("log", "--oneline", cwd=t.root / "own").stdout.count(b"\n") == 2
+
+
+def test_a_hidden_or_read_only_file_cannot_be_moved_or_removed(tree: Tree) -> None:
+    """The broker makes its calls from the host's mount namespace, where the
+    sandbox's mounts are not: a name that is a mount point in the sandbox (a file
+    hidden by ``denyRead``, a protected file kept read-only) is still refused
+    (``EBUSY``), so a hidden file cannot be renamed to a readable name."""
+    t = tree
+    assert t.git("init", "-q").returncode == 0
+    (t.root / "secret.env").write_text("TOKEN=1\n")
+    data = json.loads(t.settings.read_text())
+    data["filesystem"]["denyRead"] = [str(t.root / "secret.env")]
+    t.settings.write_text(json.dumps(data))
+    run = t.run("mv secret.env visible.txt; cat visible.txt; rm -f secret.env; "
+                "mv .git/config .git/config.old; rm -f .git/config; echo done")
+    out, _ = run.communicate(timeout=120)
+    assert b"done" in out and b"TOKEN" not in out, out
+    assert (t.root / "secret.env").read_text() == "TOKEN=1\n"
+    assert not (t.root / "visible.txt").exists()
+    assert (t.root / ".git" / "config").exists() and not (t.root / ".git" / "config.old").exists()
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
+def test_a_git_folder_cannot_be_made_inside_another_repositorys(
+        tree: Tree, sandboxed: bool) -> None:
+    """The user's repository has a submodule not checked out yet; a run makes its
+    git folder inside the repository's ``.git`` (by hand, and by moving a folder of
+    its own there) with a planted fsmonitor; the user's ``git submodule update``
+    and ``git status`` run while the run still runs."""
+    t = tree
+    src = t.base / "lib"
+    src.mkdir()
+    assert t.git("init", "-q", cwd=src).returncode == 0
+    (src / "x").write_text("x\n")
+    t.git("add", "x", cwd=src)
+    t.git("commit", "-qm", "lib", cwd=src)
+    assert t.git("init", "-q").returncode == 0
+    t.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(src), "sub")
+    t.git("commit", "-qm", "with sub")
+    shutil.rmtree(t.root / ".git" / "modules")
+    shutil.rmtree(t.root / "sub")
+    (t.root / "sub").mkdir()
+    fsmonitor = planted_fsmonitor(t)
+    script = ("mkdir -p .git/modules/sub && git --git-dir=" + str(t.base / "lib" / ".git")
+              + " rev-parse HEAD >/dev/null; "
+              "cp -r " + str(src / ".git") + "/. .git/modules/sub/ 2>/dev/null; "
+              f"printf '{fsmonitor}' >> .git/modules/sub/config; "
+              "mkdir -p own && cp -r " + str(src / ".git") + "/. own/ && "
+              f"printf '{fsmonitor}' >> own/config && mv own .git/modules/sub2; "
+              f"touch {t.flag('planted')}; {t.waits('end')}")
+    run = t.run(script, sandboxed=sandboxed)
+    try:
+        wait_for(t.flag("planted"))
+        t.git("-c", "protocol.file.allow=always", "submodule", "update", "--init", "-q")
+        t.git("status")
+        t.git("-C", "sub", "status")
+    finally:
+        t.flag("end").touch()
+        out = finish(run)
+    assert t.marker.exists() == (not sandboxed), out
