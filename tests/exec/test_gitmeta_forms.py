@@ -347,6 +347,8 @@ def _run_case(tmp_path: Path, name: str, sandbox: bool) -> Path:
         assert r.returncode == 0, r.stderr
     else:
         unsandboxed(work, script)
+    if sandbox and not (work / where).is_dir():
+        return marker  # refused before the folder git would run in was made: nothing to fire
     tty = args[-1] == "tty"
     host_git(work / where, home, *(args[:-1] if tty else args), tty=tty)
     return marker

@@ -82,15 +82,18 @@ def test_late_binds_are_read_only_fixed_and_cannot_be_undone(tmp_path: Path,
     })
     probe = (
         "cat token 2>/dev/null;"
+        # .bashrc and .config/git do not exist: refused when made (no placeholder)
         "for f in .bashrc .envrc .config/git token; do"
         "  (echo x > $f) 2>/dev/null && echo WROTE $f;"
+        "done;"
+        "for f in .envrc token; do"
         "  rm -f $f 2>/dev/null && echo REMOVED $f;"
         "  mv $f moved 2>/dev/null && echo MOVED $f;"
         "  umount -l $f 2>/dev/null && echo UNMOUNTED $f;"
         "  mount -o remount,bind,rw $f 2>/dev/null && echo REMOUNTED $f;"
         "done;"
         "grep -c ' ro,' /proc/self/mountinfo;"
-        "grep \" $PWD/.bashrc \" /proc/self/mountinfo | cut -d' ' -f6;"
+        "grep \" $PWD/.envrc \" /proc/self/mountinfo | cut -d' ' -f6;"
         "echo made > newfile && cat newfile"
     )
     r = subprocess.run([PY, "-m", "agent_sandbox", "exec", "--settings", str(settings), "--",
@@ -102,4 +105,4 @@ def test_late_binds_are_read_only_fixed_and_cannot_be_undone(tmp_path: Path,
     assert "SECRET" not in out
     assert (work / ".envrc").read_text() == "mine\n"
     assert (work / "token").read_text() == "SECRET\n"
-    assert not (work / ".bashrc").exists()  # the placeholder went with the run
+    assert not (work / ".bashrc").exists() and not (work / ".config").exists()

@@ -606,7 +606,8 @@ def test_placeholder_never_made_through_a_planted_link(tmp_path: Path) -> None:
     _, err = proc.communicate()
     seen.update(str(p) for p in victim.rglob("*"))
     assert not seen, f"placeholders made outside the writable root: {sorted(seen)}"
-    assert proc.returncode == 125 and "is a link" in err, err
+    # nothing is made before a run any more (runtime.broker): the link refuses no start
+    assert proc.returncode == 0, err
 
 
 # The same, with the folder swapped for the link while the run starts: a command

@@ -13,11 +13,13 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
   ``gitmeta``; configs read exactly as git reads them, ``gitconfig``) to decide
   what to protect; what it reads can only make the plan stricter (more paths
   read-only), and a walk that cannot finish refuses the run;
-- the socket list (``unix_sockets``), read when unix sockets are allowed by path,
-  holds names that sandboxed commands bound in their own network namespaces: a
-  name is only a path to look at, and it adds a mask only where a socket really
-  is and the settings do not list it, so a forged or misleading name can make a
-  plan stricter, never looser;
+- the broker (``broker``) reads the command's memory while one of its calls
+  waits (a path or a socket address, copied once and never read again),
+  resolves that path in the command's own view (its root, no magic links) and
+  judges the place it reaches; it makes the call itself on that place, with no
+  capability and never through a link at the name, so what the command can
+  change in between (its memory, the tree) changes nothing it decided; any
+  fault refuses the call;
 - the late binds' helper (``late_binds``) resolves the plan's paths in the
   sandbox's mount namespace once bwrap is set up and before the command runs
   (nothing of the command's runs there yet, as when bwrap resolved them), reads

@@ -290,7 +290,8 @@ def _pth_modules(fs: FsView, pth: str) -> list[tuple[str, str]]:
 
 def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
          protect: Sequence[str] = (), tools: Sequence[str] = (),
-         opened: Sequence[str] = (), private: Sequence[str] = ()) -> Plan:
+         opened: Sequence[str] = (), private: Sequence[str] = (),
+         placeholders_made: bool = True) -> Plan:
     """The mount plan for these settings (pure given ``fs``).
 
     ``protect``: absolute paths the runtime itself keeps read-only in every
@@ -303,7 +304,10 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     lists them, the protected set's names and every ``denyWrite`` entry inside
     them still read-only, and never one under ``denyWrite`` or ``protect``.
     ``private``: absolute paths hidden whatever the settings allow
-    (``contract.private_paths``), like credentials.
+    (``contract.private_paths``), like credentials. ``placeholders_made``: False
+    where a broker refuses creating the missing protected paths when a call would
+    (``runtime.broker``): they are still listed (``Plan.placeholders``), with no
+    mount and nothing made for them.
     """
     f, n = settings.filesystem, settings.network
     mounts: dict[tuple[str, str], Mount] = {}
@@ -406,7 +410,8 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
             add("ro", fs.realpath(target))
         elif any(_under(target, w) and target != w for w in roots):
             placeholders.setdefault(target, "f")
-            mounts[("ro", target)] = Mount("ro", target, "f")
+            if placeholders_made:
+                mounts[("ro", target)] = Mount("ro", target, "f")
 
     # denyWrite and the runtime's own paths: existing ones read-only, absent ones
     # (and dangling symlinks' targets) kept from being created

@@ -173,6 +173,7 @@ class BwrapRun:
         self.broker: Any = None  # judges connect() with unix sockets allowed by path
         self._installer: Any = None  # the broker's filter, until its listener is taken
         self.absent: tuple[str, ...] = ()  # protected paths that do not exist (the broker's)
+        self._made: Callable[[str], bool] | None = None  # the broker's record of what it made
 
     # start -----------------------------------------------------------------
 
@@ -208,7 +209,7 @@ class BwrapRun:
                 p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
                             protect=runtime_paths(self.home, self.settings.source),
                             tools=tool_dirs(), opened=self.opened,
-                            private=private_paths(self.home))
+                            private=private_paths(self.home), placeholders_made=False)
                 relied = [m.path for m in p.mounts if m.path in others]
                 # no placeholder is made: the protected names that do not exist are
                 # refused when a call would create them (runtime.broker), in every run
@@ -253,6 +254,7 @@ class BwrapRun:
                                        home=self.home, cwd=self.cwd, opened=self.opened,
                                        overlays=self.overlays, absent=self.absent,
                                        on_deny=self._refused)
+            self._made = self.broker.made  # what the sweep may judge, after the broker
             for fd in (info_w, block_r, gate_r, ready_w, sfd):
                 os.close(fd)
             info_w = block_r = gate_r = ready_w = sfd = -1
@@ -462,7 +464,7 @@ class BwrapRun:
         roots = [w for w in self.plan.writable_roots if os.path.isdir(w)]
         skip = spared(self.plan, self.guarded)
         ph = self.placeholders
-        made = self.broker.made if self.broker is not None else None
+        made = self._made
         self.quarantined, notes = quarantine(roots, self.before, self.home, skip,
                                              recorder=self._recorder,
                                              lock_dir=ph.dir if ph else None,

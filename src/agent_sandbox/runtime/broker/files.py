@@ -23,6 +23,8 @@ import errno
 import os
 import stat
 
+from agent_sandbox.errors import SandboxError
+
 from .judge import Judge
 from .target import AT_FDCWD, Place, Target, absolute, fd_alias, locate, not_a_mount
 
@@ -35,7 +37,7 @@ AT_EMPTY_PATH = 0x1000
 RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
 
 
-class Refused(OSError):
+class Refused(SandboxError, OSError):
     """A call the judge refuses, with its reason: ``EROFS``, as the read-only
     mounts of the protected set always answered."""
 

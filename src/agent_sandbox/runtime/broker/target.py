@@ -117,12 +117,37 @@ def absolute(t: Target, dirfd: int, path: str) -> str:
     names it: ``AT_FDCWD`` or one of its descriptors)."""
     if not path:
         raise OSError(errno.ENOENT, "an empty path")
+    if path.startswith(("/proc/self/", "/proc/thread-self/", "/dev/fd/")):
+        inside = _through_own_links(t, path)
+        if inside is not None:
+            return inside
     if path.startswith("/"):
         return path
     base = t.cwd() if dirfd == AT_FDCWD else t.fd_path(dirfd)
     if not base.startswith("/") or base.endswith(" (deleted)"):
         raise OSError(errno.ENOTDIR, "not a folder")
     return base.rstrip("/") + "/" + path
+
+
+def _through_own_links(t: Target, path: str) -> str | None:
+    """A path through the caller's own folder links (``/proc/self/fd/N/name``,
+    ``/dev/fd/N/name``, ``/proc/self/cwd/name``, as programs that hold a folder open
+    write), as the path of that folder in its view; None for anything else."""
+    for prefix in ("/proc/self/fd/", "/proc/thread-self/fd/", "/dev/fd/"):
+        if path.startswith(prefix):
+            num, sep, rest = path[len(prefix):].partition("/")
+            if num.isdigit() and sep:
+                base = t.fd_path(int(num))
+                break
+            return None
+    else:
+        if path.startswith(("/proc/self/cwd/", "/proc/thread-self/cwd/")):
+            base, rest = t.cwd(), path.split("/cwd/", 1)[1]
+        else:
+            return None
+    if not base.startswith("/") or base.endswith(" (deleted)"):
+        raise OSError(errno.ENOTDIR, "not a folder")
+    return base.rstrip("/") + "/" + rest
 
 
 class Place:
