@@ -72,20 +72,32 @@ class Later:
 
 
 class Made:
-    """The files and folders this run's calls created (device, inode)."""
+    """The files and folders this run's calls created (``ids``: what makes a
+    repository the run's own), and those they created or changed (``changed``:
+    written, truncated, their mode or owner set; what the sweep judges after the
+    run), by device and inode."""
 
     def __init__(self) -> None:
         self.ids: set[tuple[int, int]] = set()
+        self.changed: set[tuple[int, int]] = set()
 
     def add(self, st: os.stat_result) -> None:
         self.ids.add((st.st_dev, st.st_ino))
+        self.changed.add((st.st_dev, st.st_ino))
+
+    def change(self, st: os.stat_result) -> None:
+        self.changed.add((st.st_dev, st.st_ino))
 
     def drop(self, st: os.stat_result | None) -> None:
         if st is not None:
             self.ids.discard((st.st_dev, st.st_ino))
+            self.changed.discard((st.st_dev, st.st_ino))
 
     def holds(self, st: os.stat_result | None) -> bool:
         return st is not None and (st.st_dev, st.st_ino) in self.ids
+
+    def touched(self, st: os.stat_result | None) -> bool:
+        return st is not None and (st.st_dev, st.st_ino) in self.changed
 
 
 class Files:
@@ -147,6 +159,11 @@ class Files:
             return wanted, wanted
         return wanted, None
 
+    def _changed(self, place: Place) -> None:
+        st = place.lstat()
+        if st is not None:
+            self.made.change(st)
+
     # the calls ------------------------------------------------------------
 
     def open(self, t: Target, dirfd: int, address: int, flags: int, mode: int) -> Fd | Later:
@@ -202,6 +219,8 @@ class Files:
                 self.made.add(st)
                 if fix is not None:
                     os.fchmod(fd, fix)
+            else:  # written in place (the same inode): the sweep judges it too
+                self.made.change(os.fstat(fd))
             return Fd(fd, cloexec)
         finally:
             place.close()
@@ -320,6 +339,7 @@ class Files:
         try:
             self._check(t, place)
             _chmod_at(place, mode & 0o7777)
+            self._changed(place)
             return 0
         finally:
             place.close()
@@ -345,6 +365,7 @@ class Files:
                          dir_fd=place.folder)
             try:
                 os.chown(f"/proc/self/fd/{fd}", _id(uid), _id(gid), follow_symlinks=False)
+                self.made.change(os.fstat(fd))
             finally:
                 os.close(fd)
             return 0
@@ -359,6 +380,7 @@ class Files:
                          | os.O_NOCTTY, dir_fd=place.folder)
             try:
                 os.ftruncate(fd, length)
+                self.made.change(os.fstat(fd))
             finally:
                 os.close(fd)
             return 0
@@ -374,6 +396,7 @@ class Files:
         fd = t.reopen(fd_of_caller, os.O_PATH)
         try:
             os.chmod(f"/proc/self/fd/{fd}", mode & 0o7777)
+            self.made.change(os.fstat(fd))
         finally:
             os.close(fd)
         return 0

@@ -63,12 +63,12 @@ class Broker:
         self._done = _thread.allocate_lock()  # held while the thread serves
 
     def made(self, path: str) -> bool:
-        """Whether a call of this run's command made the file or folder at ``path``
-        (and nothing has taken its place since)."""
+        """Whether a call of this run's command made or changed the file or folder at
+        ``path`` (and nothing has taken its place since): what the sweep judges."""
         if self.files is None:
             return False
         try:
-            return self.files.made.holds(os.stat(path, follow_symlinks=False))
+            return self.files.made.touched(os.stat(path, follow_symlinks=False))
         except OSError:
             return False
 
