@@ -28,7 +28,10 @@ from agent_sandbox.errors import SandboxError
 from .judge import Judge
 from .target import AT_FDCWD, Place, Target, absolute, fd_alias, locate, not_a_mount
 
-_O_WRITE = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_CREAT
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 _O_TMPFILE = getattr(os, "O_TMPFILE", 0o20200000)
 AT_SYMLINK_NOFOLLOW = 0x100
 AT_REMOVEDIR = 0x200
@@ -347,27 +350,14 @@ class Files:
     def chown(self, t: Target, dirfd: int, address: int, uid: int, gid: int,
               flags: int) -> int:
         if flags & AT_EMPTY_PATH and not t.string(address):
-            path = t.fd_path(dirfd)
-            if path.startswith("/"):
-                why = self.judge.protected(path)
-                if why:
-                    raise Refused(why)
-            fd = t.reopen(dirfd, os.O_PATH)
-            try:
-                os.chown(f"/proc/self/fd/{fd}", _id(uid), _id(gid))
-            finally:
-                os.close(fd)
-            return 0
+            return self._on_caller_fd(t, _fd(dirfd), lambda p: os.chown(p, _id(uid), _id(gid)))
         place = self._place(t, dirfd, address, follow=not flags & AT_SYMLINK_NOFOLLOW)
         try:
             self._check(t, place)
-            fd = os.open(place.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         dir_fd=place.folder)
-            try:
-                os.chown(f"/proc/self/fd/{fd}", _id(uid), _id(gid), follow_symlinks=False)
-                self.made.change(os.fstat(fd))
-            finally:
-                os.close(fd)
+            # the name, not followed: a link there is the link itself (lchown)
+            os.chown(place.name, _id(uid), _id(gid), dir_fd=place.folder,
+                     follow_symlinks=False)
+            self._changed(place)
             return 0
         finally:
             place.close()
@@ -388,6 +378,11 @@ class Files:
             place.close()
 
     def fchmod(self, t: Target, fd_of_caller: int, mode: int) -> int:
+        return self._on_caller_fd(t, fd_of_caller, lambda p: os.chmod(p, mode & 0o7777))
+
+    def _on_caller_fd(self, t: Target, fd_of_caller: int, act: Callable[[str], None]) -> int:
+        """``act`` on the file behind one of the caller's descriptors (its path
+        judged; reached through a descriptor of the broker's own on that very file)."""
         path = t.fd_path(fd_of_caller)
         if path.startswith("/"):
             why = self.judge.protected(path)
@@ -395,7 +390,7 @@ class Files:
                 raise Refused(why)
         fd = t.reopen(fd_of_caller, os.O_PATH)
         try:
-            os.chmod(f"/proc/self/fd/{fd}", mode & 0o7777)
+            act(path_of(fd))
             self.made.change(os.fstat(fd))
         finally:
             os.close(fd)
