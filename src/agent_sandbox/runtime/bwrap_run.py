@@ -170,7 +170,7 @@ class BwrapRun:
         self.binder: late_binds.Binder | None = None  # makes the plan's late binds
         self._pid1fd = -1  # the sandbox's init (a pidfd), from its start to cleanup
         self.guarded: set[str] = set()  # the placeholders its read-only mounts sit on
-        self.broker: Any = None  # judges connect() with unix sockets allowed by path
+        self.broker: Any = None  # judges the calls that change names, and unix connect()
         self._installer: Any = None  # the broker's filter, until its listener is taken
         self.absent: tuple[str, ...] = ()  # protected paths that do not exist (the broker's)
         self._made: Callable[[str], bool] | None = None  # the broker's record of what it made
