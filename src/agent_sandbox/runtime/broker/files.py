@@ -126,14 +126,14 @@ class Files:
         why = self.judge.protected(path)
         if why:
             raise Refused(why)
+        root = f"/proc/{t.pid}/root"
+        top = self.judge.repository(path)
         container = self.judge.git_container(path)
         if container is not None:
-            root = f"/proc/{t.pid}/root"
             # a run's own repository: one whose outermost .git folder this run made
             # (a git folder made inside another's .git is that other's), or, for a
             # .git entry, the folder it sits in, the entry itself, or a .git folder
             # the run made and now moves into place
-            top = self.judge.repository(path)
             mine = (top is not None and top != path and self._own(root + top)) or (
                 place.name == ".git" and (self._own(root + container)
                                           or self._own(root + path)
@@ -141,9 +141,8 @@ class Files:
             if not mine:
                 raise Refused(f"{path} is git metadata of {container}, which this run did "
                               "not create (what git runs there is not the sandbox's to change)")
-        top = self.judge.repository(path)
         if moved is not None and stat.S_ISDIR(moved.st_mode) and top is not None \
-                and top != path and not self._own(f"/proc/{t.pid}/root" + top):
+                and top != path and not self._own(root + top):
             raise Refused(f"{path} is inside {top}, which this run did not create")
         if moved is not None and stat.S_ISDIR(moved.st_mode) and self.judge.carries(path) \
                 and not (place.name == ".git" and self.made.holds(moved)):
@@ -161,6 +160,13 @@ class Files:
         if wanted & self.own_umask:
             return wanted, wanted
         return wanted, None
+
+    def _made_at(self, place: Place, fix: int | None) -> None:
+        """What a call just made at ``place``: recorded, and given the mode it asked
+        for where this process's umask took more (``_mode``)."""
+        self.made.add(os.stat(place.name, dir_fd=place.folder, follow_symlinks=False))
+        if fix is not None:
+            _chmod_at(place, fix)
 
     def _changed(self, place: Place) -> None:
         st = place.lstat()
@@ -237,10 +243,7 @@ class Files:
                 self._check(t, place)
             want, fix = self._mode(t, mode)
             os.mkdir(place.name, want, dir_fd=place.folder)
-            st = os.stat(place.name, dir_fd=place.folder, follow_symlinks=False)
-            self.made.add(st)
-            if fix is not None:
-                _chmod_at(place, fix)
+            self._made_at(place, fix)
             return 0
         finally:
             place.close()
@@ -254,10 +257,7 @@ class Files:
             self._check(t, place)
             want, fix = self._mode(t, mode)
             os.mknod(place.name, (kind or stat.S_IFREG) | want, dir_fd=place.folder)
-            st = os.stat(place.name, dir_fd=place.folder, follow_symlinks=False)
-            self.made.add(st)
-            if fix is not None:
-                _chmod_at(place, fix)
+            self._made_at(place, fix)
             return 0
         finally:
             place.close()
@@ -268,7 +268,7 @@ class Files:
         try:
             self._check(t, place)
             os.symlink(target, place.name, dir_fd=place.folder)
-            self.made.add(os.stat(place.name, dir_fd=place.folder, follow_symlinks=False))
+            self._made_at(place, None)
             return 0
         finally:
             place.close()
