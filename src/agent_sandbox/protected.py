@@ -19,14 +19,15 @@ every repository, submodule and worktree below a writable root.
 
 Python is special too (``PYTHON_STARTUP``): what an interpreter runs at every
 start, in any virtual environment or site folder below a writable root, and
-every bytecode file, are patterns rather than names. A repository's own
-virtualenv is inside the boundary for its start-up (``pyvenv.cfg``, the
-interpreter links in ``bin/``, the activate scripts, ``.pth`` files,
+every bytecode file, are patterns rather than names. A virtualenv the user
+made is inside the boundary for its start-up (``pyvenv.cfg``, the interpreter
+links in ``bin/``, the activate scripts, ``.pth`` files,
 ``sitecustomize``/``usercustomize``, and the modules an existing ``.pth``
 imports) and outside it for its packages: ``pip install`` inside a sandbox
-keeps working for plain packages, a new ``.pth`` is quarantined after the run,
-and a package's code (like the repository's own) is the command's to change;
-run it on the host only after review, or recreate the environment.
+keeps working for plain packages, a new ``.pth`` is refused, and a package's
+code (like the repository's own) is the command's to change. One a sandboxed
+run made is the command's, whole (the bubblewrap broker decides by who made the
+folder: ``runtime.broker.judge``).
 
 Stdlib only, no I/O: importing this module must stay cheap (the hook and
 ``sandbox exec`` start with it).

@@ -56,6 +56,23 @@ def test_carries(path: str, carries: bool) -> None:
     assert J.carries(path) == carries
 
 
+@pytest.mark.parametrize(("path", "kind"), [
+    ("/w/repo/.venv/lib/python3.11/site-packages/a.pth", "f"),
+    ("/w/repo/.venv/lib/python3.11/site-packages", "f"),
+    ("/w/repo/.venv/lib/python3.11", "f"),
+    ("/w/repo/.venv/lib64/pypy3.10", "f"),
+    ("/w/repo/.venv/lib", "v"), ("/w/repo/.venv/bin", "v"), ("/w/repo/.venv/Scripts", "v"),
+    ("/w/repo/.venv/pyvenv.cfg", "f"), ("/w/repo/.venv/bin/python3", "f"),
+    ("/w/repo/.venv/bin/activate.fish", "f"), ("/w/repo/x/sitecustomize.py", "f"),
+    ("/w/repo/pkg/__pycache__", "f"), ("/w/repo/pkg/__pycache__/m.cpython-311.pyc", "c"),
+    ("/w/repo/json.pyc", "f"), ("/w/repo/dist-packages", "f"),
+    ("/w/repo/src/main.py", None), ("/w/repo/x.pth", None), ("/w/repo/python3", None),
+    ("/w/repo/tools/bin/run", None), ("/elsewhere/.venv/pyvenv.cfg", None),
+])
+def test_python_start(path: str, kind: str | None) -> None:
+    assert J.python_start(path) == kind
+
+
 def test_opened_folders_are_judged_from_inside() -> None:
     """An agent client's own state folder, opened under ``sandbox agent``: writable,
     with the protected names inside it still protected."""

@@ -585,6 +585,13 @@ try:
     fcntl.ioctl(0, 0x5412, b"x"); out["tiocsti"] = 0
 except OSError as e:
     out["tiocsti"] = e.errno
+for name, call in (("setxattr", lambda: os.setxattr(".", "user.agent-sandbox.made", b"1")),
+                   ("lsetxattr", lambda: os.setxattr(".", "user.x", b"1",
+                                                     follow_symlinks=False))):
+    try:
+        call(); out[name] = 0
+    except OSError as e:
+        out[name] = e.errno
 print(out)
 '''
 
@@ -603,6 +610,7 @@ def test_seccomp_filter_is_live(settings: Path, work: Path) -> None:
     assert got["clone3"] == 38
     assert got["ptrace"] == 1
     assert got["tiocsti"] == 1
+    assert got["setxattr"] == got["lsetxattr"] == 95  # the broker's mark is not the command's
 
 
 def test_allowed_unix_socket_by_path(tmp_path: Path, work: Path) -> None:

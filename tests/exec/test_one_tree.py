@@ -311,3 +311,94 @@ def test_a_git_folder_cannot_be_made_inside_another_repositorys(
         t.flag("end").touch()
         out = finish(run)
     assert t.marker.exists() == (not sandboxed), out
+
+
+def _pth(t: Tree) -> str:
+    return f"import os; open('{t.marker}', 'w').close()\\n"
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
+def test_a_run_cannot_move_a_virtualenvs_start_up_out_from_under_another(
+        tree: Tree, sandboxed: bool) -> None:
+    """The user's virtualenv, two runs at once: the first moves its site folder
+    and its ``.pth`` away and its activate script aside; the second plants an
+    import line, a ``sitecustomize`` and an activate script. The user's venv
+    Python and ``. .venv/bin/activate`` run while both runs still run."""
+    t = tree
+    subprocess.run([PY, "-m", "venv", "--without-pip", str(t.root / ".venv")], check=True,
+                   timeout=120)
+    site = next((t.root / ".venv/lib").glob("python3*/site-packages"))
+    (site / "user.pth").write_text(str(t.root) + "\n")
+    mover = (f"{t.waits('go1')}; "
+             f"mv {site}/user.pth {site}/user.old; mv {site} {site}.old; mkdir -p {site}; "
+             "mv .venv/bin/activate .venv/bin/activate.old; "
+             f"touch {t.flag('moved')}; {t.waits('end')}")
+    planter = (f"{t.waits('go2')}; "
+               f"printf \"{_pth(t)}\" > {site}/user.pth; "
+               f"printf \"{_pth(t)}\" > {site}/zz.pth; "
+               f"printf \"{_pth(t)}\" > {site}/sitecustomize.py; "
+               f"printf 'touch {t.marker}\\n' >> .venv/bin/activate; "
+               f"touch {t.flag('planted')}; {t.waits('end')}")
+    first = t.run(mover, sandboxed=sandboxed)
+    second = t.run(planter, sandboxed=sandboxed)
+    try:
+        t.flag("go1").touch()
+        wait_for(t.flag("moved"))
+        t.flag("go2").touch()
+        wait_for(t.flag("planted"))
+        subprocess.run([str(t.root / ".venv/bin/python"), "-c", "pass"], timeout=60,
+                       capture_output=True, check=False)
+        subprocess.run(["bash", "-c", ". .venv/bin/activate"], cwd=t.root, timeout=60,
+                       capture_output=True, check=False)
+    finally:
+        t.flag("end").touch()
+        outs = finish(first, second)
+    assert t.marker.exists() == (not sandboxed), outs
+    if sandboxed:  # and the user's own start-up is where and as the user left it
+        assert (site / "user.pth").read_text() == str(t.root) + "\n"
+        assert (t.root / ".venv/bin/activate").exists()
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
+def test_a_virtualenv_the_user_makes_during_a_run_is_protected_at_once(
+        tree: Tree, sandboxed: bool) -> None:
+    """A long run; meanwhile the user makes a virtualenv; the run plants a ``.pth``
+    and bytecode for the user's module, and the user's interpreter runs before the
+    run ends. Then the run's own virtualenv: made, installed into by the next run
+    (a ``.pth`` path line, as ``pip install -e`` writes), and used on the host."""
+    t = tree
+    (t.root / "mod.py").write_text("X = 1\n")
+    script = (f"{t.waits('made')}; "
+              f"for s in venv/lib/python3*/site-packages; do "
+              f"printf \"{_pth(t)}\" > $s/zz.pth; done; "
+              f"mkdir -p __pycache__ && printf \"{_pth(t)}\" > __pycache__/x.py && "
+              f"{PY} -c \"import py_compile; py_compile.compile('__pycache__/x.py', "
+              "cfile='__pycache__/mod.' + __import__('sys').implementation.cache_tag + '.pyc', "
+              "invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)\"; "
+              f"touch {t.flag('planted')}; {t.waits('end')}")
+    run = t.run(script, sandboxed=sandboxed)
+    try:
+        time.sleep(0.3)
+        subprocess.run([PY, "-m", "venv", "--without-pip", str(t.root / "venv")], check=True,
+                       timeout=120)
+        t.flag("made").touch()
+        wait_for(t.flag("planted"))
+        subprocess.run([str(t.root / "venv/bin/python"), "-c", "import mod"], cwd=t.root,
+                       timeout=60, capture_output=True, check=False,
+                       env={k: v for k, v in os.environ.items()
+                            if k != "PYTHONDONTWRITEBYTECODE"})
+    finally:
+        t.flag("end").touch()
+        out = finish(run)
+    assert t.marker.exists() == (not sandboxed), out
+    if not sandboxed:
+        return
+    own = (f"{PY} -m venv --without-pip own && mkdir -p src/pkg && "
+           "echo 'X = 2' > src/pkg/__init__.py")
+    assert finish(t.run(own))[0] is not None
+    finish(t.run("for s in own/lib/python3*/site-packages; do "
+                 f"echo {t.root}/src > $s/__editable__.pkg.pth; done"))
+    ok = subprocess.run(["bash", "-c", ". own/bin/activate && python -c 'import pkg; "
+                         "print(pkg.X)'"], cwd=t.root, capture_output=True, text=True,
+                        timeout=60)
+    assert ok.stdout == "2\n", ok.stderr

@@ -109,6 +109,13 @@ def _plain_venv(b: Box) -> None:
     b.venv()
 
 
+def _nested_venv(b: Box) -> None:
+    """A virtualenv the user made in a nested project."""
+    (b.work / "sub").mkdir()
+    subprocess.run([BASE, "-m", "venv", "--without-pip", str(b.work / "sub/.venv")],
+                   check=True, timeout=120, env=_env())
+
+
 def _ns_package(b: Box) -> None:
     (b.work / "ns").mkdir()
     (b.work / "ns/mod.py").write_text("X = 1\n")
@@ -200,21 +207,37 @@ ATTACKS: dict[str, Attack] = {
         _plain_venv,
         "rm {work}/.venv/bin/python && printf '#!/bin/sh\\ntouch {marker}\\n' > "
         "{work}/.venv/bin/python && chmod +x {work}/.venv/bin/python", venv_starts),
-    "new_venv_pth_in_nested_project": Attack(
-        lambda b: (b.work / "sub").mkdir(),
-        "cd sub && {py} -m venv --without-pip .venv && echo \"import os; {payload}\" > "
-        ".venv/lib/{pyver}/site-packages/zz.pth",
+    # a virtualenv the user made in a nested project (one a run makes is the
+    # command's: test_venv_made_in_a_run_stays_usable)
+    "user_venv_pth_in_nested_project": Attack(
+        _nested_venv,
+        "echo \"import os; {payload}\" > sub/.venv/lib/{pyver}/site-packages/zz.pth",
         lambda b: b.run(str(b.work / "sub/.venv/bin/python"), "-c", "pass")),
-    "new_venv_pyvenv_cfg_home_in_root": Attack(
-        lambda b: (b.work / "sub").mkdir(),
-        _fake_stdlib() + "{py} -m venv --without-pip sub/.venv && printf "
-        "'home = {work}/evil/bin\\n' > sub/.venv/pyvenv.cfg",
+    "user_venv_pyvenv_cfg_home_in_root": Attack(
+        _nested_venv,
+        _fake_stdlib() + "printf 'home = {work}/evil/bin\\n' > sub/.venv/pyvenv.cfg",
         lambda b: b.run(str(b.work / "sub/.venv/bin/python"), "-c", "pass")),
-    "new_venv_interpreter_is_a_script": Attack(
-        lambda b: (b.work / "sub").mkdir(),
-        "{py} -m venv --without-pip sub/.venv && rm sub/.venv/bin/python && printf "
-        "'#!/bin/sh\\ntouch {marker}\\n' > sub/.venv/bin/python && "
-        "chmod +x sub/.venv/bin/python",
+    "user_venv_interpreter_is_a_script": Attack(
+        _nested_venv,
+        "rm -f sub/.venv/bin/python; printf '#!/bin/sh\\ntouch {marker}\\n' > "
+        "sub/.venv/bin/python; chmod +x sub/.venv/bin/python",
+        lambda b: b.run(str(b.work / "sub/.venv/bin/python"), "-c", "pass")),
+    "user_venv_site_folder_swapped": Attack(
+        _nested_venv,
+        "mkdir -p x && echo \"import os; {payload}\" > x/zz.pth && "
+        "mv sub/.venv/lib/{pyver}/site-packages old; mv x sub/.venv/lib/{pyver}/site-packages",
+        lambda b: b.run(str(b.work / "sub/.venv/bin/python"), "-c", "pass")),
+    "user_venv_lib_swapped": Attack(
+        _nested_venv,
+        "mkdir -p x/{pyver}/site-packages && "
+        "echo \"import os; {payload}\" > x/{pyver}/site-packages/zz.pth && "
+        "mv sub/.venv/lib old; mv x sub/.venv/lib",
+        lambda b: b.run(str(b.work / "sub/.venv/bin/python"), "-c", "pass")),
+    "user_venv_replaced_whole": Attack(
+        _nested_venv,
+        "{py} -m venv --without-pip y && echo \"import os; {payload}\" > "
+        "y/lib/{pyver}/site-packages/zz.pth && rm -rf sub/.venv; mv sub/.venv old; "
+        "mv y sub/.venv",
         lambda b: b.run(str(b.work / "sub/.venv/bin/python"), "-c", "pass")),
     # the user's site-packages, the home folder writable
     "user_site_pth_in_writable_home": Attack(
@@ -272,17 +295,18 @@ def test_python_startup_attack_control(tmp_path: Path, name: str) -> None:
     assert b.marker.exists()
 
 
-def test_pip_style_install_keeps_packages_and_quarantines_new_pth(tmp_path: Path) -> None:
-    """A package written into a venv's site-packages in a run stays (pip install
-    keeps working); a new .pth with it is quarantined with the sweep's report."""
+def test_pip_style_install_keeps_packages_and_refuses_new_pth(tmp_path: Path) -> None:
+    """A package written into the user's venv's site-packages in a run stays (pip
+    install keeps working); a new .pth with it is refused when it is written."""
     attack = Attack(_plain_venv, "", venv_starts)
     b = _box(tmp_path, attack)
     site = b.site()
     script = (f"mkdir -p {site}/plainpkg {site}/plainpkg-1.0.dist-info && "
               f"echo 'X = 1' > {site}/plainpkg/__init__.py && "
               f"echo 'Name: plainpkg' > {site}/plainpkg-1.0.dist-info/METADATA && "
-              f"echo \"import os; {PAYLOAD.format(marker=str(b.marker))}\" > {site}/plain.pth && "
-              f"{b.work}/.venv/bin/python -c 'import plainpkg'")
+              f"{b.work}/.venv/bin/python -c 'import plainpkg' && "
+              f"echo \"import os; {PAYLOAD.format(marker=str(b.marker))}\" > {site}/plain.pth"
+              "; true")
     r = subprocess.run([*SANDBOX, "exec", "--settings", str(_settings(b, attack)), "--",
                         "sh", "-c", script], cwd=b.work, capture_output=True, text=True,
                        timeout=120, env=_env())
@@ -290,9 +314,8 @@ def test_pip_style_install_keeps_packages_and_quarantines_new_pth(tmp_path: Path
     assert (site / "plainpkg/__init__.py").read_text() == "X = 1\n"
     assert (site / "plainpkg-1.0.dist-info/METADATA").exists()
     assert not (site / "plain.pth").exists()
-    assert any(p.name.startswith("plain.pth.sandbox-quarantine-") for p in site.iterdir())
-    assert "plain.pth" in r.stderr and "moved to" in r.stderr
-    b.marker.unlink(missing_ok=True)  # the run's own interpreter ran it, inside
+    assert not any("sandbox-quarantine" in p.name for p in site.iterdir())
+    assert "refused" in r.stderr and "plain.pth" in r.stderr
     venv_starts(b)
     assert not b.marker.exists()
     out = subprocess.run([str(b.work / ".venv/bin/python"), "-c", "import plainpkg"],
@@ -317,8 +340,9 @@ def test_existing_startup_files_readonly_in_the_run(tmp_path: Path) -> None:
 
 
 def test_venv_made_in_a_run_stays_usable(tmp_path: Path) -> None:
-    """A virtualenv made inside a run keeps its interpreter links and pyvenv.cfg
-    (they run the host's own Python); its activate scripts are quarantined."""
+    """A virtualenv made inside a run is the command's and stays whole: its
+    interpreter links, pyvenv.cfg and activate scripts; the next run may still
+    install into it, a .pth included (``pip install -e``)."""
     b = _box(tmp_path, Attack(lambda b: None, "", venv_starts))
     settings = _settings(b, Attack(lambda b: None, "", venv_starts))
     r = subprocess.run([*SANDBOX, "exec", "--settings", str(settings), "--", BASE, "-m",
@@ -329,5 +353,16 @@ def test_venv_made_in_a_run_stays_usable(tmp_path: Path) -> None:
                          capture_output=True, text=True, env=_env(), timeout=60)
     assert out.stdout.strip() == str(b.work / ".venv"), out.stderr
     assert (b.work / ".venv/pyvenv.cfg").exists()
-    assert not (b.work / ".venv/bin/activate").exists()
-    assert "activate" in r.stderr and "moved to" in r.stderr
+    assert (b.work / ".venv/bin/activate").exists()
+    assert "moved to" not in r.stderr and "refused" not in r.stderr, r.stderr
+    site = b.site()
+    (b.work / "src").mkdir()  # a path line names a folder that exists
+    r = subprocess.run([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
+                        f"echo {b.work}/src > {site}/__editable__.pkg.pth"], cwd=b.work,
+                       capture_output=True, text=True, timeout=120, env=_env())
+    assert r.returncode == 0, r.stderr
+    assert (site / "__editable__.pkg.pth").read_text() == f"{b.work}/src\n"
+    out = subprocess.run(["sh", "-c", ". .venv/bin/activate && python -c 'import sys; "
+                          "print(sys.path[-1])'"], cwd=b.work, capture_output=True, text=True,
+                         env=_env(), timeout=60)
+    assert out.stdout.strip() == f"{b.work}/src", out.stderr

@@ -71,7 +71,8 @@ def _run(box: dict[str, Path], script: str) -> tuple[int, str]:
 def test_link_chain_named_by_pyvenv_cfg(box: dict[str, Path]) -> None:
     """Two steps: the command plants a nested .git and a pyvenv.cfg whose ``home`` is a
     chain of 1,500 links (Python's realpath recursed once per link and raised); the
-    sweep still finishes, and the host's git never runs the fsmonitor."""
+    sweep still finishes, and the host's git never runs the fsmonitor. (The
+    virtualenv is the run's own, its start-up the command's: it stays.)"""
     work = box["work"]
     chain = ("mkdir -p .cache/c && cd .cache/c && "
              "for i in $(seq 1 1500); do ln -s l$((i+1)) l$i; done && ln -s /usr/bin l1501 "
@@ -84,7 +85,7 @@ def test_link_chain_named_by_pyvenv_cfg(box: dict[str, Path]) -> None:
     assert not (work / "evil/.git").exists()
     quarantined = {r.get("path") for r in audit_records(box["audit"])
                    if r.get("event_kind") == "quarantine"}
-    assert {str(work / "evil/.git"), str(work / "venv/pyvenv.cfg")} <= quarantined
+    assert str(work / "evil/.git") in quarantined
 
 
 def test_unfinished_sweep_is_owed_and_holds_every_start(

@@ -15,6 +15,9 @@ needed. What it refuses, with ``EPERM`` unless noted:
   falls back to ``clone``, whose flags are checked), ``clone``/``unshare``/
   ``setns`` with namespace flags, every mount-API call, ``ptrace``, keyrings,
   ``bpf``, ``perf_event_open``, ``userfaultfd``, ``ioctl(TIOCSTI/TIOCLINUX)``;
+- ``setxattr`` and its kin (``EOPNOTSUPP``, as a file system without extended
+  attributes answers): the broker marks the folders sandboxed runs make with
+  one (``broker.files.MARK``), which the command must not set on the user's;
 - a foreign architecture or x32 syscall numbers: the process is killed.
 
 It must never allow by default on an architecture it does not know: ``program()``
@@ -42,6 +45,7 @@ RET_ERRNO = 0x00050000
 EPERM = 1
 ENOSYS = 38
 EAFNOSUPPORT = 97
+EOPNOTSUPP = 95
 
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 SOCK_STREAM = 1
@@ -71,7 +75,8 @@ ARCHES: dict[str, dict[str, object]] = {
             "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
             "process_vm_writev": 311, "kexec_load": 246, "init_module": 175,
             "finit_module": 313, "name_to_handle_at": 303, "open_by_handle_at": 304,
-            "chroot": 161,
+            "chroot": 161, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
+            "setxattrat": 463,
         },
     },
     "aarch64": {
@@ -89,7 +94,7 @@ ARCHES: dict[str, dict[str, object]] = {
             "bpf": 280, "perf_event_open": 241, "userfaultfd": 282,
             "process_vm_writev": 271, "kexec_load": 104, "init_module": 105,
             "finit_module": 273, "name_to_handle_at": 264, "open_by_handle_at": 265,
-            "chroot": 51,
+            "chroot": 51, "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463,
         },
     },
 }
@@ -102,6 +107,8 @@ _DENIED_ALWAYS = (
     "init_module", "finit_module", "name_to_handle_at", "open_by_handle_at", "chroot",
 )
 
+
+_NO_XATTRS = ("setxattr", "lsetxattr", "fsetxattr", "setxattrat")
 
 Insn = tuple[int, int | str, int | str, int]
 
@@ -154,6 +161,8 @@ def program(*, allow_unix: bool = False, deny_bind: bool = False,
     for name in _DENIED_ALWAYS:
         code.append(ins(_JEQ_K, "eperm", 0, nr[name]))
     code.append(ins(_JEQ_K, "enosys", 0, nr["clone3"]))
+    for name in _NO_XATTRS:
+        code.append(ins(_JEQ_K, "eopnotsupp", 0, nr[name]))
     if deny_bind:
         code.append(ins(_JEQ_K, "eperm", 0, nr["bind"]))
     code.append(ins(_JEQ_K, "socket", 0, nr["socket"]))
@@ -199,6 +208,8 @@ def program(*, allow_unix: bool = False, deny_bind: bool = False,
     code.append(ins(_RET_K, k=errno(ENOSYS)))
     label("eafnosupport")
     code.append(ins(_RET_K, k=errno(EAFNOSUPPORT)))
+    label("eopnotsupp")
+    code.append(ins(_RET_K, k=errno(EOPNOTSUPP)))
     label("kill")
     code.append(ins(_RET_K, k=RET_KILL))
 

@@ -139,6 +139,9 @@ class SweepFs(RealFs):
         return "d" if stat.S_ISDIR(st.st_mode) else "f"
 
 
+_PYTHON_KINDS = frozenset("cbkmp")
+
+
 def measure(plan: Plan, relied: Iterable[str]) -> tuple[set[str], dict[str, Identity]]:
     """What a run's sweep judges by, taken once its placeholders exist: the
     placeholders its read-only mounts sit on (its own and those it relies on: one
@@ -159,9 +162,11 @@ def spared(plan: Plan, guarded: Iterable[str]) -> list[str]:
 
 
 def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
-             skip: Iterable[str] = ()) -> list[tuple[str, str]]:
+             skip: Iterable[str] = (), *, python: bool = True) -> list[tuple[str, str]]:
     """(path, why) of each protected entry the run created that must be disarmed.
-    An entry that cannot be judged (a loop, nesting too deep) is disarmed too."""
+    An entry that cannot be judged (a loop, nesting too deep) is disarmed too.
+    ``python``: judge Python's start-up too (not after a brokered run: the broker
+    judged each of those when it was written)."""
     skipped = set(skip)
     fs = SweepFs()
     found: list[tuple[str, str]] = []
@@ -174,6 +179,8 @@ def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
     existed = {i for i in before.values() if i[2:] == (0, 0)}
     for path, ident in now.items():
         kind = kinds.get(path)
+        if not python and kind in _PYTHON_KINDS:
+            continue
         if kind == "c":
             if before.get(path) != ident:
                 found.append((path, CACHE))
@@ -411,7 +418,7 @@ def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
     """
     from .placeholders import OthersHeld
 
-    found = find_new(roots, before, home, skip)
+    found = find_new(roots, before, home, skip, python=made is None)
     if made is not None:  # the broker's record: never what the user or another run made
         found = [(p, why) for p, why in found if made(p)]
     with OthersHeld(lock_dir, own) if lock_dir else _NoneHeld() as theirs:

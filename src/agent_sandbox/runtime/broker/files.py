@@ -15,6 +15,13 @@ Every handler returns what the call returns: a descriptor to hand over
 refusal raises ``Refused`` (``EROFS``) with the reason, which the broker
 records. What a call created is remembered (``Made``): a repository the run
 builds itself is its own to change (the sweep judges it after the run).
+
+Every folder the broker makes carries the mark ``MARK`` (an extended
+attribute, which the command cannot set: ``seccomp`` refuses ``setxattr``
+inside the sandbox). Python's start-up (``Judge.python_start``) may be written
+only in a folder so marked, or made by this run: a virtualenv one run makes,
+the next may ``pip install -e`` into; one the user made, no run may change,
+move or remove the start-up of, while any run runs.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import stat
 
 from agent_sandbox.errors import SandboxError
 
-from .judge import Judge
+from .judge import PYCACHE, Judge
 from .target import AT_FDCWD, Place, Target, absolute, fd_alias, locate, not_a_mount
 
 TYPE_CHECKING = False
@@ -38,6 +45,8 @@ AT_REMOVEDIR = 0x200
 AT_SYMLINK_FOLLOW = 0x400
 AT_EMPTY_PATH = 0x1000
 RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
+# on every folder a sandboxed run made (see the module's text)
+MARK = "user.agent-sandbox.made"
 
 
 class Refused(SandboxError, OSError):
@@ -119,9 +128,11 @@ class Files:
         except OSError:
             return False
 
-    def _check(self, t: Target, place: Place, *, moved: os.stat_result | None = None) -> None:
+    def _check(self, t: Target, place: Place, *, moved: os.stat_result | None = None,
+               leaving: bool = False) -> None:
         """Refuse changing the name at ``place`` (created, written, replaced, moved or
-        removed); ``moved``: the folder a rename brings there or takes away."""
+        removed); ``moved``: the folder a rename brings there or takes away;
+        ``leaving``: the name is removed or moved away (bytecode caches may go)."""
         path = place.path
         why = self.judge.protected(path)
         if why:
@@ -141,6 +152,13 @@ class Files:
             if not mine:
                 raise Refused(f"{path} is git metadata of {container}, which this run did "
                               "not create (what git runs there is not the sandbox's to change)")
+        kind = self.judge.python_start(path)
+        if leaving and (kind == "c" or place.name == PYCACHE):
+            kind = None  # a cache: Python writes it again from the source
+        if kind is not None:
+            self._python(place, kind)
+        if moved is not None and stat.S_ISDIR(moved.st_mode) and place.folder >= 0:
+            self._venv_root(place, path)
         if moved is not None and stat.S_ISDIR(moved.st_mode) and top is not None \
                 and top != path and not self._own(root + top):
             raise Refused(f"{path} is inside {top}, which this run did not create")
@@ -148,6 +166,49 @@ class Files:
                 and not (place.name == ".git" and self.made.holds(moved)):
             raise Refused(f"a folder renamed to or from {path} would carry files under a "
                           "protected name")
+
+    def _sandboxed(self, folder: int) -> bool:
+        """Whether a sandboxed run made the folder open at ``folder``: this one (its
+        record) or any (``MARK``)."""
+        if self.made.holds(os.fstat(folder)):
+            return True
+        try:
+            os.getxattr(path_of(folder), MARK)
+            return True
+        except OSError:
+            return False
+
+    def _python(self, place: Place, kind: str) -> None:
+        """Refuse Python's start-up at ``place`` unless a sandboxed run made the
+        folder that decides it (``Judge.python_start``)."""
+        if kind == "v" and not _holds(place.folder, "pyvenv.cfg"):
+            return
+        decider = place.folder
+        if kind == "c":
+            decider = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=place.folder)
+        try:
+            if self._sandboxed(decider):
+                return
+        finally:
+            if decider != place.folder:
+                os.close(decider)
+        where = place.parent.rsplit("/", 1)[0] if kind == "c" else place.parent
+        raise Refused(f"{place.path} is Python start-up of {where or '/'}, which no sandboxed "
+                      "run made (what its interpreter runs is not the sandbox's to change)")
+
+    def _venv_root(self, place: Place, path: str) -> None:
+        """Refuse moving or removing a virtualenv's root folder that no sandboxed run
+        made (what stood there would be replaced, start-up and all)."""
+        try:
+            fd = os.open(place.name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=place.folder)
+        except OSError:
+            return
+        try:
+            if _holds(fd, "pyvenv.cfg") and not self._sandboxed(fd):
+                raise Refused(f"{path} is a virtualenv no sandboxed run made")
+        finally:
+            os.close(fd)
 
     def _place(self, t: Target, dirfd: int, address: int, *, follow: bool) -> Place:
         path = absolute(t, _fd(dirfd), os.fsdecode(t.string(address)))
@@ -164,7 +225,10 @@ class Files:
     def _made_at(self, place: Place, fix: int | None) -> None:
         """What a call just made at ``place``: recorded, and given the mode it asked
         for where this process's umask took more (``_mode``)."""
-        self.made.add(os.stat(place.name, dir_fd=place.folder, follow_symlinks=False))
+        st = os.stat(place.name, dir_fd=place.folder, follow_symlinks=False)
+        self.made.add(st)
+        if stat.S_ISDIR(st.st_mode):
+            _mark(place)
         if fix is not None:
             _chmod_at(place, fix)
 
@@ -306,7 +370,7 @@ class Files:
                 not_a_mount(src)
                 if replaced is not None:
                     not_a_mount(dst)
-                self._check(t, src, moved=moved)
+                self._check(t, src, moved=moved, leaving=True)
                 self._check(t, dst, moved=moved)
                 if flags & RENAME_EXCHANGE and replaced is not None:
                     self._check(t, src, moved=replaced)
@@ -326,7 +390,7 @@ class Files:
             st = place.lstat()
             if st is None:
                 raise OSError(errno.ENOENT, "no such file")
-            self._check(t, place, moved=st if stat.S_ISDIR(st.st_mode) else None)
+            self._check(t, place, moved=st if stat.S_ISDIR(st.st_mode) else None, leaving=True)
             not_a_mount(place)
             if flags & AT_REMOVEDIR:
                 os.rmdir(place.name, dir_fd=place.folder)
@@ -410,6 +474,30 @@ def _id(value: int) -> int:
 
 def path_of(fd: int) -> str:
     return f"/proc/self/fd/{fd}"
+
+
+def _holds(folder: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=folder, follow_symlinks=False)
+        return True
+    except OSError:
+        return False
+
+
+def _mark(place: Place) -> None:
+    """``MARK`` on the folder just made at ``place`` (where the file system keeps
+    extended attributes: elsewhere it is this run's alone, by ``Made``)."""
+    try:
+        fd = os.open(place.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     dir_fd=place.folder)
+    except OSError:
+        return
+    try:
+        os.setxattr(fd, MARK, b"1")
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _chmod_at(place: Place, mode: int) -> None:

@@ -8,8 +8,14 @@ has to exist beforehand (no placeholder) or be walked.
 - ``protected(path)``: the protected set's names at any depth of a writable
   root (``agent_sandbox.protected.ANY_DEPTH``: shells, editors, agents, tools
   that run their configuration), the home folder's own entries
-  (``HOME_ONLY``) and the settings' ``denyWrite`` rules. Python's start-up
-  files are left to the sweep (a virtualenv made in a run must stay makeable).
+  (``HOME_ONLY``) and the settings' ``denyWrite`` rules.
+- ``python_start(path)``: whether ``path`` is Python start-up (``.pth`` files,
+  ``sitecustomize``, ``pyvenv.cfg``, a virtualenv's interpreters and activate
+  scripts, bytecode) or a folder on the way to it (a site folder,
+  ``__pycache__``, ``lib/python3.12``, a virtualenv's ``lib`` and ``bin``), and
+  which folder decides: it may be written only where a sandboxed run made that
+  folder (``files.Files``), so that a virtualenv made in a run stays the
+  command's to build on, and one the user made stays the user's.
 - ``git_container(path)``: for git metadata that decides what git runs
   (``GIT_EXECUTABLE`` in every git directory, and ``.git`` files), the folder
   it belongs to. A run may build a repository of its own (every folder it made
@@ -37,6 +43,10 @@ if TYPE_CHECKING:
 _GIT = protected.GIT_DIR
 _META = {name for name, _, _ in protected.GIT_EXECUTABLE}
 _GIT_DIRS_INSIDE = ("modules", "worktrees")
+_LIB = ("lib", "lib64", "Lib")
+# a virtualenv root's own folders (decided by that root when it holds pyvenv.cfg)
+_VENV_PARTS = frozenset((*_LIB, "bin", "Scripts"))
+PYCACHE = "__pycache__"
 
 
 class Judge:
@@ -123,6 +133,24 @@ class Judge:
             if parts[i] in _META and (i == top + 1 or parts[top + 1] in _GIT_DIRS_INSIDE):
                 return "/" + "/".join(parts[:i])
         return None
+
+    def python_start(self, path: str) -> str | None:
+        """How ``path`` belongs to Python's start-up, by its name: 'f' a start-up
+        file or a folder on the way to one, decided by its parent folder; 'c'
+        bytecode in ``__pycache__``, decided by the folder above the cache (the
+        source's); 'v' one of a virtualenv root's own folders (``lib``, ``bin``),
+        decided by its parent when that holds ``pyvenv.cfg``; None for any other."""
+        if not self.in_roots(path):
+            return None
+        head, _, name = path.rstrip("/").rpartition("/")
+        kind = protected.python_kind(path, "f")
+        if kind == "c":
+            return "c"
+        if kind is not None or name in protected.PYTHON_SITE_DIRS or name == PYCACHE:
+            return "f"
+        if name.startswith(("python", "pypy")) and head.rpartition("/")[2] in _LIB:
+            return "f"
+        return "v" if name in _VENV_PARTS else None
 
     def repository(self, path: str) -> str | None:
         """The outermost ``.git`` folder ``path`` lies in (or is), or None: whose
