@@ -251,6 +251,25 @@ def python_kind(path: str, kind: str) -> str | None:
     return None
 
 
+def pth_imports(data: bytes | None) -> set[str]:
+    """The words of a ``.pth`` file's text when it has an import line (site runs
+    those), each a module name it may import; none for path lines only."""
+    if not data or not any(line.startswith((b"import ", b"import\t"))
+                           for line in data.splitlines()):
+        return set()
+    words: set[str] = set()
+    word: list[str] = []
+    for ch in data.decode("latin-1"):
+        if ch.isalnum() or ch == "_":
+            word.append(ch)
+        elif word:
+            words.add("".join(word))
+            word = []
+    if word:
+        words.add("".join(word))
+    return words
+
+
 def home_rules(home: str) -> tuple[str, ...]:
     """The home-only entries as absolute path rules."""
     home = home.rstrip("/") or "/"

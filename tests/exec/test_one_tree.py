@@ -402,3 +402,50 @@ def test_a_virtualenv_the_user_makes_during_a_run_is_protected_at_once(
                          "print(pkg.X)'"], cwd=t.root, capture_output=True, text=True,
                         timeout=60)
     assert ok.stdout == "2\n", ok.stderr
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
+def test_what_a_repository_around_a_path_makes_of_it_is_judged_when_written(
+        tree: Tree, sandboxed: bool) -> None:
+    """No walk finds them beforehand: during a long run the user makes a bare
+    repository (a git directory not named ``.git``) and a repository whose
+    configuration names an ordinary folder as its hooks (``core.hooksPath``); the
+    run plants a pager in the first and a hook in the second, and the user's
+    ``git`` runs in both before the run ends."""
+    t = tree
+    script = (f"{t.waits('made')}; "
+              f"printf '[core]\\n\\tpager = touch {t.marker}\\n' >> store.git/config; "
+              f"mkdir -p store.git/hooks; printf '{HOOK.format(marker=t.marker)}' > "
+              "store.git/hooks/post-update; "
+              f"printf '{HOOK.format(marker=t.marker)}' > app/tools/githooks/pre-commit; "
+              "chmod +x app/tools/githooks/pre-commit; "
+              f"touch {t.flag('planted')}; {t.waits('end')}")
+    run = t.run(script, sandboxed=sandboxed)
+    try:
+        time.sleep(0.3)
+        assert t.git("init", "-q", "--bare", "store.git").returncode == 0
+        app = t.root / "app"
+        app.mkdir()
+        assert t.git("init", "-q", cwd=app).returncode == 0
+        (app / "tools/githooks").mkdir(parents=True)
+        assert t.git("config", "core.hooksPath", "tools/githooks", cwd=app).returncode == 0
+        (app / "f").write_text("x\n")
+        t.flag("made").touch()
+        wait_for(t.flag("planted"))
+        subprocess.run([GIT, "--git-dir", str(t.root / "store.git"), "-c", "core.pager=",
+                        "log"], env={**t.env, "GIT_PAGER": ""}, capture_output=True,
+                       timeout=60, check=False)
+        subprocess.run(["script", "-qc", f"{GIT} --git-dir {t.root / 'store.git'} branch",
+                        "/dev/null"], env={k: v for k, v in t.env.items()
+                                           if k not in ("GIT_PAGER", "PAGER")},
+                       capture_output=True, timeout=60, check=False)
+        t.git("add", "f", cwd=app)
+        t.git("commit", "-qm", "m", cwd=app)
+    finally:
+        t.flag("end").touch()
+        out = finish(run)
+    assert t.marker.exists() == (not sandboxed), out
+    if sandboxed:  # each refused when it was written, with the reason
+        said = out[0].decode()
+        for name in ("store.git/config", "store.git/hooks", "githooks/pre-commit"):
+            assert f"{name}" in said and "refused" in said, said

@@ -90,7 +90,7 @@ def test_link_chain_named_by_pyvenv_cfg(box: dict[str, Path]) -> None:
 
 def test_unfinished_sweep_is_owed_and_holds_every_start(
         box: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whatever makes the sweep raise (here injected: a walk that gives up), the run
+    """Whatever makes the sweep raise (here injected: a judgement that gives up), the run
     says so, records it, and the next start refuses until the owed sweep is done;
     once it can be done, the next start does it first."""
     work = box["work"]
@@ -98,7 +98,7 @@ def test_unfinished_sweep_is_owed_and_holds_every_start(
     def gives_up(*_a: object, **_k: object) -> list[tuple[str, str]]:
         raise sweep.WalkError(f"{work} holds more than 2000000 entries")
 
-    monkeypatch.setattr(sweep, "find_new", gives_up)
+    monkeypatch.setattr(sweep, "made_repos", gives_up)
     rc, err = _run(box, _plant_git(box["marker"]))
     assert rc == 0
     assert "could not finish" in err and "no sandbox of this account starts" in err, err
@@ -157,11 +157,10 @@ def test_a_timed_out_run_is_swept_once_every_process_has_ended(tmp_path: Path) -
 
 def test_the_owed_sweep_spares_what_the_runs_own_sweep_spares(tmp_path: Path) -> None:
     """The marker a run leaves for the owed sweep (a later start does it when this
-    run's supervisor is killed) names the paths that sweep must not judge: the same
-    as the run's own sweep spares (``sweep.spared``), the read-only and hidden
-    mounts, never a writable root or a folder pinned writable above a read-only
-    mount (the repository and its ``.git``), which the command could write.
-    Read from the host while the command runs."""
+    run's supervisor is killed) says the run is brokered and names each git folder
+    the command made, as it is made (what the owed sweep judges, and nothing
+    else), and never spares a writable root or the user's ``.git``, which the
+    command could write. Read from the host while the command runs."""
     repo, lock, home = tmp_path / "repo", tmp_path / "lock", tmp_path / "h"
     home.mkdir()
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C",
@@ -172,17 +171,21 @@ def test_the_owed_sweep_spares_what_the_runs_own_sweep_spares(tmp_path: Path) ->
         "filesystem": {"denyRead": [], "allowWrite": [str(repo)], "denyWrite": []}}))
     proc = subprocess.Popen([PY, "-m", "agent_sandbox", "exec", "--settings",
                              str(tmp_path / "s.json"), "--", "sh", "-c",
+                             "git init -q sub && touch made && "
                              "while [ ! -e stop ]; do sleep 0.05; done"], cwd=repo, env=env)
     try:
         owed = lock / sweep.OWED
         deadline = time.monotonic() + 60
-        while not (owed.is_dir() and any(owed.iterdir())) and time.monotonic() < deadline:
+        while not (owed.is_dir() and any(owed.iterdir()) and (repo / "made").exists()) \
+                and time.monotonic() < deadline:
             time.sleep(0.05)
         fields = next(owed.iterdir()).read_bytes().split(b"\0")
     finally:
         (repo / "stop").touch()
         proc.wait(timeout=60)
     spared = {os.fsdecode(f[1:]) for f in fields if f[:1] == b"S"}
-    assert {str(repo / ".git" / "config"), str(repo / ".git" / "hooks")} <= spared, spared
+    assert b"K" in fields
+    made = {os.fsdecode(f[1:].split(b":", 2)[2]) for f in fields if f[:1] == b"G"}
+    assert made == {str(repo / "sub" / ".git")}, fields
     assert not spared & {str(repo), str(repo / ".git")}, spared
     assert proc.returncode == 0

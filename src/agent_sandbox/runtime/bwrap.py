@@ -266,20 +266,9 @@ def _pth_modules(fs: FsView, pth: str) -> list[tuple[str, str]]:
     start ('m'): each one whose module name appears as a word in the file, when
     the file has an import line (site runs those). Read to make the plan
     stricter only: a word that names nothing adds nothing."""
-    data = fs.read(pth, 1 << 16)
-    if not data or not any(line.startswith((b"import ", b"import\t"))
-                           for line in data.splitlines()):
+    words = protected.pth_imports(fs.read(pth, 1 << 16))
+    if not words:
         return []
-    words: set[str] = set()
-    word = []
-    for ch in data.decode("latin-1"):
-        if ch.isalnum() or ch == "_":
-            word.append(ch)
-        elif word:
-            words.add("".join(word))
-            word = []
-    if word:
-        words.add("".join(word))
     site = posixpath.dirname(pth)
     out: list[tuple[str, str]] = []
     for name in fs.listdir(site) or ():
@@ -291,7 +280,7 @@ def _pth_modules(fs: FsView, pth: str) -> list[tuple[str, str]]:
 def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
          protect: Sequence[str] = (), tools: Sequence[str] = (),
          opened: Sequence[str] = (), private: Sequence[str] = (),
-         placeholders_made: bool = True) -> Plan:
+         brokered: bool = False) -> Plan:
     """The mount plan for these settings (pure given ``fs``).
 
     ``protect``: absolute paths the runtime itself keeps read-only in every
@@ -304,10 +293,12 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     lists them, the protected set's names and every ``denyWrite`` entry inside
     them still read-only, and never one under ``denyWrite`` or ``protect``.
     ``private``: absolute paths hidden whatever the settings allow
-    (``contract.private_paths``), like credentials. ``placeholders_made``: False
-    where a broker refuses creating the missing protected paths when a call would
-    (``runtime.broker``): they are still listed (``Plan.placeholders``), with no
-    mount and nothing made for them.
+    (``contract.private_paths``), like credentials. ``brokered``: a broker judges
+    every write when it is made (``runtime.broker``): the missing protected paths
+    are still listed (``Plan.placeholders``, refused by the broker), with no mount
+    and nothing made for them, and the writable roots are not walked for the
+    protected entries that exist (the broker refuses those by name and by what
+    surrounds them; the start costs the same in any tree).
     """
     f, n = settings.filesystem, settings.network
     mounts: dict[tuple[str, str], Mount] = {}
@@ -410,7 +401,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
             add("ro", fs.realpath(target))
         elif any(_under(target, w) and target != w for w in roots):
             placeholders.setdefault(target, "f")
-            if placeholders_made:
+            if not brokered:
                 mounts[("ro", target)] = Mount("ro", target, "f")
 
     # denyWrite and the runtime's own paths: existing ones read-only, absent ones
@@ -431,7 +422,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     # the protected set, at every depth of every writable root
     before: list[str] = []
     for w in roots:
-        for path, kind in _protected_entries(fs, w, home):
+        for path, kind in () if brokered else _protected_entries(fs, w, home):
             before.append(path)
             if kind in ("c", "b", "k"):
                 continue  # bytecode and links: the sweep judges them (see sweep)

@@ -173,7 +173,8 @@ class BwrapRun:
         self.broker: Any = None  # judges the calls that change names, and unix connect()
         self._installer: Any = None  # the broker's filter, until its listener is taken
         self.absent: tuple[str, ...] = ()  # protected paths that do not exist (the broker's)
-        self._made: Callable[[str], bool] | None = None  # the broker's record of what it made
+        # the git folders the broker recorded as made by the command: the sweep's
+        self._repos: dict[str, tuple[int, int]] | None = None
 
     # start -----------------------------------------------------------------
 
@@ -209,7 +210,7 @@ class BwrapRun:
                 p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
                             protect=runtime_paths(self.home, self.settings.source),
                             tools=tool_dirs(), opened=self.opened,
-                            private=private_paths(self.home), placeholders_made=False)
+                            private=private_paths(self.home), brokered=True)
                 relied = [m.path for m in p.mounts if m.path in others]
                 # no placeholder is made: the protected names that do not exist are
                 # refused when a call would create them (runtime.broker), in every run
@@ -254,7 +255,7 @@ class BwrapRun:
                                        home=self.home, cwd=self.cwd, opened=self.opened,
                                        overlays=self.overlays, absent=self.absent,
                                        on_deny=self._refused)
-            self._made = self.broker.made  # what the sweep may judge, after the broker
+            self._repos = self.broker.repos()  # what the sweep judges, after the broker
             for fd in (info_w, block_r, gate_r, ready_w, sfd):
                 os.close(fd)
             info_w = block_r = gate_r = ready_w = sfd = -1
@@ -302,14 +303,17 @@ class BwrapRun:
             # owed marker, both before the gate below lets the command run, and the
             # modules the cleanup needs.
             from . import reaper  # noqa: F401
-            from .sweep import measure, owe, spared
+            from .sweep import measure, owe, owe_repo, spared
 
             self.guarded, self.before = measure(p, relied)
             self.measured = True
             # owed until this run's own sweep is done (see sweep.settle)
             self.owed = owe(lock_dir, os.path.basename(ph.record),
                             self.home, p.writable_roots, self.before,
-                            spared(p, self.guarded))
+                            spared(p, self.guarded), brokered=self.broker is not None)
+            if self.broker is not None and self.broker.files is not None:
+                owed = self.owed
+                self.broker.files.made.on_repo = lambda path, ident: owe_repo(owed, path, ident)
             # bwrap's setup is complete once the gate says "ready" and the command still
             # held: the plan's binds left out of bwrap's command line
             # (bwrap_argv.late_binds) are made then, by the helper
@@ -464,11 +468,10 @@ class BwrapRun:
         roots = [w for w in self.plan.writable_roots if os.path.isdir(w)]
         skip = spared(self.plan, self.guarded)
         ph = self.placeholders
-        made = self._made
         self.quarantined, notes = quarantine(roots, self.before, self.home, skip,
                                              recorder=self._recorder,
                                              lock_dir=ph.dir if ph else None,
-                                             own=ph.record if ph else "", made=made)
+                                             own=ph.record if ph else "", repos=self._repos)
         self.notices.extend(notes)
         return True
 

@@ -139,9 +139,6 @@ class SweepFs(RealFs):
         return "d" if stat.S_ISDIR(st.st_mode) else "f"
 
 
-_PYTHON_KINDS = frozenset("cbkmp")
-
-
 def measure(plan: Plan, relied: Iterable[str]) -> tuple[set[str], dict[str, Identity]]:
     """What a run's sweep judges by, taken once its placeholders exist: the
     placeholders its read-only mounts sit on (its own and those it relies on: one
@@ -162,11 +159,9 @@ def spared(plan: Plan, guarded: Iterable[str]) -> list[str]:
 
 
 def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
-             skip: Iterable[str] = (), *, python: bool = True) -> list[tuple[str, str]]:
+             skip: Iterable[str] = ()) -> list[tuple[str, str]]:
     """(path, why) of each protected entry the run created that must be disarmed.
-    An entry that cannot be judged (a loop, nesting too deep) is disarmed too.
-    ``python``: judge Python's start-up too (not after a brokered run: the broker
-    judged each of those when it was written)."""
+    An entry that cannot be judged (a loop, nesting too deep) is disarmed too."""
     skipped = set(skip)
     fs = SweepFs()
     found: list[tuple[str, str]] = []
@@ -179,8 +174,6 @@ def find_new(roots: Sequence[str], before: Mapping[str, Identity], home: str,
     existed = {i for i in before.values() if i[2:] == (0, 0)}
     for path, ident in now.items():
         kind = kinds.get(path)
-        if not python and kind in _PYTHON_KINDS:
-            continue
         if kind == "c":
             if before.get(path) != ident:
                 found.append((path, CACHE))
@@ -400,10 +393,44 @@ def _rename_inside(root: str, path: str, ident: Identity | None, stamp: str,
         os.close(fd)
 
 
+def made_repos(repos: Mapping[str, tuple[int, int]]) -> list[tuple[str, str]]:
+    """(path, why) of each git folder a brokered run made (``broker.files.Made.repos``:
+    path, device and inode) that would make host-side git run a program: a
+    repository or bare git directory ``gitmeta.check_new_git_dir`` finds fault
+    with, and every ``.git`` file or link (a worktree's or submodule's pointer).
+    One that is gone, or no longer the run's (another inode there), is not judged."""
+    fs = SweepFs()
+    found: list[tuple[str, str]] = []
+    for path, ident in repos.items():
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) != tuple(ident):
+            continue
+        bare = os.path.basename(path) != protected.GIT_DIR
+        if not stat.S_ISDIR(st.st_mode):
+            if not bare:
+                found.append((path, "a .git file or link made during the run"))
+            continue
+        try:
+            why = gitmeta.check_new_git_dir(fs, path)
+        except (gitmeta.GitMetaError, OSError, RecursionError) as exc:
+            why = f"it cannot be judged ({exc})"
+        if why and bare:
+            # git needs its HEAD (and takes objects/ and refs/ through commondir); the
+            # rest of the folder stays where it is
+            found += [(os.path.join(path, m), f"a git directory made during the run: {why}")
+                      for m in gitmeta.GIT_DIR_MARKS if os.path.lexists(os.path.join(path, m))]
+        elif why:
+            found.append((path, f"a repository made during the run: {why}"))
+    return found
+
+
 def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
                skip: Iterable[str] = (), *, recorder: Callable[[], Recorder] | None = None,
                late: bool = False, lock_dir: str | None = None, own: str = "",
-               made: Callable[[str], bool] | None = None
+               repos: Mapping[str, tuple[int, int]] | None = None
                ) -> tuple[list[tuple[str, str]], list[str]]:
     """``find_new`` then ``disarm``, each move recorded in the audit: (moved, notices).
 
@@ -413,14 +440,13 @@ def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
     ``late``: the sweep a killed run owed (``settle``). ``lock_dir``: the runs'
     lock folder, whose placeholders of other runs (``own`` is this run's record)
     are spared, held still while the sweep disarms (``placeholders.OthersHeld``).
-    ``made``: whether this run's command made a path (the broker's record, by
-    identity), when the run had a broker: nothing else is judged new.
+    ``repos``: the git folders a brokered run made (``made_repos``), judged
+    instead of walking the roots: the broker refused every other protected name
+    when a call would have written it, so nothing else can be new.
     """
     from .placeholders import OthersHeld
 
-    found = find_new(roots, before, home, skip, python=made is None)
-    if made is not None:  # the broker's record: never what the user or another run made
-        found = [(p, why) for p, why in found if made(p)]
+    found = find_new(roots, before, home, skip) if repos is None else made_repos(repos)
     with OthersHeld(lock_dir, own) if lock_dir else _NoneHeld() as theirs:
         found = [(p, why) for p, why in found if not theirs(p)]
         caches = [p for p, why in found if why == CACHE]
@@ -478,16 +504,20 @@ MARK_V2 = b"agent-sandbox-owed 2"  # an older release's: identities were (device
 
 def owe(lock_dir: str, name: str, home: str, roots: Sequence[str],
         before: Mapping[str, Identity], skip: Iterable[str],
-        container: tuple[str, str] | None = None) -> str:
+        container: tuple[str, str] | None = None, brokered: bool = False) -> str:
     """Leave the marker for one run (``name``: its run record's); its path.
     ``container``: (API URL, name) of the container the command runs in, which
-    outlives a killed caller: ended before the owed sweep (``settle``'s ``end``)."""
+    outlives a killed caller: ended before the owed sweep (``settle``'s ``end``).
+    ``brokered``: a run whose broker records the git folders it makes; each is
+    added to the marker as it is made (``owe_repo``), and the owed sweep judges
+    those alone (``made_repos``)."""
     folder = os.path.join(lock_dir, OWED)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     path = os.path.join(folder, name)
     data = b"\0".join([MARK, b"H" + os.fsencode(home),
                        *([b"U" + os.fsencode(container[0]), b"N" + os.fsencode(container[1])]
                          if container else []),
+                       *([b"K"] if brokered else []),
                        *(b"R" + os.fsencode(r) for r in roots),
                        *(b"S" + os.fsencode(x) for x in skip),
                        *(b"B" + b"".join(b"%d:" % x for x in ident) + os.fsencode(p)
@@ -499,6 +529,15 @@ def owe(lock_dir: str, name: str, home: str, roots: Sequence[str],
     finally:
         os.close(fd)
     return path
+
+
+def owe_repo(marker: str, path: str, ident: tuple[int, int]) -> None:
+    """Add a git folder a brokered run just made to its owed marker."""
+    fd = os.open(marker, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        os.write(fd, b"\0G%d:%d:" % ident + os.fsencode(path))
+    finally:
+        os.close(fd)
 
 
 def settle(lock_dir: str, recorder: Callable[[], Recorder] | None = None,
@@ -553,8 +592,16 @@ def settle(lock_dir: str, recorder: Callable[[], Recorder] | None = None,
                     raise OSError(errno.EBUSY, f"the container {box} of a killed run may "
                                   "still run; a gVisor run ends it")
                 end(url, box, home)
+            repos: dict[str, tuple[int, int]] | None = None
+            if b"K" in fields:
+                repos = {}
+                for f in fields[1:]:
+                    if f[:1] == b"G":
+                        with suppress(ValueError):
+                            dev, ino, p = f[1:].split(b":", 2)
+                            repos[os.fsdecode(p)] = (int(dev), int(ino))
             done, notes = quarantine(roots, before, home, skip, recorder=recorder, late=True,
-                                     lock_dir=lock_dir, own=name)
+                                     lock_dir=lock_dir, own=name, repos=repos)
             moved += done
             for note in notes:
                 if out:

@@ -33,6 +33,7 @@ import stat
 from agent_sandbox.errors import SandboxError
 
 from .judge import PYCACHE, Judge
+from .surroundings import Surroundings
 from .target import AT_FDCWD, Place, Target, absolute, fd_alias, locate, not_a_mount
 
 TYPE_CHECKING = False
@@ -47,6 +48,7 @@ AT_EMPTY_PATH = 0x1000
 RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
 # on every folder a sandboxed run made (see the module's text)
 MARK = "user.agent-sandbox.made"
+_GIT_MARKS = ("HEAD", "commondir", "gitdir")
 
 
 class Refused(SandboxError, OSError):
@@ -85,31 +87,40 @@ class Later:
 
 class Made:
     """The files and folders this run's calls created (``ids``: what makes a
-    repository the run's own), and those they created or changed (``changed``:
-    written, truncated, their mode or owner set; what the sweep judges after the
-    run), by device and inode."""
+    repository or a virtualenv the run's own), by device and inode."""
 
     def __init__(self) -> None:
         self.ids: set[tuple[int, int]] = set()
-        self.changed: set[tuple[int, int]] = set()
+        # the git folders (a ``.git`` folder or file, a bare repository) this run
+        # made, by the path it last gave them, and their identities: what the
+        # sweep judges after the run, never a walk of the tree
+        self.repos: dict[str, tuple[int, int]] = {}
+        self.on_repo: Callable[[str, tuple[int, int]], None] | None = None
+
+    def repo(self, path: str, st: os.stat_result) -> None:
+        ident = (st.st_dev, st.st_ino)
+        self.repos[path] = ident
+        if self.on_repo is not None:
+            try:  # owed to a later start should this run be killed (``sweep.owe_repo``)
+                self.on_repo(path, ident)
+            except OSError:
+                pass
+
+    def moved(self, old: str, new: str) -> None:
+        """A rename the broker made: the recorded paths at or below ``old`` follow."""
+        for path in [p for p in self.repos if p == old or p.startswith(old.rstrip("/") + "/")]:
+            ident = self.repos.pop(path)
+            self.repo(new + path[len(old):], ident_stat(ident))
 
     def add(self, st: os.stat_result) -> None:
         self.ids.add((st.st_dev, st.st_ino))
-        self.changed.add((st.st_dev, st.st_ino))
-
-    def change(self, st: os.stat_result) -> None:
-        self.changed.add((st.st_dev, st.st_ino))
 
     def drop(self, st: os.stat_result | None) -> None:
         if st is not None:
             self.ids.discard((st.st_dev, st.st_ino))
-            self.changed.discard((st.st_dev, st.st_ino))
 
     def holds(self, st: os.stat_result | None) -> bool:
         return st is not None and (st.st_dev, st.st_ino) in self.ids
-
-    def touched(self, st: os.stat_result | None) -> bool:
-        return st is not None and (st.st_dev, st.st_ino) in self.changed
 
 
 class Files:
@@ -119,6 +130,7 @@ class Files:
         self.judge = judge
         self.made = Made()
         self.own_umask = own_umask
+        self.around = Surroundings(judge.home)
 
     # the decisions --------------------------------------------------------
 
@@ -159,6 +171,8 @@ class Files:
             self._python(place, kind)
         if moved is not None and stat.S_ISDIR(moved.st_mode) and place.folder >= 0:
             self._venv_root(place, path)
+        if place.folder >= 0 and self.judge.in_roots(path):
+            self._around(place, path)
         if moved is not None and stat.S_ISDIR(moved.st_mode) and top is not None \
                 and top != path and not self._own(root + top):
             raise Refused(f"{path} is inside {top}, which this run did not create")
@@ -166,6 +180,41 @@ class Files:
                 and not (place.name == ".git" and self.made.holds(moved)):
             raise Refused(f"a folder renamed to or from {path} would carry files under a "
                           "protected name")
+
+    def _around(self, place: Place, path: str) -> None:
+        """The rules the folders around ``place`` decide (``surroundings``)."""
+        where = self.around.git_dir_entry(place.name, place.folder,
+                                          place.parent.rsplit("/", 1)[-1])
+        if where is not None:
+            gitdir = place.parent if where == "here" else place.parent.rsplit("/", 1)[0]
+            if where == "here":
+                own = self.made.holds(os.fstat(place.folder))
+            else:
+                up = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
+                             dir_fd=place.folder)
+                try:
+                    own = self.made.holds(os.fstat(up))
+                finally:
+                    os.close(up)
+            if not own:
+                raise Refused(f"{path} is git metadata of {gitdir}, which git takes for a git "
+                              "directory and this run did not create")
+        why = self.around.named_by_git(path)
+        if why:
+            raise Refused(why)
+        site = self.around.imported_at_start(path)
+        if site is not None and not self._sandboxed_path(site):
+            raise Refused(f"{path} is imported by a .pth file of {site} at every start")
+
+    def _sandboxed_path(self, path: str) -> bool:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            return self._sandboxed(fd)
+        finally:
+            os.close(fd)
 
     def _sandboxed(self, folder: int) -> bool:
         """Whether a sandboxed run made the folder open at ``folder``: this one (its
@@ -226,16 +275,29 @@ class Files:
         """What a call just made at ``place``: recorded, and given the mode it asked
         for where this process's umask took more (``_mode``)."""
         st = os.stat(place.name, dir_fd=place.folder, follow_symlinks=False)
-        self.made.add(st)
-        if stat.S_ISDIR(st.st_mode):
-            _mark(place)
+        self._record(place, st)
         if fix is not None:
             _chmod_at(place, fix)
 
-    def _changed(self, place: Place) -> None:
-        st = place.lstat()
-        if st is not None:
-            self.made.change(st)
+    def _git_folder(self, place: Place, st: os.stat_result) -> None:
+        """A ``.git`` this run made at ``place`` (created or moved there), or a mark of
+        a git directory (``HEAD``, written through ``HEAD.lock``) in a folder it made:
+        recorded for the sweep."""
+        if place.name == ".git":
+            if self.made.holds(st):
+                self.made.repo(place.path, st)
+        elif place.name in _GIT_MARKS and ".git" not in place.parent.split("/"):
+            folder = os.fstat(place.folder)
+            if self.made.holds(folder):
+                self.made.repo(place.parent, folder)  # a bare repository
+
+    def _record(self, place: Place, st: os.stat_result) -> None:
+        """A name this run's call created: its identity, its mark (a folder), and a
+        git folder the sweep judges (``Made.repos``)."""
+        self.made.add(st)
+        self._git_folder(place, st)
+        if stat.S_ISDIR(st.st_mode):
+            _mark(place)
 
     # the calls ------------------------------------------------------------
 
@@ -288,12 +350,9 @@ class Files:
             fd = os.open(place.name, flags | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, want,
                          dir_fd=place.folder)
             if before is None:
-                st = os.fstat(fd)
-                self.made.add(st)
+                self._record(place, os.fstat(fd))
                 if fix is not None:
                     os.fchmod(fd, fix)
-            else:  # written in place (the same inode): the sweep judges it too
-                self.made.change(os.fstat(fd))
             return Fd(fd, cloexec)
         finally:
             place.close()
@@ -378,6 +437,8 @@ class Files:
                 _renameat2(src, dst, flags)
                 if replaced is not None and not flags & RENAME_EXCHANGE:
                     self.made.drop(replaced)
+                self.made.moved(src.path, dst.path)
+                self._git_folder(dst, moved)
                 return 0
             finally:
                 dst.close()
@@ -406,7 +467,6 @@ class Files:
         try:
             self._check(t, place)
             _chmod_at(place, mode & 0o7777)
-            self._changed(place)
             return 0
         finally:
             place.close()
@@ -421,7 +481,6 @@ class Files:
             # the name, not followed: a link there is the link itself (lchown)
             os.chown(place.name, _id(uid), _id(gid), dir_fd=place.folder,
                      follow_symlinks=False)
-            self._changed(place)
             return 0
         finally:
             place.close()
@@ -434,7 +493,6 @@ class Files:
                          | os.O_NOCTTY, dir_fd=place.folder)
             try:
                 os.ftruncate(fd, length)
-                self.made.change(os.fstat(fd))
             finally:
                 os.close(fd)
             return 0
@@ -455,7 +513,6 @@ class Files:
         fd = t.reopen(fd_of_caller, os.O_PATH)
         try:
             act(path_of(fd))
-            self.made.change(os.fstat(fd))
         finally:
             os.close(fd)
         return 0
@@ -474,6 +531,11 @@ def _id(value: int) -> int:
 
 def path_of(fd: int) -> str:
     return f"/proc/self/fd/{fd}"
+
+
+def ident_stat(ident: tuple[int, int]) -> os.stat_result:
+    """A stand-in ``stat_result`` carrying only a device and inode."""
+    return os.stat_result((0, ident[1], ident[0], 0, 0, 0, 0, 0, 0, 0))
 
 
 def _holds(folder: int, name: str) -> bool:

@@ -62,15 +62,10 @@ class Broker:
         self._names = {v: k for k, v in self.numbers.items()}
         self._done = _thread.allocate_lock()  # held while the thread serves
 
-    def made(self, path: str) -> bool:
-        """Whether a call of this run's command made or changed the file or folder at
-        ``path`` (and nothing has taken its place since): what the sweep judges."""
-        if self.files is None:
-            return False
-        try:
-            return self.files.made.touched(os.stat(path, follow_symlinks=False))
-        except OSError:
-            return False
+    def repos(self) -> dict[str, tuple[int, int]]:
+        """The git folders this run's command made (path: device and inode), kept up
+        to date as the run goes: what the sweep judges (``Made.repos``)."""
+        return self.files.made.repos if self.files is not None else {}
 
     def start(self) -> None:
         self._done.acquire()
