@@ -12,7 +12,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 APT_PACKAGES=(bubblewrap socat ripgrep podman runc runsc debootstrap iproute2 uidmap
               python3-venv nodejs npm git ca-certificates make curl gcc libc6-dev
-              openssh-server postgresql chromium)
+              openssh-server postgresql chromium golang-go cargo)
 
 # one dpkg-query for the whole list (a query per package costs about a second on
 # a loaded machine, and this runs before every `make test`)

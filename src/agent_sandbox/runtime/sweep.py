@@ -1,30 +1,21 @@
 """After a run: disarm protected names the command created in a writable root.
 
-The mounts keep every protected entry that existed read-only, and placeholders
-keep the top of each writable root from growing new ones. A command can still
-create protected names deeper down (``mkdir -p a/b/.vscode``), create a new
-repository (``git init``, allowed so that git works inside), or add git metadata
-that did not exist (``.git/commondir``). After the command has ended (nothing
-inside the sandbox runs any more), ``find_new`` walks the writable roots and
-compares with the identities recorded before the run (``identity``: device and
-inode, and for anything but a folder its change time and size, which no
-unprivileged process can set back):
+Under bubblewrap the broker refuses every protected name when a call would
+write it, and records the git folders the command made (``made_repos``): only
+those are judged, a repository staying when ``gitmeta.check_new_git_dir`` finds
+nothing that would make host-side git run a program (what ``git init``
+writes). The gVisor backend, which has no broker, walks the writable roots
+(``find_new``) and compares with the identities recorded before the run
+(``identity``: device and inode, and for anything but a folder its change time
+and size, which no unprivileged process can set back): an entry with the same
+identity is never touched; bytecode in ``__pycache__`` the run wrote is
+removed (a cache); anything else new is judged like any protected name.
 
-- an entry that existed before, with the same identity, is never touched; one
-  whose identity changed (rewritten in place, or made again on a freed inode
-  number) is new;
-- a new git directory stays when ``gitmeta.check_new_git_dir`` finds nothing
-  that would make host-side git run a program (what ``git init`` writes);
-- bytecode in ``__pycache__`` the run wrote or changed is removed (a cache,
-  written again from the source); every other ``.pyc`` (sourceless, beside a
-  script or in a package) is judged like any protected name;
-- anything else new is renamed to ``<name>.sandbox-quarantine-<time>``: an
-  inert name no agent, shell or git will load, kept as evidence, never deleted.
-
-Decisions come from identities, never from clocks. It never touches a path
-outside the writable roots. A run killed before its sweep leaves it owed
-(``owe``), with its identities, in the lock folder no sandbox can write; the
-next run of the user to finish does it (``settle``).
+What is disarmed is renamed to ``<name>.sandbox-quarantine-<time>``: an inert
+name no agent, shell or git will load, kept as evidence, never deleted. It
+never touches a path outside the writable roots. A run killed before its sweep
+leaves it owed (``owe``), with its record, in the lock folder no sandbox can
+write; the next run of the user to finish does it (``settle``).
 """
 
 from __future__ import annotations
@@ -394,11 +385,9 @@ def _rename_inside(root: str, path: str, ident: Identity | None, stamp: str,
 
 
 def made_repos(repos: Mapping[str, tuple[int, int]]) -> list[tuple[str, str]]:
-    """(path, why) of each git folder a brokered run made (``broker.files.Made.repos``:
-    path, device and inode) that would make host-side git run a program: a
-    repository or bare git directory ``gitmeta.check_new_git_dir`` finds fault
-    with, and every ``.git`` file or link (a worktree's or submodule's pointer).
-    One that is gone, or no longer the run's (another inode there), is not judged."""
+    """(path, why) of each git folder a brokered run made (``Made.repos``: path, device,
+    inode) that would make host git run a program (``check_new_git_dir``), and each
+    ``.git`` file or link; one gone, or no longer the run's (another inode), is not."""
     fs = SweepFs()
     found: list[tuple[str, str]] = []
     for path, ident in repos.items():

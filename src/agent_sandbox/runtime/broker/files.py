@@ -170,7 +170,7 @@ class Files:
         if kind is not None:
             self._python(place, kind)
         if moved is not None and stat.S_ISDIR(moved.st_mode) and place.folder >= 0:
-            self._venv_root(place, path)
+            self._project_root(place, path)
         if place.folder >= 0 and self.judge.in_roots(path):
             self._around(place, path)
         if moved is not None and stat.S_ISDIR(moved.st_mode) and top is not None \
@@ -245,17 +245,21 @@ class Files:
         raise Refused(f"{place.path} is Python start-up of {where or '/'}, which no sandboxed "
                       "run made (what its interpreter runs is not the sandbox's to change)")
 
-    def _venv_root(self, place: Place, path: str) -> None:
-        """Refuse moving or removing a virtualenv's root folder that no sandboxed run
-        made (what stood there would be replaced, start-up and all)."""
+    def _project_root(self, place: Place, path: str) -> None:
+        """Refuse moving or removing a folder that holds, right inside it, a protected
+        name (a repository's ``.git``, ``.sandbox``, ``.vscode``) or a virtualenv's
+        ``pyvenv.cfg``, unless a sandboxed run made it: a repository or virtualenv
+        made in its place would be taken for the user's."""
         try:
             fd = os.open(place.name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
                          dir_fd=place.folder)
         except OSError:
             return
         try:
-            if _holds(fd, "pyvenv.cfg") and not self._sandboxed(fd):
-                raise Refused(f"{path} is a virtualenv no sandboxed run made")
+            held = next((n for n in self.judge.root_names if _holds(fd, n)), None)
+            if held is not None and not self._sandboxed(fd):
+                raise Refused(f"{path} holds {held} and no sandboxed run made it (what is made "
+                              "in its place would be taken for it)")
         finally:
             os.close(fd)
 

@@ -73,6 +73,9 @@ class Judge:
         for e, k, _ in protected.HOME_ONLY:
             self._home_by_first.setdefault(e.split("/")[0], []).append(
                 (posixpath.join(self.home, e), k))
+        # what marks a folder as a project's or a virtualenv's root (not to be moved)
+        self.root_names = (_GIT, "pyvenv.cfg", *dict.fromkeys(
+            e.split("/")[0] for e, _, _ in protected.ANY_DEPTH))
         self.deny_write = tuple(deny_write)
         # paths the planner keeps from being created (the runtime's own, the tools on
         # PATH, what a git configuration names): each with everything below it
