@@ -449,3 +449,37 @@ def test_what_a_repository_around_a_path_makes_of_it_is_judged_when_written(
         said = out[0].decode()
         for name in ("store.git/config", "store.git/hooks", "githooks/pre-commit"):
             assert f"{name}" in said and "refused" in said, said
+
+
+@pytest.mark.parametrize("how", ["commondir", "gitdir-elsewhere"])
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
+def test_a_worktree_a_run_adds_to_the_users_repository_is_judged(
+        tree: Tree, sandboxed: bool, how: str) -> None:
+    """A run may add a linked worktree to the user's repository (``git worktree
+    add`` works step by step); one whose git folder reads its configuration from
+    elsewhere (a ``commondir`` to a git directory the command made, or a ``.git``
+    file pointing straight at one) is disarmed after the run: the user's ``git
+    status`` in that worktree runs nothing."""
+    t = tree
+    assert t.git("init", "-q").returncode == 0
+    (t.root / "f").write_text("x\n")
+    t.git("add", "f")
+    assert t.git("commit", "-qm", "m").returncode == 0
+    # a common folder git accepts with no HEAD of its own: not a repository the
+    # broker records, so only the worktree's own judgement can catch it
+    evil = ("mkdir -p evil.git/objects evil.git/refs && "
+            f"printf '[core]\\n\\tfsmonitor = \"touch {t.marker}; false\"\\n' > evil.git/config"
+            " && ")
+    plant = (evil + "git worktree add -q wt && echo ../../../evil.git > "
+             ".git/worktrees/wt/commondir" if how == "commondir" else
+             evil + "echo 'ref: refs/heads/x' > evil.git/HEAD.tmp && git worktree add -q wt && "
+             "mv evil.git/HEAD.tmp evil.git/HEAD && "
+             "echo \"gitdir: $PWD/evil.git\" > wt/.git && "
+             "printf '\\tworktree = ../wt\\n\\tbare = false\\n' >> evil.git/config")
+    finish(t.run(plant, sandboxed=sandboxed))
+    t.git("status", cwd=t.root / "wt")
+    assert t.marker.exists() == (not sandboxed)
+    if sandboxed:  # the worktree git made is kept and works
+        ok = t.run("git worktree add -q ok && cat ok/f")
+        assert finish(ok)[0] == b"x\n"
+        assert t.git("status", "--short", cwd=t.root / "ok").returncode == 0

@@ -69,9 +69,6 @@ STEPS = [
 
 # steps whose status differs under the sandbox, with what the refusal protects
 DIFFERS = {
-    "git worktree add": "git: a worktree writes its git directory into the repository's "
-                        ".git (commondir, gitdir), which a run that did not make the "
-                        "repository may not change (what host git runs there)",
     "git submodule add": "git: .gitmodules and .git/modules/ (submodule URLs and their "
                          "git directories: what host git clones and runs)",
 }
@@ -79,8 +76,6 @@ DIFFERS = {
 TREE_DIFFERS = {
     "*__pycache__*": "Python: bytecode for the user's source is not written (Python would "
                      "run it instead of the source beside it)",
-    "wt*": "git: the refused worktree",
-    ".git/worktrees*": "git: the refused worktree",
     "sub*": "git: the refused submodule",
     ".gitmodules": "git: the refused submodule",
     ".git/modules*": "git: the refused submodule",

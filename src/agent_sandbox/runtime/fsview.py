@@ -200,3 +200,18 @@ class RealFs:
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class SweepFs(RealFs):
+    """The real filesystem as the sweep sees it: a symlink loop is not a folder
+    (the planner refuses a run over one; the sweep must still finish), and a folder
+    that changes while it is walked is not walked into."""
+
+    strict = False
+
+    def kind(self, path: str) -> str | None:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            return None
+        return "d" if stat.S_ISDIR(st.st_mode) else "f"

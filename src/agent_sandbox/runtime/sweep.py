@@ -29,8 +29,9 @@ from agent_sandbox import protected
 
 from . import gitmeta
 from .bwrap import _protected_entries
-from .fsview import RealFs
+from .fsview import RealFs, SweepFs
 from .globs import under as _under
+from .made_repos import made_repos
 from .process import suppress
 
 TYPE_CHECKING = False  # collections.abc would load collections on the exec fast path
@@ -113,21 +114,6 @@ def identities(paths: Iterable[str]) -> dict[str, Identity]:
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class SweepFs(RealFs):
-    """The real filesystem as the sweep sees it: a symlink loop is not a folder
-    (the planner refuses a run over one; the sweep must still finish), and a folder
-    that changes while it is walked is not walked into."""
-
-    strict = False
-
-    def kind(self, path: str) -> str | None:
-        try:
-            st = os.stat(path)
-        except (OSError, ValueError):
-            return None
-        return "d" if stat.S_ISDIR(st.st_mode) else "f"
 
 
 def measure(plan: Plan, relied: Iterable[str]) -> tuple[set[str], dict[str, Identity]]:
@@ -382,38 +368,6 @@ def _rename_inside(root: str, path: str, ident: Identity | None, stamp: str,
         raise OSError(errno.EEXIST, "no quarantine name could be used")
     finally:
         os.close(fd)
-
-
-def made_repos(repos: Mapping[str, tuple[int, int]]) -> list[tuple[str, str]]:
-    """(path, why) of each git folder a brokered run made (``Made.repos``: path, device,
-    inode) that would make host git run a program (``check_new_git_dir``), and each
-    ``.git`` file or link; one gone, or no longer the run's (another inode), is not."""
-    fs = SweepFs()
-    found: list[tuple[str, str]] = []
-    for path, ident in repos.items():
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) != tuple(ident):
-            continue
-        bare = os.path.basename(path) != protected.GIT_DIR
-        if not stat.S_ISDIR(st.st_mode):
-            if not bare:
-                found.append((path, "a .git file or link made during the run"))
-            continue
-        try:
-            why = gitmeta.check_new_git_dir(fs, path)
-        except (gitmeta.GitMetaError, OSError, RecursionError) as exc:
-            why = f"it cannot be judged ({exc})"
-        if why and bare:
-            # git needs its HEAD (and takes objects/ and refs/ through commondir); the
-            # rest of the folder stays where it is
-            found += [(os.path.join(path, m), f"a git directory made during the run: {why}")
-                      for m in gitmeta.GIT_DIR_MARKS if os.path.lexists(os.path.join(path, m))]
-        elif why:
-            found.append((path, f"a repository made during the run: {why}"))
-    return found
 
 
 def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,

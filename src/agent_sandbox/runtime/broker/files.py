@@ -161,6 +161,12 @@ class Files:
                 place.name == ".git" and (self._own(root + container)
                                           or self._own(root + path)
                                           or self.made.holds(moved)))
+            if not mine and top is not None and container.startswith(top + "/worktrees/") \
+                    and "/" not in container[len(top) + 11:] and self._own(root + container):
+                # a linked worktree's git folder this run made (``git worktree add``): git
+                # reads it only in that worktree; the sweep judges it after the run
+                mine = True
+                self.made.repo(container, os.stat(root + container, follow_symlinks=False))
             if not mine:
                 raise Refused(f"{path} is git metadata of {container}, which this run did "
                               "not create (what git runs there is not the sandbox's to change)")
