@@ -6,10 +6,11 @@ At 1,000,000 files ``sandbox exec -- true`` takes at most 1.5x its own time at
 
 Trees, made once under a temporary folder (``BENCH_TREE_DIR`` keeps them):
 
-- ``1k``, ``100k``, ``1m``: laid out like ``node_modules`` (packages of
-  folders of small files), the ``1m`` one with 50 nested git repositories;
+- ``1k``, ``100k``, ``1m``: laid out like ``node_modules`` (``packages/``:
+  packages of folders of small files), the ``1m`` one with 50 nested git
+  repositories;
 - with ``--npm``, a real ``node_modules`` from ``npm install`` of a few
-  development packages is added to the ``100k`` tree first.
+  development packages is added to the ``100k`` tree.
 
 Each size runs every command in turn, ``ROUNDS`` times (load falls on all of
 them alike), twice: with settings that deny nothing for reading, and with two
@@ -63,7 +64,7 @@ def build(root: Path, files: int, repos: int) -> None:
     pkg = 0
     while made < files:
         for folder in range(20):
-            d = root / "node_modules" / f"p{pkg}" / f"lib{folder}"
+            d = root / "packages" / f"p{pkg}" / f"lib{folder}"
             d.mkdir(parents=True, exist_ok=True)
             for i in range(min(50, files - made)):
                 os.close(os.open(d / f"f{i}.js", os.O_CREAT | os.O_WRONLY, 0o644))
@@ -73,7 +74,7 @@ def build(root: Path, files: int, repos: int) -> None:
         pkg += 1
     step = max(1, pkg // max(1, repos))
     for r in range(repos):
-        subprocess.run(["git", "init", "-q", str(root / "node_modules" / f"p{r * step}")],
+        subprocess.run(["git", "init", "-q", str(root / "packages" / f"p{r * step}")],
                        check=True)
     (root / ".env").write_text("SECRET=1\n")
     (root / ".done").touch()
