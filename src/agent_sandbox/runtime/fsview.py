@@ -172,30 +172,30 @@ class RealFs:
         subs: list[tuple[str, str, int]] = []
         with os.scandir(fd) as it:
             entries = list(it)
+        if len(out) + len(entries) > self.limit:
+            raise WalkError(
+                f"{root} holds more than {self.limit} entries, too many to check "
+                "for protected and denied paths; make a smaller folder writable "
+                "or run from a smaller one")
+        prefix = f"{d}/" if d != "/" else "/"
+        append = out.append
         for e in entries:
-            try:
-                if e.is_symlink():
-                    kind = "l"
-                elif e.is_dir(follow_symlinks=False):
-                    kind = "d"
-                elif e.is_file(follow_symlinks=False):
-                    kind = "f"
-                else:
-                    kind = "s"  # a socket, fifo or device node
+            name = e.name
+            path = prefix + name
+            try:  # the kind the listing gave (d_type): no call per entry
+                if e.is_dir(follow_symlinks=False):
+                    # a git directory's insides are judged by ``gitmeta`` (its object
+                    # store alone can hold more entries than the rest of the tree)
+                    if path not in self.skip and (name != protected.GIT_DIR or (
+                            d == root and root.endswith("/.git"))):
+                        subs.append((name, path, len(out)))
+                    append((path, "d"))
+                    continue
+                kind = ("f" if e.is_file(follow_symlinks=False) else
+                        "l" if e.is_symlink() else "s")  # s: a socket, fifo or device
             except OSError:
                 kind = "u"
-            if len(out) >= self.limit:
-                raise WalkError(
-                    f"{root} holds more than {self.limit} entries, too many to check "
-                    "for protected and denied paths; make a smaller folder writable "
-                    "or run from a smaller one")
-            path = f"{d}/{e.name}" if d != "/" else f"/{e.name}"
-            # a git directory's insides are judged by ``gitmeta`` (its object
-            # store alone can hold more entries than the rest of the tree)
-            if kind == "d" and path not in self.skip and (
-                    e.name != protected.GIT_DIR or (d == root and root.endswith("/.git"))):
-                subs.append((e.name, path, len(out)))
-            out.append((path, kind))
+            append((path, kind))
         return subs
 
 

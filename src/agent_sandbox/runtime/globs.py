@@ -67,7 +67,9 @@ def covers(rule: str, path: str) -> bool:
 
 
 def _matcher(rule: str) -> Callable[[str], bool]:
-    """``covers(rule, path)`` as a function prepared once for many paths."""
+    """``covers(rule, path)`` as a function prepared once for the paths of a walk, for
+    ``existing``: it may answer False below a folder it already matched (a walk
+    lists a folder before what it holds, and only the outermost match counts)."""
     lit = _any_depth_literal(rule)
     if lit is not None and len(lit[0]) == 1 and not lit[1]:
         name = "/" + lit[0][0]
@@ -77,6 +79,12 @@ def _matcher(rule: str) -> Callable[[str], bool]:
     from agent_sandbox.spec.paths import glob_regex
 
     rx = glob_regex(rule)
+    last = rule.rsplit("/", 1)[-1]
+    tail = last[1:] if last.startswith("*") else ""
+    if tail and not any(c in tail for c in "*?[]{}\\"):
+        # ``**/*.pem``: only a path ending so can match (most paths of a walk are not
+        # tried against the expression at all)
+        return lambda path: path.endswith(tail) and rx.match(path) is not None
     return lambda path: rx.match(path) is not None
 
 
