@@ -279,9 +279,20 @@ def test_agent_skills_cannot_be_planted_for_a_later_agent(settings: Path, work: 
     assert (work / "sub").is_dir() and list((work / "sub").iterdir()) == []
 
 
-def test_deep_new_repository_is_quarantined(settings: Path, work: Path) -> None:
+def test_deep_new_repository_takes_no_hook(settings: Path, work: Path) -> None:
+    """A repository a run makes is the run's, but a hook never reaches it: refused
+    when written (the user's git may run there before the run ends)."""
     r = run_sandboxed(["sh", "-c", "mkdir -p a/b && cd a/b && git init -q . && "
                        "echo evil > .git/hooks/pre-commit"], settings, work)
+    assert r.returncode != 0 and b"is a hook" in r.stderr, r.stderr
+    assert (work / "a/b/.git/HEAD").exists()
+    assert not (work / "a/b/.git/hooks/pre-commit").exists()
+
+
+def test_deep_git_file_is_quarantined(settings: Path, work: Path) -> None:
+    """A ``.git`` file a run makes (pointing anywhere) is disarmed after the run."""
+    r = run_sandboxed(["sh", "-c", "mkdir -p a/b && echo 'gitdir: /elsewhere' > a/b/.git"],
+                      settings, work)
     assert r.returncode == 0
     assert not (work / "a" / "b" / ".git").exists()
     assert next(p.name for p in (work / "a" / "b").iterdir()).startswith(".git.sandbox-quarantine")
@@ -888,8 +899,7 @@ def test_proxy_and_sweep_share_one_audit_writer(settings: Path, work: Path, prox
 
     m = secrets.token_hex(6)
     r = run_sandboxed(["sh", "-c", f"curl -s -m 5 http://up.example.com:8080/q{m}; "
-                       "mkdir -p a/b && cd a/b && git init -q . && "
-                       "echo evil > .git/hooks/pre-commit"], settings, work)
+                       "mkdir -p a/b && echo 'gitdir: /elsewhere' > a/b/.git"], settings, work)
     assert f"upstream-ok /q{m}".encode() in r.stdout
     kinds = [x.get("event_kind") or x.get("event") for x in audit_records(audit_dir)]
     assert "quarantine" in kinds and "proxy.decision" in kinds

@@ -483,3 +483,51 @@ def test_a_worktree_a_run_adds_to_the_users_repository_is_judged(
         ok = t.run("git worktree add -q ok && cat ok/f")
         assert finish(ok)[0] == b"x\n"
         assert t.git("status", "--short", cwd=t.root / "ok").returncode == 0
+
+
+HELD_LOCK = """
+import os, sys
+fd = os.open(".git/config.lock", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, open(".git/config", "rb").read())
+os.rename(".git/config.lock", ".git/config")  # judged here: what git writes itself
+os.write(fd, ('[core]\\n\\tfsmonitor = "touch ' + sys.argv[1] + '; false"\\n').encode())
+"""
+
+
+@pytest.mark.parametrize("how", ["git-config", "in-place", "held-lock", "hook", "commondir"])
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
+def test_a_repository_a_run_makes_takes_nothing_git_runs_even_mid_run(
+        tree: Tree, sandboxed: bool, how: str) -> None:
+    """A run makes a repository (its own to build) and plants what would make git run
+    a program there: through ``git config``, written in place, through a lock file it
+    keeps writing after the rename, as a hook, or as a ``commondir`` to a folder of
+    its own. The user's ``git status`` and ``git commit`` run there before the run
+    ends (no sweep has judged anything yet)."""
+    t = tree
+    fsmon = f"touch {t.marker}; false"
+    (t.flags / "held.py").write_text(HELD_LOCK)
+    plant = {
+        "git-config": f"git config core.fsmonitor '{fsmon}'",
+        "in-place": f"printf '[core]\\n\\tfsmonitor = \"{fsmon}\"\\n' >> .git/config",
+        "held-lock": f"{sys.executable} {t.flags / 'held.py'} {t.marker}",
+        "hook": f"printf '#!/bin/sh\\ntouch {t.marker}\\n' > .git/hooks/pre-commit && "
+                "chmod +x .git/hooks/pre-commit",
+        "commondir": ("mkdir -p ../c/objects ../c/refs && "
+                      f"printf '[core]\\n\\tfsmonitor = \"{fsmon}\"\\n' > ../c/config && "
+                      "echo ../../c > .git/commondir"),
+    }[how]
+    script = (f"mkdir new && cd new && git init -q && echo x > f && ({plant}); "
+              f"touch {t.flag('planted')}; {t.waits('end')}")
+    run = t.run(script, sandboxed=sandboxed)
+    try:
+        wait_for(t.flag("planted"))
+        new = t.root / "new"
+        t.git("status", cwd=new)
+        t.git("add", "f", cwd=new)
+        t.git("commit", "-qm", "m", cwd=new)
+    finally:
+        t.flag("end").touch()
+        out = finish(run)
+    assert t.marker.exists() == (not sandboxed), out
+    if sandboxed:  # the repository itself is the run's, and works
+        assert t.git("log", "--oneline", cwd=t.root / "new").returncode == 0

@@ -41,9 +41,10 @@ def _host_git_status(where: Path, home: Path) -> None:
 
 
 def _plant_git(marker: Path) -> str:
-    """A nested repository whose fsmonitor runs on the host's next ``git status``."""
-    return (f"mkdir -p evil && cd evil && git init -q . && "
-            f"git config core.fsmonitor 'touch {marker}; false'")
+    """A nested repository's ``.git`` file pointing at a git folder elsewhere, whose
+    fsmonitor would run on the host's next ``git status`` there: the broker lets a
+    run make the file (the git folder is the test's, ``box``); the sweep disarms it."""
+    return f"mkdir -p evil && echo 'gitdir: {marker.parent}/store' > evil/.git && cd evil"
 
 
 @pytest.fixture
@@ -58,6 +59,12 @@ def box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     settings.write_text(json.dumps({
         "network": {"allowedDomains": [], "deniedDomains": []},
         "filesystem": {"denyRead": [], "allowWrite": [str(work)], "denyWrite": []}}))
+    # the git folder a planted ``.git`` file points to (``_plant_git``), outside the tree
+    store = tmp_path / "store"
+    subprocess.run(["git", "init", "-q", "--bare", str(store)], check=True)
+    subprocess.run(["git", "--git-dir", str(store), "config", "core.fsmonitor",
+                    f"touch {tmp_path / 'ran'}; false"], check=True)
+    subprocess.run(["git", "--git-dir", str(store), "config", "core.bare", "false"], check=True)
     return {"work": work, "settings": settings, "audit": tmp_path / "audit",
             "marker": tmp_path / "ran", "home": tmp_path / "h"}
 
@@ -105,7 +112,7 @@ def test_unfinished_sweep_is_owed_and_holds_every_start(
     assert any(r.get("event_kind") == "sweep_failed" for r in audit_records(box["audit"]))
     with pytest.raises(SandboxStartError, match="could not finish"):
         _run(box, "true")
-    assert (work / "evil/.git").is_dir()  # nothing judged it yet, and nothing ran since
+    assert (work / "evil/.git").is_file()  # nothing judged it yet, and nothing ran since
 
     monkeypatch.undo()
     monkeypatch.setenv("AGENT_SANDBOX_STATE_DIR", str(box["settings"].parent / "state"))

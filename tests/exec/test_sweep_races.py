@@ -106,8 +106,7 @@ def test_control_a_new_git_dir_is_quarantined(tmp_path: Path) -> None:
     repo, settings = _repo(tmp_path)
     before = _inodes(repo)
     r = subprocess.run([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",
-                        "mkdir -p sub/.git/hooks && echo 'ref: refs/heads/main' > sub/.git/HEAD"
-                        " && printf '[core]\\n\\tfsmonitor = echo pwned\\n' > sub/.git/config"],
+                        "mkdir -p sub && echo 'gitdir: ../elsewhere' > sub/.git"],
                        cwd=repo, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert not (repo / "sub/.git").exists(), r.stderr

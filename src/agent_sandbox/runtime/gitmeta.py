@@ -235,6 +235,12 @@ def _config_why(fs: FsView, path: str, what: str) -> str | None:
     data = fs.read(path, READ_LIMIT)
     if data is None:
         return f"{what} cannot be read"
+    return config_text_why(data, what)
+
+
+def config_text_why(data: bytes, what: str) -> str | None:
+    """Why a configuration's text, new from a run, is unsafe for host-side git (as
+    ``_config_why`` judges a file), or None."""
     why = gitconfig.unreadable(data, READ_LIMIT)
     if why:
         return f"its {what} cannot be judged: {why}"

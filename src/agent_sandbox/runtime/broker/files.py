@@ -32,7 +32,9 @@ import stat
 
 from agent_sandbox.errors import SandboxError
 
+from . import gitwrites
 from .judge import PYCACHE, Judge
+from .made import Made, mark, marked
 from .surroundings import Surroundings
 from .target import AT_FDCWD, Place, Target, absolute, fd_alias, locate, not_a_mount
 
@@ -47,7 +49,6 @@ AT_SYMLINK_FOLLOW = 0x400
 AT_EMPTY_PATH = 0x1000
 RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
 # on every folder a sandboxed run made (see the module's text)
-MARK = "user.agent-sandbox.made"
 _GIT_MARKS = ("HEAD", "commondir", "gitdir")
 
 
@@ -83,44 +84,6 @@ class Later:
                               | os.O_CLOEXEC, dir_fd=self.folder), self.cloexec)
         finally:
             os.close(self.folder)
-
-
-class Made:
-    """The files and folders this run's calls created (``ids``: what makes a
-    repository or a virtualenv the run's own), by device and inode."""
-
-    def __init__(self) -> None:
-        self.ids: set[tuple[int, int]] = set()
-        # the git folders (a ``.git`` folder or file, a bare repository) this run
-        # made, by the path it last gave them, and their identities: what the
-        # sweep judges after the run, never a walk of the tree
-        self.repos: dict[str, tuple[int, int]] = {}
-        self.on_repo: Callable[[str, tuple[int, int]], None] | None = None
-
-    def repo(self, path: str, st: os.stat_result) -> None:
-        ident = (st.st_dev, st.st_ino)
-        self.repos[path] = ident
-        if self.on_repo is not None:
-            try:  # owed to a later start should this run be killed (``sweep.owe_repo``)
-                self.on_repo(path, ident)
-            except OSError:
-                pass
-
-    def moved(self, old: str, new: str) -> None:
-        """A rename the broker made: the recorded paths at or below ``old`` follow."""
-        for path in [p for p in self.repos if p == old or p.startswith(old.rstrip("/") + "/")]:
-            ident = self.repos.pop(path)
-            self.repo(new + path[len(old):], ident_stat(ident))
-
-    def add(self, st: os.stat_result) -> None:
-        self.ids.add((st.st_dev, st.st_ino))
-
-    def drop(self, st: os.stat_result | None) -> None:
-        if st is not None:
-            self.ids.discard((st.st_dev, st.st_ino))
-
-    def holds(self, st: os.stat_result | None) -> bool:
-        return st is not None and (st.st_dev, st.st_ino) in self.ids
 
 
 class Files:
@@ -170,6 +133,9 @@ class Files:
             if not mine:
                 raise Refused(f"{path} is git metadata of {container}, which this run did "
                               "not create (what git runs there is not the sandbox's to change)")
+            why = None if leaving else gitwrites.rule_for(path, container)
+            if why:
+                raise Refused(why)
         kind = self.judge.python_start(path)
         if leaving and (kind == "c" or place.name == PYCACHE):
             kind = None  # a cache: Python writes it again from the source
@@ -186,6 +152,13 @@ class Files:
                 and not (place.name == ".git" and self.made.holds(moved)):
             raise Refused(f"a folder renamed to or from {path} would carry files under a "
                           "protected name")
+
+    def _git_meta(self, place: Place) -> bool:
+        """Whether the name at ``place`` is git metadata (of a ``.git`` folder, or of a
+        folder git takes for a git directory)."""
+        return self.judge.git_container(place.path) is not None or (
+            place.folder >= 0 and self.around.git_dir_entry(
+                place.name, place.folder, place.parent.rsplit("/", 1)[-1]) == "here")
 
     def _around(self, place: Place, path: str) -> None:
         """The rules the folders around ``place`` decide (``surroundings``)."""
@@ -205,6 +178,9 @@ class Files:
             if not own:
                 raise Refused(f"{path} is git metadata of {gitdir}, which git takes for a git "
                               "directory and this run did not create")
+            why = gitwrites.rule_for(path, gitdir)
+            if why:
+                raise Refused(why)
         why = self.around.named_by_git(path)
         if why:
             raise Refused(why)
@@ -225,13 +201,7 @@ class Files:
     def _sandboxed(self, folder: int) -> bool:
         """Whether a sandboxed run made the folder open at ``folder``: this one (its
         record) or any (``MARK``)."""
-        if self.made.holds(os.fstat(folder)):
-            return True
-        try:
-            os.getxattr(path_of(folder), MARK)
-            return True
-        except OSError:
-            return False
+        return self.made.holds(os.fstat(folder)) or marked(folder)
 
     def _python(self, place: Place, kind: str) -> None:
         """Refuse Python's start-up at ``place`` unless a sandboxed run made the
@@ -307,7 +277,7 @@ class Files:
         self.made.add(st)
         self._git_folder(place, st)
         if stat.S_ISDIR(st.st_mode):
-            _mark(place)
+            mark(place.name, place.folder)
 
     # the calls ------------------------------------------------------------
 
@@ -349,6 +319,9 @@ class Files:
                     os.O_WRONLY | os.O_RDWR | os.O_CREAT):
                 raise OSError(errno.EISDIR, "is a folder")
             self._check(t, place)
+            if place.name in gitwrites.CONFIGS and self._git_meta(place):
+                raise Refused(f"{place.path} is written in place: git writes its configuration "
+                              "through a lock file, whose text the broker judges")
             want, fix = self._mode(t, mode)
             if before is not None and stat.S_ISCHR(before.st_mode) and before.st_rdev == \
                     os.makedev(5, 0):
@@ -444,6 +417,15 @@ class Files:
                 if flags & RENAME_EXCHANGE and replaced is not None:
                     self._check(t, src, moved=replaced)
                     self._check(t, dst, moved=replaced)
+                if dst.name in gitwrites.CONFIGS and self._git_meta(dst):
+                    if flags:
+                        raise Refused(f"{dst.path}: a configuration is published by rename alone")
+                    why, published = gitwrites.publish(src, dst)
+                    if why or published is None:
+                        raise Refused(why or f"{dst.path} cannot be published")
+                    self.made.drop(replaced)
+                    self.made.add(published)
+                    return 0
                 _renameat2(src, dst, flags)
                 if replaced is not None and not flags & RENAME_EXCHANGE:
                     self.made.drop(replaced)
@@ -543,33 +525,12 @@ def path_of(fd: int) -> str:
     return f"/proc/self/fd/{fd}"
 
 
-def ident_stat(ident: tuple[int, int]) -> os.stat_result:
-    """A stand-in ``stat_result`` carrying only a device and inode."""
-    return os.stat_result((0, ident[1], ident[0], 0, 0, 0, 0, 0, 0, 0))
-
-
 def _holds(folder: int, name: str) -> bool:
     try:
         os.stat(name, dir_fd=folder, follow_symlinks=False)
         return True
     except OSError:
         return False
-
-
-def _mark(place: Place) -> None:
-    """``MARK`` on the folder just made at ``place`` (where the file system keeps
-    extended attributes: elsewhere it is this run's alone, by ``Made``)."""
-    try:
-        fd = os.open(place.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     dir_fd=place.folder)
-    except OSError:
-        return
-    try:
-        os.setxattr(fd, MARK, b"1")
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _chmod_at(place: Place, mode: int) -> None:
