@@ -117,14 +117,17 @@ def race(tmp_path: Path, repo: Path, other: str, how: str, request: dict[str, An
         "filesystem": {"denyRead": [], "allowWrite": [str(repo)], "denyWrite": []}}))
     script = tmp_path / "flip.py"
     script.write_text(FLIPPER)
+    said = (tmp_path / "flipper.err").open("wb")
     proc = subprocess.Popen([SANDBOX, "exec", "--settings", str(settings), "--", PY,
                              str(script), str(repo), other, how], cwd=repo,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=said)
+    said.close()
     statuses = []
     try:
         deadline = time.monotonic() + 60  # a loaded machine starts sandboxes slowly
         while not (repo / "ready").exists():
-            assert time.monotonic() < deadline and proc.poll() is None, "flipper did not start"
+            assert time.monotonic() < deadline and proc.poll() is None, (
+                "flipper did not start", (tmp_path / "flipper.err").read_text())
             time.sleep(0.02)
         end = time.monotonic() + seconds
         # on a loaded machine a few more tries, until one lands between two swaps

@@ -196,3 +196,19 @@ def test_the_owed_sweep_spares_what_the_runs_own_sweep_spares(tmp_path: Path) ->
     assert made == {str(repo / "sub" / ".git")}, fields
     assert not spared & {str(repo), str(repo / ".git")}, spared
     assert proc.returncode == 0
+
+
+def test_a_git_file_through_a_link_chain_never_stops_the_sweep(box: dict[str, Path]) -> None:
+    """Two steps: the command makes a ``.git`` file whose target is reached through
+    1,500 links, and a git folder's ``config`` that is one (``realpath`` recursed once
+    per link and raised); the sweep still finishes, disarms the file, and the next
+    start is not refused."""
+    work = box["work"]
+    chain = ("mkdir -p c && cd c && for i in $(seq 1 1500); do ln -s l$((i+1)) l$i; done && "
+             "mkdir -p l1501/.git/worktrees/w && cd .. && mkdir -p w && "
+             f"echo 'gitdir: {work}/c/l1/.git/worktrees/w' > w/.git")
+    rc, err = _run(box, chain)
+    assert rc == 0, err
+    assert not (work / "w/.git").exists(), err
+    rc, err = _run(box, "true")
+    assert rc == 0, err

@@ -35,7 +35,11 @@ def made_repos(repos: Mapping[str, tuple[int, int]]) -> list[tuple[str, str]]:
             continue
         bare = os.path.basename(path) != protected.GIT_DIR
         if not stat.S_ISDIR(st.st_mode):
-            if not bare and _worktree_of(fs, path) is None:
+            try:
+                kept = not bare and _worktree_of(fs, path) is not None
+            except Exception:  # what the command wrote must never stop the sweep
+                kept = False
+            if not bare and not kept:
                 found.append((path, "a .git file or link made during the run"))
             continue
         common = os.path.dirname(os.path.dirname(path))
@@ -44,8 +48,8 @@ def made_repos(repos: Mapping[str, tuple[int, int]]) -> list[tuple[str, str]]:
                    os.path.basename(os.path.dirname(path)) == "worktrees" and
                    os.path.basename(common) == protected.GIT_DIR
                    else gitmeta.check_new_git_dir(fs, path))
-        except (gitmeta.GitMetaError, OSError, RecursionError) as exc:
-            why = f"it cannot be judged ({exc})"
+        except Exception as exc:  # what the command wrote must never stop the sweep
+            why = f"it cannot be judged ({type(exc).__name__}: {exc})"
         if why and bare:
             # git needs its HEAD (and takes objects/ and refs/ through commondir); the
             # rest of the folder stays where it is
