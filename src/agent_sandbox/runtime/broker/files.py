@@ -32,6 +32,7 @@ import stat
 
 from agent_sandbox.errors import SandboxError
 
+from .. import gitmeta
 from . import gitwrites
 from .judge import PYCACHE, Judge
 from .made import Made, mark, marked
@@ -48,8 +49,6 @@ AT_REMOVEDIR = 0x200
 AT_SYMLINK_FOLLOW = 0x400
 AT_EMPTY_PATH = 0x1000
 RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
-# on every folder a sandboxed run made (see the module's text)
-_GIT_MARKS = ("HEAD", "commondir", "gitdir")
 
 
 class Refused(SandboxError, OSError):
@@ -266,7 +265,7 @@ class Files:
         if place.name == ".git":
             if self.made.holds(st):
                 self.made.repo(place.path, st)
-        elif place.name in _GIT_MARKS and ".git" not in place.parent.split("/"):
+        elif place.name in gitmeta.GIT_DIR_MARKS and ".git" not in place.parent.split("/"):
             folder = os.fstat(place.folder)
             if self.made.holds(folder):
                 self.made.repo(place.parent, folder)  # a bare repository
