@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -97,6 +97,27 @@ def finish(*procs: subprocess.Popen[bytes]) -> list[bytes]:
     return outs
 
 
+def move_then_plant(t: Tree, mover: str, planter: str, sandboxed: bool,
+                    fire: Callable[[], object]) -> list[bytes]:
+    """Two runs at once over the tree: the first does ``mover`` (then says
+    ``moved``), the second then does ``planter`` (then says ``planted``); ``fire``,
+    the host's later tool, runs while both still run. What each run printed."""
+    first = t.run(f"{t.waits('go1')}; {mover}; touch {t.flag('moved')}; {t.waits('end')}",
+                  sandboxed=sandboxed)
+    second = t.run(f"{t.waits('go2')}; {planter}; touch {t.flag('planted')}; "
+                   f"{t.waits('end')}", sandboxed=sandboxed)
+    try:
+        t.flag("go1").touch()
+        wait_for(t.flag("moved"))
+        t.flag("go2").touch()
+        wait_for(t.flag("planted"))
+        fire()
+    finally:
+        t.flag("end").touch()
+        outs = finish(first, second)
+    return outs
+
+
 @pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
 def test_a_run_cannot_move_protected_git_files_out_from_under_another(
         tree: Tree, sandboxed: bool) -> None:
@@ -108,28 +129,18 @@ def test_a_run_cannot_move_protected_git_files_out_from_under_another(
     t = tree
     assert t.git("init", "-q").returncode == 0
     (t.root / "f").write_text("x\n")
-    mover = (f"{t.waits('go1')}; "
-             "mv .git/config .git/config.old; cp .git/config.old .git/config; "
-             "mv .git/hooks .git/hooks.old; mkdir .git/hooks; "
-             f"touch {t.flag('moved')}; {t.waits('end')}")
-    planter = (f"{t.waits('go2')}; "
-               f"printf '{planted_fsmonitor(t)}' >> .git/config; "
+    mover = ("mv .git/config .git/config.old; cp .git/config.old .git/config; "
+             "mv .git/hooks .git/hooks.old; mkdir .git/hooks")
+    planter = (f"printf '{planted_fsmonitor(t)}' >> .git/config; "
                f"printf '{HOOK.format(marker=t.marker)}' > .git/hooks/pre-commit; "
-               "chmod +x .git/hooks/pre-commit; "
-               f"touch {t.flag('planted')}; {t.waits('end')}")
-    first = t.run(mover, sandboxed=sandboxed)
-    second = t.run(planter, sandboxed=sandboxed)
-    try:
-        t.flag("go1").touch()
-        wait_for(t.flag("moved"))
-        t.flag("go2").touch()
-        wait_for(t.flag("planted"))
+               "chmod +x .git/hooks/pre-commit")
+
+    def fire() -> None:
         t.git("status")
         t.git("add", "f")
         t.git("commit", "-qm", "user's commit")
-    finally:
-        t.flag("end").touch()
-        outs = finish(first, second)
+
+    outs = move_then_plant(t, mover, planter, sandboxed, fire)
     assert t.marker.exists() == (not sandboxed), outs
 
 
@@ -329,30 +340,20 @@ def test_a_run_cannot_move_a_virtualenvs_start_up_out_from_under_another(
                    timeout=120)
     site = next((t.root / ".venv/lib").glob("python3*/site-packages"))
     (site / "user.pth").write_text(str(t.root) + "\n")
-    mover = (f"{t.waits('go1')}; "
-             f"mv {site}/user.pth {site}/user.old; mv {site} {site}.old; mkdir -p {site}; "
-             "mv .venv/bin/activate .venv/bin/activate.old; "
-             f"touch {t.flag('moved')}; {t.waits('end')}")
-    planter = (f"{t.waits('go2')}; "
-               f"printf \"{_pth(t)}\" > {site}/user.pth; "
+    mover = (f"mv {site}/user.pth {site}/user.old; mv {site} {site}.old; mkdir -p {site}; "
+             "mv .venv/bin/activate .venv/bin/activate.old")
+    planter = (f"printf \"{_pth(t)}\" > {site}/user.pth; "
                f"printf \"{_pth(t)}\" > {site}/zz.pth; "
                f"printf \"{_pth(t)}\" > {site}/sitecustomize.py; "
-               f"printf 'touch {t.marker}\\n' >> .venv/bin/activate; "
-               f"touch {t.flag('planted')}; {t.waits('end')}")
-    first = t.run(mover, sandboxed=sandboxed)
-    second = t.run(planter, sandboxed=sandboxed)
-    try:
-        t.flag("go1").touch()
-        wait_for(t.flag("moved"))
-        t.flag("go2").touch()
-        wait_for(t.flag("planted"))
+               f"printf 'touch {t.marker}\\n' >> .venv/bin/activate")
+
+    def fire() -> None:
         subprocess.run([str(t.root / ".venv/bin/python"), "-c", "pass"], timeout=60,
                        capture_output=True, check=False)
         subprocess.run(["bash", "-c", ". .venv/bin/activate"], cwd=t.root, timeout=60,
                        capture_output=True, check=False)
-    finally:
-        t.flag("end").touch()
-        outs = finish(first, second)
+
+    outs = move_then_plant(t, mover, planter, sandboxed, fire)
     assert t.marker.exists() == (not sandboxed), outs
     if sandboxed:  # and the user's own start-up is where and as the user left it
         assert (site / "user.pth").read_text() == str(t.root) + "\n"
