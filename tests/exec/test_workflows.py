@@ -167,11 +167,11 @@ def _tree(base: Path) -> Path:
     return base / "work"
 
 
-def _settings(base: Path) -> Path:
+def _settings(base: Path, deny: list[str] | None = None) -> Path:
     path = base / "settings.json"
     path.write_text(json.dumps({
         "network": {"allowedDomains": [], "deniedDomains": []},
-        "filesystem": {"denyRead": [], "denyWrite": [],
+        "filesystem": {"denyRead": deny or [], "denyWrite": [],
                        "allowWrite": [str(base / "work"), str(base / "home")]}}))
     return path
 
@@ -192,8 +192,9 @@ def _normal(text: str, base: Path) -> str:
     return re.sub(r"\d+\.\d+s\b", "Ns", text.replace(str(base), "<base>"))
 
 
-def _run_steps(base: Path, how: str) -> dict[str, tuple[int, str]]:
-    env, settings = _env(base), _settings(base)
+def _run_steps(base: Path, how: str, deny: list[str] | None = None
+               ) -> dict[str, tuple[int, str]]:
+    env, settings = _env(base), _settings(base, deny)
     out: dict[str, tuple[int, str]] = {}
     for step in STEPS:
         if (step.needs == "cargo" and CARGO is None) or (step.needs == "go" and GO is None):
@@ -231,17 +232,25 @@ def _copy_deps(shared: Path, base: Path) -> None:
         shutil.copytree(shared / name, base / name, symlinks=True)
 
 
-def test_everyday_toolchains_step_by_step(shared: Path, tmp_path: Path) -> None:
+# ``denyRead`` globs, judged at every open of every step (``runtime/broker/reads.py``)
+GLOBS = ["**/.env", "**/*.pem", "**/secrets/**"]
+
+
+@pytest.mark.parametrize("deny", [None, GLOBS], ids=["no read globs", "read globs"])
+def test_everyday_toolchains_step_by_step(shared: Path, tmp_path: Path,
+                                          deny: list[str] | None) -> None:
     """Ours must match the twin but for ``DIFFERS``; srt's pass rate on the same
-    steps, in the same run, is printed beside ours (the yardstick, no goal)."""
+    steps, in the same run, is printed beside ours (the yardstick, no goal). With
+    ``denyRead`` globs every open of every step is judged by the broker: the
+    toolchains must not notice."""
     bases = {how: tmp_path / how for how in ("twin", "sandbox", "srt")}
     for base in bases.values():
         base.mkdir()
         _copy_deps(shared, base)
         _tree(base)
     want = _run_steps(bases["twin"], "twin")
-    got = _run_steps(bases["sandbox"], "sandbox")
-    theirs = _run_steps(bases["srt"], "srt") if SRT.exists() else {}
+    got = _run_steps(bases["sandbox"], "sandbox", deny)
+    theirs = _run_steps(bases["srt"], "srt", deny) if SRT.exists() else {}
     rates = {"sandbox exec": sum(got.get(n) == want[n] for n in want),
              "srt": sum(theirs.get(n) == want[n] for n in want)}
     print(f"\nsteps as unsandboxed, of {len(want)} ({len(want) - len(DIFFERS)} expected of "

@@ -120,8 +120,8 @@ class Plan(_Record):
     sweep must never move), and with unix sockets allowed by path the resolved
     places allowed (``unix_sockets``; None: no connection is judged by path)."""
 
-    __slots__ = ("before", "hide_root", "mounts", "placeholders", "unix_sockets",
-                 "unset_env", "writable_roots")
+    __slots__ = ("before", "hide_root", "mounts", "placeholders", "read_rules",
+                 "unix_sockets", "unset_env", "writable_roots")
     mounts: tuple[Mount, ...]
     placeholders: tuple[tuple[str, str], ...]
     writable_roots: tuple[str, ...]
@@ -133,6 +133,11 @@ class Plan(_Record):
     _hide_root = False
     _unset_env: tuple[str, ...] = ()
     _before: tuple[str, ...] = ()
+    # with a broker: the globs judged when a file is opened (``broker.judge.ReadRules``:
+    # denyRead globs, allowRead rules, credential globs, none walked for,
+    # and the folders a ``**/`` glob looks below)
+    read_rules: tuple[tuple[str, ...], ...]
+    _read_rules: tuple[tuple[str, ...], ...] = ((), (), (), ())
 
 
 def _by_path(mounts: Iterable[Mount]) -> dict[str, list[Mount]]:
@@ -349,7 +354,14 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     opened_roots = opened_real.intersection(roots)  # opened, listed and not denied
     search_roots = list(dict.fromkeys([cwd, *roots]))
     hide_root = False
-    for p in _concrete(f.deny_read, home, cwd, fs, search_roots):
+    # with a broker, a glob is judged when a file is opened (``broker.reads``), never
+    # walked for: the start costs the same in any tree, and a file that appears
+    # during the run is judged like the rest
+    deny_read, judged = _judged_at_open(f.deny_read, home, cwd) if brokered else (
+        list(f.deny_read), [])
+    cred_rules, judged_creds = _judged_at_open(settings.credential_files, home, cwd) \
+        if brokered else (list(settings.credential_files), [])
+    for p in _concrete(deny_read, home, cwd, fs, search_roots):
         rp = fs.realpath(p)
         if rp == "/":
             hide_root = True
@@ -357,8 +369,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
         add("hide", rp)
     hidden = [m.path for m in mounts.values() if m.op == "hide"]
     # credentials are hidden like denyRead, and no allowRead opens them again
-    creds = [fs.realpath(p) for p in _concrete(settings.credential_files, home, cwd, fs,
-                                                   search_roots)]
+    creds = [fs.realpath(p) for p in _concrete(cred_rules, home, cwd, fs, search_roots)]
     private_real = [fs.realpath(p) for p in private]
     creds += private_real
     for rp in creds:
@@ -525,7 +536,22 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     return Plan(mounts=ordered, placeholders=tuple(placeholders.items()),
                 writable_roots=tuple(writable), hide_root=hide_root,
                 unset_env=settings.credential_env, before=tuple(dict.fromkeys(before)),
-                unix_sockets=sockets)
+                unix_sockets=sockets, read_rules=(
+                    tuple(judged), tuple(expand(r, home=home, cwd=cwd) for r in f.allow_read)
+                    if judged else (), tuple(judged_creds), tuple(search_roots)))
+
+
+def _judged_at_open(rules: Iterable[str], home: str, cwd: str) -> tuple[list[str], list[str]]:
+    """(rules the plan hides with mounts, expanded globs judged at open): a glob
+    is judged at open unless it would hide the root itself."""
+    mounted, judged = [], []
+    for rule in rules:
+        path = expand(rule, home=home, cwd=cwd)
+        if is_glob(path) and not covers(path, "/"):
+            judged.append(path)
+        else:
+            mounted.append(rule)
+    return mounted, judged
 
 
 def without(p: Plan, paths: set[str]) -> Plan:
@@ -535,4 +561,5 @@ def without(p: Plan, paths: set[str]) -> Plan:
     return Plan(mounts=tuple(m for m in p.mounts if m.path not in paths),
                 placeholders=tuple(x for x in p.placeholders if x[0] not in paths),
                 writable_roots=p.writable_roots, hide_root=p.hide_root,
-                unset_env=p.unset_env, before=p.before, unix_sockets=p.unix_sockets)
+                unset_env=p.unset_env, before=p.before, unix_sockets=p.unix_sockets,
+                read_rules=p.read_rules)

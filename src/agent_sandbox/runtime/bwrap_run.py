@@ -230,11 +230,18 @@ class BwrapRun:
                                 interactive=not capture and os.isatty(0))
             from .broker import launch
 
-            installer = self._installer = launch.installer(self.settings, capture=capture)
+            installer = self._installer = launch.installer(
+                self.settings, capture=capture, reads=bool(p.read_rules[0] or p.read_rules[2]))
+            broker = dict(plan=p, settings=self.settings, home=self.home, cwd=self.cwd,
+                          opened=self.opened, overlays=self.overlays, absent=self.absent,
+                          on_deny=self._refused)
             try:
                 if capture:
                     import subprocess
 
+                    # serving before the fork: the child's own calls until its exec
+                    # (subprocess waits for that exec) are handed over too
+                    self.broker = launch.start(installer, None, **broker)  # type: ignore[arg-type]
                     self.proc = subprocess.Popen(
                         argv, env=env, pass_fds=given, preexec_fn=installer,
                         stdin=stdin, stdout=stdout, stderr=stderr)
@@ -250,11 +257,11 @@ class BwrapRun:
                     self.relay.after_spawn()
             except OSError as exc:
                 raise SandboxStartError(f"cannot start bwrap: {exc}") from None
+            if self.broker is not None:
+                launch.handed(installer, self.broker)
+            else:
+                self.broker = launch.start(installer, self.proc.pid, **broker)  # type: ignore[arg-type]
             self._installer = None
-            self.broker = launch.start(installer, self.proc.pid, p, self.settings,
-                                       home=self.home, cwd=self.cwd, opened=self.opened,
-                                       overlays=self.overlays, absent=self.absent,
-                                       on_deny=self._refused)
             self._repos = self.broker.repos()  # what the sweep judges, after the broker
             for fd in (info_w, block_r, gate_r, ready_w, sfd):
                 os.close(fd)
@@ -319,7 +326,7 @@ class BwrapRun:
             # (bwrap_argv.late_binds) are made then, by the helper
             ready = binder.wait() if binder.kid else read_line(ready_r) == b"ready\n"
             if self.broker is not None:  # from here on, every brokered call is judged
-                self.broker.arm()
+                self.broker.arm(self.pid1)
             with suppress(BrokenPipeError):  # the command starts only on this word
                 ready = ready and os.write(gate_w, b"go\n") == 3
             if not ready:  # bwrap failed before the command, or ended before the word

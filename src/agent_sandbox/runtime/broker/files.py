@@ -37,7 +37,16 @@ from . import gitwrites
 from .judge import PYCACHE, Judge
 from .made import Made, mark, marked
 from .surroundings import Surroundings
-from .target import AT_FDCWD, Place, Target, absolute, fd_alias, locate, not_a_mount
+from .target import (
+    AT_FDCWD,
+    Place,
+    Target,
+    absolute,
+    fd_alias,
+    fd_arg,
+    locate,
+    not_a_mount,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,8 +64,8 @@ class Refused(SandboxError, OSError):
     """A call the judge refuses, with its reason: ``EROFS``, as the read-only
     mounts of the protected set always answered."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(errno.EROFS, reason)
+    def __init__(self, reason: str, code: int = errno.EROFS) -> None:
+        super().__init__(code, reason)
         self.reason = reason
 
 
@@ -152,6 +161,25 @@ class Files:
             raise Refused(f"a folder renamed to or from {path} would carry files under a "
                           "protected name")
 
+    def _exposes(self, src: Place, dst: Place, moved: os.stat_result | None) -> None:
+        """Refuse a rename or link that would give a file denied for reading
+        (``Judge.reads``) a name that is not: the file itself, or, for a folder and
+        rules that name folders, anything below it (a walk of that folder only)."""
+        reads = self.judge.reads
+        if not reads:
+            return
+        if reads.denied(src.path) and not reads.denied(dst.path):
+            raise Refused(f"{src.path} may not be read; {dst.path} could be", errno.EACCES)
+        if moved is None or not stat.S_ISDIR(moved.st_mode) or not reads.structural:
+            return
+        for folder, _, names, _ in os.fwalk(src.name, dir_fd=src.folder):
+            rel = folder[len(src.name):]
+            for name in names:
+                was = f"{src.path}{rel}/{name}"
+                if reads.denied(was) and not reads.denied(f"{dst.path}{rel}/{name}"):
+                    raise Refused(f"{was} may not be read; moving {src.path} to {dst.path} "
+                                  "would give it a name that may", errno.EACCES)
+
     def _git_meta(self, place: Place) -> bool:
         """Whether the name at ``place`` is git metadata (of a ``.git`` folder, or of a
         folder git takes for a git directory)."""
@@ -239,7 +267,7 @@ class Files:
             os.close(fd)
 
     def _place(self, t: Target, dirfd: int, address: int, *, follow: bool) -> Place:
-        path = absolute(t, _fd(dirfd), os.fsdecode(t.string(address)))
+        path = absolute(t, fd_arg(dirfd), os.fsdecode(t.string(address)))
         return locate(t, path, follow=follow)
 
     def _mode(self, t: Target, mode: int) -> tuple[int, int | None]:
@@ -284,7 +312,7 @@ class Files:
         cloexec = bool(flags & os.O_CLOEXEC)
         flags &= ~os.O_CLOEXEC
         raw = os.fsdecode(t.string(address))
-        path = absolute(t, _fd(dirfd), raw)
+        path = absolute(t, fd_arg(dirfd), raw)
         alias = fd_alias(path)
         if alias is not None:  # the caller's own descriptor, opened again
             try:
@@ -318,6 +346,8 @@ class Files:
                     os.O_WRONLY | os.O_RDWR | os.O_CREAT):
                 raise OSError(errno.EISDIR, "is a folder")
             self._check(t, place)
+            if before is not None and self.judge.reads.denied(place.path):
+                raise Refused(self.judge.reads.denied(place.path) or "", errno.EACCES)
             if place.name in gitwrites.CONFIGS and self._git_meta(place):
                 raise Refused(f"{place.path} is written in place: git writes its configuration "
                               "through a lock file, whose text the broker judges")
@@ -388,6 +418,7 @@ class Files:
             try:
                 self._check(t, src)  # a second name for it could be written
                 self._check(t, dst)
+                self._exposes(src, dst, None)  # or read
                 os.link(src.name, dst.name, src_dir_fd=src.folder, dst_dir_fd=dst.folder,
                         follow_symlinks=False)
                 return 0
@@ -413,9 +444,11 @@ class Files:
                     not_a_mount(dst)
                 self._check(t, src, moved=moved, leaving=True)
                 self._check(t, dst, moved=moved)
+                self._exposes(src, dst, moved)
                 if flags & RENAME_EXCHANGE and replaced is not None:
                     self._check(t, src, moved=replaced)
                     self._check(t, dst, moved=replaced)
+                    self._exposes(dst, src, replaced)
                 if dst.name in gitwrites.CONFIGS and self._git_meta(dst):
                     if flags:
                         raise Refused(f"{dst.path}: a configuration is published by rename alone")
@@ -465,7 +498,7 @@ class Files:
     def chown(self, t: Target, dirfd: int, address: int, uid: int, gid: int,
               flags: int) -> int:
         if flags & AT_EMPTY_PATH and not t.string(address):
-            return self._on_caller_fd(t, _fd(dirfd), lambda p: os.chown(p, _id(uid), _id(gid)))
+            return self._on_caller_fd(t, fd_arg(dirfd), lambda p: os.chown(p, _id(uid), _id(gid)))
         place = self._place(t, dirfd, address, follow=not flags & AT_SYMLINK_NOFOLLOW)
         try:
             self._check(t, place)
@@ -507,12 +540,6 @@ class Files:
         finally:
             os.close(fd)
         return 0
-
-
-def _fd(value: int) -> int:
-    """A descriptor argument as the kernel reads it (an int: AT_FDCWD is -100)."""
-    value &= 0xFFFFFFFF
-    return value - (1 << 32) if value & 0x80000000 else value
 
 
 def _id(value: int) -> int:

@@ -53,7 +53,8 @@ class Judge:
     """The decisions of one run: its writable roots, home and ``denyWrite`` rules."""
 
     def __init__(self, roots: Sequence[str], home: str, deny_write: Sequence[str] = (),
-                 opened: Sequence[str] = (), kept: Sequence[str] = ()) -> None:
+                 opened: Sequence[str] = (), kept: Sequence[str] = (),
+                 reads: ReadRules | None = None) -> None:
         self.roots = tuple(r.rstrip("/") or "/" for r in roots)
         # folders the caller opens inside the protected set (an agent client's own
         # state under ``sandbox agent``): what they hold is judged from them down
@@ -80,6 +81,8 @@ class Judge:
         # paths the planner keeps from being created (the runtime's own, the tools on
         # PATH, what a git configuration names): each with everything below it
         self.kept = frozenset(k.rstrip("/") for k in kept)
+        # what may not be read, judged at open (the settings' globs): ``reads``
+        self.reads = reads if reads is not None else ReadRules(())
 
     def in_roots(self, path: str) -> bool:
         return any(under(path, r) for r in self.roots)
@@ -173,3 +176,63 @@ class Judge:
         if name in self.firsts or name == _GIT:
             return True
         return any(entry.startswith(path.rstrip("/") + "/") for entry, _ in self.home_entries)
+
+
+class ReadRules:
+    """What no command may read, judged by the path an open really reaches, when
+    it is made: the glob rules of ``denyRead`` (unless an ``allowRead`` rule
+    covers the path) and of the credential files (always). Nothing is walked
+    before the run, and a file that appears meanwhile is judged like the rest
+    (``reads.open``). Literal rules stay hidden by the plan's mounts."""
+
+    def __init__(self, deny: Sequence[str], allow: Sequence[str] = (),
+                 creds: Sequence[str] = (), roots: Sequence[str] = ("/",)) -> None:
+        # a ``**/`` rule looks below these folders only (the working folder and the
+        # writable roots, as srt's search does): ``**/*.pem`` names the project's
+        # keys, not the system's certificates
+        self.roots = tuple(roots)
+        self.deny = tuple((r, _needle(r)) for r in deny)
+        self.allow = tuple(allow)
+        self.creds = tuple((r, _needle(r)) for r in creds)
+        # a rule that names folders above the last name (``**/secrets/*``, an
+        # absolute glob): renaming a folder can take a file out from under it
+        self.structural = any(not _last_name_only(r) for r in (*deny, *creds))
+
+    def __bool__(self) -> bool:
+        return bool(self.deny or self.creds)
+
+    def denied(self, path: str) -> str | None:
+        """Why ``path`` may not be read, or None."""
+        inside: bool | None = None
+        for rules, what in ((self.creds, "is a credential file"),
+                            (self.deny, "is covered by denyRead")):
+            for rule, needle in rules:
+                if needle not in path or not covers(rule, path):
+                    continue
+                if rule.startswith("**/"):
+                    if inside is None:
+                        inside = any(under(path, r) for r in self.roots)
+                    if not inside:
+                        continue
+                if rules is self.deny and any(covers(a, path) for a in self.allow):
+                    continue
+                return f"{path} {what}: {rule}"
+        return None
+
+
+def _needle(rule: str) -> str:
+    """The longest literal run of a glob, without its slashes: a path the rule
+    covers always holds it (a quick refusal of most paths before the pattern)."""
+    runs, cur = [], ""
+    for c in rule:
+        if c in "*?[]{}\\":
+            runs.append(cur)
+            cur = ""
+        else:
+            cur += c
+    return max([*runs, cur], key=len).strip("/")
+
+
+def _last_name_only(rule: str) -> bool:
+    """``**/NAME-GLOB``: a rule that looks at one name only (and what lies below it)."""
+    return rule.startswith("**/") and "/" not in rule[3:] and "**" not in rule[3:]

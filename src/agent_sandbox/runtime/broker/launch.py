@@ -21,11 +21,13 @@ if TYPE_CHECKING:
     from .server import Broker
 
 
-def installer(settings: Settings, *, capture: bool) -> Installer:
+def installer(settings: Settings, *, capture: bool, reads: bool = False) -> Installer:
     """What the child that execs bwrap runs first: a seccomp filter whose listener
     the launcher keeps, so that the calls the broker judges come to it.
     ``capture``: the child is started by ``subprocess``, which waits for the exec
-    (the child cannot wait for the launcher then, and sends the listener)."""
+    (the child cannot wait for the launcher then, and sends the listener).
+    ``reads``: the plan leaves reading to be judged by glob (``Plan.read_rules``):
+    every open is handed over, not only those that may write."""
     from ..seccomp import SeccompError
     from . import notify
 
@@ -33,36 +35,53 @@ def installer(settings: Settings, *, capture: bool) -> Installer:
     if settings.network.allow_unix_sockets or settings.network.allow_all_unix_sockets:
         names.append("connect")
     try:
-        prog = notify.program(names, write_opens=True, enosys=("openat2",))
+        prog = notify.program(names, write_opens=True, all_opens=reads, enosys=("openat2",))
     except SeccompError as exc:
         raise SandboxStartError(str(exc)) from None
     return notify.Installer(prog, send=capture)
 
 
-def start(made: Installer, pid: int, plan: Plan, settings: Settings, *, home: str, cwd: str,
-          opened: Sequence[str], overlays: Sequence[tuple[str, str, str | None]],
+def start(made: Installer, pid: int | None, plan: Plan, settings: Settings, *, home: str,
+          cwd: str, opened: Sequence[str], overlays: Sequence[tuple[str, str, str | None]],
           absent: Sequence[str], on_deny: Callable[[str], None]) -> Broker:
     """The broker's thread, started before bwrap sets the sandbox up (bwrap's calls
-    are handed over too, and go on unjudged until ``Broker.arm``)."""
+    are handed over too, and go on unjudged until ``Broker.arm``). ``pid``: the
+    child that made the filter; None for a child about to be forked that sends its
+    listener (``Installer.send``): the thread then receives it and serves the
+    child's calls from before its ``exec`` (``handed``, once it is forked)."""
     from agent_sandbox.spec.paths import expand
 
-    from .judge import Judge
+    from .judge import Judge, ReadRules
     from .server import Broker
 
-    try:
-        listener = made.take_listener(pid)
-    except OSError as exc:
-        raise SandboxStartError(
-            f"{exc.strerror}; the sandbox needs seccomp user notification (Linux 5.14 "
-            "or later)") from None
+    listener: int | Callable[[], int] = made.receive_listener
+    if pid is not None:
+        try:
+            listener = made.take_listener(pid)
+        except OSError as exc:
+            raise _refused(exc) from None
     mine = [os.path.realpath(o) for o in opened]
     mine += [t for _, t, fallback in overlays if fallback is None]
     judge = Judge([*plan.writable_roots, *mine], home,
                   [expand(r, home=home, cwd=cwd) for r in settings.filesystem.deny_write],
-                  mine, absent)
+                  mine, absent, ReadRules(*plan.read_rules))
     sockets = plan.unix_sockets
     if sockets is None and settings.network.allow_all_unix_sockets:
         sockets = ("/",)
     broker = Broker(listener, judge, sockets, on_deny=on_deny)
     broker.start()
     return broker
+
+
+def handed(made: Installer, broker: Broker) -> None:
+    """After the fork of a child that sends its listener: until the broker holds it."""
+    made.forked()
+    try:
+        broker.wait_listener()
+    except OSError as exc:
+        raise _refused(exc) from None
+
+
+def _refused(exc: OSError) -> SandboxStartError:
+    return SandboxStartError(f"{exc.strerror}; the sandbox needs seccomp user notification "
+                             "(Linux 5.14 or later)")

@@ -55,6 +55,8 @@ _IOCTL_SEND = 0xC0182101  # _IOWR('!', 1, struct seccomp_notif_resp)
 _IOCTL_ID_VALID = 0x40082102  # _IOW('!', 2, __u64)
 _IOCTL_ADDFD = 0x40182103  # _IOW('!', 3, struct seccomp_notif_addfd)
 _ADDFD_FLAG_SEND = 1 << 1
+_IOCTL_SET_FLAGS = 0x40082104  # _IOW('!', 4, __u64)
+_FD_SYNC_WAKE_UP = 1
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -106,12 +108,13 @@ def _checked(ret: int) -> int:
     return ret
 
 
-def program(names: Sequence[str], *, write_opens: bool = False, enosys: Sequence[str] = (),
-            machine: str | None = None) -> bytes:
+def program(names: Sequence[str], *, write_opens: bool = False, all_opens: bool = False,
+            enosys: Sequence[str] = (), machine: str | None = None) -> bytes:
     """A filter that hands ``names`` to the listener, refuses ``enosys`` with
     ``ENOSYS`` (libc falls back to an older call that is handed over), and allows
     everything else; ``write_opens``: ``open``/``openat`` too, when their flags
-    may write (a read-only open is never slowed). The sandbox's own filter,
+    may write (a read-only open is never slowed); ``all_opens``: every ``open``
+    and ``openat`` (reading is judged too). The sandbox's own filter,
     stacked under it, still refuses what it refuses (the kernel applies the
     strictest answer). A foreign architecture is killed."""
     machine = machine or os.uname().machine
@@ -123,19 +126,19 @@ def program(names: Sequence[str], *, write_opens: bool = False, enosys: Sequence
             ins(_RET_K, k=RET_KILL), ins(_LD_W_ABS, k=0)]
     if arch["x32"]:
         code.append(ins(_JGE_K, "kill", 0, 0x40000000))
-    for name in names:
+    for name in (*names, *(("open", "openat") if all_opens else ())):
         if name in table:
             code.append(ins(_JEQ_K, "notify", 0, table[name]))
     for name in enosys:
         if name in table:
             code.append(ins(_JEQ_K, "enosys", 0, table[name]))
-    if write_opens:
+    if write_opens and not all_opens:
         if "open" in table:
             code.append(ins(_JEQ_K, "open", 0, table["open"]))
         code.append(ins(_JEQ_K, "openat", 0, table["openat"]))
     code.append(ins(_RET_K, k=RET_ALLOW))
     labels: dict[str, int] = {}
-    if write_opens:
+    if write_opens and not all_opens:
         labels["open"] = len(code)
         code.append(ins(_LD_W_ABS, k=24))  # args[1] low word: open's flags
         code.append(ins(_JSET_K, "notify", "allow", OPEN_WRITE_FLAGS))
@@ -185,7 +188,8 @@ class Installer:
             self.taken_r, self.taken_w = os.pipe2(os.O_CLOEXEC)
 
     def __call__(self) -> None:  # pragma: no cover - runs in the forked child
-        os.close(self.tell_r)
+        if self.tell_r >= 0:  # (``send``: the launcher may be receiving on it already)
+            os.close(self.tell_r)
         if self.taken_w >= 0:
             os.close(self.taken_w)
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
@@ -206,9 +210,39 @@ class Installer:
             os.close(self.taken_r)
         os.close(fd)
 
+    def forked(self) -> None:
+        """The child exists (``send``): this process's end of the child's socket is
+        closed, so a child that ends without sending ends ``receive_listener``."""
+        if self.tell_w >= 0:
+            os.close(self.tell_w)
+            self.tell_w = -1
+
+    def receive_listener(self) -> int:
+        """``send``: the listener the child sends, received (``OSError`` when it
+        sends none); may wait while the child is forked (``forked``), so that a
+        broker serves the child's calls before its ``exec``."""
+        refused = OSError(errno.EPROTO, "the sandbox's broker could not be set up "
+                          "(seccomp user notification refused)")
+        socket = self.send
+        s = socket.socket(fileno=self.tell_r)  # type: ignore[attr-defined]
+        self.tell_r = -1
+        try:
+            s.settimeout(30)
+            msg, fds, _, _ = socket.recv_fds(s, 4, 1)  # type: ignore[attr-defined]
+        finally:
+            s.close()
+        if msg != b"L" or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise refused
+        return int(fds[0])
+
     def take_listener(self, pid: int) -> int:
         """A copy of the listener the child ``pid`` made (``OSError`` when it made
         none); the child goes on to exec once this returns."""
+        if self.send is not None:
+            self.forked()
+            return self.receive_listener()
         for own in (self.tell_w, self.taken_r):
             if own >= 0:
                 os.close(own)
@@ -216,20 +250,6 @@ class Installer:
         refused = OSError(errno.EPROTO, "the sandbox's broker could not be set up "
                           "(seccomp user notification refused)")
         try:
-            if self.send is not None:
-                socket = self.send
-                s = socket.socket(fileno=self.tell_r)  # type: ignore[attr-defined]
-                self.tell_r = -1
-                try:
-                    s.settimeout(30)
-                    msg, fds, _, _ = socket.recv_fds(s, 4, 1)  # type: ignore[attr-defined]
-                finally:
-                    s.close()
-                if msg != b"L" or len(fds) != 1:
-                    for fd in fds:
-                        os.close(fd)
-                    raise refused
-                return int(fds[0])
             line = b""
             while not line.endswith(b"\n"):
                 chunk = os.read(self.tell_r, 16)
@@ -263,11 +283,12 @@ class Notification:
     __slots__ = ("args", "id", "nr", "pid")
 
     def __init__(self, raw: bytes) -> None:
-        self.id = int.from_bytes(raw[0:8], sys.byteorder)
-        self.pid = int.from_bytes(raw[8:12], sys.byteorder)
-        self.nr = int.from_bytes(raw[16:20], sys.byteorder, signed=True)
-        self.args = tuple(int.from_bytes(raw[32 + 8 * i:40 + 8 * i], sys.byteorder)
-                          for i in range(6))
+        words = memoryview(raw).cast("Q")  # {u64 id; u32 pid, flags; seccomp_data}
+        self.id = words[0]
+        self.pid = words[1] & 0xFFFFFFFF if sys.byteorder == "little" else words[1] >> 32
+        nr = words[2] & 0xFFFFFFFF if sys.byteorder == "little" else words[2] >> 32
+        self.nr = nr - (1 << 32) if nr & 0x80000000 else nr
+        self.args = tuple(words[4:10])
 
 
 class Listener:
@@ -276,6 +297,10 @@ class Listener:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._poll: select.poll | None = None
+        try:  # the caller's CPU switches straight to this thread (Linux 6.6): faster
+            fcntl.ioctl(fd, _IOCTL_SET_FLAGS, _FD_SYNC_WAKE_UP)
+        except (OSError, ValueError):
+            pass
 
     def wait(self, stop: int) -> bool:
         """Block until a notification is pending (True) or ``stop`` is readable or
@@ -353,6 +378,9 @@ def pidfd_getfd(pidfd: int, target_fd: int) -> int:
     return _checked(_libc.syscall(_nr("pidfd_getfd"), pidfd, target_fd, 0))
 
 
+_OPENAT2 = _SYSCALLS.get(os.uname().machine, {}).get("openat2", 437)
+
+
 class _OpenHow(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
                 ("resolve", ctypes.c_uint64)]
@@ -363,5 +391,5 @@ def open_in_root(root: int, path: str, flags: int) -> int:
     as a process whose root is ``root`` resolves it, in one call (``ENOSYS``
     before Linux 5.6)."""
     how = _OpenHow(flags | os.O_CLOEXEC, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
-    return _checked(_libc.syscall(_nr("openat2"), root, os.fsencode(path),
+    return _checked(_libc.syscall(_OPENAT2, root, os.fsencode(path),
                                   ctypes.byref(how), ctypes.sizeof(how)))

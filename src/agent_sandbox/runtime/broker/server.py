@@ -21,8 +21,9 @@ import os
 
 from .files import Fd, Files, Later, Refused
 from .judge import Judge
-from .notify import SYSCALLS, Listener, Notification
-from .target import AT_FDCWD, Target
+from .notify import OPEN_WRITE_FLAGS, SYSCALLS, Listener, Notification
+from .reads import open_for_reading
+from .target import AT_FDCWD, Callers, Target, fd_arg
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,12 +48,20 @@ def _drop_capabilities(numbers: dict[str, int]) -> None:
 class Broker:
     """Answers one sandbox's brokered calls until closed."""
 
-    def __init__(self, listener: int, judge: Judge | None,
+    def __init__(self, listener: int | Callable[[], int], judge: Judge | None,
                  sockets: Sequence[str] | None,
                  on_deny: Callable[[str], None] | None = None) -> None:
-        self.listener = Listener(listener)
+        """``listener``: the filter's listener, or how the thread receives it (it then
+        serves from the moment the child has sent it: ``wait_listener``)."""
+        self._source = listener if callable(listener) else None
+        self.listener = Listener(-1 if callable(listener) else listener)
+        self.failed: OSError | None = None
+        self._got = _thread.allocate_lock()  # held until the listener is there
         self.numbers = SYSCALLS[os.uname().machine]
         self.files = Files(judge, _own_umask()) if judge is not None else None
+        # what may not be read, when it is judged at open (every open comes here then)
+        self.reads = judge.reads if judge is not None and judge.reads else None
+        self.callers = Callers()
         self.sockets = tuple(sockets) if sockets is not None else None
         self.on_deny = on_deny
         self.denied: list[str] = []
@@ -69,10 +78,22 @@ class Broker:
 
     def start(self) -> None:
         self._done.acquire()
+        if self._source is not None:
+            self._got.acquire()
         _thread.start_new_thread(self._serve, ())
 
-    def arm(self) -> None:
-        """From now on every call is the command's: judged."""
+    def wait_listener(self) -> None:
+        """Until the thread holds the listener; ``OSError`` when it got none."""
+        if self._source is not None:
+            self._got.acquire()
+            self._got.release()
+        if self.failed is not None:
+            raise self.failed
+
+    def arm(self, pid: int) -> None:
+        """From now on every call is the command's: judged. ``pid``: a process of the
+        sandbox (its root is every caller's)."""
+        self.callers.set_root(pid)
         self.armed = True
 
     def close(self) -> None:
@@ -84,9 +105,18 @@ class Broker:
             self._stop_w = -1
             os.close(self._stop_r)
             self.listener.close()
+            self.callers.close()
 
     def _serve(self) -> None:
         try:
+            if self._source is not None:
+                try:
+                    self.listener = Listener(self._source())
+                except OSError as exc:
+                    self.failed = exc
+                    return
+                finally:
+                    self._got.release()
             self._loop()
         finally:
             self._done.release()
@@ -118,9 +148,13 @@ class Broker:
 
     def _one(self, n: Notification) -> None:
         name = self._names.get(n.nr, "")
+        if self.reads and name in ("open", "openat") and not (
+                n.args[1 if name == "open" else 2] & OPEN_WRITE_FLAGS):
+            self._read(n, name)
+            return
         t: Target | None
         try:
-            t = Target(n.pid)
+            t = Target(n.pid, self.callers)
         except OSError:
             self._answer(n, error=errno.EPERM)
             return
@@ -151,6 +185,33 @@ class Broker:
             if t is not None:
                 t.close()
 
+    def _read(self, n: Notification, name: str) -> None:
+        """An open that only reads (handed over only when reading is judged): the
+        shortest way through, as most of a command's calls are these."""
+        a, reads = n.args, self.reads
+        assert reads is not None
+        t = Target(n.pid, self.callers, pinned=False)
+        try:
+            result = open_for_reading(
+                reads, t, AT_FDCWD if name == "open" else fd_arg(a[0]),
+                a[0] if name == "open" else a[1],
+                (a[1] if name == "open" else a[2]) & 0xFFFFFFFF,
+                lambda: self.listener.valid(n))
+            if isinstance(result, Later):
+                _thread.start_new_thread(self._later, (n, result))
+                return
+            try:
+                self.listener.answer_fd(n, result.fd, cloexec=result.cloexec)
+            finally:
+                os.close(result.fd)
+        except Refused as exc:
+            self._refused(exc.reason)
+            self._answer(n, error=exc.errno or errno.EACCES)
+        except OSError as exc:
+            self._answer(n, error=exc.errno or errno.EPERM)
+        finally:
+            t.close()
+
     def _later(self, n: Notification, later: Later) -> None:
         try:
             fd = later.open()
@@ -169,9 +230,9 @@ class Broker:
         if f is None or name == "openat2":
             raise OSError(errno.ENOSYS, "openat2")  # libc falls back to openat
         if name == "open":
-            return f.open(t, AT_FDCWD, a[0], a[1] & 0xFFFFFFFF, a[2] & 0xFFFF)
+            return self._open(t, AT_FDCWD, a[0], a[1] & 0xFFFFFFFF, a[2] & 0xFFFF)
         if name == "openat":
-            return f.open(t, a[0], a[1], a[2] & 0xFFFFFFFF, a[3] & 0xFFFF)
+            return self._open(t, fd_arg(a[0]), a[1], a[2] & 0xFFFFFFFF, a[3] & 0xFFFF)
         if name == "creat":
             return f.open(t, AT_FDCWD, a[0], os.O_CREAT | os.O_WRONLY | os.O_TRUNC,
                           a[1] & 0xFFFF)
@@ -220,6 +281,10 @@ class Broker:
         if name == "fchownat":
             return f.chown(t, a[0], a[1], a[2], a[3], a[4] & 0xFFFFFFFF)
         raise OSError(errno.ENOSYS, name)
+
+    def _open(self, t: Target, dirfd: int, address: int, flags: int, mode: int) -> Fd | Later:
+        assert self.files is not None
+        return self.files.open(t, dirfd, address, flags, mode)
 
     def _connect(self, t: Target, n: Notification) -> None:
         from .connect import Connection  # socket: only where unix sockets are allowed

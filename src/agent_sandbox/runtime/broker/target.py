@@ -28,14 +28,72 @@ _MAX_LINKS = 40
 _FD_ALIASES = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 
 
-class Target:
-    """One caller: open while its call is handled (``with Target(pid) as t``)."""
+class Callers:
+    """What the broker keeps between calls of one run: the sandbox's root (the same
+    for every process in it: ``chroot``, ``pivot_root``, ``setns`` and mounts are
+    refused there) and a memory descriptor per caller. A descriptor kept past an
+    ``exec`` or past its process's end reads nothing, and is opened again; what
+    was read is trusted only once the call is known to be still pending
+    (``Listener.valid``), as with a fresh one."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self) -> None:
+        self.root = -1
+        self._mems: dict[int, int] = {}
+
+    def set_root(self, pid: int) -> None:
+        if self.root < 0:
+            self.root = os.open(f"/proc/{pid}/root",
+                                os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def memory(self, pid: int, address: int, size: int) -> bytes:
+        fd = self._mems.get(pid, -1)
+        if fd >= 0:
+            try:
+                data = os.pread(fd, size, address)
+                if data:
+                    return data
+            except OSError:
+                pass
+            os.close(self._mems.pop(pid))
+        if len(self._mems) >= 256:
+            self.close_memories()
+        fd = self._mems[pid] = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        return os.pread(fd, size, address)
+
+    def close_memories(self) -> None:
+        for fd in self._mems.values():
+            os.close(fd)
+        self._mems.clear()
+
+    def close(self) -> None:
+        self.close_memories()
+        if self.root >= 0:
+            os.close(self.root)
+            self.root = -1
+
+
+class Target:
+    """One caller: open while its call is handled (``with Target(pid) as t``).
+    ``callers``: the run's shared root and memory descriptors (``Callers``);
+    ``pinned``: its ``/proc`` folder opened at once (before the call is checked
+    to be pending, so nothing reached through it can be another process's)."""
+
+    def __init__(self, pid: int, callers: Callers | None = None, *,
+                 pinned: bool = True) -> None:
         self.pid = pid
-        self.dir = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.callers = callers
+        self._dir = -1
         self._mem = -1
         self._root = -1
+        if pinned:
+            self._dir = self.dir
+
+    @property
+    def dir(self) -> int:
+        if self._dir < 0:
+            self._dir = os.open(f"/proc/{self.pid}",
+                                os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return self._dir
 
     def __enter__(self) -> Target:
         return self
@@ -44,12 +102,14 @@ class Target:
         self.close()
 
     def close(self) -> None:
-        for fd in (self._mem, self._root, self.dir):
+        for fd in (self._mem, self._root, self._dir):
             if fd >= 0:
                 os.close(fd)
-        self._mem = self._root = self.dir = -1
+        self._mem = self._root = self._dir = -1
 
     def memory(self, address: int, size: int) -> bytes:
+        if self.callers is not None and self._dir < 0:
+            return self.callers.memory(self.pid, address, size)
         if self._mem < 0:
             self._mem = os.open("mem", os.O_RDONLY | os.O_CLOEXEC, dir_fd=self.dir)
         return os.pread(self._mem, size, address)
@@ -75,16 +135,23 @@ class Target:
         raise OSError(errno.ENAMETOOLONG, "path too long")
 
     def root(self) -> int:
+        if self.callers is not None and self.callers.root >= 0:
+            return self.callers.root
         if self._root < 0:
             self._root = os.open("root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
                                  dir_fd=self.dir)
         return self._root
 
     def fd_path(self, fd: int) -> str:
-        return os.readlink(f"fd/{fd}", dir_fd=self.dir)
+        return self._readlink(f"fd/{fd}")
 
     def cwd(self) -> str:
-        return os.readlink("cwd", dir_fd=self.dir)
+        return self._readlink("cwd")
+
+    def _readlink(self, name: str) -> str:
+        if self._dir < 0:  # not pinned: checked pending afterwards (``Callers``)
+            return os.readlink(f"/proc/{self.pid}/{name}")
+        return os.readlink(name, dir_fd=self._dir)
 
     def umask(self) -> int:
         fd = os.open("status", os.O_RDONLY | os.O_CLOEXEC, dir_fd=self.dir)
@@ -95,10 +162,37 @@ class Target:
         at = data.find(b"\nUmask:\t")
         return int(data[at + 8:at + 12], 8) if at >= 0 else 0o022
 
+    def numbers(self) -> tuple[int, int]:
+        """The caller's process and thread numbers in its own (the sandbox's) view."""
+        fd = os.open("status", os.O_RDONLY | os.O_CLOEXEC, dir_fd=self.dir)
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        got = {}
+        for line in data.split(b"\n"):
+            key, _, value = line.partition(b":")
+            if key in (b"NStgid", b"NSpid"):
+                got[key] = int(value.split()[-1])
+        return got[b"NStgid"], got[b"NSpid"]
+
+    def exe(self) -> str:
+        return os.readlink("exe", dir_fd=self.dir)
+
+    def reopen_exe(self, flags: int) -> int:
+        """The caller's own executable opened again (what ``/proc/self/exe`` is)."""
+        return os.open("exe", flags | os.O_CLOEXEC, dir_fd=self.dir)
+
     def reopen(self, fd: int, flags: int, mode: int = 0) -> int:
         """The caller's descriptor ``fd`` opened again (what ``/proc/self/fd/N`` does
         for it), never following anything but that descriptor's own file."""
         return os.open(f"fd/{fd}", flags | os.O_CLOEXEC, mode, dir_fd=self.dir)
+
+
+def fd_arg(value: int) -> int:
+    """A descriptor argument as the kernel reads it (an int: AT_FDCWD is -100)."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
 
 
 def fd_alias(path: str) -> int | None:

@@ -1,0 +1,149 @@
+"""Opens for reading, judged by the file they reach (``ReadRules``), when the
+settings deny reading by glob (``**/.env``, ``**/*.pem``, credential globs).
+
+The plan hides literal rules with mounts, but a glob names files nobody listed:
+finding them before the run means walking the tree (the start then grows with
+it), and a file that appears during the run would not be hidden. So, when the
+settings have such globs, the filter hands every ``open``/``openat`` to the
+broker, which opens the path as the caller would (``openat2`` in the caller's
+root, ``RESOLVE_IN_ROOT``, no magic links), judges the path the opened file
+really has (a link to a denied file is the denied file), and hands the
+descriptor over, or answers ``EACCES``. The caller's memory is read once; the
+kernel never reads the path again.
+
+The few paths whose meaning depends on who opens them are read as the caller's:
+``/proc/self`` and ``/proc/thread-self`` (the caller's numbers in the sandbox),
+the links that lead there (``/etc/mtab``, ``/proc/mounts``, ``/proc/net``), the
+caller's own descriptors (``/dev/stdin``, ``/proc/self/fd/N``), its executable,
+its root and working folder. ``/dev/tty`` is refused (``ENXIO``): the broker's
+terminal is not the sandbox's. A FIFO is opened again, waiting for a writer, in
+a thread of its own (``Later``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import stat
+
+from .files import Fd, Later, Refused
+from .notify import open_in_root
+from .target import absolute, fd_alias
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .judge import ReadRules
+    from .target import Target
+
+_TTY = os.makedev(5, 0)
+# links in the tree that lead to /proc/self (their text is read in the caller's root)
+_SELF_LINKS = ("/etc/mtab", "/proc/mounts", "/proc/net")
+
+
+class _Reopen(Later):
+    """A FIFO opened again through the broker's own descriptor, waiting for a writer."""
+
+    __slots__ = ()
+
+    def open(self) -> Fd:
+        try:
+            return Fd(os.open(f"/proc/self/fd/{self.folder}", self.flags & ~os.O_NOFOLLOW
+                              | os.O_NOCTTY | os.O_CLOEXEC), self.cloexec)
+        finally:
+            os.close(self.folder)
+
+
+def open_for_reading(rules: ReadRules, t: Target, dirfd: int, address: int,
+                     flags: int, pending: Callable[[], bool]) -> Fd | Later:
+    """``openat(dirfd, path, flags)`` of the caller, with no flag that writes.
+    ``pending``: whether the call still waits (checked once what was read of the
+    caller, its path and working folder, is known to be its own)."""
+    cloexec = bool(flags & os.O_CLOEXEC)
+    flags &= ~os.O_CLOEXEC
+    path = absolute(t, dirfd, os.fsdecode(t.string(address)))
+    if not pending():
+        raise OSError(errno.ESRCH, "the caller is gone")
+    alias = fd_alias(path)
+    if alias is not None:  # the caller's own descriptor, opened again
+        try:
+            where = t.fd_path(alias)
+        except OSError:
+            raise OSError(errno.ENOENT, "no such descriptor") from None
+        _judge(rules, where)
+        return Fd(t.reopen(alias, flags & ~os.O_NOFOLLOW | os.O_NOCTTY), cloexec)
+    if path.startswith(("/proc/", "/etc/mtab")):
+        own = _own_proc(t, rules, path, flags)
+        if own is not None:
+            return Fd(own, cloexec)
+        path = _as_caller(t, path)
+    # the path as named (a link under a denied folder is denied, wherever it points),
+    # then the file it reaches (a link to a denied file is that file)
+    _judge(rules, posixpath.normpath(path))
+    # the file itself first (``O_PATH``: nothing of it runs, a device is not opened),
+    # judged, then opened through that very descriptor with the caller's flags
+    fd = open_in_root(t.root(), path, os.O_PATH | (flags & (os.O_NOFOLLOW | os.O_DIRECTORY)))
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev == _TTY:
+            raise OSError(errno.ENXIO, "no controlling terminal in the sandbox")
+        _judge(rules, os.readlink(f"/proc/self/fd/{fd}"))
+        if flags & os.O_PATH:
+            opened, fd = fd, -1
+            return Fd(opened, cloexec)
+        if stat.S_ISLNK(st.st_mode):
+            raise OSError(errno.ELOOP, "a link, with O_NOFOLLOW")
+        if stat.S_ISFIFO(st.st_mode) and not flags & os.O_NONBLOCK:
+            later, fd = _Reopen(fd, "", flags, cloexec), -1  # waits for a writer
+            return later
+        return Fd(os.open(f"/proc/self/fd/{fd}", flags & ~os.O_NOFOLLOW | os.O_NOCTTY
+                          | os.O_CLOEXEC), cloexec)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _judge(rules: ReadRules, path: str) -> None:
+    if path.startswith("/"):
+        why = rules.denied(path)
+        if why:
+            raise Refused(why, errno.EACCES)
+
+
+def _own_proc(t: Target, rules: ReadRules, path: str, flags: int) -> int | None:
+    """The caller's own executable opened again (judged by its path, like any
+    file), or None for any other path."""
+    if path not in ("/proc/self/exe", "/proc/thread-self/exe"):
+        return None
+    _judge(rules, t.exe())
+    return t.reopen_exe(flags | os.O_NOCTTY)
+
+
+def _as_caller(t: Target, path: str) -> str:
+    """``path`` with the parts that name the opener (``/proc/self``) naming the caller
+    instead, and ``/proc/self/root``, ``/proc/self/cwd`` read as the folders they
+    are."""
+    for _ in range(len(_SELF_LINKS)):
+        link = next((x for x in _SELF_LINKS if path == x or path.startswith(x + "/")), None)
+        if link is None:
+            break
+        try:
+            text = os.readlink(link.lstrip("/"), dir_fd=t.root())
+        except OSError:
+            break
+        base = link.rsplit("/", 1)[0]
+        path = posixpath.normpath(text if text.startswith("/") else f"{base}/{text}") \
+            + path[len(link):]
+    for self_name in ("/proc/self", "/proc/thread-self"):
+        if path == self_name or path.startswith(self_name + "/"):
+            rest = path[len(self_name):]
+            if rest == "/root" or rest.startswith("/root/"):
+                return rest[5:] or "/"
+            if rest == "/cwd" or rest.startswith("/cwd/"):
+                return t.cwd().rstrip("/") + rest[4:]
+            pid, tid = t.numbers()
+            return (f"/proc/{pid}" if self_name == "/proc/self"
+                    else f"/proc/{pid}/task/{tid}") + rest
+    return path
