@@ -195,6 +195,8 @@ class Approver:
                             "subject": req.get("summary"), "cwd": req.get("cwd"),
                             "repo": self.repo, "tool": req.get("tool"), "by": self.user,
                             "request_id": req.get("id"), "created": now,
+                            # a command: the tree it was approved with (``queue.content``)
+                            "content": req.get("content"),
                             "expires": now + self.policy.remember_ttl})
             replace_file(path, json.dumps({"entries": entries}, indent=2).encode())
 

@@ -96,8 +96,11 @@ def test_always_allow_is_remembered_for_that_exact_command(tmp_path: Path) -> No
     hook.communicate(timeout=60)
     from .conftest import run_hook
 
-    assert decision_of(run_hook("claude", "pre-tool-use", claude_pre("make lint", repo)))[0] \
-        == "allow"
+    # approved again without a human (the tree is the one the approval saw), and run by
+    # agent-sandbox pinned to it: the hook answers with the result, the tool never runs
+    verdict, reason = decision_of(run_hook("claude", "pre-tool-use", claude_pre("make lint",
+                                                                                repo)))
+    assert verdict == "deny" and "Approved by remembered approval" in reason, reason
     again = start_hook(claude_pre("make lint --fix", repo))
     wait_pending(repo)
     again.kill()

@@ -102,6 +102,12 @@ def judge(q: FolderQueue, log: Path) -> dict[str, int]:
             print(f"failed {rid}: {rec.get('reason')}")
         token = re.search(r"tok-\d+", rec["request"]["params"]["command"]).group(0)
         seen.add(token)
+        if rec.get("requeued_as"):
+            # the tree changed (another request's run wrote the log) after this one was
+            # made: nothing ran for it, and it waits again under the id it names, which
+            # is judged on its own
+            assert token not in ran or rec["requeued_as"] in ids, rec
+            continue
         approved = (rec.get("decision") or {}).get("decision") == "approve"
         if counts.get(token) and not approved:
             figures["without_approval"] += 1

@@ -161,37 +161,46 @@ def test_self_protection_survives_a_permissive_policy(tmp_path: Path) -> None:
 
 
 def test_remembered_decision_allows_only_that_exact_call(tmp_path: Path) -> None:
+    """A remembered command stays an escalation that names the approval it matches
+    (its content is compared when the request is made: ``queue.content``); only the
+    exact call, never over a deny."""
     from agent_sandbox.policy.remember import remembered_key
 
     repo = make_repo(tmp_path / "r")
     sub = str(repo / "sub")
+    seen = {"digest": "d" * 64, "entries": 1, "roots": [str(repo)], "named": []}
 
     def entry(command: str, *, cwd: str = str(repo), scope: str = "exact",
               ttl: float = 60) -> dict[str, object]:
         return {"key": remembered_key("Bash", {"command": command}, cwd, scope),
-                "scope": scope, "repo": str(repo), "expires": time.time() + ttl}
+                "scope": scope, "repo": str(repo), "expires": time.time() + ttl,
+                "request_id": "20261207T000000-" + "0" * 12, "content": seen}
 
     entries = [entry("make deploy"), entry("make old", ttl=-1), entry("rm -rf /x"),
                entry("make docs", scope="anywhere"),
                {"kind": "bash", "subject": "make legacy", "repo": str(repo),   # old format
-                "expires": time.time() + 60}]
+                "expires": time.time() + 60},
+               {**entry("make unbound"), "content": None}]  # remembered before content
     p = Policy(BASE_POLICY, repo=str(repo), home=str(tmp_path), remembered=entries)
 
-    def at(command: str, cwd: str, **extra: str) -> Verdict:
-        return p.classify(Call("bash", "Bash", {"command": command, **extra}, cwd,
-                               command=command)).verdict
+    def at(command: str, cwd: str, **extra: str) -> tuple[Verdict, bool]:
+        d = p.classify(Call("bash", "Bash", {"command": command, **extra}, cwd,
+                            command=command))
+        return d.verdict, d.remembered_content is not None
 
-    assert at("make deploy", str(repo)) is Verdict.ALLOW
-    assert at("make deploy", str(repo), description="other words") is Verdict.ALLOW
-    assert at("make deploy --force", str(repo)) is Verdict.ESCALATE  # other arguments
-    assert at("make deploy", sub) is Verdict.ESCALATE          # another directory
-    assert at("make docs", sub) is Verdict.ALLOW               # the scope named "anywhere"
-    assert at("make old", str(repo)) is Verdict.ESCALATE       # expired
-    assert at("rm -rf /x", str(repo)) is Verdict.DENY          # never overrides a deny
-    assert at("make legacy", str(repo)) is Verdict.ESCALATE    # unbound entries match nothing
+    assert at("make deploy", str(repo)) == (Verdict.ESCALATE, True)
+    assert at("make deploy", str(repo), description="other words") == (Verdict.ESCALATE, True)
+    assert at("make deploy --force", str(repo)) == (Verdict.ESCALATE, False)  # other arguments
+    assert at("make deploy", sub) == (Verdict.ESCALATE, False)          # another directory
+    assert at("make docs", sub) == (Verdict.ESCALATE, True)             # scope "anywhere"
+    assert at("make old", str(repo)) == (Verdict.ESCALATE, False)       # expired
+    assert at("rm -rf /x", str(repo))[0] is Verdict.DENY               # never overrides a deny
+    assert at("make legacy", str(repo)) == (Verdict.ESCALATE, False)    # unbound: nothing
+    assert at("make unbound", str(repo)) == (Verdict.ESCALATE, False)   # no content: a human
     other = Policy(BASE_POLICY, repo=str(tmp_path), home=str(tmp_path), remembered=entries)
-    assert other.classify(Call("bash", "Bash", {"command": "make deploy"}, str(repo),
-                               command="make deploy")).verdict is Verdict.ESCALATE
+    d = other.classify(Call("bash", "Bash", {"command": "make deploy"}, str(repo),
+                            command="make deploy"))
+    assert d.verdict is Verdict.ESCALATE and d.remembered_content is None
 
 
 def test_remembered_write_is_bound_to_its_content(tmp_path: Path) -> None:

@@ -140,25 +140,45 @@ def escalate(repo: str, call: Call, decision: Decision, *, agent: str, session: 
         prior = q.bind_use(use_key_of(agent, session, use_id), rid)
         if prior is not None:
             return _retried(repo, q, prior, call, wait=wait, run_wait=run_wait, limit=limit)
-    req = q.submit({"id": rid, "tool_use_id": use_id,
+    record = {"id": rid, "tool_use_id": use_id,
         "tool": call.tool, "params": call.params, "cwd": call.cwd, "kind": call.kind,
         "summary": decision.summary, "verdict": decision.verdict.value,
         "reasons": decision.reasons, "risk": decision.risk, "agent": agent,
         "session_id": session, "mode": mode, "repo": repo,
         "wait_until": now + (ttl if detach else wait), "detached": detach,
-    })
+    }
+    seen = decision.remembered_content
+    remembered = False
+    if call.kind == "bash":  # bound to the content it would run (queue.content)
+        from ..queue.runner import pin_content, pin_remembered
+
+        remembered = seen is not None and pin_remembered(repo, q, record, seen)
+        why = None if remembered else pin_content(repo, q, record)
+        if why:
+            return Outcome(False, f"agent-sandbox: {why}; the call did not run",
+                           status="refused")
+    req = q.submit(record)
     rid = req["id"]
     audit(repo, "request", request_id=rid, agent=agent, session=session, tool=call.tool,
           summary=decision.summary, cwd=call.cwd)
     audit(repo, "decision", request_id=rid, verdict="escalate", risk=decision.risk,
           reasons=decision.reasons)
     audit(repo, "escalation", request_id=rid, mode=mode, wait=wait)
+    if remembered:
+        try:  # the content the remembered approval saw: approved without a human
+            q.decide(rid, "approve", by="remembered approval",
+                     reason="approve --always, for this command with these files")
+        except QueueError:
+            pass  # decided meanwhile: follow that decision
+    elif seen is not None:
+        audit(repo, "remembered_refused", request_id=rid,
+              reason="the files the command may read changed since it was remembered")
     if detach:
         return Outcome(False, f"waiting for approval: request {rid}", request_id=rid,
                        status="pending")
     _preload()
     return follow(repo, rid, wait_deadline=time.monotonic() + wait, run_wait=run_wait,
-                  limit=limit, timeout_on_expiry=True)
+                  limit=limit, timeout_on_expiry=True, requeue_wait=wait)
 
 
 def _retried(repo: str, q: FolderQueue, prior: str, call: Call, *, wait: float,
@@ -172,7 +192,7 @@ def _retried(repo: str, q: FolderQueue, prior: str, call: Call, *, wait: float,
         return Outcome(False, "agent-sandbox: the first hook for this tool call stopped "
                               "before it stored the request; nothing ran. Make the call again.",
                        request_id=prior, status="cancelled")
-    if req.get("hash") != request_hash(call.tool, call.params, call.cwd):
+    if req.get("hash") != request_hash(call.tool, call.params, call.cwd, req.get("content")):
         return Outcome(False, f"agent-sandbox: this tool call id was already used for "
                               f"request {prior or '?'} with other parameters; refused",
                        request_id=prior, status="refused")
@@ -188,8 +208,11 @@ def _retried(repo: str, q: FolderQueue, prior: str, call: Call, *, wait: float,
 
 
 def follow(repo: str, rid: str, *, wait_deadline: float, run_wait: float = RUN_WAIT,
-           limit: int = OUTPUT_LIMIT, timeout_on_expiry: bool = True) -> Outcome:
-    """Wait for the decision on ``rid`` and see it through."""
+           limit: int = OUTPUT_LIMIT, timeout_on_expiry: bool = True,
+           requeue_wait: float = 0.0, requeues: int = 0) -> Outcome:
+    """Wait for the decision on ``rid`` and see it through. A command whose files
+    changed after the request is queued anew by the runner (``requeued_as``):
+    followed too, ``requeue_wait`` seconds for its decision (a few times at most)."""
     q = queue_for(repo)
     dec = _wait_for(q, rid, "decided", wait_deadline)
     if dec is None:
@@ -226,6 +249,13 @@ def follow(repo: str, rid: str, *, wait_deadline: float, run_wait: float = RUN_W
         return Outcome(False, f"request {rid} was approved and is still running; "
                               f"`sandbox status` shows its result when it ends",
                        request_id=rid, status="running")
+    nxt = final.get("requeued_as")
+    if isinstance(nxt, str) and nxt and requeue_wait > 0 and requeues < 3:
+        then = follow(repo, nxt, wait_deadline=time.monotonic() + requeue_wait,
+                      run_wait=run_wait, limit=limit, timeout_on_expiry=timeout_on_expiry,
+                      requeue_wait=requeue_wait, requeues=requeues + 1)
+        return Outcome(then.allow, f"{describe_result(final, 2000)}\n{then.message}",
+                       request_id=then.request_id, status=then.status, record=then.record)
     return Outcome(False, describe_result(final, limit), request_id=rid,
                    status=str(final.get("status")), record=final)
 

@@ -45,7 +45,8 @@ class Call:
 
 
 class Decision:
-    __slots__ = ("kind", "reasons", "remembered", "risk", "summary", "verdict")
+    __slots__ = ("kind", "reasons", "remembered", "remembered_content", "risk", "summary",
+                 "verdict")
 
     def __init__(self, verdict: Verdict, *, kind: str = "", summary: str = "") -> None:
         self.verdict = verdict
@@ -54,6 +55,10 @@ class Decision:
         self.kind = kind
         self.summary = summary
         self.remembered = False
+        # a command remembered with ``approve --always`` stays an escalation, approved
+        # without a human only while the tree the remembered approval saw is unchanged
+        # (``queue.content``): that approval's entry (its request id and content)
+        self.remembered_content: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"Decision({self.verdict.value}, {self.reasons!r})"

@@ -276,7 +276,16 @@ class Policy:
             self._classify(call, d)
         except Exception as exc:  # fail closed on anything unexpected
             d.add(DENY, f"internal error while classifying: {type(exc).__name__}: {exc}")
-        if d.verdict is ESCALATE and self._remembered(call):
+        entry = self._remembered(call) if d.verdict is ESCALATE else None
+        if entry is not None and call.kind == "bash":
+            # a command runs code of the tree: remembered for the content it was
+            # approved with, checked when the request is made and pinned while it runs
+            seen = entry.get("content")
+            if isinstance(seen, dict) and isinstance(entry.get("request_id"), str):
+                d.remembered_content = entry
+                d.reasons.append("escalate: remembered approval, which runs it while the files "
+                                 "it may read are those it was approved with")
+        elif entry is not None:
             d.verdict = ALLOW
             d.remembered = True
             d.reasons.append("allow: remembered decision for this exact call in this repository")
@@ -329,7 +338,7 @@ class Policy:
     def classify_command(self, command: str, cwd: str, d: Decision) -> None:
         classify_command(self, command, cwd, d)
 
-    def _remembered(self, call: Call) -> bool:
+    def _remembered(self, call: Call) -> dict[str, Any] | None:
         import time
 
         now = time.time()
@@ -341,8 +350,8 @@ class Policy:
                     and isinstance(e.get("expires"), (int, float)) and e["expires"] > now
                     and e["key"] == remembered_key(call.tool, call.params, call.cwd,
                                                    str(e["scope"]))):
-                return True
-        return False
+                return e
+        return None
 
 
 # What ``approve --always`` may remember, named by the approver:

@@ -31,11 +31,16 @@ class QueueError(SandboxError):
 BOUND = ("tool", "params", "cwd")  # what a decision is bound to, and all the runner uses
 
 
-def request_hash(tool: str, params: Any, cwd: str) -> str:
-    """SHA-256 over the canonical JSON of exactly what will run."""
+def request_hash(tool: str, params: Any, cwd: str, content: Any = None) -> str:
+    """SHA-256 over the canonical JSON of exactly what will run: the words, and for a
+    command the content it was approved with (``queue.content``: the digest of the
+    tree it may read, the files it names)."""
     import hashlib
 
-    body = json.dumps({"tool": tool, "params": params, "cwd": cwd}, sort_keys=True,
+    words = {"tool": tool, "params": params, "cwd": cwd}
+    if content is not None:
+        words["content"] = content
+    body = json.dumps(words, sort_keys=True,
                       separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -48,8 +53,8 @@ def bound(req: dict[str, Any]) -> tuple[Any, Any, Any]:
 
 
 def hash_of(req: dict[str, Any]) -> str:
-    """``request_hash`` of a request record's bound fields."""
-    return request_hash(*bound(req))
+    """``request_hash`` of a request record's bound fields (and its content)."""
+    return request_hash(*bound(req), req.get("content"))
 
 
 def use_key_of(agent: str, session: str, use_id: str) -> str:

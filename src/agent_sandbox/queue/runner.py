@@ -20,6 +20,7 @@ import sys
 import time
 
 from .folder import FolderQueue
+from .records import new_id, valid_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,15 +49,138 @@ def audit(repo: str, event: str, **fields: Any) -> None:
     append_audit(repo, event, fields)
 
 
+def pinned_roots(repo: str, cwd: str) -> tuple[list[str], list[str]]:
+    """(the folders an approved command of ``repo`` may read that the agent can write:
+    its settings' writable roots and the repository; the runtime's own state in
+    them, which no command writes)."""
+    from agent_sandbox.state_paths import Site
+
+    site = Site(repo)
+    roots = [] if site.host else [repo]
+    from agent_sandbox.errors import SandboxError
+    from agent_sandbox.runtime.host import home_dir
+    from agent_sandbox.runtime.settings import parse
+    from agent_sandbox.spec.paths import expand, is_glob
+
+    try:
+        doc = _settings_document(site.settings)
+        if isinstance(doc, str):
+            with open(doc, "rb") as fh:
+                doc = json.loads(fh.read())
+        rules = parse(doc).filesystem.allow_write
+    except (OSError, ValueError, SandboxError):
+        rules = ()  # no settings to run with: the run itself fails, saying why
+    home = home_dir()
+    for rule in rules:
+        path = expand(rule, home=home, cwd=cwd)
+        if is_glob(path):  # the folder above the first glob character
+            path = path.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0].rsplit("/", 1)[0]
+        roots.append(path or "/")
+    return (list(dict.fromkeys(os.path.realpath(r) for r in roots)),
+            [site.queue, site.state, site.audit, os.path.join(repo, ".sandbox")])
+
+
+def pin_content(repo: str, q: FolderQueue, record: dict[str, Any]) -> str | None:
+    """Record the tree a command request ``record`` may read (``content``) and bind
+    the request to it; the reason when it cannot be."""
+    from . import content
+
+    cwd = str(record.get("cwd") or repo)
+    roots, skip = pinned_roots(repo, cwd)
+    try:
+        entries = content.take(roots, skip)
+    except content.TooLarge as exc:
+        return f"{exc}: the content of this command cannot be pinned for approval"
+    command = (record.get("params") or {}).get("command")
+    named = content.named(command, cwd, entries) if isinstance(command, str) else []
+    content.save(q, record["id"], entries)
+    record["content"] = {"digest": content.digest(entries), "entries": len(entries),
+                         "roots": roots, "named": named}
+    return None
+
+
+def pin_remembered(repo: str, q: FolderQueue, record: dict[str, Any],
+                   entry: dict[str, Any]) -> bool:
+    """Bind the command request ``record`` to the tree a remembered approval saw
+    (``entry``: its request id and content) when nothing of that tree changed
+    since: True, and it may be approved without a human; False (``record``
+    untouched) otherwise, and a human decides."""
+    from . import content
+
+    seen, rid = entry.get("content"), entry.get("request_id")
+    old = content.load(q, rid) if isinstance(rid, str) and valid_id(rid) else None
+    if old is None or not isinstance(seen, dict) or content.digest(old) != seen.get("digest"):
+        return False
+    _, skip = pinned_roots(repo, str(record.get("cwd") or repo))
+    try:
+        now = content.take(list(seen.get("roots") or ()), skip)
+    except content.TooLarge:
+        return False
+    if content.touched(old, now):
+        return False
+    content.save(q, record["id"], old)  # the run is pinned to what the human saw
+    record["content"] = seen
+    record["remembered_from"] = rid
+    return True
+
+
 def run_command(repo: str, req: dict[str, Any]) -> dict[str, Any]:
     command = req["params"].get("command")
     if not isinstance(command, str) or not command:
         return {"status": "failed", "reason": "the request has no command"}
-    return sandboxed(repo, req, ["bash", "-c", command], command=command)
+    pin = None
+    if req.get("content") is not None:
+        pin, refusal = _pinned(repo, req)
+        if refusal is not None:
+            return refusal
+    result = sandboxed(repo, req, ["bash", "-c", command], command=command, pin=pin)
+    if pin is not None:
+        result["content_digest"] = req["content"].get("digest")
+        if pin.refused:
+            result["refused_reads"] = pin.refused[:40]
+    return result
+
+
+def _pinned(repo: str, req: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+    """The tree the request was approved with, as the run's pin, when the tree is
+    still that tree; otherwise the refusal, and the request queued anew with what
+    changed (the human approves what is there now, or not)."""
+    from agent_sandbox.runtime.broker.pinned import Pin
+
+    from . import content
+
+    q = queue_for(repo)
+    old = content.load(q, req["id"])
+    roots = list(req["content"].get("roots") or [])
+    if old is None:
+        return None, {"status": "failed", "reason": "the record of the approved tree is missing"}
+    _, skip = pinned_roots(repo, str(req.get("cwd") or repo))
+    try:
+        now = content.take(roots, skip)
+    except content.TooLarge as exc:
+        return None, {"status": "refused", "reason": str(exc)}
+    diff = content.touched(old, now)
+    if not diff:
+        return Pin(old, roots), None
+    again = {k: v for k, v in req.items()
+             if k not in ("id", "hash", "created", "requester", "content")}
+    again["id"] = new_id()
+    again["requeued_from"] = req["id"]
+    again["changed"] = diff[:200]
+    again["wait_until"] = time.time() + max(60.0, float(req.get("wait_until") or 0)
+                                            - float(req.get("created") or 0))
+    pin_content(repo, q, again)
+    q.submit(again)
+    audit(repo, "request", request_id=again["id"], requeued_from=req["id"],
+          tool=req.get("tool"), summary=req.get("summary"), changed=len(diff))
+    shown = "; ".join(diff[:10]) + (f"; and {len(diff) - 10} more" if len(diff) > 10 else "")
+    return None, {"status": "refused", "requeued_as": again["id"], "changed": diff[:200],
+                  "reason": f"the files it may read changed after the request ({shown}); "
+                            f"nothing ran, and it waits for approval again as {again['id']}"}
 
 
 def sandboxed(repo: str, req: dict[str, Any], argv: list[str], *, command: str,
-              stdin: bytes | None = None) -> dict[str, Any]:
+              stdin: bytes | None = None, pin: Any = None) -> dict[str, Any]:
     """Run ``argv`` for the approved request ``req`` in a new sandbox with the
     repository's settings, in the request's folder; ``failed`` when the sandbox
     cannot start (it never runs unsandboxed)."""
@@ -90,13 +214,16 @@ def sandboxed(repo: str, req: dict[str, Any], argv: list[str], *, command: str,
                    0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        content = req.get("content") or {}
         audit(repo, "sandbox_started", request_id=req.get("id", ""), command=command, cwd=cwd,
-              uid=os.geteuid())
+              uid=os.geteuid(), content_digest=content.get("digest"),
+              named={str(n.get("path")): n.get("sha256") for n in content.get("named") or ()
+                     if isinstance(n, dict)} or None)
         try:
             # the output is read while the command runs and cut to its head and tail
             # there: a command printing without end costs this process no memory
             run = run_sandboxed(argv, _settings_document(settings), cwd=cwd, timeout=timeout,
-                                capture=True, stdin=stdin, output_limit=OUTPUT_KEEP)
+                                capture=True, stdin=stdin, output_limit=OUTPUT_KEEP, pin=pin)
         except SandboxStartError as exc:
             return {"status": "failed", "reason": f"the sandbox could not start: {exc}"}
     finally:

@@ -76,6 +76,9 @@ def fields(req: dict[str, Any]) -> list[tuple[str, str]]:
             _flatten(_label("", k), params[k], out)
     else:  # not an object, or an empty one: named as no parameter can be
         _flatten("(params)", params, out)
+    content = req.get("content")
+    if content is not None:  # what a command was pinned with (``queue.content``): hashed too
+        _flatten("(content)", content, out)
     return out
 
 
@@ -104,7 +107,8 @@ def mismatch(req: dict[str, Any]) -> str | None:
     except (TypeError, ValueError):
         return "its parameters cannot be hashed: an approval is refused"
     if actual != req.get("hash"):
-        return "its hash is not that of its tool, parameters and cwd: an approval is refused"
+        return ("its hash is not that of its tool, parameters, cwd and content: an approval "
+                "is refused")
     return None
 
 
@@ -118,7 +122,8 @@ def as_json(req: dict[str, Any]) -> dict[str, Any]:
     """A request for ``sandbox pending --json``: its bound fields as stored, the same
     fields laid out as the views show them, what approving does, and the context."""
     out = {k: req.get(k) for k in ("id", "created", "agent", "kind", "mode", "tool", "params",
-                                   "cwd", "hash", "risk", "reasons", "wait_until")}
+                                   "cwd", "content", "changed", "requeued_from", "hash", "risk",
+                                   "reasons", "wait_until")}
     out["fields"] = [{"name": n, "value": v} for n, v in fields(req)]
     out["effect"] = effect(req)
     out["refused"] = mismatch(req)

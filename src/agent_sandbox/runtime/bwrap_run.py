@@ -134,7 +134,8 @@ class BwrapRun:
                  record: Callable[[dict[str, Any]], None] | None = None,
                  extra_ports: Sequence[int] = (), opened: Sequence[str] = (),
                  overlays: Sequence[tuple[str, str, str | None]] = (),
-                 filters: Mapping[str, Callable[[str], str]] | None = None) -> None:
+                 filters: Mapping[str, Callable[[str], str]] | None = None,
+                 pin: Any = None) -> None:
         if not command:
             raise SandboxStartError("no command given: sandbox exec -- CMD [ARG...]")
         require_enforceable(settings, "bwrap")
@@ -153,6 +154,7 @@ class BwrapRun:
         # ``source`` (a denyRead or credential file stays unreadable)
         self.overlays = tuple(overlays)
         self.filters = dict(filters or {})  # read-only targets shown through a filter
+        self.pin = pin  # an approved command's tree (``broker.pinned.Pin``)
         self.proxy: Any = None
         self.placeholders: Placeholders | None = None
         self.plan: bw.Plan | None = None
@@ -231,17 +233,18 @@ class BwrapRun:
             from .broker import launch
 
             installer = self._installer = launch.installer(
-                self.settings, capture=capture, reads=bool(p.read_rules[0] or p.read_rules[2]))
+                self.settings, capture=capture,
+                reads=bool(p.read_rules[0] or p.read_rules[2]) or self.pin is not None)
             broker = dict(plan=p, settings=self.settings, home=self.home, cwd=self.cwd,
                           opened=self.opened, overlays=self.overlays, absent=self.absent,
-                          on_deny=self._refused)
+                          on_deny=self._refused, pin=self.pin)
             try:
                 if capture:
                     import subprocess
 
                     # serving before the fork: the child's own calls until its exec
                     # (subprocess waits for that exec) are handed over too
-                    self.broker = launch.start(installer, None, **broker)  # type: ignore[arg-type]
+                    self.broker = launch.start(installer, None, **broker)
                     self.proc = subprocess.Popen(
                         argv, env=env, pass_fds=given, preexec_fn=installer,
                         stdin=stdin, stdout=stdout, stderr=stderr)
@@ -260,7 +263,7 @@ class BwrapRun:
             if self.broker is not None:
                 launch.handed(installer, self.broker)
             else:
-                self.broker = launch.start(installer, self.proc.pid, **broker)  # type: ignore[arg-type]
+                self.broker = launch.start(installer, self.proc.pid, **broker)
             self._installer = None
             self._repos = self.broker.repos()  # what the sweep judges, after the broker
             for fd in (info_w, block_r, gate_r, ready_w, sfd):

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import IO, Any
 
+    from .broker.pinned import Pin
     from .result import CompletedRun
 
 BACKENDS = ("bwrap", "srt", "gvisor")
@@ -116,6 +117,7 @@ def run_sandboxed(
     stdin: bytes | None = None,
     audit_dir: str | None = None,
     output_limit: int = OUTPUT_LIMIT,
+    pin: Pin | None = None,
 ) -> CompletedRun:
     """Run ``argv`` in the sandbox and return its result.
 
@@ -126,10 +128,13 @@ def run_sandboxed(
     process of the command. Captured output is read while the command runs and
     at most ``output_limit`` bytes of each stream are kept, half its head and
     half its tail (``CompletedRun`` notes what was trimmed between them).
+    ``pin``: the tree an approved command may read (``broker.pinned``; bubblewrap
+    backend only): a file changed since is refused to it, never read.
     """
     try:
         return _run_sandboxed(argv, settings, cwd, timeout, capture, backend=backend, env=env,
-                              stdin=stdin, audit_dir=audit_dir, output_limit=output_limit)
+                              stdin=stdin, audit_dir=audit_dir, output_limit=output_limit,
+                              pin=pin)
     except InvalidSettingsError:
         raise
     except SettingsError as exc:
@@ -139,7 +144,7 @@ def run_sandboxed(
 def _run_sandboxed(argv: Sequence[str], settings: Any, cwd: Any, timeout: float | None,
                    capture: bool, *, backend: str, env: dict[str, str] | None,
                    stdin: bytes | None, audit_dir: str | None,
-                   output_limit: int) -> CompletedRun:
+                   output_limit: int, pin: Pin | None = None) -> CompletedRun:
     started = time.monotonic()
     home = home_dir()
     wd = os.path.realpath(os.fspath(cwd) if cwd is not None else os.getcwd())
@@ -147,6 +152,9 @@ def _run_sandboxed(argv: Sequence[str], settings: Any, cwd: Any, timeout: float 
         raise SandboxStartError(f"working directory {wd} does not exist")
     s = resolve_settings(settings, home, wd)
     if backend != "bwrap":
+        if pin is not None:
+            raise SandboxStartError("an approved command's tree is pinned by the bubblewrap "
+                                    "backend only")
         from .backends import run_backend
 
         return run_backend(backend, list(argv), s, wd, home, timeout=timeout, capture=capture,
@@ -157,7 +165,7 @@ def _run_sandboxed(argv: Sequence[str], settings: Any, cwd: Any, timeout: float 
     from .result import bounded, completed
 
     out = bounded(output_limit)
-    run = BwrapRun(s, argv, cwd=wd, home=home, env=env, audit_dir=audit_dir)
+    run = BwrapRun(s, argv, cwd=wd, home=home, env=env, audit_dir=audit_dir, pin=pin)
     pipe = subprocess.PIPE if capture else None
     run.start(capture=True, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
               stdout=pipe, stderr=pipe)

@@ -52,6 +52,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from .pinned import Pin
+
 _O_TMPFILE = getattr(os, "O_TMPFILE", 0o20200000)
 AT_SYMLINK_NOFOLLOW = 0x100
 AT_REMOVEDIR = 0x200
@@ -102,6 +104,10 @@ class Files:
         self.made = Made()
         self.own_umask = own_umask
         self.around = Surroundings(judge.home)
+        # an approved command's tree (``pinned.Pin``), and the files this run created
+        # or opened for writing: its own to read back as they are now
+        self.pin: Pin | None = None
+        self.written: set[tuple[int, int]] = set()
 
     # the decisions --------------------------------------------------------
 
@@ -359,8 +365,13 @@ class Files:
                 # may wait for a reader: opened in a thread of its own (``Later``)
                 folder, place.folder = place.folder, -1
                 return Later(folder, place.name, flags, cloexec)
+            if self.pin is not None and before is not None and flags & os.O_ACCMODE == \
+                    os.O_RDWR and not flags & os.O_TRUNC:  # it reads what is there now
+                self.pin.check(place.path, before, self.written)
             fd = os.open(place.name, flags | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, want,
                          dir_fd=place.folder)
+            st = os.fstat(fd)
+            self.written.add((st.st_dev, st.st_ino))
             if before is None:
                 self._record(place, os.fstat(fd))
                 if fix is not None:

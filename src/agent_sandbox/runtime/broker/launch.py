@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ..bwrap import Plan
     from ..settings import Settings
     from .notify import Installer
+    from .pinned import Pin
     from .server import Broker
 
 
@@ -43,7 +44,8 @@ def installer(settings: Settings, *, capture: bool, reads: bool = False) -> Inst
 
 def start(made: Installer, pid: int | None, plan: Plan, settings: Settings, *, home: str,
           cwd: str, opened: Sequence[str], overlays: Sequence[tuple[str, str, str | None]],
-          absent: Sequence[str], on_deny: Callable[[str], None]) -> Broker:
+          absent: Sequence[str], on_deny: Callable[[str], None], pin: Pin | None = None
+          ) -> Broker:
     """The broker's thread, started before bwrap sets the sandbox up (bwrap's calls
     are handed over too, and go on unjudged until ``Broker.arm``). ``pid``: the
     child that made the filter; None for a child about to be forked that sends its
@@ -68,7 +70,7 @@ def start(made: Installer, pid: int | None, plan: Plan, settings: Settings, *, h
     sockets = plan.unix_sockets
     if sockets is None and settings.network.allow_all_unix_sockets:
         sockets = ("/",)
-    broker = Broker(listener, judge, sockets, on_deny=on_deny)
+    broker = Broker(listener, judge, sockets, on_deny=on_deny, pin=pin)
     broker.start()
     return broker
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .judge import ReadRules
+    from .pinned import Pin
     from .target import Target
 
 _TTY = os.makedev(5, 0)
@@ -57,10 +58,12 @@ class _Reopen(Later):
 
 
 def open_for_reading(rules: ReadRules, t: Target, dirfd: int, address: int,
-                     flags: int, pending: Callable[[], bool]) -> Fd | Later:
+                     flags: int, pending: Callable[[], bool], pin: Pin | None = None,
+                     own: set[tuple[int, int]] | None = None) -> Fd | Later:
     """``openat(dirfd, path, flags)`` of the caller, with no flag that writes.
     ``pending``: whether the call still waits (checked once what was read of the
-    caller, its path and working folder, is known to be its own)."""
+    caller, its path and working folder, is known to be its own). ``pin``: the
+    tree an approved command may read (``pinned``), ``own`` the files it wrote."""
     cloexec = bool(flags & os.O_CLOEXEC)
     flags &= ~os.O_CLOEXEC
     path = absolute(t, dirfd, os.fsdecode(t.string(address)))
@@ -73,11 +76,21 @@ def open_for_reading(rules: ReadRules, t: Target, dirfd: int, address: int,
         except OSError:
             raise OSError(errno.ENOENT, "no such descriptor") from None
         _judge(rules, where)
-        return Fd(t.reopen(alias, flags & ~os.O_NOFOLLOW | os.O_NOCTTY), cloexec)
+        again = t.reopen(alias, flags & ~os.O_NOFOLLOW | os.O_NOCTTY)
+        if pin is not None and not flags & os.O_PATH:
+            try:
+                copy = pin.handed(again, where, os.fstat(again), own or set())
+            except BaseException:
+                os.close(again)
+                raise
+            if copy is not None:
+                os.close(again)
+                again = copy
+        return Fd(again, cloexec)
     if path.startswith(("/proc/", "/etc/mtab")):
-        own = _own_proc(t, rules, path, flags)
-        if own is not None:
-            return Fd(own, cloexec)
+        exe = _own_proc(t, rules, path, flags)
+        if exe is not None:
+            return Fd(exe, cloexec)
         path = _as_caller(t, path)
     # the path as named (a link under a denied folder is denied, wherever it points),
     # then the file it reaches (a link to a denied file is that file)
@@ -89,12 +102,17 @@ def open_for_reading(rules: ReadRules, t: Target, dirfd: int, address: int,
         st = os.fstat(fd)
         if stat.S_ISCHR(st.st_mode) and st.st_rdev == _TTY:
             raise OSError(errno.ENXIO, "no controlling terminal in the sandbox")
-        _judge(rules, os.readlink(f"/proc/self/fd/{fd}"))
+        real = os.readlink(f"/proc/self/fd/{fd}")
+        _judge(rules, real)
         if flags & os.O_PATH:
             opened, fd = fd, -1
             return Fd(opened, cloexec)
         if stat.S_ISLNK(st.st_mode):
             raise OSError(errno.ELOOP, "a link, with O_NOFOLLOW")
+        if pin is not None:
+            copy = pin.handed(fd, real, st, own or set())
+            if copy is not None:
+                return Fd(copy, cloexec)
         if stat.S_ISFIFO(st.st_mode) and not flags & os.O_NONBLOCK:
             later, fd = _Reopen(fd, "", flags, cloexec), -1  # waits for a writer
             return later

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
+    from .pinned import Pin
+
 
 def _drop_capabilities(numbers: dict[str, int]) -> None:
     """Clear this thread's effective capabilities (the others keep theirs)."""
@@ -50,7 +52,7 @@ class Broker:
 
     def __init__(self, listener: int | Callable[[], int], judge: Judge | None,
                  sockets: Sequence[str] | None,
-                 on_deny: Callable[[str], None] | None = None) -> None:
+                 on_deny: Callable[[str], None] | None = None, pin: Pin | None = None) -> None:
         """``listener``: the filter's listener, or how the thread receives it (it then
         serves from the moment the child has sent it: ``wait_listener``)."""
         self._source = listener if callable(listener) else None
@@ -60,7 +62,11 @@ class Broker:
         self.numbers = SYSCALLS[os.uname().machine]
         self.files = Files(judge, _own_umask()) if judge is not None else None
         # what may not be read, when it is judged at open (every open comes here then)
-        self.reads = judge.reads if judge is not None and judge.reads else None
+        self.reads = judge.reads if judge is not None and (judge.reads or pin is not None) \
+            else None
+        self.pin = pin  # an approved command's tree (``pinned``): every open judged too
+        if self.files is not None:
+            self.files.pin = pin
         self.callers = Callers()
         self.sockets = tuple(sockets) if sockets is not None else None
         self.on_deny = on_deny
@@ -148,7 +154,7 @@ class Broker:
 
     def _one(self, n: Notification) -> None:
         name = self._names.get(n.nr, "")
-        if self.reads and name in ("open", "openat") and not (
+        if self.reads is not None and name in ("open", "openat") and not (
                 n.args[1 if name == "open" else 2] & OPEN_WRITE_FLAGS):
             self._read(n, name)
             return
@@ -196,7 +202,8 @@ class Broker:
                 reads, t, AT_FDCWD if name == "open" else fd_arg(a[0]),
                 a[0] if name == "open" else a[1],
                 (a[1] if name == "open" else a[2]) & 0xFFFFFFFF,
-                lambda: self.listener.valid(n))
+                lambda: self.listener.valid(n), self.pin,
+                self.files.written if self.files is not None else None)
             if isinstance(result, Later):
                 _thread.start_new_thread(self._later, (n, result))
                 return

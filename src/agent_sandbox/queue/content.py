@@ -1,0 +1,178 @@
+"""The content an escalated command is approved with: what it may read from the
+places the agent can write, pinned when the request is made.
+
+A request names words (``bash ./deploy.sh``); what runs is whatever the files
+behind them hold when it runs. So when a command is queued, every entry below
+the writable roots it will run with is recorded (``take``: path, inode, size,
+modification and change times, mode; the change time is the kernel's and no
+process can set it back), with a digest over the record, and the files the
+command names (``named``: the script, the Makefile ``make`` reads) are read
+for the views to show. The human approves that digest. Before the approved
+run, the tree is taken again and compared (``changes``); anything added,
+removed or changed refuses the run, and the request is queued anew with what
+changed (``runner``; a file added since does not count: the run may not read
+it). While it runs, the broker hands the command each file of
+the tree only if it is still the one recorded, as a copy taken then
+(``runtime/broker/pinned.py``): a file changed after the approval is never
+read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+
+from agent_sandbox.errors import SandboxError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from .folder import FolderQueue
+
+# a tree larger than this cannot be pinned: the request is refused, saying so
+MAX_ENTRIES = 2_000_000
+NAMED_MAX = 8  # files of the command shown in the views
+HEAD = 4000  # characters of each shown
+# programs whose input file is implied, not named: what they read first
+IMPLIED = {"make": ("GNUmakefile", "makefile", "Makefile"), "npm": ("package.json",),
+           "pnpm": ("package.json",), "yarn": ("package.json",), "just": ("justfile",),
+           "rake": ("Rakefile",), "cargo": ("Cargo.toml", "build.rs"),
+           "tox": ("tox.ini",), "nox": ("noxfile.py",)}
+
+Entry = tuple[int, int, int, int, int]  # inode, size, mtime_ns, ctime_ns, mode
+
+
+class TooLarge(SandboxError):
+    """The writable roots hold more entries than can be pinned."""
+
+
+def take(roots: Iterable[str], skip: Iterable[str] = ()) -> dict[str, Entry]:
+    """Every entry at or below ``roots`` (absolute paths; links not followed), but
+    the folders ``skip`` (the runtime's own state, which no command may write)."""
+    out: dict[str, Entry] = {}
+    todo = [r for r in dict.fromkeys(os.path.realpath(r) for r in roots) if os.path.isdir(r)]
+    seen_roots = set(todo) | {os.path.realpath(x) for x in skip}
+    while todo:
+        folder = todo.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue  # gone or unreadable: what the run cannot read either
+        for e in entries:
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if e.path in seen_roots and e.path not in todo and stat.S_ISDIR(st.st_mode):
+                continue  # skipped, or a root met again below another
+            out[e.path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+            if len(out) > MAX_ENTRIES:
+                raise TooLarge(f"the writable roots hold more than {MAX_ENTRIES} entries")
+            if stat.S_ISDIR(st.st_mode) and e.path not in seen_roots:
+                todo.append(e.path)
+    return out
+
+
+def digest(entries: dict[str, Entry]) -> str:
+    """Over every entry, a folder by its inode and mode only (its times move with
+    what it holds, which has entries of its own): equal digests, equal trees by
+    ``changes``."""
+    h = hashlib.sha256()
+    for path in sorted(entries):
+        e = entries[path]
+        h.update(_line(path, (e[0], 0, 0, 0, e[4]) if stat.S_ISDIR(e[4]) else e))
+    return h.hexdigest()
+
+
+def _line(path: str, e: Entry) -> bytes:
+    return b"%d %d %d %d %o %s\n" % (*e, os.fsencode(path))
+
+
+def save(q: FolderQueue, rid: str, entries: dict[str, Entry]) -> str:
+    """The record of ``rid``'s tree in the queue (``content/<id>``), mode 0600."""
+    folder = os.path.join(q.root, "content")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    path = os.path.join(folder, rid)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for p in sorted(entries):
+                fh.write(_line(p, entries[p]))
+        os.rename(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def load(q: FolderQueue, rid: str) -> dict[str, Entry] | None:
+    """The recorded tree of ``rid``; None when there is none (a request made
+    before content was pinned, or one whose record was removed)."""
+    try:
+        with open(os.path.join(q.root, "content", rid), "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    out: dict[str, Entry] = {}
+    for line in data.split(b"\n"):
+        if not line:
+            continue
+        ino, size, mtime, ctime, mode, path = line.split(b" ", 5)
+        out[os.fsdecode(path)] = (int(ino), int(size), int(mtime), int(ctime), int(mode, 8))
+    return out
+
+
+def changes(old: dict[str, Entry], new: dict[str, Entry]) -> list[str]:
+    """What differs, one line each (``added``, ``removed``, ``changed``), sorted."""
+    out = [f"removed {p}" for p in old if p not in new]
+    out += [f"added {p}" for p in new if p not in old]
+    out += [f"changed {p}" for p in old if p in new and _differs(old[p], new[p])]
+    return sorted(out, key=lambda line: line.split(" ", 1)[1])
+
+
+def touched(old: dict[str, Entry], new: dict[str, Entry]) -> list[str]:
+    """What of the recorded tree is no longer as recorded (``changes`` but the
+    entries added since: a run pinned to ``old`` may not read those anyway)."""
+    return [c for c in changes(old, new) if not c.startswith("added ")]
+
+
+def _differs(a: Entry, b: Entry) -> bool:
+    if stat.S_ISDIR(a[4]) and stat.S_ISDIR(b[4]):
+        return a[0] != b[0] or a[4] != b[4]  # a folder's times change with what it holds
+    return a != b
+
+
+def named(command: str, cwd: str, entries: dict[str, Entry]) -> list[dict[str, object]]:
+    """The files of the tree a shell command names (and the one its program reads
+    without naming it: ``make``'s Makefile), with their digests and first lines."""
+    import shlex
+
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:
+        words = command.split()
+    want: list[str] = []
+    for i, word in enumerate(words):
+        if word.startswith("-") and "=" in word:
+            word = word.split("=", 1)[1]
+        path = os.path.normpath(os.path.join(cwd, os.path.expanduser(word)))
+        if path in entries and stat.S_ISREG(entries[path][4]):
+            want.append(path)
+        base = os.path.basename(word)
+        if base in IMPLIED and (i == 0 or words[i - 1] in ("&&", ";", "||", "|", "sudo")):
+            want += [p for p in (os.path.join(cwd, n) for n in IMPLIED[base]) if p in entries]
+    out: list[dict[str, object]] = []
+    for path in list(dict.fromkeys(want))[:NAMED_MAX]:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(16 << 20)
+        except OSError:
+            continue
+        out.append({"path": path, "sha256": hashlib.sha256(data).hexdigest(),
+                    "size": len(data),
+                    "head": data[:HEAD].decode("utf-8", "replace")})
+    return out

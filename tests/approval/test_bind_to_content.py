@@ -1,0 +1,223 @@
+"""An approval runs exactly the code the human saw (``queue/content.py``,
+``runtime/broker/pinned.py``), attacked between the request and the approval,
+between the approval and the run, and through a remembered approval.
+
+Each case drives the real hook (Claude Code's PreToolUse JSON on stdin), a
+human's real ``sandbox approve`` / ``deny``, and the real sandboxed run; the
+agent's changes are made on the host, as its Write tool makes them. Judged from
+the host: what the run left in ``ran.txt`` (the approved code writes
+``approved``, the swapped code ``EVIL``) and the audit records, never the
+command's exit status. Every swap has its control: the same run without the
+swap writes its marker.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import claude_pre, make_repo
+from .watch_pty import ENV
+
+pytestmark = pytest.mark.slow
+
+# what the command names, and the file the agent swaps (relative to the repository)
+SWAPS = {
+    "named script": ("bash ./deploy.sh", {"deploy.sh": "echo {m} > ran.txt\n"}, "deploy.sh"),
+    "Makefile": ("make -s deploy", {"Makefile": "deploy:\n\techo {m} > ran.txt\n"}, "Makefile"),
+    "imported module": ("python3 tool.py", {
+        "tool.py": "import helper\nhelper.run()\n",
+        "helper.py": "def run():\n    open('ran.txt', 'w').write('{m}')\n"}, "helper.py"),
+    "config file the script reads": ("bash ./deploy.sh", {
+        "deploy.sh": "read -r word < conf/target.cfg; echo \"$word\" > ran.txt\n",
+        "conf/target.cfg": "{m}\n"}, "conf/target.cfg"),
+    "node_modules/.bin": ("./node_modules/.bin/deploy", {
+        "node_modules/.bin/deploy": "#!/bin/sh\necho {m} > ran.txt\n"},
+        "node_modules/.bin/deploy"),
+}
+
+
+def _write(repo: Path, files: dict[str, str], marker: str) -> None:
+    for rel, text in files.items():
+        path = repo / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.replace("{m}", marker))
+        if "/.bin/" in rel:
+            path.chmod(0o755)
+
+
+def _hook(repo: Path, command: str) -> subprocess.Popen[bytes]:
+    p = subprocess.Popen([sys.executable, "-I", "-m", "agent_sandbox", "hook", "claude",
+                          "pre-tool-use"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=ENV)
+    assert p.stdin
+    p.stdin.write(json.dumps(claude_pre(command, repo)).encode())
+    p.stdin.close()
+    p.stdin = None
+    return p
+
+
+def _pending(repo: Path, besides: set[str] = frozenset(), timeout: float = 30) -> str:  # type: ignore[assignment]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for f in sorted((repo / ".sandbox/escalations/pending").glob("*.json")):
+            if f.stem not in besides:
+                return f.stem
+        time.sleep(0.02)
+    raise AssertionError("no pending request appeared")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-I", "-m", "agent_sandbox", *args],
+                          capture_output=True, text=True, env=ENV, timeout=120)
+
+
+def _request(repo: Path, rid: str) -> dict[str, object]:
+    for state in ("pending", "claimed"):
+        path = repo / f".sandbox/escalations/{state}/{rid}.json"
+        if path.exists():
+            return json.loads(path.read_text())
+    return json.loads((repo / f".sandbox/escalations/done/{rid}.json").read_text())["request"]
+
+
+def _audit(repo: Path) -> list[dict[str, object]]:
+    out = []
+    for f in sorted((repo / ".sandbox/audit").glob("*.jsonl")):
+        out += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    return out
+
+
+@pytest.mark.parametrize("how", SWAPS)
+def test_a_swap_between_request_and_approval_never_runs(tmp_path: Path, how: str) -> None:
+    command, files, swapped = SWAPS[how]
+    # control: approved as asked, the code runs and leaves its marker
+    control = make_repo(tmp_path / "control")
+    _write(control, files, "approved")
+    hook = _hook(control, command)
+    assert _cli("approve", str(control), _pending(control)).returncode == 0
+    hook.communicate(timeout=120)
+    assert (control / "ran.txt").read_text().strip() == "approved", how
+
+    repo = make_repo(tmp_path / "repo")
+    _write(repo, files, "approved")
+    hook = _hook(repo, command)
+    rid = _pending(repo)
+    req = _request(repo, rid)
+    content = req["content"]
+    assert isinstance(content, dict) and content["digest"]
+    # the agent rewrites the file after the request, before the human's look
+    _write(repo, {swapped: files[swapped]}, "EVIL")
+    assert _cli("approve", str(repo), rid).returncode == 0
+    again = _pending(repo, besides={rid})
+    shown = _request(repo, again)
+    assert any(f"changed {repo / swapped}" == c for c in shown["changed"]), shown["changed"]
+    assert shown["requeued_from"] == rid
+    assert _cli("deny", str(repo), again, "--reason", "not what I approved").returncode == 0
+    out, _ = hook.communicate(timeout=120)
+    assert not (repo / "ran.txt").exists(), how  # nothing ran: neither version
+    reason = json.loads(out)["hookSpecificOutput"]["permissionDecisionReason"]
+    assert "changed after the request" in reason and again in reason, reason
+    done = json.loads((repo / f".sandbox/escalations/done/{rid}.json").read_text())
+    assert done["status"] == "refused" and done["requeued_as"] == again
+
+
+def test_the_views_show_the_named_script(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    _write(repo, SWAPS["named script"][1], "approved")
+    hook = _hook(repo, "bash ./deploy.sh")
+    rid = _pending(repo)
+    shown = _cli("pending", str(repo), "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert "echo approved > ran.txt" in shown.stdout and str(repo / "deploy.sh") in shown.stdout
+    _cli("deny", str(repo), rid)
+    hook.communicate(timeout=60)
+
+
+def test_a_swap_while_the_approved_run_runs_is_never_read(tmp_path: Path) -> None:
+    """The approved run sleeps, the agent rewrites the library it sources next;
+    the run gets no byte of the new text."""
+    repo = make_repo(tmp_path / "repo")
+    lib = "echo {m} > ran.txt\n"
+    _write(repo, {"slow.sh": "touch started\nwhile [ ! -e go ]; do sleep 0.05; done\n. ./lib.sh\n",
+                  "lib.sh": lib}, "approved")
+    hook = _hook(repo, "bash ./slow.sh")
+    rid = _pending(repo)
+    assert _cli("approve", str(repo), rid).returncode == 0
+    end = time.monotonic() + 60
+    while not (repo / "started").exists():
+        assert time.monotonic() < end, "the approved run never started"
+        time.sleep(0.02)
+    _write(repo, {"lib.sh": lib}, "EVIL")
+    (repo / "go").touch()
+    hook.communicate(timeout=120)
+    assert not (repo / "ran.txt").exists() or (repo / "ran.txt").read_text() != "EVIL\n"
+    assert not (repo / "ran.txt").exists()
+    done = json.loads((repo / f".sandbox/escalations/done/{rid}.json").read_text())
+    assert any("lib.sh changed after this command was approved" in r
+               for r in done.get("refused_reads", [])), done
+    started = [r for r in _audit(repo) if r.get("event") == "sandbox_started"
+               and r.get("request_id") == rid]
+    assert started and started[0].get("content_digest") == _request(repo, rid)["content"][
+        "digest"]  # type: ignore[index]
+
+
+def test_the_approved_run_reads_back_what_it_writes(tmp_path: Path) -> None:
+    """Pinning costs an approved build nothing: files it creates or rewrites are its own."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / "notes.txt").write_text("one\n")
+    hook = _hook(repo, "echo two >> notes.txt && sed -i s/one/uno/ notes.txt && "
+                       "mkdir -p out && echo built > out/a && cat out/a notes.txt > ran.txt")
+    assert _cli("approve", str(repo), _pending(repo)).returncode == 0
+    hook.communicate(timeout=120)
+    assert (repo / "ran.txt").read_text() == "built\nuno\ntwo\n"
+
+
+def test_a_remembered_approval_holds_only_for_the_content_it_saw(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    _write(repo, SWAPS["named script"][1], "approved")
+    hook = _hook(repo, "bash ./deploy.sh")
+    rid = _pending(repo)
+    assert _cli("approve", str(repo), rid, "--always").returncode == 0
+    hook.communicate(timeout=120)
+    assert (repo / "ran.txt").read_text() == "approved\n"
+    (repo / "ran.txt").write_text("")  # a file added since: not what the approval saw
+    ran_before = set((repo / ".sandbox/escalations/done").glob("*.json"))
+    # nothing the approval saw changed: runs without a human, pinned to what it saw
+    hook = _hook(repo, "bash ./deploy.sh")
+    out, _ = hook.communicate(timeout=120)
+    assert (repo / "ran.txt").read_text() == "approved\n", out
+    assert len(set((repo / ".sandbox/escalations/done").glob("*.json")) - ran_before) == 1
+    (repo / "ran.txt").unlink()
+    # rewritten by the agent: a human must look again, and nothing runs meanwhile
+    _write(repo, {"deploy.sh": SWAPS["named script"][1]["deploy.sh"]}, "EVIL")
+    hook = _hook(repo, "bash ./deploy.sh")
+    rid3 = _pending(repo, besides={rid})
+    time.sleep(1)
+    assert not (repo / "ran.txt").exists()
+    assert "EVIL" in json.dumps(_request(repo, rid3)["content"])
+    _cli("deny", str(repo), rid3)
+    hook.communicate(timeout=60)
+    assert not (repo / "ran.txt").exists()
+
+
+def test_a_file_added_after_the_request_is_never_read(tmp_path: Path) -> None:
+    """The approved script runs every plugin it finds; the agent adds one after the
+    request. The approval still runs (nothing it saw changed), and the added plugin
+    is refused: the approved code runs, the unseen code does not."""
+    repo = make_repo(tmp_path / "repo")
+    _write(repo, {"run.sh": "for p in plugins/*.sh; do . \"$p\"; done; echo done >> ran.txt\n",
+                  "plugins/a.sh": "echo a >> ran.txt\n"}, "approved")
+    hook = _hook(repo, "bash ./run.sh")
+    rid = _pending(repo)
+    _write(repo, {"plugins/b.sh": "echo EVIL >> ran.txt\n"}, "EVIL")
+    assert _cli("approve", str(repo), rid).returncode == 0
+    hook.communicate(timeout=120)
+    assert (repo / "ran.txt").read_text() == "a\ndone\n"
+    done = json.loads((repo / f".sandbox/escalations/done/{rid}.json").read_text())
+    assert any("plugins/b.sh was not in the tree approved" in r
+               for r in done.get("refused_reads", [])), done
