@@ -221,3 +221,30 @@ def test_a_file_added_after_the_request_is_never_read(tmp_path: Path) -> None:
     done = json.loads((repo / f".sandbox/escalations/done/{rid}.json").read_text())
     assert any("plugins/b.sh was not in the tree approved" in r
                for r in done.get("refused_reads", [])), done
+
+
+def test_mcp_run_privileged_waits_on_content_too(tmp_path: Path) -> None:
+    """``run_privileged`` over a real MCP stdio session: a request can wait without
+    end there, the easiest place to swap the script. Nothing unseen runs."""
+    from .test_mcp_server import Session
+
+    repo = make_repo(tmp_path / "repo")
+    _write(repo, SWAPS["named script"][1], "approved")
+    s = Session(repo)
+    try:
+        s.start()
+        failed, text = s.call("run_privileged", {"command": "bash ./deploy.sh",
+                                                 "wait_seconds": 0})
+        rid = _pending(repo)
+        assert rid in text, text
+        _write(repo, {"deploy.sh": SWAPS["named script"][1]["deploy.sh"]}, "EVIL")
+        assert _cli("approve", str(repo), rid).returncode == 0
+        _, text = s.call("check_request", {"request_id": rid, "wait_seconds": 30})
+        again = json.loads((repo / f".sandbox/escalations/done/{rid}.json").read_text())[
+            "requeued_as"]
+        assert again in text and "changed after the request" in text, text
+        assert "EVIL" in json.dumps(_request(repo, again)["content"])
+        _cli("deny", str(repo), again)
+    finally:
+        s.close()
+    assert not (repo / "ran.txt").exists()

@@ -323,3 +323,44 @@ def test_hosts_without_a_dot_are_found(tmp_path: Path, command: str) -> None:
     repo = make_repo(tmp_path / "r", doc)
     p = Policy(doc, repo=str(repo), home=str(tmp_path / "home"))
     assert bash(p, command) is Verdict.DENY
+
+
+SEARCHES = {
+    # (client, tool, input) -> what a search of the repository that holds a .env must get
+    ("claude", "Grep", (("pattern", "API_KEY"),)): Verdict.ESCALATE,
+    ("claude", "Grep", (("pattern", "API_KEY"), ("glob", "**/.env"))): Verdict.ESCALATE,
+    ("claude", "Grep", (("pattern", "x"), ("path", ".env"))): Verdict.DENY,
+    ("claude", "Grep", (("pattern", "x"), ("path", "src"))): Verdict.ALLOW,
+    ("claude", "Glob", (("pattern", "**/.env"),)): Verdict.ALLOW,  # names only
+    ("gemini", "search_file_content", (("pattern", "API_KEY"),)): Verdict.ESCALATE,
+    ("gemini", "search_file_content", (("pattern", "x"), ("include", "**/.env"))):
+        Verdict.ESCALATE,
+    ("gemini", "read_many_files", (("paths", ("**/.env",)),)): Verdict.ESCALATE,
+    ("gemini", "read_many_files", (("paths", ("src/**/*.py",)),)): Verdict.ALLOW,
+    ("gemini", "grep_search", (("pattern", "x"), ("dir_path", "src"))): Verdict.ALLOW,
+}
+
+
+@pytest.mark.parametrize("case", SEARCHES, ids=lambda c: f"{c[1]}-{dict(c[2])}")
+def test_search_tools_read_as_grep_r_does(tmp_path: Path,
+                                          case: tuple[str, str, tuple[tuple[str, object], ...]]
+                                          ) -> None:
+    """One reading of a recursive read for every tool: a search whose folder holds
+    a read-denied file (``**/.env``) escalates, as ``grep -r`` over it does; one
+    aimed at the file is denied; one whose folder holds none is allowed."""
+    from agent_sandbox.hooks.calls import claude_call, gemini_call
+
+    client, tool, args = case
+    repo = make_repo(tmp_path / "r")
+    (repo / ".env").write_text("API_KEY=1\n")
+    (repo / "src").mkdir()
+    (repo / "src/app.py").write_text("x = 1\n")
+    p = Policy(BASE_POLICY, repo=str(repo), home=str(tmp_path))
+    given = {k: list(v) if isinstance(v, tuple) else v for k, v in args}
+    data = {"tool_name": tool, "tool_input": given, "cwd": str(repo),
+            "hook_event_name": "PreToolUse", "session_id": "s"}
+    call = (claude_call if client == "claude" else gemini_call)(data)
+    assert p.classify(call).verdict is SEARCHES[case], p.classify(call).reasons
+    bash = p.classify(Call("bash", "Bash", {"command": "grep -r API_KEY ."}, str(repo),
+                           command="grep -r API_KEY ."))
+    assert bash.verdict is Verdict.ESCALATE  # the same folder, read by a shell command

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from agent_sandbox.audit import AuditLog
 from agent_sandbox.audit.redact import MARK, is_secret_name, redact, redact_text
@@ -139,6 +142,54 @@ def test_credentials_in_command_lines_are_redacted() -> None:
     for plain in ("sort -u names.txt", "mkdir -p a/b", "git add -u", "ps -u root",
                   "curl -u alice https://x", "mysql -u root mydb", "scp a:b c"):
         assert redact_text(plain) == plain                          # controls
+
+
+# one form per client of ``OPTION_TABLE``: the secret, and what must stay
+TABLE_CASES = {
+    "redis-cli -a R3disPw -h cache ping": ("R3disPw", "-h cache ping"),
+    "redis-cli --pass R3disPw2 ping": ("R3disPw2", "ping"),
+    "redis-cli -h cache --pass=R3disPw3 ping": ("R3disPw3", "-h cache"),
+    "valkey-cli -a Va1keyPw get k": ("Va1keyPw", "get k"),
+    "mongosh -u admin -p M0ngoPw --authenticationDatabase admin": ("M0ngoPw", "-u admin"),
+    "mongodump --password=Dump3dPw --out /tmp/d": ("Dump3dPw", "--out /tmp/d"),
+    "mysql --pass Mysq1Pw db": ("Mysq1Pw", "db"),
+    "psql 'host=db user=app password=PgS3cret dbname=x'": ("PgS3cret", "dbname=x"),
+    "PGPASSWORD=PgEnvPw psql -h db": ("PgEnvPw", "psql -h db"),
+    "curl --pass KeyPhr4se --key k.pem https://x": ("KeyPhr4se", "https://x"),
+    "curl -E client.pem:C3rtPw https://x": ("C3rtPw", "https://x"),
+    "curl --oauth2-bearer OauthT0k https://x": ("OauthT0k", "https://x"),
+    "wget --user=bob --password=Wg3tPw https://x/f": ("Wg3tPw", "https://x/f"),
+    "wget --ftp-password Ftp9Pw ftp://x/f": ("Ftp9Pw", "ftp://x/f"),
+    "ssh-keygen -t ed25519 -N N3wPhrase -f k": ("N3wPhrase", "-f k"),
+    "ssh-keygen -p -P 0ldPhrase -N N3wPhr2 -f k": ("0ldPhrase", "-f k"),
+    "openssl rsa -in k.pem -passin pass:Ss1Pass -out k2.pem": ("Ss1Pass", "-out k2.pem"),
+    "openssl pkcs12 -export -passout pass:P12Pw -out a.p12": ("P12Pw", "-out a.p12"),
+    "openssl enc -aes-256-cbc -k EncK3y -in f": ("EncK3y", "-in f"),
+    "htpasswd -b .htpasswd alice HtP4ss": ("HtP4ss", ".htpasswd alice"),
+    "htpasswd -nb alice HtP4ss2": ("HtP4ss2", "-nb alice"),
+    "docker login -u bob -p D0ckerPw registry.example": ("D0ckerPw", "registry.example"),
+    "podman login --password P0dPw quay.io": ("P0dPw", "quay.io"),
+    "helm registry login r.example --password H3lmPw": ("H3lmPw", "r.example"),
+    "printf 'protocol=https\nhost=x\nusername=bob\npassword=GitCr3d\n' | git credential "
+    "approve": ("GitCr3d", "git credential approve"),
+}
+
+
+@pytest.mark.parametrize("text", TABLE_CASES)
+def test_clients_that_take_secrets_as_options(text: str) -> None:
+    secret, kept = TABLE_CASES[text]
+    out = redact_text(text)
+    assert secret not in out and MARK in out, out
+    assert kept in out, out  # only the secret goes
+    assert secret not in json.dumps(redact({"command": text, "nested": [{"argv": text}]}))
+
+
+def test_the_option_table_leaves_other_options_alone() -> None:
+    for plain in ("redis-cli -h cache ping", "mongosh --host db", "curl -s https://x",
+                  "ssh-keygen -t ed25519 -f k",
+                  "openssl x509 -in c.pem -noout", "docker run -p 80:80 img",
+                  "htpasswd -c .htpasswd alice", "wget https://x/f"):
+        assert redact_text(plain) == plain, plain
 
 
 def test_the_queues_records_are_redacted(tmp_path: Path) -> None:

@@ -111,6 +111,45 @@ _GLUED_P_RE = _Lazy(
     r"mariadb|mariadb-dump|mariadb-admin)\b[^|;&\n]*?\s)-p(?P<value>[^\s\"';|&]+)"
 )
 _SSHPASS_RE = _Lazy(r"(?P<cmd>\bsshpass\s+-p)(?P<sep>\s*)(?P<value>[^\s\"';|&]+)")
+# Clients that take a secret as the value of an option whose name says nothing of
+# it: program (as the command names it) -> those options. The value is the next
+# word or follows ``=``; both are redacted, with whatever the program glues to it
+# (``openssl -passin pass:X``, ``curl -E cert.pem:X``).
+OPTION_TABLE: dict[str, tuple[str, ...]] = {
+    "redis-cli": ("-a", "--pass", "--askpass-value"),
+    "valkey-cli": ("-a", "--pass"),
+    "mongosh": ("-p", "--password"),
+    "mongo": ("-p", "--password"),
+    "mongodump": ("-p", "--password"),
+    "mongorestore": ("-p", "--password"),
+    "mysql": ("--password", "--pass"),
+    "psql": ("--password-value",),
+    "curl": ("--pass", "-E", "--cert", "--proxy-pass", "--proxy-cert", "--oauth2-bearer",
+             "--aws-sigv4-secret"),
+    "wget": ("--password", "--http-password", "--ftp-password", "--proxy-password"),
+    "ssh-keygen": ("-N", "-P"),
+    "openssl": ("-passin", "-passout", "-pass", "-k", "-K", "-password"),
+    "docker login": ("-p", "--password"),
+    "podman login": ("-p", "--password"),
+    "nerdctl login": ("-p", "--password"),
+    "helm registry login": ("--password",),
+    "helm repo add": ("--password",),
+    "htpasswd": (),  # the password is the last word with -b (``HTPASSWD_RE``)
+}
+def _table_re(program: str, options: tuple[str, ...]) -> _Lazy:
+    """Each of ``options`` of one client of ``OPTION_TABLE`` with its value."""
+    return _Lazy(
+        r"(?P<cmd>(?<![\w.-])" + re.escape(program).replace(r"\ ", r"\s+") + r"\b"
+        r"[^|;&\n]*?\s(?:" + "|".join(re.escape(o) for o in sorted(options, key=len,
+                                                                       reverse=True))
+        + r"))(?P<sep>=|\s+)(?P<q>[\"']?)(?P<value>[^\s\"';|&]+)")
+
+
+_TABLE_RES = tuple((p.split()[0], _table_re(p, o)) for p, o in OPTION_TABLE.items() if o)
+_HTPASSWD_RE = _Lazy(
+    r"(?P<cmd>(?<![\w.-])htpasswd\b(?=[^|;&\n]*\s-[A-Za-z]*b)[^|;&\n]*\s)"
+    r"(?P<q>[\"']?)(?P<value>[^\s\"';|&]+)[\"']?\s*(?=$|[|;&\n])"
+)
 # The gate before any expression runs: every text one of them could change
 # contains one of these (lower-cased) substrings. Plain substring tests, no
 # compiling; a superset, so it only ever lets more text through to the checks.
@@ -120,6 +159,8 @@ _TRIGGERS = (
     "aroa", "anpa", "anva", "aipa", "sk-", "sk_",
     "rk_", "pk_", "xox", "aiza", "hvs.", "hvb.", "hvr.", "s.", "b.", "r.", "npm_", "pypi-",
     "hf_", "@", "-----begin", "-u", "--user", "--proxy-user", "mysql", "mariadb", "sshpass",
+    "redis", "valkey", "mongo", "curl", "wget", "ssh-keygen", "openssl", "docker", "podman",
+    "nerdctl", "helm",
 )
 
 
@@ -178,6 +219,26 @@ def _userpass_sub(m: re.Match[str]) -> str:
     return f"{m.group('name')}{m.group('sep')}{m.group('q')}{m.group('user')}:{MARK}"
 
 
+def _table_sub(text: str) -> str:
+    """``OPTION_TABLE``: each secret option of a listed client, as often as it occurs
+    (an expression finds one per pass: options of one command overlap)."""
+    for program, rx in _TABLE_RES:
+        if program not in text:
+            continue
+        for _ in range(16):
+            done = rx.sub(_table_one, text)
+            if done == text:
+                break
+            text = done
+    return text
+
+
+def _table_one(m: re.Match[str]) -> str:
+    if m.group("value").startswith("[REDACTED"):
+        return m.group(0)
+    return f"{m.group('cmd')}{m.group('sep')}{m.group('q')}{MARK}"
+
+
 def redact_text(text: str) -> str:
     """Replace every secret-looking substring of ``text`` with the redaction mark."""
     if len(text) <= 128:
@@ -197,6 +258,8 @@ def _redact_text(text: str) -> str:
     text = _USERPASS_RE.sub(_userpass_sub, text)
     text = _GLUED_P_RE.sub(lambda m: f"{m.group('cmd')}-p{MARK}", text)
     text = _SSHPASS_RE.sub(lambda m: f"{m.group('cmd')}{m.group('sep')}{MARK}", text)
+    text = _table_sub(text)
+    text = _HTPASSWD_RE.sub(lambda m: f"{m.group('cmd')}{m.group('q')}{MARK}", text)
     text = _OPTION_RE.sub(_assign_sub, text)
     out: str = _ASSIGN_RE.sub(_assign_sub, text)
     return out

@@ -325,7 +325,7 @@ def _modelled(policy: Policy, seg: shell.Segment, cwds: list[str] | None, d: Dec
                 continue
             policy.check_read(d, full, "/", explicit=False)
             if how == "tree" and d.verdict.rank < ESCALATE.rank:
-                _check_tree(policy, d, full)
+                policy.check_tree(d, full)
 
 
 def _trusted_program(policy: Policy, name: str) -> bool:
@@ -358,33 +358,3 @@ def _check_git(policy: Policy, d: Decision, where: str) -> None:
             return
         cur = parent
     d.add(ESCALATE, "git repository too deep to find")
-
-
-def _check_tree(policy: Policy, d: Decision, root: str, budget: int = 20000) -> None:
-    """A walk reads everything below ``root``: escalate when something there is
-    read-denied (or there is too much to look at)."""
-    from .protect import PROTECTED_READ
-
-    denies = list(policy.deny_read) + list(PROTECTED_READ)
-    anchored = [r for r in denies if not r.startswith("**/")]
-    if not any(r.startswith("**/") for r in denies) and not any(
-            r == root or r.startswith(root.rstrip("/") + "/") or paths.is_glob(r)
-            for r in anchored):
-        return
-    if not os.path.isdir(root):
-        return
-    seen = 0
-    for top, dirs, files in os.walk(root, followlinks=False):
-        for entry in dirs + files:
-            seen += 1
-            full = os.path.join(top, entry)
-            targets = [full]
-            if os.path.islink(full):
-                targets.append(os.path.realpath(full))
-            for t in targets:
-                if not policy.read_ok(t):
-                    d.add(ESCALATE, f"walks {root}, which holds {t} (read-denied)")
-                    return
-        if seen > budget:
-            d.add(ESCALATE, f"{root} holds more than {budget} entries: too many to check")
-            return

@@ -199,6 +199,38 @@ class Policy:
             for full in fulls:
                 self.apply_rules(d, "read", full, None, None)
 
+    def check_tree(self, d: Decision, root: str, budget: int = 20000) -> None:
+        """A walk reads everything below ``root`` (``grep -r``, a search tool):
+        escalate when something there is read-denied (or there is too much to
+        look at). The one reading of a recursive read, for every tool."""
+        import os
+
+        from .protect import PROTECTED_READ
+
+        denies = list(self.deny_read) + list(PROTECTED_READ)
+        anchored = [r for r in denies if not r.startswith("**/")]
+        if not any(r.startswith("**/") for r in denies) and not any(
+                r == root or r.startswith(root.rstrip("/") + "/") or paths.is_glob(r)
+                for r in anchored):
+            return
+        if not os.path.isdir(root):
+            return
+        seen = 0
+        for top, dirs, files in os.walk(root, followlinks=False):
+            for entry in dirs + files:
+                seen += 1
+                full = os.path.join(top, entry)
+                targets = [full]
+                if os.path.islink(full):
+                    targets.append(os.path.realpath(full))
+                for t in targets:
+                    if not self.read_ok(t):
+                        d.add(ESCALATE, f"walks {root}, which holds {t} (read-denied)")
+                        return
+            if seen > budget:
+                d.add(ESCALATE, f"{root} holds more than {budget} entries: too many to check")
+                return
+
     def check_write(self, d: Decision, path: str, cwd: str) -> None:
         """A file written by a tool (``commandline`` exempts a shell's own
         descriptors before it calls this)."""
@@ -301,8 +333,18 @@ class Policy:
             for p in call.paths:
                 self.check_read(d, p, call.cwd)
         elif kind == "search":
+            from .tools import CONTENT_SEARCH
+
             for p in call.paths or (call.cwd,):
                 self.check_read(d, p, call.cwd, explicit=True)
+                if call.tool in CONTENT_SEARCH and d.verdict.rank < ESCALATE.rank:
+                    # it reads the files below its folder, as ``grep -r`` does
+                    try:
+                        fulls = self.places(p, call.cwd)
+                    except paths.OpaquePath:
+                        continue  # check_read escalated it already
+                    for full in fulls:
+                        self.check_tree(d, full)
         elif kind == "write":
             if not call.paths:
                 d.add(DENY, f"{call.tool}: no path given")

@@ -26,6 +26,11 @@ from ..spec.rules import Verdict
 
 ALLOW, ESCALATE = Verdict.ALLOW, Verdict.ESCALATE
 
+# search tools that read the files below their folder (their matches show content),
+# judged as a recursive read (``Policy.check_tree``); the others list names only
+CONTENT_SEARCH = frozenset({"Grep", "search_file_content", "grep_search", "grep",
+                            "read_many_files"})
+
 # tool name -> kind of call the engine classifies from its arguments
 KINDS: dict[str, str] = {
     # Claude Code
