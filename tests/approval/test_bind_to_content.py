@@ -233,7 +233,7 @@ def test_mcp_run_privileged_waits_on_content_too(tmp_path: Path) -> None:
     s = Session(repo)
     try:
         s.start()
-        failed, text = s.call("run_privileged", {"command": "bash ./deploy.sh",
+        _, text = s.call("run_privileged", {"command": "bash ./deploy.sh",
                                                  "wait_seconds": 0})
         rid = _pending(repo)
         assert rid in text, text
