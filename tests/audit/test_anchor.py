@@ -94,3 +94,67 @@ def test_a_pin_is_never_silently_replaced(tmp_path: Path, state: Path) -> None:
     os.unlink(repo_key_path(str(repo)))        # a new key appears ...
     with pytest.raises(AuditError, match="pins another verifier key"):
         pin_verifier(str(repo))                # ... and the old pin stands
+
+
+def _rewrite_and_drop_checkpoints(repo: Path) -> None:
+    """An edit, the chain recomputed, every checkpoint removed: what a forger who can
+    write the log folder (but not the state folder with the key and the pin) does."""
+    from .conftest import read_lines, rechain, write_lines
+
+    logdir = repo / ".sandbox" / "audit"
+    lines = read_lines(logdir)
+    lines[1] = lines[1].replace(b"ls 1", b"ls X")
+    write_lines(logdir, rechain(lines))
+    shutil.rmtree(logdir / "checkpoints")
+
+
+def test_removed_checkpoints_fail_a_pinned_log(tmp_path: Path, state: Path) -> None:
+    repo = tmp_path / "repo"
+    genuine(repo)
+    _rewrite_and_drop_checkpoints(repo)
+    bad = verify(repo, state)
+    assert bad.returncode == 1 and "no signed checkpoint" in bad.stdout, bad.stdout + bad.stderr
+    # the same with the key pinned by hand (--key)
+    pin = Path(repo_pin_path(str(repo))).read_text().strip()
+    keyfile = tmp_path / "pinned.pub"
+    keyfile.write_text(pin + "\n")
+    bad = verify(repo, state, "--key", str(keyfile))
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+
+
+def test_a_young_pinned_log_is_anchored_from_the_start(tmp_path: Path, state: Path) -> None:
+    """Pinning signs a checkpoint of the log as it is (empty too): a pinned log with
+    a handful of records and no later checkpoint verifies, and loses that
+    protection to nobody who removes its checkpoints."""
+    repo = tmp_path / "repo"
+    (repo / ".sandbox" / "audit").mkdir(parents=True)
+    pin_verifier(str(repo))
+    for i in range(3):
+        assert append_audit(str(repo), "decision", {"verdict": "allow", "summary": f"ls {i}"})
+    ok = verify(repo, state)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    _rewrite_and_drop_checkpoints(repo)
+    bad = verify(repo, state)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+
+
+def test_a_checkpoint_left_far_behind_fails(tmp_path: Path, state: Path) -> None:
+    """The newest checkpoint must cover the log up to the writers' period: one that
+    leaves more uncovered means the later ones were removed (and what they covered
+    may have been rewritten)."""
+    from agent_sandbox.audit.verifier import DEFAULT_EVERY, SLACK
+
+    repo = tmp_path / "repo"
+    genuine(repo)  # 5 records, a checkpoint at 5
+    log = AuditLog(repo / ".sandbox" / "audit", sync="none", checkpoint_every=None,
+                   checkpoint_interval=None)  # a writer that never signs
+    log.append_many([("tool_result", {"i": i}) for i in range(DEFAULT_EVERY + SLACK)])
+    log.close()
+    ok = verify(repo, state)
+    assert ok.returncode == 0, ok.stdout  # within the period and its slack: a warning only
+    log = AuditLog(repo / ".sandbox" / "audit", sync="none", checkpoint_every=None,
+                   checkpoint_interval=None)
+    log.append("tool_result", i=-1)
+    log.close()
+    bad = verify(repo, state)
+    assert bad.returncode == 1 and "checkpoints were removed" in bad.stdout, bad.stdout

@@ -447,14 +447,15 @@ class AuditLog:
                 self.sink_error = f"checkpoint sink failed: {exc}"
         return note
 
-    def checkpoint(self) -> bytes | None:
-        """Sign a checkpoint of the current head now (None for an empty log)."""
+    def checkpoint(self, *, empty: bool = False) -> bytes | None:
+        """Sign a checkpoint of the current head now (None for an empty log, unless
+        ``empty``: then one of size 0, which says the log is anchored from its start)."""
         with self._mutex:
             self._open()
             self._lock()
             try:
                 tail = self._current_tail()
-                if tail.seq == 0:
+                if tail.seq == 0 and not empty:
                     return None
                 self._tail = tail
                 return self._write_checkpoint(tail.seq, tail.digest)

@@ -83,6 +83,16 @@ def pin_verifier(repo: str) -> tuple[str, str]:
                              "the key was replaced on purpose")
         return pin, text.strip()
     create_once(pin, text.encode(), 0o600)  # first writer wins; never replaced
+    # the log is anchored from here: a checkpoint now (of an empty log too), so that
+    # one whose checkpoints are all removed fails verification (``verifier.verify``)
+    from agent_sandbox.audit import AuditLog
+
+    log = AuditLog(Path(repo) / ".sandbox" / "audit", key_path=repo_key_path(repo),
+                   checkpoint_interval=None)
+    try:
+        log.checkpoint(empty=True)
+    finally:
+        log.close()
     return pin, text.strip()
 
 

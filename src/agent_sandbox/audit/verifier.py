@@ -210,6 +210,10 @@ def _checkpoints(
     return heads
 
 
+DEFAULT_EVERY = 1000  # ``AuditLog``'s default checkpoint period, in records
+SLACK = 64  # records concurrent writers may append before one of them signs
+
+
 def verify(
     directory: str | os.PathLike[str],
     *,
@@ -217,6 +221,7 @@ def verify(
     key_path: str | os.PathLike[str] | None = None,
     extra_checkpoints: list[tuple[str, bytes]] | None = None,
     strict: bool = False,
+    every: int | None = DEFAULT_EVERY,
 ) -> VerifyResult:
     """Verify the audit log in ``directory``.
 
@@ -227,7 +232,11 @@ def verify(
     ``verifier``: a pinned note verifier key (string, file path or Verifier);
     otherwise the signing key's public half, else the key published beside the
     checkpoints (with a warning). ``extra_checkpoints``: (source, note) pairs,
-    e.g. copies kept by a remote sink.
+    e.g. copies kept by a remote sink. ``every``: the writers' checkpoint period in
+    records. A log verified against a pinned key that has no checkpoint at all
+    (pinning signs one), or whose newest checkpoint leaves more than ``every``
+    records uncovered (pinned or not), fails: its checkpoints were removed and
+    its tail may have been rewritten with a recomputed chain.
     """
     directory = Path(directory)
     path = directory / LOG_NAME
@@ -325,6 +334,25 @@ def verify(
                 seq,
                 f"the log ends at record {seq} but a signed checkpoint covers {max_ck} records: "
                 f"records {seq + 1}..{max_ck} were removed from the tail",
+            ),
+            seq,
+            lineno,
+        )
+    gap = (result.anchored or bool(heads)) and every is not None and seq - max_ck > every + SLACK
+    if (result.anchored and not heads) or gap:
+        covered = (f"its newest signed checkpoint covers {max_ck}, though its writers sign "
+                   f"one every {every} records" if heads else
+                   "it has no signed checkpoint, though it is pinned (`sandbox init` signs "
+                   "one when it pins the key)")
+        return _fail(
+            result,
+            Problem(
+                "invalid",
+                lineno,
+                max_ck,
+                f"the log holds {seq} records and {covered}: checkpoints were removed, and "
+                f"records {max_ck + 1}..{seq} may have been rewritten with a recomputed chain "
+                "(a log that truly never had one: `sandbox audit checkpoint`)",
             ),
             seq,
             lineno,

@@ -67,6 +67,12 @@ def verify_cmd(
     strict: Annotated[
         bool, typer.Option("--strict", help="Also check each record's form, seq and prev fields.")
     ] = False,
+    every: Annotated[
+        int, typer.Option("--checkpoint-every", min=1,
+                          help="The writers' checkpoint period in records (the spec's "
+                               "audit.checkpoint_every): an anchored log whose newest "
+                               "checkpoint leaves more uncovered fails.")
+    ] = 1000,
 ) -> None:
     """Check the chain, torn writes and signed checkpoints; exit 1 naming the first bad record."""
     directory = _dir(directory)
@@ -83,7 +89,7 @@ def verify_cmd(
     pinned = None if key else pinned_verifier(str(directory))
     try:
         result = verify(directory, verifier=key or (pinned[1] if pinned else None),
-                        extra_checkpoints=extra, strict=strict)
+                        extra_checkpoints=extra, strict=strict, every=every)
     except SandboxError as exc:
         _die(str(exc))
         return
