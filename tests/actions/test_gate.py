@@ -1754,3 +1754,29 @@ def test_readers_never_raise_on_json_shapes(plan: Any) -> None:
             assert reading.writes  # what cannot be read may change anything
         for entry in [*reading.changes, *reading.signals, reading.unreadable or ""]:
             assert entry.isprintable()
+
+
+SEQUENCE_MOVES = {
+    "SELECT setval('orders_id_seq', 1)": True,
+    "SELECT setval('orders_id_seq', 1, false)": True,
+    "SELECT id FROM orders WHERE id = setval('s', 5)": True,
+    "ALTER SEQUENCE orders_id_seq RESTART WITH 1": True,
+    "ALTER SEQUENCE orders_id_seq INCREMENT BY -1": True,
+    "ALTER SEQUENCE s MINVALUE 1 MAXVALUE 10 CYCLE": True,
+    "ALTER SEQUENCE orders_id_seq OWNED BY orders.id": False,
+    "ALTER SEQUENCE orders_id_seq CACHE 10": False,
+    "SELECT nextval('orders_id_seq')": False,
+}
+
+
+@pytest.mark.parametrize("text", SEQUENCE_MOVES, ids=[q[:60] for q in SEQUENCE_MOVES])
+def test_moving_a_sequence_is_judged_by_what_it_changes(text: str) -> None:
+    """``setval`` or ``ALTER SEQUENCE ... RESTART`` rewinds a sequence: the next
+    INSERT that takes a value may collide with a row already there. A write that
+    runs without a human must not do that; ``nextval`` only takes the next one."""
+    reading = sql(text)
+    assert reading.writes, reading
+    moved = any("sequence hands out" in s for s in reading.signals)
+    assert moved is SEQUENCE_MOVES[text], reading.signals
+    if not SEQUENCE_MOVES[text]:
+        assert reading.signals == (), reading.signals

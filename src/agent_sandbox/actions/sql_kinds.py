@@ -172,9 +172,12 @@ ADMIN_FUNCTIONS = frozenset({
     "pg_truncate_visibility_map", "pg_import_system_collations",
     "pg_log_backend_memory_contexts", "pg_sequence_last_value",
 })
+# functions that move a sequence anywhere: it may hand out values already used, and
+# every later INSERT that takes one fails on a duplicate key (a human judges)
+REWINDING_FUNCTIONS = frozenset({"setval"})
 # functions that write, and nothing worse
 WRITING_FUNCTIONS = frozenset({
-    "nextval", "setval", "lo_create", "lo_creat", "lo_from_bytea", "lo_put", "lo_truncate",
+    "nextval", "lo_create", "lo_creat", "lo_from_bytea", "lo_put", "lo_truncate",
     "lo_truncate64", "lowrite", "lo_open", "pg_notify", "pg_advisory_lock",
     "pg_advisory_lock_shared", "pg_advisory_xact_lock", "pg_advisory_xact_lock_shared",
     "pg_try_advisory_lock", "pg_try_advisory_lock_shared", "pg_try_advisory_xact_lock",

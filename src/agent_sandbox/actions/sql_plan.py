@@ -99,6 +99,7 @@ from .sql_kinds import (
     TWO_PHASE,
     UNJUDGEABLE,
     WRITES,
+    REWINDING_FUNCTIONS,
     WRITING_FUNCTIONS,
 )
 from .sql_nodes import node as _node
@@ -108,6 +109,11 @@ from .sql_plpgsql import embedded_sql
 from .sql_where import HUMAN, Scope, Touch, dml_touch, may_be_boolean, merge_touch, upsert_touch
 
 MAX_BODY_DEPTH = 4  # function bodies inside function bodies, at most
+REWINDS = ("moves the values a sequence hands out: it may give out ones already used, and "
+           "later INSERTs fail on a duplicate key: a human judges")
+# ALTER SEQUENCE options that move its next values (OWNED BY, CACHE do not)
+_SEQUENCE_MOVES = frozenset({"restart", "start", "increment", "minvalue", "maxvalue", "cycle",
+                             "as"})
 
 
 @dataclass(frozen=True)
@@ -289,6 +295,9 @@ class _Reader:
         # the planner may run a function while it plans: EXPLAIN does not hide one
         if name in ADMIN_FUNCTIONS:
             self.signal(ctx, f"calls {shown(name)}() (the gate cannot judge it)")
+        elif name in REWINDING_FUNCTIONS:
+            self.writes = self.writes or ctx.executes
+            self.signal(ctx, f"calls {shown(name)}() ({REWINDS})")
         elif name in WRITING_FUNCTIONS and ctx.executes:
             self.writes = True
         if ctx.stored and not _builtin(names, STORED_FUNCTIONS):
@@ -358,6 +367,16 @@ class _Reader:
         else:
             self.touched.append((target, touch.bound))
             self.bounded.append((id(body), f"{target} ({rows})"))
+
+    def stmt_AlterSeqStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
+        moved = sorted({str((o.get("DefElem") or o).get("defname"))
+                        for o in body.get("options") or () if isinstance(o, dict)}
+                       & _SEQUENCE_MOVES)
+        if moved:
+            name = _relation(body.get("sequence") or {})
+            self.signal(ctx, f"ALTER SEQUENCE {name} {', '.join(m.upper() for m in moved)} "
+                             f"({REWINDS})")
+        return ctx
 
     def stmt_DefineStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
         kind = body.get("kind")
