@@ -90,6 +90,7 @@ from .sql_kinds import (
     MAX_PINNED_ROWS,
     POWERFUL_EXTENSIONS,
     READ_ONLY,
+    REWINDING_FUNCTIONS,
     SAFE_SETTINGS,
     SESSION,
     STORED_EXPRESSIONS,
@@ -99,7 +100,6 @@ from .sql_kinds import (
     TWO_PHASE,
     UNJUDGEABLE,
     WRITES,
-    REWINDING_FUNCTIONS,
     WRITING_FUNCTIONS,
 )
 from .sql_nodes import node as _node
