@@ -205,7 +205,13 @@ def build(repo: str) -> Any:
             res = follow(repo, request_id, wait_deadline=time.monotonic() + wait,
                          timeout_on_expiry=False)
             if res.status == "pending":
-                return f"request {request_id} is still waiting for approval"
+                from .queue.runner import changed_since
+
+                moved = changed_since(repo, q.request(request_id) or {})
+                return (f"request {request_id} is still waiting for approval"
+                        + (f"; since it was made, {len(moved)} of the files it may read "
+                           f"changed ({'; '.join(moved[:5])}): an approval would ask again"
+                           if moved else ""))
             return _mcp_text(res.record) or res.message
 
         return await anyio.to_thread.run_sync(go)

@@ -126,7 +126,7 @@ def test_a_swap_between_request_and_approval_never_runs(tmp_path: Path, how: str
     assert done["status"] == "refused" and done["requeued_as"] == again
 
 
-def test_the_views_show_the_named_script(tmp_path: Path) -> None:
+def test_the_views_show_the_named_script_and_what_changed(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     _write(repo, SWAPS["named script"][1], "approved")
     hook = _hook(repo, "bash ./deploy.sh")
@@ -134,6 +134,11 @@ def test_the_views_show_the_named_script(tmp_path: Path) -> None:
     shown = _cli("pending", str(repo), "--json")
     assert shown.returncode == 0, shown.stderr
     assert "echo approved > ran.txt" in shown.stdout and str(repo / "deploy.sh") in shown.stdout
+    assert json.loads(shown.stdout)[0]["changed_since"] == []
+    _write(repo, {"deploy.sh": SWAPS["named script"][1]["deploy.sh"]}, "EVIL")
+    text = _cli("pending", str(repo))
+    assert f"CHANGED since the request (1): changed {repo / 'deploy.sh'}" in text.stdout, \
+        text.stdout
     _cli("deny", str(repo), rid)
     hook.communicate(timeout=60)
 

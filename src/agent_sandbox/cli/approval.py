@@ -96,8 +96,12 @@ def register(app: typer.Typer) -> None:
         from ..queue.shown import as_json as shown_json
         from ..queue.shown import effect, fields, mismatch, size
 
+        from ..queue.runner import changed_since
+
+        repo = ap.repo
         if as_json:  # ASCII JSON: every other character is a \u escape
-            typer.echo(json.dumps([shown_json(r) for r in items], indent=2))
+            typer.echo(json.dumps([{**shown_json(r), "changed_since": changed_since(repo, r)}
+                                   for r in items], indent=2))
             return
         if not items:
             typer.echo("no pending requests")
@@ -118,6 +122,11 @@ def register(app: typer.Typer) -> None:
             refused = mismatch(r)
             if refused:
                 typer.echo(f"    WARNING: {refused}")
+            moved = changed_since(repo, r)
+            if moved:  # an approval now would refuse it and ask again, showing these
+                typer.echo(f"    CHANGED since the request ({len(moved)}): "
+                           + printable("; ".join(moved[:10]))
+                           + (f"; and {len(moved) - 10} more" if len(moved) > 10 else ""))
 
     @app.command("approve")
     def approve_cmd(args: list[str] = typer.Argument(..., help="[DIR] ID"),

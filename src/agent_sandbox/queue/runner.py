@@ -124,6 +124,26 @@ def pin_remembered(repo: str, q: FolderQueue, record: dict[str, Any],
     return True
 
 
+def changed_since(repo: str, req: dict[str, Any]) -> list[str] | None:
+    """What of the tree a pending command request was made with is no longer as it
+    was (``content.touched``: the approval would refuse it and ask again); None
+    for a request that pinned no content."""
+    from . import content
+
+    seen = req.get("content")
+    rid = req.get("id")
+    if not isinstance(seen, dict) or not isinstance(rid, str):
+        return None
+    old = content.load(queue_for(repo), rid)
+    if old is None:
+        return ["the record of the tree it was made with is missing"]
+    _, skip = pinned_roots(repo, str(req.get("cwd") or repo))
+    try:
+        return content.touched(old, content.take(list(seen.get("roots") or ()), skip))
+    except content.TooLarge as exc:
+        return [str(exc)]
+
+
 def run_command(repo: str, req: dict[str, Any]) -> dict[str, Any]:
     command = req["params"].get("command")
     if not isinstance(command, str) or not command:
