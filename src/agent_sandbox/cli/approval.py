@@ -93,10 +93,9 @@ def register(app: typer.Typer) -> None:
             items = ap.pending()
         except SandboxError as exc:
             _fail(str(exc))
+        from ..queue.runner import changed_since
         from ..queue.shown import as_json as shown_json
         from ..queue.shown import effect, fields, mismatch, size
-
-        from ..queue.runner import changed_since
 
         repo = ap.repo
         if as_json:  # ASCII JSON: every other character is a \u escape
