@@ -514,7 +514,7 @@ def _uninstall(repo: str) -> dict[str, Any]:
     kept_audit = False
     for d in sorted(dirs, key=lambda x: -x.count("/")):
         if d == ".sandbox":
-            if _has_entries(repo, ".sandbox/audit"):
+            if _has_records(repo):
                 kept_audit = True
                 fd = below_root.open_folder(repo, ".sandbox")
                 try:
@@ -542,13 +542,23 @@ def _uninstall(repo: str) -> dict[str, Any]:
     return {"repo": repo, "restored": restored, "removed": removed, "kept_audit": kept_audit}
 
 
-def _has_entries(repo: str, rel: str) -> bool:
+def _has_records(repo: str) -> bool:
+    """Whether the repository's audit log holds a record (a log with none, and the
+    checkpoint ``sandbox init`` signed of it, go with the rest of ``.sandbox``)."""
+    from .audit.log import CHECKPOINT_DIR, LOCK_NAME, LOG_NAME
+
     try:
-        fd = below_root.open_folder(repo, rel)
+        fd = below_root.open_folder(repo, ".sandbox/audit")
     except FileNotFoundError:
         return False
     try:
-        return bool(os.listdir(fd))
+        names = os.listdir(fd)
+        if any(n not in (LOG_NAME, LOCK_NAME, CHECKPOINT_DIR) for n in names):
+            return True  # something else the user or an older version keeps there
+        try:
+            return os.stat(LOG_NAME, dir_fd=fd, follow_symlinks=False).st_size > 0
+        except FileNotFoundError:
+            return False
     finally:
         os.close(fd)
 

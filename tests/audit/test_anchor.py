@@ -158,3 +158,21 @@ def test_a_checkpoint_left_far_behind_fails(tmp_path: Path, state: Path) -> None
     log.close()
     bad = verify(repo, state)
     assert bad.returncode == 1 and "checkpoints were removed" in bad.stdout, bad.stdout
+
+
+def test_a_repository_connected_again_is_anchored_again(tmp_path: Path, state: Path) -> None:
+    """Uninstall removes a log without records (and its checkpoint); the pin stays in
+    the state folder. Connecting again signs a checkpoint of the new log, so it is
+    anchored from its start like the first."""
+    from agent_sandbox.audit.log import CHECKPOINT_DIR
+
+    repo = tmp_path / "repo"
+    (repo / ".sandbox" / "audit").mkdir(parents=True)
+    pin_verifier(str(repo))
+    shutil.rmtree(repo / ".sandbox")
+    (repo / ".sandbox" / "audit").mkdir(parents=True)
+    pin_verifier(str(repo))                     # the same pin: kept, and a checkpoint now
+    assert list((repo / ".sandbox" / "audit" / CHECKPOINT_DIR).glob("*.note"))
+    assert append_audit(str(repo), "decision", {"verdict": "allow", "summary": "ls"})
+    ok = verify(repo, state)
+    assert ok.returncode == 0, ok.stdout + ok.stderr

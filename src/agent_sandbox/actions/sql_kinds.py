@@ -28,6 +28,8 @@ a built-in comparison, arithmetic, ``LIKE`` or ``BETWEEN``
 
 from __future__ import annotations
 
+from typing import Any
+
 # statements that neither write nor change the session's rights
 READ_ONLY = frozenset({
     "SelectStmt", "VariableShowStmt", "ExplainStmt", "DeclareCursorStmt", "FetchStmt",
@@ -175,6 +177,19 @@ ADMIN_FUNCTIONS = frozenset({
 # functions that move a sequence anywhere: it may hand out values already used, and
 # every later INSERT that takes one fails on a duplicate key (a human judges)
 REWINDING_FUNCTIONS = frozenset({"setval"})
+REWINDS = ("moves the values a sequence hands out: it may give out ones already used, and "
+           "later INSERTs fail on a duplicate key: a human judges")
+# ALTER SEQUENCE options that move its next values (OWNED BY, CACHE do not)
+SEQUENCE_MOVES = frozenset({"restart", "start", "increment", "minvalue", "maxvalue", "cycle",
+                            "as"})
+
+
+def sequence_moves(options: Any) -> str:
+    """The options of an ``ALTER SEQUENCE`` (pglast's ``DefElem`` list) among
+    ``SEQUENCE_MOVES``, as the statement spells them; "" for none."""
+    names = {str((o.get("DefElem") or o).get("defname")) for o in options or ()
+             if isinstance(o, dict)}
+    return ", ".join(sorted(n.upper() for n in names & SEQUENCE_MOVES))
 # functions that write, and nothing worse
 WRITING_FUNCTIONS = frozenset({
     "nextval", "lo_create", "lo_creat", "lo_from_bytea", "lo_put", "lo_truncate",

@@ -3,7 +3,10 @@ string under a node. Pure; shared by the SQL gate's readers."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from .plan_reading import Unreadable
 
 
 def node(value: Any) -> tuple[str, dict[str, Any] | None]:
@@ -34,3 +37,18 @@ def strings(value: Any) -> list[str]:
             else:
                 stack.extend(reversed(list(item.values())))
     return out
+
+
+def parse(text: str) -> list[dict[str, Any]]:
+    """The statements of ``text`` as pglast's JSON parse tree (``Unreadable`` when
+    PostgreSQL's grammar refuses it)."""
+    from pglast import parser
+
+    try:
+        tree = json.loads(parser.parse_sql_json(text))
+    except parser.ParseError as exc:
+        raise Unreadable(f"PostgreSQL cannot parse it: {exc}") from None
+    except (ValueError, RecursionError):
+        raise Unreadable("the parse tree cannot be read") from None
+    stmts = tree.get("stmts") if isinstance(tree, dict) else None
+    return stmts if isinstance(stmts, list) else []

@@ -63,7 +63,6 @@ unreadable, and escalates.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -91,6 +90,7 @@ from .sql_kinds import (
     POWERFUL_EXTENSIONS,
     READ_ONLY,
     REWINDING_FUNCTIONS,
+    REWINDS,
     SAFE_SETTINGS,
     SESSION,
     STORED_EXPRESSIONS,
@@ -101,19 +101,16 @@ from .sql_kinds import (
     UNJUDGEABLE,
     WRITES,
     WRITING_FUNCTIONS,
+    sequence_moves,
 )
 from .sql_nodes import node as _node
 from .sql_nodes import nodes as _nodes
+from .sql_nodes import parse as _parse
 from .sql_nodes import strings as _strings
 from .sql_plpgsql import embedded_sql
 from .sql_where import HUMAN, Scope, Touch, dml_touch, may_be_boolean, merge_touch, upsert_touch
 
 MAX_BODY_DEPTH = 4  # function bodies inside function bodies, at most
-REWINDS = ("moves the values a sequence hands out: it may give out ones already used, and "
-           "later INSERTs fail on a duplicate key: a human judges")
-# ALTER SEQUENCE options that move its next values (OWNED BY, CACHE do not)
-_SEQUENCE_MOVES = frozenset({"restart", "start", "increment", "minvalue", "maxvalue", "cycle",
-                             "as"})
 
 
 @dataclass(frozen=True)
@@ -139,19 +136,6 @@ def read(text: str) -> Reading:
         return unreadable(str(exc))
     except RecursionError:
         return unreadable("the SQL is nested too deeply to judge")
-
-
-def _parse(text: str) -> list[dict[str, Any]]:
-    from pglast import parser
-
-    try:
-        tree = json.loads(parser.parse_sql_json(text))
-    except parser.ParseError as exc:
-        raise Unreadable(f"PostgreSQL cannot parse it: {exc}") from None
-    except (ValueError, RecursionError):
-        raise Unreadable("the parse tree cannot be read") from None
-    stmts = tree.get("stmts") if isinstance(tree, dict) else None
-    return stmts if isinstance(stmts, list) else []
 
 
 class _Reader:
@@ -369,12 +353,9 @@ class _Reader:
             self.bounded.append((id(body), f"{target} ({rows})"))
 
     def stmt_AlterSeqStmt(self, body: dict[str, Any], ctx: _Ctx, source: str) -> _Ctx:
-        moved = sorted({str((o.get("DefElem") or o).get("defname"))
-                        for o in body.get("options") or () if isinstance(o, dict)}
-                       & _SEQUENCE_MOVES)
+        moved = sequence_moves(body.get("options"))
         if moved:
-            name = _relation(body.get("sequence") or {})
-            self.signal(ctx, f"ALTER SEQUENCE {name} {', '.join(m.upper() for m in moved)} "
+            self.signal(ctx, f"ALTER SEQUENCE {_relation(body.get('sequence') or {})} {moved} "
                              f"({REWINDS})")
         return ctx
 

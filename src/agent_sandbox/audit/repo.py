@@ -77,22 +77,23 @@ def pin_verifier(repo: str) -> tuple[str, str]:
             current = fh.read()
     except FileNotFoundError:
         current = None
-    if current is not None:
-        if current != text:
-            raise AuditError(f"{pin} pins another verifier key for {repo}; remove it first if "
-                             "the key was replaced on purpose")
-        return pin, text.strip()
-    create_once(pin, text.encode(), 0o600)  # first writer wins; never replaced
-    # the log is anchored from here: a checkpoint now (of an empty log too), so that
-    # one whose checkpoints are all removed fails verification (``verifier.verify``)
+    if current is not None and current != text:
+        raise AuditError(f"{pin} pins another verifier key for {repo}; remove it first if "
+                         "the key was replaced on purpose")
+    if current is None:
+        create_once(pin, text.encode(), 0o600)  # first writer wins; never replaced
+    # the log is anchored from here: a checkpoint now when it has none (of an empty log
+    # too), so that one whose checkpoints are all removed fails verification
     from agent_sandbox.audit import AuditLog
+    from agent_sandbox.audit.log import CHECKPOINT_DIR
 
-    log = AuditLog(Path(repo) / ".sandbox" / "audit", key_path=repo_key_path(repo),
-                   checkpoint_interval=None)
-    try:
-        log.checkpoint(empty=True)
-    finally:
-        log.close()
+    audit = Path(repo) / ".sandbox" / "audit"
+    if not ck.stored_notes(audit / CHECKPOINT_DIR):
+        log = AuditLog(audit, key_path=repo_key_path(repo), checkpoint_interval=None)
+        try:
+            log.checkpoint(empty=True)
+        finally:
+            log.close()
     return pin, text.strip()
 
 
