@@ -46,6 +46,14 @@ def repo_slug(repo: str) -> str:
     return f"{base[:40] or 'root'}-{digest}"
 
 
+def repo_of_log(directory: str) -> str | None:
+    """The repository whose audit log is ``directory`` (``<repo>/.sandbox/audit``), or None."""
+    d = os.path.realpath(directory)
+    if os.path.basename(d) == "audit" and os.path.basename(os.path.dirname(d)) == ".sandbox":
+        return os.path.dirname(os.path.dirname(d))
+    return None
+
+
 def repo_key_path(repo: str, home: str | None = None) -> str:
     """The Ed25519 key that signs the checkpoints of ``repo``'s audit log."""
     return os.path.join(user_state_dir(home), "audit-keys", repo_slug(repo) + ".ed25519")

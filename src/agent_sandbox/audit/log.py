@@ -558,7 +558,7 @@ def _default_key(directory: str) -> str:
     """A repository's log (``<repo>/.sandbox/audit``) signs with the key in the
     user's state folder, never one inside the repository; any other log with
     ``<log dir>/../audit-keys/<name>.ed25519``."""
-    from agent_sandbox.audit.repo import repo_of_log
+    from agent_sandbox.state_paths import repo_of_log
 
     repo = repo_of_log(directory)
     if repo is not None:

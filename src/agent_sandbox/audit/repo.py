@@ -48,13 +48,6 @@ def log_dir(repo: str) -> str:
     return os.path.join(repo, ".sandbox", "audit")
 
 
-def repo_of_log(directory: str) -> str | None:
-    """The repository whose log is ``directory`` (``<repo>/.sandbox/audit``), or None."""
-    d = os.path.realpath(directory)
-    if os.path.basename(d) == "audit" and os.path.basename(os.path.dirname(d)) == ".sandbox":
-        return os.path.dirname(os.path.dirname(d))
-    return None
-
 
 def pin_verifier(repo: str) -> tuple[str, str]:
     """Create the repository's signing key (in the user's state folder) if it
@@ -99,7 +92,7 @@ def pin_verifier(repo: str) -> tuple[str, str]:
 
 def pinned_verifier(directory: str) -> tuple[str, str] | None:
     """(pin path, verifier key) pinned for the log in ``directory``, or None."""
-    from agent_sandbox.state_paths import repo_pin_path
+    from agent_sandbox.state_paths import repo_of_log, repo_pin_path
 
     repo = repo_of_log(directory)
     if repo is None:

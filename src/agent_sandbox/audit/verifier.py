@@ -165,7 +165,7 @@ def _named(directory: Path, public_key: bytes) -> Any:
 def default_key_paths(directory: Path) -> list[Path]:
     """Where the signing key of the log in ``directory`` is kept by default."""
     from agent_sandbox.audit import HOST_KEY, HOST_LOG_DIR
-    from agent_sandbox.audit.repo import repo_of_log
+    from agent_sandbox.state_paths import repo_of_log
 
     paths = [directory.parent / "audit-keys" / f"{directory.name}.ed25519"]
     repo = repo_of_log(str(directory))

@@ -29,8 +29,8 @@ import stat
 import sys
 
 from ..globs import under
-from .files import Refused
 from .notify import Notification, pidfd_getfd
+from .refused import Refused
 from .target import Target, locate
 
 TYPE_CHECKING = False

@@ -30,12 +30,11 @@ import errno
 import os
 import stat
 
-from agent_sandbox.errors import SandboxError
-
 from .. import gitmeta
 from . import gitwrites
 from .judge import PYCACHE, Judge
 from .made import Made, mark, marked
+from .refused import Refused
 from .surroundings import Surroundings
 from .target import (
     AT_FDCWD,
@@ -60,15 +59,6 @@ AT_REMOVEDIR = 0x200
 AT_SYMLINK_FOLLOW = 0x400
 AT_EMPTY_PATH = 0x1000
 RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
-
-
-class Refused(SandboxError, OSError):
-    """A call the judge refuses, with its reason: ``EROFS``, as the read-only
-    mounts of the protected set always answered."""
-
-    def __init__(self, reason: str, code: int = errno.EROFS) -> None:
-        super().__init__(code, reason)
-        self.reason = reason
 
 
 class Fd:

@@ -19,7 +19,7 @@ import errno
 import os
 import stat
 
-from .files import Refused
+from .refused import Refused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

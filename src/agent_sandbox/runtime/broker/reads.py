@@ -27,8 +27,9 @@ import os
 import posixpath
 import stat
 
-from .files import Fd, Later, Refused
+from .files import Fd, Later
 from .notify import open_in_root
+from .refused import Refused
 from .target import absolute, fd_alias
 
 TYPE_CHECKING = False

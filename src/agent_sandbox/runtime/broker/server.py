@@ -19,10 +19,11 @@ import ctypes
 import errno
 import os
 
-from .files import Fd, Files, Later, Refused
+from .files import Fd, Files, Later
 from .judge import Judge
 from .notify import OPEN_WRITE_FLAGS, SYSCALLS, Listener, Notification
 from .reads import open_for_reading
+from .refused import Refused
 from .target import AT_FDCWD, Callers, Target, fd_arg
 
 TYPE_CHECKING = False
