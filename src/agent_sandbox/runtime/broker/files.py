@@ -311,10 +311,7 @@ class Files:
         path = absolute(t, fd_arg(dirfd), raw)
         alias = fd_alias(path)
         if alias is not None:  # the caller's own descriptor, opened again
-            try:
-                where = t.fd_path(alias)
-            except OSError:
-                raise OSError(errno.ENOENT, "no such descriptor") from None
+            where = t.alias_path(alias)
             if where.startswith("/"):
                 why = self.judge.protected(where)
                 if why:

@@ -72,10 +72,7 @@ def open_for_reading(rules: ReadRules, t: Target, dirfd: int, address: int,
         raise OSError(errno.ESRCH, "the caller is gone")
     alias = fd_alias(path)
     if alias is not None:  # the caller's own descriptor, opened again
-        try:
-            where = t.fd_path(alias)
-        except OSError:
-            raise OSError(errno.ENOENT, "no such descriptor") from None
+        where = t.alias_path(alias)
         _judge(rules, where)
         again = t.reopen(alias, flags & ~os.O_NOFOLLOW | os.O_NOCTTY)
         if pin is not None and not flags & os.O_PATH:

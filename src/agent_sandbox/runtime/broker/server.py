@@ -172,17 +172,7 @@ class Broker:
                 handed, t = t, None
                 self._connect(handed, n)
                 return
-            result = self._file(name, t, n)
-            if isinstance(result, Later):
-                _thread.start_new_thread(self._later, (n, result))
-                return
-            if isinstance(result, Fd):
-                try:
-                    self.listener.answer_fd(n, result.fd, cloexec=result.cloexec)
-                finally:
-                    os.close(result.fd)
-            else:
-                self._answer(n, value=result)
+            self._hand(n, self._file(name, t, n))
         except Refused as exc:
             self._refused(exc.reason)
             self._answer(n, error=exc.errno or errno.EPERM)
@@ -205,13 +195,7 @@ class Broker:
                 (a[1] if name == "open" else a[2]) & 0xFFFFFFFF,
                 lambda: self.listener.valid(n), self.pin,
                 self.files.written if self.files is not None else None)
-            if isinstance(result, Later):
-                _thread.start_new_thread(self._later, (n, result))
-                return
-            try:
-                self.listener.answer_fd(n, result.fd, cloexec=result.cloexec)
-            finally:
-                os.close(result.fd)
+            self._hand(n, result)
         except Refused as exc:
             self._refused(exc.reason)
             self._answer(n, error=exc.errno or errno.EACCES)
@@ -219,6 +203,19 @@ class Broker:
             self._answer(n, error=exc.errno or errno.EPERM)
         finally:
             t.close()
+
+    def _hand(self, n: Notification, result: Fd | Later | int) -> None:
+        """Complete ``n`` with what a handler returned: a descriptor put into the
+        caller's table, an open that may wait (in a thread of its own), a value."""
+        if isinstance(result, Later):
+            _thread.start_new_thread(self._later, (n, result))
+        elif isinstance(result, Fd):
+            try:
+                self.listener.answer_fd(n, result.fd, cloexec=result.cloexec)
+            finally:
+                os.close(result.fd)
+        else:
+            self._answer(n, value=result)
 
     def _later(self, n: Notification, later: Later) -> None:
         try:

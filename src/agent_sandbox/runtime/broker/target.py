@@ -145,6 +145,14 @@ class Target:
     def fd_path(self, fd: int) -> str:
         return self._readlink(f"fd/{fd}")
 
+    def alias_path(self, fd: int) -> str:
+        """Where the caller's own descriptor ``fd`` leads (``/dev/stdout``,
+        ``/proc/self/fd/N`` opened again); ``ENOENT`` when it has none such."""
+        try:
+            return self.fd_path(fd)
+        except OSError:
+            raise OSError(errno.ENOENT, "no such descriptor") from None
+
     def cwd(self) -> str:
         return self._readlink("cwd")
 
