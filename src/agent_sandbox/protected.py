@@ -181,6 +181,12 @@ GIT_PATH_KEYS: tuple[str, ...] = (
     "sequence.editor", "diff.external", "gpg.program", "credential.helper",
 )
 
+# Entries that belong to the repository whose work tree holds them: git reads
+# them there alone (``.gitmodules``: its submodules' URLs and paths), so in a
+# repository a sandboxed run made (its ``.git`` is the run's) they are the run's,
+# like the rest of that repository (``runtime.broker.files``).
+REPOSITORY_OWN = frozenset({".gitmodules"})
+
 # Directory names never entered when searching for other protected names: the
 # git directory is handled through GIT_EXECUTABLE.
 GIT_DIR = ".git"

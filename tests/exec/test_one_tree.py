@@ -532,3 +532,74 @@ def test_a_repository_a_run_makes_takes_nothing_git_runs_even_mid_run(
     assert t.marker.exists() == (not sandboxed), out
     if sandboxed:  # the repository itself is the run's, and works
         assert t.git("log", "--oneline", cwd=t.root / "new").returncode == 0
+
+
+@pytest.mark.parametrize("how", ["git-config", "in-place", "hook", "submodule-update",
+                                 "submodule-fsmonitor", "submodule-hook"])
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
+def test_a_repository_an_earlier_run_made_stays_judged_in_later_runs(
+        tree: Tree, sandboxed: bool, how: str) -> None:
+    """One run makes a repository; a later run (as an agent's next call) changes
+    its configuration, adds a submodule (both allowed: the repository is the
+    command's) and plants what would make git run a program: in the repository's
+    configuration, as a hook, as a submodule's ``update = !command``, or in the
+    submodule's own git folder. The user's git fires it after the runs."""
+    t = tree
+    src = t.base / "subsrc"
+    src.mkdir()
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "a"],
+                 ["commit", "-q", "--allow-empty", "-m", "b"]):
+        assert t.git(*args, cwd=src).returncode == 0
+    fsmon = f"touch {t.marker}; false"
+    add = f"git -c protocol.file.allow=always submodule add -q {src} s && git commit -qm s"
+    plant = {
+        "git-config": f"git config core.fsmonitor '{fsmon}'",
+        "in-place": f"printf '[core]\\n\\tfsmonitor = \"{fsmon}\"\\n' >> .git/config",
+        "hook": f"printf '#!/bin/sh\\ntouch {t.marker}\\n' > .git/hooks/pre-commit && "
+                "chmod +x .git/hooks/pre-commit",
+        "submodule-update": f"{add} && git -C s checkout -q HEAD~1 && "
+                            f"git config submodule.s.update '!touch {t.marker}'",
+        "submodule-fsmonitor": f"{add} && git -C s config core.fsmonitor '{fsmon}'",
+        "submodule-hook": f"{add} && printf '#!/bin/sh\\ntouch {t.marker}\\n' > "
+                          ".git/modules/s/hooks/post-checkout && "
+                          "chmod +x .git/modules/s/hooks/post-checkout",
+    }[how]
+    made = t.run("mkdir new && cd new && git init -q && git commit -q --allow-empty -m i",
+                 sandboxed=sandboxed)
+    finish(made)
+    new = t.root / "new"
+    assert t.git("log", "--oneline", cwd=new).returncode == 0
+    ok = t.run("cd new && git config user.name agent && git commit -q --allow-empty -m j "
+               "&& git config --get user.name", sandboxed=sandboxed)
+    assert finish(ok)[0] == b"agent\n"  # the repository is the command's to change
+    out = finish(t.run(f"cd new && {plant}", sandboxed=sandboxed))
+    t.git("status", cwd=new)
+    t.git("commit", "-q", "--allow-empty", "-m", "u", cwd=new)
+    t.git("-c", "protocol.file.allow=always", "submodule", "update", cwd=new)
+    if (new / "s").is_dir():
+        t.git("status", cwd=new / "s")
+        t.git("checkout", "-q", "HEAD~1", cwd=new / "s")
+    assert t.marker.exists() == (not sandboxed), out
+    if sandboxed and how.startswith("submodule"):  # the submodule itself was added
+        status = t.git("submodule", "status", cwd=new)
+        assert b" s" in status.stdout, status
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
+def test_a_submodule_stays_refused_in_the_users_repository(tree: Tree,
+                                                          sandboxed: bool) -> None:
+    """In a repository the user made, ``.gitmodules`` and ``.git/modules/`` stay the
+    user's: a run's ``git submodule add`` there changes nothing the user's git reads."""
+    t = tree
+    src = t.base / "subsrc"
+    src.mkdir()
+    assert t.git("init", "-q", cwd=src).returncode == 0
+    assert t.git("commit", "-q", "--allow-empty", "-m", "a", cwd=src).returncode == 0
+    assert t.git("init", "-q").returncode == 0
+    assert t.git("commit", "-q", "--allow-empty", "-m", "i").returncode == 0
+    finish(t.run(f"git -c protocol.file.allow=always submodule add -q {src} s",
+                 sandboxed=sandboxed))
+    changed = [p for p in (".gitmodules", ".git/modules/s/config", "s/.git")
+               if (t.root / p).exists()]
+    assert (changed == []) == sandboxed, changed
+    assert (t.git("submodule", "status").stdout == b"") == sandboxed

@@ -34,7 +34,7 @@ from __future__ import annotations
 import posixpath
 
 from agent_sandbox.errors import SandboxError
-from agent_sandbox.protected import GIT_EXECUTABLE, GIT_PATH_KEYS
+from agent_sandbox.protected import GIT_DIR, GIT_EXECUTABLE, GIT_PATH_KEYS
 
 from . import gitconfig
 
@@ -221,6 +221,10 @@ SAFE_NEW_KEYS = frozenset({
     "core.sparsecheckout", "core.sparsecheckoutcone",
 })
 SAFE_NEW_SECTIONS = ("remote.", "branch.")
+# what ``git submodule add`` and ``init`` write of a submodule (never ``update``,
+# whose ``!command`` form git runs)
+SUBMODULE_KEYS = frozenset({"url", "active", "branch", "ignore", "fetchrecursesubmodules",
+                            "shallow"})
 UNSAFE_REMOTE_KEYS = ("uploadpack", "receivepack", "vcs", "proxy")
 
 
@@ -235,22 +239,42 @@ def _config_why(fs: FsView, path: str, what: str) -> str | None:
     data = fs.read(path, READ_LIMIT)
     if data is None:
         return f"{what} cannot be read"
-    return config_text_why(data, what)
+    return config_text_why(data, what, posixpath.dirname(path))
 
 
-def config_text_why(data: bytes, what: str) -> str | None:
+def config_text_why(data: bytes, what: str, gitdir: str | None = None) -> str | None:
     """Why a configuration's text, new from a run, is unsafe for host-side git (as
-    ``_config_why`` judges a file), or None."""
+    ``_config_why`` judges a file), or None. ``gitdir``: the git folder it is the
+    configuration of (a submodule's may name its work tree: ``_submodule_tree``)."""
     why = gitconfig.unreadable(data, READ_LIMIT)
     if why:
         return f"its {what} cannot be judged: {why}"
-    for key, _ in gitconfig.read(data):
+    for key, value in gitconfig.read(data):
         if key in SAFE_NEW_KEYS:
             continue
         if key.startswith(SAFE_NEW_SECTIONS) and not key.endswith(UNSAFE_REMOTE_KEYS):
             continue
+        if key.startswith("submodule.") and key.rpartition(".")[2] in SUBMODULE_KEYS:
+            continue
+        if key == "core.worktree" and gitdir is not None and _submodule_tree(gitdir, value):
+            continue
         return f"its {what} sets {key}"
     return None
+
+
+def _submodule_tree(gitdir: str, value: str | None) -> bool:
+    """``core.worktree`` as ``git submodule`` writes it in a submodule's git folder
+    (``R/.git/modules/NAME``): a folder inside R's work tree, outside any ``.git``."""
+    parts = gitdir.rstrip("/").split("/")
+    if GIT_DIR not in parts or not value:
+        return False
+    top = parts.index(GIT_DIR)
+    if len(parts) < top + 3 or parts[top + 1] != "modules":
+        return False
+    work = "/".join(parts[:top]) or "/"
+    target = posixpath.normpath(posixpath.join(gitdir, value))
+    inside = target.startswith(work.rstrip("/") + "/")
+    return inside and GIT_DIR not in target[len(work):].split("/")
 
 
 def _hooks_why(fs: FsView, gitdir: str) -> str | None:

@@ -36,7 +36,8 @@ def made_repos(repos: Mapping[str, tuple[int, int]]) -> list[tuple[str, str]]:
         bare = os.path.basename(path) != protected.GIT_DIR
         if not stat.S_ISDIR(st.st_mode):
             try:
-                kept = not bare and _worktree_of(fs, path) is not None
+                kept = not bare and (_worktree_of(fs, path) or _submodule_of(fs, path)) \
+                    is not None
             except Exception:  # what the command wrote must never stop the sweep
                 kept = False
             if not bare and not kept:
@@ -58,6 +59,24 @@ def made_repos(repos: Mapping[str, tuple[int, int]]) -> list[tuple[str, str]]:
         elif why:
             found.append((path, f"a repository made during the run: {why}"))
     return found
+
+
+def _submodule_of(fs: SweepFs, dotgit: str) -> str | None:
+    """The submodule's git folder a ``.git`` file points to when it is what ``git
+    submodule add`` writes: ``R/.git/modules/NAME`` for a file inside R's work
+    tree, which ``check_new_git_dir`` passes; else None."""
+    admin = gitmeta.gitdir_of_file(fs, dotgit) if os.path.isfile(dotgit) else None
+    if admin is None:
+        return None
+    parts = admin.split("/")
+    if protected.GIT_DIR not in parts:
+        return None
+    top = parts.index(protected.GIT_DIR)
+    work = "/".join(parts[:top]) or "/"
+    if len(parts) < top + 3 or parts[top + 1] != "modules" or not os.path.realpath(
+            dotgit).startswith(work.rstrip("/") + "/"):
+        return None
+    return admin if gitmeta.check_new_git_dir(fs, admin) is None else None
 
 
 def _worktree_of(fs: SweepFs, dotgit: str) -> str | None:

@@ -30,6 +30,8 @@ import errno
 import os
 import stat
 
+from agent_sandbox import protected
+
 from .. import gitmeta
 from . import gitwrites
 from .judge import PYCACHE, Judge
@@ -114,7 +116,7 @@ class Files:
         ``leaving``: the name is removed or moved away (bytecode caches may go)."""
         path = place.path
         why = self.judge.protected(path)
-        if why:
+        if why and not self._repository_own(place):
             raise Refused(why)
         root = f"/proc/{t.pid}/root"
         top = self.judge.repository(path)
@@ -124,11 +126,16 @@ class Files:
             # (a git folder made inside another's .git is that other's), or, for a
             # .git entry, the folder it sits in, the entry itself, or a .git folder
             # the run made and now moves into place
-            mine = (top is not None and top != path and self._own(root + top)) or (
+            # a repository a sandboxed run made (this one or an earlier one: its .git
+            # carries the mark) is the command's: its metadata is judged as written
+            # (``gitwrites``), in this run as in the one that made it
+            own_top = top is not None and top != path and self._own(root + top)
+            mine = own_top or (top is not None and top != path
+                               and self._sandboxed_path(root + top)) or (
                 place.name == ".git" and (self._own(root + container)
                                           or self._own(root + path)
                                           or self.made.holds(moved)))
-            if not mine and top is not None and container.startswith(top + "/worktrees/") \
+            if not own_top and top is not None and container.startswith(top + "/worktrees/") \
                     and "/" not in container[len(top) + 11:] and self._own(root + container):
                 # a linked worktree's git folder this run made (``git worktree add``): git
                 # reads it only in that worktree; the sweep judges it after the run
@@ -156,6 +163,22 @@ class Files:
                 and not (place.name == ".git" and self.made.holds(moved)):
             raise Refused(f"a folder renamed to or from {path} would carry files under a "
                           "protected name")
+
+    def _repository_own(self, place: Place) -> bool:
+        """``place`` names a repository's own entry (``protected.REPOSITORY_OWN``)
+        beside a ``.git`` folder a sandboxed run made: the command's, as that
+        repository is."""
+        if place.name not in protected.REPOSITORY_OWN or place.folder < 0:
+            return False
+        try:
+            fd = os.open(protected.GIT_DIR, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, dir_fd=place.folder)
+        except OSError:
+            return False
+        try:
+            return self._sandboxed(fd)
+        finally:
+            os.close(fd)
 
     def _exposes(self, src: Place, dst: Place, moved: os.stat_result | None) -> None:
         """Refuse a rename or link that would give a file denied for reading
@@ -190,17 +213,17 @@ class Files:
         if where is not None:
             gitdir = place.parent if where == "here" else place.parent.rsplit("/", 1)[0]
             if where == "here":
-                own = self.made.holds(os.fstat(place.folder))
+                own = self._sandboxed(place.folder)
             else:
                 up = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
                              dir_fd=place.folder)
                 try:
-                    own = self.made.holds(os.fstat(up))
+                    own = self._sandboxed(up)
                 finally:
                     os.close(up)
             if not own:
                 raise Refused(f"{path} is git metadata of {gitdir}, which git takes for a git "
-                              "directory and this run did not create")
+                              "directory and no sandboxed run made")
             why = gitwrites.rule_for(path, gitdir)
             if why:
                 raise Refused(why)

@@ -59,7 +59,7 @@ def publish(src: Place, dst: Place) -> tuple[str | None, os.stat_result | None]:
             data += chunk
     finally:
         os.close(fd)
-    why = gitmeta.config_text_why(data, "configuration")
+    why = gitmeta.config_text_why(data, "configuration", dst.parent)
     if why:
         return f"{dst.path}: {why} (what host git would run)", None
     tmp = f".{dst.name}.sandbox-{os.getpid()}-{st.st_ino}"
