@@ -168,17 +168,8 @@ class Files:
         """``place`` names a repository's own entry (``protected.REPOSITORY_OWN``)
         beside a ``.git`` folder a sandboxed run made: the command's, as that
         repository is."""
-        if place.name not in protected.REPOSITORY_OWN or place.folder < 0:
-            return False
-        try:
-            fd = os.open(protected.GIT_DIR, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, dir_fd=place.folder)
-        except OSError:
-            return False
-        try:
-            return self._sandboxed(fd)
-        finally:
-            os.close(fd)
+        return place.name in protected.REPOSITORY_OWN and place.folder >= 0 and \
+            self._sandboxed_path(protected.GIT_DIR, place.folder)
 
     def _exposes(self, src: Place, dst: Place, moved: os.stat_result | None) -> None:
         """Refuse a rename or link that would give a file denied for reading
@@ -234,9 +225,11 @@ class Files:
         if site is not None and not self._sandboxed_path(site):
             raise Refused(f"{path} is imported by a .pth file of {site} at every start")
 
-    def _sandboxed_path(self, path: str) -> bool:
+    def _sandboxed_path(self, path: str, dir_fd: int | None = None) -> bool:
+        """``_sandboxed`` of the folder at ``path`` (below ``dir_fd``: not a link)."""
         try:
-            fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+                         | (os.O_NOFOLLOW if dir_fd is not None else 0), dir_fd=dir_fd)
         except OSError:
             return False
         try:
