@@ -34,6 +34,9 @@ class Finding:
     client: str
     problem: str  # "skips-hooks" | "outside-boundary" | "missing-managed-file"
     detail: str
+    # the one command that completes the set-up, when the client skips our hooks
+    # silently until it is run (``sandbox init`` exits non-zero naming it)
+    fix: str | None = None
 
 
 def _json(path: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -74,7 +77,8 @@ def codex(repo: str | None, home: str) -> list[Finding]:
     managed_hooks = bool(req and req.get("hooks"))
     codex_home = os.environ.get("CODEX_HOME") or os.path.join(home, ".codex")
     hooks_file = os.path.join(repo, ".codex", "hooks.json") if repo else ""
-    if repo and os.path.isfile(hooks_file):
+    if repo and os.path.isfile(hooks_file) and not managed_hooks:
+        # with managed hooks, Codex runs ours whatever it makes of the project's
         doc, err = _json(hooks_file)
         cfg, cerr = _toml(os.path.join(codex_home, "config.toml"))
         if err or cerr:
@@ -91,9 +95,9 @@ def codex(repo: str | None, home: str) -> list[Finding]:
                 if node != value:
                     what = ("the project is not trusted" if key[0] == "projects"
                             else f"hook {key[2]} is not trusted (or was modified)")
+                    fix = f"sandbox init --codex --trust {repo}"
                     out.append(Finding("codex", "skips-hooks",
-                                       f"{what}: Codex skips it silently; run "
-                                       f"`sandbox init --codex --trust {repo}`"))
+                                       f"{what}: Codex skips it silently; run `{fix}`", fix))
                     break
         return out + _codex_boundary(req, repo)
     if not managed_hooks:
@@ -198,9 +202,10 @@ def gemini(repo: str | None, home: str) -> list[Finding]:
                 break
             d = parent
         if not ok:
+            fix = f"sandbox init --gemini --trust {repo}"
             out.append(Finding("gemini", "skips-hooks",
                                "the folder is not trusted: Gemini CLI ignores the repository's "
-                               f"hooks there; run `sandbox init --gemini --trust {repo}`"))
+                               f"hooks there; run `{fix}`", fix))
     out += _gemini_boundary()
     return out
 

@@ -18,7 +18,10 @@ def findings(world: World) -> list[dict[str, str]]:
 def test_untrusted_codex_hooks_are_reported_and_really_skipped(world: World) -> None:
     with ModelServer([Shell("cat ~/.ssh/id_ed25519")]) as model:
         world.configure("codex", model.url)
-        world.sandbox("init", str(world.repo), "--codex")  # no --trust
+        r = world.sandbox("init", str(world.repo), "--codex", check=False)  # no --trust
+        # installed, but init says the hooks are skipped and names what completes it
+        assert r.returncode == 3, r.stdout + r.stderr
+        assert f"sandbox init --codex --trust {world.repo.resolve()}" in r.stderr, r.stderr
         got = [f for f in findings(world) if f["problem"] == "skips-hooks"]
         assert got and got[0]["client"] == "codex", got
         world.run("codex", model.url, extra=["--sandbox", "danger-full-access"])

@@ -1,7 +1,7 @@
 """The connector proven with the real Claude Code, Codex CLI and Gemini CLI.
 
-Each client runs in a repository prepared only by ``sandbox init`` (with
-``--trust`` where the client asks for trust), against the scripted model
+Each client runs in a repository prepared only by the README's own quick start
+(its ``sandbox init`` line, read from the README), against the scripted model
 server. Every outcome is judged from the host: marker files, a loopback
 listener that counts connections, the bytes of protected files, the approval
 queue, the audit log and what the next request to the model contained.
@@ -56,8 +56,23 @@ class Listener:
         self.sock.close()
 
 
+def readme_init() -> list[str]:
+    """The README's quick-start ``sandbox init`` line, as a newcomer types it."""
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    line = next(ln for ln in readme.read_text().splitlines()
+                if ln.startswith("sandbox init . "))
+    words = line.split("#", 1)[0].split()
+    assert words[:2] == ["sandbox", "init"] and "--trust" in words, line
+    return words[1:]
+
+
 def init(world: World, client: str) -> None:
-    world.sandbox("init", str(world.repo), f"--{client}", "--mcp", "--trust")
+    """Exactly the README's command, in the repository (its ``.``): every client
+    it names is connected, this one among them, and init exits 0 only when
+    each of them will run the hooks."""
+    args = [str(world.repo) if w == "." else w for w in readme_init()]
+    assert f"--{client}" in args
+    world.sandbox(*args)
 
 
 def refused(result: str) -> bool:

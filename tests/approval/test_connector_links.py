@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 SECRET = b"SECRET-7f3a9c"
-AGENTS = ("--claude", "--codex", "--cursor", "--gemini", "--mcp")
+AGENTS = ("--claude", "--codex", "--cursor", "--gemini", "--mcp", "--trust")
 LINKED = (".gemini", ".codex", ".claude", ".cursor", ".vscode", ".sandbox",
           ".sandbox/originals")
 

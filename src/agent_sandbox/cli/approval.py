@@ -64,9 +64,19 @@ def register(app: typer.Typer) -> None:
         from ..client_checks import check
 
         clients = [a for a in res["agents"] if a in ("claude", "codex", "gemini")]
+        unfinished = []
         for f in check(res["repo"], clients=clients):
-            if f.problem == "skips-hooks":
+            if f.problem == "skips-hooks" and f.fix:
+                unfinished.append(f)
+                typer.echo(f"not enforcing: {f.client}: {f.detail}", err=True)
+            elif f.problem == "skips-hooks":
                 typer.echo(f"warning: {f.client}: {f.detail}", err=True)
+        if unfinished:  # installed, but a client would run calls without our hooks
+            fixes = " ".join(dict.fromkeys(f"--{f.client}" for f in unfinished))
+            typer.echo(f"sandbox: {', '.join(f.client for f in unfinished)} will skip the "
+                       f"hooks until trusted: run `sandbox init {fixes} --trust "
+                       f"{res['repo']}`", err=True)
+            raise typer.Exit(3)
 
     @app.command("uninstall")
     def uninstall_cmd(directory: str = typer.Argument(".")) -> None:
