@@ -35,137 +35,54 @@ Stdlib only, no I/O: importing this module must stay cheap (the hook and
 
 from __future__ import annotations
 
-# (relative path, kind: "f" file or "d" directory, what executes or loads it).
-# Names match at any depth below a writable root (a repository inside a home
-# folder has its own .vscode); a name that does not exist yet at the top of a
-# writable root is created as an empty read-only placeholder for the run.
-ANY_DEPTH: tuple[tuple[str, str, str], ...] = (
-    # shells
-    (".bashrc", "f", "bash (interactive shells)"),
-    (".bash_profile", "f", "bash (login shells)"),
-    (".bash_login", "f", "bash (login shells)"),
-    (".bash_logout", "f", "bash (login shells, at exit)"),
-    (".bash_aliases", "f", "bash (sourced by the default .bashrc)"),
-    (".profile", "f", "sh, dash, bash (login shells)"),
-    (".zshrc", "f", "zsh"),
-    (".zshenv", "f", "zsh (every zsh, scripts included)"),
-    (".zprofile", "f", "zsh (login shells)"),
-    (".zlogin", "f", "zsh (login shells)"),
-    (".zlogout", "f", "zsh (login shells, at exit)"),
-    (".kshrc", "f", "ksh, mksh"),
-    (".mkshrc", "f", "mksh"),
-    (".tcshrc", "f", "tcsh"),
-    (".cshrc", "f", "csh, tcsh"),
-    (".inputrc", "f", "readline (key bindings of every readline program)"),
-    (".config/fish", "d", "fish"),
-    # git (the repository metadata itself: see GIT_EXECUTABLE)
-    (".gitconfig", "f", "git (user configuration: hooks, fsmonitor, aliases, pagers)"),
-    (".config/git", "d", "git (XDG configuration and attributes)"),
-    (".gitmodules", "f", "git (submodule URLs and paths)"),
-    (".husky", "d", "git through core.hooksPath (husky)"),
-    # editors
-    (".vscode", "d", "VS Code (tasks, launch, settings, extensions)"),
-    (".idea", "d", "JetBrains IDEs (run configurations, startup tasks)"),
-    (".zed", "d", "Zed (tasks, settings)"),
-    (".devcontainer", "d", "dev containers (initializeCommand runs on the host)"),
-    (".devcontainer.json", "f", "dev containers (initializeCommand runs on the host)"),
-    (".exrc", "f", "vi, vim, neovim with 'exrc'"),
-    (".nvimrc", "f", "neovim with 'exrc'"),
-    (".nvim.lua", "f", "neovim with 'exrc'"),
-    (".vimrc", "f", "vim"),
-    (".gvimrc", "f", "gvim"),
-    (".dir-locals.el", "f", "Emacs (directory-local variables, eval forms)"),
-    # agents and this project
-    (".claude", "d", "Claude Code (settings, hooks, commands, agents)"),
-    (".codex", "d", "Codex CLI (config, hooks)"),
-    (".cursor", "d", "Cursor (hooks, MCP servers)"),
-    (".gemini", "d", "Gemini CLI (settings, hooks)"),
-    (".windsurf", "d", "Windsurf (MCP servers, workflows)"),
-    (".agents", "d", "Codex and other agents (skills: instructions and their scripts)"),
-    (".mcp.json", "f", "Claude Code and others (MCP servers, started as processes)"),
-    (".sandbox", "d", "agent-sandbox (policy, queue, audit)"),
-    # tools that run code from their configuration
-    (".ripgreprc", "f", "ripgrep (--pre runs a program per file)"),
-    (".envrc", "f", "direnv (sourced by the shell on cd)"),
-    (".npmrc", "f", "npm (script-shell, node-options)"),
-    (".yarnrc", "f", "yarn 1 (yarn-path runs a script)"),
-    (".yarnrc.yml", "f", "yarn 2+ (yarnPath runs a script)"),
-    (".pnpmfile.cjs", "f", "pnpm (runs it on every install)"),
-    (".mise.toml", "f", "mise (hooks and env scripts)"),
-)
+# The data is the catalogue of implicit triggers (``triggers.json``, package data):
+# each entry a tool, the files it runs or loads on its own, what the user does
+# that fires it, its documentation and its proof. Its files, by where they lie:
+#
+# - ANY_DEPTH: names at any depth below a writable root (a repository inside a
+#   home folder has its own .vscode);
+# - HOME_ONLY: below the home folder only (relative to it);
+# - GIT_EXECUTABLE: inside every git directory (a repository's .git, a
+#   submodule's .git/modules/NAME, a worktree's .git/worktrees/NAME): what
+#   changes the programs git runs, or which configuration it reads; the object
+#   store, refs, index, HEAD and logs stay writable;
+# - PYTHON_STARTUP: Python's start-up, in any virtual environment or site
+#   folder below a writable root: patterns, not names (a ``*`` in the last
+#   component matches any text, a leading folder name must be the parent);
+# - CWD_MODULES: modules Python imports from the working folder before the
+#   standard library's (the interactive interpreter's readline, ``-m venv``):
+#   ``NAME.*`` and ``NAME/__init__.*`` in any folder are start-up files;
+# - ENV_FILES: environment variables naming a file a shell reads ($ENV);
+# - RELATIVE_PATH / GIT_USER_KEYS: resolved when a run starts (a relative
+#   entry of $PATH, a relative ``core.hooksPath`` of the user's git).
+#
+# Each tuple: (relative path, kind "f" file or "d" directory, what runs it).
 
-# Below the home folder only (relative to it): per-user start-up and
-# configuration that runs commands.
-HOME_ONLY: tuple[tuple[str, str, str], ...] = (
-    (".ssh", "d", "ssh (config: ProxyCommand, LocalCommand; rc; authorized_keys)"),
-    (".claude.json", "f", "Claude Code (user MCP servers)"),
-    (".srt-settings.json", "f", "srt and sandbox exec (the user's sandbox settings)"),
-    (".config/agent-sandbox", "d", "agent-sandbox (user configuration)"),
-    (".local/state/agent-sandbox", "d", "agent-sandbox (audit, queue, locks, keys)"),
-    (".config/containers", "d", "podman (containers.conf: conmon, hooks, runtimes; "
-                                "storage.conf)"),
-    (".config/systemd", "d", "systemd --user (units started at login)"),
-    (".config/autostart", "d", "desktop sessions (autostart entries)"),
-    (".config/environment.d", "d", "systemd --user (session environment)"),
-    (".config/nvim", "d", "neovim (init.lua)"),
-    (".vim", "d", "vim (plugins, vimrc)"),
-    (".emacs", "f", "Emacs (init file)"),
-    (".emacs.d", "d", "Emacs (init files)"),
-    (".config/Code/User", "d", "VS Code (user settings, tasks)"),
-    (".xprofile", "f", "X sessions"),
-    (".xinitrc", "f", "X sessions (startx)"),
-    (".xsession", "f", "X sessions"),
-    (".pam_environment", "f", "PAM (session environment)"),
-    (".kube/config", "f", "kubectl (exec credential plugins)"),
-    (".aws/config", "f", "AWS CLI and SDKs (credential_process)"),
-    (".docker/config.json", "f", "docker (credential helpers)"),
-    (".local/bin", "d", "every shell (first on PATH in most distributions)"),
-    (".local/lib", "d", "Python (user site-packages: .pth files, usercustomize)"),
-    ("bin", "d", "every shell (on PATH when it exists, in most distributions)"),
-)
 
-# Inside every git directory (a repository's .git, a submodule's
-# .git/modules/NAME, a worktree's .git/worktrees/NAME): what changes the
-# programs git runs, or which configuration it reads. Kept read-only; the
-# object store, refs, index, HEAD and logs stay writable.
-GIT_EXECUTABLE: tuple[tuple[str, str, str], ...] = (
-    ("config", "f", "git (hooksPath, fsmonitor, aliases, pager, editor, drivers, includes)"),
-    ("config.worktree", "f", "git (per-worktree configuration)"),
-    ("hooks", "d", "git (hooks run by commit, checkout, merge, push...)"),
-    ("commondir", "f", "git (where the configuration and hooks are read from)"),
-)
+def _catalogue() -> dict[str, list[tuple[str, str, str]]]:
+    import os
 
-# Python's start-up, in any virtual environment or site folder below a writable
-# root (a repository's own .venv included): what an interpreter runs or reads
-# each time it starts, before any script of the user's, and what editors start
-# on their own when they open the folder. Patterns, not names: a ``*`` in the
-# last component matches any text, a leading folder name must be the parent.
-# Matched at any depth; those that exist are read-only for the run, new ones are
-# quarantined after it (no placeholders: a site folder must stay creatable, and
-# ``pip install`` of a plain package keeps writing its own folders there).
-# The planner keeps read-only too the modules an existing ``.pth`` file names
-# (setuptools' ``distutils-precedence.pth`` imports ``_distutils_hack`` at every
-# start): a rule cannot name them, so they are the planner's alone.
-PYTHON_STARTUP: tuple[tuple[str, str, str], ...] = (
-    ("site-packages/*.pth", "f", "Python (site: a .pth file's import lines run at every start)"),
-    ("dist-packages/*.pth", "f", "Python (site, Debian layout: .pth import lines at every start)"),
-    ("sitecustomize.*", "f", "Python (site imports sitecustomize at every start: source, "
-     "bytecode or an extension module)"),
-    ("sitecustomize", "d", "Python (sitecustomize as a package)"),
-    ("usercustomize.*", "f", "Python (site imports usercustomize at every start)"),
-    ("usercustomize", "d", "Python (usercustomize as a package)"),
-    ("pyvenv.cfg", "f", "Python (a virtual environment: home = picks the interpreter and "
-     "standard library it runs)"),
-    ("bin/python*", "f", "editors (VS Code's Python extension starts a folder's "
-     ".venv/bin/python on opening it), and every use of the environment"),
-    ("bin/activate*", "f", "shells (source .venv/bin/activate), direnv layouts"),
-    ("bin/Activate*", "f", "PowerShell (Activate.ps1)"),
-    ("Scripts/python*", "f", "editors and shells on Windows (a venv's Scripts folder)"),
-    ("Scripts/activate*", "f", "cmd.exe and PowerShell on Windows (activate.bat)"),
-    ("Scripts/Activate*", "f", "PowerShell on Windows (Activate.ps1)"),
-    ("*.pyc", "f", "Python (bytecode: run instead of the source beside it in __pycache__, "
-     "or without any source beside a script or in a package)"),
-)
+    from .quickjson import loads
+
+    with open(os.path.join(os.path.dirname(__file__), "triggers.json"), "rb") as fh:
+        doc = loads(fh.read())
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for entry in doc["entries"]:
+        what = f"{entry['tool']} ({entry['fires_on']})" if entry["fires_on"] else entry["tool"]
+        for path, kind, where in entry["files"]:
+            out.setdefault(where, []).append((path, kind, what))
+    return out
+
+
+_BY_WHERE = _catalogue()
+ANY_DEPTH: tuple[tuple[str, str, str], ...] = tuple(_BY_WHERE.get("any", ()))
+HOME_ONLY: tuple[tuple[str, str, str], ...] = tuple(_BY_WHERE.get("home", ()))
+GIT_EXECUTABLE: tuple[tuple[str, str, str], ...] = tuple(_BY_WHERE.get("git-dir", ()))
+PYTHON_STARTUP: tuple[tuple[str, str, str], ...] = tuple(_BY_WHERE.get("python", ()))
+CWD_MODULES: frozenset[str] = frozenset(p for p, _, _ in _BY_WHERE.get("cwd-module", ()))
+ENV_FILES: tuple[str, ...] = tuple(p for p, _, _ in _BY_WHERE.get("env", ()))
+RELATIVE_PATH: bool = bool(_BY_WHERE.get("env-path"))
+GIT_USER_KEYS: tuple[str, ...] = tuple(p.lower() for p, _, _ in _BY_WHERE.get("git-user-key", ()))
 
 # Names that only matter as symlinks: a link named site-packages makes the
 # folder it points to a site folder (its .pth files run) though no folder of

@@ -471,6 +471,11 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 continue  # opened by the caller: a writable root with its own walk
             add("ro", fs.realpath(path))
         for rel, kind, _ in protected.ANY_DEPTH:
+            first = rel.split("/", 1)[0]
+            if first != rel and first != ".config" and fs.lkind(posixpath.join(w, first)) is None:
+                # no folder made for a placeholder: `.hg/`, `.mvn/`, `.jj/` would make the
+                # root a repository or a project to the tools (the sweep judges them)
+                continue
             protect_path(posixpath.join(w, rel), kind)
         if _under(home, w) or _under(w, home):
             for rel, kind, _ in protected.HOME_ONLY:

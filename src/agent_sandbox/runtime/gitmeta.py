@@ -308,8 +308,14 @@ def check_new_git_dir(fs: FsView, gitdir: str, depth: int = 0) -> str | None:
                     return why
     elif fs.lkind(modules) is not None:
         return "modules is not a folder"
-    if fs.lkind(posixpath.join(gitdir, "worktrees")) is not None:
-        return "it has worktrees"
+    worktrees = posixpath.join(gitdir, "worktrees")
+    held = fs.lkind(worktrees)
+    if held not in (None, "d"):
+        return "worktrees is not a folder"
+    for name in (fs.listdir(worktrees) or []) if held == "d" else ():
+        why = check_new_worktree(fs, posixpath.join(worktrees, name), gitdir)
+        if why:
+            return f"its worktree {name}: {why}"
     return None
 
 

@@ -33,7 +33,8 @@ import stat
 from agent_sandbox import protected
 
 from .. import gitmeta
-from . import gitwrites
+from . import gitfolders, gitwrites
+from .at_calls import caller_id, chmod_at, holds, path_of, renameat2
 from .judge import PYCACHE, Judge
 from .made import Made, mark, marked
 from .refused import Refused
@@ -171,6 +172,13 @@ class Files:
         return place.name in protected.REPOSITORY_OWN and place.folder >= 0 and \
             self._sandboxed_path(protected.GIT_DIR, place.folder)
 
+    def _linked(self, place: Place) -> None:
+        """Refuse a link, hard link or node at (or from) git metadata, and a mark
+        that would make its folder a git folder holding what git runs."""
+        why = gitfolders.by_reference(place) or gitfolders.becomes_git_dir(place)
+        if why:
+            raise Refused(why)
+
     def _exposes(self, src: Place, dst: Place, moved: os.stat_result | None) -> None:
         """Refuse a rename or link that would give a file denied for reading
         (``Judge.reads``) a name that is not: the file itself, or, for a folder and
@@ -245,7 +253,7 @@ class Files:
     def _python(self, place: Place, kind: str) -> None:
         """Refuse Python's start-up at ``place`` unless a sandboxed run made the
         folder that decides it (``Judge.python_start``)."""
-        if kind == "v" and not _holds(place.folder, "pyvenv.cfg"):
+        if kind == "v" and not holds(place.folder, "pyvenv.cfg"):
             return
         decider = place.folder
         if kind == "c":
@@ -271,7 +279,7 @@ class Files:
         except OSError:
             return
         try:
-            held = next((n for n in self.judge.root_names if _holds(fd, n)), None)
+            held = next((n for n in self.judge.root_names if holds(fd, n)), None)
             if held is not None and not self._sandboxed(fd):
                 raise Refused(f"{path} holds {held} and no sandboxed run made it (what is made "
                               "in its place would be taken for it)")
@@ -296,7 +304,7 @@ class Files:
         st = os.stat(place.name, dir_fd=place.folder, follow_symlinks=False)
         self._record(place, st)
         if fix is not None:
-            _chmod_at(place, fix)
+            chmod_at(place, fix)
 
     def _git_folder(self, place: Place, st: os.stat_result) -> None:
         """A ``.git`` this run made at ``place`` (created or moved there), or a mark of
@@ -360,6 +368,10 @@ class Files:
             if place.name in gitwrites.CONFIGS and self._git_meta(place):
                 raise Refused(f"{place.path} is written in place: git writes its configuration "
                               "through a lock file, whose text the broker judges")
+            why = gitfolders.becomes_git_dir(place) if before is None else \
+                gitfolders.rewrites(place, before, self._git_meta(place))
+            if why:
+                raise Refused(why)
             want, fix = self._mode(t, mode)
             if before is not None and stat.S_ISCHR(before.st_mode) and before.st_rdev == \
                     os.makedev(5, 0):
@@ -404,6 +416,7 @@ class Files:
         place = self._place(t, dirfd, address, follow=False)
         try:
             self._check(t, place)
+            self._linked(place)
             want, fix = self._mode(t, mode)
             os.mknod(place.name, (kind or stat.S_IFREG) | want, dir_fd=place.folder)
             self._made_at(place, fix)
@@ -416,6 +429,7 @@ class Files:
         place = self._place(t, dirfd, address, follow=False)
         try:
             self._check(t, place)
+            self._linked(place)
             os.symlink(target, place.name, dir_fd=place.folder)
             self._made_at(place, None)
             return 0
@@ -433,8 +447,12 @@ class Files:
                 self._check(t, src)  # a second name for it could be written
                 self._check(t, dst)
                 self._exposes(src, dst, None)  # or read
+                self._linked(src)
+                self._linked(dst)
                 os.link(src.name, dst.name, src_dir_fd=src.folder, dst_dir_fd=dst.folder,
                         follow_symlinks=False)
+                self._git_folder(dst, os.stat(dst.name, dir_fd=dst.folder,
+                                              follow_symlinks=False))
                 return 0
             finally:
                 dst.close()
@@ -458,6 +476,11 @@ class Files:
                     not_a_mount(dst)
                 self._check(t, src, moved=moved, leaving=True)
                 self._check(t, dst, moved=moved)
+                why = (gitfolders.moved_git_dir(src, dst) if stat.S_ISDIR(moved.st_mode) else
+                       gitfolders.becomes_git_dir(dst)
+                       or gitfolders.rewrites(dst, replaced, self._git_meta(dst)))
+                if why:
+                    raise Refused(why)
                 self._exposes(src, dst, moved)
                 if flags & RENAME_EXCHANGE and replaced is not None:
                     self._check(t, src, moved=replaced)
@@ -472,7 +495,7 @@ class Files:
                     self.made.drop(replaced)
                     self.made.add(published)
                     return 0
-                _renameat2(src, dst, flags)
+                renameat2(src, dst, flags)
                 if replaced is not None and not flags & RENAME_EXCHANGE:
                     self.made.drop(replaced)
                 self.made.moved(src.path, dst.path)
@@ -504,7 +527,7 @@ class Files:
         place = self._place(t, dirfd, address, follow=not flags & AT_SYMLINK_NOFOLLOW)
         try:
             self._check(t, place)
-            _chmod_at(place, mode & 0o7777)
+            chmod_at(place, mode & 0o7777)
             return 0
         finally:
             place.close()
@@ -512,12 +535,13 @@ class Files:
     def chown(self, t: Target, dirfd: int, address: int, uid: int, gid: int,
               flags: int) -> int:
         if flags & AT_EMPTY_PATH and not t.string(address):
-            return self._on_caller_fd(t, fd_arg(dirfd), lambda p: os.chown(p, _id(uid), _id(gid)))
+            return self._on_caller_fd(
+                t, fd_arg(dirfd), lambda p: os.chown(p, caller_id(uid), caller_id(gid)))
         place = self._place(t, dirfd, address, follow=not flags & AT_SYMLINK_NOFOLLOW)
         try:
             self._check(t, place)
             # the name, not followed: a link there is the link itself (lchown)
-            os.chown(place.name, _id(uid), _id(gid), dir_fd=place.folder,
+            os.chown(place.name, caller_id(uid), caller_id(gid), dir_fd=place.folder,
                      follow_symlinks=False)
             return 0
         finally:
@@ -554,43 +578,3 @@ class Files:
         finally:
             os.close(fd)
         return 0
-
-
-def _id(value: int) -> int:
-    value &= 0xFFFFFFFF
-    return -1 if value == 0xFFFFFFFF else value
-
-
-def path_of(fd: int) -> str:
-    return f"/proc/self/fd/{fd}"
-
-
-def _holds(folder: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=folder, follow_symlinks=False)
-        return True
-    except OSError:
-        return False
-
-
-def _chmod_at(place: Place, mode: int) -> None:
-    fd = os.open(place.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=place.folder)
-    try:
-        if stat.S_ISLNK(os.fstat(fd).st_mode):
-            raise OSError(errno.EOPNOTSUPP, "a link has no mode")
-        os.chmod(path_of(fd), mode)
-    finally:
-        os.close(fd)
-
-
-def _renameat2(src: Place, dst: Place, flags: int) -> None:
-    if not flags:
-        os.rename(src.name, dst.name, src_dir_fd=src.folder, dst_dir_fd=dst.folder)
-        return
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.renameat2(src.folder, os.fsencode(src.name), dst.folder, os.fsencode(dst.name),
-                      flags) != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
