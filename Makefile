@@ -33,6 +33,7 @@ lint: setup
 	$(VENV)/bin/ruff check src tests bench scripts plugins roles
 	$(VENV)/bin/mypy
 	$(PY) scripts/role_docs.py --check
+	$(PY) scripts/triggers_table.py --check
 	$(VENV)/bin/ansible-lint --profile production --nocolor
 
 role-docs: setup

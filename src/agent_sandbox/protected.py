@@ -29,8 +29,8 @@ code (like the repository's own) is the command's to change. One a sandboxed
 run made is the command's, whole (the bubblewrap broker decides by who made the
 folder: ``runtime.broker.judge``).
 
-Stdlib only, no I/O: importing this module must stay cheap (the hook and
-``sandbox exec`` start with it).
+Stdlib only, and one read of its small catalogue (through ``quickjson``):
+importing this module must stay cheap (the hook and ``sandbox exec`` start with it).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def python_rules() -> tuple[str, ...]:
 # What every name python_kind answers for ends or starts with (a quick test first).
 PYTHON_ENDS: tuple[str, ...] = (".pyc", ".pth", "-packages", ".cfg")
 PYTHON_STARTS: tuple[str, ...] = ("sitecustomize", "usercustomize", "python", "activate",
-                                  "Activate")
+                                  "Activate", "__init__.", *CWD_MODULES)
 
 
 def python_kind(path: str, kind: str) -> str | None:
@@ -166,11 +166,27 @@ def python_kind(path: str, kind: str) -> str | None:
     if name.startswith(("sitecustomize", "usercustomize")):
         stem = name[13:]
         return "p" if stem == "" or stem.startswith(".") else None
-    if name == "pyvenv.cfg":
+    if name == "pyvenv.cfg" or cwd_module(path) is not None:
         return "p"
     if name.startswith(("python", "activate", "Activate")):
         parent = path.rsplit("/", 2)[-2] if path.count("/") > 1 else ""
         return "p" if parent in ("bin", "Scripts") else None
+    return None
+
+
+def cwd_module(path: str) -> str | None:
+    """For a module Python imports from the working folder (``CWD_MODULES``): 'f'
+    for ``NAME.py``, ``.pyc``, an extension module, decided by its folder; 'm'
+    for ``NAME/__init__.*``, decided by the folder above the package; else None.
+    A folder of that name alone imports nothing (``python -m venv venv``)."""
+    head, _, name = path.rpartition("/")
+    stem, _, rest = name.partition(".")
+    if not (rest in ("py", "pyc", "pyw") or name.endswith((".so", ".pyd"))):
+        return None  # what the import system loads (pip.conf is none of it)
+    if stem in CWD_MODULES:
+        return "f"
+    if stem == "__init__" and head.rpartition("/")[2] in CWD_MODULES:
+        return "m"
     return None
 
 

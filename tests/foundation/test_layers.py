@@ -380,3 +380,40 @@ def test_resolved_address_ranges_only_grow_down_the_stack(tmp_path: Path) -> Non
         load_spec(str(managed), str(bad))
     assert "network.denied_resolved_addresses" in str(err.value)
     assert "not an IP address or CIDR range" in str(err.value)
+
+
+def test_triggers_add_to_the_catalogue_and_a_lower_layer_cannot_drop_one(
+        tmp_path: Path) -> None:
+    """An in-house tool's files (``filesystem.triggers``) are never writable: each
+    becomes ``deny_write`` rules every consumer reads; a lower layer adds its own
+    and keeps the fleet's, whatever it writes."""
+    top = write(tmp_path / "fleet.yml", """
+        filesystem:
+          triggers:
+            - {tool: acme-cli, files: [.acme/hooks.yml, "~/.acmerc"], fires_on: acme status}
+    """)
+    low = write(tmp_path / "repo.yml", """
+        filesystem:
+          triggers:
+            - {tool: build-tool, files: [.build/init.sh]}
+          deny_write: []
+    """)
+    spec = load_spec(str(top), str(low))
+    assert [t.tool for t in spec.filesystem.triggers] == ["acme-cli", "build-tool"]
+    for rule in ("**/.acme/hooks.yml", "**/.acme/hooks.yml/**", "~/.acmerc",
+                 "**/.build/init.sh"):
+        assert rule in spec.filesystem.deny_write, spec.filesystem.deny_write
+    dropped = write(tmp_path / "drop.yml", "filesystem:\n  triggers: []\n")
+    assert [t.tool for t in load_spec(str(top), str(dropped)).filesystem.triggers] == \
+        ["acme-cli"]
+
+
+@pytest.mark.parametrize("bad", ["../x", "/etc/x", "a/*/b", "~/../x", ""])
+def test_a_triggers_files_are_plain_relative_paths(tmp_path: Path, bad: str) -> None:
+    spec = write(tmp_path / "s.yml", f"""
+        filesystem:
+          triggers:
+            - {{tool: t, files: ["{bad}"]}}
+    """)
+    with pytest.raises(SpecError, match="plain relative path"):
+        load_spec(str(spec))

@@ -28,11 +28,11 @@ import select
 import sys
 import time
 
-from agent_sandbox import contract
+from agent_sandbox import contract, protected
 
 from . import bwrap as bw
 from . import bwrap_argv as bwargv
-from . import fsview, late_binds
+from . import fsview, late_binds, path_entries
 from .errors import SandboxStartError
 from .host import diagnose_userns, find_bwrap
 from .placeholders import Placeholders, run_alive
@@ -65,6 +65,10 @@ def runtime_paths(home: str, settings_source: str | None = None) -> list[str]:
         paths += [prefix, os.path.realpath(prefix)]
     if settings_source and os.path.isabs(settings_source):
         paths.append(settings_source)
+    for var in protected.ENV_FILES:  # $ENV, $BASH_ENV: what the shells read
+        value = os.path.expanduser(os.path.expandvars(os.environ.get(var, "")))
+        if os.path.isabs(value):
+            paths.append(os.path.normpath(value))
     return list(dict.fromkeys(paths))
 
 
@@ -92,14 +96,6 @@ def overlay_binds(p: bw.Plan, overlays: Sequence[tuple[str, str, str | None]],
             source = filters[target](source)
         out.append((source, target, False))
     return out
-
-
-def tool_dirs(env: dict[str, str] | None = None) -> list[str]:
-    """The folders on the caller's PATH: a program planted in one would run on the
-    host instead of the one the user types (``bwrap.plan``'s ``tools``)."""
-    path = (os.environ if env is None else env).get("PATH", "")
-    return list(dict.fromkeys(os.path.normpath(d) for d in path.split(":")
-                              if os.path.isabs(d)))
 
 
 def prepare(p: bw.Plan, command: Sequence[str], cwd: str, env: dict[str, str] | None,
@@ -211,7 +207,7 @@ class BwrapRun:
                 others = ph.others()
                 p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
                             protect=runtime_paths(self.home, self.settings.source),
-                            tools=tool_dirs(), opened=self.opened,
+                            tools=path_entries.tool_dirs(), opened=self.opened,
                             private=private_paths(self.home), brokered=True)
                 relied = [m.path for m in p.mounts if m.path in others]
                 # no placeholder is made: the protected names that do not exist are

@@ -56,6 +56,7 @@ RULES: dict[str, str] = {
     "version": "free",
     "filesystem.deny_read": "union",
     "filesystem.deny_write": "union",
+    "filesystem.triggers": "union",
     "filesystem.allow_read": "narrow",
     "filesystem.allow_write": "narrow",
     "network.denied_domains": "union",

@@ -35,6 +35,7 @@ from .rules import (
     prefix_matches,
     split_argv,
 )
+from .triggers import Trigger
 
 SPEC_VERSION = 1
 
@@ -99,6 +100,16 @@ class Filesystem(Strict):
     deny_write: list[PathRule] = Field(
         default_factory=list, description="Never writable, even under allow_write."
     )
+    triggers: list[Trigger] = Field(
+        default_factory=list,
+        description="In-house tools that run files on their own, added to the catalogue of "
+        "implicit triggers: their files are never writable (added to deny_write).")
+
+    @model_validator(mode="after")
+    def _triggers_deny_writing(self) -> Filesystem:
+        for trigger in self.triggers:
+            self.deny_write += [r for r in trigger.rules() if r not in self.deny_write]
+        return self
 
 
 class Network(Strict):

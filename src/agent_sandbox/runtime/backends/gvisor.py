@@ -124,7 +124,8 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
 
     from .. import bwrap as bw
     from .. import fsview
-    from ..bwrap_run import runtime_paths, settle_or_refuse, tool_dirs
+    from ..bwrap_run import runtime_paths, settle_or_refuse
+    from ..path_entries import tool_dirs
     from ..placeholders import Placeholders
     from ..settings import require_enforceable
     from ..sweep import measure, owe, quarantine, spared

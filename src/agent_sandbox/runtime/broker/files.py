@@ -155,6 +155,8 @@ class Files:
             self._python(place, kind)
         if moved is not None and stat.S_ISDIR(moved.st_mode) and place.folder >= 0:
             self._project_root(place, path)
+            if not leaving and place.name in protected.CWD_MODULES and self.judge.in_roots(path):
+                self._python(place, "f")  # a package moved in where Python imports it
         if place.folder >= 0 and self.judge.in_roots(path):
             self._around(place, path)
         if moved is not None and stat.S_ISDIR(moved.st_mode) and top is not None \
@@ -178,6 +180,8 @@ class Files:
         why = gitfolders.by_reference(place) or gitfolders.becomes_git_dir(place)
         if why:
             raise Refused(why)
+        if place.name in protected.CWD_MODULES and self.judge.in_roots(place.path):
+            self._python(place, "f")  # a link to a package where Python imports it
 
     def _exposes(self, src: Place, dst: Place, moved: os.stat_result | None) -> None:
         """Refuse a rename or link that would give a file denied for reading
@@ -256,7 +260,7 @@ class Files:
         if kind == "v" and not holds(place.folder, "pyvenv.cfg"):
             return
         decider = place.folder
-        if kind == "c":
+        if kind in ("c", "m"):
             decider = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=place.folder)
         try:
             if self._sandboxed(decider):
@@ -264,7 +268,7 @@ class Files:
         finally:
             if decider != place.folder:
                 os.close(decider)
-        where = place.parent.rsplit("/", 1)[0] if kind == "c" else place.parent
+        where = place.parent.rsplit("/", 1)[0] if kind in ("c", "m") else place.parent
         raise Refused(f"{place.path} is Python start-up of {where or '/'}, which no sandboxed "
                       "run made (what its interpreter runs is not the sandbox's to change)")
 

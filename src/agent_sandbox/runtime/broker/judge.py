@@ -54,7 +54,8 @@ class Judge:
 
     def __init__(self, roots: Sequence[str], home: str, deny_write: Sequence[str] = (),
                  opened: Sequence[str] = (), kept: Sequence[str] = (),
-                 reads: ReadRules | None = None) -> None:
+                 reads: ReadRules | None = None,
+                 shadows: Sequence[tuple[str, frozenset[str]]] = ()) -> None:
         self.roots = tuple(r.rstrip("/") or "/" for r in roots)
         # folders the caller opens inside the protected set (an agent client's own
         # state under ``sandbox agent``): what they hold is judged from them down
@@ -83,6 +84,8 @@ class Judge:
         self.kept = frozenset(k.rstrip("/") for k in kept)
         # what may not be read, judged at open (the settings' globs): ``reads``
         self.reads = reads if reads is not None else ReadRules(())
+        # relative PATH entries and the programs a name there would shadow
+        self.shadows = tuple(shadows)
 
     def in_roots(self, path: str) -> bool:
         return any(under(path, r) for r in self.roots)
@@ -113,6 +116,12 @@ class Judge:
                 got = parts[i:i + len(want)]
                 if got == want and (kind == "d" or len(parts) == i + len(want)):
                     return f"/{'/'.join(parts[:i + len(want)])} is protected ({entry})"
+        if self.shadows:
+            head, _, name = path.rpartition("/")
+            for rel, names in self.shadows:
+                if name in names and (rel == "." or head.endswith("/" + rel)):
+                    return (f"{path} would stand for the program {name} in a shell whose "
+                            f"PATH has the relative entry {rel}")
         if self.kept:
             at = path
             while at not in ("", "/"):
@@ -144,11 +153,16 @@ class Judge:
         """How ``path`` belongs to Python's start-up, by its name: 'f' a start-up
         file or a folder on the way to one, decided by its parent folder; 'c'
         bytecode in ``__pycache__``, decided by the folder above the cache (the
-        source's); 'v' one of a virtualenv root's own folders (``lib``, ``bin``),
-        decided by its parent when that holds ``pyvenv.cfg``; None for any other."""
+        source's); 'm' a package Python imports from the working folder
+        (``protected.cwd_module``), decided by the folder above it; 'v' one of a
+        virtualenv root's own folders (``lib``, ``bin``), decided by its parent
+        when that holds ``pyvenv.cfg``; None for any other."""
         if not self.in_roots(path):
             return None
         head, _, name = path.rstrip("/").rpartition("/")
+        module = protected.cwd_module(path)
+        if module is not None:
+            return module
         kind = protected.python_kind(path, "f")
         if kind == "c":
             return "c"

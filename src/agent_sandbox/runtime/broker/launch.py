@@ -64,9 +64,11 @@ def start(made: Installer, pid: int | None, plan: Plan, settings: Settings, *, h
             raise _refused(exc) from None
     mine = [os.path.realpath(o) for o in opened]
     mine += [t for _, t, fallback in overlays if fallback is None]
+    from ..path_entries import path_shadows
+
     judge = Judge([*plan.writable_roots, *mine], home,
                   [expand(r, home=home, cwd=cwd) for r in settings.filesystem.deny_write],
-                  mine, absent, ReadRules(*plan.read_rules))
+                  mine, absent, ReadRules(*plan.read_rules), path_shadows())
     sockets = plan.unix_sockets
     if sockets is None and settings.network.allow_all_unix_sockets:
         sockets = ("/",)

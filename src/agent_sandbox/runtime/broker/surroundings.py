@@ -104,6 +104,10 @@ class Surroundings:
         common = gitmeta.commondir_of(fs, gitdir)
         if common is not None:
             configs.append(posixpath.join(common, "config"))
+        # the user's own configuration too: git takes a relative value of it (a
+        # core.hooksPath of .githooks) in each repository's work tree
+        configs += [posixpath.join(self.home, ".gitconfig"),
+                    posixpath.join(self.home, ".config", "git", "config")]
         for config in configs:
             for named in self._names(fs, config, worktree):
                 if under(path, named):

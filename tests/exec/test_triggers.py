@@ -1,0 +1,245 @@
+"""The catalogue of implicit triggers (``triggers.json``), proven with the real tools.
+
+For each entry whose tool is installed, a two-step case: a sandboxed command (a
+real ``sandbox exec``) plants what the entry names, then the real tool, run on
+the host as the user runs it (a shell starting, ``git commit``, ``hg status``,
+``cargo check``, ``python3 -i``, ``mvn validate``), fires it; the judge is a
+marker file the planted code would write, seen from the host. The same plant
+without the sandbox is the control: the marker must appear there, so no case
+passes because its judge cannot fire. A tool that is not installed skips its
+case; an entry with no case here says why in its ``proof``.
+
+The tree: ``work`` (a writable root, the working folder) and ``home`` (the
+user's home folder, a writable root only where the entry is below it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import needs_bwrap
+
+pytestmark = [needs_bwrap]
+SANDBOX = str(Path(sys.executable).parent / "sandbox")
+CATALOGUE = json.loads((Path(__file__).resolve().parents[2] / "src/agent_sandbox/triggers.json")
+                       .read_text())["entries"]
+BASE_PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+# what an entry's proof may say instead of naming a case here
+ELSEWHERE = ("not runnable here:", "by design:", "by name:", "covered:", "agent clients:",
+             "agent-sandbox:")
+
+
+@dataclass
+class Proof:
+    plant: str  # shell text, run in work (sandboxed, or not for the control)
+    fire: str  # shell text the user runs on the host, in work
+    needs: tuple[str, ...] = ()  # programs the case needs
+    home: bool = False  # the home folder is writable (the entry is below it)
+    setup: str = ""  # the user's own state, made on the host first
+    path: str = ""  # PATH entries before the usual ones, for plant and fire alike
+    env: dict[str, str] | None = None  # the user's variables ({HOME}: the home folder)
+
+
+HOOK = "printf '#!/bin/sh\\ntouch {M}\\n' > {f} && chmod +x {f}"
+
+
+def hook(f: str) -> str:
+    return HOOK.replace("{f}", f)
+
+
+REPO = "git init -q -b main && git commit -q --allow-empty -m a"
+CRATE = ("mkdir -p src && printf '[package]\\nname = \"c\"\\nversion = \"0.1.0\"\\n' > Cargo.toml"
+         " && echo 'fn main() {}' > src/main.rs")
+POM = ("echo '<project><modelVersion>4.0.0</modelVersion><groupId>a</groupId><artifactId>b"
+       "</artifactId><version>1</version></project>' > pom.xml")
+PROOFS: dict[str, Proof] = {
+    # shells
+    "bash-rc": Proof("echo 'touch {M}' > ~/.bashrc", "bash -i -c true", home=True),
+    "bash-login": Proof("echo 'touch {M}' > ~/.bash_profile", "bash -l -c true", home=True),
+    "bash-logout": Proof("echo 'touch {M}' > ~/.bash_logout", "bash -l -c exit", home=True),
+    "bash-aliases": Proof("echo 'touch {M}' > ~/.bash_aliases", "bash -i -c true", home=True,
+                          setup="echo '[ -f ~/.bash_aliases ] && . ~/.bash_aliases' > "
+                                "~/.bashrc"),
+    "sh-profile": Proof("echo 'touch {M}' > ~/.profile", "dash -l -c true", ("dash",),
+                        home=True),
+    "sh-env": Proof("echo 'touch {M}' > ~/.shrc", "dash -i -c true </dev/null", ("dash",),
+                    home=True, env={"ENV": "{HOME}/.shrc"}),
+    "zsh-rc": Proof("echo 'touch {M}' > ~/.zshrc", "zsh -i -c true", ("zsh",), home=True),
+    "zsh-env": Proof("echo 'touch {M}' > ~/.zshenv", "zsh -c true", ("zsh",), home=True),
+    "zsh-login": Proof("echo 'touch {M}' > ~/.zprofile", "zsh -l -c true", ("zsh",),
+                       home=True),
+    "ksh-rc": Proof("echo 'touch {M}' > ~/.kshrc", "ksh -i -c true </dev/null", ("ksh",),
+                    home=True),
+    "tcsh-rc": Proof("echo 'touch {M}' > ~/.tcshrc", "tcsh -c true", ("tcsh",), home=True),
+    "tcsh-cshrc": Proof("echo 'touch {M}' > ~/.cshrc", "tcsh -c true", ("tcsh",), home=True),
+    "tcsh-login": Proof("echo 'touch {M}' > ~/.login", "echo exit | tcsh -l", ("tcsh",),
+                        home=True),
+    "fish-config": Proof("mkdir -p ~/.config/fish && echo 'touch {M}' > "
+                         "~/.config/fish/config.fish", "fish -c true", ("fish",), home=True),
+    "shell-path": Proof(f"mkdir -p ~/.local/bin && {hook('~/.local/bin/git')}",
+                        "PATH=$HOME/.local/bin:$PATH git --version", home=True),
+    "shell-relative-path": Proof(f"mkdir -p node_modules/.bin && {hook('node_modules/.bin/git')}",
+                                 "git --version", path="node_modules/.bin"),
+    # version control
+    "git-user-config": Proof("printf '[core]\\n\\tfsmonitor = \"touch {M}; false\"\\n' > "
+                             "~/.gitconfig", "git status", home=True, setup=REPO),
+    "git-xdg-config": Proof("mkdir -p ~/.config/git && printf '[core]\\n\\tfsmonitor = "
+                            "\"touch {M}; false\"\\n' > ~/.config/git/config", "git status",
+                            home=True, setup=REPO),
+    "git-husky": Proof(f"mkdir -p .husky && {hook('.husky/pre-commit')}",
+                       "git commit -q --allow-empty -m u",
+                       setup=f"{REPO} && git config core.hooksPath .husky"),
+    "git-hook": Proof(hook(".git/hooks/pre-commit"), "git commit -q --allow-empty -m u",
+                      setup=REPO),
+    "git-relative-hookspath": Proof(f"mkdir -p .githooks && {hook('.githooks/pre-commit')}",
+                                    "git commit -q --allow-empty -m u",
+                                    setup=f"git config --global core.hooksPath .githooks && "
+                                          f"{REPO}"),
+    "hg-repo-hgrc": Proof("printf '[hooks]\\npre-status = touch {M}\\n' > .hg/hgrc",
+                          "hg status", ("hg",), setup="hg init ."),
+    "hg-sharedpath": Proof("mkdir ev && cp -r .hg/store .hg/requires ev/ && printf "
+                           "'[hooks]\\npre-status = touch {M}\\n' > ev/hgrc && "
+                           "echo $PWD/ev > .hg/sharedpath && "
+                           "printf 'share-safe\\nshared\\n' > .hg/requires",
+                           "hg status", ("hg",), setup="hg init ."),
+    "hg-user-hgrc": Proof("printf '[hooks]\\npre-status = touch {M}\\n' > ~/.hgrc",
+                          "hg status", ("hg",), home=True, setup="hg init ."),
+    # editors
+    "vim-exrc": Proof("echo 'silent !touch {M}' > .exrc", "vim --not-a-term -c q </dev/null",
+                      ("vim",), setup="echo 'set exrc' > ~/.vimrc"),
+    "vim-vimrc": Proof("echo 'silent !touch {M}' > .vimrc", "vim --not-a-term -c q </dev/null",
+                       ("vim",), setup="echo 'set exrc' > ~/.vimrc"),
+    "vim-plugin": Proof("mkdir -p ~/.vim/plugin && echo 'silent !touch {M}' > "
+                        "~/.vim/plugin/x.vim", "vim --not-a-term -c q </dev/null", ("vim",),
+                        home=True),
+    "nvim-exrc": Proof("echo 'silent !touch {M}' > .nvimrc", "nvim --headless -c q </dev/null",
+                       ("nvim",), setup="mkdir -p ~/.config/nvim && echo 'set exrc' > "
+                                        "~/.config/nvim/init.vim"),
+    "nvim-init": Proof("mkdir -p ~/.config/nvim && echo 'silent !touch {M}' > "
+                       "~/.config/nvim/init.vim", "nvim --headless -c q </dev/null", ("nvim",),
+                       home=True),
+    "emacs-dir-locals": Proof("echo '((nil . ((eval . (shell-command \"touch {M}\")))))' > "
+                              ".dir-locals.el",
+                              "emacs --batch --eval '(progn (setq enable-local-variables :all "
+                              "enable-local-eval t) (find-file \"f.txt\"))'", ("emacs",),
+                              setup="echo x > f.txt"),
+    # tools that run code from their configuration
+    "direnv": Proof("echo 'touch {M}' >> .envrc && mkdir -p ~/.local/share/direnv/allow && "
+                    "printf '%s\\n' \"$PWD/.envrc\" > ~/.local/share/direnv/allow/"
+                    "$( (printf '%s\\n' \"$PWD/.envrc\"; cat .envrc) | sha256sum | cut -c1-64)",
+                    "direnv exec . true", ("direnv",), home=True,
+                    setup="echo 'export A=1' > .envrc && direnv allow ."),
+    "npm-npmrc": Proof(f"{hook('evil.sh')} && echo \"script-shell=$PWD/evil.sh\" > .npmrc",
+                       "npm test --silent", ("npm",),
+                       setup="echo '{\"scripts\": {\"test\": \"echo ok\"}}' > package.json"),
+    # languages
+    "rustup-toolchain": Proof("mkdir -p tc/bin && " + hook("tc/bin/cargo") +
+                              " && cp tc/bin/cargo tc/bin/rustc && printf "
+                              "'[toolchain]\\npath = \"%s/tc\"\\n' \"$PWD\" > "
+                              "rust-toolchain.toml", "cargo --version", ("rustup",)),
+    "cargo-config": Proof(f"{hook('w.sh')} && echo 'exec \"$@\"' >> w.sh && mkdir -p "
+                          ".cargo && printf '[build]\\nrustc-wrapper = \"%s/w.sh\"\\n' "
+                          "\"$PWD\" > .cargo/config.toml",
+                          "cargo check -q --offline", ("cargo",), setup=CRATE),
+    "cargo-env": Proof("mkdir -p ~/.cargo && echo 'touch {M}' > ~/.cargo/env",
+                       "sh -l -c true", home=True,
+                       setup="echo '. \"$HOME/.cargo/env\"' > ~/.profile"),
+    "go-env": Proof(f"{hook('t.sh')} && echo 'exec \"$@\"' >> t.sh && mkdir -p "
+                    "~/.config/go && echo \"GOFLAGS=-toolexec=$PWD/t.sh\" > ~/.config/go/env",
+                    "go build -o /dev/null .", ("go",), home=True,
+                    setup="echo 'module m' > go.mod && printf 'package main\\nfunc main() "
+                          "{}\\n' > main.go"),
+    "python-pdbrc": Proof("echo 'import os; os.system(\"touch {M}\")' > .pdbrc",
+                          f"{BASE_PY} -m pdb ../user.py </dev/null",
+                          setup="echo 'x = 1' > ../user.py"),
+    "python-readline": Proof("echo 'open(\"{M}\", \"w\")' > readline.py",
+                             f"{BASE_PY} -i </dev/null"),
+    "python-m-venv": Proof("mkdir -p venv && echo 'open(\"{M}\", \"w\")' > venv/__init__.py",
+                           f"{BASE_PY} -m venv ../v"),
+    "python-user-site": Proof(f"d=$({BASE_PY} -c 'import site; print(site.getusersitepackages())')"
+                              " && mkdir -p $d && echo 'import os; os.system(\"touch {M}\")' > "
+                              "$d/x.pth", f"{BASE_PY} -c pass", home=True),
+    "ipython-startup": Proof("mkdir -p ~/.ipython/profile_default/startup && echo 'open(\"{M}\", "
+                             "\"w\")' > ~/.ipython/profile_default/startup/x.py",
+                             "ipython -c 1", ("ipython",), home=True),
+    "irb-irbrc": Proof("echo 'File.write(\"{M}\", \"\")' > .irbrc", "echo | irb", ("irb",)),
+    "maven-jvm-config": Proof(f"{hook('e.sh')} && mkdir -p .mvn && echo \"-Xmx4m "
+                              "-XX:OnOutOfMemoryError=$PWD/e.sh\" > .mvn/jvm.config",
+                              "mvn -q -o validate", ("mvn",), setup=POM),
+    "maven-mavenrc": Proof("echo 'touch {M}' > ~/.mavenrc", "mvn -v", ("mvn",), home=True),
+}
+
+
+def proof_ids() -> list[str]:
+    return sorted({e["proof"] for e in CATALOGUE if not e["proof"].startswith(ELSEWHERE)})
+
+
+def test_every_entry_is_proven_here_or_says_why() -> None:
+    assert set(proof_ids()) == set(PROOFS), set(proof_ids()) ^ set(PROOFS)
+
+
+class World:
+    def __init__(self, base: Path, proof: Proof) -> None:
+        self.base, self.proof = base, proof
+        self.work, self.home, self.marker = base / "work", base / "home", base / "marker"
+        self.work.mkdir()
+        self.home.mkdir()
+        roots = [str(self.work)] + ([str(self.home)] if proof.home else [])
+        self.settings = base / "settings.json"
+        self.settings.write_text(json.dumps({
+            "network": {"allowedDomains": [], "deniedDomains": []},
+            "filesystem": {"denyRead": [], "denyWrite": [], "allowWrite": roots}}))
+        path = os.environ.get("PATH", "/usr/bin:/bin")
+        if proof.path:
+            path = f"{proof.path}:{path}"
+        self.env = {"PATH": path, "HOME": str(self.home), "LANG": "C.UTF-8", "TERM": "dumb",
+                    "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "u",
+                    "GIT_AUTHOR_EMAIL": "u@u", "GIT_COMMITTER_NAME": "u",
+                    "GIT_COMMITTER_EMAIL": "u@u", "GOCACHE": str(base / "gocache"),
+                    "GOFLAGS": "", "GOTOOLCHAIN": "local", "GOPATH": str(base / "gopath"),
+                    "CARGO_HOME": str(base / "cargo-home"), "HGUSER": "u",
+                    "npm_config_update_notifier": "false", "MAVEN_SKIP_RC": ""}
+        for k, v in (proof.env or {}).items():
+            self.env[k] = v.replace("{HOME}", str(self.home))
+        self.env.pop("GOFLAGS")
+        self.env.pop("MAVEN_SKIP_RC")
+        if shutil.which("rustup", path=path) and "cargo" not in proof.needs:
+            self.env.pop("CARGO_HOME")  # rustup's own proxies find their toolchains
+        if "cargo" in proof.needs and os.path.exists("/usr/bin/cargo"):
+            self.env["PATH"] = "/usr/bin:" + path  # Debian's, not a rustup proxy
+
+    def sh(self, script: str, *, sandboxed: bool = False) -> subprocess.CompletedProcess[str]:
+        text = script.replace("{M}", str(self.marker))
+        argv = ["sh", "-c", text]
+        if sandboxed:
+            argv = [SANDBOX, "exec", "--settings", str(self.settings), "--", *argv]
+        return subprocess.run(argv, cwd=self.work, env=self.env, capture_output=True,
+                              text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
+@pytest.mark.parametrize("name", sorted(PROOFS))
+def test_a_trigger_planted_in_a_run_never_fires_on_the_host(
+        tmp_path: Path, name: str, sandboxed: bool) -> None:
+    proof = PROOFS[name]
+    world = World(tmp_path, proof)
+    missing = [p for p in proof.needs if not shutil.which(p, path=world.env["PATH"])]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed")
+    if proof.setup:
+        done = world.sh(proof.setup)
+        assert done.returncode == 0, done.stdout + done.stderr
+    planted = world.sh(proof.plant, sandboxed=sandboxed)
+    assert not world.marker.exists(), "the plant itself fired: " + planted.stderr
+    if sandboxed:  # stopped by the protection, not by anything else
+        assert "refused" in planted.stderr, planted.stdout + planted.stderr
+    fired = world.sh(proof.fire)
+    detail = f"plant: {planted.stdout}{planted.stderr}\nfire: {fired.stdout}{fired.stderr}"
+    assert world.marker.exists() == (not sandboxed), detail
