@@ -153,7 +153,7 @@ PROOFS: dict[str, Proof] = {
                        setup="echo '. \"$HOME/.cargo/env\"' > ~/.profile"),
     "go-env": Proof(f"{hook('t.sh')} && echo 'exec \"$@\"' >> t.sh && mkdir -p "
                     "~/.config/go && echo \"GOFLAGS=-toolexec=$PWD/t.sh\" > ~/.config/go/env",
-                    "go build -o /dev/null .", ("go",), home=True,
+                    "go build -buildvcs=false -o /dev/null .", ("go",), home=True,
                     setup="echo 'module m' > go.mod && printf 'package main\\nfunc main() "
                           "{}\\n' > main.go"),
     "python-pdbrc": Proof("echo 'import os; os.system(\"touch {M}\")' > .pdbrc",

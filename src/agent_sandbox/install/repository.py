@@ -39,9 +39,18 @@ def init_flags(spec: Any) -> list[str]:
     return [*flags, "--mcp"]
 
 
-def _run(argv: list[str], what: str) -> str:
+# ``sandbox init``'s "installed, but a chosen client skips the hooks until trusted":
+# the files are in place; the fleet's own report is ``sandbox verify`` (which names
+# the client), so the play goes on and says it
+NOT_ENFORCING = 3
+
+
+def _run(argv: list[str], what: str, ok: tuple[int, ...] = (0,)) -> str:
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300,
                           stdin=subprocess.DEVNULL)
+    if proc.returncode == NOT_ENFORCING and NOT_ENFORCING in ok:
+        sys.stderr.write(proc.stderr)
+        return proc.stdout
     if proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip()
         raise InstallError(f"{what} failed ({proc.returncode}): {detail}")
@@ -73,7 +82,8 @@ def _connect(repo: str, flags: list[str], policy: str, python: str) -> bool:
             fh.write(policy)
         changed = True
     if not os.path.lexists(os.path.join(folder, "policy.json")):
-        _run(self_argv(python, "init", repo, *flags), f"sandbox init {repo}")
+        _run(self_argv(python, "init", repo, *flags), f"sandbox init {repo}",
+             ok=(0, NOT_ENFORCING))
         changed = True
     return changed
 
