@@ -417,3 +417,25 @@ def test_a_triggers_files_are_plain_relative_paths(tmp_path: Path, bad: str) -> 
     """)
     with pytest.raises(SpecError, match="plain relative path"):
         load_spec(str(spec))
+
+
+def test_run_limits_only_tighten_down_the_layers(tmp_path: Path) -> None:
+    top = write(tmp_path / "fleet.yml", """
+        platforms:
+          linux:
+            limits: {processes: 2048, memory: 8589934592}
+    """)
+    low = write(tmp_path / "repo.yml", """
+        platforms:
+          linux:
+            limits: {processes: 512, file_size: 1073741824}
+    """)
+    lim = load_spec(str(top), str(low)).platforms.linux.limits
+    assert (lim.processes, lim.memory, lim.file_size) == (512, 8 << 30, 1 << 30)
+    looser = write(tmp_path / "looser.yml", """
+        platforms:
+          linux:
+            limits: {processes: 100000}
+    """)
+    with pytest.raises(SpecError, match="processes"):
+        load_spec(str(top), str(looser))

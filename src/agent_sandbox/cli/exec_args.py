@@ -24,11 +24,14 @@ class ExecArgs:
         self.backend = "bwrap"
         self.backend_given = False
         self.timeout: float | None = None
+        # --max-processes N, --max-memory SIZE, --max-file-size SIZE (runtime.limits)
+        self.limits: list[int | None] = [None, None, None]
         self.help = False
         self.command: list[str] = []
 
 
 _VALUED = {"--settings", "--spec", "--host", "--cwd", "--backend", "--timeout"}
+_LIMITS = ("--max-processes", "--max-memory", "--max-file-size")
 
 
 def parse_exec_args(args: list[str]) -> ExecArgs:
@@ -43,6 +46,15 @@ def parse_exec_args(args: list[str]) -> ExecArgs:
             out.help = True
             return out
         name, eq, value = a.partition("=")
+        if name in _LIMITS:
+            if not eq:
+                if i + 1 >= len(args):
+                    raise UsageError(f"{name} needs a value")
+                value = args[i + 1]
+                i += 1
+            out.limits[_LIMITS.index(name)] = _limit(name, value)
+            i += 1
+            continue
         if name in _VALUED:
             if not eq:
                 if i + 1 >= len(args):
@@ -78,3 +90,16 @@ def parse_exec_args(args: list[str]) -> ExecArgs:
     if not out.command:
         raise UsageError("no command: sandbox exec [OPTIONS] -- CMD [ARG...]")
     return out
+
+
+def _limit(name: str, value: str) -> int:
+    from agent_sandbox.runtime.limits import parse_size
+
+    try:
+        if name == "--max-processes":
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"{value!r} is not a positive number")
+            return int(value)
+        return parse_size(value)
+    except ValueError as exc:
+        raise UsageError(f"{name}: {exc}") from None

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 HELP = (
     "Run CMD in the sandbox: sandbox exec [--settings FILE | --spec SPEC --host NAME] "
-    "[--cwd DIR] [--backend bwrap|srt|gvisor] [--timeout S] -- CMD [ARG...]. "
+    "[--cwd DIR] [--backend bwrap|srt|gvisor] [--timeout S] [--max-processes N] "
+    "[--max-memory SIZE] [--max-file-size SIZE] -- CMD [ARG...]. "
     "Exit status is CMD's; 125 means the sandbox could not start."
 )
 
@@ -122,6 +123,10 @@ def _main(args: Sequence[str], err: IO[str], started: Callable[[], None] | None)
             settings = settings_from_spec(opts.spec, opts.host, home)
         else:
             settings = resolve_settings(opts.settings, home, cwd)
+        given = tuple(g if g is not None else s for g, s in zip(opts.limits, settings.limits,
+                                                                 strict=True))
+        if given != settings.limits:
+            settings = settings.with_limits(given)  # type: ignore[arg-type]
         return exec_passthrough(opts.command, settings, cwd, backend=opts.backend,
                                 timeout=opts.timeout, started=started)
     except (Exception, KeyboardInterrupt) as exc:
@@ -177,14 +182,20 @@ def settings_from_spec(spec_path: str, host: str | None, home: str) -> Settings:
         raise SettingsError(f"{spec_path}: invalid spec:\n{exc}") from None
     except (OSError, KeyError) as exc:
         raise SettingsError(f"cannot use spec {spec_path} (host {host}): {exc}") from None
-    return parse(srt_settings(spec, home), source=f"{spec_path} (rendered)")
+    lim = spec.platforms.linux.limits
+    return parse(srt_settings(spec, home), source=f"{spec_path} (rendered)").with_limits(
+        (lim.processes, lim.memory, lim.file_size))
 
 
 USAGE = """usage: sandbox exec [--settings FILE | --spec SPEC [--host NAME]] [--cwd DIR]
-                    [--backend bwrap|srt|gvisor] [--timeout SECONDS] -- CMD [ARG...]
+                    [--backend bwrap|srt|gvisor] [--timeout SECONDS]
+                    [--max-processes N] [--max-memory SIZE] [--max-file-size SIZE]
+                    -- CMD [ARG...]
 
 Run CMD with the filesystem and network policy of srt-format settings enforced.
 Settings default to /etc/agent-sandbox/srt-settings.json, then ~/.srt-settings.json.
 The exit status is CMD's; 125 means the sandbox itself could not start
 (the message names the cause and the remedy); 124 means --timeout expired.
+Each run is bounded (default 4096 processes, half the host's memory, 16G per file;
+the spec's platforms.linux.limits); a limit that stopped the command is said.
 """

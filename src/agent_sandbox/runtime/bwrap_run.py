@@ -35,6 +35,7 @@ from . import bwrap_argv as bwargv
 from . import fsview, late_binds, path_entries
 from .errors import SandboxStartError
 from .host import diagnose_userns, find_bwrap
+from .limits import Limits
 from .placeholders import Placeholders, run_alive
 from .private_state import private_paths
 from .process import Relay, Spawned, exited, no_inherited_fds, read_all, read_line, suppress
@@ -161,6 +162,7 @@ class BwrapRun:
         self.measured = False
         self.quarantined: list[tuple[str, str]] = []
         self.notices: list[str] = []
+        self.limits: Limits | None = None
         self._audit_close: Callable[[], None] | None = None
         self.owed: str | None = None  # this run's marker until its sweep is done
         self._seccomp = b""  # the filter this run's sandbox got
@@ -231,6 +233,8 @@ class BwrapRun:
             installer = self._installer = launch.installer(
                 self.settings, capture=capture,
                 reads=bool(p.read_rules[0] or p.read_rules[2]) or self.pin is not None)
+            self.limits = Limits(*self.settings.limits)  # the child joins its cgroup
+            bounded = self.limits.before(installer)
             broker = dict(plan=p, settings=self.settings, home=self.home, cwd=self.cwd,
                           opened=self.opened, overlays=self.overlays, absent=self.absent,
                           on_deny=self._refused, pin=self.pin)
@@ -242,7 +246,7 @@ class BwrapRun:
                     # (subprocess waits for that exec) are handed over too
                     self.broker = launch.start(installer, None, **broker)
                     self.proc = subprocess.Popen(
-                        argv, env=env, pass_fds=given, preexec_fn=installer,
+                        argv, env=env, pass_fds=given, preexec_fn=bounded,
                         stdin=stdin, stdout=stdout, stderr=stderr)
                 else:
                     no_inherited_fds()
@@ -252,7 +256,7 @@ class BwrapRun:
                     stdio = self.relay.start()
                     self.proc = Spawned(argv, env, stdio,
                                         renumber=dict(zip(given, bwargv.CHILD_FDS, strict=True)),
-                                        pre_exec=installer)
+                                        pre_exec=bounded)
                     self.relay.after_spawn()
             except OSError as exc:
                 raise SandboxStartError(f"cannot start bwrap: {exc}") from None
@@ -534,6 +538,10 @@ class BwrapRun:
         if self.relay is not None:
             self.relay.finish()
             self.relay = None
+        if self.limits is not None:  # what stopped the command; its cgroup removed
+            rc = self.proc.returncode if self.proc is not None else None
+            self.notices += [f"sandbox: {n}\n" for n in self.limits.finish(rc)]
+            self.limits = None
         if self.notices:  # they quote names the command chose
             from agent_sandbox.display import printable_lines
 

@@ -189,7 +189,7 @@ class FilesystemSettings(_Record):
 class Settings(_Record):
     """Parsed srt settings. Paths are as written (``~`` not yet expanded)."""
 
-    __slots__ = ("credential_env", "credential_files", "filesystem", "network",
+    __slots__ = ("credential_env", "credential_files", "filesystem", "limits", "network",
                  "passthrough", "search_depth", "source", "srt_only")
     network: NetworkSettings
     filesystem: FilesystemSettings
@@ -199,6 +199,10 @@ class Settings(_Record):
     search_depth: int | None  # mandatoryDenySearchDepth
     srt_only: tuple[str, ...]  # keys only the srt backend can enforce
     passthrough: str  # the document as read (JSON), for the srt backend
+    # (processes, memory bytes, file size bytes), None for the default (runtime.limits):
+    # not srt's, set by sandbox exec's options or the spec's platforms.linux.limits
+    limits: tuple[int | None, int | None, int | None]
+    _limits: tuple[int | None, int | None, int | None] = (None, None, None)
     _network = NetworkSettings()
     _filesystem = FilesystemSettings()
     _source = "<memory>"
@@ -207,6 +211,9 @@ class Settings(_Record):
     _search_depth = None
     _srt_only: tuple[str, ...] = ()
     _passthrough = "{}"
+
+    def with_limits(self, limits: tuple[int | None, int | None, int | None]) -> Settings:
+        return Settings(**{**{n: getattr(self, n) for n in self.__slots__}, "limits": limits})
 
     def to_srt(self) -> dict[str, Any]:
         """The srt JSON document for these settings (round-trips through parse): the

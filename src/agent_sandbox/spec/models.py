@@ -383,8 +383,19 @@ class LinuxWeb(Strict):
         return self
 
 
+class Limits(Strict):
+    """What one sandboxed run may take of the host (``runtime.limits``); unset: the
+    default (4096 processes, half the host's memory, 16 GiB per file)."""
+
+    processes: int | None = Field(default=None, ge=1, description="Processes and threads.")
+    memory: int | None = Field(default=None, ge=1 << 20, description="Memory, in bytes.")
+    file_size: int | None = Field(default=None, ge=1, description="Largest file, in bytes.")
+
+
 class Linux(Strict):
     backend: Literal["bwrap", "srt", "gvisor"] = "bwrap"
+    limits: Limits = Field(default_factory=Limits,
+                           description="What one sandboxed run may take of the host.")
     apparmor_userns_profile: bool = Field(
         default=True, description="On Ubuntu 24.04+, install the AppArmor profile bwrap needs."
     )

@@ -33,6 +33,7 @@ from typing import Any
 from .. import podman
 from ..bwrap import Plan
 from ..errors import TIMED_OUT, SandboxStartError
+from ..limits import DEFAULT_FILE_SIZE, DEFAULT_PROCESSES, host_memory
 from ..output import BoundedOutput
 from ..podman import Service, docker_client, import_docker, init_container, wait_exit
 from ..podman import service as _service
@@ -89,7 +90,9 @@ def gvisor_mounts(plan: Plan, cwd: str) -> list[dict[str, Any]]:
 
 def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
                              runtime: str | None = "runsc",
-                             proxy: bool = False) -> dict[str, Any]:
+                             proxy: bool = False,
+                             limits: tuple[int | None, int | None, int | None] = (None,) * 3
+                             ) -> dict[str, Any]:
     """The docker SDK ``containers.create`` keyword arguments (pure).
 
     ``proxy``: the command may reach the egress proxy (its ports are opened from
@@ -108,7 +111,11 @@ def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
         "read_only": True,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
-        "pids_limit": 4096,
+        # the run's limits (runtime.limits), as the container's
+        "pids_limit": limits[0] or DEFAULT_PROCESSES,
+        "mem_limit": limits[1] or host_memory() // 2,
+        "ulimits": [{"name": "fsize", "soft": limits[2] or DEFAULT_FILE_SIZE,
+                     "hard": limits[2] or DEFAULT_FILE_SIZE}],
         "detach": True,
     }
     if proxy:
@@ -178,7 +185,8 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
                        plan.writable_roots, before, skip, container=(url, box))
             client = docker_client(url, max(60, int(timeout or 0) + 30))
             opts = gvisor_container_options(argv, plan, cwd, proxy=wants_proxy,
-                                            runtime=None if service else "runsc")
+                                            runtime=None if service else "runsc",
+                                            limits=settings.limits)
             container = client.containers.create(name=box, **opts)
             if wants_proxy:
                 proxy, close_audit = _gvisor_proxy(client, container, settings)

@@ -1,0 +1,234 @@
+"""What one run may take of the host: processes, memory, and the size of a file.
+
+A sandboxed command is hostile, and so is what it consumes: a fork bomb, a
+memory hog or an endless file would make the host unusable for the user and
+every other run. Each run gets, by default and from the spec
+(``platforms.linux.limits``) or ``sandbox exec``'s options:
+
+- **processes** (default 4096): a cgroup of the run's own with ``pids.max``:
+  cgroup v2 where this user may make one below its own (a delegated
+  subtree), else the v1 ``pids`` hierarchy where it is writable (root);
+  otherwise ``RLIMIT_NPROC`` (which the kernel does not apply to root, said
+  when the run starts);
+- **memory** (default: half the host's memory): the same cgroup's
+  ``memory.max`` (v2) or ``memory.limit_in_bytes`` (v1); otherwise
+  ``RLIMIT_DATA``;
+- **file size** (default 16 GiB): ``RLIMIT_FSIZE``: a write past it fails
+  (``SIGXFSZ``, ``EFBIG``).
+
+The child that becomes bubblewrap joins the cgroup and sets the rlimits before
+its ``exec`` (``Limits.apply``), so everything the command starts is inside.
+After the run, ``Limits.hit`` says which limit stopped the command, in words
+the user can act on; ``close`` removes the cgroup.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import _signal as signal
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+DEFAULT_PROCESSES = 4096
+DEFAULT_FILE_SIZE = 16 << 30
+_PREFIX = "agent-sandbox-"
+_V2 = "/sys/fs/cgroup"
+_V1 = "/sys/fs/cgroup/{}"
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """``512M``, ``8G``, ``1048576``: bytes (K, M, G, T are powers of 1024)."""
+    t = text.strip().lower().removesuffix("b").removesuffix("i")
+    unit = t[-1:] if t[-1:] in _UNITS and t[-1:] else ""
+    number = t[:-1] if unit else t
+    if not number.isdigit() or int(number) <= 0:
+        raise ValueError(f"{text!r} is not a size (such as 512M, 8G or a number of bytes)")
+    return int(number) * _UNITS[unit]
+
+
+def host_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+class Limits:
+    """One run's limits: made before the command starts, read and removed after."""
+
+    def __init__(self, processes: int | None = None, memory: int | None = None,
+                 file_size: int | None = None) -> None:
+        self.processes = processes or DEFAULT_PROCESSES
+        self.memory = memory or host_memory() // 2
+        self.file_size = file_size or DEFAULT_FILE_SIZE
+        self.groups: dict[str, str] = {}  # controller -> the run's cgroup folder
+        self.notes: list[str] = []
+
+    # the launcher, before the child starts ------------------------------------
+
+    def prepare(self) -> None:
+        """Make the run's cgroup where the host lets this user (nothing fails the
+        run: a limit that cannot be a cgroup's is an rlimit, said in ``notes``)."""
+        name = f"{_PREFIX}{os.getpid()}"
+        v2 = self._v2_parent()
+        if v2 is not None:
+            folder = os.path.join(v2, name)
+            if self._make(folder, {"pids.max": self.processes, "memory.max": self.memory}):
+                self.groups = {"pids": folder, "memory": folder}
+                return
+        for controller, limits in (("pids", {"pids.max": self.processes}),
+                                   ("memory", {"memory.limit_in_bytes": self.memory})):
+            parent = self._v1_parent(controller)
+            if parent is None:
+                continue
+            folder = os.path.join(parent, name)
+            if self._make(folder, limits):
+                self.groups[controller] = folder
+        if "pids" not in self.groups and os.geteuid() == 0:
+            self.notes.append("no process limit: no cgroup this user may make, and the "
+                              "kernel does not apply RLIMIT_NPROC to root")
+
+    @staticmethod
+    def _v2_parent() -> str | None:
+        """This process's own v2 cgroup when the pids and memory controllers can be
+        given to a child of it (a delegated subtree), else None."""
+        try:
+            with open("/proc/self/cgroup") as fh:
+                rel = next((ln.split(":", 2)[2].strip() for ln in fh if ln.startswith("0::")),
+                           None)
+            with open(os.path.join(_V2, "cgroup.controllers")) as fh:
+                if not {"pids", "memory"} <= set(fh.read().split()):
+                    return None
+        except OSError:
+            return None
+        if rel is None:
+            return None
+        parent = os.path.join(_V2, rel.lstrip("/"))
+        return parent if os.access(parent, os.W_OK) else None
+
+    @staticmethod
+    def _v1_parent(controller: str) -> str | None:
+        try:
+            with open("/proc/self/cgroup") as fh:
+                rel = next((ln.split(":", 2)[2].strip() for ln in fh
+                            if controller in ln.split(":", 2)[1].split(",")), None)
+        except OSError:
+            return None
+        if rel is None:
+            return None
+        parent = os.path.join(_V1.format(controller), rel.lstrip("/"))
+        return parent if os.access(parent, os.W_OK) else None
+
+    @staticmethod
+    def _make(folder: str, limits: dict[str, int]) -> bool:
+        parent = os.path.dirname(folder)
+        try:  # the groups of runs whose launcher is gone (a killed run), when empty
+            for stale in os.listdir(parent):
+                pid = stale[len(_PREFIX):] if stale.startswith(_PREFIX) else ""
+                if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                    _remove(os.path.join(parent, stale))
+        except OSError:
+            pass
+        try:
+            os.mkdir(folder, 0o755)
+        except FileExistsError:
+            pass
+        except OSError:
+            return False
+        try:
+            for key, value in limits.items():
+                with open(os.path.join(folder, key), "w") as fh:
+                    fh.write(str(value))
+        except OSError:
+            _remove(folder)
+            return False
+        return True
+
+    # the child, before its exec ------------------------------------------------
+
+    def apply(self) -> None:
+        """In the child that becomes bubblewrap: join the cgroups, set the rlimits."""
+        for folder in dict.fromkeys(self.groups.values()):
+            with open(os.path.join(folder, "cgroup.procs"), "w") as fh:
+                fh.write("0")
+        resource.setrlimit(resource.RLIMIT_FSIZE, (self.file_size, self.file_size))
+        if "memory" not in self.groups:
+            resource.setrlimit(resource.RLIMIT_DATA, (self.memory, self.memory))
+        if "pids" not in self.groups:
+            hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+            cap = self.processes if hard == resource.RLIM_INFINITY else min(hard, self.processes)
+            resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
+
+    # the launcher, after the run ------------------------------------------------
+
+    def hit(self, returncode: int | None) -> list[str]:
+        """Which limits stopped the command, in words the user can act on."""
+        out: list[str] = []
+        if returncode in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ):
+            out.append(f"a file reached the size limit ({_size(self.file_size)}; "
+                       "--max-file-size, platforms.linux.limits.file_size)")
+        pids = self.groups.get("pids")
+        if pids and _event(os.path.join(pids, "pids.events"), "max"):
+            out.append(f"the command reached its process limit ({self.processes}; "
+                       "--max-processes, platforms.linux.limits.processes)")
+        mem = self.groups.get("memory")
+        if mem and (_event(os.path.join(mem, "memory.events"), "oom_kill")
+                    or _event(os.path.join(mem, "memory.oom_control"), "oom_kill")):
+            out.append(f"the command reached its memory limit ({_size(self.memory)}; "
+                       "--max-memory, platforms.linux.limits.memory): the kernel ended it")
+        return out
+
+    def close(self) -> None:
+        for folder in dict.fromkeys(self.groups.values()):
+            for _ in range(50):  # the last processes are leaving
+                if _remove(folder):
+                    break
+                time.sleep(0.01)
+        self.groups = {}
+
+    def finish(self, returncode: int | None) -> list[str]:
+        """After the run: what to say (``notes``, ``hit``), and the cgroup removed."""
+        said = self.notes + self.hit(returncode)
+        self.close()
+        return said
+
+    def before(self, then: Callable[[], None]) -> Callable[[], None]:
+        """Made (``prepare``), and a child's pre-exec: these limits, then ``then``
+        (the seccomp installer)."""
+        self.prepare()
+
+        def pre_exec() -> None:
+            self.apply()
+            then()
+        return pre_exec
+
+
+def _event(path: str, key: str) -> bool:
+    try:
+        with open(path) as fh:
+            for line in fh:
+                name, _, value = line.partition(" ")
+                if name == key and value.strip().isdigit() and int(value) > 0:
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def _remove(folder: str) -> bool:
+    try:
+        os.rmdir(folder)
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False  # a process is still inside: the next run's start removes it
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} bytes"

@@ -1,0 +1,104 @@
+"""A run cannot exhaust the host: processes, memory and file size are bounded.
+
+Each case runs a real hostile command under ``sandbox exec`` with a limit (set
+low, as ``--max-*`` allows) and judges from the host: the command is ended or
+its write stopped, the message names the limit and how to raise it, what it
+wrote is no larger than the limit, and a second run starts and finishes while
+the first one presses on its limit. The defaults hold without any option.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import needs_bwrap
+
+from agent_sandbox.runtime.limits import Limits, parse_size
+
+pytestmark = [needs_bwrap]
+SANDBOX = str(Path(sys.executable).parent / "sandbox")
+CGROUPS = bool(Limits()._v2_parent() or Limits()._v1_parent("pids"))
+
+
+def settings(tmp_path: Path) -> Path:
+    """Settings beside the writable root ``w`` (never inside it)."""
+    (tmp_path / "w").mkdir(exist_ok=True)
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {"denyRead": [], "denyWrite": [], "allowWrite": [str(tmp_path / "w")]}}))
+    return path
+
+
+def sandbox(tmp_path: Path, *args: str, timeout: float = 120
+            ) -> subprocess.CompletedProcess[str]:
+    opts, cmd = args[:args.index("--")], args[args.index("--") + 1:]
+    return subprocess.run([SANDBOX, "exec", "--settings", str(settings(tmp_path)), *opts,
+                           "--", *cmd], cwd=tmp_path / "w", capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_a_file_stops_at_its_size_limit(tmp_path: Path) -> None:
+    r = sandbox(tmp_path, "--max-file-size", "10M", "--",
+                "dd", "if=/dev/zero", "of=big", "bs=1M", "count=10240")
+    assert (tmp_path / "w/big").stat().st_size <= 10 << 20
+    assert "a file reached the size limit (10 MiB; --max-file-size" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not CGROUPS, reason="no cgroup this user may make: RLIMIT_DATA holds "
+                                         "memory instead (the program sees MemoryError)")
+def test_a_memory_hog_is_ended_at_its_limit(tmp_path: Path) -> None:
+    r = sandbox(tmp_path, "--max-memory", "64M", "--", sys.executable, "-c",
+                "b = bytearray(1 << 30); open('done', 'w')")
+    assert not (tmp_path / "w/done").exists()
+    assert r.returncode != 0
+    assert "reached its memory limit (64 MiB; --max-memory" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not CGROUPS and os.geteuid() == 0,
+                    reason="no cgroup, and the kernel does not apply RLIMIT_NPROC to root")
+def test_a_fork_bomb_is_bounded_and_the_host_stays_usable(tmp_path: Path) -> None:
+    (tmp_path / "bomb").mkdir()
+    proc = subprocess.Popen([SANDBOX, "exec", "--settings", str(settings(tmp_path / "bomb")),
+                             "--max-processes", "64", "--timeout", "8", "--",
+                             "bash", "-c", "b() { b | b & }; b; sleep 8"],
+                            cwd=tmp_path / "bomb/w", stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2)  # pressing on its limit by now
+        started = time.monotonic()
+        second = sandbox(tmp_path, "--", "echo", "second")
+        assert second.returncode == 0 and second.stdout == "second\n", second.stderr
+        assert time.monotonic() - started < 30
+    finally:
+        _, err = proc.communicate(timeout=120)
+    assert "reached its process limit (64; --max-processes" in err, err
+
+
+def test_the_defaults_hold_without_options(tmp_path: Path) -> None:
+    r = sandbox(tmp_path, "--", "sh", "-c", "ulimit -f")
+    assert r.stdout.strip() == str(16 << 30 >> 9), r.stdout  # 512-byte blocks
+
+
+@pytest.mark.parametrize(("opt", "value"), [("--max-memory", "12X"), ("--max-file-size", "0"),
+                                           ("--max-processes", "-1"), ("--max-memory", "")])
+def test_a_bad_limit_is_a_usage_error_and_nothing_runs(tmp_path: Path, opt: str,
+                                                      value: str) -> None:
+    r = sandbox(tmp_path, opt, value, "--", "touch", "ran")
+    assert r.returncode == 2 and opt in r.stderr, r.stderr
+    assert not (tmp_path / "w/ran").exists()
+
+
+def test_sizes_read_as_people_write_them() -> None:
+    assert parse_size("512M") == 512 << 20
+    assert parse_size("8G") == 8 << 30
+    assert parse_size("8GiB") == 8 << 30
+    assert parse_size("1048576") == 1 << 20
+    with pytest.raises(ValueError, match="not a size"):
+        parse_size("lots")
