@@ -51,7 +51,11 @@ never enforced more loosely than srt would):
 - ``network.tlsTerminate`` and ``filesystem.disabled: true`` need what only srt
   implements (its TLS-terminating proxy; no filesystem policy at all): the bwrap
   and gVisor backends refuse such a file (``srt_only``), the srt backend passes
-  it on;
+  it on; so do srt 0.0.83's ``network.requireHostMatch``,
+  ``network.refuseOpaqueTunnels``, a non-empty ``network.stripResponseHeaders``
+  and ``allowNestedUserNamespaces: true`` (``srt_keys.srt_083_only``), while its
+  ``allowPlaintextHeaderSet`` and ``ambiguousRequestTarget`` hold only around a
+  library callback no settings file carries, and change nothing;
 - keys that only loosen srt or configure its own tools (``ignoreViolations``,
   ``enableWeakerNestedSandbox``, ``allowGitConfig``, ``strictAllowlist``,
   ``allowPty``, ``bwrapPath``, ...) are accepted and change nothing here: the
@@ -374,6 +378,9 @@ def parse(data: Any, source: str = "<memory>", text: str | None = None, *,
     srt_only = tuple(f"network.{k}" for k in _SRT_ONLY_NETWORK if net_raw.get(k) is not None)
     if fs_raw.get("disabled") is True:
         srt_only += ("filesystem.disabled",)
+    from .srt_keys import srt_083_only  # srt 0.0.83's keys this backend does not enforce
+
+    srt_only += srt_083_only(data, net_raw, source)
     files, env = _credentials(data.get("credentials"), f"{source}: credentials",
                               tls=net_raw.get("tlsTerminate") is not None,
                               enforced=fs_raw.get("disabled") is not True)

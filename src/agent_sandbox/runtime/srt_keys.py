@@ -70,3 +70,50 @@ def check_inert_keys(data: dict[str, Any], net: dict[str, Any], fs: dict[str, An
             raise fail("network.tlsTerminate", "expected an object")
         if bool(tls.get("caCertPath")) != bool(tls.get("caKeyPath")):
             raise fail("network.tlsTerminate", "caCertPath and caKeyPath go together")
+
+
+# srt 0.0.83's proxy options that hold only around its ``filterRequest``, a library
+# callback no settings file can carry: inert in a settings file, typed as srt types them
+_FILTER_ONLY = {"allowPlaintextHeaderSet": "bool", "ambiguousRequestTarget": "target"}
+# what srt 0.0.83 enforces and this proxy does not (yet): set to what asks for more than
+# the default, the file is srt's alone (``Settings.srt_only``), never silently looser
+_STRICTER_THERE = ("requireHostMatch", "refuseOpaqueTunnels", "stripResponseHeaders")
+
+
+def srt_083_only(data: dict[str, Any], net: dict[str, Any], source: str) -> tuple[str, ...]:
+    """srt 0.0.83's new keys: typed as srt's schema types them (a file srt refuses is
+    refused here too), and those this backend does not enforce, when set to more
+    than the default, named for ``require_enforceable``: ``allowNestedUserNamespaces:
+    true`` (sandbox exec never lets the command make user namespaces: they would give
+    up the write denies), ``requireHostMatch``, ``refuseOpaqueTunnels``, a non-empty
+    ``stripResponseHeaders``."""
+    def fail(key: str, what: str) -> SettingsError:
+        return SettingsError(f"{source}: {key}: {what}")
+
+    for key, kind in _FILTER_ONLY.items():
+        v = net.get(key)
+        if v is None:
+            continue
+        if kind == "bool" and not isinstance(v, bool):
+            raise fail(f"network.{key}", "expected true or false")
+        if kind == "target" and v not in ("refuse", "asSpelled", "normalize"):
+            raise fail(f"network.{key}", "expected refuse, asSpelled or normalize")
+    only: list[str] = []
+    for key in ("requireHostMatch", "refuseOpaqueTunnels"):
+        v = net.get(key)
+        if v is not None and not isinstance(v, bool):
+            raise fail(f"network.{key}", "expected true or false")
+        if v:
+            only.append(f"network.{key}")
+    strip = net.get("stripResponseHeaders")
+    if strip is not None:
+        if not isinstance(strip, list) or not all(isinstance(h, str) and h for h in strip):
+            raise fail("network.stripResponseHeaders", "expected a list of header names")
+        if strip:
+            only.append("network.stripResponseHeaders")
+    nested = data.get("allowNestedUserNamespaces")
+    if nested is not None and not isinstance(nested, bool):
+        raise fail("allowNestedUserNamespaces", "expected true or false")
+    if nested:
+        only.append("allowNestedUserNamespaces")
+    return tuple(only)
