@@ -24,9 +24,9 @@ the user can act on; ``close`` removes the cgroup.
 
 from __future__ import annotations
 
+import _signal as signal
 import os
 import resource
-import _signal as signal
 import time
 
 TYPE_CHECKING = False
