@@ -1,7 +1,8 @@
 """Where the proxy's decisions (and the runtime's other events) are recorded.
 
 ``audit_recorder`` writes ``proxy.decision`` events to the chained audit log
-from a writer thread (off the connection's path); once a write fails, every
+from a writer thread (off the connection's path), denials at a bounded rate
+(``denials``: a destination's repeats counted into one summary); once a write fails, every
 later record raises, so every later allow becomes a denial. ``refusing`` is
 the recorder of a proxy without its audit log: no audit, no egress. Must
 never swallow a failure to record.
@@ -55,12 +56,23 @@ def audit_recorder(directory: str | None) -> tuple[Recorder, Callable[[], None]]
     thread = threading.Thread(target=writer, name="agent-sandbox-audit", daemon=True)
     thread.start()
 
+    from .denials import Denials
+
+    denials = Denials(pending.put)  # a flood of denials at a bounded rate
+    lock = threading.Lock()
+
     def record(event: dict[str, Any]) -> None:
         if failed:
             raise RuntimeError(f"the audit log cannot be written: {failed[0]}")
+        if event.get("allowed") is False and event.get("event_kind") is None:
+            with lock:
+                denials.offer(event)
+            return
         pending.put(event)
 
     def close() -> None:
+        with lock:
+            denials.flush()
         pending.put(None)
         thread.join(timeout=10)
         with contextlib.suppress(Exception):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections import deque
 
 from .decide import Decision, decide
 from .hosts import resolve
@@ -33,7 +34,8 @@ class Gate:
     def __init__(self, config: ProxyConfig, record: Recorder | None = None) -> None:
         self.config = config
         self.record = record or (lambda event: None)
-        self.decisions: list[Decision] = []
+        # the latest decisions (a bounded memory of them, for the caller's report)
+        self.decisions: deque[Decision] = deque(maxlen=1000)
 
     def log(self, d: Decision, protocol: str, started: float) -> Decision:
         """Record a decision; an allow that cannot be recorded becomes a denial."""
