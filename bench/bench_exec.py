@@ -53,7 +53,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SANDBOX = REPO / ".venv" / "bin" / "sandbox"
-SRT = REPO / ".tools" / "node_modules" / ".bin" / "srt"
+# the newest srt make setup installs (node 24 from PyPI), else the one Debian's node runs
+SRT = next((p for p in (REPO / ".tools/srt-newest/srt", REPO / ".tools/node_modules/.bin/srt")
+            if p.exists()), REPO / ".tools/node_modules/.bin/srt")
 BWRAP = shutil.which("bwrap") or "bwrap"
 RUNSC = shutil.which("runsc")
 CODEX_VERSION = "0.171.0"  # the version the agent clients' bootstrap pins

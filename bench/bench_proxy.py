@@ -33,10 +33,11 @@ import textwrap
 import threading
 from pathlib import Path
 
+from bench_exec import SRT
+
 REPO = Path(__file__).resolve().parents[1]
 PY = str(REPO / ".venv" / "bin" / "python")
 SANDBOX = str(REPO / ".venv" / "bin" / "sandbox")
-SRT = REPO / ".tools" / "node_modules" / ".bin" / "srt"
 SIZE = 200 * 1024 * 1024
 ROUNDS = 7
 

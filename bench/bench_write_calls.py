@@ -32,9 +32,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_exec import SRT
+
 REPO = Path(__file__).resolve().parents[1]
 SANDBOX = REPO / ".venv" / "bin" / "sandbox"
-SRT = REPO / ".tools" / "node_modules" / ".bin" / "srt"
 FOLDERS, FILES = 100, 2000
 CALLS = FOLDERS + FILES + FILES // 4 * 3  # mkdir, create, rename, link and unlink
 

