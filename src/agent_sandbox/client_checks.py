@@ -65,6 +65,24 @@ def installed_clients(extra_path: str = "") -> list[str]:
     return [c for c in ("claude", "codex", "gemini") if shutil.which(c, path=path)]
 
 
+def installed_version(client: str) -> str | None:
+    """The version of the client on PATH (``claude --version``: "2.1.332 (Claude
+    Code)"), or None when it is not there or says nothing a version looks like."""
+    import re
+    import subprocess
+
+    exe = shutil.which(client)
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=20,
+                             stdin=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.match(r"\s*v?(\d+(?:\.\d+){0,3})\b", out)
+    return m.group(1) if m else None
+
+
 # -- Codex --------------------------------------------------------------------
 
 def codex(repo: str | None, home: str) -> list[Finding]:
@@ -142,6 +160,7 @@ def claude(repo: str | None, home: str) -> list[Finding]:
             out.append(Finding("claude", "skips-hooks",
                                "the workspace is not trusted: an interactive Claude Code "
                                "runs no project hooks until its trust dialog is accepted"))
+    out += _claude_fails_open(managed, repo)
     sandbox_on = [(managed or {}).get("sandbox", {}).get("enabled")]
     if repo:
         proj, _ = _json(os.path.join(repo, ".claude", "settings.json"))
@@ -151,6 +170,31 @@ def claude(repo: str | None, home: str) -> list[Finding]:
                            "Claude Code's sandbox is not enabled by a managed or project "
                            "settings file"))
     return out
+
+
+def _claude_fails_open(managed: dict[str, Any] | None, repo: str | None) -> list[Finding]:
+    """Our hook entries without ``onFailure: block``: Claude Code runs the call when
+    such a hook cannot start, crashes, exits oddly or times out."""
+    docs = [managed]
+    if repo:
+        docs.append(_json(os.path.join(repo, ".claude", "settings.json"))[0])
+    ours = [h for doc in docs for groups in ((doc or {}).get("hooks") or {}).values()
+            if isinstance(groups, list) for g in groups if isinstance(g, dict)
+            for h in g.get("hooks") or [] if isinstance(h, dict)
+            and contract.is_hook_command(h.get("command"), "claude")]
+    if not ours or all(h.get("onFailure") == "block" for h in ours):
+        return []
+    from .render.agents import CLAUDE_ON_FAILURE
+
+    version = installed_version("claude")
+    new = version is not None and tuple(int(x) for x in version.split(".")) >= \
+        CLAUDE_ON_FAILURE
+    fix = ("run `sandbox init --claude` again (or set agents.claude.version)" if new else
+           "install Claude Code 2.1.295 or later, then run `sandbox init --claude` again")
+    return [Finding("claude", "fails-open",
+                    "our hooks carry no onFailure: block: Claude Code runs a call when the "
+                    f"hook cannot start, crashes or times out (installed: {version or 'none'}); "
+                    + fix)]
 
 
 # -- Gemini CLI -----------------------------------------------------------------

@@ -115,6 +115,11 @@ def _load_spec(repo: str, agents: list[str], mcp: bool) -> Any:
     spec.agents = chosen
     for opts in spec.agents.values():
         opts.enabled = True
+    claude = spec.agents.get("claude")
+    if claude is not None and not claude.version:
+        from .client_checks import installed_version
+
+        claude.version = installed_version("claude")  # what its hook entries may say
     if mcp:
         spec.mcp_servers = {**spec.mcp_servers, MCP_NAME: McpServer(
             command=sys.executable, args=["-I", "-m", "agent_sandbox", "mcp", repo])}

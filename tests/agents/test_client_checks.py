@@ -50,3 +50,45 @@ def test_claude_hooks_disabled_in_local_settings(world: World) -> None:
     (world.repo / ".claude" / "settings.local.json").write_text('{"disableAllHooks": true}')
     got = [f for f in findings(world) if f["client"] == "claude"]
     assert any("disableAllHooks" in f["detail"] for f in got), got
+
+
+def _break_our_hooks(world: World, keep_on_failure: bool) -> None:
+    """The hook's interpreter is gone (as after an upgrade that moved it): every entry
+    of ours now names a program that cannot start."""
+    path = world.repo / ".claude" / "settings.json"
+    doc = json.loads(path.read_text())
+    for groups in doc["hooks"].values():
+        for g in groups:
+            for h in g["hooks"]:
+                h["command"] = "/nonexistent/agent-sandbox-python " + h["command"]
+                if not keep_on_failure:
+                    h.pop("onFailure", None)
+    path.write_text(json.dumps(doc))
+
+
+def test_a_hook_that_cannot_start_blocks_the_call_where_the_client_reads_it(
+        world: World) -> None:
+    """init finds the installed Claude Code (2.1.295 or later reads onFailure) and
+    writes ``onFailure: block``; with the hook's interpreter gone the real client
+    then refuses the call. The control: the same broken hook without the key lets
+    the call run, and ``sandbox status`` reports that gap."""
+    marker = world.repo / "ran.txt"
+    for blocks in (False, True):
+        with ModelServer([Shell("echo x > ran.txt")]) as model:
+            world.configure("claude", model.url)
+            world.sandbox("init", str(world.repo), "--claude", on_path="claude")
+            settings = json.loads((world.repo / ".claude" / "settings.json").read_text())
+            entries = [h for groups in settings["hooks"].values() for g in groups
+                       for h in g["hooks"]]
+            assert all(h.get("onFailure") == "block" for h in entries), entries
+            _break_our_hooks(world, keep_on_failure=blocks)
+            if not blocks:
+                got = [f for f in findings(world) if f["problem"] == "fails-open"]
+                assert got and "onFailure" in got[0]["detail"], got
+            # the user allows shell calls (Claude Code's own rule): only our hook judges
+            run = world.run("claude", model.url, extra=["--allowedTools", "Bash"])
+            said = model.results()
+        assert marker.exists() == (not blocks), (blocks, run.stdout[-1500:], run.stderr[-1500:],
+                                                 said)
+        marker.unlink(missing_ok=True)
+        world.sandbox("uninstall", str(world.repo))

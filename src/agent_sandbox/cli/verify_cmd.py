@@ -93,8 +93,9 @@ def verify(
         typer.echo(f"{passed}/{len(results)} checks passed"
                    + (f"; {len(clients)} client warning(s)" if clients else ""))
     # a client that would skip our hooks fails the check; calls outside the
-    # boundary are reported (they are contained by the hook's verdicts only)
-    skipping = [f for f in clients if f.problem != "outside-boundary"]
+    # boundary, and hooks a client would let a call past when they cannot answer,
+    # are reported (the hook's own verdicts still hold)
+    skipping = [f for f in clients if f.problem not in ("outside-boundary", "fails-open")]
     raise typer.Exit(0 if results and passed == len(results) and not skipping else 1)
 
 

@@ -106,6 +106,19 @@ def _hook_timeout(spec: Spec) -> int:
     return int(agent_timeout(spec.approvals.wait))
 
 
+CLAUDE_ON_FAILURE = (2, 1, 295)  # the first Claude Code that reads onFailure
+
+
+def reads_on_failure(opts: AgentOptions | None) -> bool:
+    """Whether the hosts' Claude Code (its oldest, ``version``) reads a hook entry's
+    ``onFailure``: block a call when the hook cannot start, crashes, exits with an
+    unexpected code or times out. An older one may reject the unknown key and skip
+    every hook of the file, so it is written only when the version says so."""
+    if opts is None or not opts.version:
+        return False
+    return tuple(int(x) for x in opts.version.split(".")) >= CLAUDE_ON_FAILURE
+
+
 def _enabled(spec: Spec, agent: str) -> AgentOptions | None:
     opts = spec.agents.get(agent)  # type: ignore[call-overload]
     return opts if opts is not None and opts.enabled else None
@@ -229,13 +242,14 @@ def _hook_groups(spec: Spec, facts: HostFacts, agent: str,
     """Hook groups in the shape Claude Code and Codex share: per client event, one
     group (with its matcher) running our hook for that event."""
     timeout = _hook_timeout(spec)
+    blocks = agent == "claude" and reads_on_failure(_enabled(spec, agent))
     hooks: dict[str, Any] = {}
     for client_event, event, matcher in events:
         group: dict[str, Any] = {}
         if matcher is not None:
             group["matcher"] = matcher
         group["hooks"] = [{"type": "command", "command": hook_command(facts, agent, event),
-                           "timeout": timeout}]
+                           "timeout": timeout, **({"onFailure": "block"} if blocks else {})}]
         hooks[client_event] = [group]
     return hooks
 

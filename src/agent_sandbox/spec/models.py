@@ -316,6 +316,11 @@ class AgentOptions(Strict):
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Client-specific keys merged into its settings."
     )
+    version: str | None = Field(
+        default=None, pattern=r"^\d+(\.\d+){0,3}$",
+        description="The oldest version of this client on the hosts: keys only later "
+        "versions read are written only when it does (Claude Code's onFailure: block, "
+        "2.1.295 and later); sandbox init finds the installed one itself.")
 
     @field_validator("extra")
     @classmethod
