@@ -190,6 +190,32 @@ def cwd_module(path: str) -> str | None:
     return None
 
 
+# A folder that is the top of a project: where a user runs ``python3 -m venv``,
+# ``-m pip``, ``-m pytest`` or the REPL, which import the standard library's
+# modules from the working folder first (``stdlib_shadow``)
+PROJECT_MARKERS: tuple[str, ...] = (".git", "pyproject.toml", "setup.py", "setup.cfg",
+                                    "requirements.txt")
+
+
+def stdlib_shadow(path: str) -> str | None:
+    """For a module named like one of the standard library's: 't' for ``NAME.py``
+    (or bytecode, an extension), 'u' for ``NAME/__init__.*``; else None. Python
+    start-up only at the top of a project (``PROJECT_MARKERS``), which the broker
+    decides when the call is made: elsewhere a package's own ``types.py`` is code."""
+    import sys
+
+    head, _, name = path.rpartition("/")
+    stem, _, rest = name.partition(".")
+    if not (rest in ("py", "pyc", "pyw") or name.endswith((".so", ".pyd"))):
+        return None
+    names = sys.stdlib_module_names
+    if stem in names:
+        return "t"
+    if stem == "__init__" and head.rpartition("/")[2] in names:
+        return "u"
+    return None
+
+
 def pth_imports(data: bytes | None) -> set[str]:
     """The words of a ``.pth`` file's text when it has an import line (site runs
     those), each a module name it may import; none for path lines only."""

@@ -102,3 +102,16 @@ def test_sizes_read_as_people_write_them() -> None:
     assert parse_size("1048576") == 1 << 20
     with pytest.raises(ValueError, match="not a size"):
         parse_size("lots")
+
+
+def test_a_file_grown_by_truncate_and_mmap_holds_the_limit(tmp_path: Path) -> None:
+    """``truncate(2)`` by path is made by the broker, outside the command's rlimit:
+    it holds the run's limit itself (then ``mmap`` has nothing past it to write)."""
+    script = ("import os, mmap\nos.close(os.open('big', os.O_CREAT | os.O_RDWR))\n"
+              "try:\n    os.truncate('big', 50 << 20)\nexcept OSError as e:\n"
+              "    print('refused', e.errno)\n"
+              "size = os.path.getsize('big')\nif size:\n"
+              "    m = mmap.mmap(os.open('big', os.O_RDWR), size)\n    m[:] = b'A' * size\n")
+    r = sandbox(tmp_path, "--max-file-size", "5M", "--", sys.executable, "-c", script)
+    assert "refused 27" in r.stdout, r.stdout + r.stderr  # EFBIG
+    assert (tmp_path / "w/big").stat().st_size <= 5 << 20

@@ -177,6 +177,40 @@ PROOFS: dict[str, Proof] = {
 }
 
 
+# more forms of the entries above (what an attacker tried next): each run the same way
+VARIANTS: dict[str, Proof] = {
+    "hg-hgrc-not-shared": Proof("printf '[hooks]\\npre-status = touch {M}\\n' > "
+                                ".hg/hgrc-not-shared", "hg status", ("hg",),
+                                setup="hg init ."),
+    "hg-folder-as-a-link": Proof("mkdir -p h d/x && printf '[hooks]\\npre-status = touch {M}\\n' "
+                                 "> h/hgrc && ln -s ../../h d/x/.hg", "cd d/x && hg status",
+                                 ("hg",)),
+    "cargo-folder-as-a-link": Proof(f"{hook('w.sh')} && echo 'exec \"$@\"' >> w.sh && mkdir c && "
+                                    "printf '[build]\\nrustc-wrapper = \"%s/w.sh\"\\n' \"$PWD\" "
+                                    "> c/config.toml && ln -s c .cargo",
+                                    "cargo check -q --offline", ("cargo",), setup=CRATE),
+    "irb-underscore-irbrc": Proof("echo 'File.write(\"{M}\", \"\")' > _irbrc", "echo | irb",
+                                  ("irb",)),
+    "vim-underscore-vimrc": Proof("echo 'silent !touch {M}' > _vimrc",
+                                  "vim --not-a-term -c q </dev/null", ("vim",),
+                                  setup="echo 'set exrc' > ~/.vimrc"),
+    "python-stdlib-shadow": Proof("echo 'import os; os.system(\"touch {M}\")' > logging.py",
+                                  f"{BASE_PY} -m venv ../v", setup="git init -q"),
+    "python-stdlib-package": Proof("mkdir -p http && echo 'open(\"{M}\", \"w\")' > "
+                                   "http/__init__.py", f"{BASE_PY} -c 'import http.server'",
+                                   setup="touch pyproject.toml"),
+    "python-startup-file": Proof("echo 'open(\"{M}\", \"w\")' > ~/.pythonrc",
+                                 f"{BASE_PY} -i </dev/null", home=True,
+                                 env={"PYTHONSTARTUP": "{HOME}/.pythonrc"}),
+    "nvim-site-plugin": Proof("mkdir -p ~/.local/share/nvim/site/plugin && echo 'silent !touch "
+                              "{M}' > ~/.local/share/nvim/site/plugin/x.vim",
+                              "nvim --headless -c q </dev/null", ("nvim",), home=True),
+    "fish-vendor-conf": Proof("mkdir -p ~/.local/share/fish/vendor_conf.d && echo 'touch {M}' > "
+                              "~/.local/share/fish/vendor_conf.d/x.fish", "fish -c true",
+                              ("fish",), home=True),
+}
+
+
 def proof_ids() -> list[str]:
     return sorted({e["proof"] for e in CATALOGUE if not e["proof"].startswith(ELSEWHERE)})
 
@@ -225,10 +259,10 @@ class World:
 
 
 @pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
-@pytest.mark.parametrize("name", sorted(PROOFS))
+@pytest.mark.parametrize("name", sorted(PROOFS) + sorted(VARIANTS))
 def test_a_trigger_planted_in_a_run_never_fires_on_the_host(
         tmp_path: Path, name: str, sandboxed: bool) -> None:
-    proof = PROOFS[name]
+    proof = PROOFS.get(name) or VARIANTS[name]
     world = World(tmp_path, proof)
     missing = [p for p in proof.needs if not shutil.which(p, path=world.env["PATH"])]
     if missing:

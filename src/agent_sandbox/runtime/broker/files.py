@@ -101,6 +101,7 @@ class Files:
         # or opened for writing: its own to read back as they are now
         self.pin: Pin | None = None
         self.written: set[tuple[int, int]] = set()
+        self.max_size: int | None = None  # the run's file size limit (runtime.limits)
 
     # the decisions --------------------------------------------------------
 
@@ -162,6 +163,9 @@ class Files:
         if moved is not None and stat.S_ISDIR(moved.st_mode) and top is not None \
                 and top != path and not self._own(root + top):
             raise Refused(f"{path} is inside {top}, which this run did not create")
+        if moved is not None and stat.S_ISLNK(moved.st_mode) and not leaving and \
+                place.name in self.judge.firsts and self.judge.in_roots(path):
+            raise Refused(f"{path} would lead to files under a protected name: never a link")
         if moved is not None and stat.S_ISDIR(moved.st_mode) and self.judge.carries(path) \
                 and not (place.name == ".git" and self.made.holds(moved)):
             raise Refused(f"a folder renamed to or from {path} would carry files under a "
@@ -182,6 +186,9 @@ class Files:
             raise Refused(why)
         if place.name in protected.CWD_MODULES and self.judge.in_roots(place.path):
             self._python(place, "f")  # a link to a package where Python imports it
+        if place.name in self.judge.firsts and self.judge.in_roots(place.path):
+            raise Refused(f"{place.path} would lead to files under a protected name "
+                          f"({place.name}/...): never a link")
 
     def _exposes(self, src: Place, dst: Place, moved: os.stat_result | None) -> None:
         """Refuse a rename or link that would give a file denied for reading
@@ -260,15 +267,16 @@ class Files:
         if kind == "v" and not holds(place.folder, "pyvenv.cfg"):
             return
         decider = place.folder
-        if kind in ("c", "m"):
+        if kind in ("c", "m", "u"):
             decider = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=place.folder)
         try:
-            if self._sandboxed(decider):
-                return
+            if self._sandboxed(decider) or (kind in "tu" and not any(
+                    holds(decider, m) for m in protected.PROJECT_MARKERS)):
+                return  # a standard-library name outside the top of a project: code
         finally:
             if decider != place.folder:
                 os.close(decider)
-        where = place.parent.rsplit("/", 1)[0] if kind in ("c", "m") else place.parent
+        where = place.parent.rsplit("/", 1)[0] if kind in ("c", "m", "u") else place.parent
         raise Refused(f"{place.path} is Python start-up of {where or '/'}, which no sandboxed "
                       "run made (what its interpreter runs is not the sandbox's to change)")
 
@@ -552,6 +560,8 @@ class Files:
             place.close()
 
     def truncate(self, t: Target, address: int, length: int) -> int:
+        if self.max_size is not None and length > self.max_size:  # the caller's RLIMIT_FSIZE
+            raise OSError(errno.EFBIG, "beyond the run's file size limit")
         place = self._place(t, AT_FDCWD, address, follow=True)
         try:
             self._check(t, place)

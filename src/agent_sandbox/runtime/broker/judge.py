@@ -154,13 +154,15 @@ class Judge:
         file or a folder on the way to one, decided by its parent folder; 'c'
         bytecode in ``__pycache__``, decided by the folder above the cache (the
         source's); 'm' a package Python imports from the working folder
-        (``protected.cwd_module``), decided by the folder above it; 'v' one of a
+        (``protected.cwd_module``), decided by the folder above it; 't' and 'u'
+        a module or package named like the standard library's
+        (``protected.stdlib_shadow``), start-up only at the top of a project; 'v' one of a
         virtualenv root's own folders (``lib``, ``bin``), decided by its parent
         when that holds ``pyvenv.cfg``; None for any other."""
         if not self.in_roots(path):
             return None
         head, _, name = path.rstrip("/").rpartition("/")
-        module = protected.cwd_module(path)
+        module = protected.cwd_module(path) or protected.stdlib_shadow(path)
         if module is not None:
             return module
         kind = protected.python_kind(path, "f")

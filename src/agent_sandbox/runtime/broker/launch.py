@@ -73,6 +73,10 @@ def start(made: Installer, pid: int | None, plan: Plan, settings: Settings, *, h
     if sockets is None and settings.network.allow_all_unix_sockets:
         sockets = ("/",)
     broker = Broker(listener, judge, sockets, on_deny=on_deny, pin=pin)
+    if broker.files is not None:  # a truncate the broker makes holds the run's limit too
+        from ..limits import DEFAULT_FILE_SIZE
+
+        broker.files.max_size = settings.limits[2] or DEFAULT_FILE_SIZE
     broker.start()
     return broker
 
