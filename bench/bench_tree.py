@@ -167,11 +167,15 @@ def main() -> int:
 
 
 def _version(srt: Path) -> str:
-    try:
-        pkg = srt.resolve().parents[1] / "package.json"
-        return "version " + json.loads(pkg.read_text()).get("version", "?")
-    except (OSError, ValueError):
-        return "version unknown"
+    """srt's version: its package.json beside its launcher (``.tools/srt-newest``) or
+    above its bin link (``.tools/node_modules/.bin``)."""
+    for pkg in (srt.parent / "node_modules/@anthropic-ai/sandbox-runtime/package.json",
+                srt.resolve().parents[1] / "package.json"):
+        try:
+            return "version " + json.loads(pkg.read_text())["version"]
+        except (OSError, ValueError, KeyError):
+            continue
+    return "version unknown"
 
 
 if __name__ == "__main__":
