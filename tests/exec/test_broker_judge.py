@@ -66,6 +66,11 @@ def test_carries(path: str, carries: bool) -> None:
     ("/w/repo/.venv/bin/activate.fish", "f"), ("/w/repo/x/sitecustomize.py", "f"),
     ("/w/repo/pkg/__pycache__", "f"), ("/w/repo/pkg/__pycache__/m.cpython-311.pyc", "c"),
     ("/w/repo/json.pyc", "f"), ("/w/repo/dist-packages", "f"),
+    # modules Python imports from the working folder: named (readline, venv) or
+    # named like the standard library's (start-up at the top of a project only)
+    ("/w/repo/readline.py", "f"), ("/w/repo/venv/__init__.py", "m"), ("/w/repo/venv", None),
+    ("/w/repo/logging.py", "t"), ("/w/repo/http/__init__.py", "u"),
+    ("/w/repo/pip.conf", None), ("/w/repo/src/pkg/types.txt", None),
     ("/w/repo/src/main.py", None), ("/w/repo/x.pth", None), ("/w/repo/python3", None),
     ("/w/repo/tools/bin/run", None), ("/elsewhere/.venv/pyvenv.cfg", None),
 ])

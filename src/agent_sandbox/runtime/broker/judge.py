@@ -156,23 +156,23 @@ class Judge:
         source's); 'm' a package Python imports from the working folder
         (``protected.cwd_module``), decided by the folder above it; 't' and 'u'
         a module or package named like the standard library's
-        (``protected.stdlib_shadow``), start-up only at the top of a project; 'v' one of a
-        virtualenv root's own folders (``lib``, ``bin``), decided by its parent
-        when that holds ``pyvenv.cfg``; None for any other."""
+        (``protected.stdlib_shadow``), start-up only at the top of a project;
+        'v' one of a virtualenv root's own folders (``lib``, ``bin``), decided
+        by its parent when that holds ``pyvenv.cfg``; None for any other."""
         if not self.in_roots(path):
             return None
         head, _, name = path.rstrip("/").rpartition("/")
-        module = protected.cwd_module(path) or protected.stdlib_shadow(path)
+        module = protected.cwd_module(path)
         if module is not None:
             return module
         kind = protected.python_kind(path, "f")
         if kind == "c":
             return "c"
         if kind is not None or name in protected.PYTHON_SITE_DIRS or name == PYCACHE:
-            return "f"
+            return "f"  # bytecode too: whatever its name, it is the folder's to decide
         if name.startswith(("python", "pypy")) and head.rpartition("/")[2] in _LIB:
             return "f"
-        return "v" if name in _VENV_PARTS else None
+        return "v" if name in _VENV_PARTS else protected.stdlib_shadow(path)
 
     def repository(self, path: str) -> str | None:
         """The outermost ``.git`` folder ``path`` lies in (or is), or None: whose
