@@ -58,6 +58,8 @@ _CLIENT_BOOKKEEPING = (
     "BashOutput", "LSP", "CronCreate", "CronDelete", "CronList", "ListAgents",
     "SendMessage", "ReportFindings", "ScheduleWakeup", "WaitForMcpServers", "ToolSearch",
     "DeferredToolPlaceholder",
+    # Claude Code 2.1.197 (what npm gives on Debian 12's node 20): its task list
+    "TaskCreate", "TaskGet", "TaskList", "TaskUpdate",
     # Codex
     "update_plan", "request_user_input", "list_mcp_resources", "list_mcp_resource_templates",
     "read_mcp_resource", "get_goal", "create_goal", "update_goal", "multi_agent_v1",
