@@ -202,18 +202,36 @@ def stdlib_shadow(path: str) -> str | None:
     (or bytecode, an extension), 'u' for ``NAME/__init__.*``; else None. Python
     start-up only at the top of a project (``PROJECT_MARKERS``), which the broker
     decides when the call is made: elsewhere a package's own ``types.py`` is code."""
-    import sys
-
     head, _, name = path.rpartition("/")
     stem, _, rest = name.partition(".")
     if not (rest in ("py", "pyc", "pyw") or name.endswith((".so", ".pyd"))):
         return None
-    names = sys.stdlib_module_names
+    names = _shadowable()
     if stem in names:
         return "t"
     if stem == "__init__" and head.rpartition("/")[2] in names:
         return "u"
     return None
+
+
+_SHADOWABLE: list[frozenset[str]] = []
+# standard-library names no tool imports on its own and projects do use: a file of
+# the project's (``test.py``), never start-up
+_PROJECT_NAMES = frozenset({"test", "this", "antigravity", "idlelib", "turtledemo"})
+
+
+def _shadowable() -> frozenset[str]:
+    """The standard library's modules a file in the working folder can stand for:
+    not the built-in and frozen ones (found before any folder is searched)."""
+    if not _SHADOWABLE:
+        import _imp
+        import sys
+
+        _SHADOWABLE.append(frozenset(
+            m for m in sys.stdlib_module_names
+            if m not in sys.builtin_module_names and not _imp.is_frozen(m)
+            and m not in _PROJECT_NAMES))
+    return _SHADOWABLE[0]
 
 
 def pth_imports(data: bytes | None) -> set[str]:

@@ -71,6 +71,7 @@ def test_carries(path: str, carries: bool) -> None:
     ("/w/repo/readline.py", "f"), ("/w/repo/venv/__init__.py", "m"), ("/w/repo/venv", None),
     ("/w/repo/logging.py", "t"), ("/w/repo/http/__init__.py", "u"),
     ("/w/repo/pip.conf", None), ("/w/repo/src/pkg/types.txt", None),
+    ("/w/repo/test.py", None), ("/w/repo/os.py", None),  # a project's own; frozen
     ("/w/repo/src/main.py", None), ("/w/repo/x.pth", None), ("/w/repo/python3", None),
     ("/w/repo/tools/bin/run", None), ("/elsewhere/.venv/pyvenv.cfg", None),
 ])
