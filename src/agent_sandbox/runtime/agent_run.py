@@ -298,7 +298,7 @@ def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *
               filters: Mapping[str, Callable[[str], str]] | None = None,
               err: Any = None) -> int:
     """Run the client with the terminal attached; return its exit status."""
-    from .run import supervise
+    from .run import start_holding_signals, supervise
 
     base = dict(os.environ if env is None else env)
     ports = [RELAY_PORT]
@@ -309,7 +309,7 @@ def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *
                    opened=opened, overlays=overlays, filters=filters)
     relay = HookRelay(cwd, {k: v for k, v in base.items() if k != RELAY_ENV})
     servers = Servers()
-    run.start()
+    held = start_holding_signals(run)
 
     def prepare() -> None:
         by_port = dict(zip(ports, run.extra_listeners, strict=True))
@@ -324,4 +324,4 @@ def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *
         servers.stop()
         relay.stop()
 
-    return supervise(run, timeout, err, prepare=prepare, stop=stop)
+    return supervise(run, timeout, err, prepare=prepare, stop=stop, held=held)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 DEFAULT_PROCESSES = 4096
 DEFAULT_FILE_SIZE = 16 << 30
 _PREFIX = "agent-sandbox-"
+_STALE_AFTER = 60.0  # seconds: a group this old whose launcher is gone is left over
 _V2 = "/sys/fs/cgroup"
 _V1 = "/sys/fs/cgroup/{}"
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -71,7 +72,8 @@ class Limits:
     def prepare(self) -> None:
         """Make the run's cgroup where the host lets this user (nothing fails the
         run: a limit that cannot be a cgroup's is an rlimit, said in ``notes``)."""
-        name = f"{_PREFIX}{os.getpid()}"
+        # one per run, even for runs a process starts at once (the approval runner)
+        name = f"{_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
         v2 = self._v2_parent()
         if v2 is not None:
             folder = os.path.join(v2, name)
@@ -124,11 +126,14 @@ class Limits:
     @staticmethod
     def _make(folder: str, limits: dict[str, int]) -> bool:
         parent = os.path.dirname(folder)
-        try:  # the groups of runs whose launcher is gone (a killed run), when empty
+        try:  # the groups of runs whose launcher is gone (a killed run), when empty and
+            # old enough that no run is between making its group and joining it
             for stale in os.listdir(parent):
-                pid = stale[len(_PREFIX):] if stale.startswith(_PREFIX) else ""
-                if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-                    _remove(os.path.join(parent, stale))
+                pid = stale[len(_PREFIX):].split("-", 1)[0] if stale.startswith(_PREFIX) else ""
+                there = os.path.join(parent, stale)
+                if pid.isdigit() and not os.path.exists(f"/proc/{pid}") and \
+                        time.time() - os.stat(there).st_mtime > _STALE_AFTER:
+                    _remove(there)
         except OSError:
             pass
         try:
@@ -149,10 +154,14 @@ class Limits:
     # the child, before its exec ------------------------------------------------
 
     def apply(self) -> None:
-        """In the child that becomes bubblewrap: join the cgroups, set the rlimits."""
-        for folder in dict.fromkeys(self.groups.values()):
-            with open(os.path.join(folder, "cgroup.procs"), "w") as fh:
-                fh.write("0")
+        """In the child that becomes bubblewrap: join the cgroups, set the rlimits (a
+        group it cannot join, its rlimit instead: never a run that cannot start)."""
+        for controller, folder in list(self.groups.items()):
+            try:
+                with open(os.path.join(folder, "cgroup.procs"), "w") as fh:
+                    fh.write("0")
+            except OSError:
+                del self.groups[controller]
         resource.setrlimit(resource.RLIMIT_FSIZE, (self.file_size, self.file_size))
         if "memory" not in self.groups:
             resource.setrlimit(resource.RLIMIT_DATA, (self.memory, self.memory))
