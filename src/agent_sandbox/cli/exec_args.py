@@ -46,21 +46,17 @@ def parse_exec_args(args: list[str]) -> ExecArgs:
             out.help = True
             return out
         name, eq, value = a.partition("=")
-        if name in _LIMITS:
-            if not eq:
+        if name in _LIMITS or name in _VALUED:
+            if not eq:  # the value is the next word
                 if i + 1 >= len(args):
                     raise UsageError(f"{name} needs a value")
                 value = args[i + 1]
                 i += 1
-            out.limits[_LIMITS.index(name)] = _limit(name, value)
             i += 1
+        if name in _LIMITS:
+            out.limits[_LIMITS.index(name)] = _limit(name, value)
             continue
         if name in _VALUED:
-            if not eq:
-                if i + 1 >= len(args):
-                    raise UsageError(f"{name} needs a value")
-                value = args[i + 1]
-                i += 1
             key = name[2:]
             if key == "backend":
                 out.backend_given = True
@@ -73,7 +69,6 @@ def parse_exec_args(args: list[str]) -> ExecArgs:
                     raise UsageError("--timeout must be positive")
             else:
                 setattr(out, key, value)
-            i += 1
             continue
         if a.startswith("-"):
             raise UsageError(f"unknown option {a!r} (options go before `--`)")
