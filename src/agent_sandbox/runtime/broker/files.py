@@ -179,8 +179,10 @@ class Files:
             self._sandboxed_path(protected.GIT_DIR, place.folder)
 
     def _linked(self, place: Place) -> None:
-        """Refuse a link, hard link or node at (or from) git metadata, and a mark
-        that would make its folder a git folder holding what git runs."""
+        """Refuse a link, hard link or node made at ``place`` where what it stands
+        for would be read unjudged: git metadata, a mark that would make its folder
+        a git folder, a package Python imports from the working folder, a folder
+        of a protected name."""
         why = gitfolders.by_reference(place) or gitfolders.becomes_git_dir(place)
         if why:
             raise Refused(why)
@@ -459,7 +461,9 @@ class Files:
                 self._check(t, src)  # a second name for it could be written
                 self._check(t, dst)
                 self._exposes(src, dst, None)  # or read
-                self._linked(src)
+                why = gitfolders.by_reference(src)  # no second name for git metadata
+                if why:
+                    raise Refused(why)
                 self._linked(dst)
                 os.link(src.name, dst.name, src_dir_fd=src.folder, dst_dir_fd=dst.folder,
                         follow_symlinks=False)
