@@ -39,16 +39,26 @@ def strings(value: Any) -> list[str]:
     return out
 
 
+def parse_tree(text: str, *, plpgsql: bool = False) -> Any:
+    """pglast's JSON parse tree of SQL ``text`` (or of a PL/pgSQL body): one reading
+    for both, ``Unreadable`` when PostgreSQL's grammar refuses it or the tree
+    cannot be read."""
+    from pglast import parser
+
+    what = "a PL/pgSQL body" if plpgsql else "it"
+    try:
+        return json.loads(parser.parse_plpgsql_json(text) if plpgsql
+                          else parser.parse_sql_json(text))
+    except parser.ParseError as exc:
+        raise Unreadable(f"PostgreSQL cannot parse {what}: {exc}") from None
+    except (ValueError, RecursionError):
+        raise Unreadable("a PL/pgSQL body cannot be read" if plpgsql
+                         else "the parse tree cannot be read") from None
+
+
 def parse(text: str) -> list[dict[str, Any]]:
     """The statements of ``text`` as pglast's JSON parse tree (``Unreadable`` when
     PostgreSQL's grammar refuses it)."""
-    from pglast import parser
-
-    try:
-        tree = json.loads(parser.parse_sql_json(text))
-    except parser.ParseError as exc:
-        raise Unreadable(f"PostgreSQL cannot parse it: {exc}") from None
-    except (ValueError, RecursionError):
-        raise Unreadable("the parse tree cannot be read") from None
+    tree = parse_tree(text)
     stmts = tree.get("stmts") if isinstance(tree, dict) else None
     return stmts if isinstance(stmts, list) else []

@@ -4,25 +4,17 @@ again, and dynamic SQL (``EXECUTE``), which no reader can judge. Pure."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from .plan_reading import Unreadable
+from .sql_nodes import parse_tree
 
 
 def embedded_sql(source: str) -> Iterator[str | None]:
     """Each statement the body ``source`` runs, as SQL text; None for each dynamic
     statement. Raises ``Unreadable``."""
-    from pglast import parser
-
-    try:
-        tree = json.loads(parser.parse_plpgsql_json(source))
-    except parser.ParseError as exc:
-        raise Unreadable(f"PostgreSQL cannot parse a PL/pgSQL body: {exc}") from None
-    except (ValueError, RecursionError):
-        raise Unreadable("a PL/pgSQL body cannot be read") from None
-    stack: list[Any] = [tree]
+    stack: list[Any] = [parse_tree(source, plpgsql=True)]
     while stack:
         value = stack.pop()
         if isinstance(value, list):
