@@ -262,16 +262,24 @@ def config_text_why(data: bytes, what: str, gitdir: str | None = None) -> str | 
     return None
 
 
+def superproject_of(gitdir: str) -> str | None:
+    """R, the work tree of the superproject, when ``gitdir`` is a submodule's git
+    folder (``R/.git/modules/NAME``, a name may hold slashes); else None."""
+    parts = gitdir.rstrip("/").split("/")
+    if GIT_DIR not in parts:
+        return None
+    top = parts.index(GIT_DIR)
+    if len(parts) < top + 3 or parts[top + 1] != "modules":
+        return None
+    return "/".join(parts[:top]) or "/"
+
+
 def _submodule_tree(gitdir: str, value: str | None) -> bool:
     """``core.worktree`` as ``git submodule`` writes it in a submodule's git folder
     (``R/.git/modules/NAME``): a folder inside R's work tree, outside any ``.git``."""
-    parts = gitdir.rstrip("/").split("/")
-    if GIT_DIR not in parts or not value:
+    work = superproject_of(gitdir)
+    if work is None or not value:
         return False
-    top = parts.index(GIT_DIR)
-    if len(parts) < top + 3 or parts[top + 1] != "modules":
-        return False
-    work = "/".join(parts[:top]) or "/"
     target = posixpath.normpath(posixpath.join(gitdir, value))
     inside = target.startswith(work.rstrip("/") + "/")
     return inside and GIT_DIR not in target[len(work):].split("/")

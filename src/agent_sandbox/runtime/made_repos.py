@@ -68,13 +68,8 @@ def _submodule_of(fs: SweepFs, dotgit: str) -> str | None:
     admin = gitmeta.gitdir_of_file(fs, dotgit) if os.path.isfile(dotgit) else None
     if admin is None:
         return None
-    parts = admin.split("/")
-    if protected.GIT_DIR not in parts:
-        return None
-    top = parts.index(protected.GIT_DIR)
-    work = "/".join(parts[:top]) or "/"
-    if len(parts) < top + 3 or parts[top + 1] != "modules" or not os.path.realpath(
-            dotgit).startswith(work.rstrip("/") + "/"):
+    work = gitmeta.superproject_of(admin)
+    if work is None or not os.path.realpath(dotgit).startswith(work.rstrip("/") + "/"):
         return None
     return admin if gitmeta.check_new_git_dir(fs, admin) is None else None
 
