@@ -179,14 +179,21 @@ def cwd_module(path: str) -> str | None:
     for ``NAME.py``, ``.pyc``, an extension module, decided by its folder; 'm'
     for ``NAME/__init__.*``, decided by the folder above the package; else None.
     A folder of that name alone imports nothing (``python -m venv venv``)."""
+    return {"module": "f", "package": "m"}.get(_imported_as(path, CWD_MODULES) or "")
+
+
+def _imported_as(path: str, names: frozenset[str]) -> str | None:
+    """'module' for ``NAME.py`` (bytecode, an extension module) and 'package' for
+    ``NAME/__init__.*``, NAME in ``names``: what the import system loads (``pip.conf``
+    is none of it); else None."""
     head, _, name = path.rpartition("/")
     stem, _, rest = name.partition(".")
     if not (rest in ("py", "pyc", "pyw") or name.endswith((".so", ".pyd"))):
-        return None  # what the import system loads (pip.conf is none of it)
-    if stem in CWD_MODULES:
-        return "f"
-    if stem == "__init__" and head.rpartition("/")[2] in CWD_MODULES:
-        return "m"
+        return None
+    if stem in names:
+        return "module"
+    if stem == "__init__" and head.rpartition("/")[2] in names:
+        return "package"
     return None
 
 
@@ -202,16 +209,7 @@ def stdlib_shadow(path: str) -> str | None:
     (or bytecode, an extension), 'u' for ``NAME/__init__.*``; else None. Python
     start-up only at the top of a project (``PROJECT_MARKERS``), which the broker
     decides when the call is made: elsewhere a package's own ``types.py`` is code."""
-    head, _, name = path.rpartition("/")
-    stem, _, rest = name.partition(".")
-    if not (rest in ("py", "pyc", "pyw") or name.endswith((".so", ".pyd"))):
-        return None
-    names = _shadowable()
-    if stem in names:
-        return "t"
-    if stem == "__init__" and head.rpartition("/")[2] in names:
-        return "u"
-    return None
+    return {"module": "t", "package": "u"}.get(_imported_as(path, _shadowable()) or "")
 
 
 _SHADOWABLE: list[frozenset[str]] = []
