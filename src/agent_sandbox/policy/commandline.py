@@ -20,8 +20,30 @@ from .hosts import NETWORK_TOOLS, hosts_in
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs the hook ~9 ms to import; annotations only
+    from typing import Protocol
+
     from .decision import Decision
-    from .engine import Policy
+    from .document import RuleEntry
+
+    class Policy(Protocol):
+        """What a command line is judged against: the checks of ``engine.Policy``
+        (which calls in here), declared so that this module needs no engine."""
+
+        rules: list[RuleEntry]
+        default: Verdict
+        home: str
+        allow_write: list[str]
+
+        def places(self, path: str, cwd: str) -> list[str]: ...
+        def read_ok(self, abspath: str) -> bool: ...
+        def is_protected(self, abspath: str) -> bool: ...
+        def apply_rules(self, d: Decision, kind: str, subject: str, argv: list[str] | None,
+                        default: Verdict | None) -> bool: ...
+        def check_host(self, d: Decision, host: str, what: str) -> None: ...
+        def check_read(self, d: Decision, path: str, cwd: str, *,
+                       explicit: bool = True) -> None: ...
+        def check_write(self, d: Decision, path: str, cwd: str) -> None: ...
+        def check_tree(self, d: Decision, root: str, budget: int = 20000) -> None: ...
 
 ALLOW, ESCALATE, DENY = Verdict.ALLOW, Verdict.ESCALATE, Verdict.DENY
 

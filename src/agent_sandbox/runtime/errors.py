@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from agent_sandbox.errors import SandboxError
 
-from .settings import SettingsError
-
 SANDBOX_FAILED = 125
 TIMED_OUT = 124
+
+
+class SettingsError(SandboxError, ValueError):
+    """A settings file is missing or malformed; the message says where and how."""
 
 
 class SandboxStartError(SandboxError, RuntimeError):

@@ -71,9 +71,10 @@ value raises ``SettingsError`` naming the key and what to write instead.
 
 from __future__ import annotations
 
-from agent_sandbox.errors import SandboxError
 from agent_sandbox.spec import domains
 from agent_sandbox.spec.paths import glob_regex, is_glob
+
+from .errors import SettingsError as SettingsError  # its error, defined with the others
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -91,10 +92,6 @@ _FS_REQUIRED = ("denyRead", "allowWrite", "denyWrite")
 # What the bwrap and gVisor backends cannot do as srt does (see the module doc).
 _SRT_ONLY_NETWORK = ("tlsTerminate",)
 _CREDENTIAL_KEYS = frozenset({"files", "envVars", "allowPlaintextInject", "awsPairs", "sigv4"})
-
-
-class SettingsError(SandboxError, ValueError):
-    """A settings file is missing or malformed; the message says where and how."""
 
 
 def loads(text: str | bytes) -> Any:
