@@ -228,28 +228,12 @@ def plan(repo: str, agents: list[str], mcp: bool) -> list[Planned]:
 
 
 def registered_settings(repo: str, home: str | None = None) -> str:
-    """Where init registers the sandbox settings approved commands of ``repo``
-    run under: outside the repository (a settings file inside one of its own
-    writable roots is refused by the runtime, since a sandboxed command could
-    rewrite the policy of its next run) and outside every sandbox's writable set."""
+    """Where an earlier init registered a copy of the sandbox settings, outside the
+    repository; uninstall removes one it finds recorded. Approved commands run under
+    the repository's ``.sandbox/srt-settings.json``, which the runner reads itself."""
     home = home or os.path.expanduser("~")
     key = hashlib.sha256(os.path.realpath(repo).encode()).hexdigest()[:16]
     return os.path.join(home, ".config", "agent-sandbox", "repos", key, "srt-settings.json")
-
-
-def sandbox_settings(repo: str) -> str:
-    """The settings file approved commands of ``repo`` run under: the registered
-    one when init wrote it, else the legacy ``.sandbox/srt-settings.json``."""
-    reg = registered_settings(repo)
-    return reg if os.path.isfile(reg) else os.path.join(repo, ".sandbox", "srt-settings.json")
-
-
-def _write_atomic(path: str, data: bytes, mode: int) -> None:
-    """Write a file outside the repository (the registered settings)."""
-    from .atomic_file import replace_file
-
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    replace_file(path, data, mode)
 
 
 def _check_folders(repo: str, folders: Any) -> None:
@@ -414,11 +398,6 @@ def _init(repo: str, agents: list[str] | None, mcp: bool, trust: bool) -> dict[s
             changed.append(rel)
         entry["sha256"] = _sha(desired)
         files[rel] = entry
-    # the registered copy of the sandbox settings, outside the repository
-    settings_doc = next(p.content for p in planned if p.path.endswith("/srt-settings.json"))
-    reg = registered_settings(repo)
-    os.makedirs(os.path.dirname(reg), mode=0o700, exist_ok=True)
-    _write_atomic(reg, settings_doc, 0o644)
     trusted: list[dict[str, Any]] = list(state.get("trust", []))
     if trust:
         from . import client_trust
@@ -429,8 +408,7 @@ def _init(repo: str, agents: list[str] | None, mcp: bool, trust: bool) -> dict[s
             raise ConnectorError(f"cannot record trust in the clients' settings: {exc}"
                                  ) from None
     new_state = {"version": 1, "agents": chosen, "mcp": mcp, "dirs": created_dirs,
-                 "files": sorted(files.values(), key=lambda f: f["path"]),
-                 "settings": reg}
+                 "files": sorted(files.values(), key=lambda f: f["path"])}
     if trusted:
         new_state["trust"] = trusted
     if _read_state(repo) != new_state:

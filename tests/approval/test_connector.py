@@ -192,7 +192,7 @@ def test_trust_is_recorded_and_taken_back_byte_for_byte(tmp_path: Path) -> None:
     assert not (home / ".gemini").exists()  # init created the folder: gone again
 
 
-def test_without_trust_only_the_registered_settings_live_outside(tmp_path: Path) -> None:
+def test_without_trust_nothing_is_written_outside_the_repository(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     repo = tmp_path / "repo"
@@ -205,10 +205,9 @@ def test_without_trust_only_the_registered_settings_live_outside(tmp_path: Path)
     assert r.returncode == 3, r.stderr
     assert f"run `sandbox init --codex --gemini --trust {os.path.realpath(repo)}`" in \
         r.stderr.replace("\n", " "), r.stderr
-    # only the registered sandbox settings, outside the repository's writable roots
-    reg = home / ".config" / "agent-sandbox" / "repos"
-    assert [p.name for p in reg.glob("*/*")] == ["srt-settings.json"]
-    assert [p.name for p in home.rglob("*") if p.is_file()] == ["srt-settings.json"]
+    # the sandbox settings live in the repository's .sandbox/, nothing in the home
+    assert (repo / ".sandbox" / "srt-settings.json").is_file()
+    assert [p.name for p in home.rglob("*") if p.is_file()] == []
     r = subprocess.run([sys.executable, "-I", "-m", "agent_sandbox", "uninstall", str(repo)],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr

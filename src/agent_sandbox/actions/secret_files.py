@@ -48,11 +48,6 @@ def relative_path(path: str) -> str:
     return "/".join(parts)
 
 
-def container_path(path: str) -> str:
-    """Where the file ``path`` is seen inside the container (pure)."""
-    return f"{MOUNT_POINT}/{relative_path(path)}"
-
-
 def check_env(env: Mapping[str, str], files: Mapping[str, bytes]) -> None:
     """Refuse an environment that names a secret: every value must be free of
     each credential file's content (pure). Pointers such as a file's path are

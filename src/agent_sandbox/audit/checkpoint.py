@@ -178,15 +178,6 @@ def store(checkpoint_dir: Path, size: int, note: bytes) -> Path:
     return path
 
 
-def latest_size(checkpoint_dir: Path) -> int:
-    """Size of the newest stored checkpoint (0 if none); unverified, for scheduling only."""
-    try:
-        text = (checkpoint_dir / LATEST_FILE).read_bytes()
-        return int(text.split(b"\n", 2)[1])
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 def stored_notes(checkpoint_dir: Path) -> list[tuple[str, bytes]]:
     """Every stored checkpoint note as (file name, bytes), oldest first."""
     try:

@@ -44,11 +44,6 @@ def append_audit(repo: str, event: str, fields: dict[str, Any], *, quick: bool =
         return False
 
 
-def log_dir(repo: str) -> str:
-    return os.path.join(repo, ".sandbox", "audit")
-
-
-
 def pin_verifier(repo: str) -> tuple[str, str]:
     """Create the repository's signing key (in the user's state folder) if it
     does not exist and pin its verifier key beside it, where no agent and no

@@ -26,7 +26,7 @@ from typing import Any
 import tomli_w
 
 from .. import contract
-from ..inventory import HostFacts, User
+from ..inventory import HostFacts
 from ..spec.models import AgentOptions, Spec
 from ..spec.paths import MANDATORY_DENY_WRITE
 from ..spec.rules import ToolKind, Verdict
@@ -549,17 +549,6 @@ def project_artifacts(spec: Spec, facts: HostFacts, repo: str) -> list[Artifact]
     """The repository-level files for one repository (what ``sandbox init`` installs)."""
     return [Artifact(_under(repo, rel), content, mode, kind)
             for rel, content, mode, kind in _plans(spec, facts)[2]]
-
-
-def user_artifacts(spec: Spec, facts: HostFacts, user: User) -> list[Artifact]:
-    """Per-user client configuration under the user's home."""
-    return [Artifact(_under(user.home, rel), content, mode, kind)
-            for rel, content, mode, kind in _plans(spec, facts)[1]]
-
-
-def system_artifacts(spec: Spec, facts: HostFacts) -> list[Artifact]:
-    """System-wide managed settings (need administrator rights to change)."""
-    return [Artifact(*entry) for entry in _plans(spec, facts)[0]]
 
 
 def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
