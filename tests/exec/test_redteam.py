@@ -693,7 +693,7 @@ BY_NAME = {a.name: a for a in ATTACKS}
 # settings file reached through a link in a writable root; a denied file with a
 # second name. Their controls run every step unsandboxed.
 REFUSAL_BLOCKS = {"settings_named_through_link", "read_env_through_earlier_hard_link"}
-# Known limits, listed in the README: each must keep failing until it is closed
+# Known limits, listed in docs/security-model.md: each must keep failing until it is closed
 # (strict), so closing one shows here.
 KNOWN_LIMITS = {
     "read_env_glob_outside_roots": "'**/' globs are searched below the working directory and "

@@ -166,7 +166,7 @@ def line_counts(root: Path) -> list[tuple[int, str]]:
 
 def layout_table(readme: str) -> str:
     """The text of the README's ``## Repository layout`` section."""
-    m = re.search(r"^## Repository layout\n(.*?)(?=^## )", readme, re.S | re.M)
+    m = re.search(r"^## Repository layout\n(.*?)(?=^## |\Z)", readme, re.S | re.M)
     assert m, "README.md has no '## Repository layout' section"
     return m.group(1)
 

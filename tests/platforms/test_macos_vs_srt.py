@@ -3,7 +3,7 @@
 srt's ``wrapCommandWithSandboxMacOS`` runs under node (``srt_macos_profile.mjs``)
 on the srt-format settings derived from each spec of ``srt_diff.settings_matrix``;
 both profiles are asked the same probes with Seatbelt's last-match-wins rule.
-No probe may be allowed by ours and denied by srt's, unless the README lists it
+No probe may be allowed by ours and denied by srt's, unless docs/provisioning.md lists it
 (``- looser than srt: `PROBE` ...``) with a reason. This is an evaluation of the
 profile text, not a run of sandbox-exec: no macOS host exists here.
 """
@@ -75,7 +75,7 @@ def test_matrix_covers_every_cause():
 
 
 def test_readme_exceptions_are_exact_and_each_has_a_reason():
-    text = (srt_diff.REPO / "README.md").read_text()
+    text = (srt_diff.REPO / "docs" / "provisioning.md").read_text()
     lines = [ln for ln in text.splitlines() if ln.startswith("- looser than srt:")]
     assert lines and len(lines) == len(srt_diff.readme_exceptions())
     for line in lines:
@@ -83,7 +83,7 @@ def test_readme_exceptions_are_exact_and_each_has_a_reason():
 
 
 def test_a_relative_deny_is_not_carried_away_by_renaming_a_folder_above_cwd():
-    """The README exception above is harmless: after the rename the denied
+    """The listed exception above is harmless: after the rename the denied
     path is still denied, by name, wherever it now is."""
     spec = MATRIX["relative-deny-home-root"]
     prof = Profile(seatbelt.seatbelt_profile(spec, srt_diff.HOME), {"CWD": srt_diff.CWD})

@@ -23,7 +23,7 @@ def _read_private(path: str) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         raise BrokerConfigError(f"{path} is missing: the action broker is not set up "
-                                "(see `sandbox action` in the README)") from None
+                                "(see docs/actions.md, the broker)") from None
     except OSError as exc:
         raise BrokerConfigError(f"cannot open {path}: {exc.strerror}") from None
     try:
