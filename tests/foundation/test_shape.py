@@ -1,6 +1,6 @@
 """The shape of the source tree, checked from the files themselves: no import
-cycle among the modules of ``src/``, no module over the line budget, and a README
-layout table that places every file and folder of the package and of the
+cycle among the modules of ``src/``, no module over the line budget, and a
+layout table (``docs/layout.md``) that places every file and folder of the package and of the
 repository's top level.
 
 Pure reads of the tree with ``ast``; nothing is imported or executed. Each judge
@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src"
 PACKAGE = SRC / "agent_sandbox"
-README = REPO / "README.md"
+LAYOUT = REPO / "docs" / "layout.md"
 
 # One concept per file keeps modules short; the largest honest concept today (the
 # policy's shell-word model, the bwrap planner) fits in this many lines. A module that
@@ -165,9 +165,9 @@ def line_counts(root: Path) -> list[tuple[int, str]]:
 
 
 def layout_table(readme: str) -> str:
-    """The text of the README's ``## Repository layout`` section."""
-    m = re.search(r"^## Repository layout\n(.*?)(?=^## |\Z)", readme, re.S | re.M)
-    assert m, "README.md has no '## Repository layout' section"
+    """The text of the layout page's ``# Repository layout`` table."""
+    m = re.search(r"^#+ Repository layout\n(.*?)(?=^#+ |\Z)", readme, re.S | re.M)
+    assert m, "docs/layout.md has no 'Repository layout' heading"
     return m.group(1)
 
 
@@ -261,8 +261,8 @@ def test_no_module_in_src_exceeds_the_line_budget() -> None:
 
 
 def test_readme_layout_table_places_every_file_and_folder() -> None:
-    missing = unplaced(REPO, README.read_text(encoding="utf-8"))
-    assert missing == [], f"not placed in README's layout table: {missing}"
+    missing = unplaced(REPO, LAYOUT.read_text(encoding="utf-8"))
+    assert missing == [], f"not placed in docs/layout.md's table: {missing}"
 
 
 # --- controls: each judge fires on a tree made to fail it ---------------------
@@ -351,7 +351,7 @@ if __name__ == "__main__":
     print(f"import cycles: {len(cycles)}")
     for c in cycles:
         print("  " + " <-> ".join(c))
-    missing = unplaced(REPO, README.read_text(encoding="utf-8"))
+    missing = unplaced(REPO, LAYOUT.read_text(encoding="utf-8"))
     print(f"not placed in the layout table: {len(missing)}")
     for m in missing:
         print("  " + m)
