@@ -38,7 +38,7 @@ def user_state_dir(home: str | None = None) -> str:
 
 def repo_slug(repo: str) -> str:
     """A stable, file-name-safe name for one repository (its real path)."""
-    from agent_sandbox.audit.canonical import sha256_hex  # the cheap one, not hashlib's
+    from agent_sandbox.quickhash import sha256_hex  # the cheap one, not hashlib's
 
     real = os.path.realpath(repo)
     digest = sha256_hex(real.encode("utf-8", "surrogateescape"))[:16]

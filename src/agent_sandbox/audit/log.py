@@ -44,7 +44,7 @@ import atexit
 import os
 import time
 
-from agent_sandbox.audit.canonical import canonical, chain_hash, seal_line, sha256_hex
+from agent_sandbox.audit.canonical import canonical, chain_hash, seal_line
 from agent_sandbox.audit.redact import redact as _redact
 from agent_sandbox.audit.storage import (
     BINARY,
@@ -58,6 +58,7 @@ from agent_sandbox.audit.storage import (
     write_all,
 )
 from agent_sandbox.audit.tail import TailState, read_tail
+from agent_sandbox.quickhash import sha256_hex
 
 # Kept off the import path (the hook imports this module): typing, pathlib,
 # datetime and threading are only named in annotations or imported on demand.

@@ -164,7 +164,8 @@ def _named(directory: Path, public_key: bytes) -> Any:
 
 def default_key_paths(directory: Path) -> list[Path]:
     """Where the signing key of the log in ``directory`` is kept by default."""
-    from agent_sandbox.audit import HOST_KEY, HOST_LOG_DIR
+    from agent_sandbox.contract import HOST_AUDIT_DIR as HOST_LOG_DIR
+    from agent_sandbox.contract import HOST_AUDIT_KEY as HOST_KEY
     from agent_sandbox.state_paths import repo_of_log
 
     paths = [directory.parent / "audit-keys" / f"{directory.name}.ed25519"]

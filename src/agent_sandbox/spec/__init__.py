@@ -11,7 +11,7 @@ if TYPE_CHECKING:  # typing costs the hook ~9 ms to import
     from typing import Any
 
 _LAZY = {
-    "Layer": "loader", "load_layer": "loader", "load_spec": "loader", "load_stack": "loader",
+    "Layer": "layer", "load_layer": "loader", "load_spec": "loader", "load_stack": "loader",
     "parse_yaml": "loader", "Spec": "models", "ToolKind": "rules", "Verdict": "rules",
 }
 

@@ -48,7 +48,7 @@ from typing import Any
 from ..errors import Problem
 from . import domains, paths
 from .actions import DECLARING, Action, ActionOverride
-from .loader import Layer, Path_, dotted, validate_layer
+from .layer import Layer, Path_, dotted, validate_layer
 from .models import DELEGABLE, Spec
 from .rules import Verdict
 

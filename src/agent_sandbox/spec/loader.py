@@ -11,65 +11,20 @@ Never raises anything but ``SpecError`` for bad input.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
-from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
 from ..errors import Problem, SpecError
+from .layer import Layer, Path_, clean_loc, dotted, message, validate_layer
 from .models import Spec
-
-Path_ = tuple[str | int, ...]
 
 MAX_NODES = 200_000
 MAX_DEPTH = 64
 MAX_BYTES = 4 * 1024 * 1024
-
-
-@dataclass
-class Layer:
-    """One parsed spec file."""
-
-    source: str
-    data: dict[str, Any]
-    positions: dict[Path_, tuple[int, int]] = field(default_factory=dict)
-    name: str = ""
-    # For a repository layer: the repository, which its relative paths start
-    # from. The merge expands them (and ``~``) before comparing with the layers
-    # above, so ``allow_write: ["."]`` in ~/src/app is covered by ``~/src``.
-    base: str = ""
-
-    def where(self, path: Path_) -> tuple[int, int]:
-        """The position of the longest known prefix of ``path``."""
-        p = tuple(path)
-        while p:
-            if p in self.positions:
-                return self.positions[p]
-            p = p[:-1]
-        return self.positions.get((), (1, 1))
-
-    def problem(self, path: Path_, message: str) -> Problem:
-        line, col = self.where(path)
-        return Problem(self.source, line, col, dotted(path), message)
-
-
-def dotted(path: Path_) -> str:
-    """``network.allowed_domains[2]``; keys that are empty or not printable are
-    quoted and escaped, so a key can never forge a line of the report."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            text = str(part)
-            if not text or not text.isprintable() or text != text.strip():
-                text = json.dumps(text)
-            out += ("." if out else "") + text
-    return out
 
 
 class _Loader(yaml.SafeLoader):  # type: ignore[misc]
@@ -258,43 +213,6 @@ def import_codex_rules(layer: Layer, base: str) -> None:
     commands["codex_rules_files"] = []
 
 
-def _message(err: Any) -> str:
-    msg = str(err.get("msg", "invalid value"))
-    for prefix in ("Value error, ", "Assertion failed, "):
-        if msg.startswith(prefix):
-            msg = msg[len(prefix):]
-    if err.get("type") == "extra_forbidden":
-        msg = "unknown key"
-    return msg
-
-
-def _clean_loc(loc: tuple[Any, ...]) -> Path_:
-    # Pydantic adds union/function tags to locations; keep only real keys.
-    out: list[str | int] = []
-    for part in loc:
-        if isinstance(part, int):
-            out.append(part)
-        elif isinstance(part, str) and not (
-            part.startswith("function-") or part in ("str", "list[str]", "[key]")
-            or part.startswith("list[") or part.startswith("tuple[")
-        ):
-            out.append(part)
-    return tuple(out)
-
-
-def validate_layer(layer: Layer) -> tuple[Spec | None, list[Problem]]:
-    """Validate one layer on its own."""
-    try:
-        return Spec.model_validate(layer.data), []
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors(include_url=False):
-            problems.append(layer.problem(_clean_loc(err["loc"]), _message(err)))
-        return None, problems
-    except (ValueError, TypeError, RecursionError) as exc:
-        return None, [layer.problem((), f"invalid spec: {exc}")]
-
-
 def load_stack(layers: list[Layer]) -> Spec:
     """Validate each layer, merge them in order, validate the result."""
     from .layers import merge
@@ -330,7 +248,7 @@ def load_stack(layers: list[Layer]) -> Spec:
         return Spec.model_validate(merged)
     except ValidationError as exc:
         last = layers[-1] if layers else Layer("<merged>", {})
-        raise SpecError([last.problem(_clean_loc(e["loc"]), _message(e))
+        raise SpecError([last.problem(clean_loc(e["loc"]), message(e))
                          for e in exc.errors(include_url=False)]) from None
 
 
