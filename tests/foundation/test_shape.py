@@ -133,6 +133,93 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(out)
 
 
+# --- layers -------------------------------------------------------------------
+
+# The wings of the package from the bottom up. A wing is a sub-package of
+# ``agent_sandbox`` or one of its top-level modules. A module may import from its
+# own wing and from the wings of the layers below, never from a layer above: not
+# at the top, not lazily inside a function (a lazy import keeps a start fast, it
+# does not make an upward dependency right), not for a type.
+LAYERS: list[tuple[str, ...]] = [
+    # what everything may use: errors, the host contract, the quick codecs
+    ("errors", "contract", "quickjson", "quickhash", "atomic_file", "display"),
+    # the host's files and names: below a trusted root, the user's state, the
+    # repository's layout, the protected set
+    ("below_root", "state_paths", "protected", "windows_host"),
+    # the spec and the facts it is rendered for
+    ("spec", "inventory", "vault", "starter_policy"),
+    # the audit and the policy
+    ("audit", "policy"),
+    # the folder queue: requests and their records, nothing run
+    ("queue",),
+    # the runtime: sandbox exec and its backends
+    ("runtime",),
+    # privileged actions, run by the runtime's containers
+    ("actions",),
+    # the hook: one tool call decided
+    ("hooks",),
+    # the approval loop: an escalation, a human's decision, the approved run
+    ("approval", "approver", "watch"),
+    # what speaks to the clients and installs the rest
+    ("render", "agent", "client_checks", "client_trust", "mcp_server", "mcp_launch",
+     "mcp_resident", "fleet", "install", "repo_init"),
+    ("deploy", "web", "hostcheck"),
+    # the command line on top
+    ("cli", "__main__"),
+]
+
+
+def wing_of(module: str) -> str:
+    """``agent_sandbox.runtime.broker.judge`` -> ``runtime``; the package itself is ''."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def upward_imports(graph: dict[str, set[str]], layers: list[tuple[str, ...]]
+                   ) -> tuple[list[str], list[str]]:
+    """(every import that runs up a layer, as ``module -> module``; every wing that
+    no layer names)."""
+    level = {wing: n for n, wings in enumerate(layers) for wing in wings}
+    up: list[str] = []
+    unknown: set[str] = set()
+    for module, targets in sorted(graph.items()):
+        here = wing_of(module)
+        if here == "":
+            continue
+        if here not in level:
+            unknown.add(here)
+            continue
+        for target in sorted(targets):
+            there = wing_of(target)
+            if there in ("", here):
+                continue
+            if there not in level:
+                unknown.add(there)
+            elif level[there] > level[here]:
+                up.append(f"{module} -> {target}")
+    return up, sorted(unknown)
+
+
+# --- function budget ------------------------------------------------------------
+
+# A function that reads as one step fits in this many lines; a longer one holds
+# several phases: name them.
+FUNCTION_BUDGET = 100
+
+
+def long_functions(root: Path) -> list[tuple[int, str]]:
+    """(lines, ``path:function``) of every function or method over the budget."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > FUNCTION_BUDGET:
+                    out.append((length, f"{path.relative_to(root.parent)}:{node.name}"))
+    return sorted(out, reverse=True)
+
+
 # --- line budget ----------------------------------------------------------------
 
 
@@ -228,6 +315,17 @@ def test_src_has_no_import_cycle() -> None:
     )
 
 
+def test_no_import_runs_up_a_layer() -> None:
+    up, unknown = upward_imports(import_graph(SRC), LAYERS)
+    assert unknown == [], f"wings no layer names (place them in LAYERS): {unknown}"
+    assert up == [], "imports that run up a layer:\n" + "\n".join(up)
+
+
+def test_no_function_in_src_exceeds_the_function_budget() -> None:
+    long = long_functions(PACKAGE)
+    assert long == [], f"functions over {FUNCTION_BUDGET} lines (name their phases): {long}"
+
+
 def over_budget(counts: list[tuple[int, str]], allowed: dict[str, str]
                 ) -> tuple[list[tuple[int, str]], list[str]]:
     """(modules over the budget and not listed, listed modules no longer over)."""
@@ -298,6 +396,35 @@ def test_control_line_budget_fires_on_a_long_module_and_a_stale_exemption(
     assert stale == ["pkg/gone.py", "pkg/was_big.py"]
 
 
+def test_control_layer_judge_fires_on_an_upward_import_anywhere(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "agent_sandbox/__init__.py": "",
+        "agent_sandbox/low.py": "def late():\n    from agent_sandbox.high import x\n",
+        "agent_sandbox/high/__init__.py": "from agent_sandbox import low\n",
+        "agent_sandbox/high/x.py": "from ..mid import y\n",
+        "agent_sandbox/mid.py": "TYPE_CHECKING = False\nif TYPE_CHECKING:\n"
+                                "    from agent_sandbox.high.x import z\n",
+        "agent_sandbox/stray.py": "from . import low\n",
+    })
+    up, unknown = upward_imports(import_graph(root), [("low",), ("mid",), ("high",)])
+    # lazily, for a type: both run up; high -> mid -> low runs down
+    assert up == ["agent_sandbox.low -> agent_sandbox.high.x",
+                  "agent_sandbox.mid -> agent_sandbox.high.x"]
+    assert unknown == ["stray"]
+
+
+def test_control_function_budget_fires_on_a_long_method(tmp_path: Path) -> None:
+    lines = "x = 1\n" * FUNCTION_BUDGET
+    root = _tree(tmp_path, {
+        # a def line and 99 lines of body: 100 in all, within the budget
+        "pkg/a.py": "def fits():\n" + "    x = 1\n" * (FUNCTION_BUDGET - 1),
+        # a def line and 100 lines of body, in a class: one over
+        "pkg/b.py": "class C:\n    def long(self):\n"
+                    + "".join("        " + line + "\n" for line in lines.splitlines()),
+    })
+    assert long_functions(root / "pkg") == [(FUNCTION_BUDGET + 1, "pkg/b.py:long")]
+
+
 def test_control_layout_judge_fires_on_an_unnamed_file_and_folder(tmp_path: Path) -> None:
     _tree(tmp_path, {
         "src/agent_sandbox/__init__.py": "",
@@ -335,6 +462,14 @@ if __name__ == "__main__":
     print(f"import cycles: {len(cycles)}")
     for c in cycles:
         print("  " + " <-> ".join(c))
+    up, unknown = upward_imports(import_graph(SRC), LAYERS)
+    print(f"imports that run up a layer: {len(up)}; wings no layer names: {unknown}")
+    for u in up:
+        print("  " + u)
+    long = long_functions(PACKAGE)
+    print(f"functions over {FUNCTION_BUDGET} lines: {len(long)}")
+    for n, f in long:
+        print(f"  {n:5d}  {f}")
     missing = unplaced(REPO, LAYOUT.read_text(encoding="utf-8"))
     print(f"not placed in the layout table: {len(missing)}")
     for m in missing:
