@@ -144,7 +144,54 @@ def to_ocsf(rec: dict[str, Any], *, hostname: str | None = None) -> dict[str, An
     severity_id = _severity(rec)
     host = str(rec.get("hostname") or hostname or socket.gethostname())
     ts = parse_time(str(rec["ts"]))
-    time_ms = int(ts.timestamp() * 1000)
+    out: dict[str, Any] = {
+        "category_uid": category_uid,
+        "category_name": category_name,
+        "class_uid": class_uid,
+        "class_name": class_name,
+        "activity_id": activity_id,
+        "activity_name": ACTIVITY_NAMES[class_uid][activity_id],
+        "type_uid": class_uid * 100 + activity_id,
+        "type_name": f"{class_name}: {ACTIVITY_NAMES[class_uid][activity_id]}",
+        "time": int(ts.timestamp() * 1000),
+        "severity_id": severity_id,
+        "severity": SEVERITY[severity_id],
+        "metadata": _metadata(rec),
+        "message": _message(rec),
+    }
+    _status(rec, out)
+    used = set(_CORE) | {"actor", "agent", "session", "session_id", "hostname", "verdict"}
+    device = {"hostname": host, "type_id": 0, "type": "Unknown"}
+    if class_uid == 1007:
+        used |= _process(rec, out, activity_id)
+        out["actor"] = _actor(rec)
+        out["device"] = device
+    elif class_uid == 7002:
+        used |= _remediation(rec, out)
+    elif class_uid == 1001:
+        path = _path(rec) or ""
+        out["file"] = {"path": path, "name": os.path.basename(path) or path, "type_id": 1,
+                       "type": "Regular File"}
+        out["actor"] = _actor(rec)
+        out["device"] = device
+        used |= {"path", "file_path"}
+    elif class_uid == 4001:
+        used |= _network(rec, out)
+        out["src_endpoint"] = {"hostname": host}
+    else:
+        used |= _api(rec, out)
+        out["actor"] = _actor(rec)
+        out["src_endpoint"] = {"hostname": host}
+    if _int(rec.get("duration_ms")) is not None or isinstance(rec.get("duration_ms"), float):
+        out["duration"] = int(rec["duration_ms"])
+        used.add("duration_ms")
+    unmapped = {k: v for k, v in rec.items() if k not in used}
+    unmapped["event"] = rec.get("event")
+    out["unmapped"] = unmapped
+    return out
+
+
+def _metadata(rec: dict[str, Any]) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "version": OCSF_VERSION,
         "product": {"name": "agent-sandbox", "vendor_name": "agent-sandbox",
@@ -158,21 +205,11 @@ def to_ocsf(rec: dict[str, Any], *, hostname: str | None = None) -> dict[str, An
         metadata["uid"] = rec["hash"]
     if rec.get("request_id"):
         metadata["correlation_uid"] = str(rec["request_id"])
-    out: dict[str, Any] = {
-        "category_uid": category_uid,
-        "category_name": category_name,
-        "class_uid": class_uid,
-        "class_name": class_name,
-        "activity_id": activity_id,
-        "activity_name": ACTIVITY_NAMES[class_uid][activity_id],
-        "type_uid": class_uid * 100 + activity_id,
-        "type_name": f"{class_name}: {ACTIVITY_NAMES[class_uid][activity_id]}",
-        "time": time_ms,
-        "severity_id": severity_id,
-        "severity": SEVERITY[severity_id],
-        "metadata": metadata,
-        "message": _message(rec),
-    }
+    return metadata
+
+
+def _status(rec: dict[str, Any], out: dict[str, Any]) -> None:
+    """The status of a record that carries a verdict (or an ``allowed`` flag)."""
     verdict = rec.get("verdict")
     if not isinstance(verdict, str) and isinstance(rec.get("allowed"), bool):
         verdict = "allow" if rec["allowed"] else "deny"
@@ -184,80 +221,72 @@ def to_ocsf(rec: dict[str, Any], *, hostname: str | None = None) -> dict[str, An
         if rec.get("reason"):
             detail += f": {rec['reason']}"
         out["status_detail"] = detail
-    used = set(_CORE) | {"actor", "agent", "session", "session_id", "hostname", "verdict"}
-    device = {"hostname": host, "type_id": 0, "type": "Unknown"}
-    if class_uid == 1007:
-        proc: dict[str, Any] = {}
-        cmd = rec.get("command")
-        if isinstance(cmd, list):
-            cmd = " ".join(str(c) for c in cmd)
-        if cmd:
-            proc["cmd_line"] = str(cmd)
-        if _int(rec.get("pid")) is not None:
-            proc["pid"] = rec["pid"]
-        # the run's own id: launch and terminate of one run share it (and OCSF
-        # needs pid, uid or cpid on every process)
-        proc["uid"] = str(rec.get("request_id") or rec.get("run_id") or rec.get("hash"))
-        if _int(rec.get("uid")) is not None:
-            proc["user"] = {"uid": str(rec["uid"])}
-            if rec.get("user"):
-                proc["user"]["name"] = str(rec["user"])
-        if rec.get("cwd"):
-            proc["working_directory"] = str(rec["cwd"])
-        out["process"] = proc
-        out["actor"] = _actor(rec)
-        out["device"] = device
-        if activity_id == 2 and _int(rec.get("exit_code")) is not None:
-            out["exit_code"] = rec["exit_code"]
-        used |= {"command", "pid", "cwd", "exit_code", "uid", "user", "run_id"}
-    elif class_uid == 7002:
-        path = str(rec.get("path") or "")
-        out["file"] = {"path": path, "name": os.path.basename(path.rstrip("/")) or path,
-                       "type_id": 0, "type": "Unknown"}
-        # the remediation's own id: where the path was moved (unique per quarantine)
-        out["command_uid"] = str(rec.get("moved_to") or rec.get("hash"))
-        if rec.get("reason"):
-            out["status_detail"] = f"quarantined: {rec['reason']}"
-        used |= {"path", "event_kind", "reason", "moved_to"}
-    elif class_uid == 1001:
-        path = _path(rec) or ""
-        out["file"] = {"path": path, "name": os.path.basename(path) or path, "type_id": 1,
-                       "type": "Regular File"}
-        out["actor"] = _actor(rec)
-        out["device"] = device
-        used |= {"path", "file_path"}
-    elif class_uid == 4001:
-        dst: dict[str, Any] = {}
-        if rec.get("host"):
-            dst["hostname"] = str(rec["host"])
-        if _int(rec.get("port")) is not None:
-            dst["port"] = rec["port"]
-        for key in ("ip", "address"):
-            ip = _ip(rec.get(key))
-            if ip:
-                dst["ip"] = ip
-                used.add(key)
-                break
-        out["dst_endpoint"] = dst
-        out["src_endpoint"] = {"hostname": host}
-        used |= {"host", "port", "allowed"}
-    else:
-        api: dict[str, Any] = {"operation": str(rec.get("event"))}
-        if rec.get("tool"):
-            api["service"] = {"name": str(rec["tool"])}
-        if rec.get("request_id"):
-            api["request"] = {"uid": str(rec["request_id"])}
-        out["api"] = api
-        out["actor"] = _actor(rec)
-        out["src_endpoint"] = {"hostname": host}
-        used |= {"tool"}
-    if _int(rec.get("duration_ms")) is not None or isinstance(rec.get("duration_ms"), float):
-        out["duration"] = int(rec["duration_ms"])
-        used.add("duration_ms")
-    unmapped = {k: v for k, v in rec.items() if k not in used}
-    unmapped["event"] = rec.get("event")
-    out["unmapped"] = unmapped
-    return out
+
+
+def _process(rec: dict[str, Any], out: dict[str, Any], activity_id: int) -> set[str]:
+    """Process Activity: the command, its pid, user and folder; the keys used."""
+    proc: dict[str, Any] = {}
+    cmd = rec.get("command")
+    if isinstance(cmd, list):
+        cmd = " ".join(str(c) for c in cmd)
+    if cmd:
+        proc["cmd_line"] = str(cmd)
+    if _int(rec.get("pid")) is not None:
+        proc["pid"] = rec["pid"]
+    # the run's own id: launch and terminate of one run share it (and OCSF
+    # needs pid, uid or cpid on every process)
+    proc["uid"] = str(rec.get("request_id") or rec.get("run_id") or rec.get("hash"))
+    if _int(rec.get("uid")) is not None:
+        proc["user"] = {"uid": str(rec["uid"])}
+        if rec.get("user"):
+            proc["user"]["name"] = str(rec["user"])
+    if rec.get("cwd"):
+        proc["working_directory"] = str(rec["cwd"])
+    out["process"] = proc
+    if activity_id == 2 and _int(rec.get("exit_code")) is not None:
+        out["exit_code"] = rec["exit_code"]
+    return {"command", "pid", "cwd", "exit_code", "uid", "user", "run_id"}
+
+
+def _remediation(rec: dict[str, Any], out: dict[str, Any]) -> set[str]:
+    """File Remediation: what was quarantined and where it went; the keys used."""
+    path = str(rec.get("path") or "")
+    out["file"] = {"path": path, "name": os.path.basename(path.rstrip("/")) or path,
+                   "type_id": 0, "type": "Unknown"}
+    # the remediation's own id: where the path was moved (unique per quarantine)
+    out["command_uid"] = str(rec.get("moved_to") or rec.get("hash"))
+    if rec.get("reason"):
+        out["status_detail"] = f"quarantined: {rec['reason']}"
+    return {"path", "event_kind", "reason", "moved_to"}
+
+
+def _network(rec: dict[str, Any], out: dict[str, Any]) -> set[str]:
+    """Network Activity: the destination asked for; the keys used."""
+    used = {"host", "port", "allowed"}
+    dst: dict[str, Any] = {}
+    if rec.get("host"):
+        dst["hostname"] = str(rec["host"])
+    if _int(rec.get("port")) is not None:
+        dst["port"] = rec["port"]
+    for key in ("ip", "address"):
+        ip = _ip(rec.get(key))
+        if ip:
+            dst["ip"] = ip
+            used.add(key)
+            break
+    out["dst_endpoint"] = dst
+    return used
+
+
+def _api(rec: dict[str, Any], out: dict[str, Any]) -> set[str]:
+    """API Activity: the event as an operation, the tool and the request; the keys used."""
+    api: dict[str, Any] = {"operation": str(rec.get("event"))}
+    if rec.get("tool"):
+        api["service"] = {"name": str(rec["tool"])}
+    if rec.get("request_id"):
+        api["request"] = {"uid": str(rec["request_id"])}
+    out["api"] = api
+    return {"tool"}
 
 
 def _message(rec: dict[str, Any]) -> str:

@@ -244,6 +244,28 @@ def verify(
     result = VerifyResult(ok=True)
     if not directory.is_dir():
         raise AuditError(f"{directory} is not a directory")
+    heads = _anchor(result, directory, verifier, key_path, extra_checkpoints)
+    if isinstance(heads, Problem):
+        return _fail(result, heads)
+    max_ck = max(heads, default=0)
+    if not path.exists():
+        if max_ck:
+            return _fail(
+                result,
+                Problem("truncated", 0, None, f"log file is missing; checkpoints cover {max_ck}"),
+            )
+        raise AuditError(f"no audit log in {directory} ({LOG_NAME} not found)")
+    walked = _walk(result, directory, path, heads, strict)
+    if walked is not None:
+        return walked
+    return _judge_coverage(result, heads, every)
+
+
+def _anchor(result: VerifyResult, directory: Path, verifier: Any,
+            key_path: str | os.PathLike[str] | None,
+            extra_checkpoints: list[tuple[str, bytes]] | None) -> dict[int, bytes] | Problem:
+    """The key the checkpoints are checked with (noted in ``result``) and the heads
+    they sign, by record count; a Problem when they cannot be trusted."""
     kept: list[Path] = []
     ver = _load_verifier(
         directory, verifier, Path(key_path) if key_path else None, result.warnings, kept
@@ -253,30 +275,26 @@ def verify(
     result.anchored = verifier is not None and ver is not None
     heads = _checkpoints(directory, ver, extra_checkpoints or [], result)
     if isinstance(heads, Problem):
-        return _fail(result, heads)
+        return heads
     if not heads and kept:
         # The key is created when the first checkpoint is signed: a key without
         # checkpoints means they were removed.
-        return _fail(
-            result,
-            Problem(
-                "invalid",
-                0,
-                None,
-                f"the log's signing key {kept[0]} exists but {directory / CHECKPOINT_DIR} holds "
-                "no checkpoints: they were removed, so truncation of the tail cannot be ruled "
-                "out (verify with --checkpoint copies from the remote sink)",
-            ),
+        return Problem(
+            "invalid",
+            0,
+            None,
+            f"the log's signing key {kept[0]} exists but {directory / CHECKPOINT_DIR} holds "
+            "no checkpoints: they were removed, so truncation of the tail cannot be ruled "
+            "out (verify with --checkpoint copies from the remote sink)",
         )
-    max_ck = max(heads, default=0)
-    if not path.exists():
-        if max_ck:
-            return _fail(
-                result,
-                Problem("truncated", 0, None, f"log file is missing; checkpoints cover {max_ck}"),
-            )
-        raise AuditError(f"no audit log in {directory} ({LOG_NAME} not found)")
+    return heads
 
+
+def _walk(result: VerifyResult, directory: Path, path: Path, heads: dict[int, bytes],
+          strict: bool) -> VerifyResult | None:
+    """The chain, record by record up to the snapshot's size, each checkpoint's head
+    compared where it falls; the figures go into ``result``. Returns the failed
+    result at the first bad record, else None."""
     prev = GENESIS
     seq = 0
     lineno = 0
@@ -325,6 +343,15 @@ def verify(
                     return _fail(result, _forged(seq, last_ok_ck, lineno), seq, lineno)
                 last_ok_ck = seq
     result.records, result.lines, result.head = seq, lineno, prev.hex()
+    return None
+
+
+def _judge_coverage(result: VerifyResult, heads: dict[int, bytes], every: int | None
+                    ) -> VerifyResult:
+    """A whole chain judged against its checkpoints: none may cover more than the
+    log holds, and none may be missing where its writers sign one."""
+    seq, lineno = result.records, result.lines
+    max_ck = max(heads, default=0)
     result.checkpoint_size = min(max_ck, seq) if heads else 0
     if max_ck > seq:
         return _fail(

@@ -321,23 +321,7 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
         if ok_to_loosen:
             state.record(key, list(value), layer, path, deleg)
             return
-        bad = False
-        covering: list[str] = list(upper or [])
-        entries: list[str] = list(value)
-        if _COVER[key] is _path_covered:
-            # compare where the paths really point: ~ expanded, .. resolved (a
-            # repository layer's relative paths against the repository)
-            home = os.path.expanduser("~")
-            upper_base = state.where[key][0].base or layer.base or _RELATIVE_BASE
-            covering = [paths.expand(u, home=home, cwd=upper_base) for u in covering]
-            entries = [paths.expand(e, home=home, cwd=layer.base or _RELATIVE_BASE)
-                       for e in entries]
-        for i, entry in enumerate(entries):
-            if not _COVER[key](covering, entry):
-                entry = value[i]
-                loosen((*path, i), f"{entry!r} is not covered by the list above and")
-                bad = True
-        if not bad:
+        if _narrowed(key, path, value, layer, state, upper, loosen):
             state.record(key, list(value), layer, path, deleg)
     elif kind in ("true_is_looser", "false_is_looser"):
         looser = value is (kind == "true_is_looser")
@@ -369,50 +353,11 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
         else:
             state.record(key, value, layer, path, deleg)
     elif kind == "rules":
-        bad = False
-        # a commands.default of deny above is a deny too: an allow rule below may not
-        # turn it into anything looser unless commands.default is delegated as well
-        denying = [setter for setter, v in state.history.get("commands.default", [])
-                   if v is Verdict.DENY and setter is not layer]
-        default_denies = bool(denying) and not state.delegated("commands.default")
-        for i, rule in enumerate(value):
-            if rule.verdict in (Verdict.ALLOW, Verdict.OBSERVE) and not ok_to_loosen:
-                loosen((*path, i), f"an {rule.verdict.value} rule")
-                bad = True
-            elif rule.verdict in (Verdict.ALLOW, Verdict.OBSERVE) and default_denies:
-                line, col = denying[0].where(("commands", "default"))
-                problems.append(layer.problem(
-                    (*path, i), f"an {rule.verdict.value} rule would loosen commands.default: "
-                    f"deny set at {denying[0].source}:{line}:{col}; a lower layer may only "
-                    "tighten it (unless that layer lists 'commands.default' under delegate)"))
-                bad = True
-        if not bad:
+        if _rules_tighten(path, value, layer, state, ok_to_loosen, loosen, problems):
             state.record(key, list(upper or []) + list(value), layer, path, deleg)
     elif kind == "agents":
-        merged_agents = dict(upper or {})
-        raw = _get(layer.data, path)
-        bad = False
-        for name, opts in value.items():
-            above = merged_agents.get(name)
-            given = raw.get(name) if isinstance(raw, dict) else None
-            if above is None or not isinstance(given, dict):
-                merged_agents[name] = opts
-                continue
-            new = above.model_copy(deep=True)
-            for field in given:
-                lower_value = getattr(opts, field)
-                if field in AGENT_SWITCHES:
-                    if getattr(above, field) and not lower_value and not ok_to_loosen:
-                        loosen((*path, name, field), f"turning {field} off for {name}")
-                        bad = True
-                        continue
-                elif field == "extra" and lower_value != above.extra and not ok_to_loosen:
-                    loosen((*path, name, field), f"changing {name}'s extra settings")
-                    bad = True
-                    continue
-                setattr(new, field, lower_value)
-            merged_agents[name] = new
-        if not bad:
+        merged_agents = _merged_agents(path, value, layer, upper, ok_to_loosen, loosen)
+        if merged_agents is not None:
             state.record(key, merged_agents, layer, path, deleg)
     elif kind == "servers":
         upper_servers = dict(upper or {})
@@ -429,6 +374,82 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
             dict(upper or {}), value, _get(layer.data, path), path, ok_to_loosen, loosen)
         if not problems_here:
             state.record(key, merged_actions, layer, path, deleg)
+
+
+def _narrowed(key: str, path: Path_, value: Any, layer: Layer, state: _State, upper: Any,
+              loosen: Callable[[Path_, str], None]) -> bool:
+    """Whether every entry of an allow-style list is covered by the list above
+    (``loosen`` is told of each one that is not)."""
+    ok = True
+    covering: list[str] = list(upper or [])
+    entries: list[str] = list(value)
+    if _COVER[key] is _path_covered:
+        # compare where the paths really point: ~ expanded, .. resolved (a
+        # repository layer's relative paths against the repository)
+        home = os.path.expanduser("~")
+        upper_base = state.where[key][0].base or layer.base or _RELATIVE_BASE
+        covering = [paths.expand(u, home=home, cwd=upper_base) for u in covering]
+        entries = [paths.expand(e, home=home, cwd=layer.base or _RELATIVE_BASE)
+                   for e in entries]
+    for i, entry in enumerate(entries):
+        if not _COVER[key](covering, entry):
+            loosen((*path, i), f"{value[i]!r} is not covered by the list above and")
+            ok = False
+    return ok
+
+
+def _rules_tighten(path: Path_, value: Any, layer: Layer, state: _State, ok_to_loosen: bool,
+                   loosen: Callable[[Path_, str], None], problems: list[Problem]) -> bool:
+    """Whether a layer's command rules only tighten: no allow or observe rule unless
+    delegated, and none below a ``commands.default`` of deny unless that is too."""
+    ok = True
+    # a commands.default of deny above is a deny too: an allow rule below may not
+    # turn it into anything looser unless commands.default is delegated as well
+    denying = [setter for setter, v in state.history.get("commands.default", [])
+               if v is Verdict.DENY and setter is not layer]
+    default_denies = bool(denying) and not state.delegated("commands.default")
+    for i, rule in enumerate(value):
+        if rule.verdict in (Verdict.ALLOW, Verdict.OBSERVE) and not ok_to_loosen:
+            loosen((*path, i), f"an {rule.verdict.value} rule")
+            ok = False
+        elif rule.verdict in (Verdict.ALLOW, Verdict.OBSERVE) and default_denies:
+            line, col = denying[0].where(("commands", "default"))
+            problems.append(layer.problem(
+                (*path, i), f"an {rule.verdict.value} rule would loosen commands.default: "
+                f"deny set at {denying[0].source}:{line}:{col}; a lower layer may only "
+                "tighten it (unless that layer lists 'commands.default' under delegate)"))
+            ok = False
+    return ok
+
+
+def _merged_agents(path: tuple[str, ...], value: Any, layer: Layer, upper: Any, ok_to_loosen: bool,
+                   loosen: Callable[[Path_, str], None]) -> dict[str, Any] | None:
+    """The clients above with a layer's changes, or None when one loosens: a
+    protection switched off, or a client's extra keys changed, undelegated."""
+    merged_agents = dict(upper or {})
+    raw = _get(layer.data, path)
+    bad = False
+    for name, opts in value.items():
+        above = merged_agents.get(name)
+        given = raw.get(name) if isinstance(raw, dict) else None
+        if above is None or not isinstance(given, dict):
+            merged_agents[name] = opts
+            continue
+        new = above.model_copy(deep=True)
+        for field in given:
+            lower_value = getattr(opts, field)
+            if field in AGENT_SWITCHES:
+                if getattr(above, field) and not lower_value and not ok_to_loosen:
+                    loosen((*path, name, field), f"turning {field} off for {name}")
+                    bad = True
+                    continue
+            elif field == "extra" and lower_value != above.extra and not ok_to_loosen:
+                loosen((*path, name, field), f"changing {name}'s extra settings")
+                bad = True
+                continue
+            setattr(new, field, lower_value)
+        merged_agents[name] = new
+    return None if bad else merged_agents
 
 
 def _declared_only(value: dict[str, Any], layer: Layer, path: Path_,
