@@ -10,11 +10,11 @@ escalate or deny.
   strictest verdict of its parts), ``PolicyError``.
 - ``document``: the policy document's shape, checked when it loads.
 - ``commandline``: one shell command line judged segment by segment.
-- ``hosts``: the host of a fetch URL, and every host a shell command reaches.
+- ``reached_hosts``: the host of a fetch URL, and every host a shell command reaches.
 - ``remember``: remembered decisions (``sandbox approve --always``).
 - ``modelled``: the commands the engine fully models, with every flag it knows;
   nothing else is ever allowed.
-- ``protect``: the self-protected paths (from ``agent_sandbox.protected``),
+- ``self_protection``: the self-protected paths (from ``agent_sandbox.protected``),
   re-applied at every policy load.
 - ``registry``: the repositories ``sandbox init`` connected; the only ones whose
   policy a hook applies.

@@ -16,7 +16,7 @@ from ..spec import paths
 from ..spec.rules import Verdict, command_matches, compound_pattern, normalise_command
 from . import modelled, shell
 from .decision import raise_risk
-from .hosts import NETWORK_TOOLS, hosts_in
+from .reached_hosts import NETWORK_TOOLS, hosts_in
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs the hook ~9 ms to import; annotations only

@@ -14,7 +14,7 @@ run time, unparsable input) are applied on top and can only tighten.
 
 The parts live beside it, one concept each: ``decision`` (``Call``, ``Decision``,
 ``PolicyError``), ``document`` (the document's shape, checked at load),
-``commandline`` (a shell command judged segment by segment), ``hosts`` (the hosts
+``commandline`` (a shell command judged segment by segment), ``reached_hosts`` (the hosts
 a URL or command reaches) and ``remember`` (remembered decisions).
 
 It never answers allow for a call it cannot fully understand, and never lets a
@@ -28,7 +28,7 @@ from ..spec.rules import Verdict, command_matches, mcp_name_matches, prefix_matc
 from .commandline import classify_command
 from .decision import Call, Decision, PolicyError, finish_risk, raise_risk, summary_of
 from .document import RuleEntry, parse_verdict, rule_shape, seconds, section, string_list
-from .hosts import domains, url_host
+from .reached_hosts import domains, url_host
 from .remember import REMEMBER_SCOPES, load_remembered, remembered_key
 
 TYPE_CHECKING = False
@@ -160,7 +160,7 @@ class Policy:
         """Self-protection, added at every load (computed when first needed),
         under the account's home and under ``$HOME`` when that differs."""
         if self._protected is None:
-            from .protect import protected_paths
+            from .self_protection import protected_paths
 
             rules: list[str] = []
             for h in self.homes:
@@ -170,7 +170,7 @@ class Policy:
 
     def read_ok(self, abspath: str) -> bool:
         if "audit-keys" in abspath:
-            from .protect import PROTECTED_READ
+            from .self_protection import PROTECTED_READ
 
             if any(paths.covers(r, abspath) for r in PROTECTED_READ):
                 return False
@@ -205,7 +205,7 @@ class Policy:
         look at). The one reading of a recursive read, for every tool."""
         import os
 
-        from .protect import PROTECTED_READ
+        from .self_protection import PROTECTED_READ
 
         denies = list(self.deny_read) + list(PROTECTED_READ)
         anchored = [r for r in denies if not r.startswith("**/")]

@@ -123,7 +123,7 @@ def apply_write(repo: str, req: dict[str, Any],
     in the repository's sandbox (``runner.sandboxed``) and returns its result."""
     import sys
 
-    from agent_sandbox.policy.protect import protected_paths
+    from agent_sandbox.policy.self_protection import protected_paths
     from agent_sandbox.spec.paths import OpaquePath, covers, places, special_device
     from agent_sandbox.state_paths import account_home
 

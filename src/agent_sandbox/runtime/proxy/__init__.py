@@ -5,13 +5,13 @@ out. One concept per module:
 
 - ``decide``: the pure decision over parsed settings (domain matching, the
   resolved-address checks) and its ``Decision``;
-- ``hosts``: pinned names (``$AGENT_SANDBOX_HOSTS``), this host's addresses, the lookup;
-- ``gate``: decide, record, connect: the one way to a destination;
+- ``name_lookup``: pinned names (``$AGENT_SANDBOX_HOSTS``), this host's addresses, the lookup;
+- ``egress_gate``: decide, record, connect: the one way to a destination;
 - ``http`` and ``socks``: the two protocols, each request decided on its own;
 - ``relay``: moving the bytes of a decided connection; worker threads;
 - ``audit``: the recorder (no audit, no egress);
 - ``server``: listening sockets, and ``serve`` for ``sandbox exec``;
-- ``service``: the standalone service (``python -I -m agent_sandbox.runtime.proxy``).
+- ``standalone``: the standalone service (``python -I -m agent_sandbox.runtime.proxy``).
 
 An allowed connection goes to the checked address, or on through an upstream
 proxy when the settings (or the proxy's own environment) name one
@@ -32,7 +32,7 @@ from .decide import (
     range_refusal,
     split_hostport,
 )
-from .hosts import HOSTS_ENV, hosts_from_env, load_hosts, own_addresses
+from .name_lookup import HOSTS_ENV, hosts_from_env, load_hosts, own_addresses
 from .relay import relay
 from .server import HANDSHAKE_TIMEOUT, Proxy, serve
 

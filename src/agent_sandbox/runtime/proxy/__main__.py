@@ -1,5 +1,5 @@
 """``python -I -m agent_sandbox.runtime.proxy``: the standalone service (``service.py``)."""
 
-from .service import main
+from .standalone import main
 
 raise SystemExit(main())

@@ -38,7 +38,7 @@ from .relay import Reader, in_background, pump, relay
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .gate import Gate
+    from .egress_gate import Gate
 
 _TCHAR = frozenset(b"!#$%&'*+-.^_`|~0123456789"
                    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")

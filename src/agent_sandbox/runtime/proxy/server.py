@@ -22,9 +22,9 @@ import socket
 import threading
 
 from .decide import ProxyConfig
-from .gate import Gate
-from .hosts import hosts_from_env, own_addresses
+from .egress_gate import Gate
 from .http import handle_http
+from .name_lookup import hosts_from_env, own_addresses
 from .relay import accept_loop, close_listeners, relay
 from .socks import handle_socks
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..settings import NetworkSettings
-    from .gate import Recorder
+    from .egress_gate import Recorder
 
 HANDSHAKE_TIMEOUT = 30.0  # a client that stalls mid-request is dropped
 

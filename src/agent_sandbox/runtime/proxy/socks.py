@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
 
-    from .gate import Gate
+    from .egress_gate import Gate
 
 _REFUSED = b"\x05\x02\x00\x01" + b"\x00" * 6
 _HOST_UNREACHABLE = b"\x05\x04\x00\x01" + b"\x00" * 6

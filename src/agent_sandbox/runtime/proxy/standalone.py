@@ -23,7 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .gate import Recorder
+    from .egress_gate import Recorder
 
 def _listen(spec: str) -> socket.socket:
     """A listening socket for ``HOST:PORT``, ``unix:PATH`` or ``fd:N`` (one inherited)."""
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..settings import SettingsError, load
     from .audit import audit_recorder, refusing
     from .decide import ProxyConfig
-    from .hosts import hosts_from_env, own_addresses
+    from .name_lookup import hosts_from_env, own_addresses
     from .server import Proxy
 
     ap = argparse.ArgumentParser(prog="python -m agent_sandbox.runtime.proxy",

@@ -16,7 +16,7 @@ import time
 from collections import deque
 
 from .decide import Decision, decide
-from .hosts import resolve
+from .name_lookup import resolve
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
