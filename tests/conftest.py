@@ -53,7 +53,7 @@ LONGEST_FIRST = (
     # image may still be building (tests/base_image.py), and the files that need
     # it would wait for it
     "exec/test_srt_conformance.py",       # 124
-    "agents/test_redteam_agent3.py",      # 82
+    "agents/test_hooks_kept_on.py",       # 82
     "agents/test_agent_command.py",       # 59
     "fleet/test_molecule.py",             # 158: one converged host, every front end
     "fleet/test_molecule_no_init.py",     # 104
@@ -62,7 +62,7 @@ LONGEST_FIRST = (
     "exec/test_escape_two_step.py",       # 60
     "actions/test_actions_e2e.py",        # 56
     "agents/test_real_clients.py",        # 45
-    "agents/test_redteam_agent.py",       # 44
+    "agents/test_client_state_attacks.py",  # 44
     "platforms/test_macos_vs_srt.py",     # 41
     "approval/test_mcp_resident.py",      # 41
     "agents/test_managed_hosts.py",       # 40
@@ -71,7 +71,7 @@ LONGEST_FIRST = (
     "web/test_browser.py",                # 30
     "web/test_load.py",                   # 29
     "agents/test_containment.py",         # 27
-    "exec/test_redteam.py",               # 26
+    "exec/test_exec_attacks.py",          # 26
     "foundation/test_fuzz.py",            # 25
     "approval/test_differential.py",      # 23
     "approval/test_views.py",             # 22

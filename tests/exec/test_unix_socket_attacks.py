@@ -71,7 +71,7 @@ class Listener:
 @pytest.fixture
 def socks_dir() -> Iterator[Path]:
     """A folder in the home folder, never a writable root."""
-    d = Path(tempfile.mkdtemp(prefix=".redteam2-socks-", dir=Path.home()))
+    d = Path(tempfile.mkdtemp(prefix=".socket-attacks-", dir=Path.home()))
     try:
         yield d
     finally:
