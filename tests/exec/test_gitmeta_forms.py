@@ -26,7 +26,15 @@ from pathlib import Path
 
 import pytest
 from test_bwrap_plan import BASE, CWD, HOME, FakeFs, ops
-from test_host_tool_attacks import evil, host_env, host_git, pytestmark, sandboxed, settings_for, unsandboxed
+from test_host_tool_attacks import (
+    evil,
+    host_env,
+    host_git,
+    pytestmark,
+    sandboxed,
+    settings_for,
+    unsandboxed,
+)
 
 from agent_sandbox.runtime import bwrap as bw
 from agent_sandbox.runtime import gitconfig, gitmeta
