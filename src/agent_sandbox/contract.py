@@ -26,6 +26,9 @@ HOST_STATE_DIR = "/var/lib/agent-sandbox"
 HOST_AUDIT_DIR = "/var/log/agent-sandbox"
 AUDIT_KEYS = "audit-keys"  # beside a log, in the user's and the host's state
 HOST_AUDIT_KEY = f"{HOST_STATE_DIR}/{AUDIT_KEYS}/host.ed25519"
+# An audit log's file rotates into a sealed segment of the same chain at this size
+# (``audit.segments``): the host's and the proxy's logs, and the spec's default.
+AUDIT_SEGMENT_BYTES = 64 * 1024 * 1024
 MACOS_PROXY_LOG = f"{HOST_AUDIT_DIR}/proxy.log"
 APPARMOR_PROFILE = "/etc/apparmor.d/agent-sandbox-bwrap"
 GEMINI_SYSTEM_SETTINGS = "/etc/gemini-cli/settings.json"  # Gemini CLI's, on Linux

@@ -64,6 +64,18 @@ def repo_pin_path(repo: str, home: str | None = None) -> str:
     return os.path.join(user_state_dir(home), "pins", repo_slug(repo) + ".verifier")
 
 
+def default_audit_key(directory: str) -> str:
+    """The signing key of the audit log in ``directory`` unless one is named: a
+    repository's log (``<repo>/.sandbox/audit``) signs with the key in the user's
+    state folder, never one inside the repository; any other log with
+    ``<log dir>/../audit-keys/<name>.ed25519``."""
+    repo = repo_of_log(directory)
+    if repo is not None:
+        return repo_key_path(repo)
+    return os.path.join(os.path.dirname(directory), "audit-keys",
+                        f"{os.path.basename(directory)}.ed25519")
+
+
 def host_queue_dir(home: str | None = None) -> str:
     """The host-level approval queue of this user (fleet hosts, no ``sandbox init``)."""
     return os.path.join(user_state_dir(home), "escalations")  # see Site

@@ -38,10 +38,11 @@ HOST_KEY = contract.HOST_AUDIT_KEY
 
 def _schedule(audit: Any) -> dict[str, Any]:
     if audit is None:
-        return {}
+        return {"max_bytes": contract.AUDIT_SEGMENT_BYTES}
     return {
         "checkpoint_every": audit.checkpoint_every,
         "checkpoint_interval": audit.checkpoint_interval,
+        "max_bytes": audit.max_file_size,
     }
 
 

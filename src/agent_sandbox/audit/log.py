@@ -46,6 +46,7 @@ import time
 
 from agent_sandbox.audit.canonical import canonical, chain_hash, seal_line
 from agent_sandbox.audit.redact import redact as _redact
+from agent_sandbox.audit.segments import continued_tail, generation, rotate
 from agent_sandbox.audit.storage import (
     BINARY,
     CLOEXEC,
@@ -59,6 +60,7 @@ from agent_sandbox.audit.storage import (
 )
 from agent_sandbox.audit.tail import TailState, read_tail
 from agent_sandbox.quickhash import sha256_hex
+from agent_sandbox.state_paths import default_audit_key
 
 # Kept off the import path (the hook imports this module): typing, pathlib,
 # datetime and threading are only named in annotations or imported on demand.
@@ -114,6 +116,8 @@ class AuditLog:
     - ``redact``: redact secrets before writing (leave on; off only for benchmarks).
     - ``lock_timeout``: how long to wait for a live writer before failing closed.
     - ``origin``: the checkpoint origin / key name (default derived from the key).
+    - ``max_bytes``: rotate the file into a sealed segment once it is this large
+      (``segments``); None never rotates. Any writer follows a rotation.
     """
 
     def __init__(
@@ -130,12 +134,13 @@ class AuditLog:
         redact: bool = True,
         lock_timeout: float = 10.0,
         origin: str | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         if sync not in ("always", "batch", "none"):
             raise AuditError(f"unknown sync mode {sync!r} (use always, batch or none)")
         self._dir = os.path.abspath(os.fspath(directory))
         self._log = os.path.join(self._dir, LOG_NAME)
-        self._key = os.fspath(key_path) if key_path is not None else _default_key(self._dir)
+        self._key = os.fspath(key_path) if key_path is not None else default_audit_key(self._dir)
         self.sync: SyncMode = sync
         self.batch_size = max(1, batch_size)
         self.batch_interval = batch_interval
@@ -145,6 +150,8 @@ class AuditLog:
         self.redact = redact
         self.lock_timeout = lock_timeout
         self.origin = origin
+        self.max_bytes = max_bytes
+        self._gen = -1  # the rotations counted in the lock file when last looked
         self.sink_error: str | None = None
         self._mutex = _thread.RLock()
         self._pid = -1
@@ -247,7 +254,9 @@ class AuditLog:
     def _current_tail(self) -> TailState:
         st = os.fstat(self._fd)
         now = time.monotonic()
-        if now - self._path_checked >= 0.25 or self._tail is None:
+        rotated = generation(self._lock_fd)  # under the lock: another writer may have rotated
+        if now - self._path_checked >= 0.25 or self._tail is None or rotated != self._gen:
+            self._gen = rotated
             self._path_checked = now
             try:
                 on_disk: os.stat_result | None = os.stat(self._log)
@@ -272,7 +281,8 @@ class AuditLog:
         tail = self._tail
         if tail is not None and tail.size == st.st_size and tail.ino == st.st_ino:
             return tail
-        return read_tail(self._rfd)
+        found = read_tail(self._rfd)
+        return continued_tail(self._dir, found) if found.size == 0 else found
 
     # -- records -----------------------------------------------------------
 
@@ -368,7 +378,25 @@ class AuditLog:
         if self.sync == "always" or (self.sync == "batch" and batch_due):
             self._sync()
         self._maybe_checkpoint(seq, prev, now)
+        if self.max_bytes is not None and self._tail.size >= self.max_bytes:
+            self._rotate(seq, prev, now)
         return out
+
+    def _rotate(self, seq: int, head: bytes, now: float) -> None:
+        """The full file into a sealed segment, once a checkpoint signs its head:
+        never a segment whose end no signature covers."""
+        if now < self._ckpt_retry_at:
+            return
+        try:
+            if self._ckpt_size != seq:
+                self._write_checkpoint(seq, head)
+            rotate(self._dir, self._log, seq, self._lock_fd)
+        except Exception as exc:  # the records stand; the file grows until it can rotate
+            self.checkpoint_error = f"cannot rotate the log at {self.max_bytes} bytes: {exc}"
+            self._ckpt_retry_at = now + 30.0
+            return
+        self._gen = -1  # this writer's descriptors name the segment now: the new file
+        self._tail = self._current_tail()
 
     def _sync(self) -> None:
         if self._pending and self.sync != "none":
@@ -553,22 +581,6 @@ class AuditLog:
             self.close()
         except Exception:  # noqa: S110 - interpreter teardown; nothing left to report to
             pass
-
-
-def _default_key(directory: str) -> str:
-    """A repository's log (``<repo>/.sandbox/audit``) signs with the key in the
-    user's state folder, never one inside the repository; any other log with
-    ``<log dir>/../audit-keys/<name>.ed25519``."""
-    from agent_sandbox.state_paths import repo_of_log
-
-    repo = repo_of_log(directory)
-    if repo is not None:
-        from agent_sandbox.state_paths import repo_key_path
-
-        return repo_key_path(repo)
-    return os.path.join(os.path.dirname(directory), "audit-keys",
-                        f"{os.path.basename(directory)}.ed25519")
-
 
 
 _BATCHING: set[AuditLog] = set()  # writers with records not yet fsynced

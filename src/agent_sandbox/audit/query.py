@@ -70,18 +70,26 @@ def log_path(directory: str | os.PathLike[str]) -> Path:
 def iter_records(
     path: Path, on_bad: Callable[[int, bytes], None] | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Parsed records in file order; ``on_bad(line_no, line)`` for lines that are not records."""
-    with open(path, "rb") as f:
-        for n, line in enumerate(f, start=1):
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                rec = None
-            if not isinstance(rec, dict) or not line.endswith(b"\n"):
-                if on_bad is not None:
-                    on_bad(n, line)
-                continue
-            yield rec
+    """Parsed records in chain order; ``on_bad(line_no, line)`` for lines that are
+    not records. The active file of a log is read after its sealed segments
+    (``segments``), and line numbers count on through them."""
+    from agent_sandbox.audit.segments import segment_files
+
+    files = [Path(p) for p in segment_files(str(path.parent))] if path.name == LOG_NAME else []
+    n = 0
+    for name in [*files, path]:
+        with open(name, "rb") as f:
+            for line in f:
+                n += 1
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    rec = None
+                if not isinstance(rec, dict) or not line.endswith(b"\n"):
+                    if on_bad is not None:
+                        on_bad(n, line)
+                    continue
+                yield rec
 
 
 _TABLE_COLS = ("seq", "ts", "event", "request_id", "verdict")
@@ -122,8 +130,10 @@ def follow(
     poll: float = 0.2,
     stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[bytes]:
-    """Yield the last ``last`` complete lines, then each new complete line as it is written."""
-    with open(path, "rb") as f:
+    """Yield the last ``last`` complete lines, then each new complete line as it is
+    written, on into the next file when the log rotates (``segments``)."""
+    f = open(path, "rb")  # closed in the finally, or replaced on rotation
+    try:
         data = f.read()
         end = data.rfind(b"\n") + 1
         lines = data[:end].splitlines(keepends=True)
@@ -132,6 +142,11 @@ def follow(
         buf = b""
         while not stop():
             chunk = f.read()
+            if not chunk and _rotated(f, path):
+                # the file became a sealed segment (all of it read now): the new one
+                f.close()
+                f = open(path, "rb")
+                continue
             if not chunk:
                 time.sleep(poll)
                 continue
@@ -139,3 +154,13 @@ def follow(
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
                 yield line + b"\n"
+    finally:
+        f.close()
+
+
+def _rotated(f: Any, path: Path) -> bool:
+    """Whether ``path`` now names another file than the open ``f`` (a rotation)."""
+    try:
+        return os.stat(path).st_ino != os.fstat(f.fileno()).st_ino
+    except FileNotFoundError:
+        return False

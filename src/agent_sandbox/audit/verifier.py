@@ -25,7 +25,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from agent_sandbox.audit.canonical import GENESIS, HASH_SUFFIX_LEN, chain_hash, split_line
 from agent_sandbox.audit.log import CHECKPOINT_DIR, LOG_NAME, SEAL_EVENT
@@ -248,7 +248,9 @@ def verify(
     if isinstance(heads, Problem):
         return _fail(result, heads)
     max_ck = max(heads, default=0)
-    if not path.exists():
+    from agent_sandbox.audit.segments import segment_files
+
+    if not path.exists() and not segment_files(str(directory)):
         if max_ck:
             return _fail(
                 result,
@@ -292,56 +294,62 @@ def _anchor(result: VerifyResult, directory: Path, verifier: Any,
 
 def _walk(result: VerifyResult, directory: Path, path: Path, heads: dict[int, bytes],
           strict: bool) -> VerifyResult | None:
-    """The chain, record by record up to the snapshot's size, each checkpoint's head
-    compared where it falls; the figures go into ``result``. Returns the failed
-    result at the first bad record, else None."""
+    """The chain, record by record through the segments and the active file up to
+    the snapshot's sizes, each checkpoint's head compared where it falls; the
+    figures go into ``result``. Returns the failed result at the first bad record,
+    else None."""
     prev = GENESIS
     seq = 0
     lineno = 0
-    offset = 0
     last_ok_ck = 0
     sha256 = hashlib.sha256
     tail = HASH_SUFFIX_LEN
-    size = _snapshot_size(directory, path)
-    with open(path, "rb") as f:
-        lines = iter(f)
-        for line in lines:
-            if offset + len(line) > size:  # bytes a writer appended after the snapshot
-                if offset >= size:
-                    break
-                line = line[: size - offset]
-            lineno += 1
-            if line[-tail : 9 - tail] == _HASH_OPEN and line[-3:] == b'"}\n':
-                digest = sha256(prev + line[:-tail] + b"}").digest()
-                if digest.hex().encode() == line[9 - tail : -3]:
-                    if strict:
-                        bad = _strict_problem(line[:-tail] + b"}", seq + 1, prev, lineno)
-                        if bad is not None:
-                            return _fail(result, bad, seq, lineno)
-                    seq += 1
-                    prev = digest
-                    offset += len(line)
-                    if seq in heads:
-                        if heads[seq] != digest:
-                            return _fail(result, _forged(seq, last_ok_ck, lineno), seq, lineno)
-                        last_ok_ck = seq
-                    continue
-            # Slow path: a sealed torn region, or the first bad record.
-            sealed = _try_sealed(path, offset, lineno, line, prev, seq)
-            if isinstance(sealed, Problem):
-                return _fail(result, sealed, seq, lineno)
-            n_lines, n_bytes, digest = sealed
-            for _ in range(n_lines - 1):
-                next(lines)
-            lineno += n_lines - 1
-            offset += n_bytes
-            seq += 1
-            prev = digest
-            result.sealed += 1
-            if seq in heads:
-                if heads[seq] != digest:
-                    return _fail(result, _forged(seq, last_ok_ck, lineno), seq, lineno)
-                last_ok_ck = seq
+    files = _snapshot(directory, path)
+    try:
+        for f, size, name in files:
+            offset = 0
+            lines = iter(f)
+            for line in lines:
+                if offset + len(line) > size:  # bytes a writer appended after the snapshot
+                    if offset >= size:
+                        break
+                    line = line[: size - offset]
+                lineno += 1
+                if line[-tail : 9 - tail] == _HASH_OPEN and line[-3:] == b'"}\n':
+                    digest = sha256(prev + line[:-tail] + b"}").digest()
+                    if digest.hex().encode() == line[9 - tail : -3]:
+                        if strict:
+                            bad = _strict_problem(line[:-tail] + b"}", seq + 1, prev, lineno)
+                            if bad is not None:
+                                return _fail(result, bad, seq, lineno)
+                        seq += 1
+                        prev = digest
+                        offset += len(line)
+                        if seq in heads:
+                            if heads[seq] != digest:
+                                return _fail(result, _forged(seq, last_ok_ck, lineno), seq,
+                                             lineno)
+                            last_ok_ck = seq
+                        continue
+                # Slow path: a sealed torn region, or the first bad record.
+                sealed = _try_sealed(name, offset, lineno, line, prev, seq)
+                if isinstance(sealed, Problem):
+                    return _fail(result, sealed, seq, lineno)
+                n_lines, n_bytes, digest = sealed
+                for _ in range(n_lines - 1):
+                    next(lines)
+                lineno += n_lines - 1
+                offset += n_bytes
+                seq += 1
+                prev = digest
+                result.sealed += 1
+                if seq in heads:
+                    if heads[seq] != digest:
+                        return _fail(result, _forged(seq, last_ok_ck, lineno), seq, lineno)
+                    last_ok_ck = seq
+    finally:
+        for f, _, _ in files:
+            f.close()
     result.records, result.lines, result.head = seq, lineno, prev.hex()
     return None
 
@@ -422,32 +430,42 @@ def _strict_problem(body: bytes, seq: int, prev: bytes, lineno: int) -> Problem 
     return None
 
 
-def _snapshot_size(directory: Path, path: Path) -> int:
-    """The log's size at a moment when no writer is mid-append.
+def _snapshot(directory: Path, path: Path) -> list[tuple[BinaryIO, int, Path]]:
+    """The log's files, open, each with its size at a moment when no writer is
+    mid-append or mid-rotation: the sealed segments oldest first, then the
+    active file (``segments``).
 
-    Taken under the writers' lock (held only for the stat), so a record being
-    written while we verify is neither read half-way nor reported as torn.
-    Without permission to take the lock, the current size is used.
+    Taken under the writers' lock (held only to open and stat), so a record being
+    written while we verify is neither read half-way nor reported as torn, and a
+    rotation meanwhile changes nothing we read. Without permission to take the
+    lock, the files as they are.
     """
     from agent_sandbox.audit.log import LOCK_NAME
+    from agent_sandbox.audit.segments import segment_files
     from agent_sandbox.audit.storage import try_lock, unlock
+
+    def take() -> list[tuple[BinaryIO, int, Path]]:
+        out: list[tuple[BinaryIO, int, Path]] = []
+        names = segment_files(str(directory))
+        for name in [*names, str(path)] if path.exists() or not names else names:
+            f = open(name, "rb")
+            out.append((f, os.fstat(f.fileno()).st_size, Path(name)))
+        return out
 
     try:
         fd = os.open(directory / LOCK_NAME, os.O_RDWR)
     except OSError:
-        return path.stat().st_size
+        return take()
     try:
         deadline = time.monotonic() + 2.0
         while not try_lock(fd):
             if time.monotonic() > deadline:
-                return path.stat().st_size
+                return take()
             time.sleep(0.005)
         try:
-            return path.stat().st_size
+            return take()
         finally:
             unlock(fd)
-    except OSError:
-        return path.stat().st_size
     finally:
         os.close(fd)
 

@@ -78,6 +78,7 @@ RULES: dict[str, str] = {
     "audit.enabled": "false_is_looser",
     "audit.checkpoint_every": "min",
     "audit.checkpoint_interval": "min",
+    "audit.max_file_size": "min",
     "audit.path": "fixed",
     "audit.host_path": "fixed",
     "audit.export.format": "fixed",

@@ -270,6 +270,8 @@ class Audit(Strict):
         default=1000, ge=1, le=10**9, description="Sign a checkpoint every N records."
     )
     checkpoint_interval: float = duration_field(60, "... or every T seconds")
+    max_file_size: int = Field(default=contract.AUDIT_SEGMENT_BYTES, ge=1 << 20, le=1 << 40,
+                               description="Rotate the log into a sealed segment at this size.")
     export: AuditExport = Field(default_factory=AuditExport)
 
     @field_validator("checkpoint_interval", mode="before")

@@ -38,8 +38,13 @@ def audit_recorder(directory: str | None) -> tuple[Recorder, Callable[[], None]]
 
     # checkpointed like every other log (every 1000 records, and when it closes),
     # so truncating the host's decisions is caught as well as rewriting them
+    # and rotated into sealed segments of the same chain (``audit.segments``), so no
+    # one file grows without end
+    from agent_sandbox.contract import AUDIT_SEGMENT_BYTES
+
     log = AuditLog(directory or default_audit_dir(), sync="batch", checkpoint_every=1000,
-                   checkpoint_interval=None, origin="sandbox-exec-proxy")
+                   checkpoint_interval=None, origin="sandbox-exec-proxy",
+                   max_bytes=AUDIT_SEGMENT_BYTES)
     pending: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
     failed: list[BaseException] = []
 
