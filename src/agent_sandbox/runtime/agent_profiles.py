@@ -17,6 +17,7 @@ deny of the settings it is given.
 
 from __future__ import annotations
 
+from agent_sandbox.contract import WRAPPER_MARK
 from agent_sandbox.errors import SandboxError
 
 TYPE_CHECKING = False
@@ -24,13 +25,9 @@ if TYPE_CHECKING:
     from .settings import Settings
 
 
-# The line that marks the wrapper scripts the roles install (``render.agents``):
-# a program carrying it is never taken for the client itself.
-WRAPPER_MARK = b"# agent-sandbox wrapper: runs the client through `sandbox agent`"
-
-
 def is_wrapper(path: str) -> bool:
-    """Whether ``path`` is one of our wrapper scripts (reads its first bytes)."""
+    """Whether ``path`` is one of our wrapper scripts (``contract.WRAPPER_MARK``,
+    read in its first bytes): a program carrying it is never taken for the client."""
     try:
         with open(path, "rb") as fh:
             return WRAPPER_MARK in fh.read(512)
