@@ -292,6 +292,38 @@ def release_config(created: Sequence[tuple[str, bytes | None]]) -> None:
                         os.unlink(path)
 
 
+def run_client(client: str, command: Sequence[str], base: Settings, cwd: str, home: str, *,
+               endpoint: Endpoint | None = None, timeout: float | None = None,
+               err: Any = None) -> int:
+    """Run ``command`` (``client``'s program and its arguments) under ``base`` with
+    what the client needs added (``profiles.agent_settings``) and its private state
+    (``state``); return its exit status."""
+    from .profiles import agent_settings, profile
+    from .state import prepare
+
+    prof = profile(client)
+    settings = agent_settings(base, client, home, endpoint)
+    # the client's state folders are private to sandboxed runs (``state``); the
+    # host's /tmp is not the client's: its temporary files go to its private folder
+    view = prepare(client, home)
+    env = {**{k: v for k, v in os.environ.items() if k != prof.home_env},
+           "TMPDIR": view.tmpdir}
+    overlays, filters = list(view.overlays), {}
+    if client == "gemini":  # hooks no user or repository setting switches off
+        from . import gemini_settings
+
+        guard = gemini_settings.prepare(home, cwd, view.held)
+        overlays += guard.overlays
+        filters, env = guard.filters, {**env, **guard.env}
+    held = hold_config(home, [c for c in prof.config_files
+                              if not any(c.startswith(d) for d in prof.private_dirs)])
+    try:
+        return run_agent(command, settings, cwd, home, endpoint=endpoint, timeout=timeout,
+                         overlays=overlays, filters=filters, env=env, err=err)
+    finally:
+        release_config(held)
+
+
 def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *,
               endpoint: Endpoint | None = None, timeout: float | None = None,
               env: dict[str, str] | None = None, opened: Sequence[str] = (),
