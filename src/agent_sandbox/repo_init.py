@@ -117,7 +117,7 @@ def _load_spec(repo: str, agents: list[str], mcp: bool) -> Any:
         opts.enabled = True
     claude = spec.agents.get("claude")
     if claude is not None and not claude.version:
-        from .client_checks import installed_version
+        from .agent.client_checks import installed_version
 
         claude.version = installed_version("claude")  # what its hook entries may say
     if mcp:
@@ -277,8 +277,8 @@ def _merged(p: Planned, original: bytes) -> bytes:
 
 
 def _trust_entries(repo: str, chosen: list[str]) -> list[Any]:
-    """The client trust entries for our own hooks in ``repo`` (see client_trust)."""
-    from . import client_trust
+    """The client trust entries for our own hooks in ``repo`` (see agent.client_trust)."""
+    from .agent import client_trust
     from .inventory import HostFacts
     from .render import agents as agent_render
 
@@ -400,7 +400,7 @@ def _init(repo: str, agents: list[str] | None, mcp: bool, trust: bool) -> dict[s
         files[rel] = entry
     trusted: list[dict[str, Any]] = list(state.get("trust", []))
     if trust:
-        from . import client_trust
+        from .agent import client_trust
 
         try:
             trusted = _merge_trust(trusted, client_trust.apply(_trust_entries(repo, chosen)))
@@ -479,7 +479,7 @@ def _uninstall(repo: str) -> dict[str, Any]:
                 break
             d = os.path.dirname(d)
     if state.get("trust"):
-        from . import client_trust
+        from .agent import client_trust
 
         restored += client_trust.remove(state["trust"])
     for f in files:
@@ -569,7 +569,7 @@ def status(repo: str) -> dict[str, Any]:
         recent.append({"id": rid, "status": rec.get("status"),
                        "summary": (rec.get("request") or {}).get("summary"),
                        "exit_code": rec.get("exit_code")})
-    from .client_checks import check
+    from .agent.client_checks import check
 
     agents = [a for a in state.get("agents", []) if a in ("claude", "codex", "gemini")]
     findings = [f.__dict__ for f in check(repo, clients=agents)] if state else []

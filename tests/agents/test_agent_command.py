@@ -289,7 +289,7 @@ def test_hook_relay_is_refused_outside_a_sandbox(world: World) -> None:
 
 
 def test_host_side_relay_refuses_a_folder_outside_the_run(tmp_path: Path) -> None:
-    from agent_sandbox.runtime.agent_run import HookRelay
+    from agent_sandbox.agent.run import HookRelay
 
     inside = tmp_path / "repo"
     inside.mkdir()
@@ -305,7 +305,7 @@ def test_host_side_relay_refuses_a_folder_outside_the_run(tmp_path: Path) -> Non
 
 
 def test_agent_settings_never_loosen_a_deny() -> None:
-    from agent_sandbox.runtime.agent_profiles import agent_settings, parse_endpoint
+    from agent_sandbox.agent.profiles import agent_settings, parse_endpoint
     from agent_sandbox.runtime.settings import parse
 
     base = parse({"network": {"allowedDomains": [], "deniedDomains": [

@@ -95,7 +95,7 @@ def private_view(env: dict[str, Path], client: str) -> Path:
     from unittest import mock
 
     from agent_sandbox import contract
-    from agent_sandbox.runtime.agent_state import private_root
+    from agent_sandbox.agent.state import private_root
 
     # as the run sees it: host_env() passes no state-folder variable, so the state
     # folder is the test home's own (whatever the test process's isolation set)

@@ -1,5 +1,5 @@
 """The copies of Gemini CLI's settings ``sandbox agent`` shows the client
-(``runtime.gemini_settings``): what switches a protected hook off is removed,
+(``agent.gemini_settings``): what switches a protected hook off is removed,
 everything else is kept, and a file that cannot be checked stops the run.
 The real client reading the copies is in ``test_agent_command``."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_sandbox.runtime import gemini_settings as gs
+from agent_sandbox.agent import gemini_settings as gs
 from agent_sandbox.runtime.errors import SandboxStartError
 
 OURS = {"agent-sandbox-pre-tool-use", "/usr/bin/python3 -I -m agent_sandbox hook gemini x"}

@@ -481,7 +481,7 @@ def test_approve_refuses_a_request_that_changed_since_it_was_shown(repo: Path) -
 
 
 def test_relay_pins_every_forged_folder(tmp_path: Path) -> None:
-    from agent_sandbox.runtime.agent_run import HookRelay
+    from agent_sandbox.agent.run import HookRelay
 
     repo = make_repo(tmp_path / "repo")
     other = make_repo(tmp_path / "other")

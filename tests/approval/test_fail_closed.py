@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent_sandbox.hooks.budget import START_BUDGET, agent_timeout, hook_deadline
+from agent_sandbox.contract import START_BUDGET, agent_timeout, hook_deadline
 
 from .conftest import BASE_POLICY, PY, claude_pre, make_repo
 

@@ -57,7 +57,7 @@ def test_our_programs_do_not_import_from_their_folder(tmp_path: Path, argv: list
 def test_the_hook_relay_runs_the_hook_isolated(tmp_path: Path) -> None:
     """Under ``sandbox agent`` the relay runs each hook on the host, in the run's
     folder, which the sandboxed client can write."""
-    from agent_sandbox.runtime.agent_run import HookRelay
+    from agent_sandbox.agent.run import HookRelay
 
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -215,7 +215,7 @@ def test_hooks_call_the_absolute_interpreter(arts: dict[str, Artifact]) -> None:
         "AfterTool": f"{py} gemini after-tool",
         "SessionStart": f"{py} gemini session-start",
     }
-    from agent_sandbox.hooks.budget import agent_timeout, hook_deadline
+    from agent_sandbox.contract import agent_timeout, hook_deadline
 
     # milliseconds; beyond the hook's own deadline, so the client never times it out
     rendered = gemini["BeforeTool"][0]["hooks"][0]["timeout"]

@@ -3,11 +3,12 @@
 The client (``claude``, ``codex`` or ``gemini``) runs under ``sandbox exec``'s
 filesystem and network policy (the host's settings, ``--settings FILE`` or
 ``--spec SPEC [--host NAME]``) with its model API reachable and a private
-state folder (``runtime.agent_profiles``, ``runtime.agent_state``), so every
+state folder (``agent.profiles``, ``agent.state``), so every
 call it makes is contained whatever its hooks, settings or flags say. The work is the
-runtime's (``runtime.agent_run``); this module reads the command line, finds
-the client's program and fails closed with a clear message: an unknown client,
-a missing program, invalid settings or a spec that does not load start nothing.
+agent package's (``agent.run.run_client``); this module reads the command line and
+the run's settings, finds the client's program and fails closed with a clear
+message: an unknown client, a missing program, invalid settings or a spec that
+does not load start nothing.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import sys
 
 import typer
 
+from agent_sandbox.agent.hook_frames import RELAY_PORT
+from agent_sandbox.agent.profiles import is_wrapper
 from agent_sandbox.contract import PROXY_HTTP_PORT, PROXY_SOCKS_PORT
 from agent_sandbox.errors import SandboxError
-from agent_sandbox.runtime.agent_profiles import is_wrapper
-from agent_sandbox.runtime.hook_frames import RELAY_PORT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -123,12 +124,7 @@ def main(args: list[str], err: IO[str] | None = None) -> int:
         return 2
     client = opts.client
     try:
-        from agent_sandbox.runtime.agent_profiles import (
-            AgentProfileError,
-            agent_settings,
-            parse_endpoint,
-            profile,
-        )
+        from agent_sandbox.agent.profiles import AgentProfileError, parse_endpoint, profile
 
         try:
             prof = profile(client)
@@ -151,8 +147,7 @@ def main(args: list[str], err: IO[str] | None = None) -> int:
                 err.write(f"sandbox agent: --timeout: not a positive number: "
                           f"{opts.timeout!r}\n")
                 return 2
-        from agent_sandbox.runtime.agent_run import hold_config, release_config, run_agent
-        from agent_sandbox.runtime.agent_state import prepare as prepare_state
+        from agent_sandbox.agent.run import run_client
         from agent_sandbox.runtime.host import home_dir
         from agent_sandbox.runtime.run import resolve_settings
 
@@ -175,27 +170,8 @@ def main(args: list[str], err: IO[str] | None = None) -> int:
             raise SandboxStartError(f"--program {program} is not an executable file")
         if is_wrapper(program):
             raise SandboxStartError(f"{program} is the agent-sandbox wrapper, not the client")
-        settings = agent_settings(base, client, home, endpoint)
-        command = [program, *opts.command]
-        # the client's state folders are private to sandboxed runs (agent_state); the
-        # host's /tmp is not the client's: its temporary files go to its private folder
-        view = prepare_state(client, home)
-        env = {**{k: v for k, v in os.environ.items() if k != prof.home_env},
-               "TMPDIR": view.tmpdir}
-        overlays, filters = list(view.overlays), {}
-        if client == "gemini":  # hooks no user or repository setting switches off
-            from agent_sandbox.runtime import gemini_settings
-
-            guard = gemini_settings.prepare(home, cwd, view.held)
-            overlays += guard.overlays
-            filters, env = guard.filters, {**env, **guard.env}
-        held = hold_config(home, [c for c in prof.config_files
-                                  if not any(c.startswith(d) for d in prof.private_dirs)])
-        try:
-            return run_agent(command, settings, cwd, home, endpoint=endpoint, timeout=timeout,
-                             overlays=overlays, filters=filters, env=env, err=err)
-        finally:
-            release_config(held)
+        return run_client(client, [program, *opts.command], base, cwd, home,
+                          endpoint=endpoint, timeout=timeout, err=err)
     except (Exception, KeyboardInterrupt) as exc:
         from .exec_main import start_failed
 

@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"  {c}")
         for t in res.get("trusted", []):
             typer.echo(f"  trusted in {t}")
-        from ..client_checks import check
+        from ..agent.client_checks import check
 
         clients = [a for a in res["agents"] if a in ("claude", "codex", "gemini")]
         unfinished = []

@@ -23,10 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] == "hook":
         import os
 
-        relay_port = os.environ.get("AGENT_SANDBOX_HOOK_RELAY")  # hook_frames.RELAY_ENV
+        relay_port = os.environ.get("AGENT_SANDBOX_HOOK_RELAY")  # agent.hook_frames.RELAY_ENV
         if relay_port is not None:  # inside `sandbox agent`: the hook runs on the host
             try:
-                from agent_sandbox.cli.hook_relay import relay
+                from agent_sandbox.agent.hook_relay import relay
             except Exception as exc:  # fail closed
                 sys.stderr.write(f"agent-sandbox hook relay unavailable: {exc}\n")
                 return 2

@@ -77,7 +77,7 @@ def verify(
     from agent_sandbox.hostcheck.last import record
 
     record(results)  # what `sandbox serve` reports as this host's last verify
-    from agent_sandbox.client_checks import check as check_clients
+    from agent_sandbox.agent.client_checks import check as check_clients
 
     clients = check_clients(None)  # each installed client, as it will read its files
     passed = sum(r.passed for r in results)

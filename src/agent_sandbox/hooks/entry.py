@@ -21,10 +21,10 @@ import sys
 import time
 
 from agent_sandbox import contract
+from agent_sandbox.contract import EXIT_SLACK, RUN_WAIT, START_BUDGET, hook_deadline
 from agent_sandbox.errors import SandboxError
 
 from ..quickjson import dumps, loads
-from .budget import EXIT_SLACK, RUN_WAIT, START_BUDGET, hook_deadline
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Refusal(SandboxError):
 
 
 class OutOfTime(BaseException):
-    """The hook's own deadline passed (``budget``): deny before the agent's
+    """The hook's own deadline passed (``contract.hook_deadline``): deny before the agent's
     timeout does, since a timed-out hook lets the tool run. A BaseException, so
     no ``except Exception`` on the way can swallow it."""
 
@@ -280,7 +280,7 @@ def _escalate(agent: str, event: str, data: dict[str, Any], policy: Any, repo: s
               call: Call, decision: Decision) -> int:
     from .escalate import escalate
 
-    # both waits end before the hook's own deadline (budget.hook_deadline)
+    # both waits end before the hook's own deadline (contract.hook_deadline)
     left = STARTED + hook_deadline(policy.wait) - EXIT_SLACK - time.monotonic()
     wait = max(0.0, min(policy.wait, left))
     outcome = escalate(repo, call, decision, agent=agent,

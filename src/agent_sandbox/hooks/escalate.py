@@ -15,10 +15,11 @@ import os
 import sys
 import time
 
+from agent_sandbox.contract import RUN_WAIT
+
 from ..queue import FolderQueue, QueueError, new_id, request_hash, use_key_of
 from ..queue.notify import Watcher
 from ..queue.runner import audit, fork_runner, queue_for
-from .budget import RUN_WAIT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

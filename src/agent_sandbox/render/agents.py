@@ -100,10 +100,8 @@ def hook_command(facts: HostFacts, agent: str, event: str) -> str:
 
 def _hook_timeout(spec: Spec) -> int:
     """The timeout rendered for every hook: longer than the hook's own deadline
-    (``hooks.budget``), so a client never times the hook out and runs the tool."""
-    from ..hooks.budget import agent_timeout
-
-    return int(agent_timeout(spec.approvals.wait))
+    (``contract.agent_timeout``), so a client never times the hook out and runs the tool."""
+    return int(contract.agent_timeout(spec.approvals.wait))
 
 
 CLAUDE_ON_FAILURE = (2, 1, 295)  # the first Claude Code that reads onFailure
@@ -434,10 +432,8 @@ WRAPPED_CLIENTS = ("gemini",)  # the client with no OS sandbox of its own here
 
 def agent_wrapper(facts: HostFacts, client: str) -> bytes:
     """The wrapper script for ``client``; its second line is the mark
-    ``sandbox agent`` and ``sandbox verify`` recognise (``cli.agent_cmd``)."""
-    from ..runtime.agent_profiles import WRAPPER_MARK
-
-    return (f"#!/bin/sh\n{WRAPPER_MARK.decode()}\n"
+    ``sandbox agent`` and ``sandbox verify`` recognise (``contract.WRAPPER_MARK``)."""
+    return (f"#!/bin/sh\n{contract.WRAPPER_MARK.decode()}\n"
             "# Rendered by agent-sandbox. Running the client's own program by its full\n"
             "# path bypasses this wrapper (`sandbox verify` reports what PATH resolves).\n"
             f'exec "{facts.python}" -I -m agent_sandbox agent {client} -- "$@"\n').encode()

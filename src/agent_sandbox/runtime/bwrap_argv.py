@@ -59,7 +59,7 @@ def build_argv(
     ``new_session=False`` keeps an interactive command on its terminal; only
     safe with the seccomp filter, which refuses TIOCSTI and TIOCLINUX.
     ``overlays``: ``(source, target, writable)`` binds over the plan's mounts, in
-    order (``sandbox agent``'s private state folder, ``runtime.agent_state``).
+    order (``sandbox agent``'s private state folder, ``agent.state``).
     """
     argv = [bwrap] if p.hide_root else [bwrap, "--ro-bind", "/", "/"]
     argv += ["--dev", "/dev", "--proc", "/proc"]

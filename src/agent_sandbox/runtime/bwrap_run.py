@@ -142,7 +142,7 @@ class BwrapRun:
         self.pid1: int | None = None
         self.listeners: list[Any] = []
         # more listening ports in the sandbox's loopback, opened with the proxy's
-        # before the command starts; served by the caller (``runtime.agent_run``)
+        # before the command starts; served by the caller (``agent.run``)
         self.extra_ports = tuple(extra_ports)
         self.extra_listeners: list[Any] = []
         self.opened = tuple(opened)  # writable roots opened in the protected set (bw.plan)

@@ -66,9 +66,9 @@ import os
 import stat
 
 from agent_sandbox.contract import GEMINI_SYSTEM_SETTINGS as SYSTEM_SETTINGS
+from agent_sandbox.runtime.errors import SandboxStartError
 
-from .agent_state import placeholder_file
-from .errors import SandboxStartError
+from .state import placeholder_file
 
 SYSTEM_DEFAULTS = os.path.join(os.path.dirname(SYSTEM_SETTINGS), "system-defaults.json")
 PINNED_ENV = {"GEMINI_CLI_SYSTEM_SETTINGS_PATH": SYSTEM_SETTINGS,
@@ -163,7 +163,7 @@ def _system_hooks() -> tuple[set[str], set[str]]:
 
 def env_files(home: str, cwd: str) -> list[str]:
     """The ``.gemini/.env`` files Gemini CLI may load in ``cwd`` (see the module doc)
-    that exist, but the user's own (an input of ``agent_state`` already)."""
+    that exist, but the user's own (an input of ``state`` already)."""
     found, d, own = [], cwd, os.path.realpath(home)
     while True:
         path = os.path.join(d, ".gemini", ".env")
@@ -332,8 +332,8 @@ class Guard:
 
 def prepare(home: str, cwd: str, held: str) -> Guard:
     """The guard of one ``sandbox agent gemini`` run in ``cwd``: ``held`` is the
-    private folder's placeholder folder (``agent_state``: ours, read-only inside).
-    The user's file is already an overlay of ``agent_state``; the workspace's is
+    private folder's placeholder folder (``state``: ours, read-only inside).
+    The user's file is already an overlay of ``state``; the workspace's is
     added here, when Gemini CLI would read one (not in the home folder itself)."""
     user = os.path.join(home, ".gemini", "settings.json")
     workspace = os.path.join(cwd, ".gemini", "settings.json")

@@ -97,7 +97,7 @@ def _dump(path: str, doc: dict[str, Any]) -> bytes:
 
 
 def _write(path: str, data: bytes) -> None:
-    from .atomic_file import replace_file
+    from agent_sandbox.atomic_file import replace_file
 
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     try:

@@ -184,7 +184,7 @@ def _claude_fails_open(managed: dict[str, Any] | None, repo: str | None) -> list
             and contract.is_hook_command(h.get("command"), "claude")]
     if not ours or all(h.get("onFailure") == "block" for h in ours):
         return []
-    from .render.agents import CLAUDE_ON_FAILURE
+    from agent_sandbox.render.agents import CLAUDE_ON_FAILURE
 
     version = installed_version("claude")
     new = version is not None and tuple(int(x) for x in version.split(".")) >= \
@@ -200,7 +200,7 @@ def _claude_fails_open(managed: dict[str, Any] | None, repo: str | None) -> list
 # -- Gemini CLI -----------------------------------------------------------------
 
 def _our_gemini_hooks(doc: dict[str, Any] | None) -> set[str]:
-    from .runtime.gemini_settings import hook_entries
+    from .gemini_settings import hook_entries
 
     names: set[str] = set()
     for h in hook_entries(doc):
@@ -260,7 +260,7 @@ def _gemini_boundary(path: str | None = None) -> list[Finding]:
     the name ``gemini`` resolves to on PATH: the wrapper the roles install
     (which runs ``sandbox agent gemini``) or the client itself. A user who runs
     the client's program by its full path is not seen."""
-    from .runtime.agent_profiles import is_wrapper
+    from .profiles import is_wrapper
 
     first = shutil.which("gemini", path=path)
     if first is not None and is_wrapper(first):

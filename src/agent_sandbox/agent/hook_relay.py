@@ -1,7 +1,7 @@
 """``sandbox hook`` inside ``sandbox agent``: hand the hook to the host.
 
 A client run by ``sandbox agent`` starts our hooks inside the sandbox, where the
-audit log and the approval queue are read-only. ``runtime.agent_run`` sets
+audit log and the approval queue are read-only. ``agent.run`` sets
 ``AGENT_SANDBOX_HOOK_RELAY`` to a port of the sandbox's own loopback where the
 host side listens; this module sends the hook's arguments and input there and
 prints the answer the host-side hook gave.
@@ -37,12 +37,8 @@ def inside_sandbox() -> bool:
 
 def relay(args: list[str], port_text: str) -> int:
     from agent_sandbox.hooks.entry import refuse
-    from agent_sandbox.runtime.hook_frames import (
-        MAX_ANSWER,
-        MAX_REQUEST,
-        recv_frame,
-        send_frame,
-    )
+
+    from .hook_frames import MAX_ANSWER, MAX_REQUEST, recv_frame, send_frame
 
     agent, event = [*args, "", ""][:2]
     try:

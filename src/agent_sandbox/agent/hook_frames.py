@@ -1,7 +1,7 @@
 """The hook relay's wire format (``sandbox agent``): one length-prefixed JSON
 frame each way over a loopback TCP connection inside the sandbox's network
-namespace. Shared by the inner side (``cli/hook_relay``) and the host side
-(``runtime/agent_run``).
+namespace. Shared by the inner side (``hook_relay``) and the host side
+(``run``).
 
 Stdlib only and cheap to import (the hook's fast path). Every frame read is
 bounded; it never trusts a length it was sent beyond the caller's limit.

@@ -2,7 +2,7 @@
 
 The client process, and everything it starts (its shell tool, file writes,
 fetches, the MCP servers it launches, our hooks), runs under ``BwrapRun`` with
-the run's settings (``agent_profiles.agent_settings``). Two kinds of port are
+the run's settings (``profiles.agent_settings``). Two kinds of port are
 opened in the sandbox's own loopback before the client starts, besides the
 proxy's:
 
@@ -12,7 +12,7 @@ proxy's:
   address, so a fleet-denied 127.0.0.1 stays denied for every other port);
 - **the hook relay**: the hooks the client runs inside cannot write the audit
   log or the approval queue (both read-only in every sandbox), so the inner
-  ``sandbox hook`` hands its input to this process (``cli/hook_relay``), which
+  ``sandbox hook`` hands its input to this process (``hook_relay``), which
   runs the same hook on the host, in the run's working directory, and returns
   its answer. The relay computes the call's folders with the hook's own
   functions and refuses any outside the run's working directory or its
@@ -39,18 +39,19 @@ import threading
 
 from agent_sandbox import contract
 from agent_sandbox.errors import SandboxError
+from agent_sandbox.runtime.bwrap_run import BwrapRun
+from agent_sandbox.runtime.process import suppress
 
-from .bwrap_run import BwrapRun
 from .hook_frames import MAX_REQUEST, RELAY_ENV, RELAY_PORT, recv_frame, send_frame
-from .process import suppress
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
-    from .agent_profiles import Endpoint
-    from .settings import Settings
+    from agent_sandbox.runtime.settings import Settings
+
+    from .profiles import Endpoint
 
 HOOK_TIMEOUT = 900.0  # the hook's own deadline is shorter; this only bounds a stuck one
 MAX_HOOKS = 16  # hooks run at once for one client; more wait (the client waits for each)
@@ -255,9 +256,9 @@ class Servers:
 
 def hold_config(home: str, entries: Sequence[str]) -> list[tuple[str, bytes | None]]:
     """Create the absent config entries as what their absence means
-    (``agent_profiles.absent_default``) so a read-only mount can hold each name;
+    (``profiles.absent_default``) so a read-only mount can hold each name;
     returns what was created, for ``release_config``."""
-    from .agent_profiles import absent_default
+    from .profiles import absent_default
 
     created: list[tuple[str, bytes | None]] = []
     for entry in entries:
@@ -291,6 +292,38 @@ def release_config(created: Sequence[tuple[str, bytes | None]]) -> None:
                         os.unlink(path)
 
 
+def run_client(client: str, command: Sequence[str], base: Settings, cwd: str, home: str, *,
+               endpoint: Endpoint | None = None, timeout: float | None = None,
+               err: Any = None) -> int:
+    """Run ``command`` (``client``'s program and its arguments) under ``base`` with
+    what the client needs added (``profiles.agent_settings``) and its private state
+    (``state``); return its exit status."""
+    from .profiles import agent_settings, profile
+    from .state import prepare
+
+    prof = profile(client)
+    settings = agent_settings(base, client, home, endpoint)
+    # the client's state folders are private to sandboxed runs (``state``); the
+    # host's /tmp is not the client's: its temporary files go to its private folder
+    view = prepare(client, home)
+    env = {**{k: v for k, v in os.environ.items() if k != prof.home_env},
+           "TMPDIR": view.tmpdir}
+    overlays, filters = list(view.overlays), {}
+    if client == "gemini":  # hooks no user or repository setting switches off
+        from . import gemini_settings
+
+        guard = gemini_settings.prepare(home, cwd, view.held)
+        overlays += guard.overlays
+        filters, env = guard.filters, {**env, **guard.env}
+    held = hold_config(home, [c for c in prof.config_files
+                              if not any(c.startswith(d) for d in prof.private_dirs)])
+    try:
+        return run_agent(command, settings, cwd, home, endpoint=endpoint, timeout=timeout,
+                         overlays=overlays, filters=filters, env=env, err=err)
+    finally:
+        release_config(held)
+
+
 def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *,
               endpoint: Endpoint | None = None, timeout: float | None = None,
               env: dict[str, str] | None = None, opened: Sequence[str] = (),
@@ -298,7 +331,7 @@ def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *
               filters: Mapping[str, Callable[[str], str]] | None = None,
               err: Any = None) -> int:
     """Run the client with the terminal attached; return its exit status."""
-    from .run import start_holding_signals, supervise
+    from agent_sandbox.runtime.run import start_holding_signals, supervise
 
     base = dict(os.environ if env is None else env)
     ports = [RELAY_PORT]

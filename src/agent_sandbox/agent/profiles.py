@@ -6,7 +6,7 @@ it reads there. ``agent_settings`` adds the API hosts to a run's srt settings
 (a host the settings deny stays denied: ``deniedDomains`` wins in the proxy,
 so a fleet that forbids a client's API forbids the client) and names the
 inputs in ``denyWrite`` again; it opens nothing for writing. The state folders
-are replaced inside the sandbox by private ones (``runtime.agent_state``): the
+are replaced inside the sandbox by private ones (``agent.state``): the
 host's folder, which the same client reads when it later runs outside our
 sandbox, is never written from inside; the inputs (``config_files``) are bound
 read-only from the host's own files.
@@ -17,20 +17,17 @@ deny of the settings it is given.
 
 from __future__ import annotations
 
+from agent_sandbox.contract import WRAPPER_MARK
 from agent_sandbox.errors import SandboxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .settings import Settings
-
-
-# The line that marks the wrapper scripts the roles install (``render.agents``):
-# a program carrying it is never taken for the client itself.
-WRAPPER_MARK = b"# agent-sandbox wrapper: runs the client through `sandbox agent`"
+    from agent_sandbox.runtime.settings import Settings
 
 
 def is_wrapper(path: str) -> bool:
-    """Whether ``path`` is one of our wrapper scripts (reads its first bytes)."""
+    """Whether ``path`` is one of our wrapper scripts (``contract.WRAPPER_MARK``,
+    read in its first bytes): a program carrying it is never taken for the client."""
     try:
         with open(path, "rb") as fh:
             return WRAPPER_MARK in fh.read(512)
@@ -65,14 +62,14 @@ class Profile:
 # private_dirs and config_files are relative to the home folder (a folder ends
 # in /). private_dirs: every folder the client writes (sessions, logs, caches,
 # history, and whatever a later version adds); under ``sandbox agent`` each is a
-# private folder (``agent_state``), the first one also holding the client's
+# private folder (``state``), the first one also holding the client's
 # TMPDIR. config_files: the host's inputs the client needs (settings, hooks,
 # policies, trust, MCP servers, extensions, commands, agents, instructions,
 # environment files, credentials), bound read-only from the host's files, or as
 # what their absence means (an empty folder, ``{}``, an empty file) when the host
 # has none: a new input of a later client version is simply not seen inside,
 # never a channel out. One beside the folders (``~/.claude.json``) is the host's
-# file, held read-only (``agent_run.hold_config``). Credentials are read-only
+# file, held read-only (``run.hold_config``). Credentials are read-only
 # too: a token the client refreshes inside cannot be written back (the client
 # refreshes again on its next run, or the user logs in on the host).
 PROFILES: dict[str, Profile] = {
@@ -172,7 +169,7 @@ def agent_settings(settings: Settings, client: str, home: str,
     one port into the sandbox itself, and the proxy keeps refusing loopback."""
     import os
 
-    from .settings import parse
+    from agent_sandbox.runtime.settings import parse
 
     p = profile(client)
     doc = settings.to_srt()
