@@ -41,10 +41,11 @@ def find_repo(start: str) -> str:
     """The connected repository at or above ``start`` (the registry of
     ``sandbox init``, as the hook asks it); else, on a host whose managed policy
     sends escalations to this user's host-level queue, that queue's site
-    (``state_paths.Site``). Never a ``.sandbox/`` merely found on the way up:
+    (``repo_layout.Site``). Never a ``.sandbox/`` merely found on the way up:
     one planted in a subfolder would bring its own queue, policy and settings."""
     from .policy.registry import repository_of
-    from .state_paths import Site, account_home, host_site
+    from .repo_layout import Site, host_site
+    from .state_paths import account_home
 
     repo = repository_of(os.path.abspath(start), account_home())
     if repo is not None:
@@ -75,7 +76,7 @@ class Approver:
                                 f"({', '.join(approvers)})")
 
     def _policy_doc(self) -> dict[str, Any]:
-        from .state_paths import Site
+        from .repo_layout import Site
 
         path = Site(self.repo).policy
         try:
@@ -113,7 +114,7 @@ class Approver:
 
         if scope not in REMEMBER_SCOPES:
             raise ApprovalError(f"unknown scope {scope!r} (one of {', '.join(REMEMBER_SCOPES)})")
-        from .state_paths import Site
+        from .repo_layout import Site
 
         if always and Site(self.repo).host:
             raise ApprovalError("--always needs a connected repository; the host-level queue "

@@ -34,14 +34,12 @@ from typing import Any
 
 from . import below_root
 from .errors import SandboxError
+from .repo_layout import AUDIT, FOLDERS, INSTALLED, ORIGINALS, SANDBOX, SPEC_LAYER, under
 from .starter_policy import MANAGED_POLICY, starter_policy
 
 AGENT_FLAGS = ("claude", "codex", "cursor", "gemini")
-QUEUE_DIRS = ("pending", "decided", "claimed", "done")
 AGENT_DIRS = (".claude", ".cursor", ".gemini", ".codex", ".vscode")
-SANDBOX_DIRS = ("escalations", *[f"escalations/{q}" for q in QUEUE_DIRS], "audit", "originals",
-                "state")
-STATE_FILE = ".sandbox/state/installed.json"
+STATE_FILE = INSTALLED
 MCP_NAME = "agent-sandbox"
 MCP_STARTUP_S = 30  # Codex's startup_timeout_sec for our server (its default: 10)
 
@@ -96,7 +94,7 @@ def _load_spec(repo: str, agents: list[str], mcp: bool) -> Any:
     from .spec.loader import load_layer, load_stack
     from .spec.models import AgentOptions, McpServer
 
-    repo_layer = os.path.join(repo, ".sandbox", "policy.yml")
+    repo_layer = under(repo, SPEC_LAYER)
     layers = [load_layer(p) for p in (MANAGED_POLICY,) if os.path.isfile(p)]
     with tempfile.TemporaryDirectory() as tmp:
         if os.path.isfile(repo_layer):
@@ -155,7 +153,7 @@ def imported_rules(repo: str, codex_files: list[str]) -> list[dict[str, Any]]:
             raise ConnectorError(f"cannot read the Codex rules file {path}: {exc}") from None
         except RuleSyntaxError as exc:
             raise ConnectorError(f"invalid Codex rules: {exc}") from None
-    settings = ".sandbox/originals/.claude/settings.json"
+    settings = f"{ORIGINALS}/.claude/settings.json"
     if below_root.lstat(repo, settings) is None:
         settings = ".claude/settings.json"
     try:
@@ -187,7 +185,7 @@ def plan(repo: str, agents: list[str], mcp: bool) -> list[Planned]:
     facts = HostFacts(name=socket.gethostname(), os="linux", python=sys.executable,
                       users=(User(getpass.getuser(), home),), repositories=(repo,))
     out: list[Planned] = []
-    sb = os.path.join(repo, ".sandbox")
+    sb = under(repo, SANDBOX)
     doc = policy_document(spec)
     doc["commands"]["rules"] += imported_rules(repo, spec.commands.codex_rules_files)
     out.append(Planned(os.path.join(sb, "policy.json"), _json_bytes(doc), 0o644, "own"))
@@ -250,7 +248,7 @@ def _check_folders(repo: str, folders: Any) -> None:
 
 def _originals_of(folder: str) -> str:
     """Where the saved originals of the files in ``folder`` go."""
-    return f".sandbox/originals/{folder}" if folder else ".sandbox/originals"
+    return f"{ORIGINALS}/{folder}" if folder else ORIGINALS
 
 
 def _make_folder(repo: str, rel: str, mode: int) -> None:
@@ -331,8 +329,8 @@ def _init(repo: str, agents: list[str] | None, mcp: bool, trust: bool) -> dict[s
     if unknown:
         raise ConnectorError(f"unknown agent(s): {', '.join(unknown)}")
     # every folder of ours, before the spec layer in .sandbox/ is even read
-    _check_folders(repo, [*AGENT_DIRS, *(f".sandbox/{d}" for d in SANDBOX_DIRS)])
-    starter = ".sandbox/policy.yml"
+    _check_folders(repo, [*AGENT_DIRS, *(f"{SANDBOX}/{d}" for d in FOLDERS)])
+    starter = SPEC_LAYER
     layer = below_root.lstat(repo, starter)
     if layer is not None and not stat.S_ISREG(layer.st_mode):
         raise ConnectorError(f"{os.path.join(repo, starter)} is not a regular file; move it "
@@ -340,8 +338,8 @@ def _init(repo: str, agents: list[str] | None, mcp: bool, trust: bool) -> dict[s
     state = _read_state(repo)
     listed, dirs = _state_paths(state)
     created_dirs: list[str] = list(dirs)
-    if below_root.lstat(repo, ".sandbox") is None:
-        created_dirs.append(".sandbox")
+    if below_root.lstat(repo, SANDBOX) is None:
+        created_dirs.append(SANDBOX)
     # agent directories that do not exist yet are ours to remove later
     for d in AGENT_DIRS:
         if below_root.lstat(repo, d) is None and d not in created_dirs:
@@ -371,12 +369,12 @@ def _init(repo: str, agents: list[str] | None, mcp: bool, trust: bool) -> dict[s
         elif original is not None:
             desired = _merged(p, original[0])
         else:
-            desired = _merged(p, below_root.read_file(repo, f".sandbox/originals/{rel}"))
+            desired = _merged(p, below_root.read_file(repo, f"{ORIGINALS}/{rel}"))
         work.append((p, rel, entry, desired, original))
     # 2. write
-    _make_folder(repo, ".sandbox", 0o777)
-    for d in SANDBOX_DIRS:
-        _make_folder(repo, f".sandbox/{d}", 0o700)
+    _make_folder(repo, SANDBOX, 0o777)
+    for d in FOLDERS:
+        _make_folder(repo, f"{SANDBOX}/{d}", 0o700)
     if below_root.lstat(repo, starter) is None:
         below_root.replace_file(repo, starter, starter_policy().encode(), 0o644)
         files[starter] = {"path": starter, "created": True}
@@ -384,7 +382,7 @@ def _init(repo: str, agents: list[str] | None, mcp: bool, trust: bool) -> dict[s
     for p, rel, entry, desired, original in work:
         if original is not None:  # their bytes, mode and times, saved before ours go in
             theirs, st = original
-            below_root.replace_file(repo, f".sandbox/originals/{rel}", theirs,
+            below_root.replace_file(repo, f"{ORIGINALS}/{rel}", theirs,
                                     st.st_mode & 0o7777, create=True, folder_mode=0o777,
                                     times_ns=(st.st_atime_ns, st.st_mtime_ns))
         try:
@@ -464,7 +462,7 @@ def _uninstall(repo: str) -> dict[str, Any]:
     files, dirs = _state_paths(state)
     # every folder we go through, checked before the first change
     folders = {os.path.dirname(f["path"]) for f in files}
-    _check_folders(repo, [".sandbox", *(f".sandbox/{d}" for d in SANDBOX_DIRS), *dirs,
+    _check_folders(repo, [SANDBOX, *(f"{SANDBOX}/{d}" for d in FOLDERS), *dirs,
                           *folders, *map(_originals_of, folders)])
     restored, removed = [], []
     reg = state.get("settings")
@@ -484,22 +482,22 @@ def _uninstall(repo: str) -> dict[str, Any]:
         restored += client_trust.remove(state["trust"])
     for f in files:
         rel = f["path"]
-        if rel.startswith(".sandbox/"):
+        if rel.startswith(SANDBOX + "/"):
             continue
         if f.get("created"):
             if below_root.unlink(repo, rel):
                 removed.append(rel)
         else:
-            data, st = below_root.read_file_stat(repo, f".sandbox/originals/{rel}")
+            data, st = below_root.read_file_stat(repo, f"{ORIGINALS}/{rel}")
             below_root.replace_file(repo, rel, data, int(f.get("mode", 0o644)), create=True,
                                     folder_mode=0o777, times_ns=(st.st_atime_ns, st.st_mtime_ns))
             restored.append(rel)
     kept_audit = False
     for d in sorted(dirs, key=lambda x: -x.count("/")):
-        if d == ".sandbox":
+        if d == SANDBOX:
             if _has_records(repo):
                 kept_audit = True
-                fd = below_root.open_folder(repo, ".sandbox")
+                fd = below_root.open_folder(repo, SANDBOX)
                 try:
                     names = os.listdir(fd)
                 finally:
@@ -509,15 +507,15 @@ def _uninstall(repo: str) -> dict[str, Any]:
                     # too (one `git add -A` from a commit); its public half
                     # stays beside the checkpoints for verifying
                     if name != "audit":
-                        below_root.remove_tree(repo, f".sandbox/{name}")
+                        below_root.remove_tree(repo, f"{SANDBOX}/{name}")
             else:
-                _quietly(below_root.remove_tree, repo, ".sandbox")
+                _quietly(below_root.remove_tree, repo, SANDBOX)
             continue
         _quietly(below_root.remove_empty_folders, repo, d)
-    if ".sandbox" not in dirs:
+    if SANDBOX not in dirs:
         # .sandbox existed before init (a policy.yml the user wrote): keep that, drop ours
         for name in ("escalations", "originals", "state", "policy.json", "srt-settings.json"):
-            _quietly(below_root.remove_tree, repo, f".sandbox/{name}")
+            _quietly(below_root.remove_tree, repo, f"{SANDBOX}/{name}")
     from .policy.registry import unregister
     from .state_paths import account_home
 
@@ -531,7 +529,7 @@ def _has_records(repo: str) -> bool:
     from .audit.log import CHECKPOINT_DIR, LOCK_NAME, LOG_NAME
 
     try:
-        fd = below_root.open_folder(repo, ".sandbox/audit")
+        fd = below_root.open_folder(repo, AUDIT)
     except FileNotFoundError:
         return False
     try:
@@ -560,7 +558,7 @@ def status(repo: str) -> dict[str, Any]:
     from .queue import FolderQueue
 
     repo = os.path.realpath(repo)
-    sb = os.path.join(repo, ".sandbox")
+    sb = under(repo, SANDBOX)
     state = _read_state(repo)
     q = FolderQueue(os.path.join(sb, "escalations"))
     recent = []

@@ -5,10 +5,10 @@ layers), each checked again against the spec model when it is read."""
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from ..errors import SandboxError
+from ..repo_layout import POLICY, under
 from ..spec.actions import Action
 
 
@@ -17,7 +17,7 @@ class ActionCatalogError(SandboxError):
 
 
 def policy_path(repo: str) -> str:
-    return os.path.join(repo, ".sandbox", "policy.json")
+    return under(repo, POLICY)
 
 
 def load(repo: str) -> dict[str, Action]:

@@ -11,6 +11,8 @@ from agent_sandbox import contract
 from agent_sandbox.audit.log import LOG_NAME, AuditLog
 from agent_sandbox.audit.storage import AuditError
 
+from ..repo_layout import AUDIT
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -54,7 +56,7 @@ def repo_log(repo: Any, audit: Any = None, **kwargs: Any) -> AuditLog:
     """
     from pathlib import Path
 
-    rel = audit.path if audit is not None else ".sandbox/audit"
+    rel = audit.path if audit is not None else AUDIT
     return AuditLog(Path(repo) / rel, **{**_schedule(audit), **kwargs})
 
 

@@ -60,7 +60,7 @@ from agent_sandbox.audit.storage import (
 )
 from agent_sandbox.audit.tail import TailState, read_tail
 from agent_sandbox.quickhash import sha256_hex
-from agent_sandbox.state_paths import default_audit_key
+from agent_sandbox.repo_layout import default_audit_key
 
 # Kept off the import path (the hook imports this module): typing, pathlib,
 # datetime and threading are only named in annotations or imported on demand.

@@ -15,6 +15,8 @@ import sys
 
 from agent_sandbox.atomic_file import create_once
 
+from ..repo_layout import AUDIT, under
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -29,7 +31,8 @@ def append_audit(repo: str, event: str, fields: dict[str, Any], *, quick: bool =
     could not be written."""
     try:
         from agent_sandbox.audit.log import AuditLog
-        from agent_sandbox.state_paths import Site, repo_key_path
+        from agent_sandbox.repo_layout import Site
+        from agent_sandbox.state_paths import repo_key_path
 
         log = AuditLog(Site(repo).audit, key_path=repo_key_path(repo),
                        sync="none" if quick else "always",
@@ -75,7 +78,7 @@ def pin_verifier(repo: str) -> tuple[str, str]:
     from agent_sandbox.audit import AuditLog
     from agent_sandbox.audit.log import CHECKPOINT_DIR
 
-    audit = Path(repo) / ".sandbox" / "audit"
+    audit = Path(under(repo, AUDIT))
     if not ck.stored_notes(audit / CHECKPOINT_DIR):
         log = AuditLog(audit, key_path=repo_key_path(repo), checkpoint_interval=None)
         try:
@@ -87,7 +90,8 @@ def pin_verifier(repo: str) -> tuple[str, str]:
 
 def pinned_verifier(directory: str) -> tuple[str, str] | None:
     """(pin path, verifier key) pinned for the log in ``directory``, or None."""
-    from agent_sandbox.state_paths import repo_of_log, repo_pin_path
+    from agent_sandbox.repo_layout import repo_of_log
+    from agent_sandbox.state_paths import repo_pin_path
 
     repo = repo_of_log(directory)
     if repo is None:

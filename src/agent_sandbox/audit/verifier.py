@@ -166,7 +166,7 @@ def default_key_paths(directory: Path) -> list[Path]:
     """Where the signing key of the log in ``directory`` is kept by default."""
     from agent_sandbox.contract import HOST_AUDIT_DIR as HOST_LOG_DIR
     from agent_sandbox.contract import HOST_AUDIT_KEY as HOST_KEY
-    from agent_sandbox.state_paths import repo_of_log
+    from agent_sandbox.repo_layout import repo_of_log
 
     paths = [directory.parent / "audit-keys" / f"{directory.name}.ed25519"]
     repo = repo_of_log(str(directory))

@@ -28,6 +28,8 @@ import typer
 from agent_sandbox.display import printable
 from agent_sandbox.errors import SandboxError
 
+from ..repo_layout import SANDBOX
+
 audit_app = typer.Typer(
     name="audit",
     help="Verify, search and export the tamper-evident audit log.",
@@ -41,7 +43,7 @@ DirArg = Annotated[Path, typer.Argument(help="Audit log folder (holds audit.json
 def _dir(directory: Path) -> Path:
     """Accept a repository too: its log lives in ``.sandbox/audit``."""
     if not (directory / "audit.jsonl").exists():
-        inner = directory / ".sandbox" / "audit"
+        inner = directory / SANDBOX / "audit"
         if (inner / "audit.jsonl").exists():
             return inner
     return directory
@@ -127,7 +129,7 @@ def pin_cmd(repo: Annotated[Path, typer.Argument(help="A connected repository.")
     """Pin the verifier key of the repository's log in the user's state folder."""
     from agent_sandbox.audit.repo import pin_verifier
 
-    if not (repo / ".sandbox").is_dir():
+    if not (repo / SANDBOX).is_dir():
         _die(f"{repo} is not connected (no .sandbox/): run `sandbox init` first")
     try:
         path, text = pin_verifier(str(repo.resolve()))

@@ -257,7 +257,7 @@ def pre_tool(agent: str, event: str, data: dict[str, Any]) -> int:
         out, code = answer(agent, event, False, msg)
         return _emit(out, code)
     # escalate: to the repository's queue, or on a host without `sandbox init`
-    # to this user's host-level queue (state_paths.Site), for `sandbox watch`
+    # to this user's host-level queue (repo_layout.Site), for `sandbox watch`
     return _escalate(agent, event, data, policy, repo or _host_site(queue=True), call,
                      decision)
 
@@ -265,7 +265,7 @@ def pre_tool(agent: str, event: str, data: dict[str, Any]) -> int:
 def _host_site(queue: bool = False) -> str:
     """This user's host-level site (audit, and with ``queue`` its approval
     queue), created on first use in the user's state folder."""
-    from ..state_paths import Site, host_site
+    from ..repo_layout import Site, host_site
 
     site = host_site()
     os.makedirs(Site(site).audit, mode=0o700, exist_ok=True)

@@ -50,6 +50,7 @@ from typing import Any
 
 from agent_sandbox import contract as _contract
 
+from ..repo_layout import AUDIT, POLICY, QUEUE, SANDBOX, SPEC_LAYER, under
 from . import VerifyError
 from .netlab import CLIENT, Upstream, upstream_network
 
@@ -239,7 +240,7 @@ def _writable_root(ctx: Context) -> str:
     raise VerifyError("no existing folder among the settings' allowWrite roots")
 
 
-PROTECTED = (".claude/settings.json", ".sandbox/policy.json", ".git/hooks/pre-commit",
+PROTECTED = (".claude/settings.json", POLICY, ".git/hooks/pre-commit",
              ".git/config", ".bashrc", ".mcp.json", ".vscode/settings.json")
 
 
@@ -384,8 +385,8 @@ def _repo(ctx: Context) -> str:
     repo = tempfile.mkdtemp(prefix="agent-sandbox-verify-repo-", dir=_writable_root(ctx))
     ctx.notes["cleanup"] = [*ctx.notes.get("cleanup", []), repo]
     # An empty repository layer: the host's managed policy is what is under test.
-    os.makedirs(os.path.join(repo, ".sandbox"), exist_ok=True)
-    with open(os.path.join(repo, ".sandbox", "policy.yml"), "w", encoding="utf-8") as fh:
+    os.makedirs(under(repo, SANDBOX), exist_ok=True)
+    with open(under(repo, SPEC_LAYER), "w", encoding="utf-8") as fh:
         fh.write("version: 1\n")
     proc = sandbox_cli(ctx, ["init", repo, "--claude"])
     if proc.returncode != 0:
@@ -395,7 +396,7 @@ def _repo(ctx: Context) -> str:
 
 
 def _pending(repo: str) -> list[str]:
-    pending = os.path.join(repo, ".sandbox", "escalations", "pending")
+    pending = under(repo, f"{QUEUE}/pending")
     try:
         return sorted(os.listdir(pending))
     except FileNotFoundError:
@@ -471,7 +472,7 @@ def _tail_holds(log: str, text: str) -> bool:
 def check_audit(ctx: Context) -> str:
     require("agent_sandbox.audit", "the audit log")
     dirs = []
-    repo_audit = os.path.join(_repo(ctx), ".sandbox", "audit")
+    repo_audit = under(_repo(ctx), AUDIT)
     dirs.append(repo_audit)
     host_audit = os.environ.get(_contract.AUDIT_DIR_ENV, _contract.HOST_AUDIT_DIR)
     if os.path.isfile(os.path.join(host_audit, "audit.jsonl")):

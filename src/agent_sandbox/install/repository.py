@@ -24,6 +24,8 @@ from typing import Any
 from agent_sandbox.contract import self_argv
 from agent_sandbox.errors import InstallError
 
+from ..repo_layout import SANDBOX, under
+
 STARTER_POLICY = """# Repository policy layer (see `sandbox schema`). The fleet's managed layers
 # above it may only be tightened here.
 version: 1
@@ -73,7 +75,7 @@ def _as_owner(repo: str, uid: int, flags: list[str], policy: str, python: str) -
 
 def _connect(repo: str, flags: list[str], policy: str, python: str) -> bool:
     changed = False
-    folder = os.path.join(repo, ".sandbox")
+    folder = under(repo, SANDBOX)
     start = os.path.join(folder, "policy.yml")
     if policy and not os.path.lexists(start):
         os.makedirs(folder, mode=0o755, exist_ok=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from ..repo_layout import SANDBOX
 from ..spec import paths
 from ..spec.rules import Verdict, command_matches, compound_pattern, normalise_command
 from . import modelled, shell
@@ -218,7 +219,7 @@ def _segment(policy: Policy, seg: shell.Segment, cwds: list[str] | None, base: s
     # writes found by shape (a modelled command's arguments are judged exactly below)
     mutating = name in MUTATORS
     for a, dyn in zip(argv[1:], seg.dynamic[1:], strict=False):
-        if dyn and mutating and (".sandbox" in a or a.startswith("$")):
+        if dyn and mutating and (SANDBOX in a or a.startswith("$")):
             d.add(ESCALATE, f"{name} on a path decided at run time ({a!r})")
         for cand in _path_candidates(a):
             for full in _paths_in(policy, d, cand, cwds or [here],
@@ -230,7 +231,7 @@ def _segment(policy: Policy, seg: shell.Segment, cwds: list[str] | None, base: s
                 if mutating and policy.is_protected(full):
                     d.add(DENY, f"{name} may modify {full}, which is protected")
                     d.risk = "high"
-        if mutating and ".sandbox" in a.split("/") and a not in ("--",):
+        if mutating and SANDBOX in a.split("/") and a not in ("--",):
             d.add(DENY, f"{name} names the sandbox state directory ({a!r})")
             d.risk = "high"
     # network

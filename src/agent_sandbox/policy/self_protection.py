@@ -16,6 +16,7 @@ import os
 import sys
 
 from .. import contract, protected
+from ..repo_layout import SANDBOX, under
 
 # Never readable by an agent: the keys that sign audit checkpoints, in any log's
 # key folder (a repository's .sandbox/audit-keys, the host's and the user's state).
@@ -35,5 +36,5 @@ def protected_paths(repo: str | None, home: str) -> list[str]:
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     rules += [package, os.path.realpath(package), sys.prefix, os.path.realpath(sys.prefix)]
     if repo:
-        rules.append(os.path.join(repo, ".sandbox"))
+        rules.append(under(repo, SANDBOX))
     return sorted(set(rules))

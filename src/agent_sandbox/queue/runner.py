@@ -35,8 +35,8 @@ def sandbox_dir(repo: str) -> str:
 
 
 def queue_for(repo: str) -> FolderQueue:
-    """The queue of a repository, or of the host-level site (``state_paths.Site``)."""
-    from agent_sandbox.state_paths import Site
+    """The queue of a repository, or of the host-level site (``repo_layout.Site``)."""
+    from agent_sandbox.repo_layout import Site
 
     return FolderQueue(Site(repo).queue)
 
@@ -53,7 +53,7 @@ def pinned_roots(repo: str, cwd: str) -> tuple[list[str], list[str]]:
     """(the folders an approved command of ``repo`` may read that the agent can write:
     its settings' writable roots and the repository; the runtime's own state in
     them, which no command writes)."""
-    from agent_sandbox.state_paths import Site
+    from agent_sandbox.repo_layout import Site
 
     site = Site(repo)
     roots = [] if site.host else [repo]
@@ -204,9 +204,9 @@ def sandboxed(repo: str, req: dict[str, Any], argv: list[str], *, command: str,
     """Run ``argv`` for the approved request ``req`` in a new sandbox with the
     repository's settings, in the request's folder; ``failed`` when the sandbox
     cannot start (it never runs unsandboxed)."""
+    from agent_sandbox.repo_layout import Site
     from agent_sandbox.runtime.errors import SandboxStartError
     from agent_sandbox.runtime.run import run_sandboxed
-    from agent_sandbox.state_paths import Site
 
     site = Site(repo)
     settings = site.settings

@@ -19,6 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from ..errors import Problem, SpecError
+from ..repo_layout import SANDBOX
 from .layer import Layer, Path_, clean_loc, dotted, message, validate_layer
 from .models import Spec
 
@@ -153,7 +154,7 @@ def load_layer(path: str) -> Layer:
     layer = parse_yaml(text, path)
     layer.name = os.path.basename(path)
     import_codex_rules(layer, layer_base(path))
-    if os.path.basename(os.path.dirname(os.path.abspath(path))) == ".sandbox":
+    if os.path.basename(os.path.dirname(os.path.abspath(path))) == SANDBOX:
         layer.base = layer_base(path)
     return layer
 
@@ -162,7 +163,7 @@ def layer_base(path: str) -> str:
     """The folder a layer's relative paths start from: the repository for a
     repository layer (``<repo>/.sandbox/*.yml``), else the file's folder."""
     folder = os.path.dirname(os.path.abspath(path))
-    return os.path.dirname(folder) if os.path.basename(folder) == ".sandbox" else folder
+    return os.path.dirname(folder) if os.path.basename(folder) == SANDBOX else folder
 
 
 def import_codex_rules(layer: Layer, base: str) -> None:

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from .. import contract
+from ..repo_layout import AUDIT
 from . import domains, paths
 from .actions import ActionEntry, ActionName
 from .base import Strict, duration_field, parse_duration
@@ -259,7 +260,7 @@ class AuditExport(Strict):
 
 class Audit(Strict):
     enabled: bool = True
-    path: str = Field(default=".sandbox/audit", description="Log folder (per repository).")
+    path: str = Field(default=AUDIT, description="Log folder (per repository).")
     host_path: AbsPath = Field(
         default=contract.HOST_AUDIT_DIR,
         description="Host audit folder (root only). The proxy service keeps its own chain "

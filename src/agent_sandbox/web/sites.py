@@ -259,7 +259,7 @@ def trail(repo: str, rid: str) -> list[dict[str, Any]]:
 
     from agent_sandbox.audit.query import iter_records, log_path
     from agent_sandbox.audit.storage import AuditError
-    from agent_sandbox.state_paths import Site
+    from agent_sandbox.repo_layout import Site
 
     try:
         path = log_path(Site(repo).audit)
@@ -299,7 +299,7 @@ def verify_log(repo: str) -> dict[str, Any]:
     from agent_sandbox.audit import verify
     from agent_sandbox.audit.repo import pinned_verifier
     from agent_sandbox.errors import SandboxError
-    from agent_sandbox.state_paths import Site
+    from agent_sandbox.repo_layout import Site
 
     directory = Site(repo).audit
     pinned = pinned_verifier(directory)
