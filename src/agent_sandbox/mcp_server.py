@@ -91,7 +91,7 @@ def _inside(repo: str, cwd: str) -> bool:
 
 def _mcp_text(rec: dict[str, Any] | None) -> str:
     """A finished request as this tool's result (the command ran; it is not a refusal)."""
-    from .hooks.escalate import describe_result
+    from .approval.escalation import describe_result
 
     if not rec or rec.get("status") != "completed":
         return ""
@@ -143,9 +143,10 @@ def build(repo: str) -> Any:
                              wait_seconds: float = DEFAULT_WAIT) -> str:
         import anyio
 
-        from .hooks.escalate import describe_result, escalate, follow
+        from .approval.escalation import describe_result, escalate, follow
+        from .approval.executor import run_command
+        from .audit.repo import audit
         from .policy.decision import Call
-        from .queue.runner import audit, run_command
 
         wd = os.path.realpath(cwd or repo)
         if not _inside(repo, wd):
@@ -187,9 +188,8 @@ def build(repo: str) -> Any:
     async def check_request(request_id: str, wait_seconds: float = 0.0) -> str:
         import anyio
 
-        from .hooks.escalate import describe_result, follow
-        from .queue import valid_id
-        from .queue.runner import queue_for
+        from .approval.escalation import describe_result, follow
+        from .queue import queue_for, valid_id
 
         if not valid_id(request_id):
             return f"refused: {request_id!r} is not a request id"
@@ -205,7 +205,7 @@ def build(repo: str) -> Any:
             res = follow(repo, request_id, wait_deadline=time.monotonic() + wait,
                          timeout_on_expiry=False)
             if res.status == "pending":
-                from .queue.runner import changed_since
+                from .approval.executor import changed_since
 
                 moved = changed_since(repo, q.request(request_id) or {})
                 return (f"request {request_id} is still waiting for approval"
@@ -218,7 +218,8 @@ def build(repo: str) -> Any:
 
     @server.tool(description="How the sandbox is set up and what is waiting.")
     def sandbox_status() -> str:
-        from .queue.runner import queue_for, recover_and_run
+        from .approval.executor import recover_and_run
+        from .queue import queue_for
 
         q = queue_for(repo)
         recover_and_run(repo)
@@ -284,7 +285,7 @@ def _after_start(repo: str) -> None:
     except McpSetupError as exc:
         sys.stderr.write(f"agent-sandbox mcp: {exc}\n")
     try:
-        from .queue.runner import recover_and_run
+        from .approval.executor import recover_and_run
 
         recover_and_run(repo)
     except Exception as exc:  # the tools still work; sandbox_status recovers again

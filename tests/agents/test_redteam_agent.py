@@ -632,7 +632,7 @@ def watch_screen(env: dict[str, Path], summary: str) -> str:
 
     from rich.console import Console
 
-    from agent_sandbox.approver import Approver, _table
+    from agent_sandbox.approval.approver import Approver, _table
 
     repo = init_repo(env["tmp"] / "repo", env["home"])
     from agent_sandbox import contract

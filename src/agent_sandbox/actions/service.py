@@ -26,8 +26,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..audit.repo import audit
 from ..errors import SandboxError
-from ..queue.runner import audit, queue_for
+from ..queue import queue_for
 from . import catalog
 from . import params as action_params
 
@@ -85,7 +86,7 @@ def request(repo: str, name: str, params: Any, *, agent: str = "cli", wait: floa
     """Run action ``name`` with ``params`` for an agent: at once when the gate lets
     it, else after a human approves it (waiting at most ``wait`` seconds; with
     ``detach`` the request outlives the wait, status ``pending``)."""
-    from ..hooks.escalate import follow
+    from ..approval.escalation import follow
     from ..queue import new_id
 
     repo = os.path.realpath(repo)

@@ -44,6 +44,12 @@ def append_audit(repo: str, event: str, fields: dict[str, Any], *, quick: bool =
         return False
 
 
+def audit(repo: str, event: str, **fields: Any) -> None:
+    """Append to the repository's audit log (``append_audit``); an audit failure is
+    reported on stderr and never turns a refusal into an allow."""
+    append_audit(repo, event, fields)
+
+
 def log_dir(repo: str) -> str:
     return os.path.join(repo, ".sandbox", "audit")
 

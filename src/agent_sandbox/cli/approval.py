@@ -1,5 +1,5 @@
 """CLI for the approval loop: init, uninstall, watch, pending, approve, deny,
-mcp, status. Thin shells over ``repo_init``, ``approver`` and ``mcp_server``;
+mcp, status. Thin shells over ``repo_init``, ``approval`` and ``mcp_server``;
 every refusal is a one-line message and exit status 1, never a traceback."""
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
     def pending_cmd(directory: str = typer.Argument("."),
                     as_json: bool = typer.Option(False, "--json")) -> None:
         """List requests waiting for a decision."""
-        from ..approver import Approver, age
+        from ..approval.approver import Approver, age
 
         try:
             ap = Approver(directory)
@@ -103,7 +103,7 @@ def register(app: typer.Typer) -> None:
             items = ap.pending()
         except SandboxError as exc:
             _fail(str(exc))
-        from ..queue.runner import changed_since
+        from ..approval.executor import changed_since
         from ..queue.shown import as_json as shown_json
         from ..queue.shown import effect, fields, mismatch, size
 
@@ -150,7 +150,7 @@ def register(app: typer.Typer) -> None:
                         "--json`); refused if the request no longer has it."),
                     ) -> None:
         """Approve one pending request (single use, bound to its exact parameters)."""
-        from ..approver import Approver
+        from ..approval.approver import Approver
 
         directory, rid = _split(args, "approve")
         try:
@@ -164,7 +164,7 @@ def register(app: typer.Typer) -> None:
     def deny_cmd(args: list[str] = typer.Argument(..., help="[DIR] ID"),
                  reason: str = typer.Option("", "--reason")) -> None:
         """Deny one pending request."""
-        from ..approver import Approver
+        from ..approval.approver import Approver
 
         directory, rid = _split(args, "deny")
         try:
@@ -176,7 +176,7 @@ def register(app: typer.Typer) -> None:
     @app.command("watch")
     def watch_cmd(directory: str = typer.Argument(".")) -> None:
         """Interactive approver: live list, keys to approve, deny or always allow."""
-        from ..approver import watch
+        from ..approval.approver import watch
 
         try:
             raise typer.Exit(watch(directory))

@@ -11,14 +11,14 @@ consumed by this process.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
-from ..queue import FolderQueue, QueueError, new_id, request_hash, use_key_of
+from ..audit.repo import audit
+from ..hooks.budget import RUN_WAIT
+from ..queue import FolderQueue, QueueError, new_id, queue_for, request_hash, use_key_of
 from ..queue.notify import Watcher
-from ..queue.runner import audit, fork_runner, queue_for
-from .budget import RUN_WAIT
+from .executor import fork_runner
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def escalate(repo: str, call: Call, decision: Decision, *, agent: str, session: 
     seen = decision.remembered_content
     remembered = False
     if call.kind == "bash":  # bound to the content it would run (queue.content)
-        from ..queue.runner import pin_content, pin_remembered
+        from .executor import pin_content, pin_remembered
 
         remembered = seen is not None and pin_remembered(repo, q, record, seen)
         why = None if remembered else pin_content(repo, q, record)
@@ -259,21 +259,3 @@ def follow(repo: str, rid: str, *, wait_deadline: float, run_wait: float = RUN_W
     return Outcome(False, describe_result(final, limit), request_id=rid,
                    status=str(final.get("status")), record=final)
 
-
-def session_summary(repo: str | None) -> str:
-    """What SessionStart tells the agent."""
-    lines = [
-        "This session runs under agent-sandbox. Every tool call is checked against the "
-        "repository's policy: allowed calls run normally, denied ones are refused, and "
-        "privileged ones wait for a human to approve them outside this session.",
-        "When a call is approved, agent-sandbox runs it itself inside the sandbox and returns "
-        "its output to you in the refusal message (the tool did not run; read its output "
-        "there). Never try to approve, edit .sandbox/, agent settings, hooks or MCP "
-        "configuration: those writes are always refused.",
-    ]
-    if repo:
-        q = FolderQueue(os.path.join(repo, ".sandbox", "escalations"))
-        c = q.counts()
-        lines.append(f"Repository {repo}: {c['pending']} request(s) waiting for approval, "
-                     f"{c['running']} running.")
-    return "\n".join(lines)

@@ -32,9 +32,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..display import escaped_count, printable
+from ..queue.shown import effect, fields, mismatch, size
 from .approver import ApprovalError, Approver, age
-from .display import escaped_count, printable
-from .queue.shown import effect, fields, mismatch, size
 
 PREVIEW = 400  # printable characters of one field the list shows whole
 HEAD, TAIL = 240, 120  # what the list shows of a longer one

@@ -3,7 +3,7 @@
 ``Approver(repo)`` lists pending requests and approves, denies or always-allows
 them (the functions behind ``sandbox approve``/``deny``/``pending`` and the
 keys of ``sandbox watch``). ``watch(repo)`` is the interactive terminal
-(``agent_sandbox.watch``): a list of pending requests and a detail view of one, both
+(``approval.watch``): a list of pending requests and a detail view of one, both
 built from the fields its approval is bound to (``queue.shown``), updated live
 through watchdog (inotify) events on the queue folders.
 
@@ -21,12 +21,13 @@ import os
 import time
 from typing import Any
 
-from .atomic_file import replace_file
-from .errors import SandboxError
-from .policy.decision import PolicyError
-from .policy.engine import Policy
-from .queue import FolderQueue, QueueError, alive
-from .queue.runner import audit, queue_for, recover_and_run, spawn_runner
+from ..atomic_file import replace_file
+from ..audit.repo import audit
+from ..errors import SandboxError
+from ..policy.decision import PolicyError
+from ..policy.engine import Policy
+from ..queue import FolderQueue, QueueError, alive, queue_for
+from .executor import recover_and_run, spawn_runner
 
 
 class ApprovalError(SandboxError):
@@ -43,8 +44,8 @@ def find_repo(start: str) -> str:
     sends escalations to this user's host-level queue, that queue's site
     (``state_paths.Site``). Never a ``.sandbox/`` merely found on the way up:
     one planted in a subfolder would bring its own queue, policy and settings."""
-    from .policy.registry import repository_of
-    from .state_paths import Site, account_home, host_site
+    from ..policy.registry import repository_of
+    from ..state_paths import Site, account_home, host_site
 
     repo = repository_of(os.path.abspath(start), account_home())
     if repo is not None:
@@ -75,7 +76,7 @@ class Approver:
                                 f"({', '.join(approvers)})")
 
     def _policy_doc(self) -> dict[str, Any]:
-        from .state_paths import Site
+        from ..state_paths import Site
 
         path = Site(self.repo).policy
         try:
@@ -109,11 +110,11 @@ class Approver:
         request the approver looked at (refused if it changed since). With
         ``always``, also remember exactly this call (``scope`` "exact"), or this
         call in any directory of the repository (``scope`` "anywhere")."""
-        from .policy.remember import REMEMBER_SCOPES
+        from ..policy.remember import REMEMBER_SCOPES
 
         if scope not in REMEMBER_SCOPES:
             raise ApprovalError(f"unknown scope {scope!r} (one of {', '.join(REMEMBER_SCOPES)})")
-        from .state_paths import Site
+        from ..state_paths import Site
 
         if always and Site(self.repo).host:
             raise ApprovalError("--always needs a connected repository; the host-level queue "
@@ -144,7 +145,7 @@ class Approver:
     def _may_approve_action(self, req: dict[str, Any], always: bool) -> None:
         """An action is approved one call at a time, by one of its approvers (as
         the repository's policy names them now, not as the request says)."""
-        from .actions.catalog import get
+        from ..actions.catalog import get
 
         if always:
             raise ApprovalError("an action is approved one call at a time (no --always)")
@@ -174,7 +175,7 @@ class Approver:
         """Always allow this exact call in this repository (until remember_ttl):
         bound to the tool, its arguments and content, and (scope "exact") its
         working directory (``policy.remember.remembered_key``)."""
-        from .policy.remember import remembered_key
+        from ..policy.remember import remembered_key
 
         key = remembered_key(str(req.get("tool")), req.get("params"), str(req.get("cwd")),
                              scope)
@@ -214,7 +215,7 @@ def account_name(uid: int | None = None) -> str:
 
 
 def _valid(rid: str) -> bool:
-    from .queue import valid_id
+    from ..queue import valid_id
 
     return valid_id(rid)
 
