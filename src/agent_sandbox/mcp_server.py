@@ -252,7 +252,7 @@ def build(repo: str) -> Any:
                          wait_seconds: float = DEFAULT_WAIT) -> str:
         import anyio
 
-        from .actions.service import request
+        from .approval.action_request import request
 
         wait = max(0.0, min(float(wait_seconds), MAX_WAIT))
 

@@ -6,7 +6,8 @@ see it through) -> a human decides with ``approver`` (``sandbox approve``/``deny
 /``pending``, the web dashboard), or ``watch`` (``sandbox watch``) -> ``executor``
 runs the approved request: a command through the sandbox runtime, a file write
 through ``approved_write``, an action through ``actions.service``.
-Every step is audited (``audit.repo``).
+``action_request`` is an agent's action call, start to end, through the same
+escalation. Every step is audited (``audit.repo``).
 
 The direction is one way: this package uses ``queue``, ``actions``, ``runtime`` and
 ``audit``; none of them imports it. Importing this package is free: the hook
