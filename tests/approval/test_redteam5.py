@@ -91,7 +91,8 @@ def _watch_screen(repo: Path, width: int = 120, height: int = 40) -> str:
     from rich.console import Console
     from rich.live import Live
 
-    from agent_sandbox.approval.approver import Approver, _table
+    from agent_sandbox.approval.approver import Approver
+    from agent_sandbox.approval.watch import list_frame
 
     ap = Approver(str(repo))
     buf = io.StringIO()
@@ -101,7 +102,7 @@ def _watch_screen(repo: Path, width: int = 120, height: int = 40) -> str:
                 redirect_stderr=False)
     live.start()
     try:
-        live.update(_table(ap, ap.pending(), 0, ""), refresh=True)
+        live.update(list_frame(ap, ap.pending(), 0, "").renderable, refresh=True)
         return buf.getvalue()
     finally:
         live.stop()

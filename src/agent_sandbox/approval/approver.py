@@ -1,11 +1,9 @@
 """The human side of the approval loop: decide on queued requests.
 
 ``Approver(repo)`` lists pending requests and approves, denies or always-allows
-them (the functions behind ``sandbox approve``/``deny``/``pending`` and the
-keys of ``sandbox watch``). ``watch(repo)`` is the interactive terminal
-(``approval.watch``): a list of pending requests and a detail view of one, both
-built from the fields its approval is bound to (``queue.shown``), updated live
-through watchdog (inotify) events on the queue folders.
+them (the functions behind ``sandbox approve``/``deny``/``pending``, the web
+dashboard and the keys of ``sandbox watch``). The interactive terminal is its own
+view over this (``approval.watch``); nothing here draws.
 
 Approving is out of band: nothing here is reachable from an agent's tools
 (the policy engine denies ``sandbox approve`` and writes under ``.sandbox/``),
@@ -231,18 +229,3 @@ def age(ts: Any) -> str:
         return f"{s // 60}m"
     return f"{s // 3600}h"
 
-
-# -- the interactive terminal (watch.py) ------------------------------------------
-
-def _table(approver: Approver, items: list[dict[str, Any]], selected: int, note: str) -> Any:
-    """The list view of ``sandbox watch``, unmeasured (``watch.list_frame``)."""
-    from .watch import list_frame
-
-    return list_frame(approver, items, selected, note).renderable
-
-
-def watch(repo: str, *, stdin: Any = None) -> int:
-    """``sandbox watch`` (``watch.watch``)."""
-    from .watch import watch as run
-
-    return run(repo, stdin=stdin)

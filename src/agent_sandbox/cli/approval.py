@@ -176,7 +176,7 @@ def register(app: typer.Typer) -> None:
     @app.command("watch")
     def watch_cmd(directory: str = typer.Argument(".")) -> None:
         """Interactive approver: live list, keys to approve, deny or always allow."""
-        from ..approval.approver import watch
+        from ..approval.watch import watch
 
         try:
             raise typer.Exit(watch(directory))
