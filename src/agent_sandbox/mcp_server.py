@@ -136,6 +136,15 @@ def build(repo: str) -> Any:
             "check_request. You cannot approve anything yourself."
         ),
     )
+    _command_tools(server, repo)
+    _status_tool(server, repo)
+    _action_tools(server, repo)
+    return server
+
+
+def _command_tools(server: MCPServer, repo: str) -> None:
+    """``run_privileged`` and ``check_request``: a command through the policy and,
+    when it escalates, the approval loop."""
 
     @server.tool(description="Run a shell command in the sandbox, with human approval when "
                              "the policy requires it.")
@@ -216,6 +225,10 @@ def build(repo: str) -> Any:
 
         return await anyio.to_thread.run_sync(go)
 
+
+def _status_tool(server: MCPServer, repo: str) -> None:
+    """``sandbox_status``: the queue and the policy in brief."""
+
     @server.tool(description="How the sandbox is set up and what is waiting.")
     def sandbox_status() -> str:
         from .approval.executor import recover_and_run
@@ -234,6 +247,11 @@ def build(repo: str) -> Any:
             "approval_ttl_seconds": policy.ttl,
             "allowed_domains": policy.allowed_domains,
         }, indent=2)
+
+
+def _action_tools(server: MCPServer, repo: str) -> None:
+    """``list_actions`` and ``run_action``: the repository's declared actions, each
+    call through its gate and the approvals (``approval.action_request``)."""
 
     @server.tool(description="The privileged infrastructure actions this repository "
                              "declares: name, tier, description and parameter schema.")
@@ -264,8 +282,6 @@ def build(repo: str) -> Any:
             return json.dumps(out.as_json(), indent=2)
 
         return await anyio.to_thread.run_sync(go)
-
-    return server
 
 
 def _checked(repo: str) -> str:
