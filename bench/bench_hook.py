@@ -136,7 +136,7 @@ def bench_round_trip(repo: Path, runs: int) -> dict[str, list[float]]:
     from watchdog.events import FileSystemEventHandler
     from watchdog.observers import Observer
 
-    from agent_sandbox.approver import Approver
+    from agent_sandbox.approval.approver import Approver
 
     seen: dict[str, float] = {}
     arrived = threading.Event()

@@ -88,7 +88,7 @@ ARTIFACT_KINDS: dict[str, str] = {
     "vault-roles": "the Vault/OpenBao plan of roles",
 }
 
-# How the host runs this package's own programs (hooks, the queue's runner, the
+# How the host runs this package's own programs (hooks, the approvals' executor, the
 # proxy service, ``sandbox verify``'s probes): an absolute interpreter, isolated
 # (``-I``: neither the current folder, nor PYTHON* variables, nor the user's site
 # folder on ``sys.path``). They run in folders a sandbox can write: without

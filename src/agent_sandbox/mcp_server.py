@@ -37,6 +37,7 @@ import sys
 import time
 
 from .errors import SandboxError
+from .repo_layout import POLICY, QUEUE, REMEMBERED, under
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def _load(repo: str) -> Policy:
     from .policy.decision import PolicyError
     from .policy.engine import Policy
 
-    path = os.path.join(repo, ".sandbox", "policy.json")
+    path = under(repo, POLICY)
     try:
         with open(path, "rb") as fh:
             doc = json.loads(fh.read())
@@ -67,8 +68,7 @@ def _load(repo: str) -> Policy:
         # ~ in the policy is the account's home; $HOME only adds denials
         return Policy(doc, repo=repo, home=account_home(),
                       shell_home=os.environ.get("HOME") or None,
-                      remembered_path=os.path.join(repo, ".sandbox", "state",
-                                                   "remembered.json"))
+                      remembered_path=under(repo, REMEMBERED))
     except (OSError, ValueError, PolicyError) as exc:
         raise McpSetupError(f"cannot load {path}: {exc}") from None
 
@@ -91,7 +91,7 @@ def _inside(repo: str, cwd: str) -> bool:
 
 def _mcp_text(rec: dict[str, Any] | None) -> str:
     """A finished request as this tool's result (the command ran; it is not a refusal)."""
-    from .hooks.escalate import describe_result
+    from .approval.escalation import describe_result
 
     if not rec or rec.get("status") != "completed":
         return ""
@@ -136,6 +136,15 @@ def build(repo: str) -> Any:
             "check_request. You cannot approve anything yourself."
         ),
     )
+    _command_tools(server, repo)
+    _status_tool(server, repo)
+    _action_tools(server, repo)
+    return server
+
+
+def _command_tools(server: MCPServer, repo: str) -> None:
+    """``run_privileged`` and ``check_request``: a command through the policy and,
+    when it escalates, the approval loop."""
 
     @server.tool(description="Run a shell command in the sandbox, with human approval when "
                              "the policy requires it.")
@@ -143,9 +152,10 @@ def build(repo: str) -> Any:
                              wait_seconds: float = DEFAULT_WAIT) -> str:
         import anyio
 
-        from .hooks.escalate import describe_result, escalate, follow
+        from .approval.escalation import describe_result, escalate, follow
+        from .approval.executor import run_command
+        from .audit.repo import audit
         from .policy.decision import Call
-        from .queue.runner import audit, run_command
 
         wd = os.path.realpath(cwd or repo)
         if not _inside(repo, wd):
@@ -187,9 +197,8 @@ def build(repo: str) -> Any:
     async def check_request(request_id: str, wait_seconds: float = 0.0) -> str:
         import anyio
 
-        from .hooks.escalate import describe_result, follow
-        from .queue import valid_id
-        from .queue.runner import queue_for
+        from .approval.escalation import describe_result, follow
+        from .queue import queue_for, valid_id
 
         if not valid_id(request_id):
             return f"refused: {request_id!r} is not a request id"
@@ -205,7 +214,7 @@ def build(repo: str) -> Any:
             res = follow(repo, request_id, wait_deadline=time.monotonic() + wait,
                          timeout_on_expiry=False)
             if res.status == "pending":
-                from .queue.runner import changed_since
+                from .approval.executor import changed_since
 
                 moved = changed_since(repo, q.request(request_id) or {})
                 return (f"request {request_id} is still waiting for approval"
@@ -216,9 +225,14 @@ def build(repo: str) -> Any:
 
         return await anyio.to_thread.run_sync(go)
 
+
+def _status_tool(server: MCPServer, repo: str) -> None:
+    """``sandbox_status``: the queue and the policy in brief."""
+
     @server.tool(description="How the sandbox is set up and what is waiting.")
     def sandbox_status() -> str:
-        from .queue.runner import queue_for, recover_and_run
+        from .approval.executor import recover_and_run
+        from .queue import queue_for
 
         q = queue_for(repo)
         recover_and_run(repo)
@@ -233,6 +247,11 @@ def build(repo: str) -> Any:
             "approval_ttl_seconds": policy.ttl,
             "allowed_domains": policy.allowed_domains,
         }, indent=2)
+
+
+def _action_tools(server: MCPServer, repo: str) -> None:
+    """``list_actions`` and ``run_action``: the repository's declared actions, each
+    call through its gate and the approvals (``approval.action_request``)."""
 
     @server.tool(description="The privileged infrastructure actions this repository "
                              "declares: name, tier, description and parameter schema.")
@@ -251,7 +270,7 @@ def build(repo: str) -> Any:
                          wait_seconds: float = DEFAULT_WAIT) -> str:
         import anyio
 
-        from .actions.service import request
+        from .approval.action_request import request
 
         wait = max(0.0, min(float(wait_seconds), MAX_WAIT))
 
@@ -264,13 +283,11 @@ def build(repo: str) -> Any:
 
         return await anyio.to_thread.run_sync(go)
 
-    return server
-
 
 def _checked(repo: str) -> str:
     """``repo`` resolved, or McpSetupError when ``sandbox init`` has not prepared it."""
     repo = os.path.realpath(repo)
-    if not os.path.isdir(os.path.join(repo, ".sandbox", "escalations")):
+    if not os.path.isdir(under(repo, QUEUE)):
         raise McpSetupError(f"{repo} has no .sandbox/escalations: run `sandbox init {repo}`")
     return repo
 
@@ -284,7 +301,7 @@ def _after_start(repo: str) -> None:
     except McpSetupError as exc:
         sys.stderr.write(f"agent-sandbox mcp: {exc}\n")
     try:
-        from .queue.runner import recover_and_run
+        from .approval.executor import recover_and_run
 
         recover_and_run(repo)
     except Exception as exc:  # the tools still work; sandbox_status recovers again

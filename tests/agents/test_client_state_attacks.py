@@ -632,7 +632,8 @@ def watch_screen(env: dict[str, Path], summary: str) -> str:
 
     from rich.console import Console
 
-    from agent_sandbox.approver import Approver, _table
+    from agent_sandbox.approval.approver import Approver
+    from agent_sandbox.approval.watch import list_frame
 
     repo = init_repo(env["tmp"] / "repo", env["home"])
     from agent_sandbox import contract
@@ -645,10 +646,10 @@ def watch_screen(env: dict[str, Path], summary: str) -> str:
         approver = Approver(str(repo))
         buf = io.StringIO()
         Console(file=buf, force_terminal=True, width=300, color_system="standard").print(
-            _table(approver, [{"id": "20261201T000000-0123456789ab", "agent": "claude",
-                               "kind": "bash", "risk": "high", "tool": "Bash",
-                               "params": {"command": summary}, "cwd": str(repo),
-                               "reasons": ["escalate"]}], 0, ""))
+            list_frame(approver, [{"id": "20261201T000000-0123456789ab", "agent": "claude",
+                                   "kind": "bash", "risk": "high", "tool": "Bash",
+                                   "params": {"command": summary}, "cwd": str(repo),
+                                   "reasons": ["escalate"]}], 0, "").renderable)
     finally:
         if old is not None:
             os.environ["HOME"] = old

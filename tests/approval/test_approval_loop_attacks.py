@@ -76,7 +76,7 @@ def _finish(proc: subprocess.Popen[bytes], timeout: float = 60) -> tuple[str, st
 
 def _deny_all(repo: Path) -> None:
     """Release every hook still waiting (a blocked attack leaves its request pending)."""
-    from agent_sandbox.approver import Approver
+    from agent_sandbox.approval.approver import Approver
 
     ap = Approver(str(repo))
     for r in ap.pending():
@@ -91,7 +91,8 @@ def _watch_screen(repo: Path, width: int = 120, height: int = 40) -> str:
     from rich.console import Console
     from rich.live import Live
 
-    from agent_sandbox.approver import Approver, _table
+    from agent_sandbox.approval.approver import Approver
+    from agent_sandbox.approval.watch import list_frame
 
     ap = Approver(str(repo))
     buf = io.StringIO()
@@ -101,7 +102,7 @@ def _watch_screen(repo: Path, width: int = 120, height: int = 40) -> str:
                 redirect_stderr=False)
     live.start()
     try:
-        live.update(_table(ap, ap.pending(), 0, ""), refresh=True)
+        live.update(list_frame(ap, ap.pending(), 0, "").renderable, refresh=True)
         return buf.getvalue()
     finally:
         live.stop()
@@ -225,7 +226,7 @@ def test_redaction_cannot_hide_part_of_an_approved_command(repo: Path) -> None:
 
 
 def test_watch_shows_the_whole_command(repo: Path) -> None:
-    from agent_sandbox.queue.runner import queue_for
+    from agent_sandbox.queue import queue_for
 
     q = queue_for(str(repo))
 
@@ -339,7 +340,7 @@ def test_approver_in_a_subfolder_uses_the_connected_repository(repo: Path,
     assert not (outside / "LOOSENED").exists()
     assert q.decision(req["id"]) is None  # the planted queue was never touched
     # control: a request in the connected repository's queue is approved from there
-    from agent_sandbox.queue.runner import queue_for
+    from agent_sandbox.queue import queue_for
 
     real = queue_for(str(repo)).submit({
         "tool": "Bash", "params": {"command": "true"}, "cwd": str(sub), "kind": "bash",
@@ -421,7 +422,7 @@ def _write_private(path: Path, text: str) -> None:
 def test_forged_decisions_without_the_exact_binding_never_run(repo: Path) -> None:
     """Once a decision file exists the queue still checks id, hash and expiry (the
     forger here even writes it as the approver does, mode 0600)."""
-    from agent_sandbox.queue.runner import queue_for
+    from agent_sandbox.queue import queue_for
 
     q = queue_for(str(repo))
 
@@ -461,7 +462,7 @@ def test_forged_decisions_without_the_exact_binding_never_run(repo: Path) -> Non
 
 
 def test_approve_refuses_a_request_that_changed_since_it_was_shown(repo: Path) -> None:
-    from agent_sandbox.queue.runner import queue_for
+    from agent_sandbox.queue import queue_for
 
     q = queue_for(str(repo))
     req = q.submit({"tool": "Bash", "params": {"command": "make test"}, "cwd": str(repo),

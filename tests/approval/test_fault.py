@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_sandbox.approval.executor import recover_and_run
 from agent_sandbox.queue import TERMINAL, FolderQueue
-from agent_sandbox.queue.runner import recover_and_run
 
 from .conftest import BASE_POLICY, claude_pre, make_repo
 
@@ -39,7 +39,7 @@ ENV = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
 
 APPROVER = r"""
 import random, sys, time
-from agent_sandbox.approver import Approver, ApprovalError
+from agent_sandbox.approval.approver import Approver, ApprovalError
 repo, seed = sys.argv[1], int(sys.argv[2])
 rng = random.Random(seed)
 ap = Approver(repo, user="fault-approver")
@@ -219,7 +219,7 @@ def test_sigkill_storm_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> N
 
 
 def test_killed_runner_ends_interrupted_and_is_never_rerun(tmp_path: Path) -> None:
-    from agent_sandbox.queue.runner import spawn_runner
+    from agent_sandbox.approval.executor import spawn_runner
 
     repo = make_repo(tmp_path / "repo")
     log = repo / "steps.log"

@@ -273,7 +273,7 @@ def test_the_protected_set_covers_both_homes(tmp_path: Path) -> None:
 
 
 def test_an_approved_write_is_refused_where_the_engine_would_deny(repo: Path) -> None:
-    from agent_sandbox.queue.runner import apply_write
+    from agent_sandbox.approval.executor import apply_write
 
     for path in (f"{TO_ROOT[0]}{repo}/.sandbox/policy.json",
                  f"{OPAQUE[3]}{repo}/.sandbox/policy.json", "/dev/tty",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_sandbox.approver import ApprovalError, Approver
+from agent_sandbox.approval.approver import ApprovalError, Approver
 from agent_sandbox.queue import FolderQueue
 
 from .conftest import PY, claude_pre, decision_of, run_hook

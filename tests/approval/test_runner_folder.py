@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_sandbox.queue.runner import run_command
+from agent_sandbox.approval.executor import run_command
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 

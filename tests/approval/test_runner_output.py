@@ -22,7 +22,7 @@ KEEP = 64 * 1024
 
 RUNNER = textwrap.dedent("""
     import json, sys
-    from agent_sandbox.queue.runner import run_command
+    from agent_sandbox.approval.executor import run_command
     repo, command = sys.argv[1:]
     rec = run_command(repo, {"id": "20261201T000000-000000000001", "cwd": repo,
                              "params": {"command": command}})

@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 
 from agent_sandbox.display import _hidden, json_line, printable
-from agent_sandbox.queue import request_hash
+from agent_sandbox.queue import queue_for, request_hash
 from agent_sandbox.queue.records import hash_of
-from agent_sandbox.queue.runner import queue_for
 from agent_sandbox.queue.shown import JSON_MARK, fields
 
 from .conftest import PY, claude_pre, run_hook

@@ -1,5 +1,5 @@
 """Approved file writes (Write, Edit, MultiEdit) are applied inside the repository's
-sandbox, never by path on the host (``queue/write_file.py``).
+sandbox, never by path on the host (``approval/approved_write.py``).
 
 Judged from the host: what the file holds afterwards, what ``.git/config`` and a
 secret outside the repository hold, and the result the runner reports. The race
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agent_sandbox.queue.runner import apply_write
+from agent_sandbox.approval.executor import apply_write
 
 from .conftest import PY, REPO, make_repo
 

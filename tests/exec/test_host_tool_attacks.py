@@ -309,7 +309,7 @@ def test_bytecode_written_in_the_run_control(tmp_path: Path, mode: str) -> None:
 
 # --- 5. an approved file write, its folder swapped for a link while it runs ----
 
-# ``queue.runner.apply_write`` (run on the host by the executor) resolves the
+# ``approval.executor.apply_write`` (run on the host by the executor) resolves the
 # approved path once, checks it against the protected set, then opens and
 # replaces it by path. A sandboxed command that keeps exchanging the approved
 # folder with a link (renameat2 RENAME_EXCHANGE) gets the approved bytes
@@ -347,7 +347,7 @@ def _repo_for_write(tmp_path: Path) -> Path:
 
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall number of renameat2")
 def test_approved_write_folder_swapped(tmp_path: Path) -> None:
-    from agent_sandbox.queue.runner import apply_write
+    from agent_sandbox.approval.executor import apply_write
 
     repo = _repo_for_write(tmp_path)
     flipper = tmp_path / "flip.py"
@@ -384,7 +384,7 @@ def test_approved_write_folder_swapped(tmp_path: Path) -> None:
 def test_approved_write_folder_swapped_control(tmp_path: Path) -> None:
     """Control: a link in place before the write is refused (the check works when
     nothing moves), and the judge sees the payload when it is in .git/config."""
-    from agent_sandbox.queue.runner import apply_write
+    from agent_sandbox.approval.executor import apply_write
 
     repo = _repo_for_write(tmp_path)
     (repo / "src/x").rmdir()
@@ -400,7 +400,7 @@ def test_approved_write_temporary_names_occupied(tmp_path: Path) -> None:
     """Two steps: a sandboxed run fills the approved folder with every temporary name
     it can predict (the writer's pid in the sandbox's pid namespace is the same on
     each run); the approved write, applied later, still lands, judged on the host."""
-    from agent_sandbox.queue.runner import apply_write
+    from agent_sandbox.approval.executor import apply_write
 
     repo = _repo_for_write(tmp_path)
     plant = ("for n in $(seq 1 300); do echo squat > src/x/.config.sandbox-tmp-$n; "

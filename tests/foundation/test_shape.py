@@ -145,7 +145,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "contract", "quickjson", "quickhash", "atomic_file", "display"),
     # the host's files and names: below a trusted root, the user's state, the
     # repository's layout, the protected set
-    ("below_root", "state_paths", "protected", "windows_host"),
+    ("below_root", "state_paths", "repo_layout", "protected", "windows_host"),
     # the spec and the facts it is rendered for
     ("spec", "inventory", "vault", "starter_policy"),
     # the audit and the policy
@@ -156,12 +156,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("runtime",),
     # privileged actions, run by the runtime's containers
     ("actions",),
-    # the hook: one tool call decided
-    ("hooks",),
     # the approval loop: an escalation, a human's decision, the approved run
-    ("approval", "approver", "watch"),
+    ("approval",),
+    # the hook: one tool call decided, and escalated through the approval loop
+    ("hooks",),
     # what speaks to the clients and installs the rest
-    ("render", "agent", "client_checks", "client_trust", "mcp_server", "mcp_launch",
+    ("render", "agent", "mcp_server", "mcp_launch",
      "mcp_resident", "fleet", "install", "repo_init"),
     ("deploy", "web", "hostcheck"),
     # the command line on top

@@ -47,6 +47,13 @@ def append_audit(repo: str, event: str, fields: dict[str, Any], *, quick: bool =
         return False
 
 
+def audit(repo: str, event: str, **fields: Any) -> None:
+    """Append to the repository's audit log (``append_audit``); an audit failure is
+    reported on stderr and never turns a refusal into an allow."""
+    append_audit(repo, event, fields)
+
+
+
 def pin_verifier(repo: str) -> tuple[str, str]:
     """Create the repository's signing key (in the user's state folder) if it
     does not exist and pin its verifier key beside it, where no agent and no

@@ -1,6 +1,6 @@
 """``sandbox action list|run``: the repository's privileged infrastructure
 actions from the command line, through the same gate, approvals, broker and
-runner as the MCP server's ``run_action`` (``actions.service``)."""
+runner as the MCP server's ``run_action`` (``approval.action_request``)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def run_cmd(name: str,
                             ] = 120.0,
             as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Run action NAME: at once when the gate lets it, else after an approval."""
-    from ..actions.service import request
+    from ..approval.action_request import request
 
     try:
         params = parse_params(param, params_json)

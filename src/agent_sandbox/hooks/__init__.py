@@ -1,5 +1,6 @@
 """Agent hooks: ``entry`` (the per-call fast path behind ``sandbox hook``),
-``calls`` (each agent's tool-call JSON to the engine's ``Call``) and
-``escalate`` (the approval round trip shared with the MCP server).
+``calls`` (each agent's tool-call JSON to the engine's ``Call``) and ``budget``
+(the hook's wall-clock budget). A call that escalates goes through
+``approval.escalation`` (the approval round trip shared with the MCP server).
 
 Importing this package must stay free: it is on every tool call's path."""

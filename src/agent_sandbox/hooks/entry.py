@@ -25,6 +25,7 @@ from agent_sandbox.contract import EXIT_SLACK, RUN_WAIT, START_BUDGET, hook_dead
 from agent_sandbox.errors import SandboxError
 
 from ..quickjson import dumps, loads
+from ..repo_layout import POLICY, QUEUE, REMEMBERED, under
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -154,7 +155,7 @@ def load_policy(cwd: str) -> tuple[Any, str | None]:
     from ..policy.engine import Policy
 
     repo = find_repo(cwd)
-    path = os.path.join(repo, ".sandbox", "policy.json") if repo else MANAGED_POLICY
+    path = under(repo, POLICY) if repo else MANAGED_POLICY
     try:
         doc = loads(read_regular(path, MAX_POLICY))
     except FileNotFoundError:
@@ -167,8 +168,7 @@ def load_policy(cwd: str) -> tuple[Any, str | None]:
     account_home, shell_home = homes()
     try:
         policy = Policy(doc, repo=repo, home=account_home, shell_home=shell_home,
-                        remembered_path=os.path.join(repo, ".sandbox", "state",
-                                                     "remembered.json") if repo else None)
+                        remembered_path=under(repo, REMEMBERED) if repo else None)
     except PolicyError as exc:
         raise Refusal(f"the policy {path} is invalid: {exc}") from None
     return policy, repo
@@ -270,7 +270,7 @@ def _host_site(queue: bool = False) -> str:
     site = host_site()
     os.makedirs(Site(site).audit, mode=0o700, exist_ok=True)
     if queue:
-        from ..queue.runner import queue_for
+        from ..queue import queue_for
 
         queue_for(site).ensure()
     return site
@@ -278,7 +278,7 @@ def _host_site(queue: bool = False) -> str:
 
 def _escalate(agent: str, event: str, data: dict[str, Any], policy: Any, repo: str,
               call: Call, decision: Decision) -> int:
-    from .escalate import escalate
+    from ..approval.escalation import escalate
 
     # both waits end before the hook's own deadline (contract.hook_deadline)
     left = STARTED + hook_deadline(policy.wait) - EXIT_SLACK - time.monotonic()
@@ -304,7 +304,7 @@ def _record(repo: str, event: str, data: dict[str, Any], *, quick: bool = False,
 
 
 def _audit(repo: str, event: str, **fields: Any) -> None:
-    from ..queue.runner import audit
+    from ..audit.repo import audit
 
     audit(repo, event, **fields)
 
@@ -327,7 +327,6 @@ def post_tool(agent: str, data: dict[str, Any]) -> int:
 
 def session_start(agent: str, data: dict[str, Any]) -> int:
     from .calls import cwd_of
-    from .escalate import session_summary
 
     try:
         cwd = cwd_of(data)
@@ -336,6 +335,27 @@ def session_start(agent: str, data: dict[str, Any]) -> int:
     text = session_summary(find_repo(cwd))
     out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
     return _emit(dumps(out), 0)
+
+
+def session_summary(repo: str | None) -> str:
+    """What SessionStart tells the agent."""
+    lines = [
+        "This session runs under agent-sandbox. Every tool call is checked against the "
+        "repository's policy: allowed calls run normally, denied ones are refused, and "
+        "privileged ones wait for a human to approve them outside this session.",
+        "When a call is approved, agent-sandbox runs it itself inside the sandbox and returns "
+        "its output to you in the refusal message (the tool did not run; read its output "
+        "there). Never try to approve, edit .sandbox/, agent settings, hooks or MCP "
+        "configuration: those writes are always refused.",
+    ]
+    if repo:
+        from ..queue import FolderQueue
+
+        q = FolderQueue(under(repo, QUEUE))
+        c = q.counts()
+        lines.append(f"Repository {repo}: {c['pending']} request(s) waiting for approval, "
+                     f"{c['running']} running.")
+    return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:

@@ -90,7 +90,7 @@ OWN_MCP: dict[str, tuple[Verdict, str]] = {
     "run_privileged": (ESCALATE, "asks to run a command outside the agent"),
     "list_actions": (ALLOW, "lists the declared actions (never a credential)"),
     # a declared action only, its parameters checked; the server's own gate runs it at
-    # once, shows its plan or waits for a human (actions.service): judged there, once
+    # once, shows its plan or waits for a human (approval.action_request): judged there, once
     "run_action": (ALLOW, "asks for a declared action through its own gate and approvals"),
 }
 

@@ -36,17 +36,19 @@ Statuses in ``done/``: completed, granted, denied, timed_out, cancelled,
 expired, refused, interrupted, failed.
 
 Nothing here decides policy and nothing here runs a command: the executor
-function is passed in (``runner.execute_request``).
+function is passed in (``approval.executor.execute_request``), and nothing here
+imports the approval loop, the actions or the runtime.
 
 The names below are the package's public face; behind it, ``folder``
-(``FolderQueue``), ``records`` (ids, the request hash, states and statuses),
-``seam`` (process liveness and the test hook), ``runner`` (runs approved
-requests) and ``notify`` (inotify waits).
+(``FolderQueue``, ``queue_for``), ``records`` (ids, the request hash, states and
+statuses), ``seam`` (process liveness and the test hook), ``content`` (the tree a
+command request is bound to), ``shown`` (what every view shows of a request) and
+``notify`` (inotify waits).
 """
 
 from __future__ import annotations
 
-from .folder import FolderQueue
+from .folder import FolderQueue, queue_for
 from .records import (
     DECISIONS,
     STATES,
@@ -71,6 +73,7 @@ __all__ = [
     "me",
     "new_id",
     "proc_start",
+    "queue_for",
     "request_hash",
     "use_key_of",
     "valid_id",

@@ -10,8 +10,8 @@ command names (``named``: the script, the Makefile ``make`` reads) are read
 for the views to show. The human approves that digest. Before the approved
 run, the tree is taken again and compared (``changes``); anything added,
 removed or changed refuses the run, and the request is queued anew with what
-changed (``runner``; a file added since does not count: the run may not read
-it). While it runs, the broker hands the command each file of
+changed (``approval.executor``; a file added since does not count: the run may not
+read it). While it runs, the broker hands the command each file of
 the tree only if it is still the one recorded, as a copy taken then
 (``runtime/broker/pinned.py``): a file changed after the approval is never
 read.

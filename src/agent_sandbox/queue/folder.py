@@ -3,7 +3,8 @@ step an atomic file operation through the ``Seam`` (see the package docstring
 for the layout and the guarantees).
 
 Nothing here decides policy and nothing here runs a command: the executor
-function is passed in (``runner.execute_request``).
+function is passed in (``approval.executor.execute_request``). ``queue_for`` finds
+the queue of a repository or of the host-level site.
 """
 
 from __future__ import annotations
@@ -507,3 +508,10 @@ class FolderQueue:
             "running": len(self.ids("claimed")),
             "done": len(self.ids("done")),
         }
+
+
+def queue_for(repo: str) -> FolderQueue:
+    """The queue of a repository, or of the host-level site (``repo_layout.Site``)."""
+    from agent_sandbox.repo_layout import Site
+
+    return FolderQueue(Site(repo).queue)

@@ -2,9 +2,10 @@
 
 A decision is bound to ``request_hash`` of a request's tool, parameters and working
 folder (``records.bound``), and the runner acts on those fields and no other: a shell
-command is ``params.command`` run by ``bash -c`` in ``cwd`` (``runner.run_command``); a
+command is ``params.command`` run by ``bash -c`` in ``cwd`` (``executor.run_command``); a
 write is ``params.file_path`` resolved against ``cwd`` with its ``content``, its
-``old_string``/``new_string``/``replace_all`` or its ``edits`` (``runner.apply_write``);
+``old_string``/``new_string``/``replace_all`` or its ``edits`` (``executor.apply_write``,
+both in ``approval``);
 a granted call is the agent's own tool run with every parameter. So every view
 (``sandbox pending``, ``pending --json``, ``sandbox watch``) builds what it shows from
 ``fields`` here, which lays out those bound fields whole: the tool, the working folder,

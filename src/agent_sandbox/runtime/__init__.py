@@ -43,10 +43,10 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
   or runs the next one. Helpers started on the host (the proxy service, ssh's
   connect helper inside) run with an absolute interpreter in isolated mode
   (``-I``), importing nothing from a path a sandbox can write.
-- the executor of approvals (``queue.runner``) never writes into a writable root
+- the executor of approvals (``approval.executor``) never writes into a writable root
   by path: a tree a running sandbox can rearrange (a folder exchanged with a
   link or another folder) between a check and a write would redirect it, so an
-  approved file write runs in a sandbox of its own (``queue.write_file``), where
+  approved file write runs in a sandbox of its own (``approval.approved_write``), where
   the protected set is read-only by mount whatever name the tree gives it;
 - ``sandbox init`` and ``uninstall`` (``repo_init``) read, copy, write and remove
   files in a repository a command may have written only through ``below_root``:

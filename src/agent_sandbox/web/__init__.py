@@ -8,7 +8,7 @@ their audit), ``schemas`` (the API's documents), ``routes`` (the REST endpoints)
 Slack-compatible notice of a new escalation), ``app`` (the application put
 together, the dashboard's static files), ``server`` (binding and running it).
 
-Approving goes through ``approver.Approver`` and nothing else: nothing here writes a
+Approving goes through ``approval.approver.Approver`` and nothing else: nothing here writes a
 decision. Importing this package imports nothing: FastAPI is loaded only by
 ``sandbox serve`` (never by the hook, ``sandbox --help`` or any other command).
 """

@@ -1,7 +1,7 @@
 """The served queues' crash recovery, run while ``sandbox serve`` serves, as
 ``sandbox pending`` and ``sandbox watch`` run it: a request whose hook died is
 cancelled, one past its deadline times out, an approval whose runner died is run
-(``queue.runner.recover_and_run``, the one implementation).
+(``approval.executor.recover_and_run``, the one implementation).
 
 A thread, every ``EVERY`` seconds and once at start. It never decides anything a human
 has not decided, and one repository's failure never stops the others' recovery.
@@ -29,8 +29,8 @@ class Recovery:
         self.thread.join(5)
 
     def once(self) -> None:
+        from agent_sandbox.approval.executor import recover_and_run
         from agent_sandbox.errors import SandboxError
-        from agent_sandbox.queue.runner import recover_and_run
 
         for repo in self.repos:
             try:

@@ -5,7 +5,7 @@ Every endpoint but the login's two steps needs credentials (``require``, after
 ``Authorization: Bearer`` header, or a dashboard session (``Authorization: Session``,
 from ``login``), never a cookie, so no other site can make a browser approve (and a
 request that names another origin is refused besides). Approve and deny go through
-``approver.Approver``, as ``sandbox approve``/``deny`` do: single use, bound to the hash
+``approval.approver.Approver``, as ``sandbox approve``/``deny`` do: single use, bound to the hash
 the approver saw (a request that changed since is a 409), expiring, audited with the
 approver's identity and ``via: web``. Bad input is a precise 4xx and changes nothing:
 the state is checked before the approver is asked, and the approver refuses whatever
@@ -129,7 +129,7 @@ def get_request(request: Request, ident: Auth, rid: RequestId) -> dict[str, Any]
 
 def _decide(request: Request, ident: Identity, rid: str, seen: str, verb: str,
             reason: str = "") -> dict[str, Any]:
-    from agent_sandbox.approver import ApprovalError, NotAnApproverError
+    from agent_sandbox.approval.approver import ApprovalError, NotAnApproverError
 
     sites = _sites(request)
     where = sites.locate(rid)

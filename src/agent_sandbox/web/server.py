@@ -85,7 +85,7 @@ def serve(opts: Options, out: TextIO = sys.stdout) -> None:
     refusal = bind_refusal(opts)
     if refusal:
         raise ServeError(refusal)
-    from agent_sandbox.approver import ApprovalError, account_name
+    from agent_sandbox.approval.approver import ApprovalError, account_name
     from agent_sandbox.state_paths import account_home
 
     from .auth import FileToken, load_or_create, rotate, token_path

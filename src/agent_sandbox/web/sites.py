@@ -1,12 +1,12 @@
 """The repositories ``sandbox serve`` serves, read through their own queue and audit.
 
-Each repository is one connected site (``approver.find_repo``: the registry of
+Each repository is one connected site (``approval.approver.find_repo``: the registry of
 ``sandbox init``, or this user's host-level site); its requests are read from its
 ``FolderQueue`` and its history from its audit log, every time (no copy, no cache).
 A request is laid out as every other view lays it out: the bound fields whole
 (``queue.shown.fields``) with each value also as a terminal or a page shows it
 (``display.printable``), what approving does, and whether an approval would be
-refused. Decisions go through ``approver.Approver`` (``approver_for``); nothing
+refused. Decisions go through ``approval.approver.Approver`` (``approver_for``); nothing
 here writes a decision or a record.
 
 A request that cannot be shown whole (parameters nested deeper than ``MAX_DEPTH``,
@@ -41,7 +41,7 @@ class Located:
 
 
 def _site_queue(repo: str) -> FolderQueue:
-    from agent_sandbox.queue.runner import queue_for
+    from agent_sandbox.queue import queue_for
 
     return queue_for(repo)
 
@@ -50,7 +50,7 @@ class Sites:
     """The served repositories, in the order given."""
 
     def __init__(self, repos: list[str]) -> None:
-        from agent_sandbox.approver import find_repo
+        from agent_sandbox.approval.approver import find_repo
 
         resolved: list[str] = []
         for r in repos:
@@ -124,7 +124,7 @@ class Sites:
 
     def approver_for(self, repo: str, user: str) -> Any:
         """The one implementation of deciding, as ``user``, through the web."""
-        from agent_sandbox.approver import Approver
+        from agent_sandbox.approval.approver import Approver
 
         return Approver(repo, user=user, via="web")
 

@@ -1,9 +1,10 @@
-"""The escalation round trip shared by the hooks and the MCP server.
+"""The escalation round trip shared by the hooks, the MCP server and action calls
+(``action_request``).
 
-submit the request to the folder queue -> wait (bounded, woken by inotify) for
-the one decision -> on approval run it outside the agent (detached runner,
-inside the sandbox) and wait for its terminal record, or for tools the agent
-must run itself consume the single-use grant -> an ``Outcome``.
+submit the request to the folder queue (``submit``) -> wait (bounded, woken by
+inotify) for the one decision -> on approval run it outside the agent (detached
+runner, inside the sandbox) and wait for its terminal record, or for tools the
+agent must run itself consume the single-use grant -> an ``Outcome`` (``follow``).
 
 It never returns ``allow`` unless a human approval for this exact call was
 consumed by this process.
@@ -11,18 +12,19 @@ consumed by this process.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 from agent_sandbox.contract import RUN_WAIT
 
-from ..queue import FolderQueue, QueueError, new_id, request_hash, use_key_of
+from ..audit.repo import audit
+from ..queue import FolderQueue, QueueError, new_id, queue_for, request_hash, use_key_of
 from ..queue.notify import Watcher
-from ..queue.runner import audit, fork_runner, queue_for
+from .executor import fork_runner
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
     from ..policy.decision import Call, Decision
@@ -151,20 +153,18 @@ def escalate(repo: str, call: Call, decision: Decision, *, agent: str, session: 
     seen = decision.remembered_content
     remembered = False
     if call.kind == "bash":  # bound to the content it would run (queue.content)
-        from ..queue.runner import pin_content, pin_remembered
+        from .executor import pin_content, pin_remembered
 
         remembered = seen is not None and pin_remembered(repo, q, record, seen)
         why = None if remembered else pin_content(repo, q, record)
         if why:
             return Outcome(False, f"agent-sandbox: {why}; the call did not run",
                            status="refused")
-    req = q.submit(record)
-    rid = req["id"]
-    audit(repo, "request", request_id=rid, agent=agent, session=session, tool=call.tool,
-          summary=decision.summary, cwd=call.cwd)
-    audit(repo, "decision", request_id=rid, verdict="escalate", risk=decision.risk,
-          reasons=decision.reasons)
-    audit(repo, "escalation", request_id=rid, mode=mode, wait=wait)
+    rid = submit(repo, q, record, wait=wait, recorded=(
+        ("request", {"agent": agent, "session": session, "tool": call.tool,
+                     "summary": decision.summary, "cwd": call.cwd}),
+        ("decision", {"verdict": "escalate", "risk": decision.risk,
+                      "reasons": decision.reasons})))
     if remembered:
         try:  # the content the remembered approval saw: approved without a human
             q.decide(rid, "approve", by="remembered approval",
@@ -180,6 +180,19 @@ def escalate(repo: str, call: Call, decision: Decision, *, agent: str, session: 
     _preload()
     return follow(repo, rid, wait_deadline=time.monotonic() + wait, run_wait=run_wait,
                   limit=limit, timeout_on_expiry=True, requeue_wait=wait)
+
+
+def submit(repo: str, q: FolderQueue, record: dict[str, Any], *, wait: float,
+           recorded: Iterable[tuple[str, dict[str, Any]]] = ()) -> str:
+    """Store the request ``record`` in the queue and audit it: the call's own records
+    first (``recorded``: its request and the policy's decision, as the caller words
+    them; an action call writes its own before, since one the gate lets through has
+    them too), then its escalation. Returns its id."""
+    rid = str(q.submit(record)["id"])
+    for event, fields in recorded:
+        audit(repo, event, request_id=rid, **fields)
+    audit(repo, "escalation", request_id=rid, mode=record.get("mode"), wait=wait)
+    return rid
 
 
 def _retried(repo: str, q: FolderQueue, prior: str, call: Call, *, wait: float,
@@ -260,21 +273,3 @@ def follow(repo: str, rid: str, *, wait_deadline: float, run_wait: float = RUN_W
     return Outcome(False, describe_result(final, limit), request_id=rid,
                    status=str(final.get("status")), record=final)
 
-
-def session_summary(repo: str | None) -> str:
-    """What SessionStart tells the agent."""
-    lines = [
-        "This session runs under agent-sandbox. Every tool call is checked against the "
-        "repository's policy: allowed calls run normally, denied ones are refused, and "
-        "privileged ones wait for a human to approve them outside this session.",
-        "When a call is approved, agent-sandbox runs it itself inside the sandbox and returns "
-        "its output to you in the refusal message (the tool did not run; read its output "
-        "there). Never try to approve, edit .sandbox/, agent settings, hooks or MCP "
-        "configuration: those writes are always refused.",
-    ]
-    if repo:
-        q = FolderQueue(os.path.join(repo, ".sandbox", "escalations"))
-        c = q.counts()
-        lines.append(f"Repository {repo}: {c['pending']} request(s) waiting for approval, "
-                     f"{c['running']} running.")
-    return "\n".join(lines)

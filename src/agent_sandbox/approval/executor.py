@@ -5,11 +5,11 @@ A shell command runs through the Linux sandbox runtime
 settings (``.sandbox/srt-settings.json``), never with the agent's rights and
 never unsandboxed: if the sandbox cannot start the request ends ``failed``. An
 approved file write (Write, Edit, MultiEdit) is applied exactly as approved, in
-the same sandbox (``write_file``: the host never writes it by path).
+the same sandbox (``approved_write``: the host never writes it by path).
 
 The executor runs detached from whoever started it (its own session), so a
 killed hook or approver does not stop an approved command halfway:
-``python -I -m agent_sandbox.queue.runner REPO ID`` or ``fork_runner``.
+``python -I -m agent_sandbox.approval.executor REPO ID`` or ``fork_runner``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import os
 import sys
 import time
 
-from .folder import FolderQueue
-from .records import new_id, valid_id
+from ..audit.repo import audit
+from ..queue import FolderQueue, new_id, queue_for, valid_id
+from ..repo_layout import SANDBOX, SETTINGS, under
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,25 +29,6 @@ if TYPE_CHECKING:
 
 OUTPUT_KEEP = 64 * 1024  # bytes of each stream kept in the done record (head and tail)
 DEFAULT_TIMEOUT = 600.0
-
-
-def sandbox_dir(repo: str) -> str:
-    return os.path.join(repo, ".sandbox")
-
-
-def queue_for(repo: str) -> FolderQueue:
-    """The queue of a repository, or of the host-level site (``repo_layout.Site``)."""
-    from agent_sandbox.repo_layout import Site
-
-    return FolderQueue(Site(repo).queue)
-
-
-def audit(repo: str, event: str, **fields: Any) -> None:
-    """Append to the repository's audit log; an audit failure is reported on
-    stderr and never turns a refusal into an allow."""
-    from agent_sandbox.audit.repo import append_audit
-
-    append_audit(repo, event, fields)
 
 
 def pinned_roots(repo: str, cwd: str) -> tuple[list[str], list[str]]:
@@ -77,13 +59,13 @@ def pinned_roots(repo: str, cwd: str) -> tuple[list[str], list[str]]:
             path = path.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0].rsplit("/", 1)[0]
         roots.append(path or "/")
     return (list(dict.fromkeys(os.path.realpath(r) for r in roots)),
-            [site.queue, site.state, site.audit, os.path.join(repo, ".sandbox")])
+            [site.queue, site.state, site.audit, under(repo, SANDBOX)])
 
 
 def pin_content(repo: str, q: FolderQueue, record: dict[str, Any]) -> str | None:
     """Record the tree a command request ``record`` may read (``content``) and bind
     the request to it; the reason when it cannot be."""
-    from . import content
+    from ..queue import content
 
     cwd = str(record.get("cwd") or repo)
     roots, skip = pinned_roots(repo, cwd)
@@ -105,7 +87,7 @@ def pin_remembered(repo: str, q: FolderQueue, record: dict[str, Any],
     (``entry``: its request id and content) when nothing of that tree changed
     since: True, and it may be approved without a human; False (``record``
     untouched) otherwise, and a human decides."""
-    from . import content
+    from ..queue import content
 
     seen, rid = entry.get("content"), entry.get("request_id")
     old = content.load(q, rid) if isinstance(rid, str) and valid_id(rid) else None
@@ -128,7 +110,7 @@ def changed_since(repo: str, req: dict[str, Any]) -> list[str] | None:
     """What of the tree a pending command request was made with is no longer as it
     was (``content.touched``: the approval would refuse it and ask again); None
     for a request that pinned no content."""
-    from . import content
+    from ..queue import content
 
     seen = req.get("content")
     rid = req.get("id")
@@ -167,7 +149,7 @@ def _pinned(repo: str, req: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]
     changed (the human approves what is there now, or not)."""
     from agent_sandbox.runtime.broker.pinned import Pin
 
-    from . import content
+    from ..queue import content
 
     q = queue_for(repo)
     old = content.load(q, req["id"])
@@ -263,7 +245,7 @@ def _settings_document(path: str) -> dict[str, Any] | str:
     document. The host's system settings are passed as a path."""
     import stat
 
-    if not path.endswith(os.path.join(".sandbox", "srt-settings.json")):
+    if not path.endswith(os.path.join(*SETTINGS.split("/"))):
         return path
     from agent_sandbox.runtime.errors import SandboxStartError
 
@@ -284,8 +266,8 @@ def _settings_document(path: str) -> dict[str, Any] | str:
 
 def apply_write(repo: str, req: dict[str, Any]) -> dict[str, Any]:
     """Apply an approved Write/Edit/MultiEdit exactly as the agent asked, inside the
-    repository's sandbox (``write_file``: never by path on the host)."""
-    from .write_file import apply_write as apply
+    repository's sandbox (``approved_write``: never by path on the host)."""
+    from .approved_write import apply_write as apply
 
     summary = f"{req.get('tool')} {(req.get('params') or {}).get('file_path')}"
     return apply(repo, req, lambda argv, data: sandboxed(repo, req, argv, command=summary,
@@ -298,7 +280,7 @@ def execute_request(repo: str, req: dict[str, Any]) -> dict[str, Any]:
     elif req.get("kind") == "write":
         result = apply_write(repo, req)
     elif req.get("kind") == "action":
-        from agent_sandbox.actions.service import execute
+        from ..actions.service import execute
 
         result = execute(repo, req)
     else:
@@ -336,10 +318,10 @@ def fork_runner(repo: str, rid: str) -> int:
 
 
 def spawn_runner(repo: str, rid: str) -> None:
-    """Start ``python -I -m agent_sandbox.queue.runner REPO ID`` detached."""
+    """Start ``python -I -m agent_sandbox.approval.executor REPO ID`` detached."""
     import subprocess
 
-    subprocess.Popen([sys.executable, "-I", "-m", "agent_sandbox.queue.runner", repo, rid],
+    subprocess.Popen([sys.executable, "-I", "-m", "agent_sandbox.approval.executor", repo, rid],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
 
@@ -355,7 +337,7 @@ def recover_and_run(repo: str) -> list[str]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        sys.stderr.write("usage: python -m agent_sandbox.queue.runner REPO ID\n")
+        sys.stderr.write("usage: python -m agent_sandbox.approval.executor REPO ID\n")
         return 2
     repo, rid = argv
     started = time.monotonic()

@@ -1,11 +1,9 @@
 """The human side of the approval loop: decide on queued requests.
 
 ``Approver(repo)`` lists pending requests and approves, denies or always-allows
-them (the functions behind ``sandbox approve``/``deny``/``pending`` and the
-keys of ``sandbox watch``). ``watch(repo)`` is the interactive terminal
-(``agent_sandbox.watch``): a list of pending requests and a detail view of one, both
-built from the fields its approval is bound to (``queue.shown``), updated live
-through watchdog (inotify) events on the queue folders.
+them (the functions behind ``sandbox approve``/``deny``/``pending``, the web
+dashboard and the keys of ``sandbox watch``). The interactive terminal is its own
+view over this (``approval.watch``); nothing here draws.
 
 Approving is out of band: nothing here is reachable from an agent's tools
 (the policy engine denies ``sandbox approve`` and writes under ``.sandbox/``),
@@ -21,12 +19,14 @@ import os
 import time
 from typing import Any
 
-from .atomic_file import replace_file
-from .errors import SandboxError
-from .policy.decision import PolicyError
-from .policy.engine import Policy
-from .queue import FolderQueue, QueueError, alive
-from .queue.runner import audit, queue_for, recover_and_run, spawn_runner
+from ..atomic_file import replace_file
+from ..audit.repo import audit
+from ..errors import SandboxError
+from ..policy.decision import PolicyError
+from ..policy.engine import Policy
+from ..queue import FolderQueue, QueueError, alive, queue_for
+from ..repo_layout import STATE, under
+from .executor import recover_and_run, spawn_runner
 
 
 class ApprovalError(SandboxError):
@@ -43,9 +43,9 @@ def find_repo(start: str) -> str:
     sends escalations to this user's host-level queue, that queue's site
     (``repo_layout.Site``). Never a ``.sandbox/`` merely found on the way up:
     one planted in a subfolder would bring its own queue, policy and settings."""
-    from .policy.registry import repository_of
-    from .repo_layout import Site, host_site
-    from .state_paths import account_home
+    from ..policy.registry import repository_of
+    from ..repo_layout import Site, host_site
+    from ..state_paths import account_home
 
     repo = repository_of(os.path.abspath(start), account_home())
     if repo is not None:
@@ -76,7 +76,7 @@ class Approver:
                                 f"({', '.join(approvers)})")
 
     def _policy_doc(self) -> dict[str, Any]:
-        from .repo_layout import Site
+        from ..repo_layout import Site
 
         path = Site(self.repo).policy
         try:
@@ -110,11 +110,11 @@ class Approver:
         request the approver looked at (refused if it changed since). With
         ``always``, also remember exactly this call (``scope`` "exact"), or this
         call in any directory of the repository (``scope`` "anywhere")."""
-        from .policy.remember import REMEMBER_SCOPES
+        from ..policy.remember import REMEMBER_SCOPES
 
         if scope not in REMEMBER_SCOPES:
             raise ApprovalError(f"unknown scope {scope!r} (one of {', '.join(REMEMBER_SCOPES)})")
-        from .repo_layout import Site
+        from ..repo_layout import Site
 
         if always and Site(self.repo).host:
             raise ApprovalError("--always needs a connected repository; the host-level queue "
@@ -145,7 +145,7 @@ class Approver:
     def _may_approve_action(self, req: dict[str, Any], always: bool) -> None:
         """An action is approved one call at a time, by one of its approvers (as
         the repository's policy names them now, not as the request says)."""
-        from .actions.catalog import get
+        from ..actions.catalog import get
 
         if always:
             raise ApprovalError("an action is approved one call at a time (no --always)")
@@ -175,11 +175,11 @@ class Approver:
         """Always allow this exact call in this repository (until remember_ttl):
         bound to the tool, its arguments and content, and (scope "exact") its
         working directory (``policy.remember.remembered_key``)."""
-        from .policy.remember import remembered_key
+        from ..policy.remember import remembered_key
 
         key = remembered_key(str(req.get("tool")), req.get("params"), str(req.get("cwd")),
                              scope)
-        state = os.path.join(self.repo, ".sandbox", "state")
+        state = under(self.repo, STATE)
         os.makedirs(state, exist_ok=True)
         path = os.path.join(state, "remembered.json")
         with open(os.path.join(state, ".remembered.lock"), "w") as lock:
@@ -215,7 +215,7 @@ def account_name(uid: int | None = None) -> str:
 
 
 def _valid(rid: str) -> bool:
-    from .queue import valid_id
+    from ..queue import valid_id
 
     return valid_id(rid)
 
@@ -231,18 +231,3 @@ def age(ts: Any) -> str:
         return f"{s // 60}m"
     return f"{s // 3600}h"
 
-
-# -- the interactive terminal (watch.py) ------------------------------------------
-
-def _table(approver: Approver, items: list[dict[str, Any]], selected: int, note: str) -> Any:
-    """The list view of ``sandbox watch``, unmeasured (``watch.list_frame``)."""
-    from .watch import list_frame
-
-    return list_frame(approver, items, selected, note).renderable
-
-
-def watch(repo: str, *, stdin: Any = None) -> int:
-    """``sandbox watch`` (``watch.watch``)."""
-    from .watch import watch as run
-
-    return run(repo, stdin=stdin)

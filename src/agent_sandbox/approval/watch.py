@@ -32,9 +32,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..display import escaped_count, printable
+from ..queue.shown import effect, fields, mismatch, size
 from .approver import ApprovalError, Approver, age
-from .display import escaped_count, printable
-from .queue.shown import effect, fields, mismatch, size
 
 PREVIEW = 400  # printable characters of one field the list shows whole
 HEAD, TAIL = 240, 120  # what the list shows of a longer one
@@ -265,21 +265,123 @@ _DOWN, _UP = ("j", "\x1b[B"), ("k", "\x1b[A")
 _PAGE_DOWN, _PAGE_UP = (" ", "f", "\x1b[6~"), ("b", "\x1b[5~")
 
 
-def watch(repo: str, *, stdin: Any = None) -> int:
-    """``sandbox watch``: live list, a detail view, keys to approve, deny or always-allow."""
-    import select
-    import termios
-    import tty
+@dataclass
+class _Screen:
+    """One ``sandbox watch`` between two keys: the pending requests as last read, the
+    selection (which follows its request), the detail view if open, and what was read
+    to its end there."""
 
-    from rich.console import Console
-    from rich.live import Live
+    approver: Approver
+    console: Any
+    selected: int = 0
+    note: str = ""
+    chosen: str = ""
+    chosen_drawn: tuple[str, str] = ("", "")
+    chosen_since: float = field(default_factory=time.monotonic)
+    items: list[dict[str, Any]] = field(default_factory=list)
+    seen: set[tuple[str, str]] = field(default_factory=set)  # (id, hash) read to the end
+    detail: Detail | None = None
+    frame: Frame = field(default_factory=lambda: Frame(None))
+
+    def redraw(self, live: Any) -> None:
+        """Read the queue again and draw the view that is open."""
+        console = self.console
+        self.items = items = self.approver.pending()
+        detail = self.detail
+        if detail is not None:
+            now = {str(r.get("id")): r for r in items}.get(str(detail.req.get("id")))
+            if now is None or now.get("hash") != detail.req.get("hash"):
+                self.note = (f"request {detail.req.get('id')} "
+                             + ("changed" if now else "is no longer pending"))
+                self.detail = None
+            elif detail.width != console.width:
+                self.detail = Detail(detail.req, console.width, top=detail.top,
+                                     reached_end=detail.reached_end)
+        ids = [str(r.get("id")) for r in items]
+        # the selection follows its request; if that one went, the neighbour
+        # taking its place is new on screen (SETTLE below)
+        self.selected = (ids.index(self.chosen) if self.chosen in ids
+                         else min(self.selected, max(0, len(items) - 1)))
+        if items:
+            sel = items[self.selected]
+            now_chosen = (str(sel.get("id")), str(sel.get("hash")))
+            if now_chosen != self.chosen_drawn:
+                self.chosen_drawn, self.chosen_since = now_chosen, time.monotonic()
+            self.chosen = now_chosen[0]
+        if self.detail is not None:
+            live.update(self.detail.render(console.height, self.note), refresh=True)
+            if self.detail.reached_end:  # its last line is on screen now
+                self.seen.add((str(self.detail.req.get("id")),
+                               str(self.detail.req.get("hash"))))
+        else:
+            self.frame = list_frame(self.approver, items, self.selected, self.note, console,
+                                    frozenset(self.seen))
+            live.update(self.frame.renderable, refresh=True)
+
+    def press(self, key: str) -> bool:
+        """Act on one key; False for the keys that end the watch."""
+        if not key or key in ("\x03", "\x04") or (key == "q" and self.detail is None):
+            return False
+        self.note = ""
+        if self.detail is not None:
+            self._detail_key(key, self.detail)
+        else:
+            self._list_key(key)
+        return True
+
+    def _detail_key(self, key: str, detail: Detail) -> None:
+        h = self.console.height
+        if key in ("q", "\x1b", "h"):
+            self.detail = None
+        elif key in _DOWN or key in _UP:
+            detail.scroll(1 if key in _DOWN else -1, h)
+        elif key in _PAGE_DOWN or key in _PAGE_UP:
+            step = detail.page(h)
+            detail.scroll(step if key in _PAGE_DOWN else -step, h)
+        elif key in ("g", "G"):
+            detail.scroll(-len(detail.lines) if key == "g" else len(detail.lines), h)
+        elif key in ("a", "A", "d"):
+            if key != "d" and not detail.reached_end:
+                self.note = "the end of this request has not been shown yet: G or space"
+            else:
+                self.note = self._decide(key, detail.req)
+                self.detail = None
+
+    def _list_key(self, key: str) -> None:
+        items = self.items
+        if key in _DOWN or key in _UP:
+            self.selected = (min(self.selected + 1, max(0, len(items) - 1)) if key in _DOWN
+                             else max(self.selected - 1, 0))
+            self.chosen = str(items[self.selected].get("id")) if items else ""
+        elif key in ("v", "\r", "\n", "l") and items:
+            self.detail = Detail(items[self.selected], self.console.width)
+        elif key in ("a", "A") and items:
+            if time.monotonic() - self.chosen_since < SETTLE:
+                self.note = ("the selected request is new on screen: look at it, then "
+                             "press a again")
+            else:
+                self.note = (self._decide(key, items[self.selected]) if self.frame.complete
+                             else self.frame.why)
+        elif key == "d" and items:
+            self.note = self._decide(key, items[self.selected])
+
+    def _decide(self, key: str, req: dict[str, Any]) -> str:
+        rid = str(req.get("id"))
+        try:
+            if key == "d":
+                self.approver.deny(rid, "denied in sandbox watch")
+                return f"denied {rid}"
+            self.approver.approve(rid, always=key == "A", seen_hash=str(req.get("hash")))
+            return f"approved {rid}" + (" (always)" if key == "A" else "")
+        except ApprovalError as exc:
+            return str(exc)
+
+
+def _observe(root: str, changed: threading.Event) -> Any:
+    """A started watchdog observer that sets ``changed`` on every change under the
+    queue's ``root``."""
     from watchdog.events import FileSystemEventHandler
     from watchdog.observers import Observer
-
-    approver = Approver(repo)
-    approver.recover()
-    changed = threading.Event()
-    changed.set()
 
     class Handler(FileSystemEventHandler):
         def on_any_event(self, event: Any) -> None:
@@ -292,33 +394,33 @@ def watch(repo: str, *, stdin: Any = None) -> int:
     # one recursive watch over the queue: renames between its folders are then
     # matched moves, which watchdog delivers at once (an unmatched move out of a
     # watched folder holds back every later event for half a second)
-    observer.schedule(Handler(), approver.queue.root, recursive=True)
+    observer.schedule(Handler(), root, recursive=True)
     observer.start()
+    return observer
+
+
+def watch(repo: str, *, stdin: Any = None) -> int:
+    """``sandbox watch``: live list, a detail view, keys to approve, deny or always-allow."""
+    import select
+    import termios
+    import tty
+
+    from rich.console import Console
+    from rich.live import Live
+
+    approver = Approver(repo)
+    approver.recover()
+    changed = threading.Event()
+    changed.set()
+    observer = _observe(approver.queue.root, changed)
     inp = stdin or sys.stdin
     fd = inp.fileno()
     interactive = os.isatty(fd)
     old = termios.tcgetattr(fd) if interactive else None
     console = Console()
-    selected, note, chosen = 0, "", ""
-    chosen_drawn, chosen_since = ("", ""), time.monotonic()
-    items: list[dict[str, Any]] = []
-    seen: set[tuple[str, str]] = set()  # (id, hash) read to the end in the detail view
-    detail: Detail | None = None
-    frame = Frame(None)
+    screen = _Screen(approver, console)
     drawn_size = console.size
     last_recover = time.monotonic()
-
-    def decide(key: str, req: dict[str, Any]) -> str:
-        rid = str(req.get("id"))
-        try:
-            if key == "d":
-                approver.deny(rid, "denied in sandbox watch")
-                return f"denied {rid}"
-            approver.approve(rid, always=key == "A", seen_hash=str(req.get("hash")))
-            return f"approved {rid}" + (" (always)" if key == "A" else "")
-        except ApprovalError as exc:
-            return str(exc)
-
     try:
         if interactive:
             tty.setcbreak(fd)
@@ -329,77 +431,15 @@ def watch(repo: str, *, stdin: Any = None) -> int:
                 if changed.is_set():
                     changed.clear()
                     drawn_size = console.size
-                    items = approver.pending()
-                    if detail is not None:
-                        now = {str(r.get("id")): r for r in items}.get(str(detail.req.get("id")))
-                        if now is None or now.get("hash") != detail.req.get("hash"):
-                            note = (f"request {detail.req.get('id')} "
-                                    + ("changed" if now else "is no longer pending"))
-                            detail = None
-                        elif detail.width != console.width:
-                            detail = Detail(detail.req, console.width, top=detail.top,
-                                            reached_end=detail.reached_end)
-                    ids = [str(r.get("id")) for r in items]
-                    # the selection follows its request; if that one went, the neighbour
-                    # taking its place is new on screen (SETTLE below)
-                    selected = (ids.index(chosen) if chosen in ids
-                                else min(selected, max(0, len(items) - 1)))
-                    if items:
-                        sel = items[selected]
-                        now_chosen = (str(sel.get("id")), str(sel.get("hash")))
-                        if now_chosen != chosen_drawn:
-                            chosen_drawn, chosen_since = now_chosen, time.monotonic()
-                        chosen = now_chosen[0]
-                    if detail is not None:
-                        live.update(detail.render(console.height, note), refresh=True)
-                        if detail.reached_end:  # its last line is on screen now
-                            seen.add((str(detail.req.get("id")), str(detail.req.get("hash"))))
-                    else:
-                        frame = list_frame(approver, items, selected, note, console,
-                                           frozenset(seen))
-                        live.update(frame.renderable, refresh=True)
+                    screen.redraw(live)
                 ready, _, _ = select.select([fd], [], [], 0.05)
                 if time.monotonic() - last_recover > 5:
                     approver.recover()
                     last_recover = time.monotonic()
                 if not ready:
                     continue
-                key = os.read(fd, 8).decode(errors="replace")
-                if not key or key in ("\x03", "\x04") or (key == "q" and detail is None):
+                if not screen.press(os.read(fd, 8).decode(errors="replace")):
                     break
-                note = ""
-                if detail is not None:
-                    h = console.height
-                    if key in ("q", "\x1b", "h"):
-                        detail = None
-                    elif key in _DOWN or key in _UP:
-                        detail.scroll(1 if key in _DOWN else -1, h)
-                    elif key in _PAGE_DOWN or key in _PAGE_UP:
-                        step = detail.page(h)
-                        detail.scroll(step if key in _PAGE_DOWN else -step, h)
-                    elif key in ("g", "G"):
-                        detail.scroll(-len(detail.lines) if key == "g" else len(detail.lines),
-                                      h)
-                    elif key in ("a", "A", "d"):
-                        if key != "d" and not detail.reached_end:
-                            note = "the end of this request has not been shown yet: G or space"
-                        else:
-                            note = decide(key, detail.req)
-                            detail = None
-                elif key in _DOWN or key in _UP:
-                    selected = (min(selected + 1, max(0, len(items) - 1)) if key in _DOWN
-                                else max(selected - 1, 0))
-                    chosen = str(items[selected].get("id")) if items else ""
-                elif key in ("v", "\r", "\n", "l") and items:
-                    detail = Detail(items[selected], console.width)
-                elif key in ("a", "A") and items:
-                    if time.monotonic() - chosen_since < SETTLE:
-                        note = ("the selected request is new on screen: look at it, then "
-                                "press a again")
-                    else:
-                        note = decide(key, items[selected]) if frame.complete else frame.why
-                elif key == "d" and items:
-                    note = decide(key, items[selected])
                 changed.set()
     finally:
         if old is not None:

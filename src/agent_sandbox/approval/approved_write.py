@@ -120,7 +120,7 @@ def _request(tool: str, params: dict[str, Any], full: str) -> dict[str, Any] | s
 def apply_write(repo: str, req: dict[str, Any],
                 run: Callable[[list[str], bytes], dict[str, Any]]) -> dict[str, Any]:
     """Apply the approved write ``req`` of ``repo``. ``run(argv, stdin)`` runs argv
-    in the repository's sandbox (``runner.sandboxed``) and returns its result."""
+    in the repository's sandbox (``executor.sandboxed``) and returns its result."""
     import sys
 
     from agent_sandbox.policy.self_protection import protected_paths
