@@ -28,8 +28,8 @@ import pytest
 from test_bwrap_plan import BASE, CWD, HOME, FakeFs, ops
 from test_redteam4 import evil, host_env, host_git, pytestmark, sandboxed, settings_for, unsandboxed
 
-from agent_sandbox.runtime import bwrap as bw
-from agent_sandbox.runtime import gitconfig, gitmeta
+from agent_sandbox.runtime.bwrap import gitconfig, gitmeta
+from agent_sandbox.runtime.bwrap import plan as bw
 from agent_sandbox.runtime.settings import parse
 
 __all__ = ["pytestmark"]

@@ -40,7 +40,7 @@ import threading
 from agent_sandbox import contract
 from agent_sandbox.errors import SandboxError
 
-from .bwrap_run import BwrapRun
+from .bwrap.run import BwrapRun
 from .hook_frames import MAX_REQUEST, RELAY_ENV, RELAY_PORT, recv_frame, send_frame
 from .process import suppress
 

@@ -4,7 +4,7 @@
 Python API (the approval loop runs approved commands through it) and
 ``exec_passthrough`` is what ``sandbox exec`` calls (stdin/stdout/stderr
 inherited, signals forwarded, exit status passed through). Both pick the
-backend: bubblewrap here (``bwrap_run``), srt or gVisor (``backends``).
+backend: bubblewrap here (``bwrap.run``), srt or gVisor (``backends``).
 
 Settings decide policy, so they are read only from a file no sandbox they
 govern can write: ``load_settings`` refuses a settings file inside one of its
@@ -23,7 +23,7 @@ import time
 
 from agent_sandbox import contract
 
-from .bwrap_run import BwrapRun
+from .bwrap.run import BwrapRun
 from .errors import TIMED_OUT, InvalidSettingsError, SandboxStartError
 from .host import home_dir
 from .process import signal_wakeup, suppress

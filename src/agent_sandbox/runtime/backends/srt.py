@@ -75,11 +75,11 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
             output_limit: int) -> CompletedRun:
     import json
 
-    from .. import bwrap as bw
-    from .. import fsview
-    from ..bwrap_run import runtime_paths
+    from ..bwrap import fsview
+    from ..bwrap import plan as bw
+    from ..bwrap.run import runtime_paths
+    from ..bwrap.sweep import identities, quarantine
     from ..host import home_dir
-    from ..sweep import identities, quarantine
 
     srt = find_srt()
     home = home_dir()

@@ -5,7 +5,7 @@ Nothing here decides what is mounted: ``bwrap.plan`` does. This module only
 writes the plan down in bwrap's terms, and must never drop or reorder a mount:
 the one thing it moves is ``late_binds``, the read-only binds of files (and of
 ``/dev/null`` over hidden files) whose place in the order cannot matter, which
-``runtime.late_binds`` makes (same mounts) once bwrap has set the rest up, before
+``runtime.bwrap.late_binds`` makes (same mounts) once bwrap has set the rest up, before
 the command starts.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from agent_sandbox.contract import PROXY_HTTP_PORT, PROXY_SOCKS_PORT
 
-from .bwrap import Plan
-from .settings import _Record
+from ..settings import _Record
+from .plan import Plan
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def build_argv(
     """The ``bwrap`` command line for a plan (pure).
 
     ``late``: the targets of read-only binds of files (``late_binds``) left out of
-    it, because the caller makes them after bwrap's setup (``runtime.late_binds``).
+    it, because the caller makes them after bwrap's setup (``runtime.bwrap.late_binds``).
 
     ``new_session=False`` keeps an interactive command on its terminal; only
     safe with the seccomp filter, which refuses TIOCSTI and TIOCLINUX.
@@ -155,7 +155,7 @@ def gated(command: Sequence[str], gate: int | None, ready: int | None) -> list[s
 
 GATE_SHELL = "/bin/sh"
 GATE_SHELL_WIDE = "/bin/bash"
-# the descriptors bwrap_run hands the sandbox when it starts bwrap itself (the
+# the descriptors bwrap.run hands the sandbox when it starts bwrap itself (the
 # seccomp program, info, block, gate and ready), renumbered to these in bwrap's
 # process: single digits, so the gate runs under GATE_SHELL
 CHILD_FDS = (3, 4, 5, 6, 7)

@@ -1,7 +1,7 @@
 """The bubblewrap mount planner: settings in, a plan of mounts out, nothing executed.
 
 ``plan(settings, ...)`` turns srt-format settings into an ordered list of mount
-operations; ``bwrap_argv.build_argv`` turns that into a ``bwrap`` command line.
+operations; ``bwrap.argv.build_argv`` turns that into a ``bwrap`` command line.
 The planner is pure given a ``FsView`` (what exists on disk): the runtime passes
 ``fsview.RealFs``, a view of the real filesystem, tests pass a dictionary.
 
@@ -49,52 +49,19 @@ import posixpath
 from agent_sandbox import protected
 from agent_sandbox.spec.paths import expand, is_glob
 
+from ..settings import Settings, SettingsError, _Record
 from . import gitmeta
 from .globs import _any_depth_literal, covers
 from .globs import existing as _glob
 from .globs import under as _under
-from .settings import Settings, SettingsError, _Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
-    from typing import Protocol
 
-    class FsView(Protocol):
-        """What the builder needs to know about the filesystem (read-only questions)."""
-
-        def kind(self, path: str) -> str | None:
-            """'d', 'f' (anything not a directory) or None when absent (symlinks
-            followed); raises ``SettingsError`` on a symlink loop."""
-
-        def lkind(self, path: str) -> str | None:
-            """'d', 'f', 'l' (a symlink) or None when absent (not followed)."""
-
-        def realpath(self, path: str) -> str: ...
-
-        def walk(self, root: str) -> list[tuple[str, str]]:
-            """Every (path, kind) below ``root``, complete: kind is 'd', 'f', 'l',
-            's' (socket, fifo, device) or 'u' for a folder that cannot be listed;
-            raises ``WalkError``."""
-
-        def read(self, path: str, limit: int) -> bytes | None:
-            """The first ``limit`` bytes of a regular file, or None."""
-
-        def nlink(self, path: str) -> int:
-            """How many names the file has (hard links); 1 when unknown."""
-
-        def readlink(self, path: str) -> str | None:
-            """A symlink's target as written, or None."""
-
-        def listdir(self, path: str) -> list[str] | None:
-            """The names in a folder, or None when it cannot be listed."""
-
+    from .fsview import FsView
 
 _ORDER = {"link": 0, "hide": 0, "show": 1, "rw": 2, "ro": 3}
-
-
-class WalkError(SettingsError):
-    """A walk that decides protection cannot finish: the run must not start."""
 
 
 class Mount(_Record):

@@ -30,16 +30,16 @@ import time
 
 from agent_sandbox import contract, protected
 
-from . import bwrap as bw
-from . import bwrap_argv as bwargv
+from ..errors import SandboxStartError
+from ..host import diagnose_userns, find_bwrap
+from ..limits import Limits
+from ..private_state import private_paths
+from ..process import Relay, Spawned, exited, no_inherited_fds, read_all, read_line, suppress
+from ..settings import Settings, loads, require_enforceable
+from . import argv as bwargv
 from . import fsview, late_binds, path_entries
-from .errors import SandboxStartError
-from .host import diagnose_userns, find_bwrap
-from .limits import Limits
+from . import plan as bw
 from .placeholders import Placeholders, run_alive
-from .private_state import private_paths
-from .process import Relay, Spawned, exited, no_inherited_fds, read_all, read_line, suppress
-from .settings import Settings, loads, require_enforceable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def runtime_paths(home: str, settings_source: str | None = None) -> list[str]:
     virtualenv, the base interpreter it was made from, the package) and the settings
     file of this run. A command that could rewrite them would loosen or forge the
     next run, or run its code on the host."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     paths = [*contract.state_paths(home), package]
     for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                    os.path.dirname(os.path.realpath(sys.executable))):
@@ -106,7 +106,7 @@ def prepare(p: bw.Plan, command: Sequence[str], cwd: str, env: dict[str, str] | 
     """The argv and environment for a run (no effects). The settings' credential
     variables are removed from bwrap's own environment: no process inside holds
     them, bwrap's pid 1 included. ``late``: the binds the run makes after bwrap's
-    setup (``bwrap_argv.late_binds``), left out of the argv."""
+    setup (``bwrap.argv.late_binds``), left out of the argv."""
     argv = bwargv.build_argv(p, command, cwd=cwd, fds=fds, bwrap=find_bwrap(),
                          is_root=os.geteuid() == 0, new_session=not interactive,
                          overlays=overlays, late=frozenset(late))
@@ -118,7 +118,7 @@ def prepare(p: bw.Plan, command: Sequence[str], cwd: str, env: dict[str, str] | 
 
 def end_container(url: str, name: str, home: str) -> None:
     """``sweep.settle``'s ``end``: the container a killed gVisor run left running."""
-    from .podman import end_orphan
+    from ..containers.podman import end_orphan
 
     end_orphan(url, name, home)
 
@@ -220,7 +220,7 @@ class BwrapRun:
                                                       if not os.path.lexists(m.path)})
             self.plan = p
             # started here (not by subprocess): bwrap gets the descriptors under the
-            # numbers of ``CHILD_FDS``, one digit each (see ``bwrap_argv.gated``)
+            # numbers of ``CHILD_FDS``, one digit each (see ``bwrap.argv.gated``)
             given = (sfd, info_w, block_r, gate_r, ready_w)
             binds = overlay_binds(p, self.overlays, self.filters)
             late = bwargv.late_binds(p, binds)
@@ -228,7 +228,7 @@ class BwrapRun:
                                 fds if capture else bwargv.Fds(*bwargv.CHILD_FDS),
                                 overlays=binds, late=[t for _, t in late],
                                 interactive=not capture and os.isatty(0))
-            from .broker import launch
+            from ..broker import launch
 
             installer = self._installer = launch.installer(
                 self.settings, capture=capture,
@@ -326,7 +326,7 @@ class BwrapRun:
                 self.broker.files.made.on_repo = lambda path, ident: owe_repo(owed, path, ident)
             # bwrap's setup is complete once the gate says "ready" and the command still
             # held: the plan's binds left out of bwrap's command line
-            # (bwrap_argv.late_binds) are made then, by the helper
+            # (bwrap.argv.late_binds) are made then, by the helper
             ready = binder.wait() if binder.kid else read_line(ready_r) == b"ready\n"
             if self.broker is not None:  # from here on, every brokered call is judged
                 self.broker.arm(self.pid1)
@@ -378,7 +378,7 @@ class BwrapRun:
     def start_proxy(self) -> None:
         if self.proxy is not None or not self.listeners:
             return
-        from .proxy import refusing, serve
+        from ..proxy import refusing, serve
 
         try:
             record = self._recorder()
@@ -489,7 +489,7 @@ class BwrapRun:
         """This run's one audit recorder, for the proxy and the sweep alike: the
         caller's, or the audit folder's, opened on first use and closed in cleanup."""
         if self._record is None:
-            from .proxy import audit_recorder
+            from ..proxy import audit_recorder
 
             self._record, self._audit_close = audit_recorder(
                 self.audit_dir or contract.default_audit_dir(self.home))

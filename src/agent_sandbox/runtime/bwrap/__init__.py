@@ -1,0 +1,18 @@
+"""The bubblewrap backend: ``sandbox exec``'s own sandbox.
+
+- ``plan``: the pure mount planner (settings in, a ``Plan`` of mounts out), over
+  a filesystem view (``fsview``: the ``FsView`` it asks, ``WalkError``, the real
+  filesystem's ``RealFs``), glob rules (``globs``), and git metadata (``gitmeta``,
+  git's config syntax ``gitconfig``, the repositories a brokered run made
+  ``made_repos``); ``path_entries``: the caller's PATH as the planner reads it;
+- ``argv``: the plan as a ``bwrap`` command line, the start gate, the proxy
+  variables; ``seccomp``: the filters; ``netns``: the proxy's listening sockets
+  opened in the sandbox's network namespace; ``late_binds``: the read-only binds
+  of files made after bwrap's setup; ``connect``: ssh's ProxyCommand;
+- ``run``: one run, start to cleanup (``BwrapRun``); ``placeholders``: the lock
+  folder's run records; ``sweep``: what a run left, judged after it; ``reaper``:
+  stuck runs ended; ``backend``: this sandbox behind the runtime's ``Backend``.
+
+The seccomp broker that judges a run's calls is a room of its own
+(``runtime.broker``). Importing this package loads nothing.
+"""
