@@ -298,7 +298,7 @@ def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *
               filters: Mapping[str, Callable[[str], str]] | None = None,
               err: Any = None) -> int:
     """Run the client with the terminal attached; return its exit status."""
-    from .run import start_holding_signals, supervise
+    from .bwrap.supervise import start_holding_signals, supervise
 
     base = dict(os.environ if env is None else env)
     ports = [RELAY_PORT]

@@ -40,6 +40,11 @@ from ..output import BoundedOutput
 from ..private_state import private_paths
 from ..result import CompletedRun, bounded, completed
 from ..settings import Settings
+from .base import OUTPUT_LIMIT, Backend
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..broker.pinned import Pin
 
 GVISOR_IMAGE = "localhost/agent-sandbox-base:bookworm"
 
@@ -255,3 +260,17 @@ def _gvisor_proxy(client: Any, container: Any,
     pid = podman.namespace_pid(init_container(client, container.id))
     http, socks = open_ports(pid, PROXY_PORTS)
     return serve_proxy(http, socks, settings.network, f"gvisor-{os.getpid()}")
+
+
+class GvisorBackend(Backend):
+    """gVisor behind the ``Backend`` interface: ``run_gvisor`` (the command's
+    environment and standard input are the container's own)."""
+
+    name = "gvisor"
+
+    def run(self, argv: list[str], settings: Settings, cwd: str, home: str, *,
+            timeout: float | None, capture: bool, env: dict[str, str] | None = None,
+            stdin: bytes | None = None, output_limit: int = OUTPUT_LIMIT,
+            audit_dir: str | None = None, pin: Pin | None = None) -> CompletedRun:
+        return run_gvisor(argv, settings, cwd, home, timeout=timeout, capture=capture,
+                          output_limit=output_limit)

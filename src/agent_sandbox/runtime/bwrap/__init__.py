@@ -9,9 +9,13 @@
   variables; ``seccomp``: the filters; ``netns``: the proxy's listening sockets
   opened in the sandbox's network namespace; ``late_binds``: the read-only binds
   of files made after bwrap's setup; ``connect``: ssh's ProxyCommand;
-- ``run``: one run, start to cleanup (``BwrapRun``); ``placeholders``: the lock
-  folder's run records; ``sweep``: what a run left, judged after it; ``reaper``:
-  stuck runs ended; ``backend``: this sandbox behind the runtime's ``Backend``.
+- ``run``: one run, start to cleanup (``BwrapRun``); ``supervise``: a started
+  run with the terminal attached, its signals forwarded; ``placeholders``: the
+  lock folder's run records; ``sweep``: what a run left, judged after it;
+  ``reaper``: stuck runs ended.
+
+It is one of the runtime's backends (``backends.bwrap``: the ``Backend``
+interface over ``BwrapRun``), a peer of srt and gVisor.
 
 The seccomp broker that judges a run's calls is a room of its own
 (``runtime.broker``). Importing this package loads nothing.
