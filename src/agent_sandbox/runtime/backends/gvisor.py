@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..bwrap.owed import settle_or_refuse
 from ..bwrap.plan import Plan
 from ..containers import podman
 from ..containers.podman import Service, docker_client, import_docker, init_container, wait_exit
@@ -138,7 +139,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     from ..bwrap import plan as bw
     from ..bwrap.path_entries import tool_dirs
     from ..bwrap.placeholders import Placeholders
-    from ..bwrap.run import runtime_paths, settle_or_refuse
+    from ..bwrap.run import runtime_paths
     from ..bwrap.sweep import measure, owe, quarantine, spared
     from ..settings import require_enforceable
 
