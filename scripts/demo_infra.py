@@ -227,7 +227,7 @@ def up() -> int:
 
 
 def down() -> int:
-    from agent_sandbox.runtime.podman_service import stop_all
+    from agent_sandbox.runtime.containers.service import stop_all
 
     doc = lab.load(LAB / "state.json")
     stop_all(str(STATE / "home" / "state" / "podman"))  # the actions' warm podman service

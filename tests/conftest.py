@@ -119,7 +119,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     root = config.stash.get(_ROOT, None)
     if root is not None:
         # the warm podman service the gVisor tests started in this state folder
-        from agent_sandbox.runtime.podman_service import stop_all
+        from agent_sandbox.runtime.containers.service import stop_all
 
         stop_all(str(root / "state" / "podman"))
         shutil.rmtree(root, ignore_errors=True)

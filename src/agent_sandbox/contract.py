@@ -198,7 +198,7 @@ PODMAN_STATE_MAX = 56  # bytes of a state folder that leave room for a service's
 
 
 def podman_service_dir(home: str) -> str:
-    """This user's warm podman services (``runtime/podman_service.py``): each one's
+    """This user's warm podman services (``runtime/containers/service.py``): each one's
     Docker API socket, which is root-equivalent, with the runsc wrapper and
     containers.conf it was started with. A unix socket's name holds 107 bytes, so
     the folder is short: in a state folder the caller named (``$AGENT_SANDBOX_STATE_DIR``) when that

@@ -30,7 +30,7 @@ from agent_sandbox.actions.runner import (
     run_action_container,
 )
 from agent_sandbox.actions.secret_files import SecretFilesError, check_env, relative_path
-from agent_sandbox.runtime.container_net import endpoint_ports
+from agent_sandbox.runtime.containers.net import endpoint_ports
 from agent_sandbox.runtime.output import BoundedOutput, output_digest
 from agent_sandbox.spec.actions import ActionLimits
 
@@ -390,7 +390,7 @@ def test_missing_image_and_missing_api_are_errors(gvisor_image: str, labels: dic
     class Gone:
         url = f"unix://{tmp_path}/no-podman.sock"
 
-    from agent_sandbox.runtime import podman
+    from agent_sandbox.runtime.containers import podman
 
     monkeypatch.setattr(podman, "service", lambda network="none": Gone())
     monkeypatch.setattr(podman, "_API_VERSIONS", {})

@@ -13,8 +13,8 @@ import pytest
 from conftest import SRT, HostListeners, Net, audit_records, write_settings
 
 from agent_sandbox.runtime.backends.gvisor import gvisor_container_options
+from agent_sandbox.runtime.containers.podman import gvisor_containers_conf
 from agent_sandbox.runtime.errors import TIMED_OUT, SandboxStartError
-from agent_sandbox.runtime.podman import gvisor_containers_conf
 from agent_sandbox.runtime.run import run_sandboxed
 from agent_sandbox.runtime.settings import parse
 
@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_gvisor_mounts_follow_the_bwrap_plan(tmp_path: Path) -> None:
-    from agent_sandbox.runtime import bwrap as bw
-    from agent_sandbox.runtime import fsview
+    from agent_sandbox.runtime.bwrap import fsview
+    from agent_sandbox.runtime.bwrap import plan as bw
 
     w = tmp_path / "w"
     (w / "locked").mkdir(parents=True)
@@ -50,7 +50,7 @@ def test_gvisor_containers_conf_is_ours_alone(tmp_path: Path,
     """The service's containers.conf names runsc (network fixed) as the only runtime
     and reads nothing from the environment: a file a sandbox planted and named in
     CONTAINERS_CONF (conmon_path, hooks) or CONTAINERS_CONF_OVERRIDE is never used."""
-    from agent_sandbox.runtime.podman_service import _conf_text, expected, service_env
+    from agent_sandbox.runtime.containers.service import _conf_text, expected, service_env
 
     conf = gvisor_containers_conf("/x/runsc-nonet", "runsc-nonet")
     assert conf.count("[engine]") == 1 and "runc" not in conf.replace("runsc", "")

@@ -7,9 +7,9 @@ import posixpath
 
 import pytest
 
-from agent_sandbox.runtime import bwrap as bw
-from agent_sandbox.runtime import bwrap_argv as bwargv
-from agent_sandbox.runtime import fsview, globs
+from agent_sandbox.runtime.bwrap import argv as bwargv
+from agent_sandbox.runtime.bwrap import fsview, globs
+from agent_sandbox.runtime.bwrap import plan as bw
 from agent_sandbox.runtime.settings import parse
 
 
@@ -354,7 +354,7 @@ def test_real_walk_is_complete_or_refuses(tmp_path) -> None:
     assert sorted(found) == sorted([str(deep / ".env"),
                                    *(str(tmp_path / s / "pkg" / ".env")
                                      for s in ("node_modules", ".venv", "__pycache__"))])
-    with pytest.raises(bw.WalkError, match="too many"):
+    with pytest.raises(fsview.WalkError, match="too many"):
         fsview.RealFs(limit=5).walk(str(tmp_path))
     if os.geteuid() != 0:  # root lists a mode-000 folder anyway
         locked = tmp_path / "locked"

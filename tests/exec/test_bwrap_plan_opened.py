@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from test_bwrap_plan import BASE, CWD, HOME, FakeFs, ops
 
-from agent_sandbox.runtime import bwrap as bw
-from agent_sandbox.runtime import bwrap_argv as bwargv
+from agent_sandbox.runtime.bwrap import argv as bwargv
+from agent_sandbox.runtime.bwrap import plan as bw
 from agent_sandbox.runtime.settings import parse
 
 GEMINI = {"/home/u/.gemini/settings.json": "f", "/home/u/.gemini/tmp/x/chat.json": "f",
@@ -53,7 +53,7 @@ def test_overlays_go_over_the_plan_and_hidden_inputs_get_their_placeholder() -> 
     """``sandbox agent``'s private state folder (``BwrapRun(overlays=...)``): bound after
     every mount of the plan (so it covers the host's folder), the host's inputs read-only
     on top, and one the settings hide for reading replaced by its placeholder."""
-    from agent_sandbox.runtime.bwrap_run import overlay_binds
+    from agent_sandbox.runtime.bwrap.argv import overlay_binds
 
     settings = {"filesystem": {"denyRead": ["~/.gemini/oauth_creds.json"],
                                "allowWrite": [CWD]}}

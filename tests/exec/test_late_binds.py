@@ -1,4 +1,4 @@
-"""The read-only binds of files made after bwrap's setup (``runtime.late_binds``):
+"""The read-only binds of files made after bwrap's setup (``runtime.bwrap.late_binds``):
 which ones (pure), the flags of their remount, and end to end that each is as
 read-only, as fixed in place and as impossible to undo as bwrap's own binds."""
 
@@ -12,8 +12,8 @@ import pytest
 from conftest import PY, needs_bwrap, write_settings
 from test_bwrap_plan import CWD, plan_for
 
-from agent_sandbox.runtime import bwrap_argv as bwargv
-from agent_sandbox.runtime import late_binds
+from agent_sandbox.runtime.bwrap import argv as bwargv
+from agent_sandbox.runtime.bwrap import late_binds
 
 
 def _ro_targets(argv: list[str]) -> list[str]:

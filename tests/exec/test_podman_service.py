@@ -1,4 +1,4 @@
-"""This user's warm podman service (``runtime/podman_service.py``), against real
+"""This user's warm podman service (``runtime/containers/service.py``), against real
 podman: reused across processes, started once by concurrent first users,
 replaced when dead, impersonated or reconfigured, refused in a folder that is
 not private, and out of reach from inside ``sandbox exec`` (bwrap and gVisor).
@@ -24,7 +24,7 @@ import pytest
 from conftest import write_settings
 
 from agent_sandbox import contract
-from agent_sandbox.runtime import podman_service as ps
+from agent_sandbox.runtime.containers import service as ps
 from agent_sandbox.runtime.errors import SandboxStartError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,7 +123,7 @@ def ping(url: str) -> bytes:
 
 
 USE = textwrap.dedent("""
-    from agent_sandbox.runtime.podman import service
+    from agent_sandbox.runtime.containers.podman import service
     s = service("none")
     print(s.pid, s.url, flush=True)
 """)

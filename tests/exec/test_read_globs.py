@@ -199,8 +199,8 @@ def test_concurrent_readers_are_all_answered(tree: Tree) -> None:
 def test_the_plan_walks_nothing_for_globs(tmp_path: Path) -> None:
     """With a broker, the plan hands the globs over (``Plan.read_rules``) and lists
     no folder for them: a view whose walk fails still plans the run."""
-    from agent_sandbox.runtime import bwrap as bw
-    from agent_sandbox.runtime.fsview import RealFs
+    from agent_sandbox.runtime.bwrap import plan as bw
+    from agent_sandbox.runtime.bwrap.fsview import RealFs
     from agent_sandbox.runtime.settings import parse
 
     class NoWalk(RealFs):

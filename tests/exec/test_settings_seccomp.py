@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_sandbox.runtime import seccomp
+from agent_sandbox.runtime.bwrap import seccomp
 from agent_sandbox.runtime.run import default_path
 from agent_sandbox.runtime.settings import SettingsError, load, parse
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from conftest import PY, Net, audit_records, needs_bwrap, write_settings
 
-from agent_sandbox.runtime import bwrap as bw
-from agent_sandbox.runtime import bwrap_argv as bwargv
-from agent_sandbox.runtime import fsview
+from agent_sandbox.runtime.bwrap import argv as bwargv
+from agent_sandbox.runtime.bwrap import fsview
+from agent_sandbox.runtime.bwrap import plan as bw
 from agent_sandbox.runtime.errors import InvalidSettingsError
 from agent_sandbox.runtime.proxy import ProxyConfig, decide_name, range_refusal
 from agent_sandbox.runtime.run import run_sandboxed

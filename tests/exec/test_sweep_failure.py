@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 from conftest import audit_records
 
-from agent_sandbox.runtime import sweep
+from agent_sandbox.runtime.bwrap import sweep
+from agent_sandbox.runtime.bwrap.fsview import WalkError
 from agent_sandbox.runtime.errors import SandboxStartError
 from agent_sandbox.runtime.run import run_sandboxed
 
@@ -103,7 +104,7 @@ def test_unfinished_sweep_is_owed_and_holds_every_start(
     work = box["work"]
 
     def gives_up(*_a: object, **_k: object) -> list[tuple[str, str]]:
-        raise sweep.WalkError(f"{work} holds more than 2000000 entries")
+        raise WalkError(f"{work} holds more than 2000000 entries")
 
     monkeypatch.setattr(sweep, "made_repos", gives_up)
     rc, err = _run(box, _plant_git(box["marker"]))

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_sandbox.runtime.bwrap import WalkError
-from agent_sandbox.runtime.fsview import RealFs
-from agent_sandbox.runtime.sweep import SweepFs, find_new, identities
+from agent_sandbox.runtime.bwrap.fsview import RealFs, WalkError
+from agent_sandbox.runtime.bwrap.sweep import SweepFs, find_new, identities
 
 PY = sys.executable
 SANDBOX = [PY, "-m", "agent_sandbox"]

@@ -11,7 +11,7 @@ and what the runner prepared (pure: nothing runs, nothing is read).
   not the container's processes, and a limit of a few hundred there stops
   runsc from starting at all;
 - no network (``network_mode`` none): what the container may reach is opened
-  in its namespace from the host (``runtime/container_net.py``);
+  in its namespace from the host (``runtime/containers/net.py``);
 - no log on the host's disk: the runner reads the output while it is
   produced and keeps what the limit allows.
 

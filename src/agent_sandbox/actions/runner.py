@@ -4,15 +4,15 @@ afterwards whatever happened.
 
 ``run_action_container`` creates the container through the ``docker`` SDK
 against this user's warm podman service, whose only runtime is runsc
-(``runtime/podman_service.py``, judged before every use), in the fewest
-round trips podman needs (``runtime/podman.py``: create, inspect, attach,
+(``runtime/containers/service.py``, judged before every use), in the fewest
+round trips podman needs (``runtime/containers/podman.py``: create, inspect, attach,
 start, wait, one forced removal), with the options of ``container_options`` (read-only
 root, a tmpfs work folder, uid 65534, no capabilities, the action's limits).
 Before the command starts it checks, from podman's own inspect, that the
 container's OCI runtime is runsc, and furnishes the container's network
 namespace when the action may reach anything: the egress proxy with only the
 action's domains allowed, and each ``connect`` endpoint relayed to the same
-port on the container's loopback (``runtime/container_net.py``). Credential
+port on the container's loopback (``runtime/containers/net.py``). Credential
 files are mounted read-only for that container alone
 (``secret_files.py``). The deadline (``limits.timeout``) kills the container.
 
@@ -96,7 +96,7 @@ def run_action_container(image: str, argv: list[str], *, limits: ActionLimits,
     env = dict(env or {})
     try:
         secret_files.check_env(env, files)
-        from ..runtime.container_net import endpoint_ports
+        from ..runtime.containers.net import endpoint_ports
 
         ports = endpoint_ports(connect, proxy=bool(egress))
     except (SandboxError, ValueError) as exc:
@@ -127,7 +127,7 @@ def run_action_container(image: str, argv: list[str], *, limits: ActionLimits,
 
 
 def _proxy_env() -> dict[str, str]:
-    from ..runtime.bwrap_argv import proxy_env
+    from ..runtime.bwrap.argv import proxy_env
 
     return {k: v for k, v in proxy_env().items() if k != "GIT_SSH_COMMAND"}
 
@@ -137,7 +137,7 @@ def _run(opts: dict[str, Any], limits: ActionLimits, egress: Sequence[str],
          started: float) -> ActionRun:
     import requests
 
-    from ..runtime import podman
+    from ..runtime.containers import podman
 
     docker = podman.import_docker()
     networked = bool(egress or ports)
@@ -256,7 +256,7 @@ def _remove(client: Any, cid: str, failure: BaseException | None) -> None:
     """Remove the container in one forced call, podman's answer saying it is
     gone; a container left behind is an error (unless the run is already
     failing with one)."""
-    from ..runtime import podman
+    from ..runtime.containers import podman
 
     for _ in range(3):
         with contextlib.suppress(Exception):  # judged by podman's answer
@@ -274,7 +274,7 @@ class _Net:
 
     def __init__(self, pid: int, egress: Sequence[str], ports: Sequence[tuple[int, str, int]],
                  session: str) -> None:
-        from ..runtime import container_net as cn
+        from ..runtime.containers import net as cn
 
         network = None
         if egress:

@@ -39,7 +39,7 @@ import threading
 
 from agent_sandbox import contract
 from agent_sandbox.errors import SandboxError
-from agent_sandbox.runtime.bwrap_run import BwrapRun
+from agent_sandbox.runtime.bwrap.run import BwrapRun
 from agent_sandbox.runtime.process import suppress
 
 from .hook_frames import MAX_REQUEST, RELAY_ENV, RELAY_PORT, recv_frame, send_frame
@@ -331,7 +331,7 @@ def run_agent(command: Sequence[str], settings: Settings, cwd: str, home: str, *
               filters: Mapping[str, Callable[[str], str]] | None = None,
               err: Any = None) -> int:
     """Run the client with the terminal attached; return its exit status."""
-    from agent_sandbox.runtime.run import start_holding_signals, supervise
+    from agent_sandbox.runtime.bwrap.supervise import start_holding_signals, supervise
 
     base = dict(os.environ if env is None else env)
     ports = [RELAY_PORT]

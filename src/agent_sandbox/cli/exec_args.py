@@ -7,6 +7,7 @@ is a usage error, and nothing runs.
 from __future__ import annotations
 
 from agent_sandbox.errors import SandboxError
+from agent_sandbox.runtime.backends.base import NAMES as BACKENDS
 
 
 class UsageError(SandboxError, ValueError):
@@ -80,7 +81,7 @@ def parse_exec_args(args: list[str]) -> ExecArgs:
         raise UsageError("give either --settings or --spec, not both")
     if out.host and not out.spec:
         raise UsageError("--host needs --spec")
-    if out.backend not in ("bwrap", "srt", "gvisor"):
+    if out.backend not in BACKENDS:
         raise UsageError(f"--backend must be bwrap, srt or gvisor (got {out.backend!r})")
     if not out.command:
         raise UsageError("no command: sandbox exec [OPTIONS] -- CMD [ARG...]")

@@ -18,6 +18,7 @@ import os
 import sys
 
 from agent_sandbox import contract
+from agent_sandbox.runtime.backends.base import NAMES as BACKENDS
 from agent_sandbox.runtime.errors import SANDBOX_FAILED, SandboxStartError
 from agent_sandbox.runtime.host import home_dir
 from agent_sandbox.runtime.run import exec_passthrough, resolve_settings
@@ -111,7 +112,7 @@ def _main(args: Sequence[str], err: IO[str], started: Callable[[], None] | None)
         return 0
     try:
         profile = host_profile()
-        if opts.backend_given is False and profile.get("backend") in ("bwrap", "srt", "gvisor"):
+        if opts.backend_given is False and profile.get("backend") in BACKENDS:
             opts.backend = profile["backend"]
         if profile.get("auditDir") and contract.AUDIT_DIR_ENV not in os.environ:
             os.environ[contract.AUDIT_DIR_ENV] = str(profile["auditDir"])

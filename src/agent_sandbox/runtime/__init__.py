@@ -10,7 +10,7 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
 
 - the planner (``bwrap.plan``) walks the writable roots before the run: it only
   lists names and reads small git files (``.git`` files, configs, through
-  ``gitmeta``; configs read exactly as git reads them, ``gitconfig``) to decide
+  ``bwrap.gitmeta``; configs read exactly as git reads them, ``bwrap.gitconfig``) to decide
   what to protect; what it reads can only make the plan stricter (more paths
   read-only), and a walk that cannot finish refuses the run;
 - the broker (``broker``) reads the command's memory while one of its calls
@@ -20,11 +20,11 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
   capability and never through a link at the name, so what the command can
   change in between (its memory, the tree) changes nothing it decided; any
   fault refuses the call;
-- the late binds' helper (``late_binds``) resolves the plan's paths in the
+- the late binds' helper (``bwrap.late_binds``) resolves the plan's paths in the
   sandbox's mount namespace once bwrap is set up and before the command runs
   (nothing of the command's runs there yet, as when bwrap resolved them), reads
   only each mount's flags (``statvfs``), and any failure ends the sandbox;
-- the sweep (``sweep``) walks them after the run, with nothing inside running,
+- the sweep (``bwrap.sweep``) walks them after the run, with nothing inside running,
   compares identities recorded before the run (device, inode, change time and
   size: nothing the command can reproduce), and only renames new or changed
   protected names to an inert quarantine name; it reads git configs of new

@@ -3,8 +3,9 @@
 ``run_sandboxed(argv, settings, cwd, timeout, capture=True)`` is the stable
 Python API (the approval loop runs approved commands through it) and
 ``exec_passthrough`` is what ``sandbox exec`` calls (stdin/stdout/stderr
-inherited, signals forwarded, exit status passed through). Both pick the
-backend: bubblewrap here (``bwrap_run``), srt or gVisor (``backends``).
+inherited, signals forwarded, exit status passed through). Both read the
+settings and hand the run to the backend picked by name (``backends.pick``:
+bubblewrap, srt or gVisor, one ``Backend`` interface).
 
 Settings decide policy, so they are read only from a file no sandbox they
 govern can write: ``load_settings`` refuses a settings file inside one of its
@@ -16,17 +17,13 @@ raises ``SandboxStartError`` (exit status ``SANDBOX_FAILED``, 125).
 
 from __future__ import annotations
 
-import _signal as signal
 import os
-import sys
-import time
 
 from agent_sandbox import contract
 
-from .bwrap_run import BwrapRun
-from .errors import TIMED_OUT, InvalidSettingsError, SandboxStartError
+from .backends import OUTPUT_LIMIT, pick
+from .errors import InvalidSettingsError, SandboxStartError
 from .host import home_dir
-from .process import signal_wakeup, suppress
 from .settings import Settings, SettingsError, load
 
 TYPE_CHECKING = False
@@ -36,12 +33,6 @@ if TYPE_CHECKING:
 
     from .broker.pinned import Pin
     from .result import CompletedRun
-
-BACKENDS = ("bwrap", "srt", "gvisor")
-OUTPUT_LIMIT = 64 * 1024  # bytes of each captured stream kept by default (``result.bounded``)
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
-                     signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH, signal.SIGCONT)
-
 
 def default_path(home: str) -> str:
     """The settings file used when none is named, or SettingsError."""
@@ -145,39 +136,17 @@ def _run_sandboxed(argv: Sequence[str], settings: Any, cwd: Any, timeout: float 
                    capture: bool, *, backend: str, env: dict[str, str] | None,
                    stdin: bytes | None, audit_dir: str | None,
                    output_limit: int, pin: Pin | None = None) -> CompletedRun:
-    started = time.monotonic()
     home = home_dir()
     wd = os.path.realpath(os.fspath(cwd) if cwd is not None else os.getcwd())
     if not os.path.isdir(wd):
         raise SandboxStartError(f"working directory {wd} does not exist")
     s = resolve_settings(settings, home, wd)
-    if backend != "bwrap":
-        if pin is not None:
-            raise SandboxStartError("an approved command's tree is pinned by the bubblewrap "
-                                    "backend only")
-        from .backends import run_backend
-
-        return run_backend(backend, list(argv), s, wd, home, timeout=timeout, capture=capture,
-                           env=env, stdin=stdin, output_limit=output_limit)
-    import subprocess
-
-    from .output import collect
-    from .result import bounded, completed
-
-    out = bounded(output_limit)
-    run = BwrapRun(s, argv, cwd=wd, home=home, env=env, audit_dir=audit_dir, pin=pin)
-    pipe = subprocess.PIPE if capture else None
-    run.start(capture=True, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-              stdout=pipe, stderr=pipe)
-    try:
-        run.start_proxy()
-        timed_out = collect(run.proc, out, stdin=stdin, timeout=timeout, kill=run.kill)
-        rc = run.proc.returncode
-    finally:
-        run.kill()
-        run.cleanup()
-    return completed(out, TIMED_OUT if timed_out else rc, time.monotonic() - started,
-                     timed_out, "bwrap", notes="".join(run.notices).encode())
+    chosen = pick(backend)
+    if pin is not None and not chosen.pins:
+        raise SandboxStartError("an approved command's tree is pinned by the bubblewrap "
+                                "backend only")
+    return chosen.run(list(argv), s, wd, home, timeout=timeout, capture=capture, env=env,
+                      stdin=stdin, output_limit=output_limit, audit_dir=audit_dir, pin=pin)
 
 
 def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
@@ -186,69 +155,5 @@ def exec_passthrough(argv: Sequence[str], settings: Settings, cwd: str, *,
                      started: Callable[[], None] | None = None) -> int:
     """Run with the terminal attached; return the command's exit status.
     ``started`` is called once the command runs (bwrap backend)."""
-    home = home_dir()
-    if backend != "bwrap":
-        from .backends import run_backend
-
-        return run_backend(backend, list(argv), settings, cwd, home, timeout=timeout,
-                           capture=False, output_limit=OUTPUT_LIMIT).returncode
-    run = BwrapRun(settings, argv, cwd=cwd, home=home)
-    held = start_holding_signals(run)
-    return supervise(run, timeout, err, prepare=started, held=held)
-
-
-def start_holding_signals(run: BwrapRun) -> tuple[list[int], dict[int, Any]]:
-    """Start the run with the forwarded signals held (but ``SIGINT``, which still
-    aborts a start): one that comes while the sandbox starts, or just after the
-    command began, is forwarded to it by ``supervise``, never the launcher's own
-    end. (signals that came, the handlers to put back)."""
-    pending: list[int] = []
-    previous: dict[int, Any] = {}
-    for sig in FORWARDED_SIGNALS:
-        if sig != signal.SIGINT:
-            with suppress(OSError, ValueError):
-                previous[sig] = signal.signal(sig, lambda signum, _f: pending.append(signum))
-    try:
-        run.start()
-    except BaseException:
-        for signum, handler in previous.items():
-            with suppress(OSError, ValueError, TypeError):
-                signal.signal(signum, handler)
-        raise
-    return pending, previous
-
-
-def supervise(run: BwrapRun, timeout: float | None, err: IO[str] | None, *,
-              prepare: Callable[[], None] | None = None,
-              stop: Callable[[], None] | None = None,
-              held: tuple[list[int], dict[int, Any]] | None = None) -> int:
-    """Wait for a started run with the terminal's signals forwarded into it and return
-    its exit status; whatever happens, end it and clean up. ``prepare`` runs first
-    (inside the guard), ``stop`` after the run is killed and before its cleanup;
-    ``held``: what ``start_holding_signals`` held, forwarded now."""
-    pending, previous = held if held is not None else ([], {})
-    previous = dict(previous)
-    try:
-        if prepare is not None:
-            prepare()
-        for sig in FORWARDED_SIGNALS:
-            with suppress(OSError, ValueError):
-                before = signal.signal(sig, lambda signum, _f: run.forward(signum))
-                previous.setdefault(sig, before)
-        for signum in pending:
-            run.forward(signum)
-        with signal_wakeup() as wake:  # a signal a proxy thread took still forwards
-            rc, timed_out = run.wait(timeout, wake=wake)
-        if timed_out:
-            return TIMED_OUT
-        return rc if rc >= 0 else 128 - rc
-    finally:
-        for signum, handler in previous.items():
-            with suppress(OSError, ValueError, TypeError):
-                signal.signal(signum, handler)
-        run.kill()
-        if stop is not None:
-            stop()
-        run.cleanup()
-        for note in run.notices:
-            (err or sys.stderr).write(note)
+    return pick(backend).passthrough(list(argv), settings, cwd, home_dir(), timeout=timeout,
+                                     err=err, started=started)

@@ -1,27 +1,34 @@
-"""The backends besides bubblewrap, behind the same policy and the same result:
-``srt`` (delegate to an installed srt) and ``gvisor`` (a one-shot runsc
-container). Each module is imported only when its backend runs.
+"""The sandboxes a command can run in, peers behind one interface (``Backend``):
+``bwrap`` (bubblewrap with the seccomp broker and the egress proxy: the
+default, ``runtime.bwrap``), ``srt`` (delegate to an installed srt) and
+``gvisor`` (a one-shot runsc container). Each takes the same settings and
+gives the same result; ``pick(name)`` is the one place that picks one, and
+each backend's module is imported only when it is picked.
+
+The interface is ``base.Backend``; importing this package is cheap (nothing of
+a backend is imported until it is picked).
 """
 
 from __future__ import annotations
 
 from ..errors import SandboxStartError
-from ..result import CompletedRun
-from ..settings import Settings
+from .base import NAMES, OUTPUT_LIMIT, Backend
+
+__all__ = ["NAMES", "OUTPUT_LIMIT", "Backend", "pick"]
 
 
-def run_backend(name: str, argv: list[str], settings: Settings, cwd: str, home: str, *,
-                timeout: float | None, capture: bool, env: dict[str, str] | None = None,
-                stdin: bytes | None = None, output_limit: int) -> CompletedRun:
-    """Run with the backend ``name``; captured output as ``run.run_sandboxed`` keeps it."""
+def pick(name: str) -> Backend:
+    """The backend called ``name`` (one of ``NAMES``)."""
+    if name == "bwrap":
+        from .bwrap import BwrapBackend
+
+        return BwrapBackend()
     if name == "srt":
-        from .srt import run_srt
+        from .srt import SrtBackend
 
-        return run_srt(argv, settings, cwd, timeout=timeout, capture=capture, env=env,
-                       stdin=stdin, output_limit=output_limit)
+        return SrtBackend()
     if name == "gvisor":
-        from .gvisor import run_gvisor
+        from .gvisor import GvisorBackend
 
-        return run_gvisor(argv, settings, cwd, home, timeout=timeout, capture=capture,
-                          output_limit=output_limit)
+        return GvisorBackend()
     raise SandboxStartError(f"unknown backend {name!r} (bwrap, srt or gvisor)")

@@ -1,7 +1,7 @@
 """The gVisor backend: a one-shot container under ``runsc``, driven through the
 ``docker`` SDK against podman's Docker API (a ``podman system service`` this
 module shares with the action runner: this user's warm service, judged before
-every use (``runtime/podman_service.py``), or ``$DOCKER_HOST``). It shares it
+every use (``runtime/containers/service.py``), or ``$DOCKER_HOST``). It shares it
 because it needs exactly that service (runsc as the only runtime, the network
 mode fixed, the socket hidden in every sandbox) and would otherwise pay
 podman's start, about a second, on every run.
@@ -30,16 +30,22 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import podman
-from ..bwrap import Plan
+from ..bwrap.owed import settle_or_refuse
+from ..bwrap.plan import Plan
+from ..containers import podman
+from ..containers.podman import Service, docker_client, import_docker, init_container, wait_exit
+from ..containers.podman import service as _service
 from ..errors import TIMED_OUT, SandboxStartError
 from ..limits import DEFAULT_FILE_SIZE, DEFAULT_PROCESSES, host_memory
 from ..output import BoundedOutput
-from ..podman import Service, docker_client, import_docker, init_container, wait_exit
-from ..podman import service as _service
 from ..private_state import private_paths
 from ..result import CompletedRun, bounded, completed
 from ..settings import Settings
+from .base import OUTPUT_LIMIT, Backend
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..broker.pinned import Pin
 
 GVISOR_IMAGE = "localhost/agent-sandbox-base:bookworm"
 
@@ -99,7 +105,7 @@ def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
     the host in the container's network namespace before the command starts;
     see ``PodmanService``): it gets the proxy variables.
     """
-    from .. import bwrap_argv as bwargv
+    from ..bwrap import argv as bwargv
 
     opts: dict[str, Any] = {
         "image": os.environ.get("AGENT_SANDBOX_GVISOR_IMAGE", GVISOR_IMAGE),
@@ -129,13 +135,13 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
                output_limit: int) -> CompletedRun:
     from agent_sandbox import contract
 
-    from .. import bwrap as bw
-    from .. import fsview
-    from ..bwrap_run import runtime_paths, settle_or_refuse
-    from ..path_entries import tool_dirs
-    from ..placeholders import Placeholders
+    from ..bwrap import fsview
+    from ..bwrap import plan as bw
+    from ..bwrap.path_entries import tool_dirs
+    from ..bwrap.placeholders import Placeholders
+    from ..bwrap.run import runtime_paths
+    from ..bwrap.sweep import measure, owe, quarantine, spared
     from ..settings import require_enforceable
-    from ..sweep import measure, owe, quarantine, spared
 
     require_enforceable(settings, "gvisor")
     started = time.monotonic()
@@ -250,8 +256,22 @@ def _gvisor_proxy(client: Any, container: Any,
     """Create (init) the container without starting its command, open the proxy's
     ports in its network namespace and serve them from here: the command finds
     them ready. Any failure here ends the run before the command starts."""
-    from ..container_net import PROXY_PORTS, open_ports, serve_proxy
+    from ..containers.net import PROXY_PORTS, open_ports, serve_proxy
 
     pid = podman.namespace_pid(init_container(client, container.id))
     http, socks = open_ports(pid, PROXY_PORTS)
     return serve_proxy(http, socks, settings.network, f"gvisor-{os.getpid()}")
+
+
+class GvisorBackend(Backend):
+    """gVisor behind the ``Backend`` interface: ``run_gvisor`` (the command's
+    environment and standard input are the container's own)."""
+
+    name = "gvisor"
+
+    def run(self, argv: list[str], settings: Settings, cwd: str, home: str, *,
+            timeout: float | None, capture: bool, env: dict[str, str] | None = None,
+            stdin: bytes | None = None, output_limit: int = OUTPUT_LIMIT,
+            audit_dir: str | None = None, pin: Pin | None = None) -> CompletedRun:
+        return run_gvisor(argv, settings, cwd, home, timeout=timeout, capture=capture,
+                          output_limit=output_limit)

@@ -21,6 +21,11 @@ from ..errors import TIMED_OUT, SandboxStartError
 from ..private_state import private_paths
 from ..result import CompletedRun
 from ..settings import Settings
+from .base import OUTPUT_LIMIT, Backend
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..broker.pinned import Pin
 
 
 def find_srt() -> str:
@@ -75,11 +80,11 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
             output_limit: int) -> CompletedRun:
     import json
 
-    from .. import bwrap as bw
-    from .. import fsview
-    from ..bwrap_run import runtime_paths
+    from ..bwrap import fsview
+    from ..bwrap import plan as bw
+    from ..bwrap.run import runtime_paths
+    from ..bwrap.sweep import identities, quarantine
     from ..host import home_dir
-    from ..sweep import identities, quarantine
 
     srt = find_srt()
     home = home_dir()
@@ -111,3 +116,16 @@ def run_srt(argv: list[str], settings: Settings, cwd: str, *, timeout: float | N
                         result.duration, result.timed_out, "srt",
                         stdout_dropped=result.stdout_dropped,
                         stderr_dropped=result.stderr_dropped)
+
+
+class SrtBackend(Backend):
+    """srt behind the ``Backend`` interface: ``run_srt``."""
+
+    name = "srt"
+
+    def run(self, argv: list[str], settings: Settings, cwd: str, home: str, *,
+            timeout: float | None, capture: bool, env: dict[str, str] | None = None,
+            stdin: bytes | None = None, output_limit: int = OUTPUT_LIMIT,
+            audit_dir: str | None = None, pin: Pin | None = None) -> CompletedRun:
+        return run_srt(argv, settings, cwd, timeout=timeout, capture=capture, env=env,
+                       stdin=stdin, output_limit=output_limit)

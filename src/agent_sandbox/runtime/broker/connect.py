@@ -28,7 +28,7 @@ import socket
 import stat
 import sys
 
-from ..globs import under
+from ..bwrap.globs import under
 from .notify import Notification, pidfd_getfd
 from .refused import Refused
 from .target import Target, locate

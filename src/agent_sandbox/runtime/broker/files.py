@@ -32,7 +32,7 @@ import stat
 
 from agent_sandbox import protected
 
-from .. import gitmeta
+from ..bwrap import gitmeta
 from . import gitfolders, gitwrites
 from .at_calls import caller_id, chmod_at, holds, path_of, renameat2
 from .judge import PYCACHE, Judge

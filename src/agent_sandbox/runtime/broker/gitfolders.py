@@ -24,8 +24,8 @@ import os
 
 from agent_sandbox import protected
 
-from .. import gitmeta
-from ..fsview import SweepFs
+from ..bwrap import gitmeta
+from ..bwrap.fsview import SweepFs
 from .surroundings import looks_like_git_dir
 from .target import Place
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import stat
 
-from .. import gitmeta
+from ..bwrap import gitmeta
 from .target import Place
 
 CONFIGS = ("config", "config.worktree")

@@ -34,7 +34,7 @@ import posixpath
 
 from agent_sandbox import protected
 
-from ..globs import covers, under
+from ..bwrap.globs import covers, under
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The broker of one bubblewrap run, set up: the filter the child installs before
 it execs bwrap (``installer``), then the judge and the thread (``start``).
 
-Kept out of ``bwrap_run`` so that a run's start reads as its steps; everything
+Kept out of ``bwrap.run`` so that a run's start reads as its steps; everything
 here refuses the start (``SandboxStartError``) rather than run without a broker.
 """
 
@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from ..bwrap import Plan
+    from ..bwrap.plan import Plan
     from ..settings import Settings
     from .notify import Installer
     from .pinned import Pin
@@ -29,7 +29,7 @@ def installer(settings: Settings, *, capture: bool, reads: bool = False) -> Inst
     (the child cannot wait for the launcher then, and sends the listener).
     ``reads``: the plan leaves reading to be judged by glob (``Plan.read_rules``):
     every open is handed over, not only those that may write."""
-    from ..seccomp import SeccompError
+    from ..bwrap.seccomp import SeccompError
     from . import notify
 
     names = list(notify.FILE_CALLS)
@@ -64,7 +64,7 @@ def start(made: Installer, pid: int | None, plan: Plan, settings: Settings, *, h
             raise _refused(exc) from None
     mine = [os.path.realpath(o) for o in opened]
     mine += [t for _, t, fallback in overlays if fallback is None]
-    from ..path_entries import path_shadows
+    from ..bwrap.path_entries import path_shadows
 
     judge = Judge([*plan.writable_roots, *mine], home,
                   [expand(r, home=home, cwd=cwd) for r in settings.filesystem.deny_write],

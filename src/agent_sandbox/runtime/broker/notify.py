@@ -25,7 +25,7 @@ import os
 import select
 import sys
 
-from ..seccomp import (
+from ..bwrap.seccomp import (
     _JEQ_K,
     _JGE_K,
     _JSET_K,

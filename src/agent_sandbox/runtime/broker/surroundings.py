@@ -28,9 +28,9 @@ import posixpath
 
 from agent_sandbox import protected
 
-from .. import gitmeta
-from ..fsview import RealFs
-from ..globs import under
+from ..bwrap import gitmeta
+from ..bwrap.fsview import RealFs
+from ..bwrap.globs import under
 
 _EXEC = frozenset(name for name, _, _ in protected.GIT_EXECUTABLE)
 _HOOKS = "hooks"

@@ -51,8 +51,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from .. import contract
-from .errors import SandboxStartError
+from ... import contract
+from ..errors import SandboxStartError
 
 RUNTIME_NAME = "runsc"
 IDLE_SECONDS = 300

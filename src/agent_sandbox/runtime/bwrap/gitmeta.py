@@ -25,7 +25,7 @@ use would write; anything else is quarantined by the sweep.
 (``worktrees/NAME``) the run created. Configuration is read by ``gitconfig``,
 as git reads it; a judge refuses what it cannot read exactly.
 
-Pure over an ``FsView`` (``bwrap.FsView``): it reads small files through it and
+Pure over an ``FsView`` (``fsview.FsView``): it reads small files through it and
 never writes.
 """
 
@@ -40,7 +40,7 @@ from . import gitconfig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .bwrap import FsView
+    from .fsview import FsView
 
 MAX_DEPTH = 16  # nested submodules and includes followed this deep, then refused
 READ_LIMIT = 1 << 20

@@ -1,7 +1,7 @@
 """The bubblewrap mount planner: settings in, a plan of mounts out, nothing executed.
 
 ``plan(settings, ...)`` turns srt-format settings into an ordered list of mount
-operations; ``bwrap_argv.build_argv`` turns that into a ``bwrap`` command line.
+operations; ``bwrap.argv.build_argv`` turns that into a ``bwrap`` command line.
 The planner is pure given a ``FsView`` (what exists on disk): the runtime passes
 ``fsview.RealFs``, a view of the real filesystem, tests pass a dictionary.
 
@@ -25,7 +25,7 @@ The layout:
   disabled inside, all capabilities dropped, a new session (no TIOCSTI), and
   ``--die-with-parent``.
 
-With unix sockets allowed by path, nothing is mounted for them: each
+With unix sockets allowed by path, nothing is mounted for them (``sockets``): each
 ``connect()`` is judged when it is made (``brokered_connect``); the plan carries
 the places allowed (``Plan.unix_sockets``).
 
@@ -49,52 +49,20 @@ import posixpath
 from agent_sandbox import protected
 from agent_sandbox.spec.paths import expand, is_glob
 
+from ..settings import Settings, SettingsError, _Record
 from . import gitmeta
 from .globs import _any_depth_literal, covers
 from .globs import existing as _glob
 from .globs import under as _under
-from .settings import Settings, SettingsError, _Record
+from .sockets import unix_sockets
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
-    from typing import Protocol
 
-    class FsView(Protocol):
-        """What the builder needs to know about the filesystem (read-only questions)."""
-
-        def kind(self, path: str) -> str | None:
-            """'d', 'f' (anything not a directory) or None when absent (symlinks
-            followed); raises ``SettingsError`` on a symlink loop."""
-
-        def lkind(self, path: str) -> str | None:
-            """'d', 'f', 'l' (a symlink) or None when absent (not followed)."""
-
-        def realpath(self, path: str) -> str: ...
-
-        def walk(self, root: str) -> list[tuple[str, str]]:
-            """Every (path, kind) below ``root``, complete: kind is 'd', 'f', 'l',
-            's' (socket, fifo, device) or 'u' for a folder that cannot be listed;
-            raises ``WalkError``."""
-
-        def read(self, path: str, limit: int) -> bytes | None:
-            """The first ``limit`` bytes of a regular file, or None."""
-
-        def nlink(self, path: str) -> int:
-            """How many names the file has (hard links); 1 when unknown."""
-
-        def readlink(self, path: str) -> str | None:
-            """A symlink's target as written, or None."""
-
-        def listdir(self, path: str) -> list[str] | None:
-            """The names in a folder, or None when it cannot be listed."""
-
+    from .fsview import FsView
 
 _ORDER = {"link": 0, "hide": 0, "show": 1, "rw": 2, "ro": 3}
-
-
-class WalkError(SettingsError):
-    """A walk that decides protection cannot finish: the run must not start."""
 
 
 class Mount(_Record):
@@ -154,32 +122,6 @@ def _over(path: str, index: dict[str, list[Mount]]) -> list[Mount]:
     while path != "/":
         path = posixpath.dirname(path)
         out += index.get(path, ())
-    return out
-
-
-def _links_on_the_way(fs: FsView, path: str) -> list[str]:
-    """Every symlink that resolving ``path`` goes through (their own paths)."""
-    out: list[str] = []
-    todo = [x for x in path.split("/") if x]
-    cur = "/"
-    while todo:
-        part = todo.pop(0)
-        if part == ".":
-            continue
-        if part == "..":
-            cur = posixpath.dirname(cur)
-            continue
-        nxt = posixpath.join(cur, part)
-        if fs.lkind(nxt) != "l":
-            cur = nxt
-            continue
-        out.append(nxt)
-        target = fs.readlink(nxt)
-        if target is None or len(out) > 40:
-            raise SettingsError(f"{path}: a symlink loop or an unreadable link; remove it")
-        if target.startswith("/"):
-            cur = "/"
-        todo = [x for x in target.split("/") if x] + todo
     return out
 
 
@@ -305,16 +247,82 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     protected entries that exist (the broker refuses those by name and by what
     surrounds them; the start costs the same in any tree).
     """
-    f, n = settings.filesystem, settings.network
-    mounts: dict[tuple[str, str], Mount] = {}
-    placeholders: dict[str, str] = {}
+    b = _Build(settings, home, cwd, fs, brokered)
+    _writable_roots(b, protect, opened)
+    judged, judged_creds = _reads(b, private)
+    for w in b.writable:
+        b.add("rw", w)
+    _deny_writes(b, protect, tools)
+    for w in b.roots:
+        _protected_set(b, w)
+    # the user's git configuration names paths too
+    for config in (posixpath.join(home, ".gitconfig"),
+                   posixpath.join(home, ".config/git/config")):
+        for p, k in gitmeta.named_paths(fs, config, home, home=home):
+            if any(_under(p, w) for w in b.writable):
+                b.protect_path(p, k)
+    _pin_parents(b)
+    _drop_hidden_ro(b)
+    sockets = unix_sockets(settings.network, home, cwd, fs, b.writable,
+                           [m.path for m in b.mounts.values() if m.op in ("ro", "hide")],
+                           b.private_real)
+    ordered = tuple(sorted(b.mounts.values(), key=Mount.key))
+    f = settings.filesystem
+    return Plan(mounts=ordered, placeholders=tuple(b.placeholders.items()),
+                writable_roots=tuple(b.writable), hide_root=b.hide_root,
+                unset_env=settings.credential_env, before=tuple(dict.fromkeys(b.before)),
+                unix_sockets=sockets, read_rules=(
+                    tuple(judged), tuple(expand(r, home=home, cwd=cwd) for r in f.allow_read)
+                    if judged else (), tuple(judged_creds), tuple(b.search_roots)))
 
-    def add(op: str, path: str) -> None:
-        kind = fs.kind(path)
+
+class _Build:
+    """A plan being built, phase by phase (``plan``): its mounts and placeholders,
+    the protected entries seen, and what one phase finds for the next."""
+
+    def __init__(self, settings: Settings, home: str, cwd: str, fs: FsView,
+                 brokered: bool) -> None:
+        self.settings, self.home, self.cwd, self.fs = settings, home, cwd, fs
+        self.brokered = brokered
+        self.mounts: dict[tuple[str, str], Mount] = {}
+        self.placeholders: dict[str, str] = {}
+        self.before: list[str] = []
+        self.writable: list[str] = []  # the writable roots, none inside a denied path
+        self.roots: list[str] = []  # those that are folders
+        self.opened_roots: set[str] = set()  # opened, listed and not denied
+        self.search_roots: list[str] = []  # where globs are walked for
+        self.hide_root = False
+        self.private_real: list[str] = []
+
+    def add(self, op: str, path: str) -> None:
+        kind = self.fs.kind(path)
         if kind is None:
             return
-        mounts[(op, path)] = Mount(op, path, kind)
+        self.mounts[(op, path)] = Mount(op, path, kind)
 
+    def protect_path(self, path: str, kind: str) -> None:
+        """Read-only if it exists; a placeholder if it could be created inside.
+
+        A placeholder is an empty file whatever the protected entry's kind: a
+        read-only file holds the name as well as a folder does (nothing can be
+        created at it or below it), and a folder costs a disk block whose release
+        is slow on filesystems mounted with ``discard``."""
+        target = _absent_target(self.fs, path)
+        if target in self.opened_roots:
+            return  # opened by the caller: a writable root with its own protection
+        if self.fs.kind(target) is not None:
+            self.add("ro", self.fs.realpath(target))
+        elif any(_under(target, w) and target != w for w in self.roots):
+            self.placeholders.setdefault(target, "f")
+            if not self.brokered:
+                self.mounts[("ro", target)] = Mount("ro", target, "f")
+
+
+def _writable_roots(b: _Build, protect: Sequence[str], opened: Sequence[str]) -> None:
+    """The ``allowWrite`` roots that are writable: existing, no symlink, and none
+    inside a denied or protected path (deny beats allow)."""
+    settings, home, cwd, fs = b.settings, b.home, b.cwd, b.fs
+    f = settings.filesystem
     writable_in: list[str] = []
     for rule in f.allow_write:
         path = expand(rule, home=home, cwd=cwd)
@@ -349,201 +357,173 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                 or any(covers(r, w) or covers(r, inside)
                        for r in (*deny_rules, *mandatory) if is_glob(r)))
 
-    writable = [w for w in dict.fromkeys(writable_in) if not is_protected(w)]
-    roots = [w for w in writable if fs.kind(w) == "d"]
-    opened_roots = opened_real.intersection(roots)  # opened, listed and not denied
-    search_roots = list(dict.fromkeys([cwd, *roots]))
-    hide_root = False
+    b.writable = [w for w in dict.fromkeys(writable_in) if not is_protected(w)]
+    b.roots = [w for w in b.writable if fs.kind(w) == "d"]
+    b.opened_roots = opened_real.intersection(b.roots)
+    b.search_roots = list(dict.fromkeys([cwd, *b.roots]))
+
+
+def _reads(b: _Build, private: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Denied reads and credentials hidden, allowed reads shown again inside them;
+    (the denyRead globs, the credential globs) judged at open instead, with a broker."""
+    settings, home, cwd, fs = b.settings, b.home, b.cwd, b.fs
+    f = settings.filesystem
     # with a broker, a glob is judged when a file is opened (``broker.reads``), never
     # walked for: the start costs the same in any tree, and a file that appears
     # during the run is judged like the rest
-    deny_read, judged = _judged_at_open(f.deny_read, home, cwd) if brokered else (
+    deny_read, judged = _judged_at_open(f.deny_read, home, cwd) if b.brokered else (
         list(f.deny_read), [])
     cred_rules, judged_creds = _judged_at_open(settings.credential_files, home, cwd) \
-        if brokered else (list(settings.credential_files), [])
-    for p in _concrete(deny_read, home, cwd, fs, search_roots):
+        if b.brokered else (list(settings.credential_files), [])
+    for p in _concrete(deny_read, home, cwd, fs, b.search_roots):
         rp = fs.realpath(p)
         if rp == "/":
-            hide_root = True
+            b.hide_root = True
             continue
-        add("hide", rp)
-    hidden = [m.path for m in mounts.values() if m.op == "hide"]
+        b.add("hide", rp)
+    hidden = [m.path for m in b.mounts.values() if m.op == "hide"]
     # credentials are hidden like denyRead, and no allowRead opens them again
-    creds = [fs.realpath(p) for p in _concrete(cred_rules, home, cwd, fs, search_roots)]
-    private_real = [fs.realpath(p) for p in private]
-    creds += private_real
+    creds = [fs.realpath(p) for p in _concrete(cred_rules, home, cwd, fs, b.search_roots)]
+    b.private_real = [fs.realpath(p) for p in private]
+    creds += b.private_real
     for rp in creds:
-        add("hide", rp)
+        b.add("hide", rp)
     # a denied file with a second name (a hard link made in an earlier run) would be
     # readable through it: refuse the run rather than guess where the names are
-    for m in mounts.values():
+    for m in b.mounts.values():
         if m.op == "hide" and m.kind == "f" and fs.nlink(m.path) > 1:
             raise SettingsError(
                 f"{m.path} is denied for reading but has {fs.nlink(m.path)} hard links: "
                 "another name could read it; remove the extra links (find -samefile)")
-    for p in _concrete(f.allow_read, home, cwd, fs, search_roots):
+    for p in _concrete(f.allow_read, home, cwd, fs, b.search_roots):
         rp = fs.realpath(p)
-        if hide_root and p != rp and fs.lkind(p) == "l":
+        if b.hide_root and p != rp and fs.lkind(p) == "l":
             # with nothing of the host's root bound, a link allowed for reading (/bin
             # on merged-/usr systems) is made again, pointing where it points
             from .fsview import RealFs
 
             target = os.readlink(p) if isinstance(fs, RealFs) else rp
-            mounts[("link", p)] = Mount("link", p, target)
+            b.mounts[("link", p)] = Mount("link", p, target)
             continue
         # only where a deny hides it (elsewhere a read-only bind would take away writes)
-        if (hide_root or any(_under(rp, h) for h in hidden)) and not any(
+        if (b.hide_root or any(_under(rp, h) for h in hidden)) and not any(
                 _under(rp, c) for c in creds):
-            add("show", rp)
-    for w in writable:
-        add("rw", w)
+            b.add("show", rp)
+    return judged, judged_creds
 
-    def protect_path(path: str, kind: str) -> None:
-        """Read-only if it exists; a placeholder if it could be created inside.
 
-        A placeholder is an empty file whatever the protected entry's kind: a
-        read-only file holds the name as well as a folder does (nothing can be
-        created at it or below it), and a folder costs a disk block whose release
-        is slow on filesystems mounted with ``discard``."""
-        target = _absent_target(fs, path)
-        if target in opened_roots:
-            return  # opened by the caller: a writable root with its own protection
-        if fs.kind(target) is not None:
-            add("ro", fs.realpath(target))
-        elif any(_under(target, w) and target != w for w in roots):
-            placeholders.setdefault(target, "f")
-            if not brokered:
-                mounts[("ro", target)] = Mount("ro", target, "f")
-
-    # denyWrite and the runtime's own paths: existing ones read-only, absent ones
-    # (and dangling symlinks' targets) kept from being created
-    for rule in [*f.deny_write, *protect]:
+def _deny_writes(b: _Build, protect: Sequence[str], tools: Sequence[str]) -> None:
+    """``denyWrite`` and the runtime's own paths: existing ones read-only, absent
+    ones (and dangling symlinks' targets) kept from being created; the tools'
+    folders inside a writable root likewise."""
+    home, cwd, fs = b.home, b.cwd, b.fs
+    for rule in [*b.settings.filesystem.deny_write, *protect]:
         path = expand(rule, home=home, cwd=cwd)
         if is_glob(path):
-            for c in _concrete([path], home, cwd, fs, search_roots):
-                if any(_under(fs.realpath(c), w) for w in writable):
-                    add("ro", fs.realpath(c))
+            for c in _concrete([path], home, cwd, fs, b.search_roots):
+                if any(_under(fs.realpath(c), w) for w in b.writable):
+                    b.add("ro", fs.realpath(c))
             continue
-        if any(_under(path, w) for w in writable) or any(
-                _under(fs.realpath(path), w) for w in writable):
-            protect_path(path, "f")
+        if any(_under(path, w) for w in b.writable) or any(
+                _under(fs.realpath(path), w) for w in b.writable):
+            b.protect_path(path, "f")
     for t in tools:
-        if any(_under(t, w) and t != w for w in writable):
-            protect_path(t, "d")
-    # the protected set, at every depth of every writable root
-    before: list[str] = []
-    for w in roots:
-        for path, kind in () if brokered else _protected_entries(fs, w, home):
-            before.append(path)
-            if kind in ("c", "b", "k"):
-                continue  # bytecode and links: the sweep judges them (see sweep)
-            if kind == "p" and fs.lkind(path) == "l":
-                # a link (.venv/bin/python): the sweep judges the link; its target
-                # is bound only where the command could change it
-                real = fs.realpath(path)
-                if any(_under(real, x) for x in roots):
-                    add("ro", real)
-                continue
-            if kind == "u":
-                add("ro", path)  # cannot be listed: protected whole
-                continue
-            name = path.rsplit("/", 1)[-1]
-            if name == protected.GIT_DIR or kind == "g":
-                gitdir = path if kind in "dg" else gitmeta.gitdir_of_file(fs, path)
-                if kind not in "dg":
-                    mounts[("ro", path)] = Mount("ro", path, "f")
-                if gitdir is not None and fs.lkind(gitdir) is None:
-                    protect_path(gitdir, "d")  # git would take what appears there
-                if gitdir is None or fs.kind(gitdir) != "d":
-                    continue
-                for sub in ("modules", "worktrees"):
-                    if fs.lkind(posixpath.join(gitdir, sub)) is not None:
-                        before.append(posixpath.join(gitdir, sub))
-                worktree = path if kind == "g" else posixpath.dirname(path)
-                ro, absent = gitmeta.protect_git_dir(fs, gitdir, worktree, home=home)
-                for p in ro:
-                    add("ro", fs.realpath(p))
-                    before.append(p)
-                for p, k in absent:
-                    protect_path(p, k)
-                continue
-            if fs.realpath(path) in opened_roots:
-                continue  # opened by the caller: a writable root with its own walk
-            add("ro", fs.realpath(path))
-        for rel, kind, _ in protected.ANY_DEPTH:
-            first = rel.split("/", 1)[0]
-            if first != rel and first != ".config" and fs.lkind(posixpath.join(w, first)) is None:
-                # no folder made for a placeholder: `.hg/`, `.mvn/`, `.jj/` would make the
-                # root a repository or a project to the tools (the sweep judges them)
-                continue
-            protect_path(posixpath.join(w, rel), kind)
-        if _under(home, w) or _under(w, home):
-            for rel, kind, _ in protected.HOME_ONLY:
-                p = posixpath.join(home, rel)
-                if _under(p, w):
-                    protect_path(p, kind)
-    # the user's git configuration names paths too
-    for config in (posixpath.join(home, ".gitconfig"),
-                   posixpath.join(home, ".config/git/config")):
-        for p, k in gitmeta.named_paths(fs, config, home, home=home):
-            if any(_under(p, w) for w in writable):
-                protect_path(p, k)
-    # Pin every directory between a writable root and a read-only or hidden mount
-    # inside it (bind it onto itself): a mount point cannot be renamed (EBUSY), so
-    # moving a parent away and recreating the protected path beneath a new one fails.
-    locked = [m for m in mounts.values() if m.op in ("hide", "ro")]
+        if any(_under(t, w) and t != w for w in b.writable):
+            b.protect_path(t, "d")
+
+
+def _protected_set(b: _Build, w: str) -> None:
+    """The protected set at every depth of the writable root ``w``: the entries
+    that exist read-only (not walked for with a broker), the absent ones kept from
+    being created."""
+    fs, home = b.fs, b.home
+    for path, kind in () if b.brokered else _protected_entries(fs, w, home):
+        b.before.append(path)
+        if kind in ("c", "b", "k"):
+            continue  # bytecode and links: the sweep judges them (see sweep)
+        if kind == "p" and fs.lkind(path) == "l":
+            # a link (.venv/bin/python): the sweep judges the link; its target
+            # is bound only where the command could change it
+            real = fs.realpath(path)
+            if any(_under(real, x) for x in b.roots):
+                b.add("ro", real)
+            continue
+        if kind == "u":
+            b.add("ro", path)  # cannot be listed: protected whole
+            continue
+        name = path.rsplit("/", 1)[-1]
+        if name == protected.GIT_DIR or kind == "g":
+            _protected_git(b, path, kind)
+            continue
+        if fs.realpath(path) in b.opened_roots:
+            continue  # opened by the caller: a writable root with its own walk
+        b.add("ro", fs.realpath(path))
+    for rel, kind, _ in protected.ANY_DEPTH:
+        first = rel.split("/", 1)[0]
+        if first != rel and first != ".config" and fs.lkind(posixpath.join(w, first)) is None:
+            # no folder made for a placeholder: `.hg/`, `.mvn/`, `.jj/` would make the
+            # root a repository or a project to the tools (the sweep judges them)
+            continue
+        b.protect_path(posixpath.join(w, rel), kind)
+    if _under(home, w) or _under(w, home):
+        for rel, kind, _ in protected.HOME_ONLY:
+            p = posixpath.join(home, rel)
+            if _under(p, w):
+                b.protect_path(p, kind)
+
+
+def _protected_git(b: _Build, path: str, kind: str) -> None:
+    """A ``.git`` entry (a folder, a file naming one, or a git folder by its
+    marks): the metadata that changes what git runs read-only."""
+    fs = b.fs
+    gitdir = path if kind in "dg" else gitmeta.gitdir_of_file(fs, path)
+    if kind not in "dg":
+        b.mounts[("ro", path)] = Mount("ro", path, "f")
+    if gitdir is not None and fs.lkind(gitdir) is None:
+        b.protect_path(gitdir, "d")  # git would take what appears there
+    if gitdir is None or fs.kind(gitdir) != "d":
+        return
+    for sub in ("modules", "worktrees"):
+        if fs.lkind(posixpath.join(gitdir, sub)) is not None:
+            b.before.append(posixpath.join(gitdir, sub))
+    worktree = path if kind == "g" else posixpath.dirname(path)
+    ro, absent = gitmeta.protect_git_dir(fs, gitdir, worktree, home=b.home)
+    for p in ro:
+        b.add("ro", fs.realpath(p))
+        b.before.append(p)
+    for p, k in absent:
+        b.protect_path(p, k)
+
+
+def _pin_parents(b: _Build) -> None:
+    """Pin every directory between a writable root and a read-only or hidden mount
+    inside it (bind it onto itself): a mount point cannot be renamed (EBUSY), so
+    moving a parent away and recreating the protected path beneath a new one fails."""
+    locked = [m for m in b.mounts.values() if m.op in ("hide", "ro")]
     for m in list(locked):
-        for w in writable:
+        for w in b.writable:
             if not _under(m.path, w) or m.path == w:
                 continue
             a = posixpath.dirname(m.path)
             while a != w and _under(a, w):
                 if not any(_under(a, x.path) for x in locked):
-                    mounts[("rw", a)] = Mount("rw", a, "d")
+                    b.mounts[("rw", a)] = Mount("rw", a, "d")
                 a = posixpath.dirname(a)
-    # A read-only bind under a hidden (or shown read-only) region would expose what
-    # the deny hides: it is needed only where the nearest mount above is writable.
-    opening = _by_path(m for m in mounts.values() if m.op in ("hide", "show", "rw"))
-    for key, m in list(mounts.items()):
+
+
+def _drop_hidden_ro(b: _Build) -> None:
+    """A read-only bind under a hidden (or shown read-only) region would expose what
+    the deny hides: it is kept only where the nearest mount above is writable."""
+    opening = _by_path(m for m in b.mounts.values() if m.op in ("hide", "show", "rw"))
+    for key, m in list(b.mounts.items()):
         if m.op != "ro":
             continue
         above = _over(m.path, opening)
-        if hide_root and not above:
-            del mounts[key]
+        if b.hide_root and not above:
+            del b.mounts[key]
             continue
         if above and max(above, key=Mount.key).op != "rw":
-            del mounts[key]
-    sockets: tuple[str, ...] | None = None
-    if n.allow_unix_sockets and not n.allow_all_unix_sockets:
-        # judged when a connection is made (``brokered_connect``), by where the socket
-        # file really is: these are the places allowed, resolved now
-        carved = [m.path for m in mounts.values() if m.op in ("ro", "hide")]
-
-        def writable_here(path: str) -> bool:
-            return any(_under(path, w) for w in writable) and not any(
-                _under(path, c) for c in carved)
-
-        listed: list[str] = []
-        for s in n.allow_unix_sockets:
-            # one missing now may be bound later (judged then): resolved as far as it exists
-            p = expand(s, home=home, cwd=cwd)
-            rp = fs.realpath(p)
-            # an entry the command can also write is dropped (srt's rule): it could put
-            # its own socket, or a link to another, where the allowed one was; so is one
-            # whose resolution passes through a link the command can write
-            if any(writable_here(x) for x in (p, rp, *_links_on_the_way(fs, p))):
-                continue
-            if any(_under(rp, x) for x in private_real):
-                continue  # listed or not, private state is never reachable
-            listed.append(rp)
-        sockets = tuple(dict.fromkeys(listed))
-    ordered = tuple(sorted(mounts.values(), key=Mount.key))
-    return Plan(mounts=ordered, placeholders=tuple(placeholders.items()),
-                writable_roots=tuple(writable), hide_root=hide_root,
-                unset_env=settings.credential_env, before=tuple(dict.fromkeys(before)),
-                unix_sockets=sockets, read_rules=(
-                    tuple(judged), tuple(expand(r, home=home, cwd=cwd) for r in f.allow_read)
-                    if judged else (), tuple(judged_creds), tuple(search_roots)))
+            del b.mounts[key]
 
 
 def _judged_at_open(rules: Iterable[str], home: str, cwd: str) -> tuple[list[str], list[str]]:

@@ -30,27 +30,22 @@ import time
 
 from agent_sandbox import contract, protected
 
-from . import bwrap as bw
-from . import bwrap_argv as bwargv
+from ..errors import SandboxStartError
+from ..host import diagnose_userns
+from ..limits import Limits
+from ..private_state import private_paths
+from ..process import Relay, Spawned, exited, no_inherited_fds, read_all, read_line, suppress
+from ..settings import Settings, loads, require_enforceable
+from . import argv as bwargv
 from . import fsview, late_binds, path_entries
-from .errors import SandboxStartError
-from .host import diagnose_userns, find_bwrap
-from .limits import Limits
-from .placeholders import Placeholders, run_alive
-from .private_state import private_paths
-from .process import Relay, Spawned, exited, no_inherited_fds, read_all, read_line, suppress
-from .settings import Settings, loads, require_enforceable
+from . import plan as bw
+from .owed import settle_or_refuse, settle_owed
+from .placeholders import Placeholders
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
-
-
-def connect_helper() -> list[str]:
-    """ssh's ProxyCommand inside the sandbox (an isolated interpreter, no site)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    return [sys.executable, "-I", "-S", os.path.join(here, "connect.py")]
 
 
 def runtime_paths(home: str, settings_source: str | None = None) -> list[str]:
@@ -59,7 +54,7 @@ def runtime_paths(home: str, settings_source: str | None = None) -> list[str]:
     virtualenv, the base interpreter it was made from, the package) and the settings
     file of this run. A command that could rewrite them would loosen or forge the
     next run, or run its code on the host."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     paths = [*contract.state_paths(home), package]
     for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                    os.path.dirname(os.path.realpath(sys.executable))):
@@ -73,54 +68,38 @@ def runtime_paths(home: str, settings_source: str | None = None) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def overlay_binds(p: bw.Plan, overlays: Sequence[tuple[str, str, str | None]],
-                  filters: Mapping[str, Callable[[str], str]] | None = None
-                  ) -> list[tuple[str, str, bool]]:
-    """``BwrapRun``'s overlays as ``build_argv`` takes them: a read-only source the
-    plan hides is replaced by its fallback. A read-only target with a filter
-    gets what the filter makes of the file chosen (the source's real path, or
-    the fallback): the filter sees only what the sandbox would have shown."""
-    index = bw._by_path(m for m in p.mounts if m.op != "link")
-    out: list[tuple[str, str, bool]] = []
-    for source, target, fallback in overlays:
-        if fallback is None:
-            out.append((source, target, True))
-            continue
-        real = os.path.realpath(source)
-        over = bw._over(real, index)
-        if over:
-            visible = max(over, key=bw.Mount.key).op != "hide"
-        else:  # the plan's own rule: nothing of the host's where its root is hidden
-            visible = not p.hide_root
-        source = real if visible else fallback
-        if filters and target in filters:
-            source = filters[target](source)
-        out.append((source, target, False))
-    return out
+class _StartFds:
+    """The descriptors of one start: the seccomp filter's memfd and the four pipes
+    bwrap is started with (its info, its block fd, the start gate and the gate's
+    "ready"). Each is closed once: bwrap's ends when it holds them
+    (``close_given``), the rest when the start is over (``close``)."""
 
+    def __init__(self, sfd: int) -> None:
+        self.sfd = sfd
+        self.info_r, self.info_w = os.pipe()
+        self.block_r, self.block_w = os.pipe()
+        self.gate_r, self.gate_w = os.pipe()
+        self.ready_r, self.ready_w = os.pipe()
 
-def prepare(p: bw.Plan, command: Sequence[str], cwd: str, env: dict[str, str] | None,
-            fds: bwargv.Fds, interactive: bool = False,
-            overlays: Sequence[tuple[str, str, bool]] = (),
-            late: Sequence[str] = ()) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment for a run (no effects). The settings' credential
-    variables are removed from bwrap's own environment: no process inside holds
-    them, bwrap's pid 1 included. ``late``: the binds the run makes after bwrap's
-    setup (``bwrap_argv.late_binds``), left out of the argv."""
-    argv = bwargv.build_argv(p, command, cwd=cwd, fds=fds, bwrap=find_bwrap(),
-                         is_root=os.geteuid() == 0, new_session=not interactive,
-                         overlays=overlays, late=frozenset(late))
-    full_env = {k: v for k, v in (os.environ if env is None else env).items()
-                if k not in p.unset_env}
-    full_env.update(bwargv.proxy_env(connect_helper=connect_helper()))
-    return argv, full_env
+    def given(self) -> tuple[int, ...]:
+        """bwrap's ends, in the order of ``argv.CHILD_FDS``."""
+        return (self.sfd, self.info_w, self.block_r, self.gate_r, self.ready_w)
 
+    def for_bwrap(self) -> bwargv.Fds:
+        return bwargv.Fds(seccomp=self.sfd, info=self.info_w, block=self.block_r,
+                          gate=self.gate_r, ready=self.ready_w)
 
-def end_container(url: str, name: str, home: str) -> None:
-    """``sweep.settle``'s ``end``: the container a killed gVisor run left running."""
-    from .podman import end_orphan
+    def close_given(self) -> None:
+        for fd in (self.info_w, self.block_r, self.gate_r, self.ready_w, self.sfd):
+            os.close(fd)
+        self.info_w = self.block_r = self.gate_r = self.ready_w = self.sfd = -1
 
-    end_orphan(url, name, home)
+    def close(self) -> None:
+        for fd in (self.info_r, self.info_w, self.block_r, self.block_w, self.gate_r,
+                   self.gate_w, self.ready_r, self.ready_w, self.sfd):
+            if fd >= 0:
+                with suppress(OSError):
+                    os.close(fd)
 
 
 class BwrapRun:
@@ -184,6 +163,37 @@ class BwrapRun:
         self._start(capture=capture, stdin=stdin, stdout=stdout, stderr=stderr)
 
     def _start(self, *, capture: bool, stdin: Any, stdout: Any, stderr: Any) -> None:
+        """The start's phases: the filter, the plan under the lock, bwrap spawned with
+        the broker, its namespaces furnished, the sweep's record, the gate opened;
+        whatever fails on the way ends bwrap and cleans up."""
+        fds = _StartFds(self._seccomp_fd())
+        try:
+            lock_dir = contract.lock_dir(self.home)
+            ph = self.placeholders = Placeholders(lock_dir)
+            p, relied = self._plan_locked(ph, lock_dir)
+            late = self._spawn(p, fds, capture=capture, stdin=stdin, stdout=stdout,
+                               stderr=stderr)
+            # the late binds' helper, forked while bwrap starts; it reads the gate's
+            # "ready" itself (one hand-over less before the command starts)
+            binder = self.binder = late_binds.Binder(fds.ready_r if late else None)
+            pid1 = self._await_setup(fds)
+            with suppress(BrokenPipeError):  # bwrap ended: the ready check says why
+                os.write(fds.block_w, b"1")
+            if binder.kid:  # made once bwrap's setup is complete, while this goes on
+                binder.request(pid1, late)
+            self._measure(p, relied, os.path.basename(ph.record), lock_dir)
+            self._release(fds, binder, pid1)
+        except BaseException:
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.cleanup()
+            raise
+        finally:
+            fds.close()
+
+    def _seccomp_fd(self) -> int:
+        """This run's seccomp filter (``seccomp.program``), in a memfd bwrap reads."""
         from . import seccomp
 
         n = self.settings.network
@@ -192,162 +202,155 @@ class BwrapRun:
             self._seccomp = seccomp.program(
                 allow_unix=bool(n.allow_unix_sockets) or n.allow_all_unix_sockets,
                 deny_bind=by_path and not n.allow_local_binding)
-            sfd = seccomp.memfd(self._seccomp)
+            return seccomp.memfd(self._seccomp)
         except seccomp.SeccompError as exc:
             raise SandboxStartError(str(exc)) from None
-        info_r, info_w = os.pipe()
-        block_r, block_w = os.pipe()
-        gate_r, gate_w = os.pipe()
-        ready_r, ready_w = os.pipe()
-        fds = bwargv.Fds(seccomp=sfd, info=info_w, block=block_r, gate=gate_r, ready=ready_w)
+
+    def _plan_locked(self, ph: Placeholders, lock_dir: str) -> tuple[bw.Plan, list[str]]:
+        """The sweeps earlier runs owe, settled; then the plan, made under the lock
+        (``Placeholders``): (the plan, its mounts other runs rely on)."""
+        self._settle_or_refuse(ph)
+        realfs = fsview.RealFs(skip=[lock_dir])
+        with ph:
+            others = ph.others()
+            p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
+                        protect=runtime_paths(self.home, self.settings.source),
+                        tools=path_entries.tool_dirs(), opened=self.opened,
+                        private=private_paths(self.home), brokered=True)
+            relied = [m.path for m in p.mounts if m.path in others]
+            # no placeholder is made: the protected names that do not exist are
+            # refused when a call would create them (runtime.broker), in every run
+            # alike and whatever the tree looks like by then
+            self.absent = tuple(x for x, _ in p.placeholders)
+            p = bw.without(p, set(self.absent) | {m.path for m in p.mounts
+                                                  if not os.path.lexists(m.path)})
+        self.plan = p
+        return p, relied
+
+    def _spawn(self, p: bw.Plan, fds: _StartFds, *, capture: bool, stdin: Any, stdout: Any,
+               stderr: Any) -> tuple[tuple[str, str], ...]:
+        """bwrap started with the broker serving its calls, held at its block fd;
+        the descriptors it was given closed here. Returns the plan's late binds."""
+        # started here (not by subprocess): bwrap gets the descriptors under the
+        # numbers of ``CHILD_FDS``, one digit each (see ``bwrap.argv.gated``)
+        given = fds.given()
+        binds = bwargv.overlay_binds(p, self.overlays, self.filters)
+        late = bwargv.late_binds(p, binds)
+        argv, env = bwargv.prepare(p, self.command, self.cwd, self.env,
+                                   fds.for_bwrap() if capture
+                                   else bwargv.Fds(*bwargv.CHILD_FDS),
+                                   overlays=binds, late=[t for _, t in late],
+                                   interactive=not capture and os.isatty(0))
+        from ..broker import launch
+
+        installer = self._installer = launch.installer(
+            self.settings, capture=capture,
+            reads=bool(p.read_rules[0] or p.read_rules[2]) or self.pin is not None)
+        self.limits = Limits(*self.settings.limits)  # the child joins its cgroup
+        bounded = self.limits.before(installer)
+        broker = dict(plan=p, settings=self.settings, home=self.home, cwd=self.cwd,
+                      opened=self.opened, overlays=self.overlays, absent=self.absent,
+                      on_deny=self._refused, pin=self.pin)
         try:
-            lock_dir = contract.lock_dir(self.home)
-            ph = self.placeholders = Placeholders(lock_dir)
-            self._settle_or_refuse(ph)
-            realfs = fsview.RealFs(skip=[lock_dir])
-            with ph:
-                others = ph.others()
-                p = bw.plan(self.settings, home=self.home, cwd=self.cwd, fs=realfs,
-                            protect=runtime_paths(self.home, self.settings.source),
-                            tools=path_entries.tool_dirs(), opened=self.opened,
-                            private=private_paths(self.home), brokered=True)
-                relied = [m.path for m in p.mounts if m.path in others]
-                # no placeholder is made: the protected names that do not exist are
-                # refused when a call would create them (runtime.broker), in every run
-                # alike and whatever the tree looks like by then
-                self.absent = tuple(x for x, _ in p.placeholders)
-                p = bw.without(p, set(self.absent) | {m.path for m in p.mounts
-                                                      if not os.path.lexists(m.path)})
-            self.plan = p
-            # started here (not by subprocess): bwrap gets the descriptors under the
-            # numbers of ``CHILD_FDS``, one digit each (see ``bwrap_argv.gated``)
-            given = (sfd, info_w, block_r, gate_r, ready_w)
-            binds = overlay_binds(p, self.overlays, self.filters)
-            late = bwargv.late_binds(p, binds)
-            argv, env = prepare(p, self.command, self.cwd, self.env,
-                                fds if capture else bwargv.Fds(*bwargv.CHILD_FDS),
-                                overlays=binds, late=[t for _, t in late],
-                                interactive=not capture and os.isatty(0))
-            from .broker import launch
+            if capture:
+                import subprocess
 
-            installer = self._installer = launch.installer(
-                self.settings, capture=capture,
-                reads=bool(p.read_rules[0] or p.read_rules[2]) or self.pin is not None)
-            self.limits = Limits(*self.settings.limits)  # the child joins its cgroup
-            bounded = self.limits.before(installer)
-            broker = dict(plan=p, settings=self.settings, home=self.home, cwd=self.cwd,
-                          opened=self.opened, overlays=self.overlays, absent=self.absent,
-                          on_deny=self._refused, pin=self.pin)
-            try:
-                if capture:
-                    import subprocess
-
-                    # serving before the fork: the child's own calls until its exec
-                    # (subprocess waits for that exec) are handed over too
-                    self.broker = launch.start(installer, None, **broker)
-                    self.proc = subprocess.Popen(
-                        argv, env=env, pass_fds=given, preexec_fn=bounded,
-                        stdin=stdin, stdout=stdout, stderr=stderr)
-                else:
-                    no_inherited_fds()
-                    for fd in given:
-                        os.set_inheritable(fd, True)
-                    self.relay = Relay()
-                    stdio = self.relay.start()
-                    self.proc = Spawned(argv, env, stdio,
-                                        renumber=dict(zip(given, bwargv.CHILD_FDS, strict=True)),
-                                        pre_exec=bounded)
-                    self.relay.after_spawn()
-            except OSError as exc:
-                raise SandboxStartError(f"cannot start bwrap: {exc}") from None
-            if self.broker is not None:
-                launch.handed(installer, self.broker)
+                # serving before the fork: the child's own calls until its exec
+                # (subprocess waits for that exec) are handed over too
+                self.broker = launch.start(installer, None, **broker)
+                self.proc = subprocess.Popen(
+                    argv, env=env, pass_fds=given, preexec_fn=bounded,
+                    stdin=stdin, stdout=stdout, stderr=stderr)
             else:
-                self.broker = launch.start(installer, self.proc.pid, **broker)
-            self._installer = None
-            self._repos = self.broker.repos()  # what the sweep judges, after the broker
-            for fd in (info_w, block_r, gate_r, ready_w, sfd):
-                os.close(fd)
-            info_w = block_r = gate_r = ready_w = sfd = -1
-            # the late binds' helper, forked while bwrap starts; it reads the gate's
-            # "ready" itself (one hand-over less before the command starts)
-            binder = self.binder = late_binds.Binder(ready_r if late else None)
-            # While bwrap starts (in its own processes), this one loads what comes next:
-            # the waits below are that much shorter.
-            from . import netns
+                no_inherited_fds()
+                for fd in given:
+                    os.set_inheritable(fd, True)
+                self.relay = Relay()
+                stdio = self.relay.start()
+                self.proc = Spawned(argv, env, stdio,
+                                    renumber=dict(zip(given, bwargv.CHILD_FDS, strict=True)),
+                                    pre_exec=bounded)
+                self.relay.after_spawn()
+        except OSError as exc:
+            raise SandboxStartError(f"cannot start bwrap: {exc}") from None
+        if self.broker is not None:
+            launch.handed(installer, self.broker)
+        else:
+            self.broker = launch.start(installer, self.proc.pid, **broker)
+        self._installer = None
+        self._repos = self.broker.repos()  # what the sweep judges, after the broker
+        fds.close_given()
+        return late
 
-            netns.load()
-            info = read_all(info_r)
+    def _await_setup(self, fds: _StartFds) -> int:
+        """The sandbox's init known (bwrap's info), and the proxy's ports (with the
+        extra ones) opened in its network namespace, while bwrap waits at its block fd."""
+        # While bwrap starts (in its own processes), this one loads what comes next:
+        # the waits below are that much shorter.
+        from . import netns
+
+        netns.load()
+        info = read_all(fds.info_r)
+        if self.placeholders is not None:
+            self.placeholders.note_pid(self.proc.pid)
+        try:
+            self.pid1 = int(loads(info)["child-pid"])
             if self.placeholders is not None:
-                self.placeholders.note_pid(self.proc.pid)
-            try:
-                self.pid1 = int(loads(info)["child-pid"])
-                if self.placeholders is not None:
-                    self.placeholders.note_pid(self.pid1)
-                # held while bwrap waits at its block fd: the sandbox's init, whose end
-                # is the end of every process in its pid namespace (``sweep``)
-                with suppress(OSError):
-                    self._pid1fd = os.pidfd_open(self.pid1)
-            except (ValueError, KeyError, TypeError):
-                self.proc.wait()
-                hint = diagnose_userns()
-                raise SandboxStartError(
-                    f"bubblewrap could not create the sandbox ({self._bwrap_said()})"
-                    + (f"; {hint}" if hint else "; check that user namespaces are enabled")
-                ) from None
-            try:
-                ports = (contract.PROXY_HTTP_PORT, contract.PROXY_SOCKS_PORT,
-                         *self.extra_ports)
-                opened = netns.open_listeners(self.pid1, ports)
-                self.listeners, self.extra_listeners = opened[:2], opened[2:]
-            except netns.NamespaceError as exc:
-                self.proc.kill()
-                self.proc.wait()
-                raise SandboxStartError(f"{exc}; {diagnose_userns() or 'check /proc access'}"
-                                        ) from None
-            with suppress(BrokenPipeError):  # bwrap ended: the ready check below says why
-                os.write(block_w, b"1")
-            if binder.kid:  # made once bwrap's setup is complete, while this goes on
-                binder.request(self.pid1, late)
-            # While bwrap mounts the plan: the identities the sweep judges by and the
-            # owed marker, both before the gate below lets the command run, and the
-            # modules the cleanup needs.
-            from . import reaper  # noqa: F401
-            from .sweep import measure, owe, owe_repo, spared
+                self.placeholders.note_pid(self.pid1)
+            # held while bwrap waits at its block fd: the sandbox's init, whose end
+            # is the end of every process in its pid namespace (``sweep``)
+            with suppress(OSError):
+                self._pid1fd = os.pidfd_open(self.pid1)
+        except (ValueError, KeyError, TypeError):
+            self.proc.wait()
+            hint = diagnose_userns()
+            raise SandboxStartError(
+                f"bubblewrap could not create the sandbox ({self._bwrap_said()})"
+                + (f"; {hint}" if hint else "; check that user namespaces are enabled")
+            ) from None
+        try:
+            ports = (contract.PROXY_HTTP_PORT, contract.PROXY_SOCKS_PORT,
+                     *self.extra_ports)
+            opened = netns.open_listeners(self.pid1, ports)
+            self.listeners, self.extra_listeners = opened[:2], opened[2:]
+        except netns.NamespaceError as exc:
+            self.proc.kill()
+            self.proc.wait()
+            raise SandboxStartError(f"{exc}; {diagnose_userns() or 'check /proc access'}"
+                                    ) from None
+        return self.pid1
 
-            self.guarded, self.before = measure(p, relied)
-            self.measured = True
-            # owed until this run's own sweep is done (see sweep.settle)
-            self.owed = owe(lock_dir, os.path.basename(ph.record),
-                            self.home, p.writable_roots, self.before,
-                            spared(p, self.guarded), brokered=self.broker is not None)
-            if self.broker is not None and self.broker.files is not None:
-                owed = self.owed
-                self.broker.files.made.on_repo = lambda path, ident: owe_repo(owed, path, ident)
-            # bwrap's setup is complete once the gate says "ready" and the command still
-            # held: the plan's binds left out of bwrap's command line
-            # (bwrap_argv.late_binds) are made then, by the helper
-            ready = binder.wait() if binder.kid else read_line(ready_r) == b"ready\n"
-            if self.broker is not None:  # from here on, every brokered call is judged
-                self.broker.arm(self.pid1)
-            with suppress(BrokenPipeError):  # the command starts only on this word
-                ready = ready and os.write(gate_w, b"go\n") == 3
-            if not ready:  # bwrap failed before the command, or ended before the word
-                self.proc.wait()
-                raise SandboxStartError("the sandbox could not start the command "
-                                        f"({self._bwrap_said()})")
-        except BaseException:
-            if self.proc is not None and self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self.cleanup()
-            raise
-        finally:
-            for fd in (info_r, info_w, block_r, block_w, gate_r, gate_w, ready_r, ready_w,
-                       sfd):
-                if fd >= 0:
-                    with suppress(OSError):
-                        os.close(fd)
+    def _measure(self, p: bw.Plan, relied: list[str], record: str, lock_dir: str) -> None:
+        """While bwrap mounts the plan: the identities the sweep judges by and the
+        owed marker, both before the gate lets the command run, and the modules the
+        cleanup needs."""
+        from . import reaper  # noqa: F401
+        from .sweep import measure, owe, owe_repo, spared
+
+        self.guarded, self.before = measure(p, relied)
+        self.measured = True
+        # owed until this run's own sweep is done (see sweep.settle)
+        self.owed = owe(lock_dir, record, self.home, p.writable_roots, self.before,
+                        spared(p, self.guarded), brokered=self.broker is not None)
+        if self.broker is not None and self.broker.files is not None:
+            owed = self.owed
+            self.broker.files.made.on_repo = lambda path, ident: owe_repo(owed, path, ident)
+
+    def _release(self, fds: _StartFds, binder: late_binds.Binder, pid1: int) -> None:
+        """The command released through the start gate once bwrap's setup is
+        complete, the broker armed first."""
+        # bwrap's setup is complete once the gate says "ready" and the command still
+        # held: the plan's binds left out of bwrap's command line
+        # (bwrap.argv.late_binds) are made then, by the helper
+        ready = binder.wait() if binder.kid else read_line(fds.ready_r) == b"ready\n"
+        if self.broker is not None:  # from here on, every brokered call is judged
+            self.broker.arm(pid1)
+        with suppress(BrokenPipeError):  # the command starts only on this word
+            ready = ready and os.write(fds.gate_w, b"go\n") == 3
+        if not ready:  # bwrap failed before the command, or ended before the word
+            self.proc.wait()
+            raise SandboxStartError("the sandbox could not start the command "
+                                    f"({self._bwrap_said()})")
 
     def _refused(self, why: str) -> None:
         """A call the broker refused: said after the run, and recorded."""
@@ -378,7 +381,7 @@ class BwrapRun:
     def start_proxy(self) -> None:
         if self.proxy is not None or not self.listeners:
             return
-        from .proxy import refusing, serve
+        from ..proxy import refusing, serve
 
         try:
             record = self._recorder()
@@ -489,7 +492,7 @@ class BwrapRun:
         """This run's one audit recorder, for the proxy and the sweep alike: the
         caller's, or the audit folder's, opened on first use and closed in cleanup."""
         if self._record is None:
-            from .proxy import audit_recorder
+            from ..proxy import audit_recorder
 
             self._record, self._audit_close = audit_recorder(
                 self.audit_dir or contract.default_audit_dir(self.home))
@@ -571,30 +574,3 @@ class BwrapRun:
 
         reap_stuck(ph.dir)
         settle_owed(ph, self._recorder, self.notices.append)
-
-
-def settle_owed(ph: Placeholders, recorder: Callable[[], Callable[[dict[str, Any]], None]]
-                | None, out: Callable[[str], object]) -> None:
-    """The sweeps owed by runs that no longer run, if any (``sweep.settle``), the
-    containers killed gVisor runs left running ended first."""
-    from .sweep import OWED, settle
-
-    try:
-        if not os.listdir(os.path.join(ph.dir, OWED)):
-            return
-    except OSError:
-        return
-    settle(ph.dir, recorder, out, alive=run_alive(ph.runs), end=end_container)
-
-
-def settle_or_refuse(ph: Placeholders, recorder: Callable[[], Callable[[dict[str, Any]], None]]
-                     | None, out: Callable[[str], object]) -> None:
-    """``settle_owed`` before a run is planned, by either backend; a sweep that cannot
-    be done refuses the start."""
-    try:
-        settle_owed(ph, recorder, out)
-    except Exception as exc:
-        raise SandboxStartError(
-            "an earlier run's check of what its command created could not finish "
-            f"({type(exc).__name__}: {exc}); no sandbox starts until it does: remove "
-            "what the message names, then run again") from None

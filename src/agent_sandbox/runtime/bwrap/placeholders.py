@@ -30,10 +30,10 @@ import fcntl
 import os
 import stat
 
-from ..below_root import lstat as lstat_below
-from ..below_root import open_folder
-from .errors import SandboxStartError
-from .process import suppress
+from ...below_root import lstat as lstat_below
+from ...below_root import open_folder
+from ..errors import SandboxStartError
+from ..process import suppress
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

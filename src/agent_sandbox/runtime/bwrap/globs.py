@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from .bwrap import FsView
+    from .fsview import FsView
 
 
 def under(path: str, root: str) -> bool:

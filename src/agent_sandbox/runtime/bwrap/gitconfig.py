@@ -38,6 +38,10 @@ from __future__ import annotations
 
 from agent_sandbox.errors import SandboxError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 _BOM = b"\xef\xbb\xbf"
 _SPACE = frozenset(b" \t\r\n")
 _ALPHA = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
@@ -87,8 +91,8 @@ def read(data: bytes, old_blanks: bool = False) -> list[Entry]:
     i = 0
     var = b""  # the section header as a prefix, with its final "."
 
-    def fail(why: str) -> ConfigSyntaxError:
-        return ConfigSyntaxError(why, data.count(b"\n", 0, min(i, n)) + 1, out)
+    def fail(why: str, at: int) -> ConfigSyntaxError:
+        return ConfigSyntaxError(why, data.count(b"\n", 0, min(at, n)) + 1, out)
 
     while i < n:
         c = data[i]
@@ -100,45 +104,10 @@ def read(data: bytes, old_blanks: bool = False) -> list[Entry]:
             i = n if j < 0 else j + 1
             continue
         if c == 0x5B:  # "["
-            j = _end(_SECTIONCHAR, data, i)
-            name = bytearray(data[i:j].lower())
-            i = j
-            c = data[i] if i < n else 10
-            i += 1
-            if i > n:
-                raise fail("a section header left open at the end")
-            if c in _SPACE:  # [section "subsection"]
-                while c in _SPACE:
-                    if c == 10:
-                        raise fail("a section header left open")
-                    c = data[i] if i < n else 10
-                    i += 1
-                if c != 0x22:
-                    raise fail("a section header without a quoted subsection")
-                name.append(0x2E)
-                while True:
-                    c = data[i] if i < n else 10
-                    i += 1
-                    if c == 10:
-                        raise fail("a subsection left open")
-                    if c == 0x22:
-                        break
-                    if c == 0x5C:
-                        c = data[i] if i < n else 10
-                        i += 1
-                        if c == 10:
-                            raise fail("a subsection left open")
-                    name.append(c)
-                c = data[i] if i < n else 10
-                i += 1
-            if c != 0x5D:  # "]"
-                raise fail("a bad section header")
-            if not name:
-                raise fail("an empty section name")
-            var = bytes(name) + b"."
+            var, i = _section(data, i, fail)
             continue
         if c not in _ALPHA:
-            raise fail(f"a key cannot start with {bytes([c])!r}")
+            raise fail(f"a key cannot start with {bytes([c])!r}", i)
         j = _end(_KEYCHAR, data, i)
         key = var + bytes([c]).lower() + data[i:j].lower()
         i = j
@@ -151,46 +120,97 @@ def read(data: bytes, old_blanks: bool = False) -> list[Entry]:
             out.append((_text(key), None))
             continue
         if c != 0x3D:  # "="
-            raise fail(f"a key followed by {bytes([c])!r}")
-        value = bytearray()
-        quote = comment = False
-        trim = 0
+            raise fail(f"a key followed by {bytes([c])!r}", i)
+        value, i = _value(data, i, old_blanks, fail)
+        out.append((_text(key), _text(value)))
+    return out
+
+
+def _section(data: bytes, i: int, fail: Callable[[str, int], ConfigSyntaxError]
+             ) -> tuple[bytes, int]:
+    """A section header from just after its "[": (the section as a key prefix,
+    with its final ".", where reading goes on)."""
+    n = len(data)
+    j = _end(_SECTIONCHAR, data, i)
+    name = bytearray(data[i:j].lower())
+    i = j
+    c = data[i] if i < n else 10
+    i += 1
+    if i > n:
+        raise fail("a section header left open at the end", i)
+    if c in _SPACE:  # [section "subsection"]
+        while c in _SPACE:
+            if c == 10:
+                raise fail("a section header left open", i)
+            c = data[i] if i < n else 10
+            i += 1
+        if c != 0x22:
+            raise fail("a section header without a quoted subsection", i)
+        name.append(0x2E)
         while True:
             c = data[i] if i < n else 10
             i += 1
             if c == 10:
-                if quote:
-                    raise fail("a quote left open at the end of the line")
-                if trim:
-                    del value[trim:]
+                raise fail("a subsection left open", i)
+            if c == 0x22:
                 break
-            if comment:
-                continue
-            if c in _SPACE and not quote:
-                if not trim:
-                    trim = len(value)
-                if value:
-                    value.append(0x20 if old_blanks else c)
-                continue
-            if not quote and c in b";#":
-                comment = True
-                continue
-            trim = 0
             if c == 0x5C:
                 c = data[i] if i < n else 10
                 i += 1
                 if c == 10:
-                    continue  # the value goes on on the next line
-                if c not in _ESCAPES:
-                    raise fail(f"an unknown escape \\{bytes([c])!r}")
-                value.append(_ESCAPES[c])
-                continue
-            if c == 0x22:
-                quote = not quote
-                continue
-            value.append(c)
-        out.append((_text(key), _text(value)))
-    return out
+                    raise fail("a subsection left open", i)
+            name.append(c)
+        c = data[i] if i < n else 10
+        i += 1
+    if c != 0x5D:  # "]"
+        raise fail("a bad section header", i)
+    if not name:
+        raise fail("an empty section name", i)
+    return bytes(name) + b".", i
+
+
+def _value(data: bytes, i: int, old_blanks: bool,
+           fail: Callable[[str, int], ConfigSyntaxError]) -> tuple[bytearray, int]:
+    """A value from just after its "=" to the end of its (last) line: (the value,
+    where reading goes on)."""
+    n = len(data)
+    value = bytearray()
+    quote = comment = False
+    trim = 0
+    while True:
+        c = data[i] if i < n else 10
+        i += 1
+        if c == 10:
+            if quote:
+                raise fail("a quote left open at the end of the line", i)
+            if trim:
+                del value[trim:]
+            return value, i
+        if comment:
+            continue
+        if c in _SPACE and not quote:
+            if not trim:
+                trim = len(value)
+            if value:
+                value.append(0x20 if old_blanks else c)
+            continue
+        if not quote and c in b";#":
+            comment = True
+            continue
+        trim = 0
+        if c == 0x5C:
+            c = data[i] if i < n else 10
+            i += 1
+            if c == 10:
+                continue  # the value goes on on the next line
+            if c not in _ESCAPES:
+                raise fail(f"an unknown escape \\{bytes([c])!r}", i)
+            value.append(_ESCAPES[c])
+            continue
+        if c == 0x22:
+            quote = not quote
+            continue
+        value.append(c)
 
 
 def unreadable(data: bytes, limit: int | None = None) -> str | None:

@@ -1,5 +1,8 @@
-"""The planner's view of the real filesystem (``bwrap.FsView``): complete walks,
-the bound unix sockets, and read-only questions about paths.
+"""The filesystem as the planner sees it: the view it asks (``FsView``, the
+read-only questions; tests answer them from a dictionary), the error of a walk
+that cannot finish (``WalkError``), and the view of the real filesystem
+(``RealFs``): complete walks, the bound unix sockets, and read-only questions
+about paths.
 
 It only reads: it never creates, changes or follows anything it was not asked
 to, and it decides nothing except refusing a run it cannot describe completely
@@ -15,12 +18,46 @@ import stat
 
 from agent_sandbox import protected
 
-from .bwrap import WalkError
-from .settings import SettingsError
+from ..settings import SettingsError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
+    from typing import Protocol
+
+    class FsView(Protocol):
+        """What the builder needs to know about the filesystem (read-only questions)."""
+
+        def kind(self, path: str) -> str | None:
+            """'d', 'f' (anything not a directory) or None when absent (symlinks
+            followed); raises ``SettingsError`` on a symlink loop."""
+
+        def lkind(self, path: str) -> str | None:
+            """'d', 'f', 'l' (a symlink) or None when absent (not followed)."""
+
+        def realpath(self, path: str) -> str: ...
+
+        def walk(self, root: str) -> list[tuple[str, str]]:
+            """Every (path, kind) below ``root``, complete: kind is 'd', 'f', 'l',
+            's' (socket, fifo, device) or 'u' for a folder that cannot be listed;
+            raises ``WalkError``."""
+
+        def read(self, path: str, limit: int) -> bytes | None:
+            """The first ``limit`` bytes of a regular file, or None."""
+
+        def nlink(self, path: str) -> int:
+            """How many names the file has (hard links); 1 when unknown."""
+
+        def readlink(self, path: str) -> str | None:
+            """A symlink's target as written, or None."""
+
+        def listdir(self, path: str) -> list[str] | None:
+            """The names in a folder, or None when it cannot be listed."""
+
+
+class WalkError(SettingsError):
+    """A walk that decides protection cannot finish: the run must not start."""
+
 
 WALK_LIMIT = 2_000_000  # entries below one root; beyond it the run refuses to start
 
@@ -68,7 +105,7 @@ class RealFs:
             try:
                 real = self._real[path] = os.path.realpath(path)
             except OSError as exc:  # a link changed between realpath's lstat and readlink
-                from .errors import SandboxStartError
+                from ..errors import SandboxStartError
 
                 raise SandboxStartError(f"{path} changed while the sandbox was planned "
                                         f"({exc.strerror}); run it again") from None

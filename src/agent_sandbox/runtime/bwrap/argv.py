@@ -1,24 +1,29 @@
 """The ``bwrap`` command line for a plan (pure), the start gate the command runs
-behind, and the proxy variables set inside the sandbox.
+behind, the proxy variables set inside the sandbox, and a run's argv and
+environment put together (``prepare``, with its overlays as bwrap takes them).
 
 Nothing here decides what is mounted: ``bwrap.plan`` does. This module only
 writes the plan down in bwrap's terms, and must never drop or reorder a mount:
 the one thing it moves is ``late_binds``, the read-only binds of files (and of
 ``/dev/null`` over hidden files) whose place in the order cannot matter, which
-``runtime.late_binds`` makes (same mounts) once bwrap has set the rest up, before
+``runtime.bwrap.late_binds`` makes (same mounts) once bwrap has set the rest up, before
 the command starts.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+
 from agent_sandbox.contract import PROXY_HTTP_PORT, PROXY_SOCKS_PORT
 
-from .bwrap import Plan
-from .settings import _Record
+from ..host import find_bwrap
+from ..settings import _Record
+from .plan import Mount, Plan, _by_path, _over
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
 
 
 class Fds(_Record):
@@ -54,7 +59,7 @@ def build_argv(
     """The ``bwrap`` command line for a plan (pure).
 
     ``late``: the targets of read-only binds of files (``late_binds``) left out of
-    it, because the caller makes them after bwrap's setup (``runtime.late_binds``).
+    it, because the caller makes them after bwrap's setup (``runtime.bwrap.late_binds``).
 
     ``new_session=False`` keeps an interactive command on its terminal; only
     safe with the seccomp filter, which refuses TIOCSTI and TIOCLINUX.
@@ -155,7 +160,7 @@ def gated(command: Sequence[str], gate: int | None, ready: int | None) -> list[s
 
 GATE_SHELL = "/bin/sh"
 GATE_SHELL_WIDE = "/bin/bash"
-# the descriptors bwrap_run hands the sandbox when it starts bwrap itself (the
+# the descriptors bwrap.run hands the sandbox when it starts bwrap itself (the
 # seccomp program, info, block, gate and ready), renumbered to these in bwrap's
 # process: single digits, so the gate runs under GATE_SHELL
 CHILD_FDS = (3, 4, 5, 6, 7)
@@ -178,3 +183,52 @@ def proxy_env(http_port: int = PROXY_HTTP_PORT, socks_port: int = PROXY_SOCKS_PO
         cmd = " ".join(connect_helper)
         env["GIT_SSH_COMMAND"] = f"ssh -o ProxyCommand='{cmd} %h %p'"
     return env
+
+
+def connect_helper() -> list[str]:
+    """ssh's ProxyCommand inside the sandbox (an isolated interpreter, no site)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [sys.executable, "-I", "-S", os.path.join(here, "connect.py")]
+
+
+def overlay_binds(p: Plan, overlays: Sequence[tuple[str, str, str | None]],
+                  filters: Mapping[str, Callable[[str], str]] | None = None
+                  ) -> list[tuple[str, str, bool]]:
+    """``BwrapRun``'s overlays as ``build_argv`` takes them: a read-only source the
+    plan hides is replaced by its fallback. A read-only target with a filter
+    gets what the filter makes of the file chosen (the source's real path, or
+    the fallback): the filter sees only what the sandbox would have shown."""
+    index = _by_path(m for m in p.mounts if m.op != "link")
+    out: list[tuple[str, str, bool]] = []
+    for source, target, fallback in overlays:
+        if fallback is None:
+            out.append((source, target, True))
+            continue
+        real = os.path.realpath(source)
+        over = _over(real, index)
+        if over:
+            visible = max(over, key=Mount.key).op != "hide"
+        else:  # the plan's own rule: nothing of the host's where its root is hidden
+            visible = not p.hide_root
+        source = real if visible else fallback
+        if filters and target in filters:
+            source = filters[target](source)
+        out.append((source, target, False))
+    return out
+
+
+def prepare(p: Plan, command: Sequence[str], cwd: str, env: dict[str, str] | None,
+            fds: Fds, interactive: bool = False,
+            overlays: Sequence[tuple[str, str, bool]] = (),
+            late: Sequence[str] = ()) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment for a run (no effects). The settings' credential
+    variables are removed from bwrap's own environment: no process inside holds
+    them, bwrap's pid 1 included. ``late``: the binds the run makes after bwrap's
+    setup (``bwrap.argv.late_binds``), left out of the argv."""
+    argv = build_argv(p, command, cwd=cwd, fds=fds, bwrap=find_bwrap(),
+                      is_root=os.geteuid() == 0, new_session=not interactive,
+                      overlays=overlays, late=frozenset(late))
+    full_env = {k: v for k, v in (os.environ if env is None else env).items()
+                if k not in p.unset_env}
+    full_env.update(proxy_env(connect_helper=connect_helper()))
+    return argv, full_env

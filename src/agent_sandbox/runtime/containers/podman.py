@@ -2,7 +2,7 @@
 gVisor: what the gVisor backend of ``sandbox exec`` and the one-shot containers
 of infrastructure actions are driven through.
 
-``service`` hands out the warm service (``podman_service``: shared by this
+``service`` hands out the warm service (``containers.service``: shared by this
 user's processes, judged before every use); its runtime, named ``runsc`` (what
 a container's inspect reports), is runsc with the network mode fixed: ``none``
 (no network at all) or, for containers whose network namespace is furnished
@@ -28,8 +28,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .errors import SandboxStartError
-from .podman_service import RUNTIME_NAME, Service, gvisor_containers_conf
+from ..errors import SandboxStartError
+from .service import RUNTIME_NAME, Service, gvisor_containers_conf
 
 __all__ = ["RUNTIME_NAME", "Service", "docker_client", "gvisor_containers_conf", "service"]
 
@@ -84,8 +84,8 @@ def docker_client(url: str, timeout: int) -> Any:
 def service(network: str = "none", home: str | None = None) -> Service:
     """This user's warm podman service for ``network`` (``none`` or ``host``),
     judged before it is handed out, started or replaced when it may not be used
-    (``podman_service.shared``). Raises ``SandboxStartError``."""
-    from .podman_service import shared
+    (``service.shared``). Raises ``SandboxStartError``."""
+    from .service import shared
 
     svc = shared(network, home)
     if svc.api_version:

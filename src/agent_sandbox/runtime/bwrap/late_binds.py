@@ -8,12 +8,12 @@ plan has one bind per protected name of every writable root (the placeholders
 alone are about fifty, and one more for every socket masked), so most of a
 run's start went there.
 
-Which binds: ``bwrap_argv.late_binds`` (pure), the read-only binds of files (a
+Which binds: ``bwrap.argv.late_binds`` (pure), the read-only binds of files (a
 protected file or placeholder onto itself, ``/dev/null`` over a hidden file or a
 masked socket) whose place in the order cannot change what the command sees.
-``bwrap_argv.build_argv`` leaves exactly those out of bwrap's command line, and
+``bwrap.argv.build_argv`` leaves exactly those out of bwrap's command line, and
 a ``Binder`` makes them while the command is still held at the start gate
-(``bwrap_argv.GATE_SCRIPT``): after
+(``bwrap.argv.GATE_SCRIPT``): after
 bwrap's setup is complete and before the word that lets the command run. Nothing
 of the command's runs in the sandbox yet, and a failure ends the sandbox before
 it does (``SandboxStartError``).
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 
-from .errors import SandboxStartError
+from ..errors import SandboxStartError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

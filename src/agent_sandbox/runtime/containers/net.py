@@ -1,6 +1,6 @@
 """The network of a gVisor container that may reach anything at all: its own
 network namespace, holding nothing but loopback and the listening sockets
-opened in it from the host (``netns.open_listeners``), served from this
+opened in it from the host (``bwrap.netns.open_listeners``), served from this
 process.
 
 - the egress proxy: 127.0.0.1:3128 (HTTP) and :1080 (SOCKS5), deciding each
@@ -25,8 +25,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import contract
-from .errors import SandboxStartError
+from ... import contract
+from ..errors import SandboxStartError
 
 PROXY_PORTS = (contract.PROXY_HTTP_PORT, contract.PROXY_SOCKS_PORT)
 CONNECT_TIMEOUT = 10.0
@@ -36,7 +36,7 @@ def endpoint_ports(endpoints: Sequence[str], proxy: bool) -> list[tuple[int, str
     """``(loopback port, host, port)`` for each ``host:port`` (pure): the same
     port on the container's loopback. Raises ``ValueError`` for a malformed
     endpoint, two endpoints on one port, or one on a port the proxy uses."""
-    from .proxy.decide import split_hostport
+    from ..proxy.decide import split_hostport
 
     taken = {p: "the egress proxy" for p in PROXY_PORTS} if proxy else {}
     out = []
@@ -55,7 +55,7 @@ def endpoint_ports(endpoints: Sequence[str], proxy: bool) -> list[tuple[int, str
 def open_ports(pid: int, ports: Sequence[int]) -> list[socket.socket]:
     """Listening sockets on 127.0.0.1:<ports> in the network namespace of ``pid``
     (its loopback brought up first). Raises ``SandboxStartError``."""
-    from .netns import open_listeners
+    from ..bwrap.netns import open_listeners
 
     try:
         raw = open_listeners(pid, ports, loopback_up=True)
@@ -70,7 +70,7 @@ def serve_proxy(http: socket.socket, socks: socket.socket, network: Any,
     two listeners made in a container's namespace, recording to the audit
     (no audit, no egress: every request is then refused). Returns the proxy
     and the audit's close."""
-    from .proxy import audit_recorder, refusing, serve
+    from ..proxy import audit_recorder, refusing, serve
 
     close: Callable[[], None] = lambda: None  # noqa: E731
     try:
@@ -89,7 +89,7 @@ class Relays:
         self._stopping = False
         self.connections = 0
         self.failures: list[str] = []
-        from .proxy.relay import accept_loop
+        from ..proxy.relay import accept_loop
 
         for lst, host, port in listeners:
             threading.Thread(target=accept_loop,
@@ -98,7 +98,7 @@ class Relays:
                              name="agent-sandbox-relay", daemon=True).start()
 
     def _serve_one(self, conn: socket.socket, host: str, port: int) -> None:
-        from .proxy.relay import relay
+        from ..proxy.relay import relay
 
         self.connections += 1
         try:
@@ -111,7 +111,7 @@ class Relays:
         relay(conn, up)
 
     def stop(self) -> None:
-        from .proxy.relay import close_listeners
+        from ..proxy.relay import close_listeners
 
         self._stopping = True
         close_listeners(self._listeners)

@@ -27,18 +27,18 @@ import time
 
 from agent_sandbox import protected
 
+from ..process import suppress
 from . import gitmeta
-from .bwrap import _protected_entries
 from .fsview import RealFs, SweepFs
 from .globs import under as _under
 from .made_repos import made_repos
-from .process import suppress
+from .plan import _protected_entries
 
 TYPE_CHECKING = False  # collections.abc would load collections on the exec fast path
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
-    from .bwrap import Plan
+    from .plan import Plan
 
     Recorder = Callable[[dict[str, object]], None]
 
