@@ -124,7 +124,7 @@ def is_hook_command(command: object, agent: str) -> bool:
 # settings. A client that times a hook out lets the tool run, so the hook must
 # always answer before the client gives up on it: ``agent_timeout(wait)`` (what
 # the renderer writes) is strictly greater than ``hook_deadline(wait)`` (the most
-# the hook ever spends, which ``hooks.entry`` enforces with an alarm). ``wait`` is
+# the hook ever spends, which ``hooks.tool_call`` enforces with an alarm). ``wait`` is
 # the policy's ``approvals.wait``: how long an escalation waits for a human.
 #
 # Reading the hook input and the policy: a FIFO, a stalled pipe or a slow

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent_sandbox.agent import gemini_settings as gs
-from agent_sandbox.runtime.errors import SandboxStartError
+from agent_sandbox.runtime.failures import SandboxStartError
 
 OURS = {"agent-sandbox-pre-tool-use", "/usr/bin/python3 -I -m agent_sandbox hook gemini x"}
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_sandbox.hooks import entry
+from agent_sandbox.hooks import tool_call as entry
 
 from .conftest import claude_pre, decision_of, make_repo, run_hook
 

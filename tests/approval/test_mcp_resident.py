@@ -404,7 +404,7 @@ INIT = ('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersio
 def _sandboxed(argv: list[str], settings: dict[str, Any], place: Place, **kw: Any) -> Any:
     import json
 
-    from agent_sandbox.runtime.errors import InvalidSettingsError
+    from agent_sandbox.runtime.failures import InvalidSettingsError
     from agent_sandbox.runtime.run import run_sandboxed
 
     if shutil.which("bwrap") is None:

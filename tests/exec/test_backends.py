@@ -14,7 +14,7 @@ from conftest import SRT, HostListeners, Net, audit_records, write_settings
 
 from agent_sandbox.runtime.backends.gvisor import gvisor_container_options
 from agent_sandbox.runtime.containers.podman import gvisor_containers_conf
-from agent_sandbox.runtime.errors import TIMED_OUT, SandboxStartError
+from agent_sandbox.runtime.failures import TIMED_OUT, SandboxStartError
 from agent_sandbox.runtime.run import run_sandboxed
 from agent_sandbox.runtime.settings import parse
 

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 from conftest import PY, REPO, SRT, needs_bwrap, write_results, write_settings
 
-from agent_sandbox.runtime.errors import SandboxStartError
+from agent_sandbox.runtime.failures import SandboxStartError
 from agent_sandbox.runtime.run import run_sandboxed
 
 GIT = shutil.which("git") or "git"

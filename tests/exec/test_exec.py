@@ -28,7 +28,7 @@ from conftest import (
     write_settings,
 )
 
-from agent_sandbox.runtime.errors import SANDBOX_FAILED, TIMED_OUT, SandboxStartError
+from agent_sandbox.runtime.failures import SANDBOX_FAILED, TIMED_OUT, SandboxStartError
 from agent_sandbox.runtime.host import diagnose_userns
 from agent_sandbox.runtime.run import run_sandboxed
 

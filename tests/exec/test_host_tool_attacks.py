@@ -672,7 +672,7 @@ def test_placeholder_never_made_through_a_folder_swapped_after_it_was_checked(
     """The same moment, made certain: the folder is swapped for the link right after
     the check that it is no link, before anything is made in it."""
     from agent_sandbox.runtime.bwrap import placeholders
-    from agent_sandbox.runtime.errors import SandboxStartError
+    from agent_sandbox.runtime.failures import SandboxStartError
 
     work, victim = tmp_path / "w", tmp_path / "victim"
     (work / "config").mkdir(parents=True)

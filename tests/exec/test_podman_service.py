@@ -25,7 +25,7 @@ from conftest import write_settings
 
 from agent_sandbox import contract
 from agent_sandbox.runtime.containers import service as ps
-from agent_sandbox.runtime.errors import SandboxStartError
+from agent_sandbox.runtime.failures import SandboxStartError
 
 REPO = Path(__file__).resolve().parents[2]
 SANDBOX = REPO / ".venv" / "bin" / "sandbox"

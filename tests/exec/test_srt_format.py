@@ -19,7 +19,7 @@ from conftest import PY, Net, audit_records, needs_bwrap, write_settings
 from agent_sandbox.runtime.bwrap import argv as bwargv
 from agent_sandbox.runtime.bwrap import fsview
 from agent_sandbox.runtime.bwrap import plan as bw
-from agent_sandbox.runtime.errors import InvalidSettingsError
+from agent_sandbox.runtime.failures import InvalidSettingsError
 from agent_sandbox.runtime.proxy import ProxyConfig, decide_name, range_refusal
 from agent_sandbox.runtime.run import run_sandboxed
 from agent_sandbox.runtime.settings import SettingsError, parse, require_enforceable

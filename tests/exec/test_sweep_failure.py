@@ -25,7 +25,7 @@ from conftest import audit_records
 
 from agent_sandbox.runtime.bwrap import sweep
 from agent_sandbox.runtime.bwrap.fsview import WalkError
-from agent_sandbox.runtime.errors import SandboxStartError
+from agent_sandbox.runtime.failures import SandboxStartError
 from agent_sandbox.runtime.run import run_sandboxed
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,

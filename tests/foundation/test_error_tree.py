@@ -17,7 +17,7 @@ from agent_sandbox.errors import SandboxError
 
 # qualified name -> why it is not a SandboxError
 NOT_USER_ERRORS = {
-    "agent_sandbox.hooks.entry.OutOfTime":
+    "agent_sandbox.hooks.tool_call.OutOfTime":
         "the hook's own deadline: a BaseException so that no `except Exception` swallows it",
     "agent_sandbox.install.rendered_files.Refused":
         "runs alone on a host before agent-sandbox is installed there (stdlib only); "

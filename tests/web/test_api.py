@@ -255,7 +255,7 @@ def test_it_listens_on_loopback_only_unless_told(repo: Path) -> None:
 def test_nothing_of_the_web_stack_loads_for_the_hook_or_help() -> None:
     probe = ("import sys\n"
              "from agent_sandbox.cli.main import build_app\n"
-             "import agent_sandbox.hooks.entry, agent_sandbox.web\n"
+             "import agent_sandbox.hooks.tool_call, agent_sandbox.web\n"
              "build_app()\n"
              "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
              "('fastapi', 'starlette', 'uvicorn', 'websockets'))\n"

@@ -66,7 +66,7 @@ import os
 import stat
 
 from agent_sandbox.contract import GEMINI_SYSTEM_SETTINGS as SYSTEM_SETTINGS
-from agent_sandbox.runtime.errors import SandboxStartError
+from agent_sandbox.runtime.failures import SandboxStartError
 
 from .state import placeholder_file
 
@@ -186,7 +186,7 @@ def our_commands(system_commands: set[str]) -> set[str]:
     import sys
 
     from agent_sandbox.contract import hook_command
-    from agent_sandbox.hooks.entry import AGENTS
+    from agent_sandbox.hooks.tool_call import AGENTS
 
     return system_commands | {hook_command(sys.executable, "gemini", event)
                               for event in AGENTS["gemini"]}

@@ -36,7 +36,7 @@ def inside_sandbox() -> bool:
 
 
 def relay(args: list[str], port_text: str) -> int:
-    from agent_sandbox.hooks.entry import refuse
+    from agent_sandbox.hooks.tool_call import refuse
 
     from .hook_frames import MAX_ANSWER, MAX_REQUEST, recv_frame, send_frame
 

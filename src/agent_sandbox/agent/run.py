@@ -139,12 +139,12 @@ class HookRelay:
     def pin(self, agent: str, event: str, stdin: str) -> str:
         """The hook input to run on the host, pinned to the run's folder; or
         raises ``Refused``. The folders are computed by the hook's own functions
-        (``hooks.calls.cwd_of``, ``hooks.entry.to_call``): the call's folder and,
+        (``hooks.calls.cwd_of``, ``hooks.tool_call.to_call``): the call's folder and,
         for a tool call, the folder it would run in (a shell call's ``workdir``)
         must both be inside the run's folder and repository; the input's ``cwd`` is
         then set to the resolved folder, so the hook cannot pick another one."""
         from agent_sandbox.hooks.calls import BadInput, cwd_of
-        from agent_sandbox.hooks.entry import AGENTS, PRE_EVENTS, to_call
+        from agent_sandbox.hooks.tool_call import AGENTS, PRE_EVENTS, to_call
 
         if agent not in AGENTS or event not in AGENTS[agent]:
             raise Refused(f"unknown hook {agent} {event}")

@@ -116,7 +116,7 @@ def _real_folder(path: str) -> None:
     check that it is a real folder, not a link."""
     os.makedirs(path, mode=0o700, exist_ok=True)
     if not stat.S_ISDIR(os.lstat(path).st_mode):
-        from agent_sandbox.runtime.errors import SandboxStartError
+        from agent_sandbox.runtime.failures import SandboxStartError
 
         raise SandboxStartError(f"{path} is not a folder")
 

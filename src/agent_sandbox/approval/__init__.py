@@ -6,7 +6,7 @@ one decision, see it through) -> a human decides with ``approver`` (``sandbox
 approve``/``deny``/``pending``, the web dashboard) or ``watch`` (``sandbox
 watch``) -> ``executor`` runs the approved request: a command through the sandbox
 runtime, a file write through ``approved_write``, an action through
-``actions.service``. ``action_request`` is an agent's action call, start to end,
+``actions.execution``. ``action_request`` is an agent's action call, start to end,
 through the same escalation. Every step is audited (``audit.repo``).
 
 The direction is one way: this package uses ``queue``, ``actions``, ``runtime`` and

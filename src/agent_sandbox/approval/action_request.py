@@ -2,16 +2,16 @@
 MCP server's ``run_action``: the only path from an agent's request to a
 privileged container.
 
-1. ``actions.service.prepare`` looks the action up in the repository's effective
+1. ``actions.execution.prepare`` looks the action up in the repository's effective
    policy, checks the parameters against its schema, places them into its argv and
    has the gate read the plan;
-2. a call the gate lets through runs at once (``actions.service.execute``); one
+2. a call the gate lets through runs at once (``actions.execution.execute``); one
    that escalates goes through the escalation like any other call
    (``escalation.submit`` and ``follow``): a request bound (by its hash) to the
    action, the exact parameters, argv, image and plan digest, waiting for a human
    (``sandbox watch``, ``sandbox approve``): single use, expiring;
 3. the approved request runs in the executor (``executor.execute_request``, which
-   calls ``actions.service.execute``).
+   calls ``actions.execution.execute``).
 
 Every step is an audit event carrying the request id: ``sandbox audit show
 --request ID`` tells the whole story.
@@ -26,14 +26,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..actions.service import KIND, ActionRefused, execute, prepare
+from ..actions.execution import KIND, ActionRefused, execute, prepare
 from ..audit.repo import audit
 from ..queue import new_id, queue_for
 from .escalation import follow, submit
 
 
 @dataclass
-class Outcome:
+class ActionOutcome:
     request_id: str
     action: str
     status: str  # completed | failed | timed_out | pending | denied | ... (queue statuses)
@@ -57,7 +57,7 @@ def _digest(data: Any) -> str:
 
 
 def request(repo: str, name: str, params: Any, *, agent: str = "cli", wait: float = 120.0,
-            detach: bool = False) -> Outcome:
+            detach: bool = False) -> ActionOutcome:
     """Run action ``name`` with ``params`` for an agent: at once when the gate lets
     it, else after a human approves it (waiting at most ``wait`` seconds; with
     ``detach`` the request outlives the wait, status ``pending``)."""
@@ -68,7 +68,7 @@ def request(repo: str, name: str, params: Any, *, agent: str = "cli", wait: floa
     except ActionRefused as exc:
         audit(repo, "denial", request_id=rid, agent=agent, tool=f"action:{name}"[:80],
               reason=str(exc))
-        return Outcome(rid, str(name), "refused", str(exc))
+        return ActionOutcome(rid, str(name), "refused", str(exc))
     audit(repo, "request", request_id=rid, agent=agent, tool=f"action:{name}",
           summary=f"action {name} ({action.tier.value})", argv=bound["argv"],
           params_digest=_digest(bound["params"]), plan_digest=verdict.plan_digest, cwd=repo)
@@ -79,11 +79,11 @@ def request(repo: str, name: str, params: Any, *, agent: str = "cli", wait: floa
                                 "params": bound, "cwd": repo})
         audit(repo, "completed", request_id=rid, status=result.get("status"),
               exit_code=result.get("exit_code"), uid=os.geteuid())
-        return Outcome(rid, name, str(result.get("status")), _message(result),
+        return ActionOutcome(rid, name, str(result.get("status")), _message(result),
                        {"id": rid, **result}, plan=verdict.summary)
     q = queue_for(repo)
     if not q.exists():
-        return Outcome(rid, name, "failed",
+        return ActionOutcome(rid, name, "failed",
                        f"the approval queue {q.root} is missing: run `sandbox init`")
     ttl = 1800.0
     now = time.time()
@@ -98,7 +98,7 @@ def request(repo: str, name: str, params: Any, *, agent: str = "cli", wait: floa
     # followed with check_request; else the wait's end denies it
     out = follow(repo, rid, wait_deadline=time.monotonic() + wait,
                  timeout_on_expiry=not detach)
-    return Outcome(rid, name, out.status, out.message, out.record or {}, plan=verdict.summary)
+    return ActionOutcome(rid, name, out.status, out.message, out.record or {}, plan=verdict.summary)
 
 
 def _message(result: dict[str, Any]) -> str:

@@ -4,7 +4,7 @@
 submit the request to the folder queue (``submit``) -> wait (bounded, woken by
 inotify) for the one decision -> on approval run it outside the agent (detached
 runner, inside the sandbox) and wait for its terminal record, or for tools the
-agent must run itself consume the single-use grant -> an ``Outcome`` (``follow``).
+agent must run itself consume the single-use grant -> an ``Answer`` to the agent (``follow``).
 
 It never returns ``allow`` unless a human approval for this exact call was
 consumed by this process.
@@ -33,7 +33,7 @@ RUN_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "write_file"})
 OUTPUT_LIMIT = 20_000  # characters of command output returned to the model
 
 
-class Outcome:
+class Answer:
     """What the hook tells the agent: allow, or deny with a message."""
 
     __slots__ = ("allow", "message", "record", "request_id", "status")
@@ -127,14 +127,14 @@ def _wait_for(q: FolderQueue, rid: str, state: str, deadline: float) -> dict[str
 def escalate(repo: str, call: Call, decision: Decision, *, agent: str, session: str = "",
              wait: float = 120.0, ttl: float = 1800.0, detach: bool = False,
              run_wait: float = RUN_WAIT, limit: int = OUTPUT_LIMIT, use_id: str = ""
-             ) -> Outcome:
+             ) -> Answer:
     """Submit, wait for the decision, act on it. ``detach`` returns as soon as
     the request is stored (the MCP server follows it with ``check_request``).
     ``use_id`` is the client's id of this tool call: a call retried with the same
     id (its first hook died) follows the first request, never a second one."""
     q = queue_for(repo)
     if not q.exists():
-        return Outcome(False, f"the approval queue {q.root} is missing: run `sandbox init`",
+        return Answer(False, f"the approval queue {q.root} is missing: run `sandbox init`",
                        status="failed")
     mode = mode_for(call)
     now = time.time()
@@ -158,7 +158,7 @@ def escalate(repo: str, call: Call, decision: Decision, *, agent: str, session: 
         remembered = seen is not None and pin_remembered(repo, q, record, seen)
         why = None if remembered else pin_content(repo, q, record)
         if why:
-            return Outcome(False, f"agent-sandbox: {why}; the call did not run",
+            return Answer(False, f"agent-sandbox: {why}; the call did not run",
                            status="refused")
     rid = submit(repo, q, record, wait=wait, recorded=(
         ("request", {"agent": agent, "session": session, "tool": call.tool,
@@ -175,7 +175,7 @@ def escalate(repo: str, call: Call, decision: Decision, *, agent: str, session: 
         audit(repo, "remembered_refused", request_id=rid,
               reason="the files the command may read changed since it was remembered")
     if detach:
-        return Outcome(False, f"waiting for approval: request {rid}", request_id=rid,
+        return Answer(False, f"waiting for approval: request {rid}", request_id=rid,
                        status="pending")
     _preload()
     return follow(repo, rid, wait_deadline=time.monotonic() + wait, run_wait=run_wait,
@@ -196,18 +196,18 @@ def submit(repo: str, q: FolderQueue, record: dict[str, Any], *, wait: float,
 
 
 def _retried(repo: str, q: FolderQueue, prior: str, call: Call, *, wait: float,
-             run_wait: float, limit: int) -> Outcome:
+             run_wait: float, limit: int) -> Answer:
     """The agent sent a tool call again whose first hook died: the first
     request stands for it. Finished: its result, nothing runs again; approved:
     follow it to its result; undecided: cancel it visibly (nobody was left to
     receive a decision), and the agent may ask again with a new call."""
     req = q.request(prior) if prior else None
     if req is None:
-        return Outcome(False, "agent-sandbox: the first hook for this tool call stopped "
+        return Answer(False, "agent-sandbox: the first hook for this tool call stopped "
                               "before it stored the request; nothing ran. Make the call again.",
                        request_id=prior, status="cancelled")
     if req.get("hash") != request_hash(call.tool, call.params, call.cwd, req.get("content")):
-        return Outcome(False, f"agent-sandbox: this tool call id was already used for "
+        return Answer(False, f"agent-sandbox: this tool call id was already used for "
                               f"request {prior or '?'} with other parameters; refused",
                        request_id=prior, status="refused")
     audit(repo, "retry", request_id=prior, tool_use_id=req.get("tool_use_id"))
@@ -223,7 +223,7 @@ def _retried(repo: str, q: FolderQueue, prior: str, call: Call, *, wait: float,
 
 def follow(repo: str, rid: str, *, wait_deadline: float, run_wait: float = RUN_WAIT,
            limit: int = OUTPUT_LIMIT, timeout_on_expiry: bool = True,
-           requeue_wait: float = 0.0, requeues: int = 0) -> Outcome:
+           requeue_wait: float = 0.0, requeues: int = 0) -> Answer:
     """Wait for the decision on ``rid`` and see it through. A command whose files
     changed after the request is queued anew by the runner (``requeued_as``):
     followed too, ``requeue_wait`` seconds for its decision (a few times at most)."""
@@ -231,7 +231,7 @@ def follow(repo: str, rid: str, *, wait_deadline: float, run_wait: float = RUN_W
     dec = _wait_for(q, rid, "decided", wait_deadline)
     if dec is None:
         if not timeout_on_expiry:
-            return Outcome(False, f"still waiting for approval: request {rid}", request_id=rid,
+            return Answer(False, f"still waiting for approval: request {rid}", request_id=rid,
                            status="pending")
         try:
             q.decide(rid, "timeout", by="hook", reason="no decision before the hook's deadline")
@@ -240,27 +240,27 @@ def follow(repo: str, rid: str, *, wait_deadline: float, run_wait: float = RUN_W
             pass  # a decision arrived at the last moment: honour it
         dec = q.decision(rid)
         if dec is None:
-            return Outcome(False, f"request {rid} vanished from the queue", request_id=rid,
+            return Answer(False, f"request {rid} vanished from the queue", request_id=rid,
                            status="failed")
     if dec.get("decision") != "approve":
         rec = _wait_for(q, rid, "done", time.monotonic() + 5.0) or {
             "id": rid, "status": "denied", "decision": dec}
-        return Outcome(False, describe_result(rec, limit), request_id=rid,
+        return Answer(False, describe_result(rec, limit), request_id=rid,
                        status=str(rec.get("status")), record=rec)
     req = q.request(rid) or {}
     if req.get("mode") == "grant":
         if q.consume(rid):
             audit(repo, "approval", request_id=rid, by=dec.get("by"), used="granted")
-            return Outcome(True, f"approved by {dec.get('by') or 'a human'} (request {rid})",
+            return Answer(True, f"approved by {dec.get('by') or 'a human'} (request {rid})",
                            request_id=rid, status="granted")
         rec = q.result(rid) or {"id": rid, "status": "refused", "decision": dec}
-        return Outcome(False, describe_result(rec, limit), request_id=rid,
+        return Answer(False, describe_result(rec, limit), request_id=rid,
                        status=str(rec.get("status")), record=rec)
     if q.result(rid) is None and q.state(rid) == "pending":
         fork_runner(repo, rid)
     final = _wait_for(q, rid, "done", time.monotonic() + run_wait)
     if final is None:
-        return Outcome(False, f"request {rid} was approved and is still running; "
+        return Answer(False, f"request {rid} was approved and is still running; "
                               f"`sandbox status` shows its result when it ends",
                        request_id=rid, status="running")
     nxt = final.get("requeued_as")
@@ -268,8 +268,8 @@ def follow(repo: str, rid: str, *, wait_deadline: float, run_wait: float = RUN_W
         then = follow(repo, nxt, wait_deadline=time.monotonic() + requeue_wait,
                       run_wait=run_wait, limit=limit, timeout_on_expiry=timeout_on_expiry,
                       requeue_wait=requeue_wait, requeues=requeues + 1)
-        return Outcome(then.allow, f"{describe_result(final, 2000)}\n{then.message}",
+        return Answer(then.allow, f"{describe_result(final, 2000)}\n{then.message}",
                        request_id=then.request_id, status=then.status, record=then.record)
-    return Outcome(False, describe_result(final, limit), request_id=rid,
+    return Answer(False, describe_result(final, limit), request_id=rid,
                    status=str(final.get("status")), record=final)
 

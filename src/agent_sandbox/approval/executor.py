@@ -21,13 +21,13 @@ import time
 
 from ..audit.repo import audit
 from ..queue import FolderQueue, new_id, queue_for, valid_id
+from ..queue.records import OUTPUT_KEEP
 from ..repo_layout import SANDBOX, SETTINGS, under
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-OUTPUT_KEEP = 64 * 1024  # bytes of each stream kept in the done record (head and tail)
 DEFAULT_TIMEOUT = 600.0
 
 
@@ -187,7 +187,7 @@ def sandboxed(repo: str, req: dict[str, Any], argv: list[str], *, command: str,
     repository's settings, in the request's folder; ``failed`` when the sandbox
     cannot start (it never runs unsandboxed)."""
     from agent_sandbox.repo_layout import Site
-    from agent_sandbox.runtime.errors import SandboxStartError
+    from agent_sandbox.runtime.failures import SandboxStartError
     from agent_sandbox.runtime.run import run_sandboxed
 
     site = Site(repo)
@@ -247,7 +247,7 @@ def _settings_document(path: str) -> dict[str, Any] | str:
 
     if not path.endswith(os.path.join(*SETTINGS.split("/"))):
         return path
-    from agent_sandbox.runtime.errors import SandboxStartError
+    from agent_sandbox.runtime.failures import SandboxStartError
 
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     try:
@@ -280,7 +280,7 @@ def execute_request(repo: str, req: dict[str, Any]) -> dict[str, Any]:
     elif req.get("kind") == "write":
         result = apply_write(repo, req)
     elif req.get("kind") == "action":
-        from ..actions.service import execute
+        from ..actions.execution import execute
 
         result = execute(repo, req)
     else:

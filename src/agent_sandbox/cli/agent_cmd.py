@@ -99,7 +99,7 @@ def parse_args(args: list[str]) -> AgentArgs:
 
 def find_program(name: str, path: str | None = None) -> str:
     """The client's program on PATH, skipping our wrapper; SandboxStartError."""
-    from agent_sandbox.runtime.errors import SandboxStartError
+    from agent_sandbox.runtime.failures import SandboxStartError
 
     for d in (path if path is not None else os.environ.get("PATH", "")).split(os.pathsep):
         cand = os.path.join(d, name)
@@ -112,7 +112,7 @@ def find_program(name: str, path: str | None = None) -> str:
 
 def main(args: list[str], err: IO[str] | None = None) -> int:
     err = err or sys.stderr
-    from agent_sandbox.runtime.errors import SandboxStartError
+    from agent_sandbox.runtime.failures import SandboxStartError
 
     try:
         opts = parse_args(args)

@@ -1,7 +1,7 @@
 """Entry point of the ``sandbox`` command.
 
 ``sandbox hook ...`` runs on every tool call of every agent, so it takes a fast
-path that imports neither typer nor pydantic: ``agent_sandbox.hooks.entry``
+path that imports neither typer nor pydantic: ``agent_sandbox.hooks.tool_call``
 (stdlib only). ``sandbox exec`` and ``sandbox mcp DIR`` (whose start a client
 waits for: a stdlib launcher, ``mcp_launch``) skip typer too. Everything else
 goes to the typer app in ``cli.main``.
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             return relay(args[1:], relay_port)
         try:
-            from agent_sandbox.hooks.entry import run as hook_run
+            from agent_sandbox.hooks.tool_call import run as hook_run
         except Exception as exc:  # fail closed: a broken install blocks, never allows
             sys.stderr.write(f"agent-sandbox hook unavailable: {exc}\n")
             return 2

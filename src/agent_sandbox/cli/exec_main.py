@@ -19,7 +19,7 @@ import sys
 
 from agent_sandbox import contract
 from agent_sandbox.runtime.backends.base import NAMES as BACKENDS
-from agent_sandbox.runtime.errors import SANDBOX_FAILED, SandboxStartError
+from agent_sandbox.runtime.failures import SANDBOX_FAILED, SandboxStartError
 from agent_sandbox.runtime.host import home_dir
 from agent_sandbox.runtime.run import exec_passthrough, resolve_settings
 from agent_sandbox.runtime.settings import Settings, SettingsError, loads

@@ -404,7 +404,7 @@ def _pending(repo: str) -> list[str]:
 
 
 def check_escalation(ctx: Context) -> str:
-    require("agent_sandbox.hooks.entry", "the agent hooks")
+    require("agent_sandbox.hooks.tool_call", "the agent hooks")
     repo = _repo(ctx)
     event = {
         "session_id": "verify-" + secrets.token_hex(8),

@@ -13,12 +13,17 @@ import os
 import time
 
 from agent_sandbox.errors import SandboxError
+from agent_sandbox.repo_layout import QUEUE_STATES
+
+# bytes of each output stream a done record keeps (head and tail): what an approved
+# command or an action printed, bounded whatever it printed
+OUTPUT_KEEP = 64 * 1024
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-STATES = ("pending", "decided", "claimed", "done")
+STATES = QUEUE_STATES  # the folders of a queue, named once (repo_layout)
 DECISIONS = ("approve", "deny", "timeout", "cancel")
 TERMINAL = ("completed", "granted", "denied", "timed_out", "cancelled", "expired", "refused",
             "interrupted", "failed")

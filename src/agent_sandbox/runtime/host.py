@@ -10,7 +10,7 @@ import os
 
 from agent_sandbox.contract import APPARMOR_PROFILE
 
-from .errors import SandboxStartError
+from .failures import SandboxStartError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

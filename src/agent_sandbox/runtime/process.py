@@ -15,7 +15,7 @@ from __future__ import annotations
 import _signal as signal
 import os
 
-from .errors import SANDBOX_FAILED
+from .failures import SANDBOX_FAILED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ import os
 from agent_sandbox import contract
 
 from .backends import OUTPUT_LIMIT, pick
-from .errors import InvalidSettingsError, SandboxStartError
+from .failures import InvalidSettingsError, SandboxStartError
 from .host import home_dir
 from .settings import Settings, SettingsError, load
 

@@ -74,7 +74,7 @@ from __future__ import annotations
 from agent_sandbox.spec import domains
 from agent_sandbox.spec.paths import glob_regex, is_glob
 
-from .errors import SettingsError as SettingsError  # its error, defined with the others
+from .failures import SettingsError as SettingsError  # its error, defined with the others
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

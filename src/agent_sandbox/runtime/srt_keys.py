@@ -8,7 +8,7 @@ doc. Never loosens anything: it only refuses.
 
 from __future__ import annotations
 
-from .errors import SettingsError
+from .failures import SettingsError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

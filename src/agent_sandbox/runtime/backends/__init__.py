@@ -11,7 +11,7 @@ a backend is imported until it is picked).
 
 from __future__ import annotations
 
-from ..errors import SandboxStartError
+from ..failures import SandboxStartError
 from .base import NAMES, OUTPUT_LIMIT, Backend
 
 __all__ = ["NAMES", "OUTPUT_LIMIT", "Backend", "pick"]

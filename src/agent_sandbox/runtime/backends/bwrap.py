@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..bwrap.run import BwrapRun
 from ..bwrap.supervise import start_holding_signals, supervise
-from ..errors import TIMED_OUT
+from ..failures import TIMED_OUT
 from .base import OUTPUT_LIMIT, Backend
 
 TYPE_CHECKING = False

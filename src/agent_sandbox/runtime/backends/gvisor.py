@@ -35,7 +35,7 @@ from ..bwrap.plan import Plan
 from ..containers import podman
 from ..containers.podman import Service, docker_client, import_docker, init_container, wait_exit
 from ..containers.podman import service as _service
-from ..errors import TIMED_OUT, SandboxStartError
+from ..failures import TIMED_OUT, SandboxStartError
 from ..limits import DEFAULT_FILE_SIZE, DEFAULT_PROCESSES, host_memory
 from ..output import BoundedOutput
 from ..private_state import private_paths

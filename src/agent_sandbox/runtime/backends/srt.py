@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import time
 
-from ..errors import TIMED_OUT, SandboxStartError
+from ..failures import TIMED_OUT, SandboxStartError
 from ..private_state import private_paths
 from ..result import CompletedRun
 from ..settings import Settings

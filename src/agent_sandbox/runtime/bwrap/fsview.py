@@ -105,7 +105,7 @@ class RealFs:
             try:
                 real = self._real[path] = os.path.realpath(path)
             except OSError as exc:  # a link changed between realpath's lstat and readlink
-                from ..errors import SandboxStartError
+                from ..failures import SandboxStartError
 
                 raise SandboxStartError(f"{path} changed while the sandbox was planned "
                                         f"({exc.strerror}); run it again") from None

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import SandboxStartError
+from ..failures import SandboxStartError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

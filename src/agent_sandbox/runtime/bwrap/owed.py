@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import SandboxStartError
+from ..failures import SandboxStartError
 from .placeholders import run_alive
 
 TYPE_CHECKING = False

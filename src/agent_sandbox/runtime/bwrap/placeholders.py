@@ -32,7 +32,7 @@ import stat
 
 from ...below_root import lstat as lstat_below
 from ...below_root import open_folder
-from ..errors import SandboxStartError
+from ..failures import SandboxStartError
 from ..process import suppress
 
 TYPE_CHECKING = False

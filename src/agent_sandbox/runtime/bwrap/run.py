@@ -30,7 +30,7 @@ import time
 
 from agent_sandbox import contract, protected
 
-from ..errors import SandboxStartError
+from ..failures import SandboxStartError
 from ..host import diagnose_userns
 from ..limits import Limits
 from ..private_state import private_paths

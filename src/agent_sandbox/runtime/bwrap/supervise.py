@@ -8,7 +8,7 @@ from __future__ import annotations
 import _signal as signal
 import sys
 
-from ..errors import TIMED_OUT
+from ..failures import TIMED_OUT
 from ..process import signal_wakeup, suppress
 
 TYPE_CHECKING = False

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ... import contract
-from ..errors import SandboxStartError
+from ..failures import SandboxStartError
 
 PROXY_PORTS = (contract.PROXY_HTTP_PORT, contract.PROXY_SOCKS_PORT)
 CONNECT_TIMEOUT = 10.0

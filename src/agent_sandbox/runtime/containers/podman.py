@@ -28,7 +28,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..errors import SandboxStartError
+from ..failures import SandboxStartError
 from .service import RUNTIME_NAME, Service, gvisor_containers_conf
 
 __all__ = ["RUNTIME_NAME", "Service", "docker_client", "gvisor_containers_conf", "service"]

@@ -52,7 +52,7 @@ import time
 from dataclasses import dataclass
 
 from ... import contract
-from ..errors import SandboxStartError
+from ..failures import SandboxStartError
 
 RUNTIME_NAME = "runsc"
 IDLE_SECONDS = 300

@@ -21,11 +21,11 @@ from typing import Any
 
 from ..audit.repo import audit
 from ..errors import SandboxError
+from ..queue.records import OUTPUT_KEEP
 from . import catalog
 from . import params as action_params
 
 KIND = "action"
-OUTPUT_KEEP = 64 * 1024
 
 
 class ActionRefused(SandboxError):
