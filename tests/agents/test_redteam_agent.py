@@ -22,8 +22,13 @@ ROOT = Path(__file__).resolve().parents[2]
 CLAUDE = ROOT / ".tools" / "agents" / "node_modules" / ".bin" / "claude"
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
-needs_claude = pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code not installed "
-                                  "(scripts/bootstrap.d/30-agent-clients.sh)")
+_claude_installed = pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code not installed "
+                                      "(scripts/bootstrap.d/30-agent-clients.sh)")
+
+
+def needs_claude(test: Callable[..., None]) -> Callable[..., None]:
+    """The real Claude Code runs in ``test``: skipped without it, and ``slow``."""
+    return pytest.mark.slow(_claude_installed(test))  # type: ignore[no-any-return]
 
 
 def mcp_config(marker: Path) -> str:
