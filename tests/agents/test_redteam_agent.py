@@ -179,11 +179,13 @@ def test_sandboxed_command_cannot_write_other_clients_state(env: dict[str, Path]
         f"mkdir -p \"$(dirname \"$HOME/{n}\")\"; echo PWNED > \"$HOME/{n}\"\n"
         for n in names))
     prog.chmod(0o755)
-    subprocess.run([sys.executable, "-m", "agent_sandbox", "agent", client, "--settings",
-                    str(env["settings"]), "--program", str(prog), "--"], cwd=env["proj"],
-                   env=host_env(env["home"]), capture_output=True, timeout=120, check=False)
+    ran = subprocess.run([sys.executable, "-m", "agent_sandbox", "agent", client, "--settings",
+                          str(env["settings"]), "--program", str(prog), "--"], cwd=env["proj"],
+                         env=host_env(env["home"]), capture_output=True, timeout=120,
+                         check=False)
     view = private_view(env, client)
-    assert [n for n in names if not (view / n).exists()] == []  # control
+    missing = [n for n in names if not (view / n).exists()]
+    assert missing == [], (missing, ran.returncode, ran.stderr[-2000:])  # control
     assert [n for n in names if (env["home"] / n).exists()] == []
 
 
