@@ -55,8 +55,10 @@ LONGEST_FIRST = (
     "exec/test_srt_conformance.py",       # 124
     "agents/test_hooks_kept_on.py",       # 82
     "agents/test_agent_command.py",       # 59
-    "fleet/test_molecule.py",             # 158: one converged host, every front end
-    "fleet/test_molecule_no_init.py",     # 104
+    "exec/test_workflows.py",             # 2 tests, 60 each: the longest of make test-fast
+    "exec/test_triggers.py",              # 40
+    "fleet/test_molecule.py",             # 158: one converged fleet, every front end
+    "fleet/test_molecule_no_init.py",     # with the above (SAME_WORKER): its fleet's second host
     "fleet/test_pyinfra_host.py",         # 39
     "exec/test_escape.py",                # 69
     "exec/test_escape_two_step.py",       # 60
@@ -79,6 +81,29 @@ LONGEST_FIRST = (
     "exec/test_backends.py",              # 18
     "approval/test_write_file.py",        # 18
 )
+
+
+# Files that check one world made once (a package fixture) run on one worker, one
+# after the other: xdist hands them out as one file. The Molecule fleet converges
+# the no-init scenario's host beside the default scenario's (tests/fleet/conftest.py).
+SAME_WORKER = {"fleet/test_molecule_no_init.py": "fleet/test_molecule.py"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadfile``, with the files of ``SAME_WORKER`` handed out together."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    together = {f"tests/{a}": f"tests/{b}" for a, b in SAME_WORKER.items()}
+
+    class Together(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return together.get(scope, scope)
+
+    return Together(config, log)  # type: ignore[arg-type]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -107,9 +132,21 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
 
 
+# ``slow`` (left out by ``make test-fast``): containers, the real agent clients and srt
+# comparisons. A test that uses one of these fixtures gets it here (podman and its
+# images, Molecule's fleet, an agent world with the real clients); srt comparisons
+# and tests that run podman themselves carry the marker in their file.
+SLOW_FIXTURES = frozenset({"gvisor_image", "base_image", "containers_up", "containers_held",
+                           "molecule_fleet", "world"})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every item of a file in ``LONGEST_FIRST`` first, in that order; within a
-    file and among the other files the collected order holds (a stable sort)."""
+    file and among the other files the collected order holds (a stable sort).
+    Items that use a fixture of ``SLOW_FIXTURES`` are marked ``slow``."""
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
     tests = Path(__file__).parent
     rank = {str(tests / name): i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(str(item.path), len(rank)))
@@ -170,14 +207,27 @@ def host_global_lock(request: pytest.FixtureRequest,
             containers.__exit__(None, None, None)
 
 
+@pytest.fixture(scope="session")
+def containers_held(tmp_path_factory: pytest.TempPathFactory
+                    ) -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """``with containers_held():`` around the life of containers that outlive a test
+    (a module's, a package's): no ``host_global`` test runs meanwhile."""
+    shared = tmp_path_factory.getbasetemp().parent
+
+    def held() -> contextlib.AbstractContextManager[None]:
+        if "PYTEST_XDIST_WORKER" not in os.environ:
+            return contextlib.nullcontext()
+        return _flock(shared / "containers.lock", fcntl.LOCK_SH)
+
+    return held
+
+
 @pytest.fixture(scope="module")
-def containers_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def containers_up(containers_held: Callable[[], contextlib.AbstractContextManager[None]]
+                  ) -> Iterator[None]:
     """For a module whose containers live across its tests (``usefixtures``): held
     while the module runs, so that no ``host_global`` test runs beside them."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        yield
-        return
-    with _flock(tmp_path_factory.getbasetemp().parent / "containers.lock", fcntl.LOCK_SH):
+    with containers_held():
         yield
 
 

@@ -187,6 +187,17 @@ def try_resident(argv: list[str]) -> tuple[int | None, bool]:
     folder = resident_dir()
     if not _private(folder):
         return None, True
+    path = resident_file(".sock")
+    if not os.path.exists(path):  # no resident: nothing to ask
+        return None, True
+    # the whole frame before connecting: the resident gives a connection
+    # HANDSHAKE_SECONDS to send it, and reading the installed code (``identity``) is
+    # this launcher's own work, which a loaded machine can stretch past that
+    body = dumps({"protocol": PROTOCOL, "identity": identity(), "argv": argv,
+                  "env": dict(os.environ), "umask": _umask(),
+                  "limits": _limits()}).encode("utf-8", "surrogateescape")
+    if len(body) > MAX_FRAME:
+        return None, False
     try:
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
     except OSError:  # no unix sockets here (a sandbox's seccomp filter): serve it here
@@ -195,17 +206,12 @@ def try_resident(argv: list[str]) -> tuple[int | None, bool]:
     try:
         sock.settimeout(HANDSHAKE_SECONDS)
         try:
-            sock.connect(resident_file(".sock"))
+            sock.connect(path)
         except OSError:
             return None, True
         if _peer_uid(sock) != os.geteuid():
             return None, False
         cwd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        body = dumps({"protocol": PROTOCOL, "identity": identity(), "argv": argv,
-                      "env": dict(os.environ), "umask": _umask(),
-                      "limits": _limits()}).encode("utf-8", "surrogateescape")
-        if len(body) > MAX_FRAME:
-            return None, False
         fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2, cwd))
         frame = len(body).to_bytes(4, "big") + body
         sent = sock.sendmsg([frame], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])

@@ -50,8 +50,6 @@ from agent_sandbox.spec.models import Spec
 from openbao_dev import ROOT_TOKEN, bao_dev_server, free_port, stand_in_kubernetes_config
 from postgres_dev import BINARIES, connect_openbao, postgres_server
 
-pytestmark = pytest.mark.slow
-
 REPO = Path(__file__).resolve().parents[2]
 OWNER = "app_owner"
 ENDPOINT = {"pg": "127.0.0.1:5432"}  # the test server's, once it runs

@@ -1,5 +1,6 @@
 """Fixtures for the real-client suite: skip cleanly when the clients are not
-installed (``make setup`` installs them), one World per test."""
+installed (``make setup`` installs them), one World per test (a test with a world
+is ``slow``: tests/conftest.py ``SLOW_FIXTURES``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,6 @@ from collections.abc import Iterator
 import pytest
 
 from .harness import World, missing_clients
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/agents/" in str(item.fspath):
-            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

@@ -22,8 +22,13 @@ ROOT = Path(__file__).resolve().parents[2]
 CLAUDE = ROOT / ".tools" / "agents" / "node_modules" / ".bin" / "claude"
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
-needs_claude = pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code not installed "
-                                  "(scripts/bootstrap.d/30-agent-clients.sh)")
+_claude_installed = pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code not installed "
+                                      "(scripts/bootstrap.d/30-agent-clients.sh)")
+
+
+def needs_claude(test: Callable[..., None]) -> Callable[..., None]:
+    """The real Claude Code runs in ``test``: skipped without it, and ``slow``."""
+    return pytest.mark.slow(_claude_installed(test))  # type: ignore[no-any-return]
 
 
 def mcp_config(marker: Path) -> str:
@@ -174,11 +179,13 @@ def test_sandboxed_command_cannot_write_other_clients_state(env: dict[str, Path]
         f"mkdir -p \"$(dirname \"$HOME/{n}\")\"; echo PWNED > \"$HOME/{n}\"\n"
         for n in names))
     prog.chmod(0o755)
-    subprocess.run([sys.executable, "-m", "agent_sandbox", "agent", client, "--settings",
-                    str(env["settings"]), "--program", str(prog), "--"], cwd=env["proj"],
-                   env=host_env(env["home"]), capture_output=True, timeout=120, check=False)
+    ran = subprocess.run([sys.executable, "-m", "agent_sandbox", "agent", client, "--settings",
+                          str(env["settings"]), "--program", str(prog), "--"], cwd=env["proj"],
+                         env=host_env(env["home"]), capture_output=True, timeout=120,
+                         check=False)
     view = private_view(env, client)
-    assert [n for n in names if not (view / n).exists()] == []  # control
+    missing = [n for n in names if not (view / n).exists()]
+    assert missing == [], (missing, ran.returncode, ran.stderr[-2000:])  # control
     assert [n for n in names if (env["home"] / n).exists()] == []
 
 

@@ -24,8 +24,6 @@ import pytest
 from .conftest import claude_pre, make_repo
 from .watch_pty import ENV
 
-pytestmark = pytest.mark.slow
-
 # what the command names, and the file the agent swaps (relative to the repository)
 SWAPS = {
     "named script": ("bash ./deploy.sh", {"deploy.sh": "echo {m} > ran.txt\n"}, "deploy.sh"),

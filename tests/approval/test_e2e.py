@@ -11,12 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from .conftest import claude_pre, decision_of, make_repo
 from .watch_pty import ENV, Watch
-
-pytestmark = pytest.mark.slow
 
 
 def start_hook(payload: dict[str, object]) -> subprocess.Popen[bytes]:

@@ -19,7 +19,7 @@ from agent_sandbox import contract
 
 from .conftest import BASE_POLICY, claude_pre, decision_of
 
-pytestmark = [pytest.mark.slow, pytest.mark.host_global]
+pytestmark = [pytest.mark.host_global]
 
 MANAGED = Path(contract.POLICY_FILE)
 SYSTEM_SETTINGS = Path(contract.SYSTEM_SRT_SETTINGS)

@@ -17,8 +17,6 @@ from agent_sandbox.queue import FolderQueue
 
 from .conftest import PY, claude_pre, decision_of, run_hook
 
-pytestmark = pytest.mark.slow
-
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
 
 

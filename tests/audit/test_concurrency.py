@@ -282,7 +282,6 @@ CRASHER = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
 def test_sigkill_during_writes_then_verify_and_repair(logdir: Path) -> None:
     import random
 

@@ -15,8 +15,6 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
-
 CHILD = (
     "import sys\n"
     "from agent_sandbox.runtime.run import run_sandboxed\n"
@@ -26,7 +24,6 @@ CHILD = (
 )
 
 
-@pytest.mark.slow
 def test_parallel_runs_over_one_root_all_start_and_leave_it_clean(tmp_path):
     root = tmp_path / "repo"
     root.mkdir()

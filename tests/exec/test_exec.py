@@ -842,7 +842,6 @@ def test_git_second_config_location_is_read_only(tmp_path: Path, work: Path) -> 
     assert not (work / ".config" / "git" / "attributes").exists()
 
 
-@pytest.mark.slow
 def test_killed_during_startup_never_runs_the_command(settings: Path, work: Path) -> None:
     """SIGKILL `sandbox exec` at many points of its start (before bwrap runs,
     between bwrap's start and its parent-death signals, before the command is

@@ -111,6 +111,7 @@ def test_a_build_deleting_folders_while_runs_start(tmp_path: Path) -> None:
         worker.join()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("podman") is None, reason="podman is installed by make setup")
 def test_a_podman_container_running(tmp_path: Path) -> None:
     root = tmp_path / "repo"

@@ -102,6 +102,7 @@ def test_endless_output_until_the_deadline_keeps_the_host_small(settings: Path,
     wait_gone(f"sleep 7{m}", "the command outlived the deadline")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SRT.exists(), reason="srt is not installed (make setup)")
 def test_srt_backend_output_is_bounded_too(settings: Path, work: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:

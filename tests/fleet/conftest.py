@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,62 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory,
                  str(REPO), "--out", str(out)], timeout=600)
             built.touch()
     return out
+
+
+def changed_tasks(out: str) -> list[str]:
+    """The TASK headers followed by a `changed:` line (for failure messages)."""
+    found, task = [], ""
+    for line in out.splitlines():
+        if "TASK [" in line:
+            task = line.strip(" │*")
+        elif "changed:" in line and task:
+            found.append(task)
+    return found
+
+
+def recap(out: str, host: str) -> dict[str, int]:
+    """The host's line in the last play recap of ``out`` (a Molecule sequence
+    prints one for each playbook it runs)."""
+    found = re.findall(rf"^\W*{re.escape(host)}\s+:\s+(.*)$", out, re.M)
+    assert found, out[-3000:]
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", found[-1])}
+
+
+class MoleculeFleet:
+    """Molecule's default scenario, converged once for the run: its systemd host
+    (``sandbox-molecule-1``: test_molecule.py) and its host without an init system
+    (``sandbox-molecule-noinit``: test_molecule_no_init.py). A step of the
+    scenario's sequence after the converge (idempotence, check, verify) runs once,
+    for both hosts, when a test first asks for it: each file judges its own host in
+    the same output."""
+
+    def __init__(self, wheelhouse: Path) -> None:
+        self.wheelhouse = wheelhouse
+        self.converge: subprocess.CompletedProcess[str] | None = None
+        self._steps: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    def molecule(self, step: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return run([tool("molecule"), step, "--scenario-name", "default"], timeout=1200,
+                   check=check, SANDBOX_WHEELHOUSE_DIR=str(self.wheelhouse))
+
+    def step(self, name: str) -> subprocess.CompletedProcess[str]:
+        if name not in self._steps:
+            self._steps[name] = self.molecule(name, check=False)
+        return self._steps[name]
+
+
+@pytest.fixture(scope="package")
+def molecule_fleet(base_image: str, wheelhouse: Path,
+                   containers_held: Callable[[], contextlib.AbstractContextManager[None]]
+                   ) -> Iterator[MoleculeFleet]:
+    """The converged fleet (Molecule's converge sequence: create, prepare, converge),
+    destroyed when the package's tests on this worker are done (tests/conftest.py
+    ``SAME_WORKER`` hands both Molecule files to one worker)."""
+    fleet = MoleculeFleet(wheelhouse)
+    with containers_held():
+        fleet.molecule("destroy")
+        try:
+            fleet.converge = fleet.molecule("converge")
+            yield fleet
+        finally:
+            fleet.molecule("destroy", check=False)

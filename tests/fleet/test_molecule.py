@@ -1,5 +1,6 @@
 """Molecule and the fleet front ends on one real container host (2-core CI: one
-converge serves every check here).
+converge serves every check here, and the no-init host's: the default scenario
+converges both, tests/fleet/conftest.py ``molecule_fleet``).
 
 - Molecule's default scenario step by step: create, prepare, converge,
   idempotence (zero changes on the second run), check mode, verify
@@ -20,15 +21,14 @@ converge serves every check here).
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, run, tool
+from .conftest import REPO, MoleculeFleet, changed_tasks, run, tool
+from .conftest import recap as fleet_recap
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("molecule"),
               pytest.mark.usefixtures("containers_up")]
@@ -43,11 +43,6 @@ UNIT = "agent-sandbox-proxy.service"
 WHEELHOUSE: dict[str, str] = {}
 
 
-def molecule(step: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return run([tool("molecule"), step, "--scenario-name", "default"], timeout=1200,
-               check=check, SANDBOX_WHEELHOUSE_DIR=WHEELHOUSE["dir"])
-
-
 def podman(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=300,
                           check=False, env={"CONTAINERS_CONF": str(REPO / "containers.conf"),
@@ -60,23 +55,8 @@ def site() -> subprocess.CompletedProcess[str]:
                 "-e", "sandbox_runtime_wheelhouse_build=false"], timeout=900)
 
 
-def changed_tasks(out: str) -> list[str]:
-    """The TASK headers followed by a `changed:` line (for failure messages)."""
-    found, task = [], ""
-    for line in out.splitlines():
-        if "TASK [" in line:
-            task = line.strip(" │*")
-        elif "changed:" in line and task:
-            found.append(task)
-    return found
-
-
 def recap(out: str, host: str = HOST) -> dict[str, int]:
-    """The host's line in the last play recap of ``out`` (a Molecule sequence
-    prints one for each playbook it runs)."""
-    found = re.findall(rf"^\W*{re.escape(host)}\s+:\s+(.*)$", out, re.M)
-    assert found, out[-3000:]
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", found[-1])}
+    return fleet_recap(out, host)
 
 
 def installed(host: str, targets: list[str]) -> dict[str, tuple[str, str]]:
@@ -99,25 +79,22 @@ def cli_render(host: str, out: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def converged(base_image: str, wheelhouse: Path) -> Iterator[str]:
-    WHEELHOUSE["dir"] = str(wheelhouse)
-    molecule("destroy")
-    try:
-        conv = molecule("converge")  # Molecule's converge sequence: create, prepare, converge
-        assert recap(conv.stdout)["failed"] == 0
-        yield HOST
-    finally:
-        molecule("destroy", check=False)
+def converged(molecule_fleet: MoleculeFleet) -> str:
+    """The default scenario's systemd host, converged (the package's fleet)."""
+    WHEELHOUSE["dir"] = str(molecule_fleet.wheelhouse)
+    assert molecule_fleet.converge is not None
+    assert recap(molecule_fleet.converge.stdout)["failed"] == 0
+    return HOST
 
 
-def test_molecule_idempotence(converged: str) -> None:
-    proc = molecule("idempotence", check=False)
+def test_molecule_idempotence(converged: str, molecule_fleet: MoleculeFleet) -> None:
+    proc = molecule_fleet.step("idempotence")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     assert recap(proc.stdout)["changed"] == 0, changed_tasks(proc.stdout)
 
 
-def test_molecule_check_mode(converged: str) -> None:
-    proc = molecule("check", check=False)
+def test_molecule_check_mode(converged: str, molecule_fleet: MoleculeFleet) -> None:
+    proc = molecule_fleet.step("check")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     counts = recap(proc.stdout)
     assert counts["failed"] == 0 and counts["changed"] == 0, changed_tasks(proc.stdout)
@@ -225,8 +202,9 @@ def test_proxy_service_restarts_for_other_settings(converged: str) -> None:
     assert podman("exec", HOST, "cat", record).stdout == want
 
 
-def test_molecule_verify_runs_sandbox_verify(converged: str) -> None:
-    proc = molecule("verify", check=False)
+def test_molecule_verify_runs_sandbox_verify(converged: str,
+                                             molecule_fleet: MoleculeFleet) -> None:
+    proc = molecule_fleet.step("verify")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     assert "6/6 checks passed" in out

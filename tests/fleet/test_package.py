@@ -27,8 +27,6 @@ import pytest
 
 from .conftest import EXAMPLE_FLEET, REPO
 
-pytestmark = pytest.mark.slow
-
 # Prints {host: {target: [sha256, mode, kind]}} for every host of an inventory,
 # and where agent_sandbox was imported from.
 RENDER_ALL = r"""

@@ -19,6 +19,7 @@ from . import srt_diff
 from .sbpl import Profile, Query
 
 MATRIX = srt_diff.settings_matrix()
+pytestmark = pytest.mark.slow  # srt's own generator runs under node for each spec
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -38,8 +38,6 @@ from agent_sandbox.render import macos, seatbelt, windows
 from .conftest import EXAMPLE_FLEET, REPO, ROOT_TOKEN
 from .sbpl import Profile, Query
 
-pytestmark = pytest.mark.slow
-
 BIN = Path(sys.executable).parent
 COLLECTIONS = REPO / ".collections"
 MY_ROLES = ["roles/sandbox_macos", "roles/sandbox_windows", "roles/sandbox_cluster"]
