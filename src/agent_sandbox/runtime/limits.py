@@ -16,8 +16,13 @@ every other run. Each run gets, by default and from the spec
 - **file size** (default 16 GiB): ``RLIMIT_FSIZE``: a write past it fails
   (``SIGXFSZ``, ``EFBIG``).
 
-The child that becomes bubblewrap joins the cgroup and sets the rlimits before
+The child that becomes bubblewrap is in the cgroup and has the rlimits before
 its ``exec`` (``Limits.apply``), so everything the command starts is inside.
+Moving a process into a cgroup waits for the kernel's RCU grace period (about
+10 ms): the launcher carries the group instead (``carry``). It moves itself in
+from a thread while it plans the run, so the child is born inside, and moves
+itself out again from a thread while the sandbox starts (``leave``); the child
+joins by itself only where the launcher could not.
 After the run, ``Limits.hit`` says which limit stopped the command, in words
 the user can act on; ``close`` removes the cgroup.
 """
@@ -25,6 +30,7 @@ the user can act on; ``close`` removes the cgroup.
 from __future__ import annotations
 
 import _signal as signal
+import _thread
 import os
 import resource
 import time
@@ -32,6 +38,7 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 DEFAULT_PROCESSES = 4096
 DEFAULT_FILE_SIZE = 16 << 30
@@ -66,12 +73,18 @@ class Limits:
         self.file_size = file_size or DEFAULT_FILE_SIZE
         self.groups: dict[str, str] = {}  # controller -> the run's cgroup folder
         self.notes: list[str] = []
+        self.prepared = False
+        self.carried = False  # the launcher is in every group: its children are born there
+        self._left = False
+        self._home: dict[str, str] = {}  # controller -> the launcher's own group
+        self._moving: Any = None  # a lock held while the launcher moves (``carry``, ``leave``)
 
     # the launcher, before the child starts ------------------------------------
 
     def prepare(self) -> None:
         """Make the run's cgroup where the host lets this user (nothing fails the
         run: a limit that cannot be a cgroup's is an rlimit, said in ``notes``)."""
+        self.prepared = True
         # one per run, even for runs a process starts at once (the approval runner)
         name = f"{_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
         v2 = self._v2_parent()
@@ -91,6 +104,57 @@ class Limits:
         if "pids" not in self.groups and os.geteuid() == 0:
             self.notes.append("no process limit: no cgroup this user may make, and the "
                               "kernel does not apply RLIMIT_NPROC to root")
+
+    def carry(self) -> None:
+        """Move the launcher into the run's groups from a thread (``_thread``: the
+        cold start imports no ``threading``), while it goes on planning; ``before``
+        waits for it, so that the child is forked inside."""
+        if not self.groups:
+            return
+        self._moving = _thread.allocate_lock()
+        self._moving.acquire()
+        _thread.start_new_thread(self._move_in, ())
+
+    def _move_in(self) -> None:
+        try:
+            # each group was made in the launcher's own group of its hierarchy
+            self._home = {c: os.path.dirname(f) for c, f in self.groups.items()}
+            for folder in dict.fromkeys(self.groups.values()):
+                _join(folder)
+            self.carried = True
+        except OSError:
+            self._go_home()  # the child joins by itself (``apply``)
+        finally:
+            self._moving.release()
+
+    def leave(self) -> None:
+        """After the fork: the launcher moves back to its own groups from a thread,
+        while the sandbox starts; ``close`` waits for it before removing the groups."""
+        if not self.carried:
+            return
+        self._wait()
+        self._moving = _thread.allocate_lock()
+        self._moving.acquire()
+
+        def run() -> None:
+            try:
+                self._go_home()
+                self._left = True
+            finally:
+                self._moving.release()
+        _thread.start_new_thread(run, ())
+
+    def _go_home(self) -> None:
+        for folder in dict.fromkeys(self._home.values()):
+            try:
+                _join(folder)
+            except OSError:
+                pass
+
+    def _wait(self) -> None:
+        if self._moving is not None:
+            self._moving.acquire()
+            self._moving.release()
 
     @staticmethod
     def _v2_parent() -> str | None:
@@ -153,10 +217,11 @@ class Limits:
 
     # the child, before its exec ------------------------------------------------
 
-    def apply(self) -> None:
-        """In the child that becomes bubblewrap: join the cgroups, set the rlimits (a
-        group it cannot join, its rlimit instead: never a run that cannot start)."""
-        for controller, folder in list(self.groups.items()):
+    def apply(self, *, inside: bool = False) -> None:
+        """In the child that becomes bubblewrap: join the cgroups (unless born
+        ``inside`` them, ``carry``), set the rlimits (a group it cannot join, its
+        rlimit instead: never a run that cannot start)."""
+        for controller, folder in list(self.groups.items()) if not inside else ():
             try:
                 with open(os.path.join(folder, "cgroup.procs"), "w") as fh:
                     fh.write("0")
@@ -190,6 +255,10 @@ class Limits:
         return out
 
     def close(self) -> None:
+        self._wait()  # the launcher out of the groups first (a start that failed early:
+        if self.carried and not self._left:  # it never forked, never left)
+            self._go_home()
+            self._left = True
         for folder in dict.fromkeys(self.groups.values()):
             for _ in range(50):  # the last processes are leaving
                 if _remove(folder):
@@ -204,12 +273,16 @@ class Limits:
         return said
 
     def before(self, then: Callable[[], None]) -> Callable[[], None]:
-        """Made (``prepare``), and a child's pre-exec: these limits, then ``then``
-        (the seccomp installer)."""
-        self.prepare()
+        """Made (``prepare``, unless it was), and a child's pre-exec: these limits,
+        then ``then`` (the seccomp installer). Waits for the launcher to be in the
+        groups when it carries them (``carry``)."""
+        if not self.prepared:
+            self.prepare()
+        self._wait()
+        inside = self.carried
 
         def pre_exec() -> None:
-            self.apply()
+            self.apply(inside=inside)
             then()
         return pre_exec
 
@@ -241,3 +314,13 @@ def _size(n: int) -> str:
         if n >= 1 << shift and n % (1 << shift) == 0:
             return f"{n >> shift} {unit}"
     return f"{n} bytes"
+
+
+def _join(folder: str) -> None:
+    """This process, all its threads, into the group ``folder`` (cgroup.procs)."""
+    fd = os.open(os.path.join(folder, "cgroup.procs"), os.O_WRONLY)
+    try:
+        os.write(fd, b"0")
+    finally:
+        os.close(fd)
+

@@ -167,6 +167,10 @@ class BwrapRun:
         the broker, its namespaces furnished, the sweep's record, the gate opened;
         whatever fails on the way ends bwrap and cleans up."""
         fds = _StartFds(self._seccomp_fd())
+        # the run's cgroup made now, and the launcher moved into it while it plans
+        self.limits = Limits(*self.settings.limits)
+        self.limits.prepare()
+        self.limits.carry()
         try:
             lock_dir = contract.lock_dir(self.home)
             ph = self.placeholders = Placeholders(lock_dir)
@@ -246,8 +250,9 @@ class BwrapRun:
         installer = self._installer = launch.installer(
             self.settings, capture=capture,
             reads=bool(p.read_rules[0] or p.read_rules[2]) or self.pin is not None)
-        self.limits = Limits(*self.settings.limits)  # the child joins its cgroup
-        bounded = self.limits.before(installer)
+        limits = self.limits
+        assert limits is not None  # made by _start
+        bounded = limits.before(installer)  # the child is born in the run's cgroup
         broker = dict(plan=p, settings=self.settings, home=self.home, cwd=self.cwd,
                       opened=self.opened, overlays=self.overlays, absent=self.absent,
                       on_deny=self._refused, pin=self.pin)
@@ -261,6 +266,7 @@ class BwrapRun:
                 self.proc = subprocess.Popen(
                     argv, env=env, pass_fds=given, preexec_fn=bounded,
                     stdin=stdin, stdout=stdout, stderr=stderr)
+                limits.leave()
             else:
                 no_inherited_fds()
                 for fd in given:
@@ -270,6 +276,7 @@ class BwrapRun:
                 self.proc = Spawned(argv, env, stdio,
                                     renumber=dict(zip(given, bwargv.CHILD_FDS, strict=True)),
                                     pre_exec=bounded)
+                limits.leave()
                 self.relay.after_spawn()
         except OSError as exc:
             raise SandboxStartError(f"cannot start bwrap: {exc}") from None
