@@ -126,3 +126,47 @@ def test_a_file_grown_by_truncate_and_mmap_holds_the_limit(tmp_path: Path) -> No
     r = sandbox(tmp_path, "--max-file-size", "5M", "--", sys.executable, "-c", script)
     assert "refused 27" in r.stdout, r.stdout + r.stderr  # EFBIG
     assert (tmp_path / "w/big").stat().st_size <= 5 << 20
+
+
+@pytest.mark.skipif(not GROUPS, reason="no cgroup this user may make here")
+def test_the_command_is_born_in_the_runs_group_and_the_launcher_goes_home(
+        tmp_path: Path) -> None:
+    """The launcher carries the group (``Limits.carry``): the sandboxed command's
+    host-side cgroup is the run's, seen from outside while it runs, and the
+    launcher's own cgroup is what it was before, once the run is over."""
+    from agent_sandbox.runtime.run import run_sandboxed
+
+    before = Path("/proc/self/cgroup").read_text()
+    seen: dict[str, str] = {}
+    duration = f"29.{os.getpid()}{time.monotonic_ns() % 100000}"  # this test's own sleep
+    wanted = b"sleep\x00" + duration.encode() + b"\x00"
+
+    def watch() -> None:  # from the host: the command's cgroup while it sleeps
+        for _ in range(500):
+            pids = [p for p in Path("/proc").iterdir() if p.name.isdigit()]
+            for p in pids:
+                try:
+                    if (p / "cmdline").read_bytes() == wanted:
+                        seen["cgroup"] = (p / "cgroup").read_text()
+                        os.kill(int(p.name), 9)
+                        return
+                except OSError:
+                    continue
+            time.sleep(0.02)
+
+    import threading
+
+    t = threading.Thread(target=watch)
+    t.start()
+    run_sandboxed(["sleep", duration], str(settings(tmp_path)), cwd=str(tmp_path / "w"),
+                  capture=True, timeout=60)
+    t.join()
+    lines = seen["cgroup"].splitlines()
+    v1 = [line for line in lines if any(c in line.split(":")[1].split(",") for c in GROUPS)]
+    groups = v1 or [line for line in lines if line.startswith("0::")]  # v2: one hierarchy
+    assert groups and all("/agent-sandbox-" in line for line in groups), seen["cgroup"]
+    assert Path("/proc/self/cgroup").read_text() == before
+    # and the run's groups are gone
+    for line in groups:
+        name = line.split(":", 2)[2].rsplit("/", 1)[1]
+        assert not any(Path("/sys/fs/cgroup").rglob(name)), name
