@@ -145,7 +145,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "contract", "quickjson", "quickhash", "atomic_file", "display"),
     # the host's files and names: below a trusted root, the user's state, the
     # repository's layout, the protected set
-    ("below_root", "state_paths", "repo_layout", "protected", "windows_host"),
+    ("below_root", "state_paths", "repo_layout", "last_verify", "protected", "windows_host"),
     # the spec and the facts it is rendered for
     ("spec", "inventory", "vault", "starter_policy"),
     # the audit and the policy
@@ -163,7 +163,9 @@ LAYERS: list[tuple[str, ...]] = [
     # what speaks to the clients and installs the rest
     ("render", "agent", "mcp_server", "mcp_launch",
      "mcp_resident", "fleet", "install", "repo_init"),
-    ("deploy", "web", "hostcheck"),
+    ("deploy", "web"),
+    # the self-check of a whole host, the web service's unit included
+    ("hostcheck",),
     # the command line on top
     ("cli", "__main__"),
 ]

@@ -74,7 +74,7 @@ def verify(
     except VerifyError as exc:
         typer.echo(f"sandbox verify: {exc}", err=True)
         raise typer.Exit(1) from None
-    from agent_sandbox.hostcheck.last import record
+    from agent_sandbox.last_verify import record
 
     record(results)  # what `sandbox serve` reports as this host's last verify
     from agent_sandbox.agent.client_checks import check as check_clients

@@ -6,8 +6,10 @@ the sandbox, and the drift of installed files from the render manifest.
 - ``checks``: each check, run against the real components, and ``run``;
 - ``netlab``: the private network the domain checks reach an upstream through;
 - ``drift``: installed files against the render manifest;
-- ``web``: the web approvals service, where its unit is installed;
-- ``last``: what the last run found (``sandbox serve`` reports it).
+- ``web``: the web approvals service, where its unit is installed.
+
+What the last run found is kept by ``agent_sandbox.last_verify`` (``sandbox serve``
+reports it, below this package).
 """
 
 from agent_sandbox.errors import SandboxError

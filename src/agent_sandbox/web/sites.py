@@ -321,7 +321,7 @@ def verify_log(repo: str) -> dict[str, Any]:
 
 
 def last_host_verify() -> dict[str, Any] | None:
-    """What the last ``sandbox verify`` of this account found (``hostcheck.last``)."""
-    from agent_sandbox.hostcheck.last import read_last
+    """What the last ``sandbox verify`` of this account found (``last_verify``)."""
+    from agent_sandbox.last_verify import read_last
 
     return read_last()
