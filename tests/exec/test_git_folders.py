@@ -39,8 +39,8 @@ def run(t: Tree, script: str, sandboxed: bool) -> bytes:
 def agent_repo(t: Tree, sandboxed: bool, *, template: bool = True) -> Path:
     """A repository one run made (``git init``, a commit), as an agent's first calls do."""
     init = "git init -q r" if template else "mkdir tpl && git init -q --template=tpl r"
-    run(t, f"{init} && cd r && git commit -q --allow-empty -m a", sandboxed)
-    assert t.git("log", "--oneline", cwd=t.root / "r").returncode == 0
+    said = run(t, f"{init} && cd r && git commit -q --allow-empty -m a", sandboxed)
+    assert t.git("log", "--oneline", cwd=t.root / "r").returncode == 0, said
     return t.root / "r"
 
 
@@ -118,7 +118,8 @@ def test_a_worktrees_commondir_is_never_rewritten(tree: Tree, sandboxed: bool,
                                                  how: str) -> None:
     t = tree
     agent_repo(t, sandboxed)
-    run(t, "cd r && git worktree add -q ../wt", sandboxed)
+    said = run(t, "cd r && git worktree add -q ../wt", sandboxed)
+    assert (t.root / "wt").is_dir(), said  # what the run said when it made none
     assert t.git("status", cwd=t.root / "wt").returncode == 0  # the worktree works
     evil = (f"mkdir -p ev && cp -r r/.git/objects r/.git/refs ev/ && {fsmonitor(t)} > "
             "ev/config && ")

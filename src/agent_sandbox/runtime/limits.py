@@ -47,6 +47,10 @@ _STALE_AFTER = 60.0  # seconds: a group this old whose launcher is gone is left 
 _V2 = "/sys/fs/cgroup"
 _V1 = "/sys/fs/cgroup/{}"
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+# What the launcher allocates while it carries the group is charged to the run's
+# memory (cgroup v1 keeps a page's charge where it was made): it carries the group
+# only where that is a small part of the limit; below it the child joins by itself.
+_CARRY_MIN_MEMORY = 1 << 30
 
 
 def parse_size(text: str) -> int:
@@ -109,7 +113,7 @@ class Limits:
         """Move the launcher into the run's groups from a thread (``_thread``: the
         cold start imports no ``threading``), while it goes on planning; ``before``
         waits for it, so that the child is forked inside."""
-        if not self.groups:
+        if not self.groups or ("memory" in self.groups and self.memory < _CARRY_MIN_MEMORY):
             return
         self._moving = _thread.allocate_lock()
         self._moving.acquire()
