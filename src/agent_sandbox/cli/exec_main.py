@@ -114,6 +114,12 @@ def _main(args: Sequence[str], err: IO[str], started: Callable[[], None] | None)
         profile = host_profile()
         if opts.backend_given is False and profile.get("backend") in BACKENDS:
             opts.backend = profile["backend"]
+        if opts.backend == "bwrap":
+            # the run's cgroup made now, the launcher moving into it while the settings
+            # are read and the run is planned (``runtime.limits``)
+            from agent_sandbox.runtime.limits import start_early
+
+            start_early()
         if profile.get("auditDir") and contract.AUDIT_DIR_ENV not in os.environ:
             os.environ[contract.AUDIT_DIR_ENV] = str(profile["auditDir"])
         home = home_dir()
@@ -132,6 +138,10 @@ def _main(args: Sequence[str], err: IO[str], started: Callable[[], None] | None)
                                 timeout=opts.timeout, started=started)
     except (Exception, KeyboardInterrupt) as exc:
         return start_failed("sandbox exec", exc, err, "nothing ran outside the sandbox")
+    finally:
+        from agent_sandbox.runtime.limits import discard_early
+
+        discard_early()  # groups no run adopted (a start that failed first)
 
 
 def start_failed(prog: str, exc: BaseException, err: IO[str], outside: str) -> int:

@@ -94,11 +94,11 @@ class Limits:
         v2 = self._v2_parent()
         if v2 is not None:
             folder = os.path.join(v2, name)
-            if self._make(folder, {"pids.max": self.processes, "memory.max": self.memory}):
+            if self._make(folder, self._values("v2")):
                 self.groups = {"pids": folder, "memory": folder}
                 return
-        for controller, limits in (("pids", {"pids.max": self.processes}),
-                                   ("memory", {"memory.limit_in_bytes": self.memory})):
+        for controller in ("pids", "memory"):
+            limits = self._values(controller)
             parent = self._v1_parent(controller)
             if parent is None:
                 continue
@@ -108,6 +108,35 @@ class Limits:
         if "pids" not in self.groups and os.geteuid() == 0:
             self.notes.append("no process limit: no cgroup this user may make, and the "
                               "kernel does not apply RLIMIT_NPROC to root")
+
+    def _values(self, group: str) -> dict[str, int]:
+        """What one group's files say: ``v2`` (both controllers), else a v1 controller."""
+        if group == "v2":
+            return {"pids.max": self.processes, "memory.max": self.memory}
+        return ({"pids.max": self.processes} if group == "pids"
+                else {"memory.limit_in_bytes": self.memory})
+
+    def adopt(self, processes: int | None, memory: int | None, file_size: int | None
+              ) -> bool:
+        """This run's values written into groups made early (``start_early``): False
+        when they cannot be (the caller makes its own then)."""
+        self.processes = processes or DEFAULT_PROCESSES
+        self.memory = memory or host_memory() // 2
+        self.file_size = file_size or DEFAULT_FILE_SIZE
+        if self.memory < _CARRY_MIN_MEMORY:
+            return False
+        v2 = self.groups.get("pids") is not None and self.groups.get("pids") == self.groups.get(
+            "memory")
+        try:
+            for controller, folder in self.groups.items():
+                if v2 and controller == "memory":
+                    continue
+                for key, value in self._values("v2" if v2 else controller).items():
+                    with open(os.path.join(folder, key), "w") as fh:
+                        fh.write(str(value))
+        except OSError:
+            return False
+        return True
 
     def carry(self) -> None:
         """Move the launcher into the run's groups from a thread (``_thread``: the
@@ -328,3 +357,37 @@ def _join(folder: str) -> None:
     finally:
         os.close(fd)
 
+
+_EARLY: list[Limits] = []  # groups made at the start of ``sandbox exec``, not yet a run's
+
+
+def start_early() -> None:
+    """``sandbox exec``, once its arguments parse: the run's groups made with the
+    default limits and the launcher moved in from a thread while the settings are
+    read and the run is planned, the move's wait hidden behind them (``for_run``
+    adopts the groups; ``discard_early`` removes them when no run comes)."""
+    early = Limits()
+    early.prepare()
+    early.carry()
+    _EARLY.append(early)
+
+
+def for_run(processes: int | None, memory: int | None, file_size: int | None) -> Limits:
+    """One run's limits: the early groups with this run's values, or groups made
+    now (the launcher carrying them where it may)."""
+    while _EARLY:
+        early = _EARLY.pop()
+        if early.adopt(processes, memory, file_size):
+            return early
+        early.close()
+    made = Limits(processes, memory, file_size)
+    made.prepare()
+    made.carry()
+    return made
+
+
+def discard_early() -> None:
+    """Early groups no run adopted (a start that failed first): the launcher out,
+    the groups gone."""
+    while _EARLY:
+        _EARLY.pop().close()

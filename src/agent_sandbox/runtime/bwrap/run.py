@@ -33,6 +33,7 @@ from agent_sandbox import contract, protected
 from ..failures import SandboxStartError
 from ..host import diagnose_userns
 from ..limits import Limits
+from ..limits import for_run as limits_for_run
 from ..private_state import private_paths
 from ..process import Relay, Spawned, exited, no_inherited_fds, read_all, read_line, suppress
 from ..settings import Settings, loads, require_enforceable
@@ -167,10 +168,9 @@ class BwrapRun:
         the broker, its namespaces furnished, the sweep's record, the gate opened;
         whatever fails on the way ends bwrap and cleans up."""
         fds = _StartFds(self._seccomp_fd())
-        # the run's cgroup made now, and the launcher moved into it while it plans
-        self.limits = Limits(*self.settings.limits)
-        self.limits.prepare()
-        self.limits.carry()
+        # the run's cgroup (made early by ``sandbox exec``, or now), the launcher moving
+        # into it while it plans
+        self.limits = limits_for_run(*self.settings.limits)
         try:
             lock_dir = contract.lock_dir(self.home)
             ph = self.placeholders = Placeholders(lock_dir)
