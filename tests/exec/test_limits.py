@@ -170,3 +170,18 @@ def test_the_command_is_born_in_the_runs_group_and_the_launcher_goes_home(
     for line in groups:
         name = line.split(":", 2)[2].rsplit("/", 1)[1]
         assert not any(Path("/sys/fs/cgroup").rglob(name)), name
+
+
+@pytest.mark.skipif(not GROUPS, reason="no cgroup this user may make here")
+def test_a_start_that_fails_first_leaves_no_group(tmp_path: Path) -> None:
+    """``sandbox exec`` makes the run's group before it reads the settings
+    (``limits.start_early``): settings it then refuses leave no group behind."""
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    p = subprocess.Popen([SANDBOX, "exec", "--settings", str(bad), "--", "true"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 125, err
+    prefix = f"agent-sandbox-{p.pid}-"
+    left = [str(g) for root in ("/sys/fs/cgroup",) for g in Path(root).rglob(prefix + "*")]
+    assert left == []
