@@ -55,8 +55,6 @@ LONGEST_FIRST = (
     "exec/test_srt_conformance.py",       # 124
     "agents/test_hooks_kept_on.py",       # 82
     "agents/test_agent_command.py",       # 59
-    "exec/test_workflows.py",             # 2 tests, 60 each: the longest of make test-fast
-    "exec/test_triggers.py",              # 40
     "fleet/test_molecule.py",             # 158: one converged fleet, every front end
     "fleet/test_molecule_no_init.py",     # with the above (SAME_WORKER): its fleet's second host
     "fleet/test_pyinfra_host.py",         # 39

@@ -189,6 +189,9 @@ def _normal(text: str, base: Path) -> str:
     return re.sub(r"\d+\.\d+s\b", "Ns", text.replace(str(base), "<base>"))
 
 
+ERRORS: dict[tuple[str, str], str] = {}
+
+
 def _run_steps(base: Path, how: str, deny: list[str] | None = None
                ) -> dict[str, tuple[int, str]]:
     env, settings = _env(base), _settings(base, deny)
@@ -204,6 +207,7 @@ def _run_steps(base: Path, how: str, deny: list[str] | None = None
         r = subprocess.run(argv, cwd=base / "work", env=env, capture_output=True, text=True,
                            timeout=600)
         out[step.name] = (r.returncode, _normal(r.stdout, base))
+        ERRORS[(how, step.name)] = r.stderr[-2000:]  # shown when a step differs
     return out
 
 
@@ -258,7 +262,8 @@ def test_everyday_toolchains_step_by_step(shared: Path, tmp_path: Path,
         if name in DIFFERS:
             assert got[name][0] != 0, f"{name} was expected to be refused"
             continue
-        assert got[name] == want[name], (name, got[name], want[name])
+        assert got[name] == want[name], (name, got[name], want[name],
+                                         ERRORS.get(("sandbox", name)))
     boxed = bases["sandbox"]
     extra = _listing(boxed / "work") ^ _listing(bases["twin"] / "work")
     unexplained = sorted(p for p in extra
