@@ -148,6 +148,8 @@ def test_the_command_is_born_in_the_runs_group_and_the_launcher_goes_home(
                 try:
                     if (p / "cmdline").read_bytes() == wanted:
                         seen["cgroup"] = (p / "cgroup").read_text()
+                        # the launcher (this process) already out of the run's groups
+                        seen["launcher"] = Path("/proc/self/cgroup").read_text()
                         os.kill(int(p.name), 9)
                         return
                 except OSError:
@@ -165,6 +167,7 @@ def test_the_command_is_born_in_the_runs_group_and_the_launcher_goes_home(
     v1 = [line for line in lines if any(c in line.split(":")[1].split(",") for c in GROUPS)]
     groups = v1 or [line for line in lines if line.startswith("0::")]  # v2: one hierarchy
     assert groups and all("/agent-sandbox-" in line for line in groups), seen["cgroup"]
+    assert seen["launcher"] == before  # while the command ran
     assert Path("/proc/self/cgroup").read_text() == before
     # and the run's groups are gone
     for line in groups:

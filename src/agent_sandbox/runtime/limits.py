@@ -184,6 +184,10 @@ class Limits:
             except OSError:
                 pass
 
+    def settle(self) -> None:
+        """Wait for the launcher's move (``carry`` or ``leave``) to be over."""
+        self._wait()
+
     def _wait(self) -> None:
         if self._moving is not None:
             self._moving.acquire()

@@ -352,6 +352,8 @@ class BwrapRun:
         ready = binder.wait() if binder.kid else read_line(fds.ready_r) == b"ready\n"
         if self.broker is not None:  # from here on, every brokered call is judged
             self.broker.arm(pid1)
+        if self.limits is not None:  # the launcher out of the run's groups (``leave``):
+            self.limits.settle()  # a command pressing on its limits never meets it there
         with suppress(BrokenPipeError):  # the command starts only on this word
             ready = ready and os.write(fds.gate_w, b"go\n") == 3
         if not ready:  # bwrap failed before the command, or ended before the word
