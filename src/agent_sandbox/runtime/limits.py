@@ -77,7 +77,6 @@ class Limits:
         self.file_size = file_size or DEFAULT_FILE_SIZE
         self.groups: dict[str, str] = {}  # controller -> the run's cgroup folder
         self.notes: list[str] = []
-        self.prepared = False
         self.carried = False  # the launcher is in every group: its children are born there
         self._left = False
         self._home: dict[str, str] = {}  # controller -> the launcher's own group
@@ -88,7 +87,6 @@ class Limits:
     def prepare(self) -> None:
         """Make the run's cgroup where the host lets this user (nothing fails the
         run: a limit that cannot be a cgroup's is an rlimit, said in ``notes``)."""
-        self.prepared = True
         # one per run, even for runs a process starts at once (the approval runner)
         name = f"{_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
         v2 = self._v2_parent()
@@ -125,15 +123,11 @@ class Limits:
         self.file_size = file_size or DEFAULT_FILE_SIZE
         if self.memory < _CARRY_MIN_MEMORY:
             return False
-        v2 = self.groups.get("pids") is not None and self.groups.get("pids") == self.groups.get(
-            "memory")
+        one = len(set(self.groups.values())) == 1 and len(self.groups) == 2  # v2
         try:
             for controller, folder in self.groups.items():
-                if v2 and controller == "memory":
-                    continue
-                for key, value in self._values("v2" if v2 else controller).items():
-                    with open(os.path.join(folder, key), "w") as fh:
-                        fh.write(str(value))
+                if not (one and controller == "memory"):
+                    _write_values(folder, self._values("v2" if one else controller))
         except OSError:
             return False
         return True
@@ -244,9 +238,7 @@ class Limits:
         except OSError:
             return False
         try:
-            for key, value in limits.items():
-                with open(os.path.join(folder, key), "w") as fh:
-                    fh.write(str(value))
+            _write_values(folder, limits)
         except OSError:
             _remove(folder)
             return False
@@ -260,8 +252,7 @@ class Limits:
         rlimit instead: never a run that cannot start)."""
         for controller, folder in list(self.groups.items()) if not inside else ():
             try:
-                with open(os.path.join(folder, "cgroup.procs"), "w") as fh:
-                    fh.write("0")
+                _join(folder)
             except OSError:
                 del self.groups[controller]
         resource.setrlimit(resource.RLIMIT_FSIZE, (self.file_size, self.file_size))
@@ -310,11 +301,9 @@ class Limits:
         return said
 
     def before(self, then: Callable[[], None]) -> Callable[[], None]:
-        """Made (``prepare``, unless it was), and a child's pre-exec: these limits,
-        then ``then`` (the seccomp installer). Waits for the launcher to be in the
-        groups when it carries them (``carry``)."""
-        if not self.prepared:
-            self.prepare()
+        """A child's pre-exec: these limits (made by ``prepare``), then ``then``
+        (the seccomp installer). Waits for the launcher to be in the groups when it
+        carries them (``carry``)."""
         self._wait()
         inside = self.carried
 
@@ -351,6 +340,13 @@ def _size(n: int) -> str:
         if n >= 1 << shift and n % (1 << shift) == 0:
             return f"{n >> shift} {unit}"
     return f"{n} bytes"
+
+
+def _write_values(folder: str, values: dict[str, int]) -> None:
+    """A group's limit files (``pids.max``, ``memory.max`` ...) set to ``values``."""
+    for key, value in values.items():
+        with open(os.path.join(folder, key), "w") as fh:
+            fh.write(str(value))
 
 
 def _join(folder: str) -> None:
