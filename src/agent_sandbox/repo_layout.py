@@ -70,7 +70,7 @@ class Site:
     host-level site in the state folder (fleet hosts, no ``sandbox init``: the
     host's managed policy and system srt settings)."""
 
-    __slots__ = ("audit", "host", "policy", "queue", "remembered", "root", "settings", "state")
+    __slots__ = ("audit", "host", "policy", "queue", "root", "settings", "state")
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -87,7 +87,6 @@ class Site:
             self.state = under(root, STATE)
             self.settings = under(root, SETTINGS)
             self.policy = under(root, POLICY)
-        self.remembered = os.path.join(self.state, "remembered.json")
 
 
 def host_site() -> str:

@@ -25,7 +25,7 @@ from ..errors import SandboxError
 from ..policy.decision import PolicyError
 from ..policy.engine import Policy
 from ..queue import FolderQueue, QueueError, alive, queue_for
-from ..repo_layout import STATE, under
+from ..repo_layout import REMEMBERED, STATE, under
 from .executor import recover_and_run, spawn_runner
 
 
@@ -181,7 +181,7 @@ class Approver:
                              scope)
         state = under(self.repo, STATE)
         os.makedirs(state, exist_ok=True)
-        path = os.path.join(state, "remembered.json")
+        path = under(self.repo, REMEMBERED)
         with open(os.path.join(state, ".remembered.lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
