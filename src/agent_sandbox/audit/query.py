@@ -73,11 +73,11 @@ def iter_records(
     """Parsed records in chain order; ``on_bad(line_no, line)`` for lines that are
     not records. The active file of a log is read after its sealed segments
     (``segments``), and line numbers count on through them."""
-    from agent_sandbox.audit.segments import segment_files
+    from agent_sandbox.audit.segments import chain_files
 
-    files = [Path(p) for p in segment_files(str(path.parent))] if path.name == LOG_NAME else []
+    files = chain_files(str(path.parent), str(path)) if path.name == LOG_NAME else [str(path)]
     n = 0
-    for name in [*files, path]:
+    for name in files:
         with open(name, "rb") as f:
             for line in f:
                 n += 1

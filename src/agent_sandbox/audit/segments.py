@@ -37,6 +37,13 @@ def segment_files(directory: str) -> list[str]:
     return [os.path.join(folder, n) for n in sorted(ours, key=lambda n: int(n[: -len(_SUFFIX)]))]
 
 
+def chain_files(directory: str, active: str) -> list[str]:
+    """The files of one chain in order: the sealed segments, then the active file
+    (left out only when segments exist and it does not: just rotated, nothing yet)."""
+    segments = segment_files(directory)
+    return segments if segments and not os.path.exists(active) else [*segments, active]
+
+
 def continued_tail(directory: str, empty: TailState) -> TailState:
     """Where the chain ends for an empty active file: the last record of the
     newest segment (the active file's own size and inode kept), else ``empty``."""

@@ -424,13 +424,12 @@ def _snapshot(directory: Path, path: Path) -> list[tuple[BinaryIO, int, Path]]:
     lock, the files as they are.
     """
     from agent_sandbox.audit.log import LOCK_NAME
-    from agent_sandbox.audit.segments import segment_files
+    from agent_sandbox.audit.segments import chain_files
     from agent_sandbox.audit.storage import try_lock, unlock
 
     def take() -> list[tuple[BinaryIO, int, Path]]:
         out: list[tuple[BinaryIO, int, Path]] = []
-        names = segment_files(str(directory))
-        for name in [*names, str(path)] if path.exists() or not names else names:
+        for name in chain_files(str(directory), str(path)):
             f = open(name, "rb")
             out.append((f, os.fstat(f.fileno()).st_size, Path(name)))
         return out
