@@ -15,7 +15,8 @@ SUITE="${AGENT_SANDBOX_BASE_SUITE:-bookworm}"
 # systemd: hosts that boot it as PID 1 run the proxy as a systemd service
 # (Molecule's host and one demo host); the others run `sleep infinity`.
 # postgresql-client: psql for the infrastructure actions' one-shot containers.
-PACKAGES="python3,python3-venv,python3-apt,bubblewrap,socat,iproute2,procps,ca-certificates,curl,sudo,gcc,libc6-dev,systemd,systemd-sysv,postgresql-client"
+# git: `ansible-pull` on a host that converges itself from a repository.
+PACKAGES="python3,python3-venv,python3-apt,bubblewrap,socat,iproute2,procps,ca-certificates,curl,sudo,gcc,libc6-dev,systemd,systemd-sysv,postgresql-client,git"
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

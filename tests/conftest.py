@@ -57,6 +57,7 @@ LONGEST_FIRST = (
     "agents/test_agent_command.py",       # 59
     "fleet/test_molecule.py",             # 158: one converged fleet, every front end
     "fleet/test_molecule_no_init.py",     # with the above (SAME_WORKER): its fleet's second host
+    "fleet/test_pull.py",                 # with the above (SAME_WORKER): the host pulls
     "fleet/test_pyinfra_host.py",         # 39
     "exec/test_escape.py",                # 69
     "exec/test_escape_two_step.py",       # 60
@@ -84,7 +85,8 @@ LONGEST_FIRST = (
 # Files that check one world made once (a package fixture) run on one worker, one
 # after the other: xdist hands them out as one file. The Molecule fleet converges
 # the no-init scenario's host beside the default scenario's (tests/fleet/conftest.py).
-SAME_WORKER = {"fleet/test_molecule_no_init.py": "fleet/test_molecule.py"}
+SAME_WORKER = {"fleet/test_molecule_no_init.py": "fleet/test_molecule.py",
+               "fleet/test_pull.py": "fleet/test_molecule.py"}
 
 
 @pytest.hookimpl(optionalhook=True)

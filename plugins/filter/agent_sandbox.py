@@ -11,7 +11,10 @@ Helpers: ``agent_sandbox_manifest`` (the manifest.json bytes ``sandbox render``
 writes), ``agent_sandbox_select`` (artifacts of some kinds, as a sorted list; a kind
 not in ``agent_sandbox.contract.ARTIFACT_KINDS`` fails the task),
 ``agent_sandbox_dirs`` (the parent folders to create, with owners),
-and ``agent_sandbox_init_flags`` (``sandbox init`` flags for the enabled agents).
+``agent_sandbox_init_flags`` (``sandbox init`` flags for the enabled agents),
+``agent_sandbox_repo_steps`` and ``agent_sandbox_service_steps`` (the host steps the
+bundle runs: ``agent_sandbox.deploy.host_steps``, as the pyinfra deploy lists them)
+and ``agent_sandbox_file_sha256`` (of a controller file: the wheelhouse archive).
 
 These filters never touch a host and never fall back to partial output: any
 spec or inventory problem fails the task with the renderer's own message.
@@ -131,6 +134,40 @@ def agent_sandbox_dirs(selected: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"path": p, "owner": o} for p, o in sorted(out.items())]
 
 
+def agent_sandbox_repo_steps(repositories: list[str], flags: list[str], prefix: str,
+                             policy: str | None = None) -> list[dict[str, Any]]:
+    """``sandbox install repo`` steps for the repositories (the bundle's early steps)."""
+    _import_renderer()
+    from agent_sandbox.deploy.host_steps import repo_steps
+
+    return repo_steps(repositories, flags, prefix=prefix, policy=policy)
+
+
+def agent_sandbox_service_steps(selected: list[dict[str, Any]], prefix: str, log_dir: str,
+                                supervisor: str = "auto", apparmor: str = "auto",
+                                proxy: bool = True) -> list[dict[str, Any]]:
+    """The AppArmor and proxy steps for the selected artifacts (the late steps)."""
+    _import_renderer()
+    from agent_sandbox.deploy.host_steps import service_steps
+
+    return service_steps(selected, prefix=prefix, log_dir=log_dir, supervisor=supervisor,
+                         apparmor=apparmor, proxy=bool(proxy))
+
+
+def agent_sandbox_file_sha256(path: str) -> str:
+    """SHA-256 of a file on the controller."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    try:
+        with open(str(path), "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    except OSError as exc:
+        raise AnsibleFilterError(f"agent_sandbox_file_sha256: {exc}") from None
+    return digest.hexdigest()
+
+
 class FilterModule:
     """agent-sandbox renderer filters."""
 
@@ -141,4 +178,7 @@ class FilterModule:
             "agent_sandbox_select": agent_sandbox_select,
             "agent_sandbox_init_flags": agent_sandbox_init_flags,
             "agent_sandbox_dirs": agent_sandbox_dirs,
+            "agent_sandbox_repo_steps": agent_sandbox_repo_steps,
+            "agent_sandbox_service_steps": agent_sandbox_service_steps,
+            "agent_sandbox_file_sha256": agent_sandbox_file_sha256,
         }

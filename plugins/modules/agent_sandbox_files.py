@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Install agent-sandbox's rendered files on a host in one module call.
+"""Install a host's whole agent-sandbox bundle in one module call.
 
 ``ansible.builtin.copy`` costs a handful of round trips per file (a temporary
 folder, ``stat``, the transfer, ``copy``, the cleanup); a host has thirty-odd
@@ -10,7 +10,11 @@ the ones whose bytes, mode or ownership differ.
 The work is ``agent_sandbox.install.rendered_files`` (reached through
 ``plugins/module_utils``), the same file the pyinfra deploy runs on its hosts:
 links a user made in their home are never followed as root, and nothing is
-written when any file is refused.
+written when any file is refused. The same call can make the bundle's folders
+and links, install the runtime's virtualenv from the wheelhouse archive (only
+when the archive installed differs: ``needs_archive`` asks the role to send it
+first) and run the host steps (``sandbox install ...``) before and after the
+files, so a host that needs nothing costs one round trip.
 
 
 """
@@ -19,10 +23,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: agent_sandbox_files
-short_description: Install agent-sandbox's rendered files in one call
+short_description: Install a host's agent-sandbox bundle in one call
 description:
   - Installs a list of rendered files (bytes, mode, owner) with one module call,
-    writing only those whose bytes, mode or ownership differ on the host.
+    writing only those whose bytes, mode or ownership differ on the host; with
+    the other options, also the bundle's folders, links, runtime and host steps.
   - Folders are walked from C(/) without following links, except links root made
     in a root-owned folder; missing folders are created. A file is written to a
     temporary name in its folder and renamed over the old entry.
@@ -80,21 +85,68 @@ options:
     description: Octal mode of created folders.
     type: str
     default: '0755'
+  folders:
+    description: Folders to make, or whose mode and owner to set where they differ.
+    type: list
+    elements: dict
+    default: []
+  links:
+    description: Symbolic links (C(path), C(target)); one pointing elsewhere is replaced.
+    type: list
+    elements: dict
+    default: []
+  runtime:
+    description:
+      - C(prefix), C(sha256) of the wheelhouse archive, C(python) and C(extras) (the
+        package's optional dependencies to install, such as C(pull)). When the
+        virtualenv under C(prefix) was not installed from that archive with those
+        extras, it is (from C(prefix)/wheelhouse.tar); when that file is not the
+        archive, the call only makes the folders and returns C(needs_archive).
+    type: dict
+  early_steps:
+    description:
+      - Host steps (C(name), C(argv), optional C(after_upgrade) arguments) run after
+        I(files) and before I(late_files); the last output line C(changed) counts.
+        No step runs in check mode.
+    type: list
+    elements: dict
+    default: []
+  late_files:
+    description: Files installed after I(early_steps), as I(files).
+    type: list
+    elements: dict
+    default: []
+  late_steps:
+    description: Host steps run last, after the links.
+    type: list
+    elements: dict
+    default: []
 """
 
 RETURN = r"""
 changes:
-  description: One entry per file that was (or in check mode would be) written.
+  description: One entry per file, folder, link or runtime that was (or in check mode
+    would be) changed.
   returned: always
   type: list
   elements: dict
+steps:
+  description: Each step run, with whether it changed anything.
+  returned: always
+  type: list
+  elements: dict
+needs_archive:
+  description: The runtime's archive must be sent to the host first (nothing was done).
+  returned: always
+  type: bool
 """
 
 from ansible.module_utils.agent_sandbox_rendered_files import (  # noqa: E402
     DEFAULTS,
     Refused,
+    StepFailed,
     Written,
-    install,
+    install_bundle,
 )
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
@@ -118,12 +170,19 @@ def main() -> None:
             "home_user_owns_files": {"type": "bool",
                                      "default": DEFAULTS["home_user_owns_files"]},
             "folder_mode": {"type": "str", "default": DEFAULTS["folder_mode"]},
+            "folders": {"type": "list", "elements": "dict", "default": []},
+            "links": {"type": "list", "elements": "dict", "default": []},
+            "runtime": {"type": "dict"},
+            "early_steps": {"type": "list", "elements": "dict", "default": []},
+            "late_files": {"type": "list", "elements": "dict", "default": [],
+                           "options": file_options},
+            "late_steps": {"type": "list", "elements": "dict", "default": []},
         },
         supports_check_mode=True,
     )
     try:
-        result = install(module.params, module.check_mode, module._diff)
-    except (Refused, OSError) as exc:
+        result = install_bundle(module.params, module.check_mode, module._diff)
+    except (Refused, StepFailed, OSError, KeyError, TypeError) as exc:
         module.fail_json(msg=f"agent_sandbox_files: {exc}; nothing was written", written=[])
     except Written as exc:
         module.fail_json(msg=f"agent_sandbox_files: {exc}; written before it: {exc.written}",

@@ -88,6 +88,13 @@ ARTIFACT_KINDS: dict[str, str] = {
     "vault-roles": "the Vault/OpenBao plan of roles",
 }
 
+# The agents' kinds: installed after `sandbox init` ran in each repository (it
+# writes entries these files replace), by the roles and the pyinfra deploy alike.
+AGENT_ARTIFACT_KINDS = frozenset({
+    "agent-wrapper", "claude-managed-settings", "claude-settings", "codex-config",
+    "codex-hooks", "codex-requirements", "cursor-hooks", "gemini-policy", "gemini-settings",
+    "mcp-config"})
+
 # How the host runs this package's own programs (hooks, the approvals' executor, the
 # proxy service, ``sandbox verify``'s probes): an absolute interpreter, isolated
 # (``-I``: neither the current folder, nor PYTHON* variables, nor the user's site

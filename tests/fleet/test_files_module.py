@@ -212,3 +212,85 @@ def test_the_roles_module_runs_the_same_installer(tmp_path: Path) -> None:
     assert rc == 0 and "SUCCESS" in out, out
     rc, out = module({"files": [item("/etc/x/a.json", b"{not json")]})
     assert rc != 0 and "not valid JSON" in out and "nothing was written" in out, out
+
+
+def step(name: str, code: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "argv": [sys.executable, "-c", code], **extra}
+
+
+def test_a_bundle_makes_folders_links_and_runs_its_steps_in_order(tmp_path: Path) -> None:
+    """Folders, files, early steps, late files, links, late steps: each phase sees
+    the one before it; a second call changes nothing; check mode runs nothing."""
+    log = tmp_path / "log"
+    root = tmp_path / "root"
+    seen = (f"import os, sys; open({str(log)!r}, 'a').write(sys.argv[1] + ' ' + "
+            f"str(os.path.exists({str(root / 'etc/late.json')!r})) + chr(10)); "
+            "print('unchanged')")
+    bundle = {
+        "folders": [{"path": "/opt/tool", "mode": "0750"}],
+        "late_files": [item("/etc/late.json", b"{}\n")],
+        "links": [{"path": "/usr/bin/tool", "target": "/opt/tool/bin/tool"}],
+        "early_steps": [{**step("early", seen), "argv": [sys.executable, "-c", seen, "early"]}],
+        "late_steps": [{**step("late", seen), "argv": [sys.executable, "-c", seen, "late"]}],
+    }
+    out = run(tmp_path, [item("/etc/first.json", b"[]\n")], check=True, **bundle)
+    assert out["changed"] and out["steps"] == [] and not root.exists() and not log.exists()
+    out = run(tmp_path, [item("/etc/first.json", b"[]\n")], **bundle)
+    assert [c["change"] for c in out["changes"]] == ["folder created", "created", "created",
+                                                     "link"], out
+    assert log.read_text() == "early False\nlate True\n"
+    assert f"{(root / 'opt/tool').stat().st_mode & 0o7777:o}" == "750"
+    assert os.readlink(root / "usr/bin/tool") == "/opt/tool/bin/tool"
+    again = run(tmp_path, [item("/etc/first.json", b"[]\n")], **bundle)
+    assert again["changed"] is False and again["changes"] == [], again
+    (root / "opt/tool").chmod(0o755)
+    assert run(tmp_path, [], **bundle)["changes"] == [
+        {"target": "/opt/tool", "change": "folder mode/owner"}]
+
+
+def test_a_step_that_reports_changed_or_was_done_before(tmp_path: Path) -> None:
+    done = tmp_path / "done"
+    bundle = {"late_steps": [step("once", "print('changed')", unless_exist=[str(done)])]}
+    out = run(tmp_path, [], **bundle)
+    assert out["changed"] and out["steps"] == [{"name": "once", "changed": True}]
+    done.write_text("")
+    out = run(tmp_path, [], **bundle)
+    assert out["changed"] is False and out["steps"] == [{"name": "once", "changed": False}]
+
+
+def test_a_failing_step_fails_the_call_and_says_what_was_done(tmp_path: Path) -> None:
+    bundle = {"early_steps": [step("broken", "import sys; sys.exit('no such repository')")]}
+    out = run(tmp_path, [item("/etc/a.json", b"{}\n")], **bundle)
+    assert out["failed"] and "broken" in out["msg"] and "no such repository" in out["msg"]
+    assert out["written"] == ["/etc/a.json"], out  # the file before it landed
+    out = run(tmp_path, [], **bundle)  # nothing before it: nothing was written
+    assert out["failed"] and out["written"] == [] and "nothing was written" in out["msg"]
+
+
+def test_the_runtime_asks_for_its_archive_and_is_kept_while_it_matches(tmp_path: Path) -> None:
+    """A virtualenv installed from another archive (or none) asks for the archive,
+    having made only the folders; a stamp that matches costs nothing."""
+    prefix = tmp_path / "root/opt/agent-sandbox"
+    runtime = {"prefix": "/opt/agent-sandbox", "sha256": "ab" * 32, "python": sys.executable}
+    late = [step("late", "print('changed')")]
+    folders = [{"path": "/opt/agent-sandbox", "mode": "0755"}]
+    out = run(tmp_path, [item("/etc/a.json", b"{}\n")], runtime=runtime, late_steps=late,
+              folders=folders)
+    assert out["needs_archive"] and out["steps"] == [] and prefix.is_dir()
+    assert not (tmp_path / "root/etc/a.json").exists()
+    (prefix / "wheelhouse.tar").write_bytes(b"not this archive")
+    assert run(tmp_path, [], runtime=runtime, folders=folders)["needs_archive"]
+    (prefix / "venv/bin").mkdir(parents=True)
+    (prefix / "venv/bin/sandbox").write_text("")
+    (prefix / "wheelhouse.installed").write_text("ab" * 32 + "\n")
+    out = run(tmp_path, [], runtime=runtime, late_steps=late, folders=folders)
+    assert not out["needs_archive"] and out["steps"] == [{"name": "late", "changed": True}]
+    # check mode reports the install a different archive would make, and does nothing
+    out = run(tmp_path, [], check=True, runtime={**runtime, "sha256": "cd" * 32})
+    assert out["changes"] == [{"target": "/opt/agent-sandbox/venv",
+                               "change": "runtime installed"}]
+    assert (prefix / "wheelhouse.installed").read_text() == "ab" * 32 + "\n"
+    # so does an extra the installed virtualenv was not given
+    out = run(tmp_path, [], check=True, runtime={**runtime, "extras": ["pull"]})
+    assert out["changes"] == [{"target": "/opt/agent-sandbox/venv",
+                               "change": "runtime installed"}]

@@ -25,6 +25,7 @@ from agent_sandbox.errors import InstallError, SandboxError
 from agent_sandbox.install import proxy_service, repository
 
 from .conftest import DEMO
+from .test_plugin import filters
 
 SLEEPER = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)); " \
           "time.sleep(600)"
@@ -243,30 +244,43 @@ def test_install_repo_cli_reports_a_missing_repository(tmp_path: Path) -> None:
 
 
 def test_both_front_ends_run_the_same_steps() -> None:
-    """The pyinfra deploy and the roles call `sandbox install`, with the flags one
-    function works out from the spec."""
+    """The pyinfra deploy and the roles hand the installer the steps one module
+    lists (agent_sandbox.deploy.host_steps), with the flags one function works out
+    from the spec."""
     from agent_sandbox.fleet import FleetRenderer
 
     fleet = FleetRenderer.from_path(str(DEMO))
-    flags = repository.init_flags(fleet.spec_for("sandbox-demo-1"))
+    spec, facts = fleet.spec_for("sandbox-demo-1"), fleet.facts("sandbox-demo-1")
+    flags = repository.init_flags(spec)
     assert flags[-1] == "--mcp" and all(f in repository.FLAGS for f in flags)
-    assert deploy.init_command("/home/dev/src/app", flags) == \
-        "/opt/agent-sandbox/venv/bin/sandbox install repo /home/dev/src/app " + " ".join(flags)
     _, artifacts = deploy.rendered(str(DEMO), "sandbox-demo-1")
-    (unit,) = [a for a in artifacts.values() if a.kind == "systemd-unit"]
-    assert deploy.service_command(unit).startswith(
-        "/opt/agent-sandbox/venv/bin/sandbox install proxy-service --unit "
-        "/etc/systemd/system/agent-sandbox-proxy.service")
-    (profile,) = [a for a in artifacts.values() if a.kind == "apparmor-profile"]
-    assert deploy.apparmor_command(profile) == (
-        "/opt/agent-sandbox/venv/bin/sandbox install apparmor-profile --profile "
-        "/etc/apparmor.d/agent-sandbox-bwrap")
+    bundle = deploy.host_bundle(artifacts, facts, spec, install_runtime=True)
+    sandbox = "/opt/agent-sandbox/venv/bin/sandbox"
+    (init,) = bundle["early_steps"]
+    assert init["argv"] == [sandbox, "install", "repo", "/home/alice/src/app", "--policy",
+                            repository.STARTER_POLICY, *flags]
+    assert init["unless_exist"] == ["/home/alice/src/app/.sandbox/policy.json",
+                                    "/home/alice/src/app/.sandbox/policy.yml"]
+    apparmor, proxy = bundle["late_steps"]
+    assert apparmor["argv"] == [sandbox, "install", "apparmor-profile", "--profile",
+                                "/etc/apparmor.d/agent-sandbox-bwrap", "--when", "auto"]
+    assert proxy["argv"][:5] == [sandbox, "install", "proxy-service", "--unit",
+                                 "/etc/systemd/system/agent-sandbox-proxy.service"]
+    assert proxy["after_upgrade"] == ["--restart"]
+    # the roles' filters return the same steps
+    selected = filters.agent_sandbox_select(filters.agent_sandbox_render(str(DEMO),
+                                                                         "sandbox-demo-1"))
+    assert filters.agent_sandbox_service_steps(
+        selected, "/opt/agent-sandbox", "/var/log/agent-sandbox") == bundle["late_steps"]
+    assert filters.agent_sandbox_repo_steps(
+        ["/home/alice/src/app"], flags, "/opt/agent-sandbox",
+        repository.STARTER_POLICY) == bundle["early_steps"]
     roles = Path(__file__).resolve().parents[2] / "roles"
-    assert "'install', 'repo'" in (roles / "sandbox_agents" / "tasks" / "init.yml").read_text()
-    assert "proxy-service" in (roles / "sandbox_runtime" / "vars" / "main.yml").read_text()
-    assert "apparmor-profile" in (roles / "sandbox_runtime" / "tasks" / "apparmor.yml").read_text()
+    assert "agent_sandbox_repo_steps" in (roles / "sandbox_agents/tasks/agents.yml").read_text()
+    assert "agent_sandbox_service_steps" in (roles / "sandbox_runtime/tasks/bundle.yml"
+                                             ).read_text()
     for tasks in roles.glob("*/tasks/*.yml"):  # no role carries its own service shell
-        assert "ansible.builtin.shell" not in tasks.read_text() or tasks.name == "venv.yml", tasks
+        assert "ansible.builtin.shell" not in tasks.read_text(), tasks
 
 
 def test_apparmor_profile_loads_only_where_needed_and_once(tmp_path: Path) -> None:

@@ -141,11 +141,15 @@ def test_proxy_runs_as_a_hardened_systemd_service(converged: str) -> None:
 
 def test_pyinfra_service_command_keeps_the_same_records(converged: str) -> None:
     # the pyinfra deploy's command for the unit, run on the systemd host Ansible made
+    import shlex
+
+    from agent_sandbox.deploy import host_steps
     from agent_sandbox.deploy import pyinfra as deploy
 
     _, artifacts = deploy.rendered(str(SPEC), HOST)
-    (unit,) = [a for a in artifacts.values() if a.kind == "systemd-unit"]
-    command = deploy.service_command(unit)
+    units = [{"target": a.target, "kind": a.kind} for a in artifacts.values()]
+    (step,) = host_steps.service_steps(units, apparmor="no")
+    command = shlex.join(step["argv"])
     first = service("MainPID")["MainPID"]
     assert podman("exec", HOST, "sh", "-c", command).returncode == 0
     assert service("MainPID")["MainPID"] == first  # Ansible's record holds: nothing to do

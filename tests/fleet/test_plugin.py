@@ -89,6 +89,14 @@ def test_every_linux_artifact_is_installed_by_exactly_one_role(inventory: Path) 
             assert len(claimed) == 1, f"{host}: {target} ({art['kind']}) claimed by {claimed}"
 
 
+def test_the_agents_role_installs_the_agent_kinds_after_init() -> None:
+    """The kinds the pyinfra deploy installs after `sandbox install repo` are the
+    agents role's (installed after it too)."""
+    from agent_sandbox.contract import AGENT_ARTIFACT_KINDS
+
+    assert role_kinds("sandbox_agents") == set(AGENT_ARTIFACT_KINDS)
+
+
 def _hosts(node: dict, inherited: dict | None = None) -> list[tuple[str, dict]]:
     node = node.get("all", node)
     gvars = {**(inherited or {}), **(node.get("vars") or {})}

@@ -6,20 +6,19 @@ Usage (see deploy/pyinfra/ for an example inventory and deploy file)::
     agent_sandbox(inventory_dir="inventories/demo")
 
 ``agent_sandbox`` renders the current host with ``FleetRenderer`` (the code
-``sandbox render`` and the Ansible filter use), installs every artifact with the
-installer the Ansible roles' module runs (``agent_sandbox.install.rendered_files``,
-uploaded and run by the host's ``python3``: root-owned files with the rendered
-mode, written only where they differ, never through a link a user made), the
-render manifest that
-``sandbox verify --drift`` reads, and optionally the runtime from the
-controller-built wheelhouse, as the ``sandbox_runtime`` role does: the system
-packages, the virtualenv, the host
-audit folder (root, 0700), the AppArmor profile loaded where AppArmor restricts
-user namespaces, and the proxy service. The proxy service and ``sandbox init``
-in each repository are ``sandbox install proxy-service`` and ``sandbox install
-repo`` on the host, the steps the roles run. Host data: ``sandbox_render_host`` names the host
-in the inventory folder (default: the pyinfra host name without its connector
-prefix).
+``sandbox render`` and the Ansible filter use) and installs the host's whole
+bundle with one run of the installer the Ansible roles' module runs
+(``agent_sandbox.install.rendered_files``, uploaded and run by the host's
+``python3``): the rendered files (root-owned, the rendered mode, written only
+where they differ, never through a link a user made) and the render manifest
+``sandbox verify --drift`` reads, split as the roles split them, and optionally
+the runtime from the controller-built wheelhouse, as the ``sandbox_runtime``
+role does: the system packages, the virtualenv (made again only when the
+archive differs from the one installed), the host audit folder (root, 0700),
+the command link and the host steps ``agent_sandbox.deploy.host_steps`` lists
+(``sandbox install repo|apparmor-profile|proxy-service``). Host data:
+``sandbox_render_host`` names the host in the inventory folder (default: the
+pyinfra host name without its connector prefix).
 
 It never renders on the host and never installs a partial rendering: spec
 problems stop the deploy before any operation is queued.
@@ -39,9 +38,10 @@ from pyinfra.api import deploy  # type: ignore[attr-defined]
 from pyinfra.operations import files, server
 
 from agent_sandbox import contract
+from agent_sandbox.deploy import host_steps
 from agent_sandbox.fleet import FleetRenderer
 from agent_sandbox.install import rendered_files
-from agent_sandbox.install.repository import init_flags
+from agent_sandbox.install.repository import STARTER_POLICY, init_flags
 from agent_sandbox.render import Artifact, install_entries, json_bytes, manifest
 
 MANIFEST = contract.MANIFEST_FILE
@@ -74,68 +74,62 @@ def rendered(inventory_dir: str, name: str) -> tuple[Any, dict[str, Artifact]]:
 def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
                   wheelhouse: str | None = None, prefix: str = PREFIX,
                   manifest_path: str = MANIFEST, audit_dir: str = AUDIT_DIR) -> None:
-    """Install this host's rendered artifacts (and, if asked, the runtime)."""
+    """Install this host's rendered artifacts (and, if asked, the runtime) as one
+    bundle, with the installer the roles' module runs: one run on the host."""
     name = render_host_name(host.name, host.data)
     facts, artifacts = rendered(inventory_dir, name)
     spec = _FLEETS[os.path.realpath(inventory_dir)].spec_for(name)
-    if install_runtime:
-        _runtime(wheelhouse, prefix, audit_dir)
     files.directory(name=f"Folder {STAGE}", path=STAGE, present=True, user="root",
                     group="root", mode="0700")
-    files.put(name="Stage the file installer", src=io.BytesIO(installer_source()),
+    files.put(name="Stage the bundle installer", src=io.BytesIO(installer_source()),
               dest=INSTALLER, user="root", group="root", mode="0600")
+    bundle = host_bundle(artifacts, facts, spec, install_runtime=install_runtime,
+                         prefix=prefix, manifest_path=manifest_path, audit_dir=audit_dir)
+    if install_runtime:
+        bundle["runtime"] = _runtime(wheelhouse, prefix)
+    listed = f"{STAGE}/bundle.json"
+    files.put(name="Stage the host's bundle", src=io.BytesIO(json_bytes(bundle)),
+              dest=listed, user="root", group="root", mode="0600")
+    server.shell(name="Install the host's bundle",
+                 commands=[f"python3 -I {shlex.quote(INSTALLER)} {shlex.quote(listed)}"])
+    for art in artifacts.values():
+        if install_runtime and art.kind == "web-unit":
+            server.shell(name=f"Run {os.path.basename(art.target)}",
+                         commands=[web_service_command(art)])
 
-    def in_repo(target: str) -> bool:
-        return any(target.startswith(r.rstrip("/") + "/") for r in facts.repositories)
 
-    # host files first (the managed policy `sandbox init` layers under), then
-    # `sandbox init`, then the repository files replacing what init wrote and the
-    # manifest: the order the Ansible roles use. Each batch is one run of the
-    # installer the roles' module runs (agent_sandbox.install.rendered_files).
+def host_bundle(artifacts: dict[str, Artifact], facts: Any, spec: Any, *,
+                install_runtime: bool, prefix: str = PREFIX, manifest_path: str = MANIFEST,
+                audit_dir: str = AUDIT_DIR) -> dict[str, Any]:
+    """The installer's parameters for this host, split as the roles split them:
+    the host's files and the manifest, ``sandbox install repo`` in each repository,
+    the agents' files, the command link, the AppArmor and proxy steps."""
     entries = install_entries(artifacts, facts)
-    _install_files("host", [e for t, e in entries.items() if not in_repo(t)])
-    if install_runtime:
-        flags = init_flags(spec)
-        for repo in facts.repositories:
-            _init(repo, flags, prefix)
-    repo_files = [e for t, e in entries.items() if in_repo(t)]
     listed = json_bytes(manifest(artifacts))
-    repo_files.append({"target": manifest_path, "mode": "0644",
-                       "content_b64": base64.b64encode(listed).decode("ascii")})
-    _install_files("repositories", repo_files)
+    early = [e for e in entries.values() if e["kind"] not in contract.AGENT_ARTIFACT_KINDS]
+    early.append({"target": manifest_path, "mode": "0644", "kind": "manifest",
+                  "content_b64": base64.b64encode(listed).decode("ascii")})
+    bundle: dict[str, Any] = {
+        "files": early,
+        "late_files": [e for e in entries.values()
+                       if e["kind"] in contract.AGENT_ARTIFACT_KINDS],
+    }
     if install_runtime:
-        for art in artifacts.values():
-            if art.kind == "apparmor-profile":
-                _apparmor(art, prefix)
-        for art in artifacts.values():
-            if art.kind == "systemd-unit":
-                _service(art, prefix, audit_dir)
-        for art in artifacts.values():
-            if art.kind == "web-unit":
-                server.shell(name=f"Run {os.path.basename(art.target)}",
-                             commands=[web_service_command(art)])
+        bundle["folders"] = [{"path": prefix, "mode": "0755"},
+                             {"path": audit_dir, "mode": "0700"}]
+        bundle["early_steps"] = host_steps.repo_steps(facts.repositories, init_flags(spec),
+                                                      prefix=prefix, policy=STARTER_POLICY)
+        bundle["links"] = [{"path": "/usr/local/bin/sandbox",
+                            "target": host_steps.sandbox_command(prefix)}]
+        bundle["late_steps"] = host_steps.service_steps(
+            [{"target": a.target, "kind": a.kind} for a in artifacts.values()],
+            prefix=prefix, log_dir=audit_dir)
+    return bundle
 
 
 def installer_source() -> bytes:
     """The installer's own file, uploaded to each host and run by its Python."""
     return Path(rendered_files.__file__).read_bytes()
-
-
-def _install_files(batch: str, entries: list[dict[str, Any]]) -> None:
-    spec = f"{STAGE}/{batch}.json"
-    files.put(name=f"Stage the {batch} files", src=io.BytesIO(json_bytes({"files": entries})),
-              dest=spec, user="root", group="root", mode="0600")
-    server.shell(name=f"Install the {batch} files",
-                 commands=[f"python3 -I {shlex.quote(INSTALLER)} {shlex.quote(spec)}"])
-
-
-def service_command(unit: Artifact, prefix: str = PREFIX, log_dir: str = AUDIT_DIR) -> str:
-    """``sandbox install proxy-service`` for a rendered unit: the step the Ansible
-    role runs too (systemd when it is the init system, a detached process otherwise,
-    restarted when the settings it enforces changed)."""
-    q = shlex.quote
-    return (f"{q(prefix)}/venv/bin/sandbox install proxy-service --unit {q(unit.target)} "
-            f"--log-dir {q(log_dir)}")
 
 
 def web_service_command(unit: Artifact) -> str:
@@ -146,38 +140,12 @@ def web_service_command(unit: Artifact) -> str:
             f"systemctl enable {name} && systemctl restart {name}; fi")
 
 
-def _service(unit: Artifact, prefix: str, log_dir: str) -> None:
-    server.shell(name=f"Run {os.path.basename(unit.target)}",
-                 commands=[service_command(unit, prefix, log_dir)])
+def _runtime(wheelhouse: str | None, prefix: str) -> dict[str, Any]:
+    """The system packages and the controller's wheelhouse on the host (see
+    deploy.wheelhouse); the installer makes the virtualenv from it when the one
+    installed differs."""
+    import hashlib
 
-
-def init_command(repo: str, flags: list[str], prefix: str = PREFIX) -> str:
-    """``sandbox install repo`` for one repository: ``sandbox init`` as the folder's
-    owner, once, with the spec's agents (the step the Ansible role runs too)."""
-    q = shlex.quote
-    return " ".join([f"{q(prefix)}/venv/bin/sandbox", "install", "repo", q(repo),
-                     *map(q, flags)])
-
-
-def _init(repo: str, flags: list[str], prefix: str) -> None:
-    server.shell(name=f"sandbox install repo {repo}", commands=[init_command(repo, flags, prefix)])
-
-
-def apparmor_command(profile: Artifact, prefix: str = PREFIX) -> str:
-    """``sandbox install apparmor-profile``: load the profile where AppArmor restricts
-    unprivileged user namespaces, again when it changed (the step the role runs)."""
-    q = shlex.quote
-    return (f"{q(prefix)}/venv/bin/sandbox install apparmor-profile --profile "
-            f"{q(profile.target)}")
-
-
-def _apparmor(profile: Artifact, prefix: str) -> None:
-    server.shell(name=f"Load {profile.target} where AppArmor restricts user namespaces",
-                 commands=[apparmor_command(profile, prefix)])
-
-
-def _runtime(wheelhouse: str | None, prefix: str, audit_dir: str = AUDIT_DIR) -> None:
-    """The runtime from the controller's wheelhouse (see deploy.wheelhouse)."""
     from pyinfra.facts.server import Which
     from pyinfra.operations import apt
 
@@ -190,22 +158,7 @@ def _runtime(wheelhouse: str | None, prefix: str, audit_dir: str = AUDIT_DIR) ->
     out = Path(wheelhouse or project / "build" / "wheelhouse")
     wh.build(project, out)
     files.directory(name=f"Folder {prefix}", path=prefix, present=True, mode="0755")
-    files.directory(name=f"Host audit folder {audit_dir}", path=audit_dir, present=True,
-                    user="root", group="root", mode="0700")
-    put = files.put(name="Copy the wheelhouse", src=str(out / wh.ARCHIVE),
-                    dest=f"{prefix}/wheelhouse.tar", mode="0644")
-    server.shell(
-        name="Install agent-sandbox offline from the wheelhouse",
-        commands=[
-            f"test -x {prefix}/venv/bin/python3 || python3 -m venv {prefix}/venv",
-            f"cd {prefix} && rm -rf wheelhouse && mkdir -m 0755 wheelhouse "
-            "&& tar -xf wheelhouse.tar -C wheelhouse",
-            f"{prefix}/venv/bin/python3 -m pip install -q --no-index --find-links "
-            f"{prefix}/wheelhouse agent-sandbox",
-            f"{prefix}/venv/bin/python3 -m pip install -q --no-index --no-deps "
-            f"--force-reinstall {prefix}/wheelhouse/agent_sandbox-*.whl",
-        ],
-        _if=put.did_change,
-    )
-    files.link(name="Link the sandbox command", path="/usr/local/bin/sandbox",
-               target=f"{prefix}/venv/bin/sandbox")
+    files.put(name="Copy the wheelhouse", src=str(out / wh.ARCHIVE),
+              dest=f"{prefix}/wheelhouse.tar", mode="0644")
+    digest = hashlib.sha256((out / wh.ARCHIVE).read_bytes()).hexdigest()
+    return {"prefix": prefix, "python": "python3", "sha256": digest}

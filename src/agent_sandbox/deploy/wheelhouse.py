@@ -29,6 +29,7 @@ from pathlib import Path
 STAMP = ".source-digest"
 ARCHIVE = "wheelhouse.tar"
 EPOCH = "315532800"  # 1980-01-01, the earliest date a zip entry can carry
+EXTRAS = ("pull",)  # pyproject's optional dependencies a host may install
 _SKIP_DIRS = {"__pycache__", ".mypy_cache", ".ruff_cache"}
 
 
@@ -106,12 +107,14 @@ def build(project: Path, out: Path) -> bool:
             old.unlink()
         target = out / wheels[0].name
         shutil.copyfile(wheels[0], target)
-    # Dependencies: offline from what is already here when possible.
+    # Dependencies, with the extras a host may install (EXTRAS): offline from what
+    # is already here when possible.
+    wanted = f"{target}[{','.join(EXTRAS)}]"
     try:
         _pip(["wheel", "--no-index", "--find-links", str(out), "--wheel-dir", str(out),
-              str(target)], env)
+              wanted], env)
     except RuntimeError:
-        _pip(["wheel", "--find-links", str(out), "--wheel-dir", str(out), str(target)], env)
+        _pip(["wheel", "--find-links", str(out), "--wheel-dir", str(out), wanted], env)
     write_archive(out)
     stamp.write_text(digest + "\n")
     return True

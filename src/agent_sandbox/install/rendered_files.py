@@ -36,6 +36,7 @@ import os
 import pwd
 import secrets
 import stat
+import subprocess
 import sys
 from typing import Any
 
@@ -287,6 +288,222 @@ def install(params: dict[str, Any], check: bool, diff: bool) -> dict[str, Any]:
     return out
 
 
+class StepFailed(Exception):
+    """A host step (``sandbox install ...``) that exited non-zero."""
+
+
+def _folders(items: list[dict[str, Any]], root: str, check: bool) -> list[dict[str, str]]:
+    """Make each folder with its mode and owner (fixing them where they differ)."""
+    walk, changes = Walk(), []
+    for item in items:
+        path = _absolute(item["path"])
+        uid, gid = _ids(item.get("owner") or "root", item.get("group") or "")
+        mode = int(item.get("mode") or "0755", 8)
+        full = (root.rstrip("/") + path) if root else path
+        fd = walk.open(full, uid, gid, mode, create=not check)
+        if fd is None:
+            changes.append({"target": path, "change": "folder created"})
+            continue
+        try:
+            st = os.fstat(fd)
+            if walk.created and walk.created[-1] == full:
+                changes.append({"target": path, "change": "folder created"})
+            elif (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) != (mode, uid, gid):
+                changes.append({"target": path, "change": "folder mode/owner"})
+                if not check:
+                    os.fchown(fd, uid, gid)
+                    os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+    return changes
+
+
+def _absolute(path: str) -> str:
+    if not path.startswith("/") or os.path.normpath(path) != path:
+        raise Refused(f"{path}: not a normalised absolute path")
+    return path
+
+
+def _links(items: list[dict[str, Any]], root: str, check: bool) -> list[dict[str, str]]:
+    """Point each link at its target (a link is replaced by rename, never followed)."""
+    changes = []
+    for item in items:
+        path, want = _absolute(item["path"]), item["target"]
+        full = (root.rstrip("/") + path) if root else path
+        dfd = Walk().open(os.path.dirname(full), 0, 0, 0o755, create=not check)
+        if dfd is None:
+            changes.append({"target": path, "change": "link created"})
+            continue
+        try:
+            name = os.path.basename(full)
+            try:
+                if os.readlink(name, dir_fd=dfd) == want:
+                    continue
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                if stat.S_ISDIR(os.lstat(name, dir_fd=dfd).st_mode):
+                    raise Refused(f"{path}: a folder is in the way of the link") from None
+            changes.append({"target": path, "change": "link"})
+            if not check:
+                tmp = f".{name}.agent-sandbox-{secrets.token_hex(6)}"
+                os.symlink(want, tmp, dir_fd=dfd)
+                os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        finally:
+            os.close(dfd)
+    return changes
+
+
+def _sha256_file(path: str) -> str | None:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    except FileNotFoundError:
+        return None
+    return digest.hexdigest()
+
+
+RUNTIME_STAMP = "wheelhouse.installed"  # the wheelhouse's SHA-256 (and extras) the venv holds
+
+
+def _runtime_current(runtime: dict[str, Any], root: str) -> bool:
+    prefix = (root.rstrip("/") + runtime["prefix"]) if root else runtime["prefix"]
+    try:
+        with open(os.path.join(prefix, RUNTIME_STAMP), encoding="ascii") as fh:
+            stamp = fh.read().strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return False
+    return stamp == _stamp(runtime) and os.path.exists(os.path.join(prefix, "venv/bin/sandbox"))
+
+
+def _stamp(runtime: dict[str, Any]) -> str:
+    """What the virtualenv was installed from: the archive, and the extras asked for."""
+    extras = sorted(runtime.get("extras") or [])
+    return " ".join([runtime["sha256"], *(["[" + ",".join(extras) + "]"] if extras else [])])
+
+
+def _runtime_install(runtime: dict[str, Any], root: str) -> None:
+    """The virtualenv from the wheelhouse archive (offline), then the stamp."""
+    prefix = (root.rstrip("/") + runtime["prefix"]) if root else runtime["prefix"]
+    archive = os.path.join(prefix, "wheelhouse.tar")
+    if _sha256_file(archive) != runtime["sha256"]:
+        raise Refused(f"{archive}: missing or not the wheelhouse asked for")
+    venv, house = os.path.join(prefix, "venv"), os.path.join(prefix, "wheelhouse")
+    pip = [os.path.join(venv, "bin", "python3"), "-m", "pip", "install", "-q",
+           "--disable-pip-version-check", "--no-index"]
+    # a virtualenv that cannot run pip (half made, or made without it) is made anew
+    try:
+        broken = subprocess.run([*pip[:3], "--version"], capture_output=True,
+                                check=False).returncode != 0
+    except OSError:
+        broken = True
+    if broken:
+        _run([runtime.get("python") or "python3", "-m", "venv", "--clear", venv],
+             "create the venv")
+    _run(["rm", "-rf", house], "clear the wheelhouse")
+    os.mkdir(house, 0o755)
+    _run(["tar", "-xf", archive, "-C", house], "unpack the wheelhouse")
+    wheels = sorted(n for n in os.listdir(house) if n.startswith("agent_sandbox-")
+                    and n.endswith(".whl"))
+    if not wheels:
+        raise Refused(f"{archive}: no agent_sandbox wheel in it")
+    extras = sorted(runtime.get("extras") or [])
+    wanted = "agent-sandbox" + (f"[{','.join(extras)}]" if extras else "")
+    _run([*pip, "--find-links", house, wanted], f"install {wanted}")
+    _run([*pip, "--no-deps", "--force-reinstall", os.path.join(house, wheels[-1])],
+         "install this agent-sandbox wheel")
+    tmp = os.path.join(prefix, f".{RUNTIME_STAMP}.tmp")
+    with open(tmp, "w", encoding="ascii") as fh:
+        fh.write(_stamp(runtime) + "\n")
+    os.rename(tmp, os.path.join(prefix, RUNTIME_STAMP))
+
+
+def _run(argv: list[str], what: str) -> str:
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-3:]
+        raise StepFailed(f"{what}: `{' '.join(argv)}` exited {proc.returncode}: "
+                         + " / ".join(tail))
+    return proc.stdout
+
+
+def _steps(items: list[dict[str, Any]], upgraded: bool) -> list[dict[str, Any]]:
+    """Run each step; its last output line says ``changed`` or ``unchanged``. A step
+    whose ``unless_exist`` paths all exist is done (not run). A step
+    with ``after_upgrade`` arguments runs again with them when the runtime was
+    installed by this call and the step changed nothing (a restart onto new code)."""
+    out = []
+    for item in items:
+        if item.get("unless_exist") and all(os.path.lexists(p) for p in item["unless_exist"]):
+            out.append({"name": item["name"], "changed": False})  # done before
+            continue
+        lines = _run(item["argv"], item["name"]).splitlines()
+        changed = bool(lines) and lines[-1] == "changed"
+        if upgraded and not changed and item.get("after_upgrade"):
+            _run([*item["argv"], *item["after_upgrade"]], item["name"])
+            changed = True
+        out.append({"name": item["name"], "changed": changed})
+    return out
+
+
+def install_bundle(params: dict[str, Any], check: bool, diff: bool) -> dict[str, Any]:
+    """A host's whole bundle in one call, in this order: folders, the runtime (a
+    virtualenv from the wheelhouse archive, when its stamp differs), ``files``,
+    ``early_steps``, ``late_files`` (files a step's first run would otherwise
+    overwrite: ``sandbox init`` in a repository), links, ``late_steps``. With a
+    runtime whose archive is not on the host yet, only the folders are made and
+    ``needs_archive`` is returned (the caller sends it, then calls again). In
+    check mode nothing runs and nothing is written. A failure after something
+    changed raises ``Written`` with what did."""
+    root: str = params["root"]
+    runtime: dict[str, Any] = params.get("runtime") or {}
+    late = {**params, "files": params.get("late_files") or []}
+    for item in params["files"] + late["files"]:  # refused before anything is done
+        Plan(item, root, params["owner"], params["group"], params["home_user_owns_files"])
+    upgrade = bool(runtime) and not _runtime_current(runtime, root)
+    changes: list[dict[str, str]] = _folders(params.get("folders") or [], root, check)
+    if upgrade and not check:
+        prefix = (root.rstrip("/") + runtime["prefix"]) if root else runtime["prefix"]
+        if _sha256_file(os.path.join(prefix, "wheelhouse.tar")) != runtime["sha256"]:
+            return {"changed": bool(changes), "needs_archive": True, "changes": changes,
+                    "steps": []}
+    steps: list[dict[str, Any]] = []
+
+    def done() -> list[str]:
+        return [] if check else ([c["target"] for c in changes]
+                                 + [s["name"] for s in steps if s["changed"]])
+
+    try:
+        if upgrade:
+            if not check:
+                _runtime_install(runtime, root)
+            changes.append({"target": runtime["prefix"] + "/venv", "change": "runtime installed"})
+        files = install(params, check, diff)
+        changes += files["changes"]
+        if not check:
+            steps += _steps(params.get("early_steps") or [], upgrade)
+        more = install(late, check, diff)
+        changes += more["changes"]
+        files["folders_created"] += more["folders_created"]
+        if diff:
+            files["diff"] += more["diff"]
+        changes += _links(params.get("links") or [], root, check)
+        if not check:
+            steps += _steps(params.get("late_steps") or [], upgrade)
+    except Written as exc:
+        raise Written(str(exc), done() + exc.written) from None
+    except (Refused, OSError, StepFailed) as exc:
+        if not done():
+            raise
+        raise Written(str(exc), done()) from None
+    return {**files, "changed": bool(changes) or any(s["changed"] for s in steps),
+            "changes": changes, "steps": steps, "needs_archive": False}
+
+
 DEFAULTS: dict[str, Any] = {"root": "", "owner": "root", "group": "",
                             "home_user_owns_files": False, "folder_mode": "0755"}
 
@@ -299,8 +516,8 @@ def main(argv: list[str]) -> int:
     try:
         with open(argv[0], encoding="utf-8") as fh:
             params = {**DEFAULTS, **json.load(fh)}
-        result = install(params, check="--check" in flags, diff="--diff" in flags)
-    except (Refused, OSError, ValueError, KeyError, TypeError) as exc:
+        result = install_bundle(params, check="--check" in flags, diff="--diff" in flags)
+    except (Refused, StepFailed, OSError, ValueError, KeyError, TypeError) as exc:
         result = {"failed": True, "msg": f"{exc}; nothing was written", "written": []}
     except Written as exc:
         result = {"failed": True, "msg": f"{exc}; written before it: {exc.written}",
