@@ -21,7 +21,7 @@ from agent_sandbox.hostcheck.waivers import Waiver, parse_waivers, read_waivers
 
 XSD = xmlschema.XMLSchema(str(Path(__file__).parent / "schemas" / "junit-10.xsd"))
 NOW = dt.datetime(2029, 6, 30, 23, 30, tzinfo=dt.UTC)
-RESULTS = [CheckResult("denied_read", True, "~/.ssh hidden"),
+RESULTS = [CheckResult("denied_read", True, "~/.ssh hidden", 1.5),
            CheckResult("denied_domain", False, "evil.test reached \x1b[2J the <upstream> & more"),
            CheckResult("audit", True, "chains verify"),
            CheckResult("escalation", False, "no escalation was queued")]
@@ -54,8 +54,11 @@ def test_each_status_and_the_verdict() -> None:
     waived = next(c for c in doc["checks"] if c["name"] == "denied_domain")
     assert waived["waiver"] == {"justification": "proxy swap this week",
                                 "expires": "2029-06-30", "layer": "hosts/h1.yml"}
-    assert "waiver" not in doc["checks"][0]
-    assert [w["check"] for w in doc["waivers"]] == ["allowed_domain", "audit", "denied_domain"]
+    assert "waiver" not in doc["checks"][0] and doc["checks"][0]["seconds"] == 1.5
+    # every waiver of the host is listed, with whether it has expired: one of a check
+    # that did not run (allowed_domain) fails nothing
+    assert [(w["check"], w["expired"]) for w in doc["waivers"]] == [
+        ("allowed_domain", True), ("audit", True), ("denied_domain", False)]
 
 
 def test_only_passed_or_waived_checks_and_no_expired_waiver_pass() -> None:
@@ -95,9 +98,11 @@ def test_junit_validates_and_says_each_status() -> None:
     assert [suite.get(k) for k in ("tests", "failures", "errors", "skipped")] == \
         ["4", "2", "0", "1"]
     assert suite.get("timestamp") == "2029-06-30T23:30:00"
+    assert suite.get("time") == "1.500" and root.get("time") == "1.500"
     by_name = cases(xml)
     assert all(c.get("classname") == "agent-sandbox.h1" for c in by_name.values())
     assert list(by_name["denied_read"]) and by_name["denied_read"][0].tag == "system-out"
+    assert by_name["denied_read"].get("time") == "1.500"
     skipped = by_name["denied_domain"].find("skipped")
     assert skipped is not None
     assert skipped.get("message") == "waived: proxy swap this week (until 2029-06-30)"

@@ -35,12 +35,17 @@ def _timestamp(doc: Mapping[str, Any]) -> str:
     return str(doc.get("time", "")).removesuffix("Z")[:19]
 
 
+def _seconds(value: Any) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1e9
+    return float(value) if ok else 0.0
+
+
 def _case(suite: ET.Element, host: str, check: Mapping[str, Any]) -> str:
     """Add one check's case; returns its status."""
     name, status = str(check.get("name", "?")), str(check.get("status", ""))
     passed, detail = check.get("passed") is True, xml_text(check.get("detail", ""))
     case = ET.SubElement(suite, "testcase", classname=f"{CLASS_PREFIX}{host}",
-                         name=xml_text(name), time="0")
+                         name=xml_text(name), time=f"{_seconds(check.get('seconds')):.3f}")
     waiver = check.get("waiver") if isinstance(check.get("waiver"), Mapping) else None
     real = f"{'passed' if passed else 'failed'}: {detail}"
     if status == "waived" and waiver is not None:
@@ -66,10 +71,12 @@ def testsuite(doc: Mapping[str, Any], host: str | None = None) -> ET.Element:
     suite = ET.Element("testsuite", name=SUITE, hostname=name, timestamp=_timestamp(doc))
     checks = doc.get("checks")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    seconds = 0.0
     for check in checks if isinstance(checks, list) else []:
         if not isinstance(check, Mapping):
             continue
         status = _case(suite, name, check)
+        seconds += _seconds(check.get("seconds"))
         counts["tests"] += 1
         counts["failures"] += status in ("failed", "waiver-expired")
         counts["skipped"] += status == "waived"
@@ -81,7 +88,7 @@ def testsuite(doc: Mapping[str, Any], host: str | None = None) -> ET.Element:
     if not counts["tests"]:
         _error(suite, name, "the report holds no check")
         counts["tests"], counts["errors"] = 1, 1
-    suite.attrib.update({k: str(v) for k, v in counts.items()}, time="0")
+    suite.attrib.update({k: str(v) for k, v in counts.items()}, time=f"{seconds:.3f}")
     return suite
 
 
@@ -105,10 +112,12 @@ def document(suites: Iterable[ET.Element], name: str = SUITE) -> str:
     """``<testsuites>`` around the suites, with their totals."""
     root = ET.Element("testsuites", name=name)
     totals = {"tests": 0, "failures": 0, "errors": 0}
+    seconds = 0.0
     for suite in suites:
         root.append(suite)
         for key in totals:
             totals[key] += int(suite.get(key, "0"))
-    root.attrib.update({k: str(v) for k, v in totals.items()}, time="0")
+        seconds += float(suite.get("time", "0"))
+    root.attrib.update({k: str(v) for k, v in totals.items()}, time=f"{seconds:.3f}")
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -44,6 +44,7 @@ class Case:
     detail: str
     status: str  # one of STATUSES
     waiver: Waiver | None = None
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -67,13 +68,13 @@ class Report:
                 and not self.blocking_clients())
 
 
-def judge(name: str, passed: bool, detail: str, waiver: Waiver | None, today: dt.date) -> Case:
+def judge(name: str, passed: bool, detail: str, waiver: Waiver | None, today: dt.date,
+          seconds: float = 0.0) -> Case:
     """One check's status under its waiver (if any) on ``today`` (UTC)."""
     if waiver is None:
-        return Case(name, passed, detail, "passed" if passed else "failed")
-    if waiver.expired(today):
-        return Case(name, passed, detail, "waiver-expired", waiver)
-    return Case(name, passed, detail, "waived", waiver)
+        return Case(name, passed, detail, "passed" if passed else "failed", None, seconds)
+    status = "waiver-expired" if waiver.expired(today) else "waived"
+    return Case(name, passed, detail, status, waiver, seconds)
 
 
 def _utc(now: dt.datetime | None) -> dt.datetime:
@@ -86,7 +87,8 @@ def check_report(results: Iterable[Any], waivers: Mapping[str, Waiver],
     """``results``: ``CheckResult`` items (name, passed, detail); ``clients``: client
     findings (client, problem, detail)."""
     when = _utc(now)
-    cases = tuple(judge(r.name, bool(r.passed), str(r.detail), waivers.get(r.name), when.date())
+    cases = tuple(judge(r.name, bool(r.passed), str(r.detail), waivers.get(r.name), when.date(),
+                        float(getattr(r, "seconds", 0.0)))
                   for r in results)
     found = tuple({"client": str(f.client), "problem": str(f.problem), "detail": str(f.detail)}
                   for f in clients)
@@ -111,7 +113,7 @@ def drift_report(items: Iterable[Any], manifest: str, *, host: str | None = None
 
 def case_json(case: Case) -> dict[str, Any]:
     out: dict[str, Any] = {"name": case.name, "passed": case.passed, "detail": case.detail,
-                           "status": case.status}
+                           "status": case.status, "seconds": case.seconds}
     if case.waiver is not None:
         out["waiver"] = {"justification": case.waiver.justification,
                          "expires": case.waiver.expires.isoformat(),
@@ -128,7 +130,9 @@ def to_json(report: Report) -> dict[str, Any]:
         "total": len(report.cases), "totals": report.totals(),
         "checks": [case_json(c) for c in report.cases],
         "clients": [dict(c) for c in report.clients],
-        "waivers": [w.as_dict() for w in report.waivers],
+        # every waiver of the host, those of checks that did not run too
+        "waivers": [{**w.as_dict(), "expired": w.expired(report.time.date())}
+                    for w in report.waivers],
     }
     if report.kind == "drift":
         doc["drift"] = [dict(i) for i in report.drift]
