@@ -6,7 +6,6 @@ policy the hooks read)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from pathlib import Path
 
@@ -175,4 +174,3 @@ def test_the_check_names_are_the_checks_verify_runs() -> None:
     from agent_sandbox.hostcheck.checks import CHECKS
 
     assert contract.VERIFY_CHECKS == (*(n for n, _ in CHECKS), "web_service")
-    assert dt.date.fromisoformat("2029-01-01")  # the form every waiver's day takes
