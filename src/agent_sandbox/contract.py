@@ -24,6 +24,13 @@ WINDOWS_POLICY_FILE = f"{WINDOWS_STATE_DIR}/policy.json"
 # The managed policy the hooks read, by host OS.
 POLICY_FILES = {"linux": POLICY_FILE, "macos": POLICY_FILE, "windows": WINDOWS_POLICY_FILE}
 MANIFEST_FILE = f"{ETC_DIR}/manifest.json"
+# The waivers ``sandbox verify`` applies on the host (the spec's ``verify.waivers``,
+# rendered for Linux and macOS hosts): it reads them from here, never from a spec.
+VERIFY_WAIVERS_FILE = f"{ETC_DIR}/verify.json"
+# The checks ``sandbox verify`` runs, by name (``hostcheck.checks.CHECKS`` and the web
+# unit's, where it is installed): what ``verify.waivers`` and ``verify.unwaivable`` name.
+VERIFY_CHECKS = ("denied_read", "protected_write", "denied_domain", "allowed_domain",
+                 "escalation", "audit", "web_service")
 HOST_STATE_DIR = "/var/lib/agent-sandbox"
 HOST_AUDIT_DIR = "/var/log/agent-sandbox"
 AUDIT_KEYS = "audit-keys"  # beside a log, in the user's and the host's state
@@ -56,6 +63,7 @@ ARTIFACT_KINDS: dict[str, str] = {
     # every OS
     "policy": "the effective policy the hooks read (policy.json)",
     "srt-settings": "srt-format settings: system, per user, or the macOS proxy's",
+    "verify-waivers": "the checks `sandbox verify` reports as waived, with why and until when",
     # Linux
     "bwrap-profile": "the bubblewrap profile `sandbox exec` reads",
     "systemd-unit": "the egress proxy's systemd unit",

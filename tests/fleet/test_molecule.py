@@ -12,6 +12,9 @@ converges both, tests/fleet/conftest.py ``molecule_fleet``).
   test_pyinfra_host.py, which runs beside this file);
 - a hand-edited managed file is reported by `sandbox verify --drift` and
   restored by the next `site.yml` run;
+- `playbooks/verify.yml` over both hosts: one fleet JUnit file that validates against
+  the JUnit schema, the systemd host's waived check and the other host's expired
+  waiver in it, and the play failing for that host;
 - the host boots systemd, so the roles take the systemd path: the proxy runs
   as the rendered, hardened unit (a dynamic user), refuses what the policy
   refuses and chains its decisions in its own audit folder; a converge
@@ -21,6 +24,7 @@ converges both, tests/fleet/conftest.py ``molecule_fleet``).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -213,6 +217,7 @@ def test_molecule_verify_runs_sandbox_verify(converged: str,
     assert proc.returncode == 0, out[-6000:]
     assert "6/6 checks passed" in out
     assert "/var/log/agent-sandbox-proxy" in out  # the service's chain, with its refusal
+    assert re.search(r"status\W{0,4}waived", out)  # the scenario's waiver of allowed_domain
 
 
 def test_the_connection_runs_tasks_in_the_container_as_podman_exec_would(converged: str) -> None:
@@ -229,3 +234,49 @@ def test_the_connection_runs_tasks_in_the_container_as_podman_exec_would(converg
     assert want.returncode == 0, want.stderr
     assert got.startswith(want.stdout), (got, want.stdout)
     assert "/lib/systemd/systemd" in got  # the container's PID 1, not the host's
+
+
+NOINIT = "sandbox-molecule-noinit"
+
+
+def test_fleet_report_of_both_hosts(converged: str, tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    import xmlschema
+
+    out = tmp_path / "fleet-report"
+    proc = run([tool("ansible-playbook"), "-i", str(SPEC), "playbooks/verify.yml",
+                "-e", f"sandbox_verify_report_dir={out}"], timeout=900, check=False)
+    text = proc.stdout + proc.stderr
+    # the no-init host's waiver expired: the play fails at its end, for that host alone
+    assert proc.returncode != 0, text[-4000:]
+    assert f"sandbox verify failed on {NOINIT}" in text, text[-4000:]
+    junit = out / "fleet-junit.xml"
+    xmlschema.XMLSchema(str(REPO / "tests" / "fleet" / "schemas" / "junit-10.xsd")).validate(
+        str(junit))
+    suites = {s.get("hostname"): s for s in ET.parse(junit).getroot().iter("testsuite")}
+    assert sorted(suites) == [HOST, NOINIT]
+    assert all(s.get("name") == "agent-sandbox verify" and s.get("tests") == "6"
+               for s in suites.values())
+    cases = {(h, c.get("name")): c for h, s in suites.items() for c in s.iter("testcase")}
+    assert all(c.get("classname") == f"agent-sandbox.{h}" for (h, _), c in cases.items())
+    waived = cases[(HOST, "allowed_domain")].find("skipped")
+    assert waived is not None and waived.get("message") == (
+        "waived: the scenario proves how a waived check is reported (until 2099-12-31)")
+    assert suites[HOST].get("failures") == "0" and suites[HOST].get("skipped") == "1"
+    expired = cases[(NOINIT, "escalation")].find("failure")
+    assert expired is not None and expired.get("type") == "waiver-expired"
+    assert expired.get("message", "").startswith("waiver expired on 2020-01-31")
+    assert suites[NOINIT].get("failures") == "1"
+    # the checks themselves passed on both hosts: only the stale waiver fails one
+    assert [k for k, c in cases.items() if c.find("failure") is not None] == [
+        (NOINIT, "escalation")]
+    summary = (out / "fleet-summary.md").read_text()
+    assert f"| {HOST} | ok | 5 | 0 | 1 | 0 | none |" in summary, summary
+    assert f"| {NOINIT} | FAILED | 5 | 0 | 0 | 1 |" in summary, summary
+    assert "| 2099-12-31 | hosts/sandbox-molecule-1.yml |" in summary, summary
+    for host in (HOST, NOINIT):  # each host's own report, kept beside
+        doc = json.loads((out / "hosts" / f"{host}.json").read_text())
+        assert doc["total"] == doc["passed"] == 6
+        xmlschema.XMLSchema(str(REPO / "tests" / "fleet" / "schemas" / "junit-10.xsd")
+                            ).validate(str(out / "hosts" / f"{host}.xml"))

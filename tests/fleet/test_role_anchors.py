@@ -94,8 +94,8 @@ def test_control_a_role_naming_an_unproduced_kind_is_caught(tmp_path: Path) -> N
     role = tmp_path / "sandbox_linux"
     shutil.copytree(REPO / "roles" / "sandbox_linux", role)
     defaults = role / "defaults" / "main.yml"
-    defaults.write_text(defaults.read_text().replace("bwrap-profile]",
-                                                     "bwrap-profile, seccomp-profile]"))
+    defaults.write_text(defaults.read_text().replace("verify-waivers]",
+                                                     "verify-waivers, seccomp-profile]"))
     assert role_kinds(role) - set(ARTIFACT_KINDS) == {"seccomp-profile"}
 
 

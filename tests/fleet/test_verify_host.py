@@ -33,8 +33,10 @@ def settings(tmp_path: Path, *, allowed: list[str], denied: list[str]) -> Path:
     return path
 
 
-def verify(path: Path, *checks: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
+def verify(path: Path, *checks: str, env: dict[str, str] | None = None,
+           waivers: Path | None = None) -> tuple[int, dict]:
     args = [a for c in checks for a in ("--check", c)]
+    args += ["--waivers", str(waivers)] if waivers else []
     proc = subprocess.run([sys.executable, "-m", "agent_sandbox", "verify", "--json",
                            "--settings", str(path), *args],
                           capture_output=True, text=True, timeout=240,
@@ -71,6 +73,41 @@ def test_a_leaking_allowlist_fails_the_denied_domain_check(tmp_path: Path) -> No
     (check,) = doc["checks"]
     assert not check["passed"]
     assert "reached the upstream server" in check["detail"]
+
+
+def test_a_waiver_reports_the_failing_check_as_waived_until_it_expires(tmp_path: Path) -> None:
+    import datetime as dt
+    import xml.etree.ElementTree as ET
+
+    import xmlschema
+
+    leaking = settings(tmp_path, allowed=["*.verify.agent-sandbox.test"], denied=[])
+    today = dt.datetime.now(dt.UTC).date()
+    waivers = tmp_path / "verify.json"
+
+    def waive(expires: dt.date) -> None:
+        waivers.write_text(json.dumps({"version": 1, "waivers": [
+            {"check": "denied_domain", "justification": "proxy swap", "layer": "hosts/h.yml",
+             "expires": expires.isoformat()}]}))
+
+    waive(today)  # the last day it holds: the check still runs, fails, and is waived
+    code, doc = verify(leaking, "denied_domain", waivers=waivers)
+    assert code == 0, json.dumps(doc, indent=2)
+    (check,) = doc["checks"]
+    assert (check["status"], check["passed"]) == ("waived", False)
+    assert "reached the upstream server" in check["detail"]
+    assert check["waiver"]["layer"] == "hosts/h.yml"
+    waive(today - dt.timedelta(days=1))  # expired: it waives nothing, and the run fails
+    proc = subprocess.run([sys.executable, "-m", "agent_sandbox", "verify", "--format", "junit",
+                           "--settings", str(leaking), "--check", "denied_domain",
+                           "--waivers", str(waivers)],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    xmlschema.XMLSchema(str(Path(__file__).parent / "schemas" / "junit-10.xsd")).validate(
+        proc.stdout)
+    failure = ET.fromstring(proc.stdout).find("testsuite/testcase/failure")
+    assert failure is not None and failure.get("type") == "waiver-expired"
+    assert "the check failed: " in failure.get("message", "")
 
 
 def test_a_blocked_name_fails_the_allowed_domain_check(tmp_path: Path) -> None:

@@ -2,18 +2,20 @@
 ``--drift`` compare the installed files with the render manifest, or with
 ``--gvisor`` prove that an action's container runs on the gVisor kernel.
 
-Exit status: 0 when every check passed (or nothing drifted), 1 otherwise.
+Reports as text, JSON or JUnit XML (``--format``; ``--json`` is ``--format json``),
+built by ``hostcheck.report`` with the host's waivers applied (``hostcheck.waivers``).
+
+Exit status: 0 when every check passed or is waived and no waiver expired (or
+nothing drifted), 1 otherwise.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
 from agent_sandbox import contract
-from agent_sandbox.display import printable
 
 
 def verify(
@@ -33,33 +35,40 @@ def verify(
                          "the gVisor kernel (runtime runsc, gVisor's boot log).")] = False,
     image: Annotated[str | None, typer.Option(
         "--image", help="Image for --gvisor (default: the base image).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
+    fmt: Annotated[str, typer.Option(
+        "--format", help="text, json (one document) or junit (JUnit XML for CI systems).")
+    ] = "text",
+    waivers: Annotated[str, typer.Option(
+        "--waivers", help="The host's waivers (rendered from the spec's verify.waivers).")
+    ] = contract.VERIFY_WAIVERS_FILE,
 ) -> None:
     """Isolation self-check: denied read, protected write, denied and allowed domains,
     escalation through the hook, audit; exit 1 on any failure."""
-    from agent_sandbox.hostcheck import VerifyError
+    from agent_sandbox.hostcheck import VerifyError, report
     from agent_sandbox.hostcheck import checks as v
     from agent_sandbox.hostcheck.drift import drift as find_drift
+    from agent_sandbox.hostcheck.waivers import read_waivers
+
+    if fmt not in report.FORMATS:
+        typer.echo(f"sandbox verify: --format is one of {', '.join(report.FORMATS)}", err=True)
+        raise typer.Exit(2)
+    fmt = "json" if as_json else fmt
 
     if gvisor:
         from agent_sandbox.hostcheck.gvisor_check import check_gvisor
 
-        result = check_gvisor(image)
-        if as_json:
-            typer.echo(json.dumps({"passed": int(result.passed), "total": 1,
-                                   "checks": [result.__dict__]}, indent=2))
-        else:
-            typer.echo(f"{'PASS' if result.passed else 'FAIL'}  {result.name:16} "
-                       f"{printable(result.detail)}")
-        raise typer.Exit(0 if result.passed else 1)
+        proved = report.check_report([check_gvisor(image)], {})
+        typer.echo(report.output(proved, fmt))
+        raise typer.Exit(0 if proved.ok() else 1)
     if drift:
         try:
             items = find_drift(manifest)
         except VerifyError as exc:
             typer.echo(f"sandbox verify: {exc}", err=True)
             raise typer.Exit(1) from None
-        if as_json:
-            typer.echo(json.dumps({"drift": [i.__dict__ for i in items]}, indent=2))
+        if fmt != "text":
+            typer.echo(report.output(report.drift_report(items, manifest), fmt))
         elif items:
             for i in items:
                 extra = f"  ({i.detail})" if i.detail else ""
@@ -70,6 +79,7 @@ def verify(
         raise typer.Exit(1 if items else 0)
 
     try:
+        waived = read_waivers(waivers)
         results = v.run(settings, only=check or None, host_only=host_only)
     except VerifyError as exc:
         typer.echo(f"sandbox verify: {exc}", err=True)
@@ -79,24 +89,12 @@ def verify(
     record(results)  # what `sandbox serve` reports as this host's last verify
     from agent_sandbox.agent.client_checks import check as check_clients
 
-    clients = check_clients(None)  # each installed client, as it will read its files
-    passed = sum(r.passed for r in results)
-    if as_json:
-        typer.echo(json.dumps({"passed": passed, "total": len(results),
-                               "checks": [r.__dict__ for r in results],
-                               "clients": [f.__dict__ for f in clients]}, indent=2))
-    else:
-        for r in results:
-            typer.echo(f"{'PASS' if r.passed else 'FAIL'}  {r.name:16} {printable(r.detail)}")
-        for f in clients:  # a detail may quote a settings file an agent could write
-            typer.echo(f"WARN  {f.client}: {f.problem}: {printable(f.detail)}")
-        typer.echo(f"{passed}/{len(results)} checks passed"
-                   + (f"; {len(clients)} client warning(s)" if clients else ""))
-    # a client that would skip our hooks fails the check; calls outside the
-    # boundary, and hooks a client would let a call past when they cannot answer,
-    # are reported (the hook's own verdicts still hold)
-    skipping = [f for f in clients if f.problem not in ("outside-boundary", "fails-open")]
-    raise typer.Exit(0 if results and passed == len(results) and not skipping else 1)
+    # each installed client, as it will read its files: one that would skip our hooks
+    # fails the run; calls outside the boundary, and hooks a client would let a call
+    # past when they cannot answer, are reported (the hook's own verdicts still hold)
+    found = report.check_report(results, waived, check_clients(None))
+    typer.echo(report.output(found, fmt))
+    raise typer.Exit(0 if found.ok() else 1)
 
 
 def register(app: typer.Typer) -> None:

@@ -68,6 +68,7 @@ class CheckResult:
     name: str
     passed: bool
     detail: str
+    seconds: float = 0.0  # how long it ran
 
 
 @dataclass
@@ -524,17 +525,23 @@ CHECKS: tuple[tuple[str, Callable[[Context], str]], ...] = (
 
 
 def run_check(ctx: Context, name: str, fn: Callable[[Context], str]) -> CheckResult:
-    """One check; anything but a clean return is a failure (fail closed)."""
+    """One check, timed; anything but a clean return is a failure (fail closed)."""
+    start = time.monotonic()
+    passed, detail = _outcome(ctx, fn)
+    return CheckResult(name, passed, detail, round(time.monotonic() - start, 3))
+
+
+def _outcome(ctx: Context, fn: Callable[[Context], str]) -> tuple[bool, str]:
     try:
-        return CheckResult(name, True, fn(ctx))
+        return True, fn(ctx)
     except AssertionError as exc:
-        return CheckResult(name, False, str(exc) or "assertion failed")
+        return False, str(exc) or "assertion failed"
     except VerifyError as exc:
-        return CheckResult(name, False, str(exc))
+        return False, str(exc)
     except subprocess.TimeoutExpired as exc:
-        return CheckResult(name, False, f"timed out: {' '.join(map(str, exc.cmd))[:200]}")
+        return False, f"timed out: {' '.join(map(str, exc.cmd))[:200]}"
     except Exception as exc:
-        return CheckResult(name, False, f"internal error: {type(exc).__name__}: {exc}")
+        return False, f"internal error: {type(exc).__name__}: {exc}"
 
 
 def default_settings() -> str:

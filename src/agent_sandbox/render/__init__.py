@@ -35,6 +35,7 @@ RENDERERS: tuple[str, ...] = (
     "agent_sandbox.render.macos",
     "agent_sandbox.render.windows",
     "agent_sandbox.render.cluster",
+    "agent_sandbox.render.verify_waivers",
 )
 
 

@@ -66,8 +66,9 @@ def srt_settings(spec: Spec, home: str | None = None) -> dict[str, Any]:
 
 def policy_document(spec: Spec) -> dict[str, Any]:
     """The effective spec as plain JSON: what the hook and policy engine read
-    (stdlib json only, no pydantic on the hot path)."""
-    return spec.model_dump(mode="json")
+    (stdlib json only, no pydantic on the hot path). ``verify`` is not policy: its
+    waivers reach the host in their own file (``render.verify_waivers``)."""
+    return spec.model_dump(mode="json", exclude={"verify"})
 
 
 def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:

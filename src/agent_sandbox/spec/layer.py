@@ -6,6 +6,7 @@ merge (``layers``) stacks them; both read this.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,14 +84,44 @@ def clean_loc(loc: tuple[Any, ...]) -> Path_:
     return tuple(out)
 
 
+def label(layer: Layer) -> str:
+    """How reports name a layer: ``fleet.yml``, ``groups/<group>.yml``,
+    ``hosts/<host>.yml`` (an inventory's), else the file's name."""
+    folder, name = os.path.split(layer.source)
+    parent = os.path.basename(folder)
+    return f"{parent}/{name}" if parent in ("groups", "hosts") else name
+
+
+def _verify_problems(layer: Layer) -> list[Problem]:
+    """What a layer may not say under ``verify``: a repository layer nothing at all
+    (the host's checks are the inventory's to waive), no layer a waiver's ``layer``."""
+    verify = layer.data.get("verify")
+    if verify is None:
+        return []
+    if layer.base:
+        return [layer.problem(("verify",), "a repository layer cannot waive the host's "
+                              "checks: set verify in the fleet, group or host layer")]
+    waivers = verify.get("waivers") if isinstance(verify, dict) else None
+    return [layer.problem(("verify", "waivers", i, "layer"),
+                          "set by the loader (the layer a waiver comes from), not in a spec")
+            for i, w in enumerate(waivers if isinstance(waivers, list) else [])
+            if isinstance(w, dict) and "layer" in w]
+
+
 def validate_layer(layer: Layer) -> tuple[Spec | None, list[Problem]]:
-    """Validate one layer on its own."""
+    """Validate one layer on its own; its waivers are marked with where they come from."""
+    refused = _verify_problems(layer)
     try:
-        return Spec.model_validate(layer.data), []
+        spec = Spec.model_validate(layer.data)
     except ValidationError as exc:
-        problems = []
+        problems = list(refused)
         for err in exc.errors(include_url=False):
             problems.append(layer.problem(clean_loc(err["loc"]), message(err)))
         return None, problems
     except (ValueError, TypeError, RecursionError) as exc:
-        return None, [layer.problem((), f"invalid spec: {exc}")]
+        return None, [*refused, layer.problem((), f"invalid spec: {exc}")]
+    if refused:
+        return None, refused
+    for waiver in spec.verify.waivers:
+        waiver.layer = label(layer)
+    return spec, []

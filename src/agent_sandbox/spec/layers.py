@@ -26,6 +26,10 @@ How each key merges (the ``RULES`` table):
 - ``actions``: a lower layer may switch an action off, lower its limits, narrow its
   egress, connect and approvers; adding an action or changing anything else of one (image,
   argv, parameters, plan, credential, tier) needs ``actions``.
+- ``waivers``: ``sandbox verify``'s waivers; a lower layer adds its own (one for a
+  check waived above replaces it), never for a check a layer above lists under
+  ``verify.unwaivable``.
+- ``unwaivable``: a union; a check a lower layer adds drops the waivers of it from above.
 - ``fixed``: where audit goes, which proxy ports and sockets, which accounts,
   images and Vault server: a lower layer may repeat the value, never change it.
 - ``backend``: the Linux isolation backend; a lower layer may only move to gvisor.
@@ -115,6 +119,8 @@ RULES: dict[str, str] = {
     "cluster.vault.kubernetes_mount": "fixed",
     "cluster.vault.roles": "fixed",
     "actions": "actions",
+    "verify.waivers": "waivers",
+    "verify.unwaivable": "unwaivable",
     "delegate": "replace_delegate",
 }
 
@@ -375,6 +381,38 @@ def _apply(kind: str, key: str, path: tuple[str, ...], value: Any, layer: Layer,
             dict(upper or {}), value, _get(layer.data, path), path, ok_to_loosen, loosen)
         if not problems_here:
             state.record(key, merged_actions, layer, path, deleg)
+    elif kind == "waivers":
+        if _waivable(path, value, layer, state, problems):
+            kept = [w for w in upper or [] if w.check not in {v.check for v in value}]
+            state.record(key, kept + list(value), layer, path, deleg)
+    elif kind == "unwaivable":
+        forbidden = list(upper or []) + [c for c in value if c not in (upper or [])]
+        state.record(key, forbidden, layer, path, deleg)
+        if state.value.get("verify.waivers"):  # tightening: waivers of these go
+            state.value["verify.waivers"] = [w for w in state.value["verify.waivers"]
+                                             if w.check not in forbidden]
+
+
+def _waivable(path: Path_, value: Any, layer: Layer, state: _State,
+              problems: list[Problem]) -> bool:
+    """Whether none of a layer's waivers names a check a layer above made unwaivable
+    (each one that does is a problem naming both places)."""
+    ok = True
+    for i, waiver in enumerate(value):
+        above = next((setter for setter, forbidden in state.history.get("verify.unwaivable", [])
+                      if setter is not layer and waiver.check in forbidden), None)
+        if above is None:
+            continue
+        raw = _get(above.data, ("verify", "unwaivable"))
+        at = (raw.index(waiver.check) if isinstance(raw, list) and waiver.check in raw
+              else None)
+        line, col = above.where(("verify", "unwaivable") + ((at,) if at is not None else ()))
+        problems.append(layer.problem(
+            (*path, i, "check"),
+            f"waiving {waiver.check!r} is refused: {above.source}:{line}:{col} lists it under "
+            "verify.unwaivable, and a lower layer may not waive it"))
+        ok = False
+    return ok
 
 
 def _narrowed(key: str, path: Path_, value: Any, layer: Layer, state: _State, upper: Any,

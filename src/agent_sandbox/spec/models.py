@@ -37,8 +37,7 @@ from .rules import (
     split_argv,
 )
 from .triggers import Trigger
-
-SPEC_VERSION = 1
+from .verify import Verify
 
 
 def _allowed_domain(v: str) -> str:
@@ -584,6 +583,7 @@ class Spec(Strict):
     actions: dict[ActionName, ActionEntry] = Field(
         default_factory=dict,
         description="Privileged infrastructure actions agents may ask to run (sandbox action).")
+    verify: Verify = Field(default_factory=Verify)  # sandbox verify's waivers (spec/verify.py)
 
     @field_validator("delegate")
     @classmethod
