@@ -1,5 +1,6 @@
 """``sandbox verify``: run the isolation self-check on this host, or with
-``--drift`` compare the installed files with the render manifest, or with
+``--drift`` compare the installed files with the render manifest and run the
+host checks, recording the outcome (``hostcheck.drift_check``), or with
 ``--gvisor`` prove that an action's container runs on the gVisor kernel.
 
 Exit status: 0 when every check passed (or nothing drifted), 1 otherwise.
@@ -21,7 +22,10 @@ def verify(
         "--host-only", help="Only the host's enforcement (reads, writes, network); skip the "
                             "checks that need a connected repository.")] = False,
     drift: Annotated[bool, typer.Option(
-        "--drift", help="Compare installed files with the render manifest instead.")] = False,
+        "--drift", help="Compare installed files with the render manifest, run the host "
+                        "checks, and record the outcome in the host's audit.")] = False,
+    files_only: Annotated[bool, typer.Option(
+        "--files-only", help="With --drift: only the files, no host checks.")] = False,
     settings: Annotated[str | None, typer.Option(
         "--settings", help="srt-format settings to check (default: the host's).")] = None,
     check: Annotated[list[str] | None, typer.Option(
@@ -39,7 +43,6 @@ def verify(
     escalation through the hook, audit; exit 1 on any failure."""
     from agent_sandbox.hostcheck import VerifyError
     from agent_sandbox.hostcheck import checks as v
-    from agent_sandbox.hostcheck.drift import drift as find_drift
 
     if gvisor:
         from agent_sandbox.hostcheck.gvisor_check import check_gvisor
@@ -52,22 +55,11 @@ def verify(
             typer.echo(f"{'PASS' if result.passed else 'FAIL'}  {result.name:16} "
                        f"{printable(result.detail)}")
         raise typer.Exit(0 if result.passed else 1)
-    if drift:
-        try:
-            items = find_drift(manifest)
-        except VerifyError as exc:
-            typer.echo(f"sandbox verify: {exc}", err=True)
-            raise typer.Exit(1) from None
-        if as_json:
-            typer.echo(json.dumps({"drift": [i.__dict__ for i in items]}, indent=2))
-        elif items:
-            for i in items:
-                extra = f"  ({i.detail})" if i.detail else ""
-                typer.echo(f"DRIFT {i.problem:8} {i.target}{extra}")
-            typer.echo(f"{len(items)} managed file(s) differ from {manifest}")
-        else:
-            typer.echo(f"no drift: every file in {manifest} is as rendered")
-        raise typer.Exit(1 if items else 0)
+    if drift:  # recorded in the host's audit and state (hostcheck.drift_check)
+        from agent_sandbox.hostcheck.drift_check import main as drift_check
+
+        raise typer.Exit(drift_check(manifest, files_only=files_only, settings=settings,
+                                     as_json=as_json))
 
     try:
         results = v.run(settings, only=check or None, host_only=host_only)

@@ -111,7 +111,8 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
             if art.kind == "systemd-unit":
                 _service(art, prefix, audit_dir)
         for art in artifacts.values():
-            if art.kind == "web-unit":
+            if art.kind == "web-unit" or (art.kind in SCHEDULE_KINDS
+                                          and art.target.endswith(".timer")):
                 server.shell(name=f"Run {os.path.basename(art.target)}",
                              commands=[web_service_command(art)])
 
@@ -138,9 +139,13 @@ def service_command(unit: Artifact, prefix: str = PREFIX, log_dir: str = AUDIT_D
             f"--log-dir {q(log_dir)}")
 
 
+SCHEDULE_KINDS = ("drift-schedule", "pull-schedule")  # render.schedules: their timers run
+
+
 def web_service_command(unit: Artifact) -> str:
-    """Enable and start the web approvals unit under systemd (what the Ansible role's
-    ``systemd_service`` task does); a host without systemd keeps the file only."""
+    """Enable and start the web approvals unit, or a scheduled job's timer, under
+    systemd (what the Ansible role's ``systemd_service`` tasks do); a host without
+    systemd keeps the file only."""
     name = shlex.quote(os.path.basename(unit.target))
     return (f"if [ -d /run/systemd/system ]; then systemctl daemon-reload && "
             f"systemctl enable {name} && systemctl restart {name}; fi")
