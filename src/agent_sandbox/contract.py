@@ -44,6 +44,14 @@ GEMINI_SYSTEM_SETTINGS = "/etc/gemini-cli/settings.json"  # Gemini CLI's, on Lin
 PROXY_UNIT = "/etc/systemd/system/agent-sandbox-proxy.service"
 WEB_UNIT = "/etc/systemd/system/agent-sandbox-web.service"  # `sandbox serve`, off by default
 WEB_PORT = 8765  # `sandbox serve`'s default port, on loopback
+# The scheduled jobs (``render.schedules``): the drift check and ansible-pull, as
+# systemd units (service + timer), LaunchDaemons and Scheduled Tasks.
+DRIFT_UNIT = "/etc/systemd/system/agent-sandbox-drift"  # + .service / .timer
+PULL_UNIT = "/etc/systemd/system/agent-sandbox-pull"  # + .service / .timer
+DRIFT_LABEL = "com.agent-sandbox.drift"  # the LaunchDaemons' labels
+PULL_LABEL = "com.agent-sandbox.pull"
+# What the last drift check found (``last_verify``): root's, in the host's state.
+HOST_STATE_DIR_ENV = "AGENT_SANDBOX_HOST_STATE_DIR"
 USER_SRT_SETTINGS = ".srt-settings.json"  # relative to the home folder
 USER_CONFIG_DIR = ".config/agent-sandbox"  # relative to the home folder
 USER_STATE_DIR = ".local/state/agent-sandbox"  # relative to the home folder
@@ -69,6 +77,9 @@ ARTIFACT_KINDS: dict[str, str] = {
     "systemd-unit": "the egress proxy's systemd unit",
     "web-unit": "the web approvals server's systemd unit (`sandbox serve`, off by default)",
     "apparmor-profile": "the AppArmor profile allowing bubblewrap user namespaces",
+    # every OS: scheduled jobs (systemd service + timer, LaunchDaemon, Scheduled Task)
+    "drift-schedule": "`sandbox verify --drift` on a schedule, recorded in the host's audit",
+    "pull-schedule": "ansible-pull on a schedule, for hosts that pull their configuration",
     # agents
     "claude-managed-settings": "Claude Code managed settings",
     "claude-settings": "a project's .claude/settings.json",
@@ -185,6 +196,12 @@ def user_state_dir(home: str) -> str:
     """The per-user state folder (audit, locks, pinned keys): never under XDG
     variables a caller may vary, so every run of a user finds the same one."""
     return os.environ.get(STATE_DIR_ENV) or os.path.join(home, USER_STATE_DIR)
+
+
+def host_state_dir() -> str:
+    """The host's state folder (root's): ``HOST_STATE_DIR`` unless the caller names
+    another (``$AGENT_SANDBOX_HOST_STATE_DIR``, for tests)."""
+    return os.environ.get(HOST_STATE_DIR_ENV) or HOST_STATE_DIR
 
 
 def lock_dir(home: str) -> str:

@@ -571,6 +571,8 @@ def status(repo: str) -> dict[str, Any]:
 
     agents = [a for a in state.get("agents", []) if a in ("claude", "codex", "gemini")]
     findings = [f.__dict__ for f in check(repo, clients=agents)] if state else []
+    from .last_verify import read_drift
+
     return {"repo": repo, "installed": bool(state), "agents": state.get("agents", []),
             "mcp": state.get("mcp", False), "queue": q.counts() if q.exists() else None,
-            "recent": recent, "clients": findings}
+            "recent": recent, "clients": findings, "drift_check": read_drift()}

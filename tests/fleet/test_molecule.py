@@ -11,7 +11,9 @@ converges both, tests/fleet/conftest.py ``molecule_fleet``).
   pyinfra deploy installs those bytes too, into a second, fresh container:
   test_pyinfra_host.py, which runs beside this file);
 - a hand-edited managed file is reported by `sandbox verify --drift` and
-  restored by the next `site.yml` run;
+  restored by the next `site.yml` run; the scheduled drift check's timer (given a
+  short first interval by a runtime drop-in) fires by itself and records the drift in
+  the host's audit chain and in what `sandbox status` shows;
 - `playbooks/verify.yml` over both hosts: one fleet JUnit file that validates against
   the JUnit schema, the systemd host's waived check and the other host's expired
   waiver in it, and the play failing for that host;
@@ -24,6 +26,7 @@ converges both, tests/fleet/conftest.py ``molecule_fleet``).
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -184,6 +187,61 @@ def test_drift_is_reported_then_restored(converged: str) -> None:
     assert after.returncode == 0, after.stdout
     # the service never saw the edit (it reads the file when it starts): no restart
     assert service("MainPID")["MainPID"] == before
+
+
+DRIFT_TIMER = "agent-sandbox-drift.timer"
+DRIFT_SERVICE = "agent-sandbox-drift.service"
+# the timer's first run two seconds after it starts: a runtime drop-in (not a managed
+# file), removed again by the test
+DROP_IN = f"/run/systemd/system/{DRIFT_TIMER}.d/soon.conf"
+
+
+def drift_events() -> list[dict]:
+    lines = podman("exec", HOST, "cat", "/var/log/agent-sandbox/audit.jsonl").stdout
+    return [r for r in map(json.loads, lines.splitlines()) if r.get("event") == "drift_check"]
+
+
+def test_the_drift_timer_records_drift_in_the_audit_and_status(converged: str) -> None:
+    import time
+
+    timer = podman("exec", HOST, "systemctl", "show", DRIFT_TIMER,
+                   "--property=ActiveState", "--property=UnitFileState").stdout
+    assert "ActiveState=active" in timer and "UnitFileState=enabled" in timer, timer
+    target = "/etc/agent-sandbox/srt-settings.json"
+    seen = len(drift_events())
+    edit = podman("exec", HOST, "sed", "-i", "s/github.com/github.com.evil.test/", target)
+    assert edit.returncode == 0
+    soon = (f"mkdir -p {os.path.dirname(DROP_IN)} && printf '[Timer]\\nOnActiveSec=\\n"
+            "OnActiveSec=2s\\nRandomizedDelaySec=0\\nAccuracySec=1s\\n' > "
+            f"{DROP_IN} && systemctl daemon-reload && systemctl restart {DRIFT_TIMER}")
+    try:
+        assert podman("exec", HOST, "sh", "-c", soon).returncode == 0
+        deadline = time.monotonic() + 240
+        while len(drift_events()) == seen and time.monotonic() < deadline:
+            time.sleep(3)
+        events = drift_events()
+        assert len(events) == seen + 1, "the timer never ran the drift check"
+    finally:
+        podman("exec", HOST, "sh", "-c", f"rm -f {DROP_IN} && systemctl daemon-reload && "
+                                         f"systemctl restart {DRIFT_TIMER}")
+    event = events[-1]
+    assert event["clean"] is False
+    assert {"target": target, "problem": "modified"}.items() <= event["drifted"][0].items()
+    assert event["failed_checks"] == [] and event["checks"] >= 1, event
+    chain = podman("exec", HOST, "/usr/local/bin/sandbox", "audit", "verify",
+                   "/var/log/agent-sandbox")
+    assert chain.returncode == 0 and chain.stdout.startswith("OK: "), chain.stdout + chain.stderr
+    status = podman("exec", HOST, "/usr/local/bin/sandbox", "status", "/").stdout
+    assert "drift check: DRIFT FOUND at " in status and f"DRIFT modified {target}" in status, \
+        status
+    record = podman("exec", HOST, "stat", "-c", "%U %a", "/var/lib/agent-sandbox/verify/drift.json")
+    assert record.stdout.split() == ["root", "644"], record.stdout + record.stderr
+    # restored by the next run of site.yml; the scheduled check then finds nothing
+    assert recap(site().stdout)["changed"] >= 1
+    again = podman("exec", HOST, "systemctl", "start", DRIFT_SERVICE)
+    assert again.returncode == 0, again.stderr
+    status = podman("exec", HOST, "/usr/local/bin/sandbox", "status", "/").stdout
+    assert "drift check: clean at " in status, status
 
 
 def test_proxy_service_restarts_for_other_settings(converged: str) -> None:

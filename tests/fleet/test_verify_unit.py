@@ -30,9 +30,12 @@ def test_compare_manifest_reports_missing_modified_and_mode() -> None:
     assert compare_manifest(_manifest(("/a", b"A", "0644")), files.get) == []
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, record: Path) -> subprocess.CompletedProcess[str]:
+    """``sandbox verify`` with its drift record (audit, host state) kept below ``record``."""
+    env = {**os.environ, "AGENT_SANDBOX_AUDIT_DIR": str(record / "audit"),
+           "AGENT_SANDBOX_HOST_STATE_DIR": str(record / "state")}
     return subprocess.run([sys.executable, "-m", "agent_sandbox", "verify", *args],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env=env)
 
 
 def test_drift_cli_lists_a_hand_edited_file(tmp_path: Path) -> None:
@@ -44,18 +47,19 @@ def test_drift_cli_lists_a_hand_edited_file(tmp_path: Path) -> None:
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps(_manifest((str(good), b"{}\n", "0644"),
                                              (str(bad), b"{}\n", "0644"))))
-    ok = _cli("--drift", "--manifest", str(manifest))
+    ok = _cli("--drift", "--files-only", "--manifest", str(manifest), record=tmp_path)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "no drift" in ok.stdout
     bad.write_bytes(b'{"hand": "edited"}\n')
-    drift = _cli("--drift", "--manifest", str(manifest))
+    drift = _cli("--drift", "--files-only", "--manifest", str(manifest), record=tmp_path)
     assert drift.returncode == 1
     assert f"DRIFT modified {bad}" in drift.stdout
     assert str(good) not in drift.stdout
 
 
 def test_drift_without_a_manifest_is_an_error_not_a_pass(tmp_path: Path) -> None:
-    proc = _cli("--drift", "--manifest", str(tmp_path / "none.json"))
+    proc = _cli("--drift", "--files-only", "--manifest", str(tmp_path / "none.json"),
+                record=tmp_path)
     assert proc.returncode == 1
     assert "no render manifest" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -106,8 +110,8 @@ def test_denied_read_without_a_concrete_path_fails(tmp_path: Path) -> None:
     assert not r.passed and "no concrete folder" in r.detail
 
 
-def test_unknown_check_name_is_refused() -> None:
-    proc = _cli("--check", "no_such_check", "--settings", "/dev/null")
+def test_unknown_check_name_is_refused(tmp_path: Path) -> None:
+    proc = _cli("--check", "no_such_check", "--settings", "/dev/null", record=tmp_path)
     assert proc.returncode == 1
     assert "unknown check" in proc.stderr
 

@@ -118,6 +118,8 @@ def test_non_finite_numbers_are_refused(tmp_path: Path, lower: str) -> None:
     ("platforms: {macos: {mdm_profile: false}}", "mdm_profile"),
     ("platforms: {linux: {proxy_socket: /tmp/proxy.sock}}", "proxy_socket"),
     ("platforms: {windows: {account: other}}", "account"),
+    ("platforms: {linux: {drift_check: {enabled: false}}}", "drift_check.enabled"),
+    ("platforms: {macos: {drift_check: {every: 2h}}}", "drift_check.every"),
 ])
 def test_a_lower_layer_cannot_loosen(tmp_path: Path, lower: str, what: str) -> None:
     assert what in refused(tmp_path, lower)
@@ -128,6 +130,7 @@ def test_a_lower_layer_cannot_loosen(tmp_path: Path, lower: str, what: str) -> N
     "platforms: {linux: {backend: gvisor}}",
     'cluster: {allowed_cidrs: ["10.20.1.0/24"], api_server: ["10.96.0.1/32"]}',
     "approvals: {wait: 5s}",
+    "platforms: {windows: {drift_check: {every: 10m}}}",
 ])
 def test_tightening_or_equal_is_accepted(tmp_path: Path, lower: str) -> None:
     stack(tmp_path, lower)

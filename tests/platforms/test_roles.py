@@ -236,9 +236,15 @@ def test_windows_role_in_check_mode_against_a_stand_in(tmp_path):
     assert by["win_group"] == [{"name": plan["group"], "state": "present",
                                 "description": "Accounts that run sandboxed agent commands"}]
     script = arts[windows.script_target(facts)].content.decode()
-    steps = [a["parameters"]["Steps"] for a in by["win_powershell"]]
+    provision = [a for a in by["win_powershell"] if "Steps" in a["parameters"]]
+    steps = [a["parameters"]["Steps"] for a in provision]
     assert steps == [["State"], ["Engine"], ["Account"], ["Firewall"], ["Fence"]]
-    assert all(a["script"] == script for a in by["win_powershell"])
+    assert all(a["script"] == script for a in provision)
+    # the scheduled jobs' tasks (render.schedules), registered from their installed XML
+    tasks = {a["parameters"]["Name"]: a["parameters"]["Path"] for a in by["win_powershell"]
+             if "Steps" not in a["parameters"]}
+    assert tasks == {"agent-sandbox-drift": "C:/Program Files/agent-sandbox/tasks/"
+                                            "agent-sandbox-drift.xml"}
     assert {a["path"] for a in by["win_stat"]} == {a["path"] for a in plan["acl"]}
     applied = {(a["path"], a["rights"], a["type"]) for a in by["win_acl"]}
     wanted = {(a["path"], a["rights"], a["type"]) for a in plan["acl"] if a["path"] in existing}

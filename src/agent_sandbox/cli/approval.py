@@ -204,8 +204,12 @@ def status_cmd(directory: str = typer.Argument("."),
     if as_json:
         typer.echo(json.dumps(st, indent=2))
         return
+    from ..last_verify import describe_drift
+
+    drift_lines = [printable(line) for line in describe_drift(st["drift_check"])]
     if not st["installed"]:
         typer.echo(f"{printable(st['repo'])}: not connected (run `sandbox init`)")
+        typer.echo("\n".join(drift_lines))
         return
     q = st["queue"] or {}
     typer.echo(f"{printable(st['repo'])}: agents "
@@ -219,6 +223,7 @@ def status_cmd(directory: str = typer.Argument("."),
     for f in st.get("clients", []):
         typer.echo(f"WARN  {printable(f['client'])}: {printable(f['problem'])}: "
                    f"{printable(f['detail'])}")
+    typer.echo("\n".join(drift_lines))  # the host's last drift check, plain about drift
 
 
 def register(app: typer.Typer) -> None:

@@ -1,5 +1,6 @@
 """``sandbox verify``: run the isolation self-check on this host, or with
-``--drift`` compare the installed files with the render manifest, or with
+``--drift`` compare the installed files with the render manifest and run the
+host checks, recording the outcome (``hostcheck.drift_check``), or with
 ``--gvisor`` prove that an action's container runs on the gVisor kernel.
 
 Reports as text, JSON or JUnit XML (``--format``; ``--json`` is ``--format json``),
@@ -23,7 +24,10 @@ def verify(
         "--host-only", help="Only the host's enforcement (reads, writes, network); skip the "
                             "checks that need a connected repository.")] = False,
     drift: Annotated[bool, typer.Option(
-        "--drift", help="Compare installed files with the render manifest instead.")] = False,
+        "--drift", help="Compare installed files with the render manifest, run the host "
+                        "checks, and record the outcome in the host's audit.")] = False,
+    files_only: Annotated[bool, typer.Option(
+        "--files-only", help="With --drift: only the files, no host checks.")] = False,
     settings: Annotated[str | None, typer.Option(
         "--settings", help="srt-format settings to check (default: the host's).")] = None,
     check: Annotated[list[str] | None, typer.Option(
@@ -47,7 +51,6 @@ def verify(
     escalation through the hook, audit; exit 1 on any failure."""
     from agent_sandbox.hostcheck import VerifyError, report
     from agent_sandbox.hostcheck import checks as v
-    from agent_sandbox.hostcheck.drift import drift as find_drift
     from agent_sandbox.hostcheck.waivers import read_waivers
 
     if fmt not in report.FORMATS:
@@ -61,22 +64,11 @@ def verify(
         proved = report.check_report([check_gvisor(image)], {})
         typer.echo(report.output(proved, fmt))
         raise typer.Exit(0 if proved.ok() else 1)
-    if drift:
-        try:
-            items = find_drift(manifest)
-        except VerifyError as exc:
-            typer.echo(f"sandbox verify: {exc}", err=True)
-            raise typer.Exit(1) from None
-        if fmt != "text":
-            typer.echo(report.output(report.drift_report(items, manifest), fmt))
-        elif items:
-            for i in items:
-                extra = f"  ({i.detail})" if i.detail else ""
-                typer.echo(f"DRIFT {i.problem:8} {i.target}{extra}")
-            typer.echo(f"{len(items)} managed file(s) differ from {manifest}")
-        else:
-            typer.echo(f"no drift: every file in {manifest} is as rendered")
-        raise typer.Exit(1 if items else 0)
+    if drift:  # recorded in the host's audit and state (hostcheck.drift_check)
+        from agent_sandbox.hostcheck.drift_check import main as drift_check
+
+        raise typer.Exit(drift_check(manifest, files_only=files_only, settings=settings,
+                                     fmt=fmt))
 
     try:
         waived = read_waivers(waivers)

@@ -93,7 +93,8 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
     server.shell(name="Install the host's bundle",
                  commands=[f"python3 -I {shlex.quote(INSTALLER)} {shlex.quote(listed)}"])
     for art in artifacts.values():
-        if install_runtime and art.kind == "web-unit":
+        if install_runtime and (art.kind == "web-unit" or (
+                art.kind in SCHEDULE_KINDS and art.target.endswith(".timer"))):
             server.shell(name=f"Run {os.path.basename(art.target)}",
                          commands=[web_service_command(art)])
 
@@ -132,9 +133,13 @@ def installer_source() -> bytes:
     return Path(rendered_files.__file__).read_bytes()
 
 
+SCHEDULE_KINDS = ("drift-schedule", "pull-schedule")  # render.schedules: their timers run
+
+
 def web_service_command(unit: Artifact) -> str:
-    """Enable and start the web approvals unit under systemd (what the Ansible role's
-    ``systemd_service`` task does); a host without systemd keeps the file only."""
+    """Enable and start the web approvals unit, or a scheduled job's timer, under
+    systemd (what the Ansible role's ``systemd_service`` tasks do); a host without
+    systemd keeps the file only."""
     name = shlex.quote(os.path.basename(unit.target))
     return (f"if [ -d /run/systemd/system ]; then systemctl daemon-reload && "
             f"systemctl enable {name} && systemctl restart {name}; fi")

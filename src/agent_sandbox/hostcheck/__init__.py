@@ -6,6 +6,8 @@ the sandbox, and the drift of installed files from the render manifest.
 - ``checks``: each check, run against the real components, and ``run``;
 - ``netlab``: the private network the domain checks reach an upstream through;
 - ``drift``: installed files against the render manifest;
+- ``drift_check``: ``sandbox verify --drift``, the files and the host checks, recorded
+  in the host's audit and state (the scheduled job's run);
 - ``web``: the web approvals service, where its unit is installed.
 
 What the last run found is kept by ``agent_sandbox.last_verify`` (``sandbox serve``

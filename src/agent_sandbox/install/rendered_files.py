@@ -288,8 +288,8 @@ def install(params: dict[str, Any], check: bool, diff: bool) -> dict[str, Any]:
     return out
 
 
-class StepFailed(Exception):
-    """A host step (``sandbox install ...``) that exited non-zero."""
+class StepFailed(Refused):
+    """A host step (``sandbox install ...``) or a runtime command that exited non-zero."""
 
 
 def _folders(items: list[dict[str, Any]], root: str, check: bool) -> list[dict[str, str]]:

@@ -34,6 +34,7 @@ RENDERERS: tuple[str, ...] = (
     "agent_sandbox.render.linux",
     "agent_sandbox.render.macos",
     "agent_sandbox.render.windows",
+    "agent_sandbox.render.schedules",
     "agent_sandbox.render.cluster",
     "agent_sandbox.render.verify_waivers",
 )

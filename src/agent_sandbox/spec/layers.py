@@ -104,6 +104,10 @@ RULES: dict[str, str] = {
     "platforms.windows.account": "fixed",
     "platforms.windows.group": "fixed",
     "platforms.windows.proxy_port_range": "fixed",
+    **{f"platforms.{os_}.{key}": rule for os_ in ("linux", "macos", "windows")
+       for key, rule in (("drift_check.enabled", "false_is_looser"), ("drift_check.every", "min"),
+                         *((f"pull.{k}", "free") for k in (
+                             "repository", "branch", "every", "inventory", "directory")))},
     "mcp_servers": "servers",
     "agents": "agents",
     "platforms.macos.allow_mach_lookup": "narrow",

@@ -36,6 +36,7 @@ from .rules import (
     prefix_matches,
     split_argv,
 )
+from .schedules import Scheduled
 from .triggers import Trigger
 from .verify import Verify
 
@@ -399,7 +400,7 @@ class Limits(Strict):
     file_size: int | None = Field(default=None, ge=1, description="Largest file, in bytes.")
 
 
-class Linux(Strict):
+class Linux(Scheduled):
     backend: Literal["bwrap", "srt", "gvisor"] = "bwrap"
     limits: Limits = Field(default_factory=Limits,
                            description="What one sandboxed run may take of the host.")
@@ -412,7 +413,7 @@ class Linux(Strict):
                           description="The web approvals server as a service (loopback only).")
 
 
-class MacOS(Strict):
+class MacOS(Scheduled):
     allow_mach_lookup: list[str] = Field(
         default_factory=lambda: ["com.apple.trustd.agent"],
         description="Extra mach services sandboxed tools may look up.",
@@ -433,7 +434,7 @@ class MacOS(Strict):
         return v
 
 
-class Windows(Strict):
+class Windows(Scheduled):
     account: str = Field(default="agent-sandbox", max_length=20)
     group: str = Field(default="AgentSandboxUsers", max_length=64)
     proxy_port_range: tuple[int, int] = (60080, 60089)

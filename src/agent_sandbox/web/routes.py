@@ -25,7 +25,7 @@ from agent_sandbox.display import printable
 from . import schemas as s
 from .auth import Bearer, Identity, from_header
 from .login import Login, from_session_header
-from .sites import Sites, last_host_verify, trail, verify_log
+from .sites import Sites, last_drift_check, last_host_verify, trail, verify_log
 
 RequestId = Annotated[str, Path(pattern=s.ID_PATTERN, description="A request id.")]
 
@@ -252,8 +252,9 @@ def audit_verify(request: Request, ident: Auth) -> dict[str, Any]:
 
 @router.get("/status", response_model=s.Status)
 def status(request: Request, ident: Auth) -> dict[str, Any]:
-    """The served repositories, their queue depth, and this host's last verify."""
+    """The served repositories, their queue depth, this host's last verify and its last
+    drift check."""
     counts = _sites(request).counts()
     return {"user": ident.user,
             "repositories": [{"repo": r, "queue": c} for r, c in counts.items()],
-            "last_verify": last_host_verify()}
+            "last_verify": last_host_verify(), "last_drift_check": last_drift_check()}

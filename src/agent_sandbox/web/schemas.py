@@ -184,11 +184,37 @@ class HostVerify(BaseModel):
     failed: list[str]
 
 
+class DriftedFile(BaseModel):
+    target: str
+    problem: str = Field(description="missing, modified or mode.")
+    detail: str
+
+
+class FailedCheck(BaseModel):
+    name: str
+    detail: str
+
+
+class DriftCheck(BaseModel):
+    """The host's last drift check (``last_verify.DRIFT_KEYS``); only ``error`` is set
+    when a record is there that cannot be trusted or read."""
+
+    at: float | None = Field(default=None, description="When it ran (seconds since the epoch).")
+    clean: bool = Field(default=False, description="Nothing drifted, every check passed.")
+    drifted: list[DriftedFile] = Field(default_factory=list)
+    failed_checks: list[FailedCheck] = Field(default_factory=list)
+    checks: int = Field(default=0, description="Host checks run (0 with --files-only).")
+    error: str | None = Field(default=None, description="Why it could not be made or read.")
+
+
 class Status(BaseModel):
     user: str = Field(description="The approver identity the token names.")
     repositories: list[RepoStatus]
     last_verify: HostVerify | None = Field(
         default=None, description="This host's last `sandbox verify` (null: never run).")
+    last_drift_check: DriftCheck | None = Field(
+        default=None, description="This host's last `sandbox verify --drift`, the scheduled "
+                                  "one (null: never run).")
 
 
 class Problem(BaseModel):

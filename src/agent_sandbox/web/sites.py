@@ -325,3 +325,10 @@ def last_host_verify() -> dict[str, Any] | None:
     from agent_sandbox.last_verify import read_last
 
     return read_last()
+
+
+def last_drift_check() -> dict[str, Any] | None:
+    """What the host's last drift check found (root's record, ``last_verify``)."""
+    from agent_sandbox.last_verify import read_drift
+
+    return read_drift()

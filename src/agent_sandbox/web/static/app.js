@@ -328,9 +328,32 @@ async function refreshChains() {
     const v = status.last_verify;
     $("hostverify").textContent = v ? "last sandbox verify: " + v.passed + "/" + v.total +
       " passed, " + new Date(v.at * 1000).toISOString() : "sandbox verify has not run here";
+    showDrift(status.last_drift_check);
   } catch (err) {
     if (err.message !== "unauthorised") notice(String(err.message), true);
   }
+}
+
+// The host's last drift check: plain about drift, one line per drifted file or failed check.
+function showDrift(d) {
+  const line = $("hostdrift");
+  if (!d) {
+    line.textContent = "drift check: has not run on this host";
+    line.className = "";
+  } else if (d.at === null) {
+    line.textContent = "drift check: UNKNOWN: " + d.error;
+    line.className = "bad";
+  } else {
+    const when = new Date(d.at * 1000).toISOString();
+    line.textContent = d.clean ? "drift check: clean, " + when
+      : "drift check: DRIFT FOUND, " + when + ": " + d.drifted.length + " file(s) drifted, " +
+        d.failed_checks.length + " check(s) failed" + (d.error ? "; " + d.error : "");
+    line.className = d.clean ? "ok" : "bad";
+  }
+  $("drifted").replaceChildren(...(d && d.at !== null ? [
+    ...d.drifted.map((f) => el("li", { text: f.problem + ": " + f.target })),
+    ...d.failed_checks.map((c) => el("li", { text: "check " + c.name + ": " + c.detail })),
+  ] : []));
 }
 
 function scheduleRefresh(delay) {
