@@ -22,6 +22,8 @@ NOT_USER_ERRORS = {
     "agent_sandbox.install.rendered_files.Refused":
         "runs alone on a host before agent-sandbox is installed there (stdlib only); "
         "its command line and the Ansible module turn it into a failed result",
+    "agent_sandbox.install.rendered_files.StepFailed":
+        "as Refused (a kind of it): a host step of the bundle that exited non-zero",
     "agent_sandbox.install.rendered_files.Written":
         "as Refused: a failure after some files were written, reported as a result",
 }
