@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: build what is missing (collections, the base image), create the
 # three-host demo fleet (privileged podman containers), provision it with
-# `ansible-playbook site.yml`, run `sandbox verify` on every host and print a
+# `ansible-playbook site.yml`, run `sandbox verify` on every host through the
+# fleet's compliance report (playbooks/verify.yml: build/demo/report/) and print a
 # table: host, checks passed, failures. Exits non-zero on any failure.
 # `make demo-down` (this script with `down`) removes the fleet.
 set -euo pipefail
@@ -31,11 +32,16 @@ hosts=$(.venv/bin/ansible-inventory -i "$INVENTORY" --list \
 out=build/demo
 rm -rf "$out"
 mkdir -p "$out"
-echo "demo: running sandbox verify on ${hosts}"
+echo "demo: the fleet's compliance report (playbooks/verify.yml) on ${hosts}"
+# one `sandbox verify --format json` a host, merged into one JUnit file and a summary
+"$PLAYBOOK" -i "$INVENTORY" playbooks/verify.yml -e "sandbox_verify_report_dir=$ROOT/$out/report" \
+  > "$out/verify.log" 2>&1 || true
+for h in $hosts; do
+  cp "$out/report/hosts/$h.json" "$out/$h.json" 2>/dev/null || tail -n 5 "$out/verify.log" > "$out/$h.err"
+done
 pids=()
 for h in $hosts; do
-  ( podman exec "$h" /usr/local/bin/sandbox verify --json > "$out/$h.json" 2> "$out/$h.err" || true
-    # how the host's proxy service is supervised (verify has asked it for a refusal)
+  ( # how the host's proxy service is supervised (verify has asked it for a refusal)
     podman exec "$h" sh -c 'if [ -d /run/systemd/system ]; then
         echo "systemd unit, $(systemctl is-active agent-sandbox-proxy.service)"
       elif kill -0 "$(cat /run/agent-sandbox-proxy.pid 2>/dev/null)" 2>/dev/null; then
@@ -82,6 +88,8 @@ print(f"{'host':<{w}}  {'checks passed':<{c}}  {'proxy service':<{p}}  failures"
 print(f"{'-' * w}  {'-' * c}  {'-' * p}  --------")
 for host, passed, fails in rows:
     print(f"{host:<{w}}  {passed:<{c}}  {proxy[host]:<{p}}  {fails}")
+print(f"fleet report: {out / 'report' / 'fleet-junit.xml'} (JUnit), "
+      f"{out / 'report' / 'fleet-summary.md'}")
 print()
 sys.exit(1 if failed else 0)
 PY
