@@ -14,7 +14,9 @@ not in ``agent_sandbox.contract.ARTIFACT_KINDS`` fails the task),
 ``agent_sandbox_init_flags`` (``sandbox init`` flags for the enabled agents),
 ``agent_sandbox_repo_steps`` and ``agent_sandbox_service_steps`` (the host steps the
 bundle runs: ``agent_sandbox.deploy.host_steps``, as the pyinfra deploy lists them)
-and ``agent_sandbox_file_sha256`` (of a controller file: the wheelhouse archive).
+``agent_sandbox_bundle_parts`` (the roles' parts of a host's bundle, rendered in one
+task), ``agent_sandbox_wheelhouse`` (the wheelhouse, built where its source changed, with its
+archive's SHA-256) and ``agent_sandbox_file_sha256`` (of a controller file).
 
 These filters never touch a host and never fall back to partial output: any
 spec or inventory problem fails the task with the renderer's own message.
@@ -47,6 +49,7 @@ def _import_renderer() -> Any:
 
 
 _FLEETS: dict[str, Any] = {}
+_RENDERED: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {}
 
 
 def _fleet(inventory_dir: str) -> Any:
@@ -60,9 +63,13 @@ def _fleet(inventory_dir: str) -> Any:
 def _render(inventory_dir: str, host: str) -> tuple[Any, dict[str, Any]]:
     from agent_sandbox.errors import SpecError
 
+    key = (os.path.realpath(str(inventory_dir)), str(host))
+    if key in _RENDERED:  # a task's worker renders a host once, however many filters ask
+        return _RENDERED[key]
     try:
         fr = _fleet(inventory_dir)
-        return fr.facts(str(host)), fr.render_host(str(host))
+        _RENDERED[key] = fr.facts(str(host)), fr.render_host(str(host))
+        return _RENDERED[key]
     except SpecError as exc:
         problems = "\n".join(str(p) for p in exc.problems)
         raise AnsibleFilterError(f"agent-sandbox spec problems for {host}:\n{problems}") from None
@@ -154,6 +161,56 @@ def agent_sandbox_service_steps(selected: list[dict[str, Any]], prefix: str, log
                          apparmor=apparmor, proxy=bool(proxy))
 
 
+def agent_sandbox_bundle_parts(parts: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Roles' parts of a host's bundle, each a description (no bytes yet), rendered
+    in one task: ``{inventory, host, kinds, into}`` (the rendered artifacts of those
+    kinds go to ``files`` or ``late_files``), ``manifest`` (a path: the render
+    manifest joins ``files``), ``repositories`` with ``init_flags`` (empty: the
+    spec's), ``prefix`` and ``policy`` (``sandbox install repo`` early steps)."""
+    out: dict[str, list[Any]] = {"files": [], "early_steps": [], "late_files": []}
+    for part in parts or []:
+        if not part:
+            continue
+        inventory, host = str(part["inventory"]), str(part["host"])
+        if part.get("kinds"):
+            into = part.get("into", "files")
+            if into not in ("files", "late_files"):
+                raise AnsibleFilterError(f"agent_sandbox_bundle_parts: 'into' is {into!r}")
+            out[into] += agent_sandbox_select(agent_sandbox_render(inventory, host),
+                                              include=list(part["kinds"]))
+        if part.get("manifest"):
+            import base64
+
+            text = agent_sandbox_manifest(inventory, host).encode()
+            out["files"].append({"target": str(part["manifest"]), "mode": "0644",
+                                 "kind": "manifest",
+                                 "content_b64": base64.b64encode(text).decode("ascii")})
+        if part.get("repositories"):
+            flags = part.get("init_flags") or agent_sandbox_init_flags(inventory, host)
+            out["early_steps"] += agent_sandbox_repo_steps(
+                list(part["repositories"]), list(flags), str(part["prefix"]),
+                part.get("policy"))
+    return out
+
+
+def agent_sandbox_wheelhouse(project_dir: str, out_dir: str, build: bool = True) -> dict[str, Any]:
+    """The wheelhouse a host installs from, built first where its source changed
+    (``agent_sandbox.deploy.wheelhouse``, in this process): its archive and SHA-256."""
+    _import_renderer()
+    from pathlib import Path
+
+    from agent_sandbox.deploy import wheelhouse
+
+    out = Path(str(out_dir))
+    try:
+        changed = wheelhouse.build(Path(str(project_dir)), out) if build else False
+    except (OSError, RuntimeError) as exc:
+        raise AnsibleFilterError(f"agent-sandbox could not build the wheelhouse: {exc}") from None
+    archive = out / wheelhouse.ARCHIVE
+    return {"changed": changed, "archive": str(archive),
+            "sha256": agent_sandbox_file_sha256(str(archive))}
+
+
 def agent_sandbox_file_sha256(path: str) -> str:
     """SHA-256 of a file on the controller."""
     import hashlib
@@ -181,4 +238,6 @@ class FilterModule:
             "agent_sandbox_repo_steps": agent_sandbox_repo_steps,
             "agent_sandbox_service_steps": agent_sandbox_service_steps,
             "agent_sandbox_file_sha256": agent_sandbox_file_sha256,
+            "agent_sandbox_wheelhouse": agent_sandbox_wheelhouse,
+            "agent_sandbox_bundle_parts": agent_sandbox_bundle_parts,
         }

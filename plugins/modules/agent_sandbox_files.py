@@ -95,6 +95,14 @@ options:
     type: list
     elements: dict
     default: []
+  packages:
+    description:
+      - System packages the host must have (dpkg's names). When any is not installed,
+        the call only makes the folders and returns them in C(needs_packages) (the
+        caller installs them, then calls again); in check mode they are reported.
+    type: list
+    elements: str
+    default: []
   runtime:
     description:
       - C(prefix), C(sha256) of the wheelhouse archive, C(python) and C(extras) (the
@@ -105,7 +113,8 @@ options:
     type: dict
   early_steps:
     description:
-      - Host steps (C(name), C(argv), optional C(after_upgrade) arguments) run after
+      - Host steps (C(name), C(argv), optional C(unless_exist) paths, C(after_change)
+        targets and arguments, C(after_upgrade) arguments) run after
         I(files) and before I(late_files); the last output line C(changed) counts.
         No step runs in check mode.
     type: list
@@ -136,9 +145,14 @@ steps:
   type: list
   elements: dict
 needs_archive:
-  description: The runtime's archive must be sent to the host first (nothing was done).
+  description: The runtime's archive must be sent to the host first (only folders were made).
   returned: always
   type: bool
+needs_packages:
+  description: The packages to install first (only folders were made).
+  returned: always
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.agent_sandbox_rendered_files import (  # noqa: E402
@@ -171,6 +185,7 @@ def main() -> None:
                                      "default": DEFAULTS["home_user_owns_files"]},
             "folder_mode": {"type": "str", "default": DEFAULTS["folder_mode"]},
             "folders": {"type": "list", "elements": "dict", "default": []},
+            "packages": {"type": "list", "elements": "str", "default": []},
             "links": {"type": "list", "elements": "dict", "default": []},
             "runtime": {"type": "dict"},
             "early_steps": {"type": "list", "elements": "dict", "default": []},

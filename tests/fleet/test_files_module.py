@@ -294,3 +294,25 @@ def test_the_runtime_asks_for_its_archive_and_is_kept_while_it_matches(tmp_path:
     out = run(tmp_path, [], check=True, runtime={**runtime, "extras": ["pull"]})
     assert out["changes"] == [{"target": "/opt/agent-sandbox/venv",
                                "change": "runtime installed"}]
+
+
+def test_missing_packages_come_first_and_a_changed_file_restarts_its_unit(tmp_path: Path) -> None:
+    """A package dpkg does not list stops the call before anything but the folders
+    (the role's package manager runs, then the call again); a step whose files the
+    call rewrote gets its after_change arguments."""
+    out = run(tmp_path, [item("/etc/unit.timer", b"[Timer]\n")],
+              packages=["coreutils", "agent-sandbox-no-such-package"])
+    assert out["needs_packages"] == ["agent-sandbox-no-such-package"] and out["steps"] == []
+    assert not (tmp_path / "root/etc/unit.timer").exists()
+    report = "import sys; print('restarted' if sys.argv[1:] else 'kept'); print('changed')"
+    unit = step("start unit.timer", report,
+                after_change={"targets": ["/etc/unit.timer"], "args": ["restart"]})
+    out = run(tmp_path, [item("/etc/unit.timer", b"[Timer]\n")], late_steps=[unit],
+              packages=["coreutils"])
+    assert out["needs_packages"] == [] and out["steps"] == [
+        {"name": "start unit.timer", "changed": True}]
+    assert out["changes"] == [{"target": "/etc/unit.timer", "change": "created"}]
+    # in check mode a missing package is reported, with the rest of the comparison
+    out = run(tmp_path, [item("/etc/unit.timer", b"[Timer]\nX=1\n")], check=True,
+              packages=["agent-sandbox-no-such-package"])
+    assert {c["change"] for c in out["changes"]} == {"package installed", "updated"}

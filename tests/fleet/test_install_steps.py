@@ -261,7 +261,11 @@ def test_both_front_ends_run_the_same_steps() -> None:
                             repository.STARTER_POLICY, *flags]
     assert init["unless_exist"] == ["/home/alice/src/app/.sandbox/policy.json",
                                     "/home/alice/src/app/.sandbox/policy.yml"]
-    apparmor, proxy = bundle["late_steps"]
+    apparmor, proxy, *units = bundle["late_steps"]
+    assert [u["name"] for u in units] == ["start agent-sandbox-drift.timer"]
+    assert units[0]["after_change"]["targets"] == [
+        "/etc/systemd/system/agent-sandbox-drift.service",
+        "/etc/systemd/system/agent-sandbox-drift.timer"]
     assert apparmor["argv"] == [sandbox, "install", "apparmor-profile", "--profile",
                                 "/etc/apparmor.d/agent-sandbox-bwrap", "--when", "auto"]
     assert proxy["argv"][:5] == [sandbox, "install", "proxy-service", "--unit",
@@ -275,8 +279,14 @@ def test_both_front_ends_run_the_same_steps() -> None:
     assert filters.agent_sandbox_repo_steps(
         ["/home/alice/src/app"], flags, "/opt/agent-sandbox",
         repository.STARTER_POLICY) == bundle["early_steps"]
+    # the agents role's part, as the roles describe it, gives the same steps
+    part = {"inventory": str(DEMO), "host": "sandbox-demo-1", "kinds": [],
+            "repositories": ["/home/alice/src/app"], "init_flags": [],
+            "prefix": "/opt/agent-sandbox", "policy": repository.STARTER_POLICY}
+    assert filters.agent_sandbox_bundle_parts([part])["early_steps"] == bundle["early_steps"]
     roles = Path(__file__).resolve().parents[2] / "roles"
-    assert "agent_sandbox_repo_steps" in (roles / "sandbox_agents/tasks/agents.yml").read_text()
+    assert "agent_sandbox_bundle_parts" in (roles / "sandbox_agents/tasks/agents.yml"
+                                            ).read_text()
     assert "agent_sandbox_service_steps" in (roles / "sandbox_runtime/tasks/bundle.yml"
                                              ).read_text()
     for tasks in roles.glob("*/tasks/*.yml"):  # no role carries its own service shell

@@ -75,8 +75,12 @@ def test_the_three_front_ends_render_the_same_unit(tmp_path: Path) -> None:
                                       .read_text())[f"{role}_artifact_kinds"])
              for role in ("sandbox_runtime", "sandbox_linux", "sandbox_agents")}
     assert [r for r, k in kinds.items() if "web-unit" in k] == ["sandbox_runtime"]
-    tasks = (REPO / "roles" / "sandbox_runtime" / "tasks" / "web.yml").read_text()
-    assert "'web-unit'" in tasks and "ansible.builtin.systemd_service" in tasks
+    # started under systemd by the bundle's step, the same for both front ends
+    from agent_sandbox.deploy.host_steps import unit_steps
+
+    (step,) = unit_steps([{"target": contract.WEB_UNIT, "kind": "web-unit"}])
+    assert step["argv"][-1] == contract.WEB_UNIT.rsplit("/", 1)[-1]
+    assert step["after_change"] == {"targets": [contract.WEB_UNIT], "args": ["restart"]}
 
 
 @pytest.mark.parametrize("web", [

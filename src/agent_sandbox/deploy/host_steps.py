@@ -11,7 +11,10 @@ through the ``agent_sandbox_steps`` filter, the pyinfra deploy directly.
 - ``late_steps``: ``sandbox install apparmor-profile`` for the rendered profile
   and ``sandbox install proxy-service`` for each proxy unit, after every file; a
   proxy changes nothing when its unit and settings did not, and is restarted
-  when the runtime was upgraded by the same call (``after_upgrade``).
+  when the runtime was upgraded by the same call (``after_upgrade``); then the
+  systemd units that only need to be enabled and running (the web approvals
+  service, the scheduled jobs' timers), reloaded and restarted when the same call
+  rewrote their files (``after_change``). A host without systemd keeps the files.
 """
 
 from __future__ import annotations
@@ -24,6 +27,20 @@ from agent_sandbox import contract
 from agent_sandbox.repo_layout import SANDBOX
 
 PREFIX = "/opt/agent-sandbox"
+# kinds whose systemd units are only enabled and started (a timer starts its service)
+STARTED_KINDS = ("web-unit", "drift-schedule", "pull-schedule")
+# enable and start a unit under systemd; `restart` after its files changed
+UNIT_SCRIPT = """[ -d /run/systemd/system ] || { echo unchanged; exit 0; }
+if [ "${2:-}" = restart ]; then
+  systemctl daemon-reload && systemctl enable --quiet "$1" && systemctl restart "$1" && echo changed
+  exit
+fi
+if systemctl is-enabled --quiet "$1" && systemctl is-active --quiet "$1"; then
+  echo unchanged
+else
+  systemctl daemon-reload && systemctl enable --quiet "$1" && systemctl start "$1" && echo changed
+fi
+"""
 
 
 def sandbox_command(prefix: str = PREFIX) -> str:
@@ -63,4 +80,20 @@ def service_steps(artifacts: Iterable[Mapping[str, Any]], *, prefix: str = PREFI
                           "--supervisor", supervisor, "--log-dir", log_dir],
                  "after_upgrade": ["--restart"]}
                 for a in arts if a["kind"] == "systemd-unit"]
+    return out + unit_steps(arts)
+
+
+def unit_steps(artifacts: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each web approvals unit and scheduled job's timer enabled and started under
+    systemd, restarted when the call rewrote any file of its kind (the timer or
+    the service it starts)."""
+    arts = [a for a in artifacts if a["kind"] in STARTED_KINDS]
+    out = []
+    for a in arts:
+        name = os.path.basename(str(a["target"]))
+        if a["kind"] != "web-unit" and not name.endswith(".timer"):
+            continue
+        mates = [str(b["target"]) for b in arts if b["kind"] == a["kind"]]
+        out.append({"name": f"start {name}", "argv": ["/bin/sh", "-c", UNIT_SCRIPT, "sh", name],
+                    "after_change": {"targets": mates, "args": ["restart"]}})
     return out

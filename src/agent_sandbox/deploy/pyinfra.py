@@ -92,11 +92,6 @@ def agent_sandbox(inventory_dir: str, install_runtime: bool = False,
               dest=listed, user="root", group="root", mode="0600")
     server.shell(name="Install the host's bundle",
                  commands=[f"python3 -I {shlex.quote(INSTALLER)} {shlex.quote(listed)}"])
-    for art in artifacts.values():
-        if install_runtime and (art.kind == "web-unit" or (
-                art.kind in SCHEDULE_KINDS and art.target.endswith(".timer"))):
-            server.shell(name=f"Run {os.path.basename(art.target)}",
-                         commands=[web_service_command(art)])
 
 
 def host_bundle(artifacts: dict[str, Artifact], facts: Any, spec: Any, *,
@@ -131,18 +126,6 @@ def host_bundle(artifacts: dict[str, Artifact], facts: Any, spec: Any, *,
 def installer_source() -> bytes:
     """The installer's own file, uploaded to each host and run by its Python."""
     return Path(rendered_files.__file__).read_bytes()
-
-
-SCHEDULE_KINDS = ("drift-schedule", "pull-schedule")  # render.schedules: their timers run
-
-
-def web_service_command(unit: Artifact) -> str:
-    """Enable and start the web approvals unit, or a scheduled job's timer, under
-    systemd (what the Ansible role's ``systemd_service`` tasks do); a host without
-    systemd keeps the file only."""
-    name = shlex.quote(os.path.basename(unit.target))
-    return (f"if [ -d /run/systemd/system ]; then systemctl daemon-reload && "
-            f"systemctl enable {name} && systemctl restart {name}; fi")
 
 
 def _runtime(wheelhouse: str | None, prefix: str) -> dict[str, Any]:

@@ -431,33 +431,56 @@ def _run(argv: list[str], what: str) -> str:
     return proc.stdout
 
 
-def _steps(items: list[dict[str, Any]], upgraded: bool) -> list[dict[str, Any]]:
+def _steps(items: list[dict[str, Any]], upgraded: bool,
+           changed_targets: set[str]) -> list[dict[str, Any]]:
     """Run each step; its last output line says ``changed`` or ``unchanged``. A step
-    whose ``unless_exist`` paths all exist is done (not run). A step
-    with ``after_upgrade`` arguments runs again with them when the runtime was
-    installed by this call and the step changed nothing (a restart onto new code)."""
+    whose ``unless_exist`` paths all exist is done (not run). A step whose
+    ``after_change`` targets this call changed runs with those arguments instead
+    (a unit file rewritten: reload and restart). A step with ``after_upgrade``
+    arguments runs again with them when the runtime was installed by this call
+    and the step changed nothing (a restart onto new code)."""
     out = []
     for item in items:
         if item.get("unless_exist") and all(os.path.lexists(p) for p in item["unless_exist"]):
             out.append({"name": item["name"], "changed": False})  # done before
             continue
-        lines = _run(item["argv"], item["name"]).splitlines()
+        argv = list(item["argv"])
+        when = item.get("after_change") or {}
+        if changed_targets & set(when.get("targets") or ()):
+            argv += when.get("args") or []
+        lines = _run(argv, item["name"]).splitlines()
         changed = bool(lines) and lines[-1] == "changed"
         if upgraded and not changed and item.get("after_upgrade"):
-            _run([*item["argv"], *item["after_upgrade"]], item["name"])
+            _run([*argv, *item["after_upgrade"]], item["name"])
             changed = True
         out.append({"name": item["name"], "changed": changed})
     return out
+
+
+def _missing_packages(names: list[str]) -> list[str]:
+    """The packages dpkg does not list as installed (all of them where there is no
+    dpkg: the caller's package manager decides)."""
+    if not names:
+        return []
+    try:
+        proc = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${db:Status-Abbrev}\\n",
+                               *names], capture_output=True, text=True, check=False)
+    except OSError:
+        return list(names)
+    installed = {line.split(" ", 1)[0].split(":", 1)[0] for line in proc.stdout.splitlines()
+                 if line.split(" ", 1)[-1].startswith("ii")}
+    return [n for n in names if n not in installed]
 
 
 def install_bundle(params: dict[str, Any], check: bool, diff: bool) -> dict[str, Any]:
     """A host's whole bundle in one call, in this order: folders, the runtime (a
     virtualenv from the wheelhouse archive, when its stamp differs), ``files``,
     ``early_steps``, ``late_files`` (files a step's first run would otherwise
-    overwrite: ``sandbox init`` in a repository), links, ``late_steps``. With a
-    runtime whose archive is not on the host yet, only the folders are made and
-    ``needs_archive`` is returned (the caller sends it, then calls again). In
-    check mode nothing runs and nothing is written. A failure after something
+    overwrite: ``sandbox init`` in a repository), links, ``late_steps``. With
+    ``packages`` not all installed (``needs_packages``) or a runtime whose archive
+    is not on the host yet (``needs_archive``), only the folders are made and what
+    is needed is returned (the caller installs the packages or sends the archive,
+    then calls again). In check mode nothing runs and nothing is written. A failure after something
     changed raises ``Written`` with what did."""
     root: str = params["root"]
     runtime: dict[str, Any] = params.get("runtime") or {}
@@ -466,11 +489,16 @@ def install_bundle(params: dict[str, Any], check: bool, diff: bool) -> dict[str,
         Plan(item, root, params["owner"], params["group"], params["home_user_owns_files"])
     upgrade = bool(runtime) and not _runtime_current(runtime, root)
     changes: list[dict[str, str]] = _folders(params.get("folders") or [], root, check)
+    missing = _missing_packages(params.get("packages") or [])
+    if check:
+        changes += [{"target": name, "change": "package installed"} for name in missing]
+    needs_archive = False
     if upgrade and not check:
         prefix = (root.rstrip("/") + runtime["prefix"]) if root else runtime["prefix"]
-        if _sha256_file(os.path.join(prefix, "wheelhouse.tar")) != runtime["sha256"]:
-            return {"changed": bool(changes), "needs_archive": True, "changes": changes,
-                    "steps": []}
+        needs_archive = _sha256_file(os.path.join(prefix, "wheelhouse.tar")) != runtime["sha256"]
+    if (missing and not check) or needs_archive:
+        return {"changed": bool(changes), "needs_archive": needs_archive,
+                "needs_packages": missing, "changes": changes, "steps": []}
     steps: list[dict[str, Any]] = []
 
     def done() -> list[str]:
@@ -485,7 +513,8 @@ def install_bundle(params: dict[str, Any], check: bool, diff: bool) -> dict[str,
         files = install(params, check, diff)
         changes += files["changes"]
         if not check:
-            steps += _steps(params.get("early_steps") or [], upgrade)
+            steps += _steps(params.get("early_steps") or [], upgrade,
+                            {c["target"] for c in changes})
         more = install(late, check, diff)
         changes += more["changes"]
         files["folders_created"] += more["folders_created"]
@@ -493,7 +522,8 @@ def install_bundle(params: dict[str, Any], check: bool, diff: bool) -> dict[str,
             files["diff"] += more["diff"]
         changes += _links(params.get("links") or [], root, check)
         if not check:
-            steps += _steps(params.get("late_steps") or [], upgrade)
+            steps += _steps(params.get("late_steps") or [], upgrade,
+                            {c["target"] for c in changes})
     except Written as exc:
         raise Written(str(exc), done() + exc.written) from None
     except (Refused, OSError, StepFailed) as exc:
@@ -501,7 +531,7 @@ def install_bundle(params: dict[str, Any], check: bool, diff: bool) -> dict[str,
             raise
         raise Written(str(exc), done()) from None
     return {**files, "changed": bool(changes) or any(s["changed"] for s in steps),
-            "changes": changes, "steps": steps, "needs_archive": False}
+            "changes": changes, "steps": steps, "needs_archive": False, "needs_packages": []}
 
 
 DEFAULTS: dict[str, Any] = {"root": "", "owner": "root", "group": "",
