@@ -33,19 +33,26 @@ from ansible.errors import AnsibleFilterError
 _PROJECT_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
 
 
-def _import_renderer() -> Any:
+def import_project(name: str) -> Any:
+    """A module of the agent-sandbox package: installed in the Python that runs
+    Ansible, or else from this checkout's ``src/``."""
+    import importlib
+
     try:
-        from agent_sandbox import fleet
+        return importlib.import_module(name)
     except ImportError:
         if os.path.isdir(_PROJECT_SRC) and _PROJECT_SRC not in sys.path:
             sys.path.insert(0, os.path.abspath(_PROJECT_SRC))
         try:
-            from agent_sandbox import fleet
+            return importlib.import_module(name)
         except ImportError as exc:
             raise AnsibleFilterError(
                 "agent-sandbox is not importable on the controller: install it into the "
                 f"Python that runs Ansible ({sys.executable}): {exc}") from None
-    return fleet
+
+
+def _import_renderer() -> Any:
+    return import_project("agent_sandbox.fleet")
 
 
 _FLEETS: dict[str, Any] = {}

@@ -17,28 +17,26 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import sys
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-_PROJECT_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
 STATUSES = ("passed", "failed", "waived", "waiver-expired")
 
 
 def _junit() -> Any:
-    try:
-        from agent_sandbox.hostcheck import junit
-    except ImportError:
-        if os.path.isdir(_PROJECT_SRC) and _PROJECT_SRC not in sys.path:
-            sys.path.insert(0, os.path.abspath(_PROJECT_SRC))
-        try:
-            from agent_sandbox.hostcheck import junit
-        except ImportError as exc:
-            raise AnsibleFilterError(
-                "agent-sandbox is not importable on the controller: install it into the "
-                f"Python that runs Ansible ({sys.executable}): {exc}") from None
-    return junit
+    """``agent_sandbox.hostcheck.junit``, found as the renderer's filters find the
+    package (their ``import_project``, from the file beside this one)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "agent_sandbox_filters", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                              "agent_sandbox.py"))
+    if spec is None or spec.loader is None:
+        raise AnsibleFilterError("agent-sandbox's filters are not beside this plugin")
+    filters = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(filters)
+    return filters.import_project("agent_sandbox.hostcheck.junit")
 
 
 def parse_report(text: Any) -> tuple[dict[str, Any] | None, str]:

@@ -304,7 +304,9 @@ def test_missing_packages_come_first_and_a_changed_file_restarts_its_unit(tmp_pa
               packages=["coreutils", "agent-sandbox-no-such-package"])
     assert out["needs_packages"] == ["agent-sandbox-no-such-package"] and out["steps"] == []
     assert not (tmp_path / "root/etc/unit.timer").exists()
-    report = "import sys; print('restarted' if sys.argv[1:] else 'kept'); print('changed')"
+    log = tmp_path / "calls"
+    report = (f"import sys; open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '|'); "
+              "print('changed')")
     unit = step("start unit.timer", report,
                 after_change={"targets": ["/etc/unit.timer"], "args": ["restart"]})
     out = run(tmp_path, [item("/etc/unit.timer", b"[Timer]\n")], late_steps=[unit],
@@ -312,6 +314,8 @@ def test_missing_packages_come_first_and_a_changed_file_restarts_its_unit(tmp_pa
     assert out["needs_packages"] == [] and out["steps"] == [
         {"name": "start unit.timer", "changed": True}]
     assert out["changes"] == [{"target": "/etc/unit.timer", "change": "created"}]
+    run(tmp_path, [item("/etc/unit.timer", b"[Timer]\n")], late_steps=[unit])
+    assert log.read_text() == "restart||"  # restarted when its file changed, not after
     # in check mode a missing package is reported, with the rest of the comparison
     out = run(tmp_path, [item("/etc/unit.timer", b"[Timer]\nX=1\n")], check=True,
               packages=["agent-sandbox-no-such-package"])
