@@ -6,6 +6,7 @@ namespace), on and off as the spec says; golden files for each form."""
 from __future__ import annotations
 
 import plistlib
+import shlex
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -62,6 +63,10 @@ def test_linux_units_run_verify_drift_and_ansible_pull() -> None:
             "-U https://git.example.com/fleet.git -C laptops -d /var/lib/agent-sandbox/pull "
             "-i inventories/laptops playbooks/linux.yml --limit lap-linux"
             ) in units["agent-sandbox-pull.service"].splitlines()
+    # the drift check after every pull, whatever its outcome: the host reports
+    assert f"ExecStopPost={python} -I -m agent_sandbox verify --drift" in \
+        units["agent-sandbox-pull.service"].splitlines()
+    assert "ExecStopPost" not in units["agent-sandbox-drift.service"]
     assert "OnUnitInactiveSec=1800s" in units["agent-sandbox-pull.timer"].splitlines()
     for name, text in units.items():
         _golden(f"schedules/{name}", text.encode())
@@ -90,10 +95,15 @@ def test_macos_launch_daemons() -> None:
     assert drift["StartInterval"] == 3600 and drift["RunAtLoad"] is False
     assert "UserName" not in drift  # root's, as the record it writes must be
     pull = docs["/Library/LaunchDaemons/com.agent-sandbox.pull.plist"]
-    assert pull["ProgramArguments"][:3] == ["/opt/agent-sandbox/venv/bin/ansible-pull", "-U",
-                                            PULL["repository"]]
-    assert "playbooks/macos.yml" in pull["ProgramArguments"]
-    assert pull["ProgramArguments"][-2:] == ["--limit", "lap-macos"]
+    # the pull, then the drift check whatever the pull's outcome (the host reports)
+    shell, flag, script = pull["ProgramArguments"]
+    assert (shell, flag) == ("/bin/sh", "-c")
+    first, then = script.split("; exec ")
+    assert shlex.split(first)[:3] == ["/opt/agent-sandbox/venv/bin/ansible-pull", "-U",
+                                      PULL["repository"]]
+    assert "playbooks/macos.yml" in shlex.split(first)
+    assert shlex.split(first)[-2:] == ["--limit", "lap-macos"]
+    assert shlex.split(then) == drift["ProgramArguments"]
     assert pull["StartInterval"] == 1800
     for target, content in scheduled(s, "macos").items():
         _golden("schedules/" + target.rsplit("/", 1)[1], content)
@@ -118,6 +128,10 @@ def test_windows_scheduled_tasks() -> None:
     assert pull.findtext("t:Actions/t:Exec/t:Arguments", namespaces=NS) == (
         "-U https://git.example.com/fleet.git -C laptops -d C:/ProgramData/agent-sandbox/pull "
         "-i inventories/laptops playbooks/windows.yml --limit lap-windows")
+    runs = pull.findall("t:Actions/t:Exec", NS)
+    assert len(runs) == 2 and runs[1].findtext("t:Arguments", namespaces=NS) == \
+        "-I -m agent_sandbox verify --drift"
+    assert len(drift.findall("t:Actions/t:Exec", NS)) == 1
     for target, content in scheduled(s, "windows").items():
         _golden("schedules/" + target.rsplit("/", 1)[1], content)
 

@@ -57,7 +57,9 @@ def pull_argv(pull: Pull, facts: HostFacts) -> list[str]:
 
 
 def _jobs(spec: Spec, facts: HostFacts) -> list[tuple[str, str, float, list[str]]]:
-    """(name, kind, every, argv) of each job this host runs."""
+    """(name, kind, every, argv) of each job this host runs. A pull is followed by a
+    drift check whatever the pull's outcome (``then_argv``), so a pulling host
+    reports as a pushed one does: in its audit, ``sandbox status`` and serve."""
     section = getattr(spec.platforms, facts.os, None)
     if section is None:
         return []
@@ -79,13 +81,20 @@ _UNIT = {"drift": contract.DRIFT_UNIT, "pull": contract.PULL_UNIT}
 _LABEL = {"drift": contract.DRIFT_LABEL, "pull": contract.PULL_LABEL}
 
 
-def systemd_units(job: str, every: float, argv: list[str]) -> tuple[bytes, bytes]:
-    """The job's service and timer."""
+def then_argv(job: str, facts: HostFacts) -> list[str]:
+    """What runs after the job, however it ended: the drift check after a pull."""
+    return drift_argv(facts) if job == "pull" else []
+
+
+def systemd_units(job: str, every: float, argv: list[str],
+                  then: list[str] | None = None) -> tuple[bytes, bytes]:
+    """The job's service and timer (``then`` as the service's ExecStopPost)."""
     name = _UNIT[job].rsplit("/", 1)[1]
     seconds = int(every)
     after = "network-online.target" if job == "pull" else "local-fs.target"
     service = render_template("linux/agent-sandbox-scheduled.service.j2", unit=name,
-                              description=_DESCRIPTION[job], argv=argv, after=after)
+                              description=_DESCRIPTION[job], argv=argv, after=after,
+                              then=then or [])
     timer = render_template("linux/agent-sandbox-scheduled.timer.j2", unit=name,
                             description=_DESCRIPTION[job], every=seconds,
                             delay=min(seconds // 10, 300))
@@ -95,9 +104,15 @@ def systemd_units(job: str, every: float, argv: list[str]) -> tuple[bytes, bytes
 # ------------------------------------------------------------------------ macOS
 
 
-def launchd_plist(job: str, every: float, argv: list[str]) -> bytes:
-    """The job as a LaunchDaemon: root, every ``every`` seconds, never at load."""
+def launchd_plist(job: str, every: float, argv: list[str],
+                  then: list[str] | None = None) -> bytes:
+    """The job as a LaunchDaemon: root, every ``every`` seconds, never at load
+    (``then`` after it through ``/bin/sh``: the spec's values need no quoting)."""
     log = f"{contract.HOST_AUDIT_DIR}/{job}.log"
+    if then:
+        import shlex
+
+        argv = ["/bin/sh", "-c", f"{shlex.join(argv)}; exec {shlex.join(then)}"]
     doc = {"Label": _LABEL[job], "ProgramArguments": argv, "StartInterval": int(every),
            "EnvironmentVariables": {"PATH": LAUNCHD_PATH},
            "RunAtLoad": False, "ProcessType": "Background", "WorkingDirectory": "/",
@@ -133,7 +148,7 @@ def _windows_quote(arg: str) -> str:
     return f'"{arg}"' if " " in arg else arg
 
 
-def task_xml(job: str, every: float, argv: list[str]) -> bytes:
+def task_xml(job: str, every: float, argv: list[str], then: list[str] | None = None) -> bytes:
     """The job as a Scheduled Task (Task Scheduler schema 1.2): SYSTEM, repeating
     every ``every`` seconds from the time it is registered, one instance at a time."""
     ET.register_namespace("", TASK_NS)
@@ -159,9 +174,11 @@ def task_xml(job: str, every: float, argv: list[str]) -> bytes:
         _sub(settings, tag, value)
     actions = _sub(task, "Actions")
     actions.set("Context", "System")
-    run = _sub(actions, "Exec")
-    _sub(run, "Command", argv[0].replace("/", "\\"))
-    _sub(run, "Arguments", " ".join(_windows_quote(a) for a in argv[1:]))
+    for command in (argv, then or []):  # the actions run one after the other
+        if command:
+            run = _sub(actions, "Exec")
+            _sub(run, "Command", command[0].replace("/", "\\"))
+            _sub(run, "Arguments", " ".join(_windows_quote(a) for a in command[1:]))
     ET.indent(task)
     data: bytes = ET.tostring(task, encoding="UTF-8", xml_declaration=True)
     return data + b"\n"
@@ -176,11 +193,14 @@ def task_target(facts: HostFacts, job: str) -> str:
 
 def render(spec: Spec, facts: HostFacts) -> Iterable[Artifact]:
     for job, kind, every, argv in _jobs(spec, facts):
+        then = then_argv(job, facts)
         if facts.os == "linux":
-            service, timer = systemd_units(job, every, argv)
+            service, timer = systemd_units(job, every, argv, then)
             yield Artifact(_UNIT[job] + ".service", service, 0o644, kind)
             yield Artifact(_UNIT[job] + ".timer", timer, 0o644, kind)
         elif facts.os == "macos":
-            yield Artifact(launchd_target(job), launchd_plist(job, every, argv), 0o644, kind)
+            yield Artifact(launchd_target(job), launchd_plist(job, every, argv, then), 0o644,
+                           kind)
         elif facts.os == "windows":
-            yield Artifact(task_target(facts, job), task_xml(job, every, argv), 0o644, kind)
+            yield Artifact(task_target(facts, job), task_xml(job, every, argv, then), 0o644,
+                           kind)
