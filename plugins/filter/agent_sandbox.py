@@ -13,10 +13,10 @@ not in ``agent_sandbox.contract.ARTIFACT_KINDS`` fails the task),
 ``agent_sandbox_dirs`` (the parent folders to create, with owners),
 ``agent_sandbox_init_flags`` (``sandbox init`` flags for the enabled agents),
 ``agent_sandbox_repo_steps`` and ``agent_sandbox_service_steps`` (the host steps the
-bundle runs: ``agent_sandbox.deploy.host_steps``, as the pyinfra deploy lists them)
+bundle runs: ``agent_sandbox.deploy.host_steps``, as the pyinfra deploy lists them),
 ``agent_sandbox_bundle_parts`` (the roles' parts of a host's bundle, rendered in one
-task), ``agent_sandbox_wheelhouse`` (the wheelhouse, built where its source changed, with its
-archive's SHA-256) and ``agent_sandbox_file_sha256`` (of a controller file).
+task) and ``agent_sandbox_wheelhouse`` (the wheelhouse, built where its source
+changed, with its archive's SHA-256).
 
 These filters never touch a host and never fall back to partial output: any
 spec or inventory problem fails the task with the renderer's own message.
@@ -211,25 +211,10 @@ def agent_sandbox_wheelhouse(project_dir: str, out_dir: str, build: bool = True)
     out = Path(str(out_dir))
     try:
         changed = wheelhouse.build(Path(str(project_dir)), out) if build else False
+        digest = wheelhouse.archive_sha256(out)
     except (OSError, RuntimeError) as exc:
         raise AnsibleFilterError(f"agent-sandbox could not build the wheelhouse: {exc}") from None
-    archive = out / wheelhouse.ARCHIVE
-    return {"changed": changed, "archive": str(archive),
-            "sha256": agent_sandbox_file_sha256(str(archive))}
-
-
-def agent_sandbox_file_sha256(path: str) -> str:
-    """SHA-256 of a file on the controller."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    try:
-        with open(str(path), "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                digest.update(chunk)
-    except OSError as exc:
-        raise AnsibleFilterError(f"agent_sandbox_file_sha256: {exc}") from None
-    return digest.hexdigest()
+    return {"changed": changed, "archive": str(out / wheelhouse.ARCHIVE), "sha256": digest}
 
 
 class FilterModule:
@@ -244,7 +229,6 @@ class FilterModule:
             "agent_sandbox_dirs": agent_sandbox_dirs,
             "agent_sandbox_repo_steps": agent_sandbox_repo_steps,
             "agent_sandbox_service_steps": agent_sandbox_service_steps,
-            "agent_sandbox_file_sha256": agent_sandbox_file_sha256,
             "agent_sandbox_wheelhouse": agent_sandbox_wheelhouse,
             "agent_sandbox_bundle_parts": agent_sandbox_bundle_parts,
         }

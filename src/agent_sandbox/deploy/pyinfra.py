@@ -132,8 +132,6 @@ def _runtime(wheelhouse: str | None, prefix: str) -> dict[str, Any]:
     """The system packages and the controller's wheelhouse on the host (see
     deploy.wheelhouse); the installer makes the virtualenv from it when the one
     installed differs."""
-    import hashlib
-
     from pyinfra.facts.server import Which
     from pyinfra.operations import apt
 
@@ -148,5 +146,4 @@ def _runtime(wheelhouse: str | None, prefix: str) -> dict[str, Any]:
     files.directory(name=f"Folder {prefix}", path=prefix, present=True, mode="0755")
     files.put(name="Copy the wheelhouse", src=str(out / wh.ARCHIVE),
               dest=f"{prefix}/wheelhouse.tar", mode="0644")
-    digest = hashlib.sha256((out / wh.ARCHIVE).read_bytes()).hexdigest()
-    return {"prefix": prefix, "python": "python3", "sha256": digest}
+    return {"prefix": prefix, "python": "python3", "sha256": wh.archive_sha256(out)}

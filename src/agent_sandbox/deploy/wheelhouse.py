@@ -120,6 +120,16 @@ def build(project: Path, out: Path) -> bool:
     return True
 
 
+def archive_sha256(out: Path) -> str:
+    """The SHA-256 of the wheelhouse's archive (what a host's install is stamped with)."""
+    from agent_sandbox.install.rendered_files import sha256_file
+
+    digest = sha256_file(str(out / ARCHIVE))
+    if digest is None:
+        raise RuntimeError(f"{out / ARCHIVE} is missing: build the wheelhouse first")
+    return digest
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the offline wheelhouse for fleet hosts.")
     parser.add_argument("--project", required=True, help="the agent-sandbox source tree")

@@ -356,7 +356,8 @@ def _links(items: list[dict[str, Any]], root: str, check: bool) -> list[dict[str
     return changes
 
 
-def _sha256_file(path: str) -> str | None:
+def sha256_file(path: str) -> str | None:
+    """A file's SHA-256, read in chunks; None when it is missing."""
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
@@ -390,7 +391,7 @@ def _runtime_install(runtime: dict[str, Any], root: str) -> None:
     """The virtualenv from the wheelhouse archive (offline), then the stamp."""
     prefix = (root.rstrip("/") + runtime["prefix"]) if root else runtime["prefix"]
     archive = os.path.join(prefix, "wheelhouse.tar")
-    if _sha256_file(archive) != runtime["sha256"]:
+    if sha256_file(archive) != runtime["sha256"]:
         raise Refused(f"{archive}: missing or not the wheelhouse asked for")
     venv, house = os.path.join(prefix, "venv"), os.path.join(prefix, "wheelhouse")
     pip = [os.path.join(venv, "bin", "python3"), "-m", "pip", "install", "-q",
@@ -495,7 +496,7 @@ def install_bundle(params: dict[str, Any], check: bool, diff: bool) -> dict[str,
     needs_archive = False
     if upgrade and not check:
         prefix = (root.rstrip("/") + runtime["prefix"]) if root else runtime["prefix"]
-        needs_archive = _sha256_file(os.path.join(prefix, "wheelhouse.tar")) != runtime["sha256"]
+        needs_archive = sha256_file(os.path.join(prefix, "wheelhouse.tar")) != runtime["sha256"]
     if (missing and not check) or needs_archive:
         return {"changed": bool(changes), "needs_archive": needs_archive,
                 "needs_packages": missing, "changes": changes, "steps": []}
