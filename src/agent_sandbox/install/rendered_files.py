@@ -204,6 +204,11 @@ def _text(data: bytes | None) -> str:
         return "(binary)\n"
 
 
+def under_root(root: str, path: str) -> str:
+    """``path`` below the stand-in root (itself when the root is ``/``)."""
+    return (root.rstrip("/") + path) if root else path
+
+
 class Plan:
     """What one file should be, checked before anything is written."""
 
@@ -213,7 +218,7 @@ class Plan:
         if not target.startswith("/") or os.path.normpath(target) != target:
             raise Refused(f"{target}: not a normalised absolute path")
         self.target = target
-        self.path = (root.rstrip("/") + target) if root else target
+        self.path = under_root(root, target)
         try:
             self.data = base64.b64decode(item["content_b64"], validate=True)
         except ValueError:
@@ -299,7 +304,7 @@ def _folders(items: list[dict[str, Any]], root: str, check: bool) -> list[dict[s
         path = _absolute(item["path"])
         uid, gid = _ids(item.get("owner") or "root", item.get("group") or "")
         mode = int(item.get("mode") or "0755", 8)
-        full = (root.rstrip("/") + path) if root else path
+        full = under_root(root, path)
         fd = walk.open(full, uid, gid, mode, create=not check)
         if fd is None:
             changes.append({"target": path, "change": "folder created"})
@@ -329,7 +334,7 @@ def _links(items: list[dict[str, Any]], root: str, check: bool) -> list[dict[str
     changes = []
     for item in items:
         path, want = _absolute(item["path"]), item["target"]
-        full = (root.rstrip("/") + path) if root else path
+        full = under_root(root, path)
         dfd = Walk().open(os.path.dirname(full), 0, 0, 0o755, create=not check)
         if dfd is None:
             changes.append({"target": path, "change": "link created"})
@@ -372,7 +377,7 @@ RUNTIME_STAMP = "wheelhouse.installed"  # the wheelhouse's SHA-256 (and extras) 
 
 
 def _runtime_current(runtime: dict[str, Any], root: str) -> bool:
-    prefix = (root.rstrip("/") + runtime["prefix"]) if root else runtime["prefix"]
+    prefix = under_root(root, runtime["prefix"])
     try:
         with open(os.path.join(prefix, RUNTIME_STAMP), encoding="ascii") as fh:
             stamp = fh.read().strip()
@@ -389,7 +394,7 @@ def _stamp(runtime: dict[str, Any]) -> str:
 
 def _runtime_install(runtime: dict[str, Any], root: str) -> None:
     """The virtualenv from the wheelhouse archive (offline), then the stamp."""
-    prefix = (root.rstrip("/") + runtime["prefix"]) if root else runtime["prefix"]
+    prefix = under_root(root, runtime["prefix"])
     archive = os.path.join(prefix, "wheelhouse.tar")
     if sha256_file(archive) != runtime["sha256"]:
         raise Refused(f"{archive}: missing or not the wheelhouse asked for")
@@ -495,7 +500,7 @@ def install_bundle(params: dict[str, Any], check: bool, diff: bool) -> dict[str,
         changes += [{"target": name, "change": "package installed"} for name in missing]
     needs_archive = False
     if upgrade and not check:
-        prefix = (root.rstrip("/") + runtime["prefix"]) if root else runtime["prefix"]
+        prefix = under_root(root, runtime["prefix"])
         needs_archive = sha256_file(os.path.join(prefix, "wheelhouse.tar")) != runtime["sha256"]
     if (missing and not check) or needs_archive:
         return {"changed": bool(changes), "needs_archive": needs_archive,
