@@ -22,7 +22,8 @@ END = "<!-- end of the triggers table -->"
 WHERE = {"any": "any depth", "home": "home", "git-dir": "every git folder",
          "python": "Python start-up", "cwd-module": "imported from the working folder",
          "env": "the file the variable names", "env-path": "relative PATH entries",
-         "git-user-key": "the user's git configuration"}
+         "git-user-key": "the user's git configuration",
+         "named": "judged by what surrounds it when written"}
 
 
 def _cell(text: str) -> str:

@@ -96,6 +96,10 @@ GIT_PATH_KEYS: tuple[str, ...] = (
     "core.hookspath", "core.fsmonitor", "core.sshcommand", "core.editor", "core.pager",
     "core.askpass", "core.attributesfile", "core.excludesfile", "include.path",
     "sequence.editor", "diff.external", "gpg.program", "credential.helper",
+    # drivers and commands named per subsection (``filter.<name>.clean``) or per
+    # command (``pager.log``, ``alias.x = !cmd``): ``gitmeta._config_key``
+    "filter.clean", "filter.smudge", "filter.process", "diff.textconv", "diff.command",
+    "merge.driver", "difftool.cmd", "mergetool.cmd", "pager", "alias",
 )
 
 # Entries that belong to the repository whose work tree holds them: git reads

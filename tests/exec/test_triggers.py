@@ -98,6 +98,19 @@ PROOFS: dict[str, Proof] = {
                        setup=f"{REPO} && git config core.hooksPath .husky"),
     "git-hook": Proof(hook(".git/hooks/pre-commit"), "git commit -q --allow-empty -m u",
                       setup=REPO),
+    "pre-commit-config": Proof(
+        "printf 'repos:\\n- repo: local\\n  hooks:\\n  - id: x\\n    name: x\\n    entry: "
+        "touch {M}\\n    language: system\\n    pass_filenames: false\\n    always_run: true\\n' "
+        "> .pre-commit-config.yaml && git add .pre-commit-config.yaml",
+        "git commit -q --allow-empty -m u", ("pre-commit",),
+        setup=f"{REPO} && echo 'repos: []' > .pre-commit-config.yaml && git add -A && "
+              "git commit -qm c && pre-commit install"),
+    "git-filter-driver": Proof(
+        f"{hook('tools/clean.sh')} && echo cat >> tools/clean.sh && touch a.txt",
+        "git status --short", setup=f"{REPO} && mkdir tools && printf '#!/bin/sh\\ncat\\n' > "
+        "tools/clean.sh && chmod +x tools/clean.sh && echo '*.txt filter=tidy' > .gitattributes"
+        " && echo hello > a.txt && git config filter.tidy.clean ./tools/clean.sh && git add -A "
+        "&& git commit -qm i"),
     "git-relative-hookspath": Proof(f"mkdir -p .githooks && {hook('.githooks/pre-commit')}",
                                     "git commit -q --allow-empty -m u",
                                     setup=f"git config --global core.hooksPath .githooks && "
@@ -136,6 +149,11 @@ PROOFS: dict[str, Proof] = {
                     "$( (printf '%s\\n' \"$PWD/.envrc\"; cat .envrc) | sha256sum | cut -c1-64)",
                     "direnv exec . true", ("direnv",), home=True,
                     setup="echo 'export A=1' > .envrc && direnv allow ."),
+    "direnv-named": Proof("echo 'touch {M}' > .envrc.local", "direnv exec . true", ("direnv",),
+                          setup="printf 'PATH_add bin\\nsource_env_if_exists .envrc.local\\n' "
+                                "> .envrc && direnv allow ."),
+    "venv-program": Proof(hook(".venv/bin/git"), ". .venv/bin/activate && git --version",
+                          ("python3",), setup="python3 -m venv --without-pip .venv"),
     "npm-npmrc": Proof(f"{hook('evil.sh')} && echo \"script-shell=$PWD/evil.sh\" > .npmrc",
                        "npm test --silent", ("npm",),
                        setup="echo '{\"scripts\": {\"test\": \"echo ok\"}}' > package.json"),
@@ -179,6 +197,20 @@ PROOFS: dict[str, Proof] = {
 
 # more forms of the entries above (what an attacker tried next): each run the same way
 VARIANTS: dict[str, Proof] = {
+    "direnv-path-add": Proof(f"mkdir -p bin && {hook('bin/git')}", "direnv exec . git --version",
+                             ("direnv",), setup="printf 'PATH_add bin\\n' > .envrc && "
+                                                "direnv allow ."),
+    "venv-pip-conf": Proof(f"{hook('evilpy')} && printf '[global]\\npython = %s/evilpy\\n' "
+                           "\"$PWD\" > .venv/pip.conf", ".venv/bin/pip --version",
+                           ("python3",), setup="python3 -m venv .venv"),
+    "venv-package-code": Proof(
+        "f=$(echo .venv/lib/python3*/site-packages/pip/_internal/cli/main.py) && "
+        "{ echo \"open('{M}', 'w')\"; cat $f; } > m.tmp && mv m.tmp $f",
+        ".venv/bin/pip --version", ("python3",), setup="python3 -m venv .venv"),
+    "venv-site-before-pyvenv": Proof(
+        "d=.venv/lib/python3.$(python3 -c 'import sys; print(sys.version_info[1])')/"
+        "site-packages && mkdir -p $d && echo \"import os; open('{M}', 'w')\" > $d/zz.pth",
+        "python3 -m venv --without-pip .venv && .venv/bin/python -c pass", ("python3",)),
     "hg-hgrc-not-shared": Proof("printf '[hooks]\\npre-status = touch {M}\\n' > "
                                 ".hg/hgrc-not-shared", "hg status", ("hg",),
                                 setup="hg init ."),

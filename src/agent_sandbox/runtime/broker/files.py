@@ -35,8 +35,11 @@ from agent_sandbox import protected
 from ..bwrap import gitmeta
 from . import gitfolders, gitwrites
 from .at_calls import caller_id, chmod_at, holds, path_of, renameat2
+from .envrc import Envrc
+from .handed import Fd, Later
 from .judge import PYCACHE, Judge
 from .made import Made, mark, marked
+from .reached import Reached
 from .refused import Refused
 from .surroundings import Surroundings
 from .target import (
@@ -64,32 +67,7 @@ AT_EMPTY_PATH = 0x1000
 RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
 
 
-class Fd:
-    """An open file the broker hands to the caller."""
-
-    __slots__ = ("cloexec", "fd")
-
-    def __init__(self, fd: int, cloexec: bool) -> None:
-        self.fd, self.cloexec = fd, cloexec
-
-
-class Later:
-    """An open that may wait (a FIFO): made by ``open`` in a thread of its own."""
-
-    __slots__ = ("cloexec", "flags", "folder", "name")
-
-    def __init__(self, folder: int, name: str, flags: int, cloexec: bool) -> None:
-        self.folder, self.name, self.flags, self.cloexec = folder, name, flags, cloexec
-
-    def open(self) -> Fd:
-        try:
-            return Fd(os.open(self.name, self.flags | os.O_NOFOLLOW | os.O_NOCTTY
-                              | os.O_CLOEXEC, dir_fd=self.folder), self.cloexec)
-        finally:
-            os.close(self.folder)
-
-
-class Files:
+class Files(Reached):
     """The handlers of one run (its judge, what it made, its own umask)."""
 
     def __init__(self, judge: Judge, own_umask: int) -> None:
@@ -97,6 +75,7 @@ class Files:
         self.made = Made()
         self.own_umask = own_umask
         self.around = Surroundings(judge.home)
+        self.envrc = Envrc()
         # an approved command's tree (``pinned.Pin``), and the files this run created
         # or opened for writing: its own to read back as they are now
         self.pin: Pin | None = None
@@ -112,14 +91,17 @@ class Files:
             return False
 
     def _check(self, t: Target, place: Place, *, moved: os.stat_result | None = None,
-               leaving: bool = False) -> None:
+               leaving: bool = False, removing: bool = False) -> None:
         """Refuse changing the name at ``place`` (created, written, replaced, moved or
         removed); ``moved``: the folder a rename brings there or takes away;
-        ``leaving``: the name is removed or moved away (bytecode caches may go)."""
+        ``leaving``: the name is removed or moved away (bytecode caches may go);
+        ``removing``: removed (unlinked), which plants nothing: a protected name
+        of the tree (not the home folder's, not ``denyWrite``) may go."""
         path = place.path
-        why = self.judge.protected(path)
+        why = self.judge.protected(path, removing=removing)
         if why and not self._repository_own(place):
             raise Refused(why)
+        self._venv(t, place)
         root = f"/proc/{t.pid}/root"
         top = self.judge.repository(path)
         container = self.judge.git_container(path)
@@ -146,7 +128,8 @@ class Files:
             if not mine:
                 raise Refused(f"{path} is git metadata of {container}, which this run did "
                               "not create (what git runs there is not the sandbox's to change)")
-            why = None if leaving else gitwrites.rule_for(path, container)
+            why = None if leaving else gitwrites.rule_for(
+                path, container, moved is not None and not stat.S_ISREG(moved.st_mode))
             if why:
                 raise Refused(why)
         kind = self.judge.python_start(path)
@@ -239,7 +222,7 @@ class Files:
             why = gitwrites.rule_for(path, gitdir)
             if why:
                 raise Refused(why)
-        why = self.around.named_by_git(path)
+        why = self.around.named_by_git(path) or self.envrc.named(path, self._top(path) or path)
         if why:
             raise Refused(why)
         site = self.around.imported_at_start(path)
@@ -268,6 +251,7 @@ class Files:
         folder that decides it (``Judge.python_start``)."""
         if kind == "v" and not holds(place.folder, "pyvenv.cfg"):
             return
+        self._site_outside_venv(place)
         decider = place.folder
         if kind in ("c", "m", "u"):
             decider = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=place.folder)
@@ -302,7 +286,7 @@ class Files:
 
     def _place(self, t: Target, dirfd: int, address: int, *, follow: bool) -> Place:
         path = absolute(t, fd_arg(dirfd), os.fsdecode(t.string(address)))
-        return locate(t, path, follow=follow)
+        return self._reach(t, path, follow=follow)
 
     def _mode(self, t: Target, mode: int) -> tuple[int, int | None]:
         """The mode to create with, and the mode to set after (where this process's
@@ -354,6 +338,8 @@ class Files:
                 why = self.judge.protected(where)
                 if why:
                     raise Refused(why)
+                if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
+                    self._existing(t, where)  # written: as an open of that file by name
             return Fd(t.reopen(alias, flags & ~(os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW)
                                | os.O_NOCTTY), cloexec)
         if flags & _O_TMPFILE == _O_TMPFILE:  # an unnamed file in that folder
@@ -368,7 +354,7 @@ class Files:
             finally:
                 place.close()
         excl = bool(flags & os.O_CREAT) and bool(flags & os.O_EXCL)
-        place = locate(t, path, follow=not (flags & os.O_NOFOLLOW or excl))
+        place = self._reach(t, path, follow=not (flags & os.O_NOFOLLOW or excl))
         try:
             before = place.lstat()
             if before is None and not flags & os.O_CREAT:
@@ -397,6 +383,8 @@ class Files:
             if self.pin is not None and before is not None and flags & os.O_ACCMODE == \
                     os.O_RDWR and not flags & os.O_TRUNC:  # it reads what is there now
                 self.pin.check(place.path, before, self.written)
+            becomes = before is None and place.name in gitfolders.MARKS and \
+                not gitfolders.is_git_folder(place.folder)
             fd = os.open(place.name, flags | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, want,
                          dir_fd=place.folder)
             st = os.fstat(fd)
@@ -405,6 +393,12 @@ class Files:
                 self._record(place, os.fstat(fd))
                 if fix is not None:
                     os.fchmod(fd, fix)
+            if becomes:
+                try:
+                    self._republish(place)
+                except Refused:
+                    os.close(fd)
+                    raise
             return Fd(fd, cloexec)
         finally:
             place.close()
@@ -479,6 +473,8 @@ class Files:
                flags: int) -> int:
         if flags & RENAME_WHITEOUT:
             raise OSError(errno.EPERM, "whiteouts need a capability")
+        if flags & RENAME_EXCHANGE:  # as a file system without it answers: callers fall back
+            raise OSError(errno.EINVAL, "exchanging two names is not supported here")
         src = self._place(t, olddirfd, old, follow=False)
         try:
             dst = self._place(t, newdirfd, new, follow=False)
@@ -498,10 +494,6 @@ class Files:
                 if why:
                     raise Refused(why)
                 self._exposes(src, dst, moved)
-                if flags & RENAME_EXCHANGE and replaced is not None:
-                    self._check(t, src, moved=replaced)
-                    self._check(t, dst, moved=replaced)
-                    self._exposes(dst, src, replaced)
                 if dst.name in gitwrites.CONFIGS and self._git_meta(dst):
                     if flags:
                         raise Refused(f"{dst.path}: a configuration is published by rename alone")
@@ -511,11 +503,16 @@ class Files:
                     self.made.drop(replaced)
                     self.made.add(published)
                     return 0
+                was_git = stat.S_ISDIR(moved.st_mode) or gitfolders.is_git_folder(dst.folder)
                 renameat2(src, dst, flags)
-                if replaced is not None and not flags & RENAME_EXCHANGE:
+                if replaced is not None:
                     self.made.drop(replaced)
                 self.made.moved(src.path, dst.path)
                 self._git_folder(dst, moved)
+                if stat.S_ISDIR(moved.st_mode) and dst.name == ".git":
+                    self._republish(dst, inside=True)
+                elif not was_git and dst.name in gitfolders.MARKS:
+                    self._republish(dst)
                 return 0
             finally:
                 dst.close()
@@ -528,7 +525,8 @@ class Files:
             st = place.lstat()
             if st is None:
                 raise OSError(errno.ENOENT, "no such file")
-            self._check(t, place, moved=st if stat.S_ISDIR(st.st_mode) else None, leaving=True)
+            self._check(t, place, moved=st if stat.S_ISDIR(st.st_mode) else None, leaving=True,
+                        removing=True)
             not_a_mount(place)
             if flags & AT_REMOVEDIR:
                 os.rmdir(place.name, dir_fd=place.folder)
@@ -587,9 +585,7 @@ class Files:
         judged; reached through a descriptor of the broker's own on that very file)."""
         path = t.fd_path(fd_of_caller)
         if path.startswith("/"):
-            why = self.judge.protected(path)
-            if why:
-                raise Refused(why)
+            self._existing(t, path)
         fd = t.reopen(fd_of_caller, os.O_PATH)
         try:
             act(path_of(fd))

@@ -30,7 +30,7 @@ from .surroundings import looks_like_git_dir
 from .target import Place
 
 _META = frozenset(name for name, _, _ in protected.GIT_EXECUTABLE)
-_MARKS = frozenset(gitmeta.GIT_DIR_MARKS)
+MARKS = frozenset(gitmeta.GIT_DIR_MARKS)
 _GIT = protected.GIT_DIR
 # where git keeps objects, refs and logs: links allowed (``git clone`` of a local path)
 _STORE = frozenset({"objects", "refs", "logs", "info", "lfs", "rr-cache", "packed-refs"})
@@ -43,14 +43,14 @@ def by_reference(place: Place) -> str | None:
     name = place.name
     if _GIT in parts[:-1]:
         rest = parts[parts.index(_GIT) + 1:]
-        if name in _META or name in _MARKS or "hooks" in rest[:-1]:
+        if name in _META or name in MARKS or "hooks" in rest[:-1]:
             return f"{place.path} is git metadata: it is made by writing it (judged), never linked"
         if rest[0] in ("modules", "worktrees") and not _STORE.intersection(rest[1:]):
             return (f"{place.path} is where git looks for a submodule's or worktree's git folder: "
                     "never a link")
     if place.folder < 0:
         return None
-    if (name in _META or name in _MARKS) and looks_like_git_dir(place.folder):
+    if (name in _META or name in MARKS) and looks_like_git_dir(place.folder):
         return (f"{place.path} is git metadata of {place.parent}: it is made by writing "
                 "it, never linked")
     if place.parent.rsplit("/", 1)[-1] == "hooks":
@@ -67,7 +67,7 @@ def becomes_git_dir(place: Place) -> str | None:
     """Why the mark about to appear at ``place`` may not: its folder, not yet a git
     folder, holds what host git would run. (Paths are the host's: the writable
     roots are bound at their own paths.)"""
-    if place.name not in _MARKS or place.folder < 0 or looks_like_git_dir(place.folder):
+    if place.name not in MARKS or place.folder < 0 or looks_like_git_dir(place.folder):
         return None
     return judged(place.parent, place.parent)
 
@@ -80,8 +80,8 @@ def moved_git_dir(src: Place, dst: Place) -> str | None:
     except OSError:
         return None
     try:
-        if not looks_like_git_dir(fd):
-            return None
+        if dst.name != _GIT and not looks_like_git_dir(fd):
+            return None  # a folder named .git is one for git, whatever it holds yet
     finally:
         os.close(fd)
     return judged(src.path, dst.path)
@@ -110,3 +110,10 @@ def rewrites(place: Place, existing: os.stat_result | None, git_meta: bool) -> s
     if existing is None or place.name != "commondir" or not git_meta:
         return None
     return f"{place.path} exists: a worktree's commondir is written once, never rewritten"
+
+
+def is_git_folder(folder: int) -> bool:
+    """Whether git takes the folder open at ``folder`` for a git folder already
+    (a mark in it, or its name ``.git``)."""
+    return looks_like_git_dir(folder) or os.readlink(f"/proc/self/fd/{folder}").endswith(
+        "/" + _GIT)

@@ -28,11 +28,14 @@ CONFIGS = ("config", "config.worktree")
 _HOOKS = "hooks"
 
 
-def rule_for(path: str, container: str) -> str | None:
+def rule_for(path: str, container: str, brought: bool = False) -> str | None:
     """Why writing ``path``, git metadata of the git folder ``container`` the run
     made, is refused whatever is written (None: allowed, or judged by content
-    through ``publish``)."""
+    through ``publish``). ``brought``: a folder or link moved there, with what it
+    holds (a ``hooks`` folder so brought would bring programs git runs)."""
     rest = path[len(container.rstrip("/")) + 1:]
+    if rest == _HOOKS and brought:
+        return f"{path}: a folder moved in as hooks would bring programs git runs"
     if rest == _HOOKS or not rest.startswith(_HOOKS + "/"):
         if rest == "commondir" and "/worktrees/" not in container:
             return f"{path}: a repository's commondir (git reads its configuration from there)"
@@ -79,3 +82,44 @@ def publish(src: Place, dst: Place) -> tuple[str | None, os.stat_result | None]:
     os.rename(tmp, dst.name, src_dir_fd=dst.folder, dst_dir_fd=dst.folder)
     os.unlink(src.name, dir_fd=src.folder)
     return None, published
+
+
+def republish(folder: int, where: str) -> str | None:
+    """The configuration files of the folder open at ``folder`` (``where``), which has
+    just become a git folder, replaced by copies of their text, judged: a descriptor
+    the command opened before now writes a file no git reads. Why one could not be
+    kept (it is removed then), or None."""
+    for name in CONFIGS:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         dir_fd=folder)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return f"{where}/{name} cannot be read ({exc.strerror})"
+        try:
+            st = os.fstat(fd)
+            data = b""
+            while stat.S_ISREG(st.st_mode) and len(data) <= gitmeta.READ_LIMIT and \
+                    (chunk := os.read(fd, 1 << 16)):
+                data += chunk
+        finally:
+            os.close(fd)
+        why = "not a file" if not stat.S_ISREG(st.st_mode) else (
+            "too large to judge" if len(data) > gitmeta.READ_LIMIT else
+            gitmeta.config_text_why(data, "configuration", where))
+        if why:
+            os.unlink(name, dir_fd=folder)
+            return f"{where}/{name}: {why} (what host git would run); removed"
+        tmp = f".{name}.sandbox-{os.getpid()}-{st.st_ino}"
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                      0o600, dir_fd=folder)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view):]
+            os.fchmod(out, stat.S_IMODE(st.st_mode))
+        finally:
+            os.close(out)
+        os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    return None

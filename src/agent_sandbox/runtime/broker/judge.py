@@ -76,8 +76,9 @@ class Judge:
             self._home_by_first.setdefault(e.split("/")[0], []).append(
                 (posixpath.join(self.home, e), k))
         # what marks a folder as a project's or a virtualenv's root (not to be moved)
-        self.root_names = (_GIT, "pyvenv.cfg", *dict.fromkeys(
-            e.split("/")[0] for e, _, _ in protected.ANY_DEPTH))
+        # (a repository or virtualenv made in its place would be taken for it; the
+        # protected set's other names cannot be made again anywhere)
+        self.root_names = (_GIT, "pyvenv.cfg")
         self.deny_write = tuple(deny_write)
         # paths the planner keeps from being created (the runtime's own, the tools on
         # PATH, what a git configuration names): each with everything below it
@@ -90,9 +91,13 @@ class Judge:
     def in_roots(self, path: str) -> bool:
         return any(under(path, r) for r in self.roots)
 
-    def protected(self, path: str) -> str | None:
+    def protected(self, path: str, removing: bool = False) -> str | None:
         """Why writing ``path`` (creating, changing, moving or removing it) is refused,
-        or None. The git metadata rule is ``git_container``'s."""
+        or None. The git metadata rule is ``git_container``'s. ``removing``: the
+        name is removed, which plants nothing: the names the protected set keeps
+        at any depth of the tree may go (``rm -rf node_modules`` with a package's
+        ``.vscode`` in it); the home folder's entries, ``denyWrite`` and the
+        runtime's own paths may not."""
         base = next((o for o in self.opened if under(path, o)), None)
         if under(path, self.home) and path != self.home:
             first = path[len(self.home.rstrip("/")) + 1:].split("/", 1)[0]
@@ -108,7 +113,7 @@ class Judge:
             return None
         parts = path.strip("/").split("/")
         start = len(base.strip("/").split("/")) if base not in (None, "/") else 0
-        for i, part in enumerate(parts):
+        for i, part in enumerate(() if removing else parts):
             if i < start:
                 continue
             for entry, kind in self.multi.get(part, ()):
@@ -116,7 +121,7 @@ class Judge:
                 got = parts[i:i + len(want)]
                 if got == want and (kind == "d" or len(parts) == i + len(want)):
                     return f"/{'/'.join(parts[:i + len(want)])} is protected ({entry})"
-        if self.shadows:
+        if self.shadows and not removing:
             head, _, name = path.rpartition("/")
             for rel, names in self.shadows:
                 if name in names and (rel == "." or head.endswith("/" + rel)):

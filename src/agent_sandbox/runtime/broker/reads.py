@@ -27,7 +27,7 @@ import os
 import posixpath
 import stat
 
-from .files import Fd, Later
+from .handed import Fd, Later
 from .notify import open_in_root
 from .refused import Refused
 from .target import absolute, fd_alias

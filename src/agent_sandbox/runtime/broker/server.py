@@ -19,7 +19,8 @@ import ctypes
 import errno
 import os
 
-from .files import Fd, Files, Later
+from .files import Files
+from .handed import Fd, Later
 from .judge import Judge
 from .notify import OPEN_WRITE_FLAGS, SYSCALLS, Listener, Notification
 from .reads import open_for_reading

@@ -103,13 +103,20 @@ def _path_entries(data: bytes) -> list[tuple[str, str]]:
     return out
 
 
+_PER_SUBSECTION = frozenset({"credential", "filter", "diff", "merge", "difftool", "mergetool",
+                             "gpg"})
+
+
 def _config_key(full: str) -> str:
-    """``includeif.gitdir:x.path`` -> ``include.path``; ``core.x`` unchanged."""
+    """``includeif.gitdir:x.path`` -> ``include.path``; ``filter.x.clean`` ->
+    ``filter.clean``; ``pager.log`` -> ``pager``; ``core.x`` unchanged."""
     section, _, rest = full.partition(".")
     if section in ("include", "includeif"):
         return "include.path" if full.endswith(".path") else full
-    if "." in rest and section in ("credential",):
+    if "." in rest and section in _PER_SUBSECTION:
         return f"{section}.{rest.rsplit('.', 1)[-1]}"
+    if section in ("pager", "alias"):
+        return section
     return full
 
 

@@ -1,0 +1,102 @@
+"""What an ``.envrc`` names: files direnv reads and folders it puts on ``PATH``.
+
+direnv runs a folder's allowed ``.envrc`` on every ``cd`` into it (the name is
+protected everywhere: ``triggers.json``). What that file names is run as well,
+though its name is the user's choice: ``source_env .envrc.local``, ``dotenv``
+(``.env`` by default: it can set ``LD_PRELOAD`` or ``PATH``), ``PATH_add bin``
+(every program there shadows one the user runs), ``layout python`` (its
+``.direnv`` virtualenv on ``PATH``), ``use nix`` and ``use flake`` (the nix files
+are evaluated). ``Envrc.named`` finds, when a call writes a path, the
+``.envrc`` files of the folders above it and refuses what they name.
+
+Not named here: ``layout node`` puts ``node_modules/.bin`` on ``PATH``, which
+``npm install`` writes; a user with it trusts what packages install there.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+
+from ..bwrap.globs import under
+
+ENVRC = ".envrc"
+_READ_LIMIT = 1 << 16
+# command -> the arguments that name paths (slice), and the path when none is given
+_COMMANDS: dict[str, tuple[slice, tuple[str, ...]]] = {
+    "source_env": (slice(1, 2), ()), "source_env_if_exists": (slice(1, 2), ()),
+    "dotenv": (slice(1, 2), (".env",)), "dotenv_if_exists": (slice(1, 2), (".env",)),
+    "PATH_add": (slice(1, None), ()), "path_add": (slice(2, None), ()),
+    "load_prefix": (slice(1, 2), ()),
+}
+_USES = {"nix": ("shell.nix", "default.nix"), "flake": ("flake.nix", "flake.lock")}
+
+
+def names(text: str) -> list[str]:
+    """The paths (relative to the ``.envrc``'s folder, or absolute) a ``.envrc``'s
+    text names (pure). A line the shell would not split is skipped."""
+    import shlex  # only where an .envrc is read (the launcher's start stays light)
+
+    out: list[str] = []
+    for line in text.splitlines():
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:
+            continue
+        if not words:
+            continue
+        cmd = words[0]
+        if cmd in _COMMANDS:
+            which, default = _COMMANDS[cmd]
+            out += [w for w in words[which] if not w.startswith("-")] or list(default)
+        elif cmd == "layout" and len(words) > 1 and words[1].startswith("python"):
+            out.append(".direnv")
+        elif cmd == "use" and len(words) > 1 and words[1] in _USES:
+            out += [w for w in words[2:3]] or list(_USES[words[1]])
+    return [_plain(w) for w in out if _plain(w)]
+
+
+def _plain(word: str) -> str:
+    for prefix in ("$PWD/", "${PWD}/", "./"):
+        if word.startswith(prefix):
+            return word[len(prefix):] or "."
+    return "" if word.startswith(("$", "~")) else word
+
+
+class Envrc:
+    """The ``.envrc`` files above written paths, read once per identity."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[tuple[int, ...], list[str]]] = {}
+
+    def named(self, path: str, top: str) -> str | None:
+        """Why an ``.envrc`` in a folder from ``path``'s up to ``top`` names ``path``."""
+        at = posixpath.dirname(path)
+        while under(at, top):
+            envrc = posixpath.join(at, ENVRC)
+            for named in self._names(envrc, at):
+                if under(path, named):
+                    return f"{path} is named by {envrc} (direnv runs or reads what is there)"
+            if at == top or at == "/":
+                return None
+            at = posixpath.dirname(at)
+        return None
+
+    def _names(self, envrc: str, folder: str) -> list[str]:
+        try:
+            fd = os.open(envrc, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return []
+        try:
+            st = os.fstat(fd)
+            ident = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+            cached = self._cache.get(envrc)
+            if cached is not None and cached[0] == ident:
+                return cached[1]
+            data = os.read(fd, _READ_LIMIT)
+        finally:
+            os.close(fd)
+        found = [posixpath.normpath(posixpath.join(folder, n)) for n in
+                 names(data.decode("utf-8", "replace"))]
+        self._cache[envrc] = (ident, found)
+        return found

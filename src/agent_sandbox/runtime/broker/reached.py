@@ -1,0 +1,157 @@
+"""What a call reaches besides the name it gives, judged as that name is.
+
+The broker judges a call by the place it names (``files.Files._check``); a call
+can also reach a file another way, and each of those ways is judged here as a
+write of what it reaches:
+
+- a link followed at the last name: writing through ``.git/hooks/pre-commit``
+  to the script it links to writes the hook, so the link's own name is judged
+  too (``_reach``);
+- a descriptor of the caller's opened again for writing (``/proc/self/fd/N``)
+  or changed through (``fchmod``): judged as the file it leads to, by name
+  (``_existing``);
+- a folder that becomes a git folder (renamed to ``.git``, or a mark such as
+  ``HEAD`` made in it): its configuration republished as judged copies, so a
+  descriptor opened before, when it was an ordinary file, writes a file no git
+  reads (``_republish``);
+- a name inside a virtualenv no sandboxed run made: everything in it is what its
+  interpreter, ``pip`` and ``activate`` run, not only its start-up (``_venv``);
+  and a site folder's start-up made before its virtualenv is: ``python3 -m venv``
+  made there later keeps what the folder holds (``_site_outside_venv``).
+
+``Files`` inherits these; the decisions they call are its own.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from agent_sandbox import protected
+
+from . import gitwrites
+from .at_calls import holds
+from .refused import Refused
+from .target import Place, Target, locate
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .judge import Judge
+
+_VENV_NAMES = frozenset({".venv", "venv", "env", ".env", "virtualenv", ".virtualenv"})
+
+
+class Reached:
+    """The routes above, for ``files.Files`` (which gives the decisions)."""
+
+    judge: Judge
+
+    def _check(self, t: Target, place: Place, *, moved: os.stat_result | None = None,
+               leaving: bool = False, removing: bool = False) -> None:
+        raise NotImplementedError
+
+    def _sandboxed_path(self, path: str, dir_fd: int | None = None) -> bool:
+        raise NotImplementedError
+
+    def _git_meta(self, place: Place) -> bool:
+        raise NotImplementedError
+
+    def _reach(self, t: Target, path: str, *, follow: bool) -> Place:
+        """``locate``, each link followed at the last name judged as a write of its
+        own name: writing through ``.git/hooks/pre-commit`` to the script it links
+        to writes the hook."""
+        for _ in range(40):
+            place = locate(t, path, follow=False)
+            st = place.lstat() if follow else None
+            if st is None or not stat.S_ISLNK(st.st_mode):
+                return place
+            try:
+                self._check(t, place)
+                link = os.readlink(place.name, dir_fd=place.folder)
+            finally:
+                place.close()
+            path = link if link.startswith("/") else place.parent.rstrip("/") + "/" + link
+        raise OSError(errno.ELOOP, "too many levels of symbolic links")
+
+    def _republish(self, place: Place, *, inside: bool = False) -> None:
+        """A folder just became a git folder (``place`` names its mark, or, ``inside``,
+        the folder itself): its configuration republished (``gitwrites.republish``)."""
+        folder = os.open(place.name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, dir_fd=place.folder) if inside else place.folder
+        try:
+            why = gitwrites.republish(folder, place.path if inside else place.parent)
+        finally:
+            if inside:
+                os.close(folder)
+        if why:
+            raise Refused(why)
+
+    def _top(self, path: str) -> str | None:
+        """The writable root ``path`` is in (the deepest), or None."""
+        return max((r for r in self.judge.roots if path.startswith(r.rstrip("/") + "/")),
+                   key=len, default=None)
+
+    def _venv(self, t: Target, place: Place) -> None:
+        """Refuse changing anything inside a virtualenv (a folder holding
+        ``pyvenv.cfg``) that no sandboxed run made: its programs, packages and
+        settings are what its interpreter, ``pip`` and ``activate`` run."""
+        path = place.path
+        top = self._top(path)
+        if top is None:
+            return
+        root = f"/proc/{t.pid}/root"
+        at = path.rsplit("/", 1)[0]
+        while at.startswith(top) and len(at) >= len(top):
+            if os.path.lexists(f"{root}{at}/pyvenv.cfg"):
+                if not self._sandboxed_path(root + at):
+                    raise Refused(f"{path} is inside the virtualenv {at}, which no sandboxed "
+                                  "run made (what its interpreter and activate run)")
+                return
+            if at == top:
+                return
+            at = at.rsplit("/", 1)[0] or "/"
+
+    def _existing(self, t: Target, path: str) -> None:
+        """Refuse writing the file at ``path`` (reached through a descriptor of the
+        caller's) unless writing it by name would be allowed."""
+        place = locate(t, path, follow=False)
+        try:
+            self._check(t, place)
+            if place.name in gitwrites.CONFIGS and self._git_meta(place):
+                raise Refused(f"{place.path} is written in place: git writes its "
+                              "configuration through a lock file, whose text is judged")
+        finally:
+            place.close()
+
+    def _site_outside_venv(self, place: Place) -> None:
+        """Refuse Python start-up in a site folder (``lib/pythonX.Y/site-packages``,
+        ``Lib/site-packages``) whose virtualenv root holds no ``pyvenv.cfg`` yet, where
+        a user makes virtualenvs: a root named as they are named (``.venv``, ``venv``)
+        or at the top of a project. (pip's isolated build environments, prefixes
+        with a site folder and no ``pyvenv.cfg``, live in temporary folders.)"""
+        parts = place.parent.rsplit("/", 3)
+        if parts[-1] not in protected.PYTHON_SITE_DIRS or place.folder < 0:
+            return
+        up = "../.." if parts[-2] == "Lib" else "../../.."
+        if parts[-2] != "Lib" and not (parts[-2].startswith("python") and
+                                       parts[-3] in ("lib", "lib64")):
+            return
+        try:
+            root = os.open(up, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=place.folder)
+        except OSError:
+            return
+        try:
+            if os.path.lexists(f"/proc/self/fd/{root}/pyvenv.cfg"):
+                return
+            name = os.readlink(f"/proc/self/fd/{root}").rsplit("/", 1)[-1]
+            above = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root)
+            try:
+                project = any(holds(above, m) for m in protected.PROJECT_MARKERS)
+            finally:
+                os.close(above)
+            if project or name in _VENV_NAMES:
+                raise Refused(f"{place.path} is Python start-up of a site folder outside any "
+                              "virtualenv (one made there later would run it)")
+        finally:
+            os.close(root)
