@@ -259,6 +259,12 @@ def actions_journal_dir(home: str) -> str:
     return os.path.join(user_state_dir(home), "leases")
 
 
+def layers_dir(home: str) -> str:
+    """The gVisor backend's private layers (``runtime/containers/layer.py``): what a
+    run wrote, before it is published into the tree."""
+    return os.path.join(user_state_dir(home), "layers")
+
+
 def web_dir(home: str) -> str:
     """``sandbox serve``'s private folder: the approvers' bearer token (``token``, 0600)."""
     return os.path.join(user_state_dir(home), "web")
@@ -271,12 +277,14 @@ def private_paths(home: str) -> list[str]:
     approvers' bearer token: whoever holds it approves. The warm podman service's
     Docker API socket: whoever reaches it runs containers as this user (root, for a
     rootful podman). The keys that sign audit checkpoints: the repositories' (in the
-    user's state), the host's, and those of the log runs write to (beside it)."""
+    user's state), the host's, and those of the log runs write to (beside it). The
+    gVisor backend's layers: what a run wrote before it is judged."""
     keys = {os.path.join(user_state_dir(home), AUDIT_KEYS), os.path.join(HOST_STATE_DIR,
                                                                          AUDIT_KEYS),
             os.path.join(os.path.dirname(os.path.abspath(default_audit_dir(home))), AUDIT_KEYS)}
     return [os.path.abspath(mcp_resident_dir(home)), os.path.abspath(broker_dir(home)),
             os.path.abspath(web_dir(home)), os.path.abspath(podman_service_dir(home)),
+            os.path.abspath(layers_dir(home)),
             *sorted(os.path.abspath(k) for k in keys)]
 
 

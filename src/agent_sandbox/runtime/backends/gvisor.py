@@ -8,9 +8,16 @@ podman's start, about a second, on every run.
 
 The root filesystem is the image (``$AGENT_SANDBOX_GVISOR_IMAGE``, default
 ``localhost/agent-sandbox-base:bookworm``), read-only; the mounts come from the
-same plan as bwrap's: the writable roots read-write with the protected set and
-``denyWrite`` read-only and denied reads hidden inside them, the working
-directory read-only otherwise. Nothing else of the host is visible. The network
+same plan as bwrap's: the writable roots read-write, each through a private
+layer (``containers/layer``: an overlay whose upper layer lives outside the
+tree), with ``denyWrite`` and the runtime's own paths read-only and denied reads
+hidden inside them, the working directory read-only otherwise. Nothing else of
+the host is visible. The command changes its layers alone; after it, what it
+wrote is published into the tree, each change judged by the broker's rules
+(``broker.publish``), and the git folders it made are judged as a brokered
+run's are. Nothing is made in the tree before the run, and nothing is walked
+but the layers (and the roots for ``denyRead`` globs, which nothing here can
+judge at open). The network
 policy is bwrap's too: when the settings allow any domain, the container is
 created (not started), the egress proxy's ports are opened in its own network
 namespace (loopback only) and served from here, and gVisor uses that namespace
@@ -27,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..bwrap.owed import settle_or_refuse
@@ -46,26 +53,32 @@ from .base import OUTPUT_LIMIT, Backend
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..broker.pinned import Pin
+    from ..bwrap.placeholders import Placeholders
+    from ..containers.layer import Layers
 
 GVISOR_IMAGE = "localhost/agent-sandbox-base:bookworm"
 
 
-def gvisor_mounts(plan: Plan, cwd: str) -> list[dict[str, Any]]:
+def gvisor_mounts(plan: Plan, cwd: str, layers: Mapping[str, str] | None = None
+                  ) -> list[dict[str, Any]]:
     """Docker ``Mounts`` for a bwrap plan (pure).
 
     The container's root is the image, so only what the plan makes writable is
-    brought in (read-write), with the plan's read-only and hidden paths inside
-    it; the working directory comes in read-only when it is not writable. One
-    mount per target: the strongest operation on a path wins (deny over allow).
+    brought in (read-write): from ``layers`` (a writable root -> its private
+    layer's overlay, ``containers/layer``) where it has one, with the plan's
+    read-only and hidden paths inside it; the working directory comes in
+    read-only when it is not writable. One mount per target: the strongest
+    operation on a path wins (deny over allow).
     """
+    layers = layers or {}
     by_target: dict[str, dict[str, Any]] = {}
     roots = plan.writable_roots
     inside = [m for m in plan.mounts
               if any(m.path == r or m.path.startswith(r.rstrip("/") + "/") for r in roots)]
     for m in inside:  # plan order: shallow to deep, hide < show < rw < ro on a path
-        if m.op == "rw":
-            by_target[m.path] = {"Type": "bind", "Source": m.path, "Target": m.path,
-                                 "ReadOnly": False}
+        if m.op == "rw":  # a root, or a folder inside one: from the root's layer
+            by_target[m.path] = {"Type": "bind", "Source": _in_layer(m.path, layers),
+                                 "Target": m.path, "ReadOnly": False}
         elif m.op in ("ro", "show"):
             by_target[m.path] = {"Type": "bind", "Source": m.path, "Target": m.path,
                                  "ReadOnly": True}
@@ -94,16 +107,24 @@ def gvisor_mounts(plan: Plan, cwd: str) -> list[dict[str, Any]]:
     return [by_target[t] for t in sorted(by_target, key=lambda t: (t.count("/"), t))]
 
 
+def _in_layer(path: str, layers: Mapping[str, str]) -> str:
+    """Where ``path`` (inside a writable root) is in that root's layer, if it has one."""
+    root = max((r for r in layers if path == r or path.startswith(r.rstrip("/") + "/")),
+               key=len, default=None)
+    return path if root is None else layers[root] + path[len(root.rstrip("/")):]
+
+
 def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
                              runtime: str | None = "runsc",
                              proxy: bool = False,
-                             limits: tuple[int | None, int | None, int | None] = (None,) * 3
-                             ) -> dict[str, Any]:
+                             limits: tuple[int | None, int | None, int | None] = (None,) * 3,
+                             layers: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The docker SDK ``containers.create`` keyword arguments (pure).
 
     ``proxy``: the command may reach the egress proxy (its ports are opened from
     the host in the container's network namespace before the command starts;
-    see ``PodmanService``): it gets the proxy variables.
+    see ``PodmanService``): it gets the proxy variables. ``layers``: the
+    writable roots' private layers (``gvisor_mounts``).
     """
     from ..bwrap import argv as bwargv
 
@@ -111,7 +132,7 @@ def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
         "image": os.environ.get("AGENT_SANDBOX_GVISOR_IMAGE", GVISOR_IMAGE),
         "command": argv,
         "working_dir": cwd,
-        "mounts": gvisor_mounts(plan, cwd),
+        "mounts": gvisor_mounts(plan, cwd, layers),
         "network_mode": "none",
         **({"runtime": runtime} if runtime else {}),
         "read_only": True,
@@ -130,17 +151,85 @@ def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
     return opts
 
 
+def _plan(settings: Settings, cwd: str, home: str, placeholders: Placeholders
+          ) -> tuple[Plan, tuple[str, ...]]:
+    """The plan (under the runs' lock), as bwrap's with a broker: the protected set
+    judged by name when what the command wrote is published (``broker.publish``),
+    nothing made or walked for it; ``denyRead`` globs found by a walk (nothing
+    judges an open here). Returns the plan and the protected paths it keeps from
+    being made (the runtime's own, the tools on PATH, what git's configuration names)."""
+    from ..bwrap import fsview
+    from ..bwrap import plan as bw
+    from ..bwrap.path_entries import tool_dirs
+    from ..bwrap.run import runtime_paths
+
+    with placeholders:
+        plan = bw.plan(settings, home=home, cwd=cwd, fs=fsview.RealFs(skip=[placeholders.dir]),
+                       protect=runtime_paths(home, settings.source), tools=tool_dirs(),
+                       private=private_paths(home), brokered=True, reads_at_open=False)
+    absent = tuple(x for x, _ in plan.placeholders)
+    return bw.without(plan, set(absent) | {m.path for m in plan.mounts
+                                           if not os.path.lexists(m.path)}), absent
+
+
+def _publish(plan: Plan, settings: Settings, cwd: str, home: str, layers: Layers,
+             absent: Sequence[str], recorder: Callable[[], Callable[[dict[str, Any]], None]]
+             ) -> list[str]:
+    """What the command wrote, judged and made in the tree (``broker.publish``); the
+    git folders it made judged after, as a brokered run's are; what to say."""
+    from agent_sandbox.spec.paths import expand
+
+    from ..broker.judge import Judge
+    from ..broker.publish import Publisher
+    from ..bwrap.path_entries import path_shadows
+    from ..bwrap.sweep import quarantine
+
+    judge = Judge(layers.roots, home, [expand(r, home=home, cwd=cwd)
+                                       for r in settings.filesystem.deny_write],
+                  (), absent, shadows=path_shadows())
+    publisher = Publisher(judge, layers.since_ns)
+    for root in layers.roots:
+        publisher.publish(layers.upper(root), root)
+    notes = [f"sandbox: refused: {why}\n" for _, why in publisher.refused]
+    if publisher.refused:
+        with contextlib.suppress(Exception):
+            record = recorder()
+            for path, why in publisher.refused:
+                record({"event_kind": "write_refused", "path": path, "reason": why,
+                        "published": False})
+    _, said = quarantine(layers.roots, {}, home, recorder=recorder,
+                         repos=publisher.made.repos)
+    return notes + said
+
+
+def _prepare(settings: Settings, cwd: str, home: str, placeholders: Placeholders,
+             said: list[str]) -> tuple[Plan, tuple[str, ...], Layers]:
+    """The owed sweeps settled, the plan, and the writable roots' layers mounted (the
+    layers of gVisor runs killed before publishing kept first)."""
+    from ..bwrap.placeholders import run_alive
+    from ..containers import layer
+
+    try:
+        settle_or_refuse(placeholders, None, said.append)  # as bwrap's start does
+        plan, absent = _plan(settings, cwd, home, placeholders)
+        roots = [w for w in plan.writable_roots if os.path.isdir(w)]
+        base = layer.layers_dir(home, roots)
+        said += layer.settle(base, run_alive(placeholders.runs))
+        layers = layer.Layers(base, os.path.basename(placeholders.record), roots)
+        layers.mount()
+    except BaseException:
+        placeholders.cleanup()
+        raise
+    return plan, absent, layers
+
+
 def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
                timeout: float | None, capture: bool,
                output_limit: int) -> CompletedRun:
     from agent_sandbox import contract
 
-    from ..bwrap import fsview
-    from ..bwrap import plan as bw
-    from ..bwrap.path_entries import tool_dirs
     from ..bwrap.placeholders import Placeholders
-    from ..bwrap.run import runtime_paths
-    from ..bwrap.sweep import measure, owe, quarantine, spared
+    from ..bwrap.sweep import owe
     from ..settings import require_enforceable
 
     require_enforceable(settings, "gvisor")
@@ -155,51 +244,47 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
         url = service.url
     docker = import_docker(url)
     placeholders = Placeholders(contract.lock_dir(home))
-    said_late: list[str] = []
-    try:
-        settle_or_refuse(placeholders, None, said_late.append)  # as bwrap's start does
-    except BaseException:
-        placeholders.cleanup()
-        raise
-    try:
-        with placeholders:  # plan under the lock: see Placeholders
-            others = placeholders.others()
-            # the same protected set as bwrap's: the runtime's own state, lock and
-            # installation folders, and the tools on PATH below a writable root
-            plan = bw.plan(settings, home=home, cwd=cwd, fs=fsview.RealFs(),
-                           protect=runtime_paths(home, settings.source), tools=tool_dirs(),
-                           private=private_paths(home))
-            relied = [m.path for m in plan.mounts if m.path in others]
-            plan = bw.without(plan, placeholders.create(plan.placeholders, relied))
-            guarded, before = measure(plan, relied)
-    except BaseException:
-        placeholders.cleanup()
-        raise
+    said: list[str] = []
+    plan, absent, layers = _prepare(settings, cwd, home, placeholders, said)
+    merged = layers.merged
     container = None
     proxy = None
     out = bounded(output_limit)
-    close_audit: Callable[[], None] = lambda: None  # noqa: E731
-    notes = "".join(said_late).encode()
-    skip = spared(plan, guarded)
-    # owed until this run's sweep is done: a caller killed meanwhile leaves its
-    # container running under the service; the next start ends it, then sweeps
+    closes: list[Callable[[], None]] = []
+    opened: list[Callable[[dict[str, Any]], None]] = []
+
+    def recorder() -> Callable[[dict[str, Any]], None]:
+        """The audit, opened on first use (the refusals' and quarantines' records)."""
+        if not opened:
+            from ..proxy import audit_recorder
+
+            record, close = audit_recorder(contract.default_audit_dir(home))
+            opened.append(record)
+            closes.append(close)
+        return opened[0]
+
+    # owed until what the command wrote is published: a caller killed meanwhile
+    # leaves its container running under the service; the next start ends it, and
+    # the next gVisor start keeps its layers for review (``layer.settle``)
     box = f"agent-sandbox-{os.path.basename(placeholders.record).replace('.', '-')}"
     owed = ""
+    rc = 1
+    timed_out = False
     try:
         try:
             owed = owe(placeholders.dir, os.path.basename(placeholders.record), home,
-                       plan.writable_roots, before, skip, container=(url, box))
+                       [], {}, (), container=(url, box), brokered=True)
             client = docker_client(url, max(60, int(timeout or 0) + 30))
             opts = gvisor_container_options(argv, plan, cwd, proxy=wants_proxy,
                                             runtime=None if service else "runsc",
-                                            limits=settings.limits)
+                                            limits=settings.limits, layers=merged)
             container = client.containers.create(name=box, **opts)
             if wants_proxy:
-                proxy, close_audit = _gvisor_proxy(client, container, settings)
+                proxy, close_proxy_audit = _gvisor_proxy(client, container, settings)
+                closes.append(close_proxy_audit)
             container.start()
         except (docker.errors.DockerException, OSError) as exc:
             raise SandboxStartError(f"gVisor container could not start: {exc}") from None
-        timed_out = False
         try:
             if service is not None:  # podman: libpod's wait, without the 250 ms polls
                 rc = wait_exit(client, container.id, timeout)
@@ -212,21 +297,26 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
             rc = TIMED_OUT
         _logs(container, out, capture)
     finally:
+        gone = container is None
         if container is not None:
             with contextlib.suppress(Exception):
                 if service is None or not podman.remove(client, container.id):
                     container.remove(force=True)
+                gone = True
         if proxy is not None:
             proxy.stop()
-        close_audit()
-        roots = [w for w in plan.writable_roots if os.path.isdir(w)]
-        _, said = quarantine(roots, before, home, skip,
-                             lock_dir=placeholders.dir, own=placeholders.record)
-        notes += "".join(said).encode()
-        if owed:
-            with contextlib.suppress(OSError):
-                os.unlink(owed)
+        layers.unmount()
+        if gone:  # nothing writes to the layers any more
+            if container is not None:
+                said += _publish(plan, settings, cwd, home, layers, absent, recorder)
+            layers.remove()
+            if owed:
+                with contextlib.suppress(OSError):
+                    os.unlink(owed)
+        for close in closes:
+            close()
         placeholders.cleanup()
+    notes = "".join(said).encode()
     if not capture:
         os.write(2, notes)
     return completed(out, rc, time.monotonic() - started, timed_out, "gvisor", notes=notes)

@@ -227,7 +227,7 @@ def _pth_modules(fs: FsView, pth: str) -> list[tuple[str, str]]:
 def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
          protect: Sequence[str] = (), tools: Sequence[str] = (),
          opened: Sequence[str] = (), private: Sequence[str] = (),
-         brokered: bool = False) -> Plan:
+         brokered: bool = False, reads_at_open: bool = True) -> Plan:
     """The mount plan for these settings (pure given ``fs``).
 
     ``protect``: absolute paths the runtime itself keeps read-only in every
@@ -245,9 +245,13 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     are still listed (``Plan.placeholders``, refused by the broker), with no mount
     and nothing made for them, and the writable roots are not walked for the
     protected entries that exist (the broker refuses those by name and by what
-    surrounds them; the start costs the same in any tree).
+    surrounds them; the start costs the same in any tree). ``reads_at_open``
+    (with ``brokered``): the ``denyRead`` globs are judged at open too; without
+    it (a backend that judges writes after the run, ``broker.publish``, and no
+    open), they are found by a walk and hidden.
     """
     b = _Build(settings, home, cwd, fs, brokered)
+    b.reads_at_open = brokered and reads_at_open
     _writable_roots(b, protect, opened)
     judged, judged_creds = _reads(b, private)
     for w in b.writable:
@@ -284,6 +288,7 @@ class _Build:
                  brokered: bool) -> None:
         self.settings, self.home, self.cwd, self.fs = settings, home, cwd, fs
         self.brokered = brokered
+        self.reads_at_open = brokered
         self.mounts: dict[tuple[str, str], Mount] = {}
         self.placeholders: dict[str, str] = {}
         self.before: list[str] = []
@@ -371,10 +376,10 @@ def _reads(b: _Build, private: Sequence[str]) -> tuple[list[str], list[str]]:
     # with a broker, a glob is judged when a file is opened (``broker.reads``), never
     # walked for: the start costs the same in any tree, and a file that appears
     # during the run is judged like the rest
-    deny_read, judged = _judged_at_open(f.deny_read, home, cwd) if b.brokered else (
+    deny_read, judged = _judged_at_open(f.deny_read, home, cwd) if b.reads_at_open else (
         list(f.deny_read), [])
     cred_rules, judged_creds = _judged_at_open(settings.credential_files, home, cwd) \
-        if b.brokered else (list(settings.credential_files), [])
+        if b.reads_at_open else (list(settings.credential_files), [])
     for p in _concrete(deny_read, home, cwd, fs, b.search_roots):
         rp = fs.realpath(p)
         if rp == "/":
