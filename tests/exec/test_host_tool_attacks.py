@@ -607,7 +607,7 @@ def test_placeholder_never_made_through_a_planted_link(tmp_path: Path) -> None:
         seen.update(str(p) for p in victim.rglob("*"))
     _, err = proc.communicate()
     seen.update(str(p) for p in victim.rglob("*"))
-    assert not seen, f"placeholders made outside the writable root: {sorted(seen)}"
+    assert not seen, f"made outside the writable root: {sorted(seen)}"
     # nothing is made before a run any more (runtime.broker): the link refuses no start
     assert proc.returncode == 0, err
 
@@ -622,7 +622,11 @@ libc = ctypes.CDLL(None, use_errno=True)
 os.symlink(sys.argv[1], "cfg")
 open("ready", "w").close()
 while not os.path.exists("stop"):
-    libc.syscall(316, -100, b"config", -100, b"cfg", 2)  # x86_64 renameat2, EXCHANGE
+    try:  # the folder and a link to the victim, swapped by two renames (each judged)
+        os.rename("config", "cfg.tmp"); os.rename("cfg", "config")
+        os.rename("config", "cfg"); os.rename("cfg.tmp", "config")
+    except OSError:
+        pass
 """
 
 
@@ -635,12 +639,11 @@ def _strict(tmp_path: Path, work: Path) -> Path:
     return strict
 
 
-@pytest.mark.xfail(strict=False, reason="open: in one full run of the suite, folders above "
-                   "the placeholder (not the file) still appeared in the victim folder; "
-                   "placeholders._make no longer goes through the link (the next test), and "
-                   "the other creator is not found yet")
-def test_placeholder_never_made_through_a_folder_swapped_during_the_start(
+def test_nothing_is_made_outside_the_root_while_another_run_swaps_a_folder_for_a_link(
         tmp_path: Path) -> None:
+    """A run swaps a folder of the tree with a link to a folder outside it, over and
+    over, while other runs start with a ``denyWrite`` rule below that folder: no
+    start makes anything through the link (no placeholder is made at all)."""
     work, victim = tmp_path / "w", tmp_path / "victim"
     (work / "config").mkdir(parents=True)
     victim.mkdir()
@@ -664,31 +667,4 @@ def test_placeholder_never_made_through_a_folder_swapped_during_the_start(
         (work / "stop").touch()
         flipper.wait(timeout=60)
     seen.update(str(p) for p in victim.rglob("*"))
-    assert not seen, f"placeholders made outside the writable root: {sorted(seen)}"
-
-
-def test_placeholder_never_made_through_a_folder_swapped_after_it_was_checked(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same moment, made certain: the folder is swapped for the link right after
-    the check that it is no link, before anything is made in it."""
-    from agent_sandbox.runtime.bwrap import placeholders
-    from agent_sandbox.runtime.failures import SandboxStartError
-
-    work, victim = tmp_path / "w", tmp_path / "victim"
-    (work / "config").mkdir(parents=True)
-    victim.mkdir()
-    real = os.path.realpath
-
-    def checked_then_swapped(path: str, *a: object, **k: object) -> str:
-        out = real(path)
-        if path == str(work / "config") and not (work / "config.was").exists():
-            (work / "config").rename(work / "config.was")
-            (work / "config").symlink_to(victim)
-        return out
-
-    monkeypatch.setattr(placeholders.os.path, "realpath", checked_then_swapped)
-    with pytest.raises(SandboxStartError, match="changed while the sandbox was planned"):
-        placeholders._make(str(work / "config/new/dir/prod.yml"), "f")
-    monkeypatch.undo()
-    assert not list(victim.iterdir())
-    assert (work / "config").is_symlink()  # the swap did happen
+    assert not seen, f"made outside the writable root: {sorted(seen)}"

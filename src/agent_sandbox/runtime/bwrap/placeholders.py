@@ -1,22 +1,17 @@
-"""Placeholders: empty files and folders made on the host for protected names that
-do not exist yet, so that a read-only mount can sit on them for one run.
+"""The runs' records in the per-user lock folder: one a run (``runs/<id>``), locked
+for as long as the run lives, with the processes of the run (the reaper leaves
+live runs' processes alone); what says whether a run still lives
+(``run_alive``: an owed sweep, a gVisor run's layers).
 
-Each run keeps a record in the per-user lock folder (``runs/<id>``), locked for
-as long as the run lives: the placeholders it created, and the ones other runs
-created that its mounts rely on. When a run ends it removes what it created and
-what runs that died before it created, except what a live run still relies on
-(unlinking a placeholder would detach that run's read-only mount). So a run's
-placeholders are gone when it ends, whatever else is running.
+No placeholder is made any more (the broker refuses a protected name when a call
+would create it; the gVisor backend publishes what its command wrote, judged).
+Records of earlier releases may still list placeholders they made: a cleanup
+removes those, except what a live run still relies on, never anything but an
+empty file or an empty folder of the identity recorded, reached from ``/`` one
+folder at a time without following any link.
 
 The lock folder is read-only in every sandbox (``contract.state_paths``) and
 must be a private folder of this user: checked before any record in it is read.
-This module never removes anything but an empty file or an empty folder that a
-record says a run created, and only the one it created: a record holds each
-placeholder's identity (device and inode) beside its path, and removal walks the
-path from ``/`` one folder at a time without following any link, so a folder on
-the way swapped for a link (by a command that can write above a root) leads
-nowhere: what is there is left in place. Records of earlier releases hold paths
-only (``f``/``d`` entries): read still, removed through the same walk.
 
 Record entries, each ending in a NUL: ``F<dev>:<ino>:<path>`` and ``D...`` a
 file and a folder this run made, ``U...`` one it relies on (``f``, ``d``, ``u``
@@ -25,7 +20,6 @@ without the identity), ``p<pid>`` a process of the run.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import stat
@@ -37,7 +31,7 @@ from ..process import suppress
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable
 
 Ident = tuple[int, int]  # (st_dev, st_ino)
 
@@ -79,7 +73,6 @@ class Placeholders:
                              os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         self.record = ""
         self.fd = -1
-        self.created: list[tuple[str, str]] = []  # (path, kind)
 
     def __enter__(self) -> Placeholders:
         fcntl.flock(self.mutex, fcntl.LOCK_EX)
@@ -101,26 +94,6 @@ class Placeholders:
         on it goes with the file, while this run's command still runs."""
         live, _, dead = self._scan()
         return live | {e.path for _, entries in dead for e in entries}
-
-    def create(self, items: Sequence[tuple[str, str]], relied: Iterable[str] = ()) -> set[str]:
-        """Create what is missing (inside ``with``) and record it with the existing
-        placeholders this run relies on; return the ones that cannot exist (this
-        user may not create them, so neither can the sandboxed command)."""
-        if self.fd < 0:
-            raise RuntimeError("Placeholders.create outside its lock")
-        impossible: set[str] = set()
-        lines = [Entry("u", p, _identity(p)).line() for p in relied]
-        present: set[str] = set()  # folders seen to exist (most placeholders share one)
-        for path, kind in items:
-            made = _make(path, kind, present)
-            if made is None:
-                impossible.add(path)
-                continue
-            self.created += [(e.path, e.kind) for e in made]
-            lines += [e.line() for e in made]
-        if lines:
-            os.write(self.fd, os.fsencode("".join(lines)))
-        return impossible
 
     def note_pid(self, pid: int) -> None:
         """Record a process of this run (the reaper leaves live runs' processes alone)."""
@@ -275,92 +248,6 @@ def _entries(fd: int) -> list[Entry]:
 
 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _made_in(dfd: int, name: str, path: str, kind: str) -> tuple[Entry, int]:
-    """Make ``name`` in the open folder ``dfd`` (a folder for "d", an empty file
-    otherwise, never through a link); its entry, and for a folder its descriptor
-    (-1 for a file)."""
-    if kind == "d":
-        os.mkdir(name, 0o755, dir_fd=dfd)
-        fd = os.open(name, _FOLDER, dir_fd=dfd)
-    else:
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o444, dir_fd=dfd)
-    st = os.fstat(fd)
-    if kind != "d":
-        os.close(fd)
-        fd = -1
-    return Entry(kind, path, (st.st_dev, st.st_ino)), fd
-
-
-def _changed(path: str, exc: OSError) -> SandboxStartError:
-    return SandboxStartError(
-        f"a folder above the protected path {path} changed while the sandbox was planned "
-        f"({exc.strerror}); no placeholder is made through a link: run it again, or stop "
-        "what changes it")
-
-
-def _make(path: str, kind: str, present: set[str] | None = None) -> list[Entry] | None:
-    """Create a placeholder (and its missing parents: the planner asks only for
-    paths inside a writable root); what was created, with identities, or None when
-    this user may not create it (neither can the sandboxed command). ``present``:
-    folders already seen to exist, which this adds to.
-
-    Everything is made relative to the deepest folder that exists, opened from
-    ``/`` one folder at a time without following links (``below_root``), and each
-    folder made is opened the same way before anything is made in it: a folder on
-    the way swapped for a link after it was looked at (by a command still running
-    in another sandbox) refuses the start instead of leading the placeholder
-    elsewhere."""
-    present = set() if present is None else present
-    made: list[Entry] = []
-    parent = os.path.dirname(path)
-    missing = []
-    while parent != "/" and parent not in present and not os.path.lexists(parent):
-        missing.append(parent)
-        parent = os.path.dirname(parent)
-    if parent not in present:
-        try:
-            real = os.path.realpath(parent)
-        except OSError as exc:  # a link that became a folder while it was resolved
-            raise _changed(path, exc) from None
-        if real != parent:
-            # a link above it (one an earlier command may have planted): made through
-            # it, the placeholder and its folders would land wherever the link leads
-            raise SandboxStartError(
-                f"a folder above the protected path {path} is a link ({parent} leads to "
-                f"{real}); no placeholder is made through a link: remove the link, or "
-                "name the path it leads to in the settings")
-    dfd = -1
-    try:
-        dfd = open_folder("/", parent.lstrip("/"))
-        for d in reversed(missing):
-            entry, nfd = _made_in(dfd, os.path.basename(d), d, "d")
-            os.close(dfd)
-            dfd = nfd
-            made.append(entry)
-        present.update(missing)
-        present.add(parent)
-        entry, fd = _made_in(dfd, os.path.basename(path), path, kind)
-        made.append(entry)
-        if fd >= 0:
-            os.close(fd)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a folder on the way is a link now
-            raise _changed(path, exc) from None
-        if exc.errno in (errno.EPERM, errno.EACCES, errno.EROFS) and not made:
-            return None
-        raise SandboxStartError(
-            f"cannot create the protected placeholder {path}: {exc.strerror}; "
-            "make the directory writable or remove it from allowWrite"
-        ) from None
-    finally:
-        if dfd >= 0:
-            os.close(dfd)
-    return made
 
 
 def live_pids(runs_dir: str) -> set[int]:
