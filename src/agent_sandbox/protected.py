@@ -211,8 +211,9 @@ PROJECT_MARKERS: tuple[str, ...] = (".git", "pyproject.toml", "setup.py", "setup
 def stdlib_shadow(path: str) -> str | None:
     """For a module named like one of the standard library's: 't' for ``NAME.py``
     (or bytecode, an extension), 'u' for ``NAME/__init__.*``; else None. Python
-    start-up only at the top of a project (``PROJECT_MARKERS``), which the broker
-    decides when the call is made: elsewhere a package's own ``types.py`` is code."""
+    start-up only in a folder that is no package (no ``__init__.py``), where Python
+    run in it imports the module first, which the broker decides when the call is
+    made: inside a package, its own ``types.py`` is its code."""
     return {"module": "t", "package": "u"}.get(_imported_as(path, _shadowable()) or "")
 
 
@@ -220,6 +221,11 @@ _SHADOWABLE: list[frozenset[str]] = []
 # standard-library names no tool imports on its own and projects do use: a file of
 # the project's (``test.py``), never start-up
 _PROJECT_NAMES = frozenset({"test", "this", "antigravity", "idlelib", "turtledemo"})
+# modules later Pythons added that the interpreter imports on its own (3.13's REPL:
+# ``_pyrepl``, ``_colorize``): a host's python3 may be newer than the runtime's
+_NEWER = frozenset({"_pyrepl", "_colorize", "_opcode_metadata", "_interpqueues",
+                    "_interpreters", "_interpchannels", "_suggestions", "_sysconfig",
+                    "_apple_support", "annotationlib", "compression", "string"})
 
 
 def _shadowable() -> frozenset[str]:
@@ -230,7 +236,7 @@ def _shadowable() -> frozenset[str]:
         import sys
 
         _SHADOWABLE.append(frozenset(
-            m for m in sys.stdlib_module_names
+            m for m in sys.stdlib_module_names | _NEWER
             if m not in sys.builtin_module_names and not _imp.is_frozen(m)
             and m not in _PROJECT_NAMES))
     return _SHADOWABLE[0]

@@ -149,6 +149,23 @@ PROOFS: dict[str, Proof] = {
                     "$( (printf '%s\\n' \"$PWD/.envrc\"; cat .envrc) | sha256sum | cut -c1-64)",
                     "direnv exec . true", ("direnv",), home=True,
                     setup="echo 'export A=1' > .envrc && direnv allow ."),
+    "bash-completion": Proof("echo 'touch {M}' > ~/.bash_completion", "bash -i -c true",
+                             home=True, setup="cp /etc/skel/.bashrc ~/.bashrc"),
+    "less-lesskey": Proof(f"{hook('lo.sh')} && echo 'cat \"$1\"' >> lo.sh && printf "
+                          "'#env\\nLESSOPEN=|%s/lo.sh %%s\\n' \"$PWD\" > ~/.lesskey",
+                          "echo hi > f.txt && less -F f.txt </dev/null >/dev/null", ("less",),
+                          home=True),
+    "gdb-init": Proof("echo 'shell touch {M}' > ~/.gdbinit", "gdb -batch -ex quit", ("gdb",),
+                      home=True),
+    "tmux-conf": Proof("echo 'run-shell \"touch {M}\"' > ~/.tmux.conf",
+                       "tmux -S \"$PWD/s\" new-session -d 'sleep 2' && sleep 1; "
+                       "tmux -S \"$PWD/s\" kill-server", ("tmux",), home=True),
+    "perl-perldb": Proof("echo 'system(\"touch {M}\");' > .perldb",
+                         "perl -de0 </dev/null >/dev/null 2>&1", ("perl",)),
+    "pip-user-config": Proof(f"{hook('evilpy')} && mkdir -p ~/.config/pip && printf "
+                             "'[global]\\npython = %s/evilpy\\n' \"$PWD\" > "
+                             "~/.config/pip/pip.conf", "v/bin/pip --version", ("python3",),
+                             home=True, setup="python3 -m venv v"),
     "direnv-named": Proof("echo 'touch {M}' > .envrc.local", "direnv exec . true", ("direnv",),
                           setup="printf 'PATH_add bin\\nsource_env_if_exists .envrc.local\\n' "
                                 "> .envrc && direnv allow ."),
@@ -197,6 +214,9 @@ PROOFS: dict[str, Proof] = {
 
 # more forms of the entries above (what an attacker tried next): each run the same way
 VARIANTS: dict[str, Proof] = {
+    "direnv-legacy-rc": Proof("echo 'touch {M}' > ~/.direnvrc", "direnv exec . true",
+                              ("direnv",), home=True,
+                              setup="echo 'export A=1' > .envrc && direnv allow ."),
     "direnv-path-add": Proof(f"mkdir -p bin && {hook('bin/git')}", "direnv exec . git --version",
                              ("direnv",), setup="printf 'PATH_add bin\\n' > .envrc && "
                                                 "direnv allow ."),
@@ -228,6 +248,13 @@ VARIANTS: dict[str, Proof] = {
                                   setup="echo 'set exrc' > ~/.vimrc"),
     "python-stdlib-shadow": Proof("echo 'import os; os.system(\"touch {M}\")' > logging.py",
                                   f"{BASE_PY} -m venv ../v", setup="git init -q"),
+    "python-stdlib-shadow-plain-folder": Proof(
+        "mkdir tools && echo 'import os; os.system(\"touch {M}\")' > tools/logging.py",
+        f"cd tools && {BASE_PY} -m venv ../v"),
+
+    "nvim-rplugin-manifest": Proof("mkdir -p ~/.local/share/nvim && echo 'silent !touch {M}' > "
+                                   "~/.local/share/nvim/rplugin.vim",
+                                   "nvim --headless -c q </dev/null", ("nvim",), home=True),
     "python-stdlib-package": Proof("mkdir -p http && echo 'open(\"{M}\", \"w\")' > "
                                    "http/__init__.py", f"{BASE_PY} -c 'import http.server'",
                                    setup="touch pyproject.toml"),

@@ -102,6 +102,8 @@ class Files(Reached):
         if why and not self._repository_own(place):
             raise Refused(why)
         self._venv(t, place)
+        if leaving and place.name == "__init__.py":
+            self._package_kept(place)
         root = f"/proc/{t.pid}/root"
         top = self.judge.repository(path)
         container = self.judge.git_container(path)
@@ -245,26 +247,6 @@ class Files(Reached):
         """Whether a sandboxed run made the folder open at ``folder``: this one (its
         record) or any (``MARK``)."""
         return self.made.holds(os.fstat(folder)) or marked(folder)
-
-    def _python(self, place: Place, kind: str) -> None:
-        """Refuse Python's start-up at ``place`` unless a sandboxed run made the
-        folder that decides it (``Judge.python_start``)."""
-        if kind == "v" and not holds(place.folder, "pyvenv.cfg"):
-            return
-        self._site_outside_venv(place)
-        decider = place.folder
-        if kind in ("c", "m", "u"):
-            decider = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=place.folder)
-        try:
-            if self._sandboxed(decider) or (kind in "tu" and not any(
-                    holds(decider, m) for m in protected.PROJECT_MARKERS)):
-                return  # a standard-library name outside the top of a project: code
-        finally:
-            if decider != place.folder:
-                os.close(decider)
-        where = place.parent.rsplit("/", 1)[0] if kind in ("c", "m", "u") else place.parent
-        raise Refused(f"{place.path} is Python start-up of {where or '/'}, which no sandboxed "
-                      "run made (what its interpreter runs is not the sandbox's to change)")
 
     def _project_root(self, place: Place, path: str) -> None:
         """Refuse moving or removing a folder that holds, right inside it, a protected
@@ -410,6 +392,7 @@ class Files(Reached):
                 raise OSError(errno.EEXIST, "exists")
             if place.name != ".git":  # a .git folder alone runs nothing; what goes in is judged
                 self._check(t, place)
+
             want, fix = self._mode(t, mode)
             os.mkdir(place.name, want, dir_fd=place.folder)
             self._made_at(place, fix)

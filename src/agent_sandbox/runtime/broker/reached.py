@@ -17,7 +17,15 @@ write of what it reaches:
 - a name inside a virtualenv no sandboxed run made: everything in it is what its
   interpreter, ``pip`` and ``activate`` run, not only its start-up (``_venv``);
   and a site folder's start-up made before its virtualenv is: ``python3 -m venv``
-  made there later keeps what the folder holds (``_site_outside_venv``).
+  made there later keeps what the folder holds (``_site_outside_venv``);
+- a package's ``__init__.py`` removed while the folder holds a module named like
+  the standard library's: no longer a package, the folder is one Python run there
+  imports it from (``_package_kept``).
+
+And Python's start-up (``_python``): decided by who made the folder that decides
+it, but for a module Python imports from the folder it is run in (the standard
+library's names, ``readline``, ``venv``), which no folder's maker makes safe:
+refused but inside a package or a site folder, where no one runs Python.
 
 ``Files`` inherits these; the decisions they call are its own.
 """
@@ -56,6 +64,35 @@ class Reached:
 
     def _git_meta(self, place: Place) -> bool:
         raise NotImplementedError
+
+    def _sandboxed(self, folder: int) -> bool:
+        raise NotImplementedError
+
+    def _python(self, place: Place, kind: str) -> None:
+        """Refuse Python's start-up at ``place`` unless a sandboxed run made the
+        folder that decides it (``Judge.python_start``)."""
+        if kind == "v" and not holds(place.folder, "pyvenv.cfg"):
+            return
+        self._site_outside_venv(place)
+        decider = place.folder
+        if kind in ("c", "m", "u"):
+            decider = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=place.folder)
+        try:
+            if kind in "tmu" or (kind == "f" and protected.cwd_module(place.path)):
+                # imported by Python run in that folder, whoever made it; but inside a
+                # package or a site folder, where no one runs Python, it is code
+                if holds(decider, "__init__.py") or os.readlink(
+                        f"/proc/self/fd/{decider}").rsplit("/", 1)[-1] in \
+                        protected.PYTHON_SITE_DIRS:
+                    return
+            elif self._sandboxed(decider):
+                return
+        finally:
+            if decider != place.folder:
+                os.close(decider)
+        where = place.parent.rsplit("/", 1)[0] if kind in ("c", "m", "u") else place.parent
+        raise Refused(f"{place.path} is Python start-up of {where or '/'}, which no sandboxed "
+                      "run made (what its interpreter runs is not the sandbox's to change)")
 
     def _reach(self, t: Target, path: str, *, follow: bool) -> Place:
         """``locate``, each link followed at the last name judged as a write of its
@@ -155,3 +192,23 @@ class Reached:
                               "virtualenv (one made there later would run it)")
         finally:
             os.close(root)
+
+    def _package_kept(self, place: Place) -> None:
+        """Refuse removing or moving away the ``__init__.py`` of a folder that holds a
+        module named like the standard library's (``logging.py``): the folder would
+        stop being a package, and Python run in it imports that module first."""
+        if place.folder < 0 or not self.judge.in_roots(place.path):
+            return
+        try:
+            fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=place.folder)
+        except OSError:
+            return
+        try:
+            names = os.listdir(fd)
+        finally:
+            os.close(fd)
+        for name in names:
+            for probe in (f"{place.parent}/{name}", f"{place.parent}/{name}/__init__.py"):
+                if protected.stdlib_shadow(probe):
+                    raise Refused(f"{place.path}: without it {place.parent} is no package, "
+                                  f"and Python run there imports its {name} first")
