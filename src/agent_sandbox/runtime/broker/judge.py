@@ -76,9 +76,10 @@ class Judge:
             self._home_by_first.setdefault(e.split("/")[0], []).append(
                 (posixpath.join(self.home, e), k))
         # what marks a folder as a project's or a virtualenv's root (not to be moved)
-        # (a repository or virtualenv made in its place would be taken for it; the
-        # protected set's other names cannot be made again anywhere)
-        self.root_names = (_GIT, "pyvenv.cfg")
+        # (a repository, a virtualenv or a connected repository's policy made in its
+        # place would be taken for it; the protected set's other names cannot be made
+        # again anywhere, so a folder holding them may move)
+        self.root_names = (_GIT, "pyvenv.cfg", ".sandbox")
         self.deny_write = tuple(deny_write)
         # paths the planner keeps from being created (the runtime's own, the tools on
         # PATH, what a git configuration names): each with everything below it
