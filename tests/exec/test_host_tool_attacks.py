@@ -312,17 +312,21 @@ def test_bytecode_written_in_the_run_control(tmp_path: Path, mode: str) -> None:
 # ``approval.executor.apply_write`` (run on the host by the executor) resolves the
 # approved path once, checks it against the protected set, then opens and
 # replaces it by path. A sandboxed command that keeps exchanging the approved
-# folder with a link (renameat2 RENAME_EXCHANGE) gets the approved bytes
+# folder with a link (three renames) gets the approved bytes
 # written wherever the link points: here the repository's .git/config.
 FLIPPER = """
-import ctypes, os, sys, time
-libc = ctypes.CDLL(None, use_errno=True)
+import os, sys, time
 os.chdir(sys.argv[1])
 os.symlink("../.git", "src/y")
 open("ready", "w").close()
 end = time.time() + float(sys.argv[2])
 while time.time() < end and not os.path.exists("stop"):
-    libc.syscall(316, -100, b"src/x", -100, b"src/y", 2)  # x86_64 renameat2, EXCHANGE
+    try:  # three renames (the sandbox answers RENAME_EXCHANGE with EINVAL)
+        os.rename("src/x", "src/x.swap")
+        os.rename("src/y", "src/x")
+        os.rename("src/x.swap", "src/y")
+    except OSError:
+        pass
 """
 PAYLOAD = "[core]\n\tfsmonitor = echo pwned\n"
 
@@ -345,7 +349,6 @@ def _repo_for_write(tmp_path: Path) -> Path:
     return repo
 
 
-@pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall number of renameat2")
 def test_approved_write_folder_swapped(tmp_path: Path) -> None:
     from agent_sandbox.approval.executor import apply_write
 
