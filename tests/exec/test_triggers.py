@@ -214,6 +214,13 @@ PROOFS: dict[str, Proof] = {
 
 # more forms of the entries above (what an attacker tried next): each run the same way
 VARIANTS: dict[str, Proof] = {
+    "direnv-sourced-file": Proof("echo 'touch {M}' > env.sh", "direnv exec . true", ("direnv",),
+                                 setup="echo 'source ./env.sh' > .envrc && touch env.sh && "
+                                       "direnv allow ."),
+    "direnv-path-assignment": Proof(f"mkdir -p scripts && {hook('scripts/git')}",
+                                    "direnv exec . git --version", ("direnv",),
+                                    setup="echo 'export PATH=\"$PWD/scripts:$PATH\"' > .envrc "
+                                          "&& direnv allow ."),
     "direnv-legacy-rc": Proof("echo 'touch {M}' > ~/.direnvrc", "direnv exec . true",
                               ("direnv",), home=True,
                               setup="echo 'export A=1' > .envrc && direnv allow ."),

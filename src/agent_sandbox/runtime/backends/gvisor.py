@@ -307,9 +307,14 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
             proxy.stop()
         layers.unmount()
         if gone:  # nothing writes to the layers any more
-            if container is not None:
-                said += _publish(plan, settings, cwd, home, layers, absent, recorder)
-            layers.remove()
+            try:
+                if container is not None:
+                    said += _publish(plan, settings, cwd, home, layers, absent, recorder)
+                layers.remove()
+            except Exception as exc:  # what was not published is the user's to review
+                said.append(f"sandbox: publishing what the command wrote stopped "
+                            f"({type(exc).__name__}: {exc}); what it wrote is kept in "
+                            f"{layers.keep()}, part of it may be in the tree\n")
             if owed:
                 with contextlib.suppress(OSError):
                     os.unlink(owed)

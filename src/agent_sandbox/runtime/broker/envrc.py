@@ -4,8 +4,9 @@ direnv runs a folder's allowed ``.envrc`` on every ``cd`` into it (the name is
 protected everywhere: ``triggers.json``). What that file names is run as well,
 though its name is the user's choice: ``source_env .envrc.local``, ``dotenv``
 (``.env`` by default: it can set ``LD_PRELOAD`` or ``PATH``), ``PATH_add bin``
-(every program there shadows one the user runs), ``layout python`` (its
-``.direnv`` virtualenv on ``PATH``), ``use nix`` and ``use flake`` (the nix files
+(every program there shadows one the user runs), ``PATH=`` assignments, the
+shell's own ``source`` and ``.``, ``layout`` (its ``.direnv`` folder on ``PATH``;
+``layout php``'s ``vendor/bin`` too), ``use nix`` and ``use flake`` (the nix files
 are evaluated). ``Envrc.named`` finds, when a call writes a path, the
 ``.envrc`` files of the folders above it and refuses what they name.
 
@@ -30,6 +31,8 @@ _COMMANDS: dict[str, tuple[slice, tuple[str, ...]]] = {
     "load_prefix": (slice(1, 2), ()),
 }
 _USES = {"nix": ("shell.nix", "default.nix"), "flake": ("flake.nix", "flake.lock")}
+# what a layout puts on PATH beside its .direnv folder
+_LAYOUT_BINS = {"php": ("vendor/bin",)}
 
 
 def names(text: str) -> list[str]:
@@ -46,11 +49,19 @@ def names(text: str) -> list[str]:
         if not words:
             continue
         cmd = words[0]
-        if cmd in _COMMANDS:
+        if cmd == "export":
+            words = words[1:] or [""]
+            cmd = words[0]
+        if cmd.startswith("PATH="):  # PATH="$PWD/scripts:$PATH"
+            out += [e for e in cmd[5:].split(":") if e and not e.startswith("$PATH")
+                    and not e.startswith("${PATH")]
+        elif cmd in (".", "source") and len(words) > 1:
+            out.append(words[1])
+        elif cmd in _COMMANDS:
             which, default = _COMMANDS[cmd]
             out += [w for w in words[which] if not w.startswith("-")] or list(default)
-        elif cmd == "layout" and len(words) > 1 and words[1].startswith("python"):
-            out.append(".direnv")
+        elif cmd == "layout" and len(words) > 1 and words[1] != "node":
+            out += [".direnv", *_LAYOUT_BINS.get(words[1], ())]
         elif cmd == "use" and len(words) > 1 and words[1] in _USES:
             out += [w for w in words[2:3]] or list(_USES[words[1]])
     return [_plain(w) for w in out if _plain(w)]

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 # how overlayfs marks a folder the command removed and made again (root's, a user's)
 _OPAQUE = ("trusted.overlay.opaque", "user.overlay.opaque")
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+MAX_DEPTH = 200  # folders below a writable root: deeper ones are said, not published
 
 
 class Publisher(Files):
@@ -70,28 +71,34 @@ class Publisher(Files):
                 self.refused.append((root, f"the writable root is gone ({exc.strerror})"))
                 return
             try:
-                self._folder(up, real, root.rstrip("/"))
+                self._folder(up, real, 0)
             finally:
                 os.close(real)
         finally:
             os.close(up)
 
-    def _folder(self, up: int, real: int, path: str) -> None:
+    def _folder(self, up: int, real: int, depth: int) -> None:
         # a folder's files before its folders, as tools write them (``pyvenv.cfg``
         # before the site folder's ``.pth``), each folder's in name order
         entries = [(name, os.stat(name, dir_fd=up, follow_symlinks=False))
                    for name in os.listdir(up)]
         entries.sort(key=lambda e: (stat.S_ISDIR(e[1].st_mode), e[0]))
         for name, st in entries:
-            place = Place(real, path or "/", name)  # the folder is the caller's to close
+            # judged where the folder is now (another run may have moved it meanwhile),
+            # as the broker judges a call: by the path its open folder has
+            path = os.readlink(f"/proc/self/fd/{real}")
+            place = Place(real, path, name)  # the folder is the caller's to close
             try:
-                self._entry(up, name, st, place)
+                if depth > MAX_DEPTH and stat.S_ISDIR(st.st_mode):
+                    raise Refused(f"{place.path}: folders nested deeper than {MAX_DEPTH} are "
+                                  "not published")
+                self._entry(up, name, st, place, depth)
             except Refused as exc:
                 self.refused.append((place.path, exc.reason))
             except OSError as exc:
                 self.refused.append((place.path, exc.strerror or str(exc)))
 
-    def _entry(self, up: int, name: str, st: os.stat_result, place: Place) -> None:
+    def _entry(self, up: int, name: str, st: os.stat_result, place: Place, depth: int) -> None:
         before = place.lstat()
         if before is not None and not stat.S_ISDIR(before.st_mode) and \
                 before.st_ctime_ns > self.since_ns:
@@ -102,7 +109,7 @@ class Publisher(Files):
                 self._remove(place, before)
             return
         if stat.S_ISDIR(st.st_mode):
-            self._dir(up, name, st, place, before)
+            self._dir(up, name, st, place, before, depth)
         elif stat.S_ISREG(st.st_mode):
             self._file(up, name, st, place, before)
         elif stat.S_ISLNK(st.st_mode):
@@ -117,7 +124,7 @@ class Publisher(Files):
             raise Refused(f"{place.path}: {_kind(st)} is never published")
 
     def _dir(self, up: int, name: str, st: os.stat_result, place: Place,
-             before: os.stat_result | None) -> None:
+             before: os.stat_result | None, depth: int) -> None:
         opaque = _opaque(up, name)
         if before is not None and not stat.S_ISDIR(before.st_mode):
             if not opaque:  # the command wrote in a folder; something else is there now
@@ -150,9 +157,11 @@ class Publisher(Files):
                             except OSError as exc:
                                 self.refused.append((gone.path, getattr(
                                     exc, "reason", exc.strerror or str(exc))))
-                self._folder(sub_up, sub, place.path)
+                self._folder(sub_up, sub, depth + 1)
                 mode = stat.S_IMODE(st.st_mode) & 0o1777
                 if before is None or stat.S_IMODE(before.st_mode) != mode:
+                    if before is not None:  # a mode change, judged as ``chmod`` is
+                        self._check(self.caller, place)
                     os.fchmod(sub, mode)
             finally:
                 os.close(sub)
@@ -201,7 +210,12 @@ class Publisher(Files):
 
     def _remove(self, place: Place, before: os.stat_result) -> None:
         """Remove the name at ``place`` as the command's calls would have, a folder
-        with everything in it, each removal judged (the first refused keeps the rest)."""
+        with everything in it, each removal judged (the first refused keeps the rest);
+        what the host changed after the layers were mounted (a file added to a folder
+        the command removed) stays."""
+        if before.st_ctime_ns > self.since_ns:
+            raise Refused(f"{place.path} changed on the host while the command ran: it "
+                          "stays")
         if stat.S_ISDIR(before.st_mode):
             self._check(self.caller, place, moved=before, leaving=True)
             sub = os.open(place.name, _DIR, dir_fd=place.folder)

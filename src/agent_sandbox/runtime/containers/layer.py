@@ -102,6 +102,16 @@ class Layers:
         """The run's layers gone (after ``unmount``)."""
         shutil.rmtree(self.folder, ignore_errors=True)
 
+    def keep(self) -> str:
+        """The run's layers kept for review (after ``unmount``), as ``settle`` keeps a
+        killed run's; where they are."""
+        kept = os.path.join(os.path.dirname(self.folder), f"kept-{os.path.basename(self.folder)}")
+        try:
+            os.rename(self.folder, kept)
+        except OSError:
+            return self.folder
+        return kept
+
 
 def _overlay(lower: str, upper: str, work: str, at: str) -> None:
     fds = []
