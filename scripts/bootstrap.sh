@@ -15,7 +15,7 @@ APT_PACKAGES=(bubblewrap socat ripgrep podman runc runsc debootstrap iproute2 ui
               openssh-server postgresql chromium golang-go cargo
               # the tools the implicit-trigger catalogue is proven with (tests/exec/test_triggers.py)
               mercurial zsh fish ksh tcsh vim neovim emacs-nox direnv ruby maven pre-commit
-              bash-completion gdb tmux)
+              bash-completion gdb tmux tcl xdg-user-dirs)
 
 # one dpkg-query for the whole list (a query per package costs about a second on
 # a loaded machine, and this runs before every `make test`)

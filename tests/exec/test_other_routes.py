@@ -183,3 +183,19 @@ def test_removing_and_moving_folders_that_hold_protected_names(tmp_path: Path) -
     assert not (w.work / "node_modules").exists()
     assert (w.work / "apps/site/.idea/misc.xml").read_text() == "<x/>"
     assert not (w.work / "apps/site/.vscode").exists() and "refused" in r.stderr
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "control"])
+def test_a_virtualenv_the_user_makes_over_a_runs_folders_is_the_users(
+        tmp_path: Path, sandboxed: bool) -> None:
+    """Prepared: a run makes ``.venv/lib/python3.X/site-packages``; the user then runs
+    ``python3 -m venv .venv`` over it (venv keeps the folders, and the mark a run
+    leaves on them); a second run writes a ``.pth`` there. Fired: the venv's Python.
+    Judged: whose ``pyvenv.cfg`` it is decides, not whose folders: refused."""
+    w = World(tmp_path)
+    site = ".venv/lib/python3.$(python3 -c 'import sys; print(sys.version_info[1])')"
+    w.run(f"mkdir -p {site}/site-packages .venv/bin", sandboxed)
+    w.run("python3 -m venv --without-pip .venv")
+    r = w.run(f"echo \"import os; open('{{M}}', 'w')\" > {site}/site-packages/zz.pth", sandboxed)
+    w.run(".venv/bin/python -c pass")
+    assert w.marker.exists() is not sandboxed, r.stderr

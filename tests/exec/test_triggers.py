@@ -166,6 +166,23 @@ PROOFS: dict[str, Proof] = {
                              "'[global]\\npython = %s/evilpy\\n' \"$PWD\" > "
                              "~/.config/pip/pip.conf", "v/bin/pip --version", ("python3",),
                              home=True, setup="python3 -m venv v"),
+    "npm-init-module": Proof("echo 'require(\"fs\").writeFileSync(\"{M}\", \"\")' > "
+                             "~/.npm-init.js", "npm init -y >/dev/null", ("npm",), home=True),
+    "selected-editor": Proof("echo 'touch {M}; SELECTED_EDITOR=/bin/true' > ~/.selected_editor",
+                             "EDITOR= VISUAL= sensible-editor f.txt </dev/null >/dev/null",
+                             ("sensible-editor",), home=True,
+                             setup="echo 'SELECTED_EDITOR=/bin/true' > ~/.selected_editor"),
+    "lessfilter": Proof(f"{hook('~/.lessfilter')} && echo 'exit 1' >> ~/.lessfilter",
+                        "echo hi > f.txt && LESSOPEN='| lesspipe %s' less -F f.txt "
+                        "</dev/null >/dev/null", ("lesspipe", "less"), home=True),
+    "gem-user-plugin": Proof("d=~/.local/share/gem/ruby/$(ruby -e 'print RbConfig::CONFIG"
+                             "[\"ruby_version\"]')/plugins && mkdir -p $d && echo 'File.write("
+                             "\"{M}\", \"\")' > $d/x_plugin.rb", "gem list >/dev/null",
+                             ("gem",), home=True),
+    "tclshrc": Proof("echo 'exec touch {M}' > ~/.tclshrc", "echo exit | tclsh >/dev/null",
+                     ("tclsh",), home=True),
+    "xdg-user-dirs": Proof("mkdir -p ~/.config && echo 'touch {M}' > ~/.config/user-dirs.dirs",
+                           "xdg-user-dir DESKTOP >/dev/null", ("xdg-user-dir",), home=True),
     "direnv-named": Proof("echo 'touch {M}' > .envrc.local", "direnv exec . true", ("direnv",),
                           setup="printf 'PATH_add bin\\nsource_env_if_exists .envrc.local\\n' "
                                 "> .envrc && direnv allow ."),

@@ -223,6 +223,21 @@ def _prepare(settings: Settings, cwd: str, home: str, placeholders: Placeholders
     return plan, absent, layers
 
 
+def _publish_or_keep(ran: bool, plan: Plan, settings: Settings, cwd: str, home: str,
+                     layers: Layers, absent: Sequence[str],
+                     recorder: Callable[[], Callable[[dict[str, Any]], None]]) -> list[str]:
+    """What the command wrote published (``ran``) and the layers gone; kept for review
+    when publishing stops."""
+    try:
+        said = _publish(plan, settings, cwd, home, layers, absent, recorder) if ran else []
+        layers.remove()
+        return said
+    except Exception as exc:  # what was not published is the user's to review
+        return [f"sandbox: publishing what the command wrote stopped ({type(exc).__name__}: "
+                f"{exc}); what it wrote is kept in {layers.keep()}, part of it may be in the "
+                "tree\n"]
+
+
 def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
                timeout: float | None, capture: bool,
                output_limit: int) -> CompletedRun:
@@ -307,14 +322,8 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
             proxy.stop()
         layers.unmount()
         if gone:  # nothing writes to the layers any more
-            try:
-                if container is not None:
-                    said += _publish(plan, settings, cwd, home, layers, absent, recorder)
-                layers.remove()
-            except Exception as exc:  # what was not published is the user's to review
-                said.append(f"sandbox: publishing what the command wrote stopped "
-                            f"({type(exc).__name__}: {exc}); what it wrote is kept in "
-                            f"{layers.keep()}, part of it may be in the tree\n")
+            said += _publish_or_keep(container is not None, plan, settings, cwd, home,
+                                     layers, absent, recorder)
             if owed:
                 with contextlib.suppress(OSError):
                     os.unlink(owed)

@@ -38,7 +38,7 @@ from .at_calls import caller_id, chmod_at, holds, path_of, renameat2
 from .envrc import Envrc
 from .handed import Fd, Later
 from .judge import PYCACHE, Judge
-from .made import Made, mark, marked
+from .made import Made, mark, mark_file, marked
 from .reached import Reached
 from .refused import Refused
 from .surroundings import Surroundings
@@ -102,8 +102,6 @@ class Files(Reached):
         if why and not self._repository_own(place):
             raise Refused(why)
         self._venv(t, place)
-        if leaving and place.name == "__init__.py":
-            self._package_kept(place)
         root = f"/proc/{t.pid}/root"
         top = self.judge.repository(path)
         container = self.judge.git_container(path)
@@ -135,8 +133,9 @@ class Files(Reached):
             if why:
                 raise Refused(why)
         kind = self.judge.python_start(path)
-        if leaving and (kind == "c" or place.name == PYCACHE):
-            kind = None  # a cache: Python writes it again from the source
+        if leaving and (kind in ("c", "t", "u", "m") or place.name == PYCACHE
+                        or protected.cwd_module(path)):
+            kind = None  # a cache (written again from the source), or a module removed
         if kind is not None:
             self._python(place, kind)
         if moved is not None and stat.S_ISDIR(moved.st_mode) and place.folder >= 0:
@@ -373,6 +372,8 @@ class Files(Reached):
             self.written.add((st.st_dev, st.st_ino))
             if before is None:
                 self._record(place, os.fstat(fd))
+                if place.name == "pyvenv.cfg":
+                    mark_file(fd)
                 if fix is not None:
                     os.fchmod(fd, fix)
             if becomes:

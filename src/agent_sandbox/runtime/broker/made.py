@@ -80,6 +80,24 @@ def mark(name: str, folder: int) -> None:
         os.close(fd)
 
 
+def mark_file(fd: int) -> None:
+    """``MARK`` on a file the broker just made (a virtualenv's ``pyvenv.cfg``: who wrote
+    it says whose the virtualenv is)."""
+    try:
+        os.setxattr(fd, MARK, b"1")
+    except OSError:
+        pass
+
+
+def marked_file(path: str) -> bool:
+    """Whether the file at ``path`` (not followed) carries ``MARK``."""
+    try:
+        os.getxattr(path, MARK, follow_symlinks=False)
+        return True
+    except OSError:
+        return False
+
+
 def marked(folder: int) -> bool:
     """Whether the folder open at ``folder`` (any descriptor, ``O_PATH`` too)
     carries ``MARK``."""

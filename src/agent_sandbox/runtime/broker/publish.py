@@ -32,6 +32,7 @@ import stat
 from ..bwrap import gitmeta
 from . import gitfolders, gitwrites
 from .files import Files
+from .made import mark_file
 from .refused import Refused
 from .target import Place, Target
 
@@ -191,6 +192,8 @@ class Publisher(Files):
                           | os.O_CLOEXEC, 0o600, dir_fd=place.folder)
             try:
                 _copy(src, out, st.st_size)
+                if name == "pyvenv.cfg":  # the virtualenv the command made is its own
+                    mark_file(out)
                 os.fchmod(out, mode)
                 os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
                 made = os.fstat(out)

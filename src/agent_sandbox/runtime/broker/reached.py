@@ -14,13 +14,13 @@ write of what it reaches:
   ``HEAD`` made in it): its configuration republished as judged copies, so a
   descriptor opened before, when it was an ordinary file, writes a file no git
   reads (``_republish``);
-- a name inside a virtualenv no sandboxed run made: everything in it is what its
-  interpreter, ``pip`` and ``activate`` run, not only its start-up (``_venv``);
+- a name inside a virtualenv no sandboxed run made (its ``pyvenv.cfg``, not its
+  folders, says who made it: ``python3 -m venv`` keeps the folders a run made
+  there before): everything in it is what its interpreter, ``pip`` and
+  ``activate`` run, not only its start-up (``_venv``);
   and a site folder's start-up made before its virtualenv is: ``python3 -m venv``
-  made there later keeps what the folder holds (``_site_outside_venv``);
-- a package's ``__init__.py`` removed while the folder holds a module named like
-  the standard library's: no longer a package, the folder is one Python run there
-  imports it from (``_package_kept``).
+  made there later keeps what the folder holds (``_site_outside_venv``).
+
 
 And Python's start-up (``_python``): decided by who made the folder that decides
 it, but for a module Python imports from the folder it is run in (the standard
@@ -40,6 +40,7 @@ from agent_sandbox import protected
 
 from . import gitwrites
 from .at_calls import holds
+from .made import marked_file
 from .refused import Refused
 from .target import Place, Target, locate
 
@@ -81,9 +82,9 @@ class Reached:
             if kind in "tmu" or (kind == "f" and protected.cwd_module(place.path)):
                 # imported by Python run in that folder, whoever made it; but inside a
                 # package or a site folder, where no one runs Python, it is code
-                if holds(decider, "__init__.py") or os.readlink(
-                        f"/proc/self/fd/{decider}").rsplit("/", 1)[-1] in \
-                        protected.PYTHON_SITE_DIRS:
+                if holds(decider, "__init__.py") or any(
+                        part in protected.PYTHON_SITE_DIRS for part in
+                        os.readlink(f"/proc/self/fd/{decider}").split("/")):
                     return
             elif self._sandboxed(decider):
                 return
@@ -141,7 +142,7 @@ class Reached:
         at = path.rsplit("/", 1)[0]
         while at.startswith(top) and len(at) >= len(top):
             if os.path.lexists(f"{root}{at}/pyvenv.cfg"):
-                if not self._sandboxed_path(root + at):
+                if not marked_file(f"{root}{at}/pyvenv.cfg"):
                     raise Refused(f"{path} is inside the virtualenv {at}, which no sandboxed "
                                   "run made (what its interpreter and activate run)")
                 return
@@ -192,23 +193,3 @@ class Reached:
                               "virtualenv (one made there later would run it)")
         finally:
             os.close(root)
-
-    def _package_kept(self, place: Place) -> None:
-        """Refuse removing or moving away the ``__init__.py`` of a folder that holds a
-        module named like the standard library's (``logging.py``): the folder would
-        stop being a package, and Python run in it imports that module first."""
-        if place.folder < 0 or not self.judge.in_roots(place.path):
-            return
-        try:
-            fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=place.folder)
-        except OSError:
-            return
-        try:
-            names = os.listdir(fd)
-        finally:
-            os.close(fd)
-        for name in names:
-            for probe in (f"{place.parent}/{name}", f"{place.parent}/{name}/__init__.py"):
-                if protected.stdlib_shadow(probe):
-                    raise Refused(f"{place.path}: without it {place.parent} is no package, "
-                                  f"and Python run there imports its {name} first")
