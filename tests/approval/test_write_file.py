@@ -161,7 +161,7 @@ def test_a_tree_rearranged_during_the_write_keeps_git_metadata(
                            req(repo, file_path="src/x/config", content=PAYLOAD))
     assert statuses, "no write was tried"
     if how == "link":  # the race is real: the tree did change under the writes
-        assert swaps > 100 and "completed" in statuses, (swaps, statuses)
+        assert swaps > 20 and "completed" in statuses, (swaps, statuses)
     # a folder with git metadata cannot be moved at all
     found = subprocess.run(["git", "-C", str(repo), "config", "--get", "core.fsmonitor"],
                            capture_output=True, text=True, check=False)
@@ -187,7 +187,7 @@ def test_an_edit_never_reads_through_a_swapped_link(tmp_path: Path) -> None:
     statuses, swaps = race(tmp_path, repo, str(secrets), "link",
                            req(repo, "Edit", file_path="src/x/notes", old_string="marker",
                                new_string="kept"))
-    assert swaps > 100 and statuses, (swaps, statuses)
+    assert swaps > 20 and statuses, (swaps, statuses)
     for p in repo.rglob("*"):
         if p.is_file() and not p.is_symlink() and ".sandbox" not in p.parts:
             assert "SECRET-4c1d" not in p.read_text(errors="ignore"), p
