@@ -278,6 +278,26 @@ def work(tmp_path: Path) -> Path:
     return w
 
 
+# A sandboxed command that keeps exchanging ``src/x`` (a folder) with ``src/y`` (a
+# link to ``../.git``) by three renames, until ``stop`` appears or ``argv[2]``
+# seconds pass: what a host-side process resolves once and opens later by path
+# meets the repository's ``.git`` instead. ``ready`` says it started.
+FLIPPER = """
+import os, sys, time
+os.chdir(sys.argv[1])
+os.symlink("../.git", "src/y")
+open("ready", "w").close()
+end = time.time() + float(sys.argv[2])
+while time.time() < end and not os.path.exists("stop"):
+    try:  # three renames (the sandbox answers RENAME_EXCHANGE with EINVAL)
+        os.rename("src/x", "src/x.swap")
+        os.rename("src/y", "src/x")
+        os.rename("src/x.swap", "src/y")
+    except OSError:
+        pass
+"""
+
+
 def marked(marker: str) -> list[int]:
     """Processes whose command line (arguments joined by spaces) contains marker."""
     pids = []

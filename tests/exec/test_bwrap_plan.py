@@ -146,7 +146,7 @@ def test_missing_paths_are_skipped_not_created() -> None:
 
 def test_mandatory_set_in_writable_root_gets_placeholders() -> None:
     p = plan_for({"filesystem": {"allowWrite": ["."]}})
-    ph = dict(p.placeholders)
+    ph = dict(p.absent)
     assert CWD + "/.git" not in ph  # git init works inside; the sweep judges a new .git
     for name, kind in (("/.claude", "f"), ("/.devcontainer", "f"), ("/.ripgreprc", "f"),
                        ("/.bash_aliases", "f"), ("/.bashrc", "f"),
@@ -172,7 +172,7 @@ def test_existing_repo_pins_git_and_protects_hooks_and_config() -> None:
     o = ops(p)
     assert ("ro", CWD + "/.git/config") in o
     assert ("ro", CWD + "/.git/hooks") in o
-    assert (CWD + "/.git/hooks", "f") in p.placeholders  # a file holds the name too
+    assert (CWD + "/.git/hooks", "f") in p.absent  # a file holds the name too
     assert ("rw", CWD + "/.git") in o  # a mount point: renaming .git away fails
 
 
@@ -290,7 +290,7 @@ def test_without_drops_placeholders_and_their_mounts() -> None:
     p = plan_for({"filesystem": {"allowWrite": ["."]}})
     q = bw.without(p, {CWD + "/.bashrc"})
     assert ("ro", CWD + "/.bashrc") not in ops(q)
-    assert (CWD + "/.bashrc", "f") not in q.placeholders
+    assert (CWD + "/.bashrc", "f") not in q.absent
     assert len(q.mounts) == len(p.mounts) - 1
 
 

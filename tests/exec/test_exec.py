@@ -652,7 +652,7 @@ def test_allowed_unix_socket_by_path(tmp_path: Path, work: Path) -> None:
 
 
 def test_writable_root_the_user_cannot_write_still_runs(open_dir: Path) -> None:
-    """Placeholders that this user cannot create are skipped (the command cannot
+    """RunRecord that this user cannot create are skipped (the command cannot
     create those names either), instead of failing the run."""
     if os.geteuid() != 0:
         pytest.skip("needs root to switch users")

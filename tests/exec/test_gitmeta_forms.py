@@ -160,13 +160,13 @@ def test_every_worktree_config_is_kept_from_appearing() -> None:
                f"{P}/.git/worktrees/wt/HEAD": "f", f"{P}/.git/worktrees/wt/commondir": "f",
                f"{P}/.git/worktrees/wt/gitdir": "f", f"{P}/.git/modules/m/HEAD": "f"},
               contents={f"{P}/.git/worktrees/wt/commondir": b"../..\n"})
-    held = dict(p.placeholders)
+    held = dict(p.absent)
     for path in (f"{P}/.git/config.worktree", f"{P}/.git/worktrees/wt/config.worktree",
                  f"{P}/.git/modules/m/config.worktree"):
         assert held.get(path) == "f" and ("ro", path) in ops(p), path
     p = _plan({f"{P}/.git/HEAD": "f", f"{P}/.git/config.worktree": "f"})
     assert ("ro", f"{P}/.git/config.worktree") in ops(p)
-    assert f"{P}/.git/config.worktree" not in dict(p.placeholders)
+    assert f"{P}/.git/config.worktree" not in dict(p.absent)
 
 
 @pytest.mark.parametrize("shape", ["head-link", "commondir", "gitdir", "head-dir"])
@@ -194,16 +194,16 @@ def test_commondir_is_followed() -> None:
                f"{P}/common/objects/o": "f", f"{P}/common/refs/r": "f"},
               contents={f"{P}/x/commondir": b"../common\r\n"})
     assert ("ro", f"{P}/common/config") in ops(p)
-    assert dict(p.placeholders).get(f"{P}/common/hooks") == "f"
-    assert dict(p.placeholders).get(f"{P}/common/config.worktree") == "f"
+    assert dict(p.absent).get(f"{P}/common/hooks") == "f"
+    assert dict(p.absent).get(f"{P}/common/config.worktree") == "f"
 
 
 def test_a_gitdir_file_pointing_at_nothing_keeps_it_from_appearing() -> None:
     p = _plan({f"{P}/sub/.git": "f"}, contents={f"{P}/sub/.git": b"gitdir: ../.store\n"})
-    assert dict(p.placeholders).get(f"{P}/.store") == "f"
+    assert dict(p.absent).get(f"{P}/.store") == "f"
     # as git reads it: the space after "gitdir:" is part of the form, the rest verbatim
     p = _plan({f"{P}/sub/.git": "f"}, contents={f"{P}/sub/.git": b"gitdir:  ../.s \n"})
-    assert dict(p.placeholders).get(f"{P}/sub/ ../.s ") == "f"
+    assert dict(p.absent).get(f"{P}/sub/ ../.s ") == "f"
 
 
 def test_new_worktree_judge() -> None:

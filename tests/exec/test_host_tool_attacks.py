@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import FLIPPER
 
 PY = sys.executable
 SANDBOX = [PY, "-m", "agent_sandbox"]
@@ -314,20 +315,6 @@ def test_bytecode_written_in_the_run_control(tmp_path: Path, mode: str) -> None:
 # replaces it by path. A sandboxed command that keeps exchanging the approved
 # folder with a link (three renames) gets the approved bytes
 # written wherever the link points: here the repository's .git/config.
-FLIPPER = """
-import os, sys, time
-os.chdir(sys.argv[1])
-os.symlink("../.git", "src/y")
-open("ready", "w").close()
-end = time.time() + float(sys.argv[2])
-while time.time() < end and not os.path.exists("stop"):
-    try:  # three renames (the sandbox answers RENAME_EXCHANGE with EINVAL)
-        os.rename("src/x", "src/x.swap")
-        os.rename("src/y", "src/x")
-        os.rename("src/x.swap", "src/y")
-    except OSError:
-        pass
-"""
 PAYLOAD = "[core]\n\tfsmonitor = echo pwned\n"
 
 

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import FLIPPER
 
 from agent_sandbox.runtime.bwrap.fsview import RealFs, WalkError
 from agent_sandbox.runtime.bwrap.sweep import SweepFs, find_new, identities
@@ -29,20 +30,6 @@ SANDBOX = [PY, "-m", "agent_sandbox"]
 needs = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,
                            reason="bubblewrap or git missing")
 
-FLIPPER = """
-import os, sys, time
-os.chdir(sys.argv[1])
-os.symlink("../.git", "src/y")
-open("ready", "w").close()
-end = time.time() + float(sys.argv[2])
-while time.time() < end and not os.path.exists("stop"):
-    try:  # three renames (the sandbox answers RENAME_EXCHANGE with EINVAL)
-        os.rename("src/x", "src/x.swap")
-        os.rename("src/y", "src/x")
-        os.rename("src/x.swap", "src/y")
-    except OSError:
-        pass
-"""
 
 
 def _env(home: Path) -> dict[str, str]:

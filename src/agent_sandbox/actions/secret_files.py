@@ -78,7 +78,7 @@ class StagedFiles:
         for a in names:  # a file may not also be a folder of another
             if any(b.startswith(a + "/") for b in names):
                 raise SecretFilesError(f"credential file {a!r} is also a folder of another")
-        from ..runtime.bwrap.placeholders import private_dir
+        from ..runtime.bwrap.run_records import private_dir
 
         try:
             self.root = tempfile.mkdtemp(prefix="run-", dir=private_dir(parent))

@@ -576,7 +576,7 @@ def run(settings_path: str | None = None, *, only: list[str] | None = None,
                   os.path.expanduser("~"), host_only=host_only)
     # the checks' own files (settings, hosts, logs) where no sandbox can write them
     from agent_sandbox.contract import user_state_dir
-    from agent_sandbox.runtime.bwrap.placeholders import private_dir
+    from agent_sandbox.runtime.bwrap.run_records import private_dir
 
     ctx.scratch = tempfile.mkdtemp(prefix="verify-", dir=private_dir(
         os.path.join(user_state_dir(os.path.expanduser("~")), "verify")))

@@ -34,7 +34,7 @@ can write. The host-side readers of sandbox-writable data, and why each is safe:
 - the proxy (``proxy``) reads only bytes from the sandbox's sockets, each request
   decided before anything is relayed; its policy is the parsed settings object,
   never a file re-read;
-- the placeholders' run records and the owed sweeps live in the per-user lock
+- the runs' records and the owed sweeps live in the per-user lock
   folder, under the state folders that every sandbox gets read-only
   (``contract.state_paths``), checked to be this user's private folder;
 - settings are read only from a file outside their own writable roots and bound

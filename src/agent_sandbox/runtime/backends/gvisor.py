@@ -53,7 +53,7 @@ from .base import OUTPUT_LIMIT, Backend
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..broker.pinned import Pin
-    from ..bwrap.placeholders import Placeholders
+    from ..bwrap.run_records import RunRecord
     from ..containers.layer import Layers
 
 GVISOR_IMAGE = "localhost/agent-sandbox-base:bookworm"
@@ -151,7 +151,7 @@ def gvisor_container_options(argv: list[str], plan: Plan, cwd: str,
     return opts
 
 
-def _plan(settings: Settings, cwd: str, home: str, placeholders: Placeholders
+def _plan(settings: Settings, cwd: str, home: str, record: RunRecord
           ) -> tuple[Plan, tuple[str, ...]]:
     """The plan (under the runs' lock), as bwrap's with a broker: the protected set
     judged by name when what the command wrote is published (``broker.publish``),
@@ -163,11 +163,11 @@ def _plan(settings: Settings, cwd: str, home: str, placeholders: Placeholders
     from ..bwrap.path_entries import tool_dirs
     from ..bwrap.run import runtime_paths
 
-    with placeholders:
-        plan = bw.plan(settings, home=home, cwd=cwd, fs=fsview.RealFs(skip=[placeholders.dir]),
+    with record:
+        plan = bw.plan(settings, home=home, cwd=cwd, fs=fsview.RealFs(skip=[record.dir]),
                        protect=runtime_paths(home, settings.source), tools=tool_dirs(),
                        private=private_paths(home), brokered=True, reads_at_open=False)
-    absent = tuple(x for x, _ in plan.placeholders)
+    absent = tuple(x for x, _ in plan.absent)
     return bw.without(plan, set(absent) | {m.path for m in plan.mounts
                                            if not os.path.lexists(m.path)}), absent
 
@@ -202,23 +202,23 @@ def _publish(plan: Plan, settings: Settings, cwd: str, home: str, layers: Layers
     return notes + said
 
 
-def _prepare(settings: Settings, cwd: str, home: str, placeholders: Placeholders,
+def _prepare(settings: Settings, cwd: str, home: str, record: RunRecord,
              said: list[str]) -> tuple[Plan, tuple[str, ...], Layers]:
     """The owed sweeps settled, the plan, and the writable roots' layers mounted (the
     layers of gVisor runs killed before publishing kept first)."""
-    from ..bwrap.placeholders import run_alive
+    from ..bwrap.run_records import run_alive
     from ..containers import layer
 
     try:
-        settle_or_refuse(placeholders, None, said.append)  # as bwrap's start does
-        plan, absent = _plan(settings, cwd, home, placeholders)
+        settle_or_refuse(record, None, said.append)  # as bwrap's start does
+        plan, absent = _plan(settings, cwd, home, record)
         roots = [w for w in plan.writable_roots if os.path.isdir(w)]
         base = layer.layers_dir(home, roots)
-        said += layer.settle(base, run_alive(placeholders.runs))
-        layers = layer.Layers(base, os.path.basename(placeholders.record), roots)
+        said += layer.settle(base, run_alive(record.runs))
+        layers = layer.Layers(base, os.path.basename(record.record), roots)
         layers.mount()
     except BaseException:
-        placeholders.cleanup()
+        record.cleanup()
         raise
     return plan, absent, layers
 
@@ -243,7 +243,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
                output_limit: int) -> CompletedRun:
     from agent_sandbox import contract
 
-    from ..bwrap.placeholders import Placeholders
+    from ..bwrap.run_records import RunRecord
     from ..bwrap.sweep import owe
     from ..settings import require_enforceable
 
@@ -258,9 +258,9 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
         service = _service("host" if wants_proxy else "none", home)
         url = service.url
     docker = import_docker(url)
-    placeholders = Placeholders(contract.lock_dir(home))
+    record = RunRecord(contract.lock_dir(home))
     said: list[str] = []
-    plan, absent, layers = _prepare(settings, cwd, home, placeholders, said)
+    plan, absent, layers = _prepare(settings, cwd, home, record, said)
     merged = layers.merged
     container = None
     proxy = None
@@ -281,13 +281,13 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
     # owed until what the command wrote is published: a caller killed meanwhile
     # leaves its container running under the service; the next start ends it, and
     # the next gVisor start keeps its layers for review (``layer.settle``)
-    box = f"agent-sandbox-{os.path.basename(placeholders.record).replace('.', '-')}"
+    box = f"agent-sandbox-{os.path.basename(record.record).replace('.', '-')}"
     owed = ""
     rc = 1
     timed_out = False
     try:
         try:
-            owed = owe(placeholders.dir, os.path.basename(placeholders.record), home,
+            owed = owe(record.dir, os.path.basename(record.record), home,
                        [], {}, (), container=(url, box), brokered=True)
             client = docker_client(url, max(60, int(timeout or 0) + 30))
             opts = gvisor_container_options(argv, plan, cwd, proxy=wants_proxy,
@@ -329,7 +329,7 @@ def run_gvisor(argv: list[str], settings: Settings, cwd: str, home: str, *,
                     os.unlink(owed)
         for close in closes:
             close()
-        placeholders.cleanup()
+        record.cleanup()
     notes = "".join(said).encode()
     if not capture:
         os.write(2, notes)

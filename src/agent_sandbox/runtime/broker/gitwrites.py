@@ -23,6 +23,7 @@ import stat
 
 from ..bwrap import gitmeta
 from .target import Place
+from .written import write_bytes, write_whole
 
 CONFIGS = ("config", "config.worktree")
 _HOOKS = "hooks"
@@ -65,21 +66,8 @@ def publish(src: Place, dst: Place) -> tuple[str | None, os.stat_result | None]:
     why = gitmeta.config_text_why(data, "configuration", dst.parent)
     if why:
         return f"{dst.path}: {why} (what host git would run)", None
-    tmp = f".{dst.name}.sandbox-{os.getpid()}-{st.st_ino}"
-    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                  stat.S_IMODE(st.st_mode), dir_fd=dst.folder)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(out, view):]
-        os.fchmod(out, stat.S_IMODE(st.st_mode))
-        published = os.fstat(out)
-    except OSError:
-        os.close(out)
-        os.unlink(tmp, dir_fd=dst.folder)
-        raise
-    os.close(out)
-    os.rename(tmp, dst.name, src_dir_fd=dst.folder, dst_dir_fd=dst.folder)
+    published = write_whole(dst.folder, dst.name, stat.S_IMODE(st.st_mode),
+                            write_bytes(data), replace=True, tag=st.st_ino)
     os.unlink(src.name, dir_fd=src.folder)
     return None, published
 
@@ -111,15 +99,6 @@ def republish(folder: int, where: str) -> str | None:
         if why:
             os.unlink(name, dir_fd=folder)
             return f"{where}/{name}: {why} (what host git would run); removed"
-        tmp = f".{name}.sandbox-{os.getpid()}-{st.st_ino}"
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                      0o600, dir_fd=folder)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(out, view):]
-            os.fchmod(out, stat.S_IMODE(st.st_mode))
-        finally:
-            os.close(out)
-        os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        write_whole(folder, name, stat.S_IMODE(st.st_mode), write_bytes(data), replace=True,
+                    tag=st.st_ino)
     return None

@@ -35,6 +35,7 @@ from .files import Files
 from .made import mark_file
 from .refused import Refused
 from .target import Place, Target
+from .written import write_whole
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -184,30 +185,22 @@ class Publisher(Files):
             gitfolders.rewrites(place, before, self._git_meta(place))
         if why:
             raise Refused(why)
-        mode = stat.S_IMODE(st.st_mode) & 0o777
-        tmp = name if before is None else f".{name}.sandbox-{os.getpid()}-{st.st_ino}"
         src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=up)
+
+        def fill(out: int) -> None:
+            _copy(src, out, st.st_size)
+            if name == "pyvenv.cfg":  # the virtualenv the command made is its own
+                mark_file(out)
+            os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
+
         try:
-            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                          | os.O_CLOEXEC, 0o600, dir_fd=place.folder)
-            try:
-                _copy(src, out, st.st_size)
-                if name == "pyvenv.cfg":  # the virtualenv the command made is its own
-                    mark_file(out)
-                os.fchmod(out, mode)
-                os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
-                made = os.fstat(out)
-            except OSError:
-                os.close(out)
-                os.unlink(tmp, dir_fd=place.folder)
-                raise
-            os.close(out)
+            made = write_whole(place.folder, name, stat.S_IMODE(st.st_mode) & 0o777, fill,
+                               replace=before is not None, tag=st.st_ino)
         finally:
             os.close(src)
         if before is None:
             self._record(place, made)
         else:
-            os.rename(tmp, name, src_dir_fd=place.folder, dst_dir_fd=place.folder)
             self.made.drop(before)
         self.changed += 1
 

@@ -11,7 +11,7 @@
   opened in the sandbox's network namespace; ``late_binds``: the read-only binds
   of files made after bwrap's setup; ``connect``: ssh's ProxyCommand;
 - ``run``: one run, start to cleanup (``BwrapRun``); ``supervise``: a started
-  run with the terminal attached, its signals forwarded; ``placeholders``: the
+  run with the terminal attached, its signals forwarded; ``run_records``: the
   lock folder's run records; ``sweep``: what a run left, judged after it;
   ``owed``: the sweeps earlier runs still owe, done before a run is planned;
   ``reaper``: stuck runs ended.

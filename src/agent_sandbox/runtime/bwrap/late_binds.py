@@ -4,12 +4,12 @@ bwrap reads the whole mount table (``/proc/self/mountinfo``, every mount of the
 host twice over by then, plus its own) again for each bind it makes, to find the
 flags to apply: the kernel formatting that table is most of what bwrap spends,
 and its cost grows with every mount on the host and every bind of the plan. A
-plan has one bind per protected name of every writable root (the placeholders
-alone are about fifty, and one more for every socket masked), so most of a
+plan has one bind per protected name of every writable root (the protected
+names alone are about fifty), so most of a
 run's start went there.
 
 Which binds: ``bwrap.argv.late_binds`` (pure), the read-only binds of files (a
-protected file or placeholder onto itself, ``/dev/null`` over a hidden file or a
+protected file onto itself, ``/dev/null`` over a hidden file or a
 masked socket) whose place in the order cannot change what the command sees.
 ``bwrap.argv.build_argv`` leaves exactly those out of bwrap's command line, and
 a ``Binder`` makes them while the command is still held at the start gate

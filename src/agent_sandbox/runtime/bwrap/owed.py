@@ -8,14 +8,14 @@ from __future__ import annotations
 import os
 
 from ..failures import SandboxStartError
-from .placeholders import run_alive
+from .run_records import run_alive
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from .placeholders import Placeholders
+    from .run_records import RunRecord
 
 
 def end_container(url: str, name: str, home: str) -> None:
@@ -25,7 +25,7 @@ def end_container(url: str, name: str, home: str) -> None:
     end_orphan(url, name, home)
 
 
-def settle_owed(ph: Placeholders, recorder: Callable[[], Callable[[dict[str, Any]], None]]
+def settle_owed(ph: RunRecord, recorder: Callable[[], Callable[[dict[str, Any]], None]]
                 | None, out: Callable[[str], object]) -> None:
     """The sweeps owed by runs that no longer run, if any (``sweep.settle``), the
     containers killed gVisor runs left running ended first."""
@@ -39,7 +39,7 @@ def settle_owed(ph: Placeholders, recorder: Callable[[], Callable[[dict[str, Any
     settle(ph.dir, recorder, out, alive=run_alive(ph.runs), end=end_container)
 
 
-def settle_or_refuse(ph: Placeholders, recorder: Callable[[], Callable[[dict[str, Any]], None]]
+def settle_or_refuse(ph: RunRecord, recorder: Callable[[], Callable[[dict[str, Any]], None]]
                      | None, out: Callable[[str], object]) -> None:
     """``settle_owed`` before a run is planned, by either backend; a sweep that cannot
     be done refuses the start."""

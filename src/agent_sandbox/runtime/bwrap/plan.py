@@ -14,10 +14,10 @@ The layout:
   over a file), allowed reads inside them bound back;
 - each ``allowWrite`` root bound read-write, ``denyWrite``, the runtime's own
   state and the protected set (``agent_sandbox.protected``) bound read-only
-  inside them. Protected names that do not exist yet at the top of a writable
-  root, and ``denyWrite`` paths that do not exist yet, get an empty placeholder
-  file on the host (for folders too) so a read-only mount can sit on them: the
-  command cannot create them, nor anything below them. Git metadata that
+  inside them. Protected names that do not exist yet are listed in
+  ``Plan.absent``: with a broker (every run's), refused when a call would create
+  them, nothing made on the host; unbrokered (srt's settings), read-only mounts
+  of empty files the caller makes. Git metadata that
   changes what git runs is read-only in every repository below a writable root
   (``gitmeta``); the rest of ``.git`` stays writable, and a missing ``.git``
   may be created (the sweep judges it after);
@@ -82,16 +82,17 @@ class Mount(_Record):
 
 
 class Plan(_Record):
-    """The mounts, the placeholders to create on the host first, the writable roots,
+    """The mounts, the protected names that do not exist yet (``absent``: the broker
+    refuses their creation; unbrokered, read-only mounts of them), the writable roots,
     the environment variables removed (the settings' credentials), the
     protected entries that existed before the run with their identities (what the
     sweep must never move), and with unix sockets allowed by path the resolved
     places allowed (``unix_sockets``; None: no connection is judged by path)."""
 
-    __slots__ = ("before", "hide_root", "mounts", "placeholders", "read_rules",
+    __slots__ = ("absent", "before", "hide_root", "mounts", "read_rules",
                  "unix_sockets", "unset_env", "writable_roots")
     mounts: tuple[Mount, ...]
-    placeholders: tuple[tuple[str, str], ...]
+    absent: tuple[tuple[str, str], ...]
     writable_roots: tuple[str, ...]
     hide_root: bool
     unset_env: tuple[str, ...]
@@ -242,7 +243,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
     ``private``: absolute paths hidden whatever the settings allow
     (``contract.private_paths``), like credentials. ``brokered``: a broker judges
     every write when it is made (``runtime.broker``): the missing protected paths
-    are still listed (``Plan.placeholders``, refused by the broker), with no mount
+    are still listed (``Plan.absent``, refused by the broker), with no mount
     and nothing made for them, and the writable roots are not walked for the
     protected entries that exist (the broker refuses those by name and by what
     surrounds them; the start costs the same in any tree). ``reads_at_open``
@@ -272,7 +273,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
                            b.private_real)
     ordered = tuple(sorted(b.mounts.values(), key=Mount.key))
     f = settings.filesystem
-    return Plan(mounts=ordered, placeholders=tuple(b.placeholders.items()),
+    return Plan(mounts=ordered, absent=tuple(b.absent.items()),
                 writable_roots=tuple(b.writable), hide_root=b.hide_root,
                 unset_env=settings.credential_env, before=tuple(dict.fromkeys(b.before)),
                 unix_sockets=sockets, read_rules=(
@@ -281,7 +282,7 @@ def plan(settings: Settings, *, home: str, cwd: str, fs: FsView,
 
 
 class _Build:
-    """A plan being built, phase by phase (``plan``): its mounts and placeholders,
+    """A plan being built, phase by phase (``plan``): its mounts and absent protected names,
     the protected entries seen, and what one phase finds for the next."""
 
     def __init__(self, settings: Settings, home: str, cwd: str, fs: FsView,
@@ -290,7 +291,7 @@ class _Build:
         self.brokered = brokered
         self.reads_at_open = brokered
         self.mounts: dict[tuple[str, str], Mount] = {}
-        self.placeholders: dict[str, str] = {}
+        self.absent: dict[str, str] = {}
         self.before: list[str] = []
         self.writable: list[str] = []  # the writable roots, none inside a denied path
         self.roots: list[str] = []  # those that are folders
@@ -306,19 +307,17 @@ class _Build:
         self.mounts[(op, path)] = Mount(op, path, kind)
 
     def protect_path(self, path: str, kind: str) -> None:
-        """Read-only if it exists; a placeholder if it could be created inside.
+        """Read-only if it exists; listed as absent if it could be created inside.
 
-        A placeholder is an empty file whatever the protected entry's kind: a
-        read-only file holds the name as well as a folder does (nothing can be
-        created at it or below it), and a folder costs a disk block whose release
-        is slow on filesystems mounted with ``discard``."""
+        An absent name is held as a file whatever the protected entry's kind:
+        nothing can be created at it or below it."""
         target = _absent_target(self.fs, path)
         if target in self.opened_roots:
             return  # opened by the caller: a writable root with its own protection
         if self.fs.kind(target) is not None:
             self.add("ro", self.fs.realpath(target))
         elif any(_under(target, w) and target != w for w in self.roots):
-            self.placeholders.setdefault(target, "f")
+            self.absent.setdefault(target, "f")
             if not self.brokered:
                 self.mounts[("ro", target)] = Mount("ro", target, "f")
 
@@ -545,11 +544,11 @@ def _judged_at_open(rules: Iterable[str], home: str, cwd: str) -> tuple[list[str
 
 
 def without(p: Plan, paths: set[str]) -> Plan:
-    """The plan minus the placeholders (and their mounts) that could not be created."""
+    """The plan minus the absent names (and their mounts) at ``paths``."""
     if not paths:
         return p
     return Plan(mounts=tuple(m for m in p.mounts if m.path not in paths),
-                placeholders=tuple(x for x in p.placeholders if x[0] not in paths),
+                absent=tuple(x for x in p.absent if x[0] not in paths),
                 writable_roots=p.writable_roots, hide_root=p.hide_root,
                 unset_env=p.unset_env, before=p.before, unix_sockets=p.unix_sockets,
                 read_rules=p.read_rules)

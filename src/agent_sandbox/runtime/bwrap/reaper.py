@@ -28,7 +28,7 @@ def reap_stuck(lock_dir: str, every: float | None = None) -> int:
     user to finish looks for them, at most every ``REAP_EVERY`` seconds
     (``AGENT_SANDBOX_REAP_EVERY`` overrides it).
     """
-    from .placeholders import live_pids
+    from .run_records import live_pids
 
     if every is None:
         every = float(os.environ.get("AGENT_SANDBOX_REAP_EVERY", REAP_EVERY))

@@ -1,12 +1,12 @@
 """One command in a bubblewrap sandbox, from start to cleanup (``BwrapRun``).
 
-Step by step: plan the mounts (``bwrap.plan``), create the placeholders under
-the lock (``placeholders``), record the protected entries' identities and leave
-the owed-sweep marker (``sweep.owe``), start ``bwrap`` held at ``--block-fd``,
-open the proxy ports inside its network namespace (``netns.open_listeners``),
-release the command through the start gate, serve the proxy lazily (on the
-first connection), wait, then clean up: the sweep disarms protected names the
-command created, and this run's placeholders go.
+Step by step: plan the mounts (``bwrap.plan``) under the lock, in this run's
+record (``run_records``), leave the owed-sweep marker (``sweep.owe``), start the
+broker that judges every write (``runtime.broker``) and ``bwrap`` held at
+``--block-fd``, open the proxy ports inside its network namespace
+(``netns.open_listeners``), release the command through the start gate, serve
+the proxy lazily (on the first connection), wait, then clean up: what the
+command made is judged (``made_repos``, the sweep) and this run's record goes.
 
 Why no bridge process inside the sandbox (srt runs socat there): the proxy's
 listening sockets are created in the sandbox's network namespace and held by
@@ -41,7 +41,7 @@ from . import argv as bwargv
 from . import fsview, late_binds, path_entries
 from . import plan as bw
 from .owed import settle_or_refuse, settle_owed
-from .placeholders import Placeholders
+from .run_records import RunRecord
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ class BwrapRun:
         self.filters = dict(filters or {})  # read-only targets shown through a filter
         self.pin = pin  # an approved command's tree (``broker.pinned.Pin``)
         self.proxy: Any = None
-        self.placeholders: Placeholders | None = None
+        self.record: RunRecord | None = None
         self.plan: bw.Plan | None = None
         self.before: dict[str, tuple[int, ...]] = {}
         # set once ``before`` is taken, before the gate lets the command run: a start
@@ -149,7 +149,7 @@ class BwrapRun:
         self.relay: Relay | None = None  # standard streams that are files (see Relay)
         self.binder: late_binds.Binder | None = None  # makes the plan's late binds
         self._pid1fd = -1  # the sandbox's init (a pidfd), from its start to cleanup
-        self.guarded: set[str] = set()  # the placeholders its read-only mounts sit on
+        self.guarded: set[str] = set()  # protected names its read-only mounts sit on
         self.broker: Any = None  # judges the calls that change names, and unix connect()
         self._installer: Any = None  # the broker's filter, until its listener is taken
         self.absent: tuple[str, ...] = ()  # protected paths that do not exist (the broker's)
@@ -173,7 +173,7 @@ class BwrapRun:
         self.limits = limits_for_run(*self.settings.limits)
         try:
             lock_dir = contract.lock_dir(self.home)
-            ph = self.placeholders = Placeholders(lock_dir)
+            ph = self.record = RunRecord(lock_dir)
             p, relied = self._plan_locked(ph, lock_dir)
             late = self._spawn(p, fds, capture=capture, stdin=stdin, stdout=stdout,
                                stderr=stderr)
@@ -210,9 +210,9 @@ class BwrapRun:
         except seccomp.SeccompError as exc:
             raise SandboxStartError(str(exc)) from None
 
-    def _plan_locked(self, ph: Placeholders, lock_dir: str) -> tuple[bw.Plan, list[str]]:
+    def _plan_locked(self, ph: RunRecord, lock_dir: str) -> tuple[bw.Plan, list[str]]:
         """The sweeps earlier runs owe, settled; then the plan, made under the lock
-        (``Placeholders``): (the plan, its mounts other runs rely on)."""
+        (``RunRecord``): (the plan, its mounts other runs rely on)."""
         self._settle_or_refuse(ph)
         realfs = fsview.RealFs(skip=[lock_dir])
         with ph:
@@ -225,7 +225,7 @@ class BwrapRun:
             # no placeholder is made: the protected names that do not exist are
             # refused when a call would create them (runtime.broker), in every run
             # alike and whatever the tree looks like by then
-            self.absent = tuple(x for x, _ in p.placeholders)
+            self.absent = tuple(x for x, _ in p.absent)
             p = bw.without(p, set(self.absent) | {m.path for m in p.mounts
                                                   if not os.path.lexists(m.path)})
         self.plan = p
@@ -298,12 +298,12 @@ class BwrapRun:
 
         netns.load()
         info = read_all(fds.info_r)
-        if self.placeholders is not None:
-            self.placeholders.note_pid(self.proc.pid)
+        if self.record is not None:
+            self.record.note_pid(self.proc.pid)
         try:
             self.pid1 = int(loads(info)["child-pid"])
-            if self.placeholders is not None:
-                self.placeholders.note_pid(self.pid1)
+            if self.record is not None:
+                self.record.note_pid(self.pid1)
             # held while bwrap waits at its block fd: the sandbox's init, whose end
             # is the end of every process in its pid namespace (``sweep``)
             with suppress(OSError):
@@ -489,7 +489,7 @@ class BwrapRun:
 
         roots = [w for w in self.plan.writable_roots if os.path.isdir(w)]
         skip = spared(self.plan, self.guarded)
-        ph = self.placeholders
+        ph = self.record
         self.quarantined, notes = quarantine(roots, self.before, self.home, skip,
                                              recorder=self._recorder,
                                              lock_dir=ph.dir if ph else None,
@@ -537,8 +537,8 @@ class BwrapRun:
             with suppress(OSError):
                 s.close()
         self.listeners, self.extra_listeners = [], []
-        if self.placeholders is not None:
-            ph, self.placeholders = self.placeholders, None
+        if self.record is not None:
+            ph, self.record = self.record, None
             try:
                 self._settle_owed(ph)
             except Exception as exc:
@@ -572,12 +572,12 @@ class BwrapRun:
             self._recorder()({"event_kind": "sweep_failed", "reason": reason,
                               "roots": list(roots)})
 
-    def _settle_or_refuse(self, ph: Placeholders) -> None:
+    def _settle_or_refuse(self, ph: RunRecord) -> None:
         """Before anything is planned: the sweeps earlier runs still owe, done now
         (what they judge must not count as already there for this run), or no start."""
         settle_or_refuse(ph, self._recorder, self.notices.append)
 
-    def _settle_owed(self, ph: Placeholders) -> None:
+    def _settle_owed(self, ph: RunRecord) -> None:
         """The sweeps of runs killed before theirs, and stuck sandboxes (``reaper``)."""
         from .reaper import reap_stuck
 

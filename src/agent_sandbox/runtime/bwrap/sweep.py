@@ -117,12 +117,12 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def measure(plan: Plan, relied: Iterable[str]) -> tuple[set[str], dict[str, Identity]]:
-    """What a run's sweep judges by, taken once its placeholders exist: the
-    placeholders its read-only mounts sit on (its own and those it relies on: one
+    """What a run's sweep judges by, taken when it is planned: the absent
+    protected names its read-only mounts sit on (its own and those it relies on: one
     removed meanwhile takes its mount with it, and what stands there afterwards is
     the command's), and the identities of those and of the protected entries the
     plan found."""
-    guarded = {x for x, _ in plan.placeholders} | set(relied)
+    guarded = {x for x, _ in plan.absent} | set(relied)
     return guarded, identities([*plan.before, *sorted(guarded - set(plan.before))])
 
 
@@ -387,7 +387,7 @@ def quarantine(roots: Sequence[str], before: Mapping[str, Identity], home: str,
     instead of walking the roots: the broker refused every other protected name
     when a call would have written it, so nothing else can be new.
     """
-    from .placeholders import OthersHeld
+    from .run_records import OthersHeld
 
     found = find_new(roots, before, home, skip) if repos is None else made_repos(repos)
     with OthersHeld(lock_dir, own) if lock_dir else _NoneHeld() as theirs:

@@ -48,7 +48,7 @@ def layers_dir(home: str, roots: Sequence[str]) -> str:
                  os.path.join(contract.host_state_dir(), "layers")):
         real = os.path.realpath(base)
         if not any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
-            from ..bwrap.placeholders import private_dir
+            from ..bwrap.run_records import private_dir
 
             return private_dir(base)
     raise SandboxStartError("every folder for the gVisor backend's layers lies in a writable "

@@ -63,8 +63,9 @@ def private_dir(path: str) -> str:
     return path
 
 
-class Placeholders:
-    """This run's placeholders, from creation (under the lock) to removal."""
+class RunRecord:
+    """This run's record, from its start (under the lock) to its removal; and the
+    cleanup of placeholders earlier releases made."""
 
     def __init__(self, lock_dir: str) -> None:
         self.dir = private_dir(lock_dir)
@@ -74,7 +75,7 @@ class Placeholders:
         self.record = ""
         self.fd = -1
 
-    def __enter__(self) -> Placeholders:
+    def __enter__(self) -> RunRecord:
         fcntl.flock(self.mutex, fcntl.LOCK_EX)
         if self.fd < 0:
             self.record = os.path.join(self.runs, f"{os.getpid()}.{os.urandom(6).hex()}")
@@ -87,7 +88,7 @@ class Placeholders:
         fcntl.flock(self.mutex, fcntl.LOCK_UN)
 
     def others(self) -> set[str]:
-        """Placeholders other runs made or rely on, whether those runs still live or
+        """RunRecord other runs made or rely on, whether those runs still live or
         died before their cleanup (call inside ``with``). A plan that mounts on one of
         them must record that it relies on it (``create``'s ``relied``): a dead run's
         placeholder is otherwise removed by the next cleanup of any run, and the mount
