@@ -133,9 +133,24 @@ def hook_argv(python: str, agent: str, event: str) -> list[str]:
     return [python, "-I", "-c", HOOK_CODE, agent, event]
 
 
-def hook_command(python: str, agent: str, event: str) -> str:
-    """``hook_argv`` as the shell command line the clients' settings carry."""
-    return f'"{python}" -I -c "{HOOK_CODE}" {agent} {event}'
+# The events whose hook judges a call before it runs. A hook there that cannot
+# answer (its interpreter gone after an upgrade, killed, crashed) must block the
+# call, and not every client does so on its own: Codex CLI 0.171.0 runs the call
+# when a PreToolUse hook fails to start. Exit status 2 is every client's "block"
+# (Claude Code, Codex, Gemini CLI, Cursor), so the shell the client runs the
+# command with turns any other failure into it (``hook_command``).
+BEFORE_CALL_EVENTS = frozenset({"pre-tool-use", "before-tool", "before-shell-execution",
+                                "before-mcp-execution", "before-read-file"})
+_BLOCK_ON_FAILURE = (' || { s=$?; [ "$s" = 2 ] || echo "agent-sandbox: the hook failed'
+                     ' (status $s): the call is blocked" >&2; exit 2; }')
+
+
+def hook_command(python: str, agent: str, event: str, *, posix: bool = True) -> str:
+    """``hook_argv`` as the shell command line the clients' settings carry; for a
+    call's judgement, run by a POSIX shell (``posix``), any failure of the hook is
+    exit status 2, a block (``BEFORE_CALL_EVENTS``)."""
+    line = f'"{python}" -I -c "{HOOK_CODE}" {agent} {event}'
+    return line + _BLOCK_ON_FAILURE if posix and event in BEFORE_CALL_EVENTS else line
 
 
 def is_hook_command(command: object, agent: str) -> bool:

@@ -569,7 +569,7 @@ def status(repo: str) -> dict[str, Any]:
                        "exit_code": rec.get("exit_code")})
     from .agent.client_checks import check
 
-    agents = [a for a in state.get("agents", []) if a in ("claude", "codex", "gemini")]
+    agents = [a for a in state.get("agents", []) if a in ("claude", "codex", "cursor", "gemini")]
     findings = [f.__dict__ for f in check(repo, clients=agents)] if state else []
     from .last_verify import read_drift
 

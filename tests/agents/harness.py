@@ -126,14 +126,16 @@ class World:
                 *own, "--die-with-parent", "--", *argv]
 
     def sandbox(self, *args: str, check: bool = True, timeout: float = 60,
-                on_path: str | None = None) -> subprocess.CompletedProcess[str]:
+                on_path: str | None = None, python: str = sys.executable
+                ) -> subprocess.CompletedProcess[str]:
         """Our own CLI, as the user would run it in this world (``on_path``: with that
-        client on PATH, as a user who installed it has it)."""
+        client on PATH, as a user who installed it has it; ``python``: the interpreter
+        it runs under, which the hooks it renders name)."""
         env = {**self.env("claude", ""), "COLUMNS": "200"}
         if on_path:
             env["PATH"] = f"{client_bin(on_path).parent}:{env['PATH']}"
         for _ in range(2):
-            r = subprocess.run(self.wrap([sys.executable, "-m", "agent_sandbox", *args]),
+            r = subprocess.run(self.wrap([python, "-m", "agent_sandbox", *args]),
                                env=env, capture_output=True, text=True, timeout=timeout)
             if not world_not_set_up(r.stderr):
                 break

@@ -5,6 +5,11 @@ reported gap is real, and it goes away once closed)."""
 from __future__ import annotations
 
 import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
 
 from .harness import SECRET, World
 from .model_server import ModelServer, Shell
@@ -60,7 +65,10 @@ def _break_our_hooks(world: World, keep_on_failure: bool) -> None:
     for groups in doc["hooks"].values():
         for g in groups:
             for h in g["hooks"]:
-                h["command"] = "/nonexistent/agent-sandbox-python " + h["command"]
+                # the command as rendered before it blocked on its own failure: what
+                # blocks here is the client's onFailure alone
+                bare = h["command"].split(" || ")[0]
+                h["command"] = "/nonexistent/agent-sandbox-python " + bare
                 if not keep_on_failure:
                     h.pop("onFailure", None)
     path.write_text(json.dumps(doc))
@@ -92,3 +100,72 @@ def test_a_hook_that_cannot_start_blocks_the_call_where_the_client_reads_it(
                                                  said)
         marker.unlink(missing_ok=True)
         world.sandbox("uninstall", str(world.repo))
+
+
+def test_cursor_hooks_that_would_fail_open_are_reported(tmp_path: Path) -> None:
+    """Cursor runs a call when a hook entry without ``failClosed: true`` crashes or
+    times out: such an entry of ours is a finding, in the project's file and the
+    user's; the rendered entries are none. (Cursor does not run here.)"""
+    import json
+
+    from agent_sandbox import contract
+    from agent_sandbox.agent.client_checks import cursor
+
+    repo, home = tmp_path / "repo", tmp_path / "home"
+    ours = contract.hook_command("/usr/bin/python3", "cursor", "before-shell-execution")
+    for where, entry in ((repo, {"command": ours, "timeout": 60, "failClosed": True}),
+                         (home, {"command": "/opt/other-hook"})):
+        (where / ".cursor").mkdir(parents=True)
+        (where / ".cursor/hooks.json").write_text(json.dumps(
+            {"version": 1, "hooks": {"beforeShellExecution": [entry]}}))
+    assert cursor(str(repo), str(home)) == []  # ours fail closed; another's is not ours
+    (home / ".cursor/hooks.json").write_text(json.dumps(
+        {"version": 1, "hooks": {"beforeShellExecution": [{"command": ours}]}}))
+    found = cursor(str(repo), str(home))
+    assert [(f.client, f.problem) for f in found] == [("cursor", "fails-open")]
+    assert str(home / ".cursor/hooks.json") in found[0].detail
+
+
+def _interpreter_to_lose(world: World) -> Path:
+    """An interpreter of its own for the hooks (a virtualenv's layout around the
+    base interpreter, with the project's packages): removing it later leaves the
+    rendered hook commands, and the trust the clients keep for them, unchanged."""
+    import sysconfig
+
+    base = world.root / "hook-python"
+    (base / "bin").mkdir(parents=True)
+    site = base / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    site.mkdir(parents=True)
+    (site / "site-packages").symlink_to(sysconfig.get_paths()["purelib"])
+    (base / "pyvenv.cfg").write_text((Path(sys.prefix) / "pyvenv.cfg").read_text())
+    python = base / "bin" / "python"
+    python.symlink_to(os.path.realpath(sys.executable))
+    return python
+
+
+@pytest.mark.parametrize("client", ["codex", "gemini"])
+def test_a_hook_whose_interpreter_is_gone_blocks_the_call(world: World, client: str) -> None:
+    """The hooks' interpreter goes after ``sandbox init`` (an upgrade moved it): the
+    rendered command, and the trust the client keeps for it, are unchanged, and the
+    next call is blocked. Codex CLI 0.171.0 on its own runs a call whose PreToolUse
+    hook cannot start; the rendered command's exit status 2 blocks it. The control:
+    with the interpreter there, the same call runs."""
+    python = _interpreter_to_lose(world)
+    marker = world.repo / "ran.txt"
+    world.sandbox("init", str(world.repo), f"--{client}", "--trust", python=str(python))
+    config = world.home / ".codex" / "config.toml"  # the trust init wrote
+    trusted = config.read_text() if config.exists() else None
+    for present in (True, False):
+        if not present:
+            python.unlink()
+        with ModelServer([Shell("echo x > ran.txt")]) as model:
+            if trusted is not None:
+                config.write_text(trusted)  # configure adds the model server to it
+            world.configure(client, model.url)
+            run = world.run(client, model.url)
+            said = model.results()
+        assert marker.exists() == present, (present, run.stdout[-1500:],
+                                            run.stderr[-1500:], said)
+        marker.unlink(missing_ok=True)
+    told = run.stdout + run.stderr + str(said)
+    assert "the call is blocked" in told, (run.stdout[-1500:], run.stderr[-1500:], said)

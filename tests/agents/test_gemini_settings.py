@@ -188,7 +188,7 @@ def test_a_system_file_that_lets_dotenv_files_in_stops_the_run(
 
 def test_only_our_before_tool_hooks_are_kept() -> None:
     ours = gs.our_commands({"sys-cmd"})
-    rendered = next(c for c in ours if c.endswith("before-tool"))
+    rendered = next(c for c in ours if " gemini before-tool" in c)
     # exactly what ``sandbox init`` renders for this interpreter
     import sys
 

@@ -199,19 +199,22 @@ def test_claude_managed_settings(arts: dict[str, Artifact]) -> None:
 def test_hooks_call_the_absolute_interpreter(arts: dict[str, Artifact]) -> None:
     py = ('"/opt/as/venv/bin/python3" -I -c '
           '"from agent_sandbox.cli.entry import hook; hook()"')
+    # a call's judgement blocks when the hook itself fails (exit status 2)
+    fails = (' || { s=$?; [ "$s" = 2 ] || echo "agent-sandbox: the hook failed (status $s):'
+             ' the call is blocked" >&2; exit 2; }')
     claude = doc(arts, "/etc/claude-code/managed-settings.json")["hooks"]
     assert {e: claude[e][0]["hooks"][0]["command"] for e in claude} == {
-        "PreToolUse": f"{py} claude pre-tool-use",
+        "PreToolUse": f"{py} claude pre-tool-use{fails}",
         "PostToolUse": f"{py} claude post-tool-use",
         "SessionStart": f"{py} claude session-start",
     }
     assert claude["PreToolUse"][0]["hooks"][0]["timeout"] >= 45
     codex = tomllib.loads(arts["/etc/codex/requirements.toml"].content.decode())["hooks"]
-    assert codex["PreToolUse"][0]["hooks"][0]["command"] == f"{py} codex pre-tool-use"
+    assert codex["PreToolUse"][0]["hooks"][0]["command"] == f"{py} codex pre-tool-use{fails}"
     assert set(codex) == {"PreToolUse", "PostToolUse", "SessionStart"}
     gemini = doc(arts, "/etc/gemini-cli/settings.json")["hooks"]
     assert {e: gemini[e][0]["hooks"][0]["command"] for e in gemini} == {
-        "BeforeTool": f"{py} gemini before-tool",
+        "BeforeTool": f"{py} gemini before-tool{fails}",
         "AfterTool": f"{py} gemini after-tool",
         "SessionStart": f"{py} gemini session-start",
     }
@@ -225,10 +228,14 @@ def test_hooks_call_the_absolute_interpreter(arts: dict[str, Artifact]) -> None:
     cursor = doc(arts, "/home/alice/app/.cursor/hooks.json")
     assert cursor["version"] == 1
     assert {e: h[0]["command"] for e, h in cursor["hooks"].items()} == {
-        "beforeShellExecution": f"{py} cursor before-shell-execution",
-        "beforeMCPExecution": f"{py} cursor before-mcp-execution",
-        "beforeReadFile": f"{py} cursor before-read-file",
+        "beforeShellExecution": f"{py} cursor before-shell-execution{fails}",
+        "beforeMCPExecution": f"{py} cursor before-mcp-execution{fails}",
+        "beforeReadFile": f"{py} cursor before-read-file{fails}",
     }
+    # Cursor lets a call through when a hook crashes or times out (seconds), unless
+    # the entry fails closed
+    assert all(h[0]["failClosed"] is True and h[0]["timeout"] == agent_timeout(45)
+               for h in cursor["hooks"].values())
 
 
 def test_mcp_entries_in_each_clients_shape(arts: dict[str, Artifact]) -> None:

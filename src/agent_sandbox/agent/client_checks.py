@@ -60,9 +60,14 @@ def _toml(path: str) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"{path} is unreadable ({exc})"
 
 
+CLIENT_PROGRAMS = {"claude": ("claude",), "codex": ("codex",), "gemini": ("gemini",),
+                   "cursor": ("cursor-agent", "cursor")}
+
+
 def installed_clients(extra_path: str = "") -> list[str]:
     path = os.pathsep.join(p for p in (extra_path, os.environ.get("PATH", "")) if p)
-    return [c for c in ("claude", "codex", "gemini") if shutil.which(c, path=path)]
+    return [c for c, programs in CLIENT_PROGRAMS.items()
+            if any(shutil.which(x, path=path) for x in programs)]
 
 
 def installed_version(client: str) -> str | None:
@@ -197,6 +202,32 @@ def _claude_fails_open(managed: dict[str, Any] | None, repo: str | None) -> list
                     + fix)]
 
 
+# -- Cursor -------------------------------------------------------------------
+
+def cursor(repo: str | None, home: str) -> list[Finding]:
+    """Our entries in Cursor's hooks files (the user's, the project's) without
+    ``failClosed: true``: Cursor runs the call when such a hook crashes, times out
+    or answers no JSON. (Cursor does not run here: the shape is the one Cursor's
+    own hooks examples use.)"""
+    out: list[Finding] = []
+    paths = [os.path.join(home, ".cursor", "hooks.json")]
+    if repo:
+        paths.append(os.path.join(repo, ".cursor", "hooks.json"))
+    for path in paths:
+        doc, err = _json(path)
+        if err:
+            out.append(Finding("cursor", "skips-hooks", err))
+        ours = [h for entries in ((doc or {}).get("hooks") or {}).values()
+                if isinstance(entries, list) for h in entries if isinstance(h, dict)
+                and contract.is_hook_command(h.get("command"), "cursor")]
+        if any(h.get("failClosed") is not True for h in ours):
+            out.append(Finding("cursor", "fails-open",
+                               f"{path}: our hooks carry no failClosed: true: Cursor runs a "
+                               "call when the hook crashes or times out; run `sandbox init "
+                               "--cursor` again"))
+    return out
+
+
 # -- Gemini CLI -----------------------------------------------------------------
 
 def _our_gemini_hooks(doc: dict[str, Any] | None) -> set[str]:
@@ -278,7 +309,7 @@ def check(repo: str | None, home: str | None = None,
     home = home or os.path.expanduser("~")
     chosen = clients if clients is not None else installed_clients()
     out: list[Finding] = []
-    checks = {"claude": claude, "codex": codex, "gemini": gemini}
+    checks = {"claude": claude, "codex": codex, "cursor": cursor, "gemini": gemini}
     for c in chosen:
         out += checks[c](repo, home)
     if os.path.isfile(HOST_POLICY):

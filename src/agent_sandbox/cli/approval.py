@@ -61,7 +61,7 @@ def init_cmd(
         typer.echo(f"  trusted in {t}")
     from ..agent.client_checks import check
 
-    clients = [a for a in res["agents"] if a in ("claude", "codex", "gemini")]
+    clients = [a for a in res["agents"] if a in ("claude", "codex", "cursor", "gemini")]
     unfinished = []
     for f in check(res["repo"], clients=clients):
         if f.problem == "skips-hooks" and f.fix:

@@ -42,8 +42,7 @@ AGENTS = {
     "gemini": ("before-tool", "after-tool", "session-start"),
     "cursor": ("before-shell-execution", "before-mcp-execution", "before-read-file"),
 }
-PRE_EVENTS = frozenset({"pre-tool-use", "before-tool", "before-shell-execution",
-                        "before-mcp-execution", "before-read-file"})
+PRE_EVENTS = contract.BEFORE_CALL_EVENTS
 OUTPUT_LIMITS = {"claude": 20_000, "codex": 20_000, "gemini": 20_000, "cursor": 10_000}
 
 

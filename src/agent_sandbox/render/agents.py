@@ -95,7 +95,7 @@ CURSOR_EVENTS = (
 
 def hook_command(facts: HostFacts, agent: str, event: str) -> str:
     """The shell command a client runs for one hook event."""
-    return contract.hook_command(facts.python, agent, event)
+    return contract.hook_command(facts.python, agent, event, posix=facts.os != "windows")
 
 
 def _hook_timeout(spec: Spec) -> int:
@@ -290,10 +290,15 @@ def claude_settings(spec: Spec, facts: HostFacts, *, managed: bool) -> dict[str,
 
 
 def cursor_hooks(spec: Spec, facts: HostFacts) -> dict[str, Any]:
+    """Cursor's ``hooks.json``: each entry with ``failClosed`` (Cursor lets a call
+    through when a hook crashes, times out or answers no JSON, unless the entry
+    says so) and a timeout longer than the hook's own deadline."""
+    timeout = _hook_timeout(spec)
     return {
         "version": 1,
         "hooks": {
-            client_event: [{"command": hook_command(facts, "cursor", event)}]
+            client_event: [{"command": hook_command(facts, "cursor", event),
+                            "timeout": timeout, "failClosed": True}]
             for client_event, event in CURSOR_EVENTS
         },
     }
