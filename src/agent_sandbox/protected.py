@@ -95,6 +95,7 @@ PYTHON_SITE_DIRS: tuple[str, ...] = ("site-packages", "dist-packages")
 GIT_PATH_KEYS: tuple[str, ...] = (
     "core.hookspath", "core.fsmonitor", "core.sshcommand", "core.editor", "core.pager",
     "core.askpass", "core.attributesfile", "core.excludesfile", "include.path",
+    "init.templatedir",  # git init and clone copy its hooks into the new repository
     "sequence.editor", "diff.external", "gpg.program", "credential.helper",
     # drivers and commands named per subsection (``filter.<name>.clean``) or per
     # command (``pager.log``, ``alias.x = !cmd``): ``gitmeta._config_key``

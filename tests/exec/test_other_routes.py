@@ -35,14 +35,26 @@ PY = sys.executable
 
 # a folder about to become a git folder, its configuration held open for writing
 STAGE = """
-import os, sys, time
-def stage(path):
+import os, stat, sys, time
+def stage(path, mark="open"):
     os.mkdir(path)
     fd = os.open(path + "/config", os.O_WRONLY | os.O_CREAT, 0o644)
     os.write(fd, b"[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n")
     os.mkdir(path + "/objects"); os.mkdir(path + "/refs")
-    with open(path + "/HEAD", "w") as f:
-        f.write("ref: refs/heads/main\\n")
+    head = path + "/HEAD"
+    if mark == "link":  # its mark a second name of a file made elsewhere
+        with open("head", "w") as f:
+            f.write("ref: refs/heads/main\\n")
+        os.link("head", head)
+    elif mark == "symlink":  # git takes a link into refs/ for HEAD
+        os.symlink("refs/heads/main", head)
+    elif mark == "mknod":
+        os.mknod(head, stat.S_IFREG | 0o644)
+        with open(head, "w") as f:
+            f.write("ref: refs/heads/main\\n")
+    else:
+        with open(head, "w") as f:
+            f.write("ref: refs/heads/main\\n")
     return fd
 ARM = b"\\tfsmonitor = \\"touch {M}; false\\"\\n"
 """
@@ -81,6 +93,11 @@ ROUTES: dict[str, Route] = {
         "os.rename(\"stage\", \"proj/.git\"); open(\"armed\", \"w\")\n"
         "while not os.path.exists(\"moved\"): time.sleep(0.05)\nos.write(fd, ARM)'",
         "cd project && git status --short", beside="mv proj project && touch moved"),
+    **{f"configuration-held-open-as-a-{mark}-head-makes-it-git": Route(
+        f"{PY} -c '{STAGE}\nos.mkdir(\"sub\"); fd = stage(\"stage\", \"{mark}\"); "
+        "open(\"sub/.git\", \"w\").write(\"gitdir: ../stage\\n\"); os.write(fd, ARM); "
+        "open(\"armed\", \"w\"); time.sleep(4)'", "cd sub && git status --short", during=True)
+       for mark in ("link", "symlink", "mknod")},
     "exchange-into-a-repository": Route(
         f"git init -q proj && printf '[core]\\n\\tfsmonitor = \"touch {{M}}; false\"\\n' > evil && "
         f"{PY} -c \"import ctypes; ctypes.CDLL(None).renameat2(-100, b'proj/.git/config', "

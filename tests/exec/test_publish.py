@@ -91,3 +91,24 @@ def test_a_mode_change_is_judged_and_depth_is_bounded(tmp_path: Path) -> None:
     assert (root / "r" / ".git" / "hooks").stat().st_mode & 0o7777 == 0o755
     assert (root / "zz" / "f").read_text() == "after\n"
     assert any("deeper than" in why for _, why in p.refused), p.refused
+
+
+def test_a_removed_tree_with_protected_names_inside_is_removed(tmp_path: Path) -> None:
+    """``rm -rf node_modules`` in a run, with a package's ``.vscode`` and ``.git``
+    inside: published as the calls were made (contents first, then each emptied
+    folder), so the tree goes as it does under bwrap; the user's own project
+    ``.vscode`` beside it stays."""
+    root, home, upper = tmp_path / "w", tmp_path / "h", tmp_path / "up"
+    pkg = root / "node_modules" / "pkg"
+    for d in (pkg / ".vscode", pkg / "lib", root / ".vscode", home, upper):
+        d.mkdir(parents=True)
+    (pkg / ".vscode" / "settings.json").write_text("{}")
+    (pkg / "lib" / "index.js").write_text("1")
+    (root / ".vscode" / "settings.json").write_text("{}")
+    since = time.time_ns()
+    time.sleep(0.05)
+    os.mknod(upper / "node_modules", 0o600 | 0o020000, 0)  # the whiteout rm -rf leaves
+    p = publisher(root, home, since)
+    p.publish(str(upper), str(root))
+    assert not (root / "node_modules").exists(), p.refused
+    assert (root / ".vscode" / "settings.json").exists()

@@ -151,6 +151,18 @@ PROOFS: dict[str, Proof] = {
                     setup="echo 'export A=1' > .envrc && direnv allow ."),
     "bash-completion": Proof("echo 'touch {M}' > ~/.bash_completion", "bash -i -c true",
                              home=True, setup="cp /etc/skel/.bashrc ~/.bashrc"),
+    "bash-completion-xdg": Proof("mkdir -p ~/.config && echo 'touch {M}' > "
+                                 "~/.config/bash_completion", "bash -l -i -c true",
+                                 home=True),
+    "bashrc-d": Proof("mkdir -p ~/.bashrc.d && echo 'touch {M}' > ~/.bashrc.d/x.sh",
+                      "bash -i -c true", home=True,
+                      setup="printf 'for rc in ~/.bashrc.d/*; do . \"$rc\"; done\\n' > ~/.bashrc"),
+    "git-template-dir": Proof("mkdir -p ~/.git-templates/hooks && "
+                              + hook("~/.git-templates/hooks/post-checkout"),
+                              "git clone -q up clone", ("git",), home=True,
+                              setup="mkdir -p ~/.git-templates && printf '[init]\\n\\t"
+                                    "templateDir = ~/.git-templates\\n' > ~/.gitconfig && "
+                                    "git init -q up && git -C up commit -q --allow-empty -m a"),
     "less-lesskey": Proof(f"{hook('lo.sh')} && echo 'cat \"$1\"' >> lo.sh && printf "
                           "'#env\\nLESSOPEN=|%s/lo.sh %%s\\n' \"$PWD\" > ~/.lesskey",
                           "echo hi > f.txt && less -F f.txt </dev/null >/dev/null", ("less",),
@@ -251,6 +263,54 @@ VARIANTS: dict[str, Proof] = {
         "f=$(echo .venv/lib/python3*/site-packages/pip/_internal/cli/main.py) && "
         "{ echo \"open('{M}', 'w')\"; cat $f; } > m.tmp && mv m.tmp $f",
         ".venv/bin/pip --version", ("python3",), setup="python3 -m venv .venv"),
+    # a virtualenv made later over what a run left (python3 -m venv keeps it): its
+    # programs under the usual names, a site folder under any name, the folder
+    # above the user's own one moved and remade
+    "venv-bin-before-pyvenv": Proof(f"mkdir -p .venv/bin && {hook('.venv/bin/git')}",
+                                    "python3 -m venv --without-pip .venv && "
+                                    ". .venv/bin/activate && git --version", ("python3",)),
+    "venv-site-before-pyvenv-any-name": Proof(
+        "d=.tox/py/lib/python3.$(python3 -c 'import sys; print(sys.version_info[1])')/"
+        "site-packages && mkdir -p $d && echo \"import os; open('{M}', 'w')\" > $d/zz.pth",
+        "python3 -m venv --without-pip .tox/py && .tox/py/bin/python -c pass", ("python3",)),
+    "venv-folder-above-remade": Proof(
+        "mv backend .trash; mkdir -p backend/.venv/bin && cp .trash/.venv/pyvenv.cfg "
+        f"backend/.venv/ && {hook('backend/.venv/bin/activate')}",
+        ". backend/.venv/bin/activate", ("python3",),
+        setup="mkdir backend && python3 -m venv --without-pip backend/.venv"),
+    # a folder above what a configuration names, remade with other contents
+    "git-hookspath-folder-remade": Proof(
+        f"cp -a .github n && {hook('n/hooks/pre-commit')} && mv .github o && mv n .github",
+        "git commit -q --allow-empty -m u", ("git",),
+        setup=f"{REPO} && mkdir -p .github/hooks && printf '#!/bin/sh\\nexit 0\\n' > "
+              ".github/hooks/pre-commit && chmod +x .github/hooks/pre-commit && "
+              "git config core.hooksPath .github/hooks"),
+    "direnv-named-folder-remade": Proof(
+        f"cp -a tools n && {hook('n/bin/git')} && mv tools o && mv n tools",
+        "direnv exec . git --version", ("direnv",),
+        setup="mkdir -p tools/bin && printf 'PATH_add tools/bin\\n' > .envrc && direnv allow ."),
+    # what an .envrc names inside a list of commands, or by the folder's other spellings
+    "direnv-conditional-source": Proof(
+        "echo 'touch {M}' > .envrc.local", "direnv exec . true", ("direnv",),
+        setup="echo '[ -f .envrc.local ] && source_env .envrc.local' > .envrc && "
+              "touch .envrc.local && direnv allow ."),
+    "direnv-path-from-pwd": Proof(
+        f"mkdir -p bin && {hook('bin/git')}", "direnv exec . git --version", ("direnv",),
+        setup="echo 'export PATH=$(pwd)/bin:$PATH' > .envrc && direnv allow ."),
+    # a hook installed as a link to a script of the work tree: the script is the hook
+    "git-hook-link-target": Proof(
+        hook("scripts/pre-commit"), "git commit -q --allow-empty -m u", ("git",),
+        setup=f"{REPO} && mkdir scripts && printf '#!/bin/sh\\nexit 0\\n' > scripts/pre-commit"
+              " && chmod +x scripts/pre-commit && ln -s ../../scripts/pre-commit "
+              ".git/hooks/pre-commit"),
+    # a driver's file argument given without a folder (python3 strip.py)
+    "git-filter-driver-bare-word": Proof(
+        "echo \"import os, sys; open('{M}', 'w'); sys.stdout.write(sys.stdin.read())\" > "
+        "strip.py && touch a.txt", "git status --short", ("git", "python3"),
+        setup=f"{REPO} && echo 'import sys; sys.stdout.write(sys.stdin.read())' > strip.py && "
+              "echo '*.txt filter=strip' > .gitattributes && echo hello > a.txt && "
+              "git config filter.strip.clean 'python3 strip.py' && git add -A && "
+              "git commit -qm i"),
     "venv-site-before-pyvenv": Proof(
         "d=.venv/lib/python3.$(python3 -c 'import sys; print(sys.version_info[1])')/"
         "site-packages && mkdir -p $d && echo \"import os; open('{M}', 'w')\" > $d/zz.pth",

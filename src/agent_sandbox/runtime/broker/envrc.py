@@ -35,19 +35,41 @@ _USES = {"nix": ("shell.nix", "default.nix"), "flake": ("flake.nix", "flake.lock
 _LAYOUT_BINS = {"php": ("vendor/bin",)}
 
 
-def names(text: str) -> list[str]:
-    """The paths (relative to the ``.envrc``'s folder, or absolute) a ``.envrc``'s
-    text names (pure). A line the shell would not split is skipped."""
+# words that lead a command in a list (``if [ -f x ]; then source_env x; fi``)
+_LEADERS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "}"})
+# spellings of the ``.envrc``'s own folder
+_PWD = ("$(pwd)", "`pwd`", "${PWD}", '"$PWD"', '"${PWD}"')
+
+
+def _commands(line: str) -> list[list[str]]:
+    """The simple commands of one line: split at ``&&``, ``||``, ``;``, ``|``, ``&``,
+    leading keywords dropped; [] when the shell would not split it."""
     import shlex  # only where an .envrc is read (the launcher's start stays light)
 
+    for spelling in _PWD:
+        line = line.replace(spelling, "$PWD")
+    lexer = shlex.shlex(line, posix=True, punctuation_chars="&|;")
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return []
+    out: list[list[str]] = [[]]
+    for token in tokens:
+        if token and set(token) <= set("&|;"):
+            out.append([])
+        elif out[-1] or token not in _LEADERS:
+            out[-1].append(token)
+    return [c for c in out if c]
+
+
+def names(text: str) -> list[str]:
+    """The paths (relative to the ``.envrc``'s folder, or absolute) a ``.envrc``'s
+    text names (pure), in every command of every line. A line the shell would not
+    split is skipped."""
     out: list[str] = []
-    for line in text.splitlines():
-        try:
-            words = shlex.split(line, comments=True)
-        except ValueError:
-            continue
-        if not words:
-            continue
+    for words in (c for line in text.splitlines() for c in _commands(line)):
         cmd = words[0]
         if cmd == "export":
             words = words[1:] or [""]
@@ -80,18 +102,19 @@ class Envrc:
     def __init__(self) -> None:
         self._cache: dict[str, tuple[tuple[int, ...], list[str]]] = {}
 
-    def named(self, path: str, top: str) -> str | None:
-        """Why an ``.envrc`` in a folder from ``path``'s up to ``top`` names ``path``."""
+    def named(self, path: str, above: bool = False) -> str | None:
+        """Why an ``.envrc`` in a folder above ``path`` (up to ``/``: a project's
+        ``.envrc`` may sit above the writable root) names ``path``; ``above``: or a
+        folder above what it names (a folder moved there or away)."""
         at = posixpath.dirname(path)
-        while under(at, top):
+        while True:
             envrc = posixpath.join(at, ENVRC)
             for named in self._names(envrc, at):
-                if under(path, named):
+                if under(path, named) or (above and under(named, path)):
                     return f"{path} is named by {envrc} (direnv runs or reads what is there)"
-            if at == top or at == "/":
+            if at == "/":
                 return None
             at = posixpath.dirname(at)
-        return None
 
     def _names(self, envrc: str, folder: str) -> list[str]:
         try:

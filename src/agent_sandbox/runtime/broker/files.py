@@ -34,7 +34,7 @@ from agent_sandbox import protected
 
 from ..bwrap import gitmeta
 from . import gitfolders, gitwrites
-from .at_calls import caller_id, chmod_at, holds, path_of, renameat2
+from .at_calls import caller_id, chmod_at, path_of, renameat2
 from .envrc import Envrc
 from .handed import Fd, Later
 from .judge import PYCACHE, Judge
@@ -102,6 +102,8 @@ class Files(Reached):
         if why and not self._repository_own(place):
             raise Refused(why)
         self._venv(t, place)
+        if not leaving:
+            self._bin_before_venv(place)
         root = f"/proc/{t.pid}/root"
         top = self.judge.repository(path)
         container = self.judge.git_container(path)
@@ -143,7 +145,7 @@ class Files(Reached):
             if not leaving and place.name in protected.CWD_MODULES and self.judge.in_roots(path):
                 self._python(place, "f")  # a package moved in where Python imports it
         if place.folder >= 0 and self.judge.in_roots(path):
-            self._around(place, path)
+            self._around(place, path, moved is not None and stat.S_ISDIR(moved.st_mode))
         if moved is not None and stat.S_ISDIR(moved.st_mode) and top is not None \
                 and top != path and not self._own(root + top):
             raise Refused(f"{path} is inside {top}, which this run did not create")
@@ -202,8 +204,10 @@ class Files(Reached):
             place.folder >= 0 and self.around.git_dir_entry(
                 place.name, place.folder, place.parent.rsplit("/", 1)[-1]) == "here")
 
-    def _around(self, place: Place, path: str) -> None:
-        """The rules the folders around ``place`` decide (``surroundings``)."""
+    def _around(self, place: Place, path: str, folder_moved: bool) -> None:
+        """The rules the folders around ``place`` decide (``surroundings``);
+        ``folder_moved``: a folder is moved to or from ``path``, so a path a
+        configuration names below it would change too."""
         where = self.around.git_dir_entry(place.name, place.folder,
                                           place.parent.rsplit("/", 1)[-1])
         if where is not None:
@@ -223,7 +227,8 @@ class Files(Reached):
             why = gitwrites.rule_for(path, gitdir)
             if why:
                 raise Refused(why)
-        why = self.around.named_by_git(path) or self.envrc.named(path, self._top(path) or path)
+        why = self.around.named_by_git(path, folder_moved) or \
+            self.envrc.named(path, folder_moved)
         if why:
             raise Refused(why)
         site = self.around.imported_at_start(path)
@@ -246,24 +251,6 @@ class Files(Reached):
         """Whether a sandboxed run made the folder open at ``folder``: this one (its
         record) or any (``MARK``)."""
         return self.made.holds(os.fstat(folder)) or marked(folder)
-
-    def _project_root(self, place: Place, path: str) -> None:
-        """Refuse moving or removing a folder that holds, right inside it, a protected
-        name (a repository's ``.git``, ``.sandbox``, ``.vscode``) or a virtualenv's
-        ``pyvenv.cfg``, unless a sandboxed run made it: a repository or virtualenv
-        made in its place would be taken for the user's."""
-        try:
-            fd = os.open(place.name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         dir_fd=place.folder)
-        except OSError:
-            return
-        try:
-            held = next((n for n in self.judge.root_names if holds(fd, n)), None)
-            if held is not None and not self._sandboxed(fd):
-                raise Refused(f"{path} holds {held} and no sandboxed run made it (what is made "
-                              "in its place would be taken for it)")
-        finally:
-            os.close(fd)
 
     def _place(self, t: Target, dirfd: int, address: int, *, follow: bool) -> Place:
         path = absolute(t, fd_arg(dirfd), os.fsdecode(t.string(address)))
@@ -364,8 +351,7 @@ class Files(Reached):
             if self.pin is not None and before is not None and flags & os.O_ACCMODE == \
                     os.O_RDWR and not flags & os.O_TRUNC:  # it reads what is there now
                 self.pin.check(place.path, before, self.written)
-            becomes = before is None and place.name in gitfolders.MARKS and \
-                not gitfolders.is_git_folder(place.folder)
+            becomes = before is None and gitfolders.becomes(place)
             fd = os.open(place.name, flags | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, want,
                          dir_fd=place.folder)
             st = os.fstat(fd)
@@ -393,10 +379,15 @@ class Files(Reached):
                 raise OSError(errno.EEXIST, "exists")
             if place.name != ".git":  # a .git folder alone runs nothing; what goes in is judged
                 self._check(t, place)
-
+            why = gitfolders.becomes_git_dir(place)  # a folder named HEAD is a mark too
+            if why:
+                raise Refused(why)
+            becomes = gitfolders.becomes(place)
             want, fix = self._mode(t, mode)
             os.mkdir(place.name, want, dir_fd=place.folder)
             self._made_at(place, fix)
+            if becomes:
+                self._republish(place)
             return 0
         finally:
             place.close()
@@ -410,8 +401,11 @@ class Files(Reached):
             self._check(t, place)
             self._linked(place)
             want, fix = self._mode(t, mode)
+            becomes = gitfolders.becomes(place)
             os.mknod(place.name, (kind or stat.S_IFREG) | want, dir_fd=place.folder)
             self._made_at(place, fix)
+            if becomes:
+                self._republish(place)
             return 0
         finally:
             place.close()
@@ -422,8 +416,11 @@ class Files(Reached):
         try:
             self._check(t, place)
             self._linked(place)
+            becomes = gitfolders.becomes(place)
             os.symlink(target, place.name, dir_fd=place.folder)
             self._made_at(place, None)
+            if becomes:
+                self._republish(place)
             return 0
         finally:
             place.close()
@@ -443,10 +440,13 @@ class Files(Reached):
                 if why:
                     raise Refused(why)
                 self._linked(dst)
+                becomes = gitfolders.becomes(dst)
                 os.link(src.name, dst.name, src_dir_fd=src.folder, dst_dir_fd=dst.folder,
                         follow_symlinks=False)
                 self._git_folder(dst, os.stat(dst.name, dir_fd=dst.folder,
                                               follow_symlinks=False))
+                if becomes:
+                    self._republish(dst)
                 return 0
             finally:
                 dst.close()

@@ -63,6 +63,14 @@ def by_reference(place: Place) -> str | None:
     return None
 
 
+def becomes(place: Place) -> bool:
+    """Whether making ``place`` makes its folder a git folder: then what was
+    written there before, through a descriptor or a second name, is republished
+    (``Files._republish``), whichever call makes the mark (open, link, node,
+    folder, rename)."""
+    return place.name in MARKS and place.folder >= 0 and not is_git_folder(place.folder)
+
+
 def becomes_git_dir(place: Place) -> str | None:
     """Why the mark about to appear at ``place`` may not: its folder, not yet a git
     folder, holds what host git would run. (Paths are the host's: the writable

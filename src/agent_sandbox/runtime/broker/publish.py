@@ -205,15 +205,14 @@ class Publisher(Files):
         self.changed += 1
 
     def _remove(self, place: Place, before: os.stat_result) -> None:
-        """Remove the name at ``place`` as the command's calls would have, a folder
-        with everything in it, each removal judged (the first refused keeps the rest);
-        what the host changed after the layers were mounted (a file added to a folder
-        the command removed) stays."""
+        """Remove the name at ``place`` as the command's calls would have (``rm -rf``:
+        a folder's contents first, then the emptied folder), each removal judged
+        (the first refused keeps the rest); what the host changed after the layers
+        were mounted (a file added to a folder the command removed) stays."""
         if before.st_ctime_ns > self.since_ns:
             raise Refused(f"{place.path} changed on the host while the command ran: it "
                           "stays")
         if stat.S_ISDIR(before.st_mode):
-            self._check(self.caller, place, moved=before, leaving=True)
             sub = os.open(place.name, _DIR, dir_fd=place.folder)
             try:
                 for child in sorted(os.listdir(sub)):
@@ -223,9 +222,10 @@ class Publisher(Files):
                         self._remove(inner, was)
             finally:
                 os.close(sub)
+            self._check(self.caller, place, moved=before, leaving=True, removing=True)
             os.rmdir(place.name, dir_fd=place.folder)
         else:
-            self._check(self.caller, place, leaving=True)
+            self._check(self.caller, place, leaving=True, removing=True)
             os.unlink(place.name, dir_fd=place.folder)
         self.made.drop(before)
         self.changed += 1

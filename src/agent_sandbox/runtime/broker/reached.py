@@ -18,9 +18,12 @@ write of what it reaches:
   folders, says who made it: ``python3 -m venv`` keeps the folders a run made
   there before): everything in it is what its interpreter, ``pip`` and
   ``activate`` run, not only its start-up (``_venv``);
-  and a site folder's start-up made before its virtualenv is: ``python3 -m venv``
-  made there later keeps what the folder holds (``_site_outside_venv``).
-
+  and a site folder's start-up, or a program in the ``bin/`` of a folder named as
+  virtualenvs are, made before its virtualenv is: ``python3 -m venv`` made there
+  later keeps what the folder holds (``_site_outside_venv``, ``_bin_before_venv``);
+- a folder moved or removed: what it holds right inside (a repository's ``.git``,
+  a virtualenv of the user's under a name virtualenvs are given) would be taken
+  for the user's if made again in its place (``_project_root``).
 
 And Python's start-up (``_python``): decided by who made the folder that decides
 it, but for a module Python imports from the folder it is run in (the standard
@@ -48,7 +51,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .judge import Judge
 
-_VENV_NAMES = frozenset({".venv", "venv", "env", ".env", "virtualenv", ".virtualenv"})
+# the names ``python3 -m venv`` is given (its documentation's and the tutorials')
+VENV_NAMES = frozenset({".venv", "venv", "env", "virtualenv", ".virtualenv"})
 
 
 class Reached:
@@ -68,6 +72,8 @@ class Reached:
 
     def _sandboxed(self, folder: int) -> bool:
         raise NotImplementedError
+
+    # moving a folder reaches what it holds
 
     def _python(self, place: Place, kind: str) -> None:
         """Refuse Python's start-up at ``place`` unless a sandboxed run made the
@@ -150,6 +156,43 @@ class Reached:
                 return
             at = at.rsplit("/", 1)[0] or "/"
 
+    def _project_root(self, place: Place, path: str) -> None:
+        """Refuse moving or removing a folder that holds, right inside it, a protected
+        name (a repository's ``.git``, ``.sandbox``, ``.vscode``) or a virtualenv's
+        ``pyvenv.cfg``, unless a sandboxed run made it, or a virtualenv of the user's
+        under a name virtualenvs are given (``backend/.venv``): a repository or
+        virtualenv made in its place would be taken for the user's."""
+        try:
+            fd = os.open(place.name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=place.folder)
+        except OSError:
+            return
+        try:
+            held = next((n for n in self.judge.root_names if holds(fd, n)), None)
+            if held is not None and not self._sandboxed(fd):
+                raise Refused(f"{path} holds {held} and no sandboxed run made it (what is made "
+                              "in its place would be taken for it)")
+            venv = next((n for n in sorted(VENV_NAMES) if holds(fd, f"{n}/pyvenv.cfg") and not
+                         marked_file(f"/proc/self/fd/{fd}/{n}/pyvenv.cfg")), None)
+            if venv is not None:
+                raise Refused(f"{path} holds the virtualenv {venv}, which no sandboxed run "
+                              "made (one made in its place would be taken for it)")
+        finally:
+            os.close(fd)
+
+    def _bin_before_venv(self, place: Place) -> None:
+        """Refuse a name made in ``bin/`` (``Scripts/``) of a folder named as
+        virtualenvs are (``VENV_NAMES``) that holds no ``pyvenv.cfg`` yet:
+        ``python3 -m venv`` made there later keeps it, and activating puts it first
+        on PATH (a ``git`` there runs for git). ``python3 -m venv`` itself writes
+        ``pyvenv.cfg`` before its programs."""
+        parent, _, folder = place.parent.rpartition("/")
+        if folder not in ("bin", "Scripts") or parent.rsplit("/", 1)[-1] not in VENV_NAMES \
+                or place.folder < 0 or holds(place.folder, "../pyvenv.cfg"):
+            return
+        raise Refused(f"{place.path} is a program of {parent}, which holds no pyvenv.cfg yet "
+                      "(a virtualenv made there later would keep it)")
+
     def _existing(self, t: Target, path: str) -> None:
         """Refuse writing the file at ``path`` (reached through a descriptor of the
         caller's) unless writing it by name would be allowed."""
@@ -164,12 +207,14 @@ class Reached:
 
     def _site_outside_venv(self, place: Place) -> None:
         """Refuse Python start-up in a site folder (``lib/pythonX.Y/site-packages``,
-        ``Lib/site-packages``) whose virtualenv root holds no ``pyvenv.cfg`` yet, where
-        a user makes virtualenvs: a root named as they are named (``.venv``, ``venv``)
-        or at the top of a project. (pip's isolated build environments, prefixes
-        with a site folder and no ``pyvenv.cfg``, live in temporary folders.)"""
-        parts = place.parent.rsplit("/", 3)
-        if parts[-1] not in protected.PYTHON_SITE_DIRS or place.folder < 0:
+        ``Lib/site-packages``) whose virtualenv root holds no ``pyvenv.cfg`` yet,
+        whatever the root is named (tox's ``.tox/py311``, any name ``python3 -m venv``
+        is given): a virtualenv made there later keeps it and runs it. But in pip's
+        isolated build environments (``pip-build-env-*/overlay``, a prefix with a site
+        folder and no ``pyvenv.cfg``, in the temporary folder), which no one keeps."""
+        parts = place.parent.rsplit("/", 5)
+        if parts[-1] not in protected.PYTHON_SITE_DIRS or place.folder < 0 or \
+                (len(parts) == 6 and parts[-5].startswith("pip-build-env-")):
             return
         up = "../.." if parts[-2] == "Lib" else "../../.."
         if parts[-2] != "Lib" and not (parts[-2].startswith("python") and
@@ -180,15 +225,7 @@ class Reached:
         except OSError:
             return
         try:
-            if os.path.lexists(f"/proc/self/fd/{root}/pyvenv.cfg"):
-                return
-            name = os.readlink(f"/proc/self/fd/{root}").rsplit("/", 1)[-1]
-            above = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root)
-            try:
-                project = any(holds(above, m) for m in protected.PROJECT_MARKERS)
-            finally:
-                os.close(above)
-            if project or name in _VENV_NAMES:
+            if not os.path.lexists(f"/proc/self/fd/{root}/pyvenv.cfg"):
                 raise Refused(f"{place.path} is Python start-up of a site folder outside any "
                               "virtualenv (one made there later would run it)")
         finally:

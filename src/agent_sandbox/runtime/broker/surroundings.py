@@ -62,6 +62,7 @@ class Surroundings:
         self.home = home
         self._named: dict[tuple[str, str], tuple[tuple[object, ...], list[str]]] = {}
         self._imports: dict[str, tuple[tuple[object, ...], frozenset[str]]] = {}
+        self._links: dict[str, tuple[tuple[object, ...] | None, list[str]]] = {}
 
     @staticmethod
     def git_dir_entry(name: str, folder: int, parent_name: str) -> str | None:
@@ -81,9 +82,11 @@ class Surroundings:
                 os.close(up)
         return None
 
-    def named_by_git(self, path: str) -> str | None:
+    def named_by_git(self, path: str, above: bool = False) -> str | None:
         """Why a repository's configuration makes ``path`` something git runs or
-        reads, looking up from it for repositories (their ``.git``, folder or file)."""
+        reads, looking up from it for repositories (their ``.git``, folder or file);
+        ``above``: or a folder above what it names (a folder moved there or away
+        changes what is named)."""
         fs = RealFs()
         at = posixpath.dirname(path)
         while True:
@@ -92,14 +95,15 @@ class Surroundings:
             if kind is not None:
                 gitdir = dotgit if kind == "d" else gitmeta.gitdir_of_file(fs, dotgit)
                 if gitdir is not None:
-                    why = self._named_in(fs, gitdir, at, path)
+                    why = self._named_in(fs, gitdir, at, path, above)
                     if why:
                         return why
             if at == "/":
                 return None
             at = posixpath.dirname(at)
 
-    def _named_in(self, fs: RealFs, gitdir: str, worktree: str, path: str) -> str | None:
+    def _named_in(self, fs: RealFs, gitdir: str, worktree: str, path: str,
+                  above: bool) -> str | None:
         configs = [posixpath.join(gitdir, "config"), posixpath.join(gitdir, "config.worktree")]
         common = gitmeta.commondir_of(fs, gitdir)
         if common is not None:
@@ -108,11 +112,38 @@ class Surroundings:
         # core.hooksPath of .githooks) in each repository's work tree
         configs += [posixpath.join(self.home, ".gitconfig"),
                     posixpath.join(self.home, ".config", "git", "config")]
+        hook_dirs = [posixpath.join(common or gitdir, "hooks")]
         for config in configs:
             for named in self._names(fs, config, worktree):
-                if under(path, named):
+                if under(path, named) or (above and under(named, path)):
                     return f"{path} is named by {config} (git runs or reads what is there)"
+                hook_dirs.append(named)  # a core.hooksPath among them
+        for hooks in hook_dirs:
+            for target in self._hook_links(hooks):
+                if under(path, target) or (above and under(target, path)):
+                    return f"{path} is what a hook in {hooks} links to (git runs it)"
         return None
+
+    def _hook_links(self, hooks: str) -> list[str]:
+        """Where the links in the folder ``hooks`` lead (a hook installed as a link to
+        a script of the work tree runs that script), read again when the folder
+        changes."""
+        ident = _identity(hooks)
+        cached = self._links.get(hooks)
+        if cached is not None and cached[0] == ident:
+            return cached[1]
+        targets: list[str] = []
+        if ident is not None:
+            try:
+                with os.scandir(hooks) as entries:
+                    for e in entries:
+                        if e.is_symlink():
+                            link = os.readlink(e.path)
+                            targets.append(posixpath.normpath(posixpath.join(hooks, link)))
+            except OSError:
+                pass
+        self._links[hooks] = (ident, targets)
+        return targets
 
     def _names(self, fs: RealFs, config: str, worktree: str) -> list[str]:
         ident = _identity(config)

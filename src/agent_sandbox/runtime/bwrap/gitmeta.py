@@ -120,6 +120,10 @@ def _config_key(full: str) -> str:
     return full
 
 
+# keys whose whole value is one path (a command's words are split)
+_ONE_PATH = ("core.hookspath", "include.path", "init.templatedir")
+
+
 def named_paths(fs: FsView, config: str, base: str, depth: int = 0,
                 home: str | None = None) -> list[tuple[str, str]]:
     """Paths (with kind) that a config file names in keys that run or load things,
@@ -137,19 +141,23 @@ def named_paths(fs: FsView, config: str, base: str, depth: int = 0,
         key = _config_key(full)
         if not value:
             continue
-        words = [value] if key in ("core.hookspath", "include.path") else value.split()
-        for word in words:
-            if key not in ("core.hookspath", "include.path") and "/" not in word:
-                continue
+        words = [value] if key in _ONE_PATH else value.split()
+        for i, word in enumerate(words):
             if word.startswith("!"):
                 word = word[1:]
+            if key not in _ONE_PATH and "/" not in word and (
+                    i == 0 or word.startswith(("-", "%")) or ("." not in word and
+                    fs.lkind(posixpath.join(base, word)) is None)):
+                # a program git finds on PATH, an option, what git fills in (%f); a
+                # bare word is a file (``python3 strip.py``) when it looks like one
+                continue
             if word.startswith("~/") and home:
                 word = posixpath.join(home, word[2:])
             elif word.startswith(("~", "$", "%(")):
                 continue  # another user's home, or expanded by a shell at run time
             rel_to = posixpath.dirname(config) if key == "include.path" else base
             path = posixpath.normpath(posixpath.join(rel_to, word))
-            kind = "d" if key == "core.hookspath" else "f"
+            kind = "d" if key in ("core.hookspath", "init.templatedir") else "f"
             out.append((path, kind))
             if key == "include.path" and fs.kind(path) == "f":
                 out += named_paths(fs, path, base, depth + 1, home)
