@@ -129,3 +129,17 @@ def test_bounded_output_keeps_head_and_tail_and_counts_the_rest() -> None:
         for chunk in chunks:
             whole.feed(0, chunk)
         assert whole.cut(0) == b"abcdefg" and not whole.truncated, chunks
+
+
+def test_the_runtimes_own_notes_are_bounded_too() -> None:
+    """What the sandbox itself says after a captured run (refusals, limits) is kept
+    to its first and last bytes, however much the command made it say."""
+    from agent_sandbox.runtime.result import NOTES_LIMIT, bounded, completed
+
+    notes = b"".join(b"sandbox: refused: /w/.envrc%d is protected\n" % i
+                     for i in range(100_000))
+    run = completed(bounded(1024), 0, 0.1, False, "bwrap", notes=notes)
+    assert len(run.stderr) <= NOTES_LIMIT + 200
+    assert run.stderr.startswith(b"sandbox: refused: /w/.envrc0 ")
+    assert run.stderr.endswith(b"/w/.envrc99999 is protected\n")
+    assert b"bytes of the sandbox's notes cut" in run.stderr

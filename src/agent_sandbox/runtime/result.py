@@ -41,10 +41,17 @@ def bounded(limit: int) -> BoundedOutput:
     return BoundedOutput(limit // 2, limit - limit // 2)
 
 
+NOTES_LIMIT = 64 * 1024  # the runtime's own notes kept of a captured run: head and tail
+
+
 def completed(out: BoundedOutput, returncode: int, duration: float, timed_out: bool,
               backend: str, *, notes: bytes = b"") -> CompletedRun:
-    """The result of a run whose output went to ``out``; ``notes`` (the
-    runtime's own, never trimmed) follow its stderr."""
+    """The result of a run whose output went to ``out``; ``notes`` (the runtime's
+    own, their first and last ``NOTES_LIMIT`` / 2 bytes) follow its stderr."""
+    if len(notes) > NOTES_LIMIT:
+        half = NOTES_LIMIT // 2
+        notes = (notes[:half] + b"\n[... %d bytes of the sandbox's notes cut ...]\n"
+                 % (len(notes) - 2 * half) + notes[-half:])
     dropped = out.dropped
     return CompletedRun(returncode, out.cut(0), out.cut(1) + notes, duration, timed_out,
                         backend, stdout_dropped=dropped[0], stderr_dropped=dropped[1])

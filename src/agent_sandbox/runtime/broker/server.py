@@ -72,7 +72,6 @@ class Broker:
         self.callers = Callers()
         self.sockets = tuple(sockets) if sockets is not None else None
         self.on_deny = on_deny
-        self.denied: list[str] = []
         self.armed = False
         self._ids = (os.getuid(), (os.getgid(), *os.getgroups()))
         self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC)
@@ -150,7 +149,6 @@ class Broker:
                 self._answer(n, error=errno.EPERM)
 
     def _refused(self, why: str) -> None:
-        self.denied.append(why)
         if self.on_deny is not None:
             self.on_deny(why)
 

@@ -69,6 +69,9 @@ def runtime_paths(home: str, settings_source: str | None = None) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
+# refusals said and recorded one by one; the rest of a run's are counted
+REFUSALS_SAID = 100
+
 class _StartFds:
     """The descriptors of one start: the seccomp filter's memfd and the four pipes
     bwrap is started with (its info, its block fd, the start gate and the gate's
@@ -142,6 +145,7 @@ class BwrapRun:
         self.measured = False
         self.quarantined: list[tuple[str, str]] = []
         self.notices: list[str] = []
+        self.refusals = 0
         self.limits: Limits | None = None
         self._audit_close: Callable[[], None] | None = None
         self.owed: str | None = None  # this run's marker until its sweep is done
@@ -361,11 +365,18 @@ class BwrapRun:
             raise SandboxStartError("the sandbox could not start the command "
                                     f"({self._bwrap_said()})")
 
-    def _refused(self, why: str) -> None:
-        """A call the broker refused: said after the run, and recorded."""
+    def _refused(self, why: str, more: int = 0) -> None:
+        """A call the broker refused: said after the run, and recorded, one by one up
+        to ``REFUSALS_SAID``, then counted (``more``: said once, at the end), so a
+        command refused in a loop fills neither the launcher's memory nor the log."""
+        self.refusals += not more
+        if self.refusals > REFUSALS_SAID and not more:
+            return
+        why = why.replace("\n", "\\n")  # a name with a line break: still one line
         self.notices.append(f"sandbox: refused: {why}\n")
         with suppress(Exception):
-            self._recorder()({"event_kind": "write_refused", "reason": why})
+            self._recorder()({"event_kind": "write_refused", "reason": why,
+                              **({"repeats": more} if more else {})})
 
     def _bwrap_said(self) -> str:
         """bwrap's own message when it failed to set up: quoted from its standard error
@@ -554,6 +565,9 @@ class BwrapRun:
             rc = self.proc.returncode if self.proc is not None else None
             self.notices += [f"sandbox: {n}\n" for n in self.limits.finish(rc)]
             self.limits = None
+        if self.refusals > REFUSALS_SAID:
+            self._refused(f"{self.refusals - REFUSALS_SAID} more calls (the first "
+                          f"{REFUSALS_SAID} are said above)", self.refusals - REFUSALS_SAID)
         if self.notices:  # they quote names the command chose
             from agent_sandbox.display import printable_lines
 

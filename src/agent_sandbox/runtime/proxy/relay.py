@@ -95,11 +95,50 @@ def pump(src: socket.socket, dst: socket.socket) -> None:
             dst.shutdown(socket.SHUT_WR)
 
 
+# Connections a proxy serves at once. Each holds a thread of the launcher (two
+# for a tunnel), and the launcher is outside the run's process limit: without a
+# bound, idle connections opened by the command would take the host's threads.
+MAX_CONNECTIONS = 256
+
+
+class Open:
+    """The connections being served (``MAX_CONNECTIONS`` at most); those refused
+    for being over it are counted."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = 0
+        self.refused = 0
+
+    def take(self) -> bool:
+        with self.lock:
+            if self.now >= MAX_CONNECTIONS:
+                self.refused += 1
+                return False
+            self.now += 1
+            return True
+
+    def give(self) -> None:
+        with self.lock:
+            self.now -= 1
+
+
+OPEN = Open()
+
+
+def _served(serve: Callable[[socket.socket], None], conn: socket.socket) -> None:
+    try:
+        serve(conn)
+    finally:
+        OPEN.give()
+
+
 def accept_loop(listener: socket.socket, stopping: Callable[[], bool],
                 serve: Callable[[socket.socket], None]) -> None:
     """Accept connections on ``listener`` until ``stopping()``, each handed to
-    ``serve`` on a worker thread (blocking). A listener closed before the loop got
-    going, or while it waits, ends it once ``stopping()`` says so."""
+    ``serve`` on a worker thread (blocking); one over ``MAX_CONNECTIONS`` open at
+    once is closed at once. A listener closed before the loop got going, or while
+    it waits, ends it once ``stopping()`` says so."""
     try:
         listener.setblocking(True)
     except OSError:
@@ -112,8 +151,12 @@ def accept_loop(listener: socket.socket, stopping: Callable[[], bool],
                 return
             time.sleep(0.01)
             continue
+        if not OPEN.take():
+            with contextlib.suppress(OSError):
+                conn.close()
+            continue
         conn.setblocking(True)
-        WORKERS.submit(serve, conn)
+        WORKERS.submit(_served, serve, conn)
 
 
 def close_listeners(listeners: list[socket.socket]) -> None:
@@ -130,8 +173,9 @@ def close_listeners(listeners: list[socket.socket]) -> None:
 class Workers:
     """Reusable threads: a connection costs no thread start once the proxy is warm.
 
-    Unbounded on purpose (a relay holds its thread for the connection's life):
-    a job is handed to an idle thread, or to a new one when none is idle.
+    As many as the connections served at once need (a relay holds its thread for
+    the connection's life; ``accept_loop`` bounds the connections): a job is
+    handed to an idle thread, or to a new one when none is idle.
     """
 
     def __init__(self) -> None:
