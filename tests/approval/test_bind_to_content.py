@@ -14,6 +14,7 @@ swap writes its marker.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -226,6 +227,30 @@ def test_a_file_added_after_the_request_is_never_read(tmp_path: Path) -> None:
                for r in done.get("refused_reads", [])), done
 
 
+@pytest.mark.parametrize("added", ["link", "pipe"])
+def test_a_link_or_pipe_added_after_the_request_is_never_read(tmp_path: Path,
+                                                               added: str) -> None:
+    """The approved script sources every plugin it finds; after the request the agent
+    adds one that is a link to a file the approval recorded (a fixture with other
+    text), or a pipe it would feed while the run runs. Neither is read: the recorded
+    link and file are the approved code, a new link or a pipe is not."""
+    repo = make_repo(tmp_path / "repo")
+    _write(repo, {"run.sh": "for p in plugins/*.sh; do . \"$p\"; done; echo done >> ran.txt\n",
+                  "plugins/a.sh": "echo a >> ran.txt\n",
+                  "fixtures/evil.txt": "echo EVIL >> ran.txt\n"}, "approved")
+    hook = _hook(repo, "bash ./run.sh")
+    rid = _pending(repo)
+    if added == "link":
+        (repo / "plugins/b.sh").symlink_to("../fixtures/evil.txt")
+    else:
+        os.mkfifo(repo / "plugins/b.sh")
+    assert _cli("approve", str(repo), rid).returncode == 0
+    hook.communicate(timeout=120)
+    assert "EVIL" not in (repo / "ran.txt").read_text()
+    done = json.loads((repo / f".sandbox/escalations/done/{rid}.json").read_text())
+    assert any("plugins/b.sh" in r for r in done.get("refused_reads", [])), done
+
+
 def test_mcp_run_privileged_waits_on_content_too(tmp_path: Path) -> None:
     """``run_privileged`` over a real MCP stdio session: a request can wait without
     end there, the easiest place to swap the script. Nothing unseen runs."""
@@ -251,3 +276,26 @@ def test_mcp_run_privileged_waits_on_content_too(tmp_path: Path) -> None:
     finally:
         s.close()
     assert not (repo / "ran.txt").exists()
+
+
+@pytest.mark.parametrize(("command", "shown"), [
+    ("bash ./deploy.sh#prod", ["deploy.sh#prod"]),
+    ("bash ./deploy.sh # prod", ["deploy.sh"]),
+    ("cd ops && bash ./deploy.sh", ["ops/deploy.sh"]),
+    ("cd ops&&bash ./deploy.sh", ["ops/deploy.sh"]),
+    ("make -C ops deploy", ["ops/Makefile"]),
+    ("make --directory=ops deploy", ["ops/Makefile"]),
+    ("make deploy", ["Makefile"]),
+])
+def test_the_view_shows_the_file_the_shell_runs(tmp_path: Path, command: str,
+                                                shown: list[str]) -> None:
+    """What the human is shown is the file the shell would run: ``#`` starts a
+    comment only at a word's start, a ``cd`` in the command and ``make -C`` move
+    where the words are read."""
+    from agent_sandbox.queue.content import named, take
+
+    for rel in ("deploy.sh", "deploy.sh#prod", "ops/deploy.sh", "Makefile", "ops/Makefile"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    got = named(command, str(tmp_path), take([str(tmp_path)]))
+    assert [str(Path(str(e["path"])).relative_to(tmp_path)) for e in got] == shown

@@ -364,3 +364,28 @@ def test_search_tools_read_as_grep_r_does(tmp_path: Path,
     bash = p.classify(Call("bash", "Bash", {"command": "grep -r API_KEY ."}, str(repo),
                            command="grep -r API_KEY ."))
     assert bash.verdict is Verdict.ESCALATE  # the same folder, read by a shell command
+
+
+@pytest.mark.parametrize(("command", "beside"), [
+    ("cat <>.env", True), ("grep -n '' 0<>.env", True), ("git log -p", True),
+    ("git log -p --all", True), ("git log --patch", True), ("git log -U3", True),
+    ("git status -vv", True), ("git status --verbose", True), ("git show", True),
+    ("grep -R PASSWORD .", False), ("grep -rR PASSWORD .", False), ("rg -L PASSWORD", False),
+    ("rg --follow PASSWORD", False), ("grep -R PASSWORD shared", False),
+])
+def test_forms_that_print_a_denied_file_are_never_allowed(tmp_path: Path, command: str,
+                                                          beside: bool) -> None:
+    """``<>`` opens for reading too; patches of history and ``status -v`` print the
+    files' text; a recursive read that follows links reads what a linked folder
+    holds: with a read-denied ``.env`` in the tree (``beside``), or only below a
+    linked folder, none is allowed (as ``cat .env`` is not)."""
+    repo = make_repo(tmp_path / "r")
+    if beside:
+        (repo / ".env").write_text("PASSWORD=x\n")
+    outside = tmp_path / "other" / "app"
+    outside.mkdir(parents=True)
+    (outside / ".env").write_text("PASSWORD=y\n")
+    (repo / "shared").symlink_to(tmp_path / "other")
+    p = Policy(BASE_POLICY, repo=str(repo), home=str(tmp_path / "home"))
+    assert bash(p, command) != Verdict.ALLOW
+    assert bash(p, "git log --oneline -3") == Verdict.ALLOW  # the control: no file's text

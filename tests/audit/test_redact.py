@@ -146,6 +146,13 @@ def test_credentials_in_command_lines_are_redacted() -> None:
 
 # one form per client of ``OPTION_TABLE``: the secret, and what must stay
 TABLE_CASES = {
+    "gpg --batch --passphrase Gp9Phrase -d f.gpg": ("Gp9Phrase", "-d f.gpg"),
+    "ldapsearch -x -w Ld4pPw -b dc=x": ("Ld4pPw", "-b dc=x"),
+    "ldappasswd -w Ld4pPw2 -s N3wPw uid=x": ("N3wPw", "uid=x"),
+    "smbclient //h/s -U alice%Smb9Pw -c ls": ("Smb9Pw", "-c ls"),
+    "zip -P Z1pPw out.zip f": ("Z1pPw", "out.zip f"),
+    "unzip -P Z1pPw2 out.zip": ("Z1pPw2", "out.zip"),
+    "az login -u me -p Az9Pw": ("Az9Pw", "az login -u me"),
     "redis-cli -a R3disPw -h cache ping": ("R3disPw", "-h cache ping"),
     "redis-cli --pass R3disPw2 ping": ("R3disPw2", "ping"),
     "redis-cli -h cache --pass=R3disPw3 ping": ("R3disPw3", "-h cache"),
@@ -208,3 +215,19 @@ def test_the_queues_records_are_redacted(tmp_path: Path) -> None:
         body = path.read_text()
         assert "Sw0rdf1sh" not in body and "ghp_Zq8d7" not in body, path
     assert q.result(req["id"])["request"]["hash"] == req["hash"]
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("mysql -u root -p'My9Pw' db", "My9Pw"), ('mysql -p"My9Pw2" db', "My9Pw2"),
+    ("7z a -p7zPw9 out.7z f", "7zPw9"), ("DB_PWD=Db9Pw run", "Db9Pw"),
+    ("ENCRYPTION_KEY=Enc9Key run", "Enc9Key"), ("export APP_SIGNING_KEY=Sig9 x", "Sig9"),
+])
+def test_glued_and_named_secrets_are_redacted(text: str, secret: str) -> None:
+    out = redact_text(text)
+    assert secret not in out and MARK in out, out
+
+
+@pytest.mark.parametrize("plain", ["PWD=/home/x ls", "monkey=1", "keyboard=us", "cd /tmp",
+                                   "zip -r out.zip src", "gpg --list-keys"])
+def test_look_alikes_stay(plain: str) -> None:
+    assert redact_text(plain) == plain

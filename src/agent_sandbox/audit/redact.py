@@ -92,7 +92,7 @@ _VALUE_RE = _Lazy("|".join(f"(?:{p})" for _, p in _VALUE_PATTERNS))
 _ASSIGN_RE = _Lazy(
     r"(?i)(?P<name>\b[A-Za-z0-9_\-]*?"
     r"(?:pass(?:word|wd)?|secret|token|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key|"
-    r"credentials?|auth)\b[A-Za-z0-9_]*[\"']?)"
+    r"credentials?|auth|(?<=[A-Za-z0-9])_(?:pwd|key))\b[A-Za-z0-9_]*[\"']?)"
     r"(?P<sep>\s*[=:]\s*|\s+)"
     r"(?P<q>[\"']?)(?P<value>[^\s\"'&;|]+)"
 )
@@ -108,7 +108,8 @@ _USERPASS_RE = _Lazy(
 # MySQL-family clients take the password glued to -p (-pSECRET); sshpass -p SECRET.
 _GLUED_P_RE = _Lazy(
     r"(?P<cmd>\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mysqlpump|"
-    r"mariadb|mariadb-dump|mariadb-admin)\b[^|;&\n]*?\s)-p(?P<value>[^\s\"';|&]+)"
+    r"mariadb|mariadb-dump|mariadb-admin|7z|7za|7zr)\b[^|;&\n]*?\s)-p(?P<q>[\"']?)"
+    r"(?P<value>[^\s\"';|&]+)"
 )
 _SSHPASS_RE = _Lazy(r"(?P<cmd>\bsshpass\s+-p)(?P<sep>\s*)(?P<value>[^\s\"';|&]+)")
 # Clients that take a secret as the value of an option whose name says nothing of
@@ -135,6 +136,12 @@ OPTION_TABLE: dict[str, tuple[str, ...]] = {
     "helm registry login": ("--password",),
     "helm repo add": ("--password",),
     "htpasswd": (),  # the password is the last word with -b (``HTPASSWD_RE``)
+    "gpg": ("--passphrase",),
+    "ldapsearch": ("-w",), "ldapmodify": ("-w",), "ldapadd": ("-w",), "ldapdelete": ("-w",),
+    "ldapwhoami": ("-w",), "ldappasswd": ("-w", "-s"),
+    "smbclient": ("-U", "--user", "--password"),  # -U user%password
+    "zip": ("-P", "--password"), "unzip": ("-P",),
+    "az login": ("-p", "--password"),
 }
 def _table_re(program: str, options: tuple[str, ...]) -> _Lazy:
     """Each of ``options`` of one client of ``OPTION_TABLE`` with its value."""
@@ -142,7 +149,7 @@ def _table_re(program: str, options: tuple[str, ...]) -> _Lazy:
         r"(?P<cmd>(?<![\w.-])" + re.escape(program).replace(r"\ ", r"\s+") + r"\b"
         r"[^|;&\n]*?\s(?:" + "|".join(re.escape(o) for o in sorted(options, key=len,
                                                                        reverse=True))
-        + r"))(?P<sep>=|\s+)(?P<q>[\"']?)(?P<value>[^\s\"';|&]+)")
+        + r"))(?P<sep>=|\s+)(?P<q>[\"']?)(?!\[REDACTED)(?P<value>[^\s\"';|&]+)")
 
 
 _TABLE_RES = tuple((p.split()[0], _table_re(p, o)) for p, o in OPTION_TABLE.items() if o)
@@ -160,7 +167,7 @@ _TRIGGERS = (
     "rk_", "pk_", "xox", "aiza", "hvs.", "hvb.", "hvr.", "s.", "b.", "r.", "npm_", "pypi-",
     "hf_", "@", "-----begin", "-u", "--user", "--proxy-user", "mysql", "mariadb", "sshpass",
     "redis", "valkey", "mongo", "curl", "wget", "ssh-keygen", "openssl", "docker", "podman",
-    "nerdctl", "helm",
+    "nerdctl", "helm", "gpg", "ldap", "smbclient", "zip", "7z", "az",
 )
 
 
@@ -256,7 +263,7 @@ def _redact_text(text: str) -> str:
         return text
     text = _VALUE_RE.sub(MARK, text)
     text = _USERPASS_RE.sub(_userpass_sub, text)
-    text = _GLUED_P_RE.sub(lambda m: f"{m.group('cmd')}-p{MARK}", text)
+    text = _GLUED_P_RE.sub(lambda m: f"{m.group('cmd')}-p{m.group('q')}{MARK}", text)
     text = _SSHPASS_RE.sub(lambda m: f"{m.group('cmd')}{m.group('sep')}{MARK}", text)
     text = _table_sub(text)
     text = _HTPASSWD_RE.sub(lambda m: f"{m.group('cmd')}{m.group('q')}{MARK}", text)

@@ -259,11 +259,12 @@ def _redirect(policy: Policy, d: Decision, op: str, target: str, cwds: list[str]
         return
     if own_descriptor(target):
         return
-    reading = bare in ("<", "<&")
+    reading = bare in ("<", "<&", "<>")  # <> opens for reading and writing
+    writing = bare not in ("<", "<&")
     for full in _paths_in(policy, d, target, cwds, ESCALATE if reading else DENY):
         if reading:
             policy.check_read(d, full, "/", explicit=False)
-        else:
+        if writing:
             policy.check_write(d, full, "/")
 
 

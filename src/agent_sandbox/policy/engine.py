@@ -200,9 +200,10 @@ class Policy:
                 self.apply_rules(d, "read", full, None, None)
 
     def check_tree(self, d: Decision, root: str, budget: int = 20000) -> None:
-        """A walk reads everything below ``root`` (``grep -r``, a search tool):
-        escalate when something there is read-denied (or there is too much to
-        look at). The one reading of a recursive read, for every tool."""
+        """A walk reads everything below ``root`` (``grep -r``, a search tool), and
+        below the folders links there lead to: escalate when something there is
+        read-denied (or there is too much to look at). The one reading of a
+        recursive read, for every tool."""
         import os
 
         from .self_protection import PROTECTED_READ
@@ -216,7 +217,19 @@ class Policy:
         if not os.path.isdir(root):
             return
         seen = 0
-        for top, dirs, files in os.walk(root, followlinks=False):
+        walked: set[tuple[int, int]] = set()
+        # links to folders followed (grep -R, rg -L, a search tool that follows
+        # them read what they hold), each folder once
+        for top, dirs, files in os.walk(root, followlinks=True):
+            try:
+                st = os.stat(top)
+            except OSError:
+                dirs[:] = []
+                continue
+            if (st.st_dev, st.st_ino) in walked:
+                dirs[:] = []
+                continue
+            walked.add((st.st_dev, st.st_ino))
             for entry in dirs + files:
                 seen += 1
                 full = os.path.join(top, entry)

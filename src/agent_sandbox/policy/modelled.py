@@ -381,6 +381,10 @@ def _generic(name: str, f: Flags, args: list[str]) -> tuple[str | None, list[tup
     return None, uses
 
 
+_GIT_PATCH = frozenset({"-u", "--patch", "--patch-with-stat", "--patch-with-raw", "--cc",
+                        "-c", "-m", "--word-diff", "--full-diff", "--color-words"})
+
+
 def _git(argv: list[str]) -> tuple[str | None, list[tuple[str, str]]]:
     i = 1
     while i < len(argv) and argv[i].startswith("-"):
@@ -402,9 +406,14 @@ def _git(argv: list[str]) -> tuple[str | None, list[tuple[str, str]]]:
     problem = _git_flags(sub, f, rest)
     if problem:
         return problem, []
-    # diff and blame read the working tree, and untracked or ignored listings walk
-    # it: judged like a walk of the repository
-    walks = sub in ("diff", "blame") or (sub == "status" and any(
+    # diff and blame read the working tree, patches of history (log -p, show) and
+    # status -v print files' text, and untracked or ignored listings walk it:
+    # judged like a walk of the repository
+    walks = sub in ("diff", "blame", "show") or (sub == "log" and any(
+        a in _GIT_PATCH or a.startswith(("-U", "--unified")) or (
+            not a.startswith("--") and a.startswith("-") and "p" in a[1:]) for a in rest)) or (
+        sub == "status" and any(a in ("-v", "-vv", "--verbose") for a in rest)) or (
+        sub == "status" and any(
         (a.startswith(("-u", "--untracked-files", "--ignored")) and a not in (
             "-uno", "--untracked-files=no")) for a in rest)) or (sub == "ls-files" and any(
         a in ("--others", "--ignored", "--directory", "--killed") or (

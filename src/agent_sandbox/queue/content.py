@@ -146,25 +146,59 @@ def _differs(a: Entry, b: Entry) -> bool:
     return a != b
 
 
-def named(command: str, cwd: str, entries: dict[str, Entry]) -> list[dict[str, object]]:
-    """The files of the tree a shell command names (and the one its program reads
-    without naming it: ``make``'s Makefile), with their digests and first lines."""
+_SEPARATORS = frozenset({"&&", ";", "||", "|", "&", "(", ")"})
+
+
+def _words(command: str) -> list[str]:
+    """The shell's words of ``command``, its operators apart, up to a comment."""
     import shlex
 
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()")
+    lexer.whitespace_split = True
+    lexer.commenters = ""
     try:
-        words = shlex.split(command, comments=True)
+        words = list(lexer)
     except ValueError:
         words = command.split()
+    cut = next((i for i, w in enumerate(words) if w.startswith("#")), len(words))
+    return words[:cut]
+
+
+def _run_in(args: list[str], cwd: str) -> str:
+    """The folder ``make -C DIR`` / ``--directory=DIR`` or ``npm --prefix DIR`` runs in."""
+    for j, a in enumerate(args):
+        if a in _SEPARATORS:
+            break
+        value = args[j + 1] if a in ("-C", "--directory", "--prefix") and j + 1 < len(args) \
+            else a.split("=", 1)[1] if a.startswith(("--directory=", "--prefix=")) \
+            else a[2:] if a.startswith("-C") and len(a) > 2 else None
+        if value is not None:
+            cwd = os.path.normpath(os.path.join(cwd, os.path.expanduser(value)))
+    return cwd
+
+
+def named(command: str, cwd: str, entries: dict[str, Entry]) -> list[dict[str, object]]:
+    """The files of the tree a shell command names (and the one its program reads
+    without naming it: ``make``'s Makefile), with their digests and first lines,
+    each word read where the shell reads it: after a ``cd`` in the command, in the
+    folder ``make -C`` or ``npm --prefix`` is given, and ``#`` starting a comment
+    only at the start of a word (``./deploy.sh#prod`` is one file)."""
     want: list[str] = []
+    words = _words(command)
     for i, word in enumerate(words):
+        first = i == 0 or words[i - 1] in _SEPARATORS or words[i - 1] == "sudo"
+        if first and word == "cd" and i + 1 < len(words):
+            cwd = os.path.normpath(os.path.join(cwd, os.path.expanduser(words[i + 1])))
+            continue
         if word.startswith("-") and "=" in word:
             word = word.split("=", 1)[1]
         path = os.path.normpath(os.path.join(cwd, os.path.expanduser(word)))
         if path in entries and stat.S_ISREG(entries[path][4]):
             want.append(path)
         base = os.path.basename(word)
-        if base in IMPLIED and (i == 0 or words[i - 1] in ("&&", ";", "||", "|", "sudo")):
-            want += [p for p in (os.path.join(cwd, n) for n in IMPLIED[base]) if p in entries]
+        if base in IMPLIED and first:
+            at = _run_in(words[i + 1:], cwd)
+            want += [p for p in (os.path.join(at, n) for n in IMPLIED[base]) if p in entries]
     out: list[dict[str, object]] = []
     for path in list(dict.fromkeys(want))[:NAMED_MAX]:
         try:

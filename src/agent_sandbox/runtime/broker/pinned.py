@@ -51,17 +51,38 @@ class Pin:
 
     def check(self, path: str, st: os.stat_result, own: set[tuple[int, int]]) -> bool:
         """``Refused`` unless the file at ``path`` is the one recorded; False when
-        it is not the record's to judge (not a regular file below the roots, or
-        the run's own)."""
-        if not stat.S_ISREG(st.st_mode) or not self.covers(path) \
-                or (st.st_dev, st.st_ino) in own:
+        it is not the record's to judge (a folder, not below the roots, or the
+        run's own). A pipe, socket or device below the roots is refused: what it
+        gives is written while the command runs, never what was approved."""
+        if stat.S_ISDIR(st.st_mode) or not self.covers(path) or (st.st_dev, st.st_ino) in own:
             return False
+        if not stat.S_ISREG(st.st_mode):
+            self._refuse(f"{path} is not a file of the tree approved (a pipe, socket or "
+                         "device gives what is written while the command runs)")
         want = self.entries.get(path)
         if want is None:
             self._refuse(f"{path} was not in the tree approved for this command")
         elif (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != want[:4]:
             self._refuse(f"{path} changed after this command was approved")
         return True
+
+    def route(self, named: str) -> None:
+        """``Refused`` unless every link on the way to ``named`` (the path as the
+        command gave it) below the roots is one recorded: a link made after the
+        approval would lead a recorded name to another recorded file."""
+        parts = named.split("/")
+        for i in range(2, len(parts) + 1):
+            at = "/".join(parts[:i])
+            if not self.covers(at):
+                continue
+            try:
+                st = os.lstat(at)
+            except OSError:
+                return
+            if stat.S_ISLNK(st.st_mode):
+                want = self.entries.get(at)
+                if want is None or (want[0], want[4]) != (st.st_ino, st.st_mode):
+                    self._refuse(f"{at} is a link made after this command was approved")
 
     def _copy(self, fd: int, path: str, st: os.stat_result) -> int:
         src = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)

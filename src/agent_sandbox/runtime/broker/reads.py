@@ -108,6 +108,8 @@ def open_for_reading(rules: ReadRules, t: Target, dirfd: int, address: int,
         if stat.S_ISLNK(st.st_mode):
             raise OSError(errno.ELOOP, "a link, with O_NOFOLLOW")
         if pin is not None:
+            if real != posixpath.normpath(path):
+                pin.route(posixpath.normpath(path))
             copy = pin.handed(fd, real, st, own or set())
             if copy is not None:
                 return Fd(copy, cloexec)
