@@ -227,6 +227,33 @@ def test_a_file_added_after_the_request_is_never_read(tmp_path: Path) -> None:
                for r in done.get("refused_reads", [])), done
 
 
+def test_a_script_rewritten_through_a_mapping_never_runs(tmp_path: Path) -> None:
+    """The agent holds ``deploy.sh`` mapped shared and dirtied before it asks; after
+    the request it rewrites the text through the mapping, which moves none of the
+    file's times. The named script is checked by its bytes: nothing runs, and the
+    request waits again, showing the change."""
+    import mmap
+
+    repo = make_repo(tmp_path / "repo")
+    _write(repo, {"deploy.sh": "echo approved > ran.txt\n"}, "approved")
+    fd = os.open(repo / "deploy.sh", os.O_RDWR)
+    view = mmap.mmap(fd, 0)
+    view[0:4] = b"echo"  # the page dirtied (the times moved) before the request
+    before = os.stat(repo / "deploy.sh")
+    hook = _hook(repo, "bash ./deploy.sh")
+    rid = _pending(repo)
+    view[5:13] = b"EVILEVIL"  # the same size, through the mapping
+    assert os.stat(repo / "deploy.sh").st_mtime_ns == before.st_mtime_ns  # unseen by times
+    assert _cli("approve", str(repo), rid).returncode == 0
+    again = _pending(repo, besides={rid})
+    assert any(str(repo / "deploy.sh") in c for c in _request(repo, again)["changed"])
+    assert _cli("deny", str(repo), again).returncode == 0
+    hook.communicate(timeout=120)
+    view.close()
+    os.close(fd)
+    assert not (repo / "ran.txt").exists()
+
+
 @pytest.mark.parametrize("added", ["link", "pipe"])
 def test_a_link_or_pipe_added_after_the_request_is_never_read(tmp_path: Path,
                                                                added: str) -> None:
@@ -299,3 +326,26 @@ def test_the_view_shows_the_file_the_shell_runs(tmp_path: Path, command: str,
         (tmp_path / rel).write_text(rel)
     got = named(command, str(tmp_path), take([str(tmp_path)]))
     assert [str(Path(str(e["path"])).relative_to(tmp_path)) for e in got] == shown
+
+
+def test_a_decision_remembered_for_any_folder_runs_no_script_it_did_not_show(
+        tmp_path: Path) -> None:
+    """``bash ./deploy.sh`` approved ``--always --scope anywhere`` at the top; the same
+    words asked in ``ops/`` name ``ops/deploy.sh``, which the human never saw: a
+    human decides, and nothing runs meanwhile."""
+    repo = make_repo(tmp_path / "repo")
+    _write(repo, {"deploy.sh": "echo approved > ran.txt\n",
+                  "ops/deploy.sh": "echo EVIL > ran.txt\n"}, "approved")
+    hook = _hook(repo, "bash ./deploy.sh")
+    rid = _pending(repo)
+    assert _cli("approve", str(repo), rid, "--always", "--scope", "anywhere").returncode == 0
+    hook.communicate(timeout=120)
+    (repo / "ran.txt").unlink()
+    hook = _hook(repo / "ops", "bash ./deploy.sh")
+    rid2 = _pending(repo, besides={rid})
+    time.sleep(1)
+    assert not (repo / "ran.txt").exists() and not (repo / "ops/ran.txt").exists()
+    assert str(repo / "ops/deploy.sh") in json.dumps(_request(repo, rid2)["content"])
+    _cli("deny", str(repo), rid2)
+    hook.communicate(timeout=60)
+    assert not (repo / "ops/ran.txt").exists()

@@ -77,7 +77,7 @@ def pin_content(repo: str, q: FolderQueue, record: dict[str, Any]) -> str | None
     named = content.named(command, cwd, entries) if isinstance(command, str) else []
     content.save(q, record["id"], entries)
     record["content"] = {"digest": content.digest(entries), "entries": len(entries),
-                         "roots": roots, "named": named}
+                         "roots": roots, "named": named, "cwd_real": os.path.realpath(cwd)}
     return None
 
 
@@ -100,8 +100,17 @@ def pin_remembered(repo: str, q: FolderQueue, record: dict[str, Any],
         return False
     if content.touched(old, now):
         return False
+    # the files this command names, where it runs now, by their bytes: the ones the
+    # human was shown (a remembered decision for any folder names others there)
+    cwd = str(record.get("cwd") or repo)
+    command = (record.get("params") or {}).get("command")
+    shown = {str(n.get("path")): n.get("sha256") for n in seen.get("named") or ()
+             if isinstance(n, dict)}
+    if {str(n["path"]): n["sha256"] for n in (content.named(command, cwd, now) if
+                                             isinstance(command, str) else [])} != shown:
+        return False
     content.save(q, record["id"], old)  # the run is pinned to what the human saw
-    record["content"] = seen
+    record["content"] = {**seen, "cwd_real": os.path.realpath(cwd)}
     record["remembered_from"] = rid
     return True
 
@@ -161,9 +170,14 @@ def _pinned(repo: str, req: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]
         now = content.take(roots, skip)
     except content.TooLarge as exc:
         return None, {"status": "refused", "reason": str(exc)}
-    diff = content.touched(old, now)
+    named = {str(n.get("path")): str(n.get("sha256")) for n in
+             req["content"].get("named") or () if isinstance(n, dict)}
+    # the named files by their bytes too: a write through a shared mapping changes
+    # a file's text and none of the times the record holds
+    diff = content.touched(old, now) + [f"changed {p}" for p, h in named.items()
+                                        if content.sha256_of(p) != h]
     if not diff:
-        return Pin(old, roots), None
+        return Pin(old, roots, named), None
     again = {k: v for k, v in req.items()
              if k not in ("id", "hash", "created", "requester", "content")}
     again["id"] = new_id()
@@ -203,6 +217,10 @@ def sandboxed(repo: str, req: dict[str, Any], argv: list[str], *, command: str,
         if real != top and not real.startswith(top.rstrip("/") + "/"):
             return {"status": "failed",
                     "reason": f"the working folder {cwd!r} resolves outside the repository"}
+        was = (req.get("content") or {}).get("cwd_real")
+        if was and real != was:  # a link swapped in after the tree was checked
+            return {"status": "failed", "reason": f"the working folder {cwd!r} resolves to "
+                    f"{real}, not to {was} as when the request was made; nothing ran"}
         cwd = real
     timeout = float(req.get("timeout") or DEFAULT_TIMEOUT)
     import fcntl

@@ -177,6 +177,16 @@ def _run_in(args: list[str], cwd: str) -> str:
     return cwd
 
 
+def sha256_of(path: str) -> str | None:
+    """The SHA-256 of the file at ``path`` as ``named`` takes it (its first 16 MiB),
+    or None when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read(16 << 20)).hexdigest()
+    except OSError:
+        return None
+
+
 def named(command: str, cwd: str, entries: dict[str, Entry]) -> list[dict[str, object]]:
     """The files of the tree a shell command names (and the one its program reads
     without naming it: ``make``'s Makefile), with their digests and first lines,

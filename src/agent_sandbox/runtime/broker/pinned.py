@@ -33,8 +33,9 @@ class Pin:
     """The recorded tree (path: inode, size, mtime_ns, ctime_ns, mode) and its roots."""
 
     def __init__(self, entries: Mapping[str, tuple[int, int, int, int, int]],
-                 roots: Sequence[str]) -> None:
+                 roots: Sequence[str], digests: Mapping[str, str] | None = None) -> None:
         self.entries = entries
+        self.digests = digests or {}  # the files the human was shown: by their bytes
         self.roots = tuple(r.rstrip("/") or "/" for r in roots)
         self.refused: list[str] = []  # what the run was refused, for its record
 
@@ -102,6 +103,8 @@ class Pin:
                 if left or (after.st_size, after.st_mtime_ns, after.st_ctime_ns) != (
                         st.st_size, st.st_mtime_ns, st.st_ctime_ns):
                     self._refuse(f"{path} changed while it was read")
+                if path in self.digests and _sha256(mem) != self.digests[path]:
+                    self._refuse(f"{path} is not the text the human was shown")
                 out = os.open(f"/proc/self/fd/{mem}", os.O_RDONLY | os.O_CLOEXEC)
             finally:
                 os.close(mem)
@@ -112,3 +115,16 @@ class Pin:
     def _refuse(self, why: str) -> None:
         self.refused.append(why)
         raise Refused(why, errno.EACCES)
+
+
+def _sha256(fd: int) -> str:
+    """The SHA-256 of the first 16 MiB of the file at ``fd`` (as ``content.named``
+    takes it), read from its start."""
+    import hashlib
+
+    h = hashlib.sha256()
+    at = 0
+    while at < 16 << 20 and (chunk := os.pread(fd, min(1 << 20, (16 << 20) - at), at)):
+        h.update(chunk)
+        at += len(chunk)
+    return h.hexdigest()
