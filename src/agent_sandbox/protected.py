@@ -195,7 +195,7 @@ def _imported_as(path: str, names: frozenset[str]) -> str | None:
     stem, _, rest = name.partition(".")
     if not (rest in ("py", "pyc", "pyw") or name.endswith((".so", ".pyd"))):
         return None
-    if stem in names:
+    if stem in names or (names is _SHADOWABLE_SET and stem.startswith("_sysconfigdata_")):
         return "module"
     if stem == "__init__" and head.rpartition("/")[2] in names:
         return "package"
@@ -215,10 +215,12 @@ def stdlib_shadow(path: str) -> str | None:
     start-up only in a folder that is no package (no ``__init__.py``), where Python
     run in it imports the module first, which the broker decides when the call is
     made: inside a package, its own ``types.py`` is its code."""
-    return {"module": "t", "package": "u"}.get(_imported_as(path, _shadowable()) or "")
+    _shadowable()
+    return {"module": "t", "package": "u"}.get(_imported_as(path, _SHADOWABLE_SET) or "")
 
 
 _SHADOWABLE: list[frozenset[str]] = []
+_SHADOWABLE_SET: frozenset[str] = frozenset()  # ``_shadowable()``, once made
 # standard-library names no tool imports on its own and projects do use: a file of
 # the project's (``test.py``), never start-up
 _PROJECT_NAMES = frozenset({"test", "this", "antigravity", "idlelib", "turtledemo"})
@@ -227,6 +229,12 @@ _PROJECT_NAMES = frozenset({"test", "this", "antigravity", "idlelib", "turtledem
 _NEWER = frozenset({"_pyrepl", "_colorize", "_opcode_metadata", "_interpqueues",
                     "_interpreters", "_interpchannels", "_suggestions", "_sysconfig",
                     "_apple_support", "annotationlib", "compression", "string"})
+# modules the standard library imports from outside it, found in the working folder
+# first: copy and pickle try Jython's ``org``; the distutils shim setuptools installs
+# imports ``setuptools`` when ``distutils`` is; sysconfig imports a name computed at
+# run time, ``_sysconfigdata_*`` (``python3 -m venv``)
+_OUTSIDE = frozenset({"org", "setuptools", "pkg_resources", "_distutils_system_mod",
+                      "_distutils_hack"})
 
 
 def _shadowable() -> frozenset[str]:
@@ -236,10 +244,12 @@ def _shadowable() -> frozenset[str]:
         import _imp
         import sys
 
-        _SHADOWABLE.append(frozenset(
-            m for m in sys.stdlib_module_names | _NEWER
+        global _SHADOWABLE_SET
+        _SHADOWABLE_SET = frozenset(
+            m for m in sys.stdlib_module_names | _NEWER | _OUTSIDE
             if m not in sys.builtin_module_names and not _imp.is_frozen(m)
-            and m not in _PROJECT_NAMES))
+            and m not in _PROJECT_NAMES)
+        _SHADOWABLE.append(_SHADOWABLE_SET)
     return _SHADOWABLE[0]
 
 

@@ -254,6 +254,26 @@ def test_a_script_rewritten_through_a_mapping_never_runs(tmp_path: Path) -> None
     assert not (repo / "ran.txt").exists()
 
 
+def test_a_program_added_after_the_request_is_never_run(tmp_path: Path) -> None:
+    """The approved script runs every step it finds; after the request the agent adds
+    one whose whole payload is its ``#!`` line (the kernel reads it, no interpreter
+    opens the file) and a copy of a binary. Neither runs: every program an
+    approved command starts is judged against the approved tree."""
+    repo = make_repo(tmp_path / "repo")
+    _write(repo, {"run.sh": "for s in steps/*; do \"./$s\"; done; echo done >> ran.txt\n",
+                  "steps/a": "#!/bin/sh\necho a >> ran.txt\n"}, "approved")
+    (repo / "steps/a").chmod(0o755)
+    hook = _hook(repo, "bash ./run.sh")
+    rid = _pending(repo)
+    (repo / "steps/b").write_text('#!/usr/bin/env -S sh -c "echo EVIL >> ran.txt"\n')
+    (repo / "steps/b").chmod(0o755)
+    assert _cli("approve", str(repo), rid).returncode == 0
+    hook.communicate(timeout=120)
+    assert (repo / "ran.txt").read_text() == "a\ndone\n"
+    done = json.loads((repo / f".sandbox/escalations/done/{rid}.json").read_text())
+    assert any("steps/b" in r for r in done.get("refused_reads", [])), done
+
+
 @pytest.mark.parametrize("added", ["link", "pipe"])
 def test_a_link_or_pipe_added_after_the_request_is_never_read(tmp_path: Path,
                                                                added: str) -> None:

@@ -212,6 +212,22 @@ PROOFS: dict[str, Proof] = {
                           ".cargo && printf '[build]\\nrustc-wrapper = \"%s/w.sh\"\\n' "
                           "\"$PWD\" > .cargo/config.toml",
                           "cargo check -q --offline", ("cargo",), setup=CRATE),
+    # what a tool's configuration names by path (runtime/broker/configs.py)
+    "cargo-wrapper-named": Proof(f"{hook('tools/wrap.sh')} && echo 'exec \"$@\"' >> tools/wrap.sh",
+                                 "cargo check -q --offline", ("cargo",),
+                                 setup=f"{CRATE} && mkdir -p tools .cargo && printf '#!/bin/sh\\n"
+                                       "exec \"$@\"\\n' > tools/wrap.sh && chmod +x tools/wrap.sh"
+                                       " && printf '[build]\\nrustc-wrapper = \"tools/wrap.sh\""
+                                       "\\n' > .cargo/config.toml"),
+    "mypy-plugin": Proof("printf 'from mypy.plugin import Plugin\\nopen(\"{M}\", \"w\")\\n"
+                         "def plugin(v):\\n    return Plugin\\n' > plug.py && printf "
+                         "'[mypy]\\nplugins = plug.py\\n' > mypy.ini",
+                         "mypy --no-incremental x.py >/dev/null", ("mypy",),
+                         path=str(Path(sys.executable).parent), setup="echo 'x = 1' > x.py"),
+    "ansible-cfg-inventory": Proof(f"{hook('inv.sh')} && echo 'echo {{}}' >> inv.sh && printf "
+                                   "'[defaults]\\ninventory = ./inv.sh\\n' > ansible.cfg",
+                                   "ansible --list-hosts all >/dev/null 2>&1", ("ansible",),
+                                   path=str(Path(sys.executable).parent)),
     "cargo-env": Proof("mkdir -p ~/.cargo && echo 'touch {M}' > ~/.cargo/env",
                        "sh -l -c true", home=True,
                        setup="echo '. \"$HOME/.cargo/env\"' > ~/.profile"),
@@ -297,6 +313,24 @@ VARIANTS: dict[str, Proof] = {
     "direnv-path-from-pwd": Proof(
         f"mkdir -p bin && {hook('bin/git')}", "direnv exec . git --version", ("direnv",),
         setup="echo 'export PATH=$(pwd)/bin:$PATH' > .envrc && direnv allow ."),
+    "hg-extension-named": Proof("printf 'import os\\nopen(\"{M}\", \"w\")\\n' > tools/ext.py",
+                                "hg status", ("hg",),
+                                setup="hg init . && mkdir tools && echo '' > tools/ext.py && "
+                                      "printf '[extensions]\\next = tools/ext.py\\n' >> .hg/hgrc"),
+    "mypy-plugin-named": Proof("printf 'from mypy.plugin import Plugin\\nopen(\"{M}\", \"w\")\\n"
+                               "def plugin(v):\\n    return Plugin\\n' > tools/plug.py",
+                               "mypy --no-incremental x.py >/dev/null", ("mypy",),
+                               path=str(Path(sys.executable).parent),
+                               setup="mkdir tools && printf 'from mypy.plugin import Plugin\\n"
+                                     "def plugin(v):\\n    return Plugin\\n' > tools/plug.py && "
+                                     "printf '[mypy]\\nplugins = tools/plug.py\\n' > mypy.ini && "
+                                     "echo 'x = 1' > x.py"),
+    # modules the standard library imports from outside it, from the working folder
+    "python-org-shadow": Proof("echo 'open(\"{M}\", \"w\")' > org.py",
+                               f"{BASE_PY} -c 'import copy'"),
+    "python-sysconfigdata-shadow": Proof(
+        f"echo 'open(\"{{M}}\", \"w\")' > $({BASE_PY} -c 'import sysconfig; "
+        "print(sysconfig._get_sysconfigdata_name())').py", f"{BASE_PY} -m venv ../v"),
     # a hook installed as a link to a script of the work tree: the script is the hook
     "git-hook-link-target": Proof(
         hook("scripts/pre-commit"), "git commit -q --allow-empty -m u", ("git",),

@@ -22,17 +22,19 @@ if TYPE_CHECKING:
     from .server import Broker
 
 
-def installer(settings: Settings, *, capture: bool, reads: bool = False) -> Installer:
+def installer(settings: Settings, *, capture: bool, reads: bool = False,
+              execs: bool = False) -> Installer:
     """What the child that execs bwrap runs first: a seccomp filter whose listener
     the launcher keeps, so that the calls the broker judges come to it.
     ``capture``: the child is started by ``subprocess``, which waits for the exec
     (the child cannot wait for the launcher then, and sends the listener).
     ``reads``: the plan leaves reading to be judged by glob (``Plan.read_rules``):
-    every open is handed over, not only those that may write."""
+    every open is handed over, not only those that may write. ``execs``: every
+    ``execve`` too (an approved command's programs, ``pinned``)."""
     from ..bwrap.seccomp import SeccompError
     from . import notify
 
-    names = list(notify.FILE_CALLS)
+    names = list(notify.FILE_CALLS) + (list(notify.EXEC_CALLS) if execs else [])
     if settings.network.allow_unix_sockets or settings.network.allow_all_unix_sockets:
         names.append("connect")
     try:

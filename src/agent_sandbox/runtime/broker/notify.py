@@ -74,17 +74,19 @@ _X86 = {
     "link": 86, "linkat": 265, "symlink": 88, "symlinkat": 266, "unlink": 87,
     "unlinkat": 263, "rmdir": 84, "truncate": 76, "chmod": 90, "fchmodat": 268,
     "fchmodat2": 452, "fchmod": 91, "chown": 92, "lchown": 94, "fchownat": 260,
-    "connect": 42, "capset": 126, "capget": 125,
+    "connect": 42, "capset": 126, "capget": 125, "execve": 59, "execveat": 322,
 }
 _ARM64 = {
     "openat": 56, "openat2": 437, "mkdirat": 34, "mknodat": 33, "renameat": 38,
     "renameat2": 276, "linkat": 37, "symlinkat": 36, "unlinkat": 35, "truncate": 45,
     "fchmodat": 53, "fchmodat2": 452, "fchmod": 52, "fchownat": 54, "connect": 203,
-    "capset": 91, "capget": 90,
+    "capset": 91, "capget": 90, "execve": 221, "execveat": 281,
 }
 SYSCALLS = {"x86_64": _X86, "aarch64": _ARM64}
 FILE_CALLS = tuple(k for k in _X86 if k not in (
-    "connect", "capset", "capget", "openat2", "open", "openat"))
+    "connect", "capset", "capget", "openat2", "open", "openat", "execve", "execveat"))
+# brought in an approved run only (``pinned``): the program a call runs
+EXEC_CALLS = ("execve", "execveat")
 # open and openat are brought only when they may write (their flags say so)
 OPEN_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | 0o20000000
 

@@ -165,3 +165,28 @@ def _as_caller(t: Target, path: str) -> str:
             return (f"/proc/{pid}" if self_name == "/proc/self"
                     else f"/proc/{pid}/task/{tid}") + rest
     return path
+
+
+def judge_exec(t: Target, dirfd: int, address: int, empty_path: bool, pin: Pin,
+               own: set[tuple[int, int]]) -> None:
+    """``execve``/``execveat`` of an approved command (``pin``): ``Refused`` unless
+    the program it names is a file the approval recorded, unchanged (the kernel
+    reads a program, or a script's ``#!`` line, without an open the broker sees),
+    or one outside the tree, or the run's own. The caller goes on once this
+    returns (the kernel runs the call itself)."""
+    name = os.fsdecode(t.string(address))
+    if empty_path and not name:
+        raise Refused("running a program from a descriptor is not judged in an approved run",
+                      errno.EACCES)
+    path = absolute(t, dirfd, name)
+    try:
+        fd = open_in_root(t.root(), path, os.O_PATH)
+    except OSError:
+        return  # the kernel fails it too
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+        if real != posixpath.normpath(path):
+            pin.route(posixpath.normpath(path))
+        pin.check(real, os.fstat(fd), own)
+    finally:
+        os.close(fd)

@@ -23,7 +23,7 @@ from .files import Files
 from .handed import Fd, Later
 from .judge import Judge
 from .notify import OPEN_WRITE_FLAGS, SYSCALLS, Listener, Notification
-from .reads import open_for_reading
+from .reads import judge_exec, open_for_reading
 from .refused import Refused
 from .target import AT_FDCWD, Callers, Target, fd_arg
 
@@ -158,6 +158,9 @@ class Broker:
                 n.args[1 if name == "open" else 2] & OPEN_WRITE_FLAGS):
             self._read(n, name)
             return
+        if name in ("execve", "execveat"):
+            self._exec(n, name)
+            return
         t: Target | None
         try:
             t = Target(n.pid, self.callers)
@@ -180,6 +183,29 @@ class Broker:
         finally:
             if t is not None:
                 t.close()
+
+    def _exec(self, n: Notification, name: str) -> None:
+        """A program run by an approved command: judged against the approved tree
+        (``reads.judge_exec``), then the kernel runs the call."""
+        a = n.args
+        if self.pin is None:
+            self._answer(n, cont=True)
+            return
+        t = Target(n.pid, self.callers, pinned=False)
+        try:
+            judge_exec(t, AT_FDCWD if name == "execve" else fd_arg(a[0]),
+                       a[0] if name == "execve" else a[1],
+                       name == "execveat" and bool(a[4] & 0x1000),  # AT_EMPTY_PATH
+                       self.pin, self.files.written if self.files is not None else set())
+            if self.listener.valid(n):
+                self._answer(n, cont=True)
+        except Refused as exc:
+            self._refused(exc.reason)
+            self._answer(n, error=exc.errno or errno.EACCES)
+        except OSError as exc:
+            self._answer(n, error=exc.errno or errno.EPERM)
+        finally:
+            t.close()
 
     def _read(self, n: Notification, name: str) -> None:
         """An open that only reads (handed over only when reading is judged): the

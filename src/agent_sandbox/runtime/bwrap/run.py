@@ -253,7 +253,8 @@ class BwrapRun:
 
         installer = self._installer = launch.installer(
             self.settings, capture=capture,
-            reads=bool(p.read_rules[0] or p.read_rules[2]) or self.pin is not None)
+            reads=bool(p.read_rules[0] or p.read_rules[2]) or self.pin is not None,
+            execs=self.pin is not None)
         limits = self.limits
         assert limits is not None  # made by _start
         bounded = limits.before(installer)  # the child is born in the run's cgroup

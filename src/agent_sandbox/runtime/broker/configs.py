@@ -1,0 +1,99 @@
+"""What the tools' own configuration files name: programs and files they run.
+
+A protected configuration (``triggers.json``) is safe only if what it names is
+too: cargo's ``build.rustc-wrapper = "tools/wrap.sh"`` (run by ``cargo metadata``,
+which rust-analyzer runs when an editor opens the folder), yarn's ``yarnPath``
+(``.yarn/releases/yarn-4.cjs``, run by every ``yarn``), mise's ``_.source`` and
+``_.path`` (on every ``cd``), a Mercurial extension or hook (``hg status``), a
+pre-commit or lefthook hook's ``entry`` / ``run`` (``git commit``).
+``Configs.named`` finds, when a call writes a path, these files in the folders
+above it (up to ``/``) and refuses what they name.
+
+What counts as named is read from the text, whatever the format: a word that is
+a relative path of two or more parts (``tools/wrap.sh``, ``./scripts/env.sh``),
+or a file name with a script's extension (``check.py``), each taken relative to
+the folder that holds the configuration (cargo's and Mercurial's: the folder
+above ``.cargo`` and ``.hg``, where they resolve them). Patterns (``^src/.*``)
+are not paths. The same rule for every file: it protects more than a tool reads,
+never less. (Git's configuration and an ``.envrc`` have readers of their own:
+``surroundings``, ``envrc``.)
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+
+from ..bwrap.globs import under
+
+# the configurations that name other files, relative to the folder they serve
+NAMING = (".cargo/config.toml", ".cargo/config", ".yarnrc.yml", ".hg/hgrc",
+          "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml",
+          ".config/mise.toml", ".config/mise/config.toml", "mise/config.toml",
+          ".pre-commit-config.yaml", "lefthook.yml", "lefthook.yaml", ".lefthook.yml",
+          ".lefthook.yaml", "lefthook-local.yml", ".lefthook-local.yml", "mypy.ini",
+          ".mypy.ini", ".flake8", ".pylintrc", "pylintrc", ".cfnlintrc", ".cfnlintrc.yaml",
+          "ansible.cfg", ".ansible-lint")
+_READ_LIMIT = 1 << 16
+_SCRIPTS = (".sh", ".bash", ".py", ".js", ".cjs", ".mjs", ".ts", ".rb", ".pl", ".ps1")
+_PATTERN = None  # compiled on first use: the launcher's start stays light
+
+
+def names(text: str) -> list[str]:
+    """The paths a configuration's text names, relative to its folder (pure)."""
+    import re
+
+    global _PATTERN
+    if _PATTERN is None:
+        part = r"\.?[A-Za-z0-9_@+][A-Za-z0-9_.@+-]*"
+        _PATTERN = re.compile(
+            rf"(?<![\w./*$\\^-])((?:\./)?(?:{part}/)+{part}|{part}(?:"
+            + "|".join(re.escape(s) for s in _SCRIPTS) + r"))(?![\w*$()\\\[?+{|/])")
+    out = []
+    for m in _PATTERN.finditer(text):
+        word = m.group(1)
+        if "://" in text[max(0, m.start() - 3):m.start() + 3] or ("/" not in word and \
+                not word.endswith(_SCRIPTS)):
+            continue
+        out.append(posixpath.normpath(word))
+    return out
+
+
+class Configs:
+    """The naming configurations above written paths, each read once per identity."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[tuple[int, ...], list[str]]] = {}
+
+    def named(self, path: str, above: bool = False) -> str | None:
+        """Why a configuration in a folder above ``path`` names ``path``; ``above``:
+        or a folder above what it names (a folder moved there or away)."""
+        at = posixpath.dirname(path)
+        while True:
+            for rel in NAMING:
+                config = posixpath.join(at, rel)
+                for named in self._names(config, at):
+                    if under(path, named) or (above and under(named, path)):
+                        return f"{path} is named by {config} (what the tool runs)"
+            if at == "/":
+                return None
+            at = posixpath.dirname(at)
+
+    def _names(self, config: str, folder: str) -> list[str]:
+        try:
+            fd = os.open(config, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return []
+        try:
+            st = os.fstat(fd)
+            ident = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+            cached = self._cache.get(config)
+            if cached is not None and cached[0] == ident:
+                return cached[1]
+            data = os.read(fd, _READ_LIMIT)
+        finally:
+            os.close(fd)
+        found = [posixpath.normpath(posixpath.join(folder, n)) for n in
+                 names(data.decode("utf-8", "replace"))]
+        self._cache[config] = (ident, found)
+        return found
