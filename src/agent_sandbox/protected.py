@@ -101,6 +101,9 @@ GIT_PATH_KEYS: tuple[str, ...] = (
     # command (``pager.log``, ``alias.x = !cmd``): ``gitmeta._config_key``
     "filter.clean", "filter.smudge", "filter.process", "diff.textconv", "diff.command",
     "merge.driver", "difftool.cmd", "mergetool.cmd", "pager", "alias",
+    "difftool.path", "mergetool.path", "gpg.defaultkeycommand", "interactive.difffilter",
+    "core.gitproxy", "remote.uploadpack", "remote.receivepack", "man.path", "man.cmd",
+    "browser.path", "browser.cmd",
 )
 
 # Entries that belong to the repository whose work tree holds them: git reads

@@ -285,6 +285,10 @@ VARIANTS: dict[str, Proof] = {
     "venv-bin-before-pyvenv": Proof(f"mkdir -p .venv/bin && {hook('.venv/bin/git')}",
                                     "python3 -m venv --without-pip .venv && "
                                     ". .venv/bin/activate && git --version", ("python3",)),
+    **{f"venv-bin-before-pyvenv-{name}": Proof(
+        f"mkdir -p {name}/bin && {hook(name + '/bin/git')}",
+        f"python3 -m venv --without-pip {name} && . {name}/bin/activate && git --version",
+        ("python3",)) for name in (".venv-3.11", "myenv")},
     "venv-site-before-pyvenv-any-name": Proof(
         "d=.tox/py/lib/python3.$(python3 -c 'import sys; print(sys.version_info[1])')/"
         "site-packages && mkdir -p $d && echo \"import os; open('{M}', 'w')\" > $d/zz.pth",
@@ -310,6 +314,15 @@ VARIANTS: dict[str, Proof] = {
         "echo 'touch {M}' > .envrc.local", "direnv exec . true", ("direnv",),
         setup="echo '[ -f .envrc.local ] && source_env .envrc.local' > .envrc && "
               "touch .envrc.local && direnv allow ."),
+    "direnv-sourced-in-a-loop": Proof(
+        "echo 'touch {M}' > .envrc.d/x.sh", "direnv exec . true", ("direnv",),
+        setup="mkdir .envrc.d && touch .envrc.d/a.sh && echo 'for f in .envrc.d/*.sh; do "
+              "source \"$f\"; done' > .envrc && direnv allow ."),
+    "direnv-path-from-toplevel": Proof(
+        f"mkdir -p tools && {hook('tools/git')}", "direnv exec . git --version",
+        ("direnv", "git"),
+        setup="git init -q && echo 'PATH_add \"$(git rev-parse --show-toplevel)/tools\"' > "
+              ".envrc && direnv allow ."),
     "direnv-path-from-pwd": Proof(
         f"mkdir -p bin && {hook('bin/git')}", "direnv exec . git --version", ("direnv",),
         setup="echo 'export PATH=$(pwd)/bin:$PATH' > .envrc && direnv allow ."),
@@ -331,6 +344,15 @@ VARIANTS: dict[str, Proof] = {
     "python-sysconfigdata-shadow": Proof(
         f"echo 'open(\"{{M}}\", \"w\")' > $({BASE_PY} -c 'import sysconfig; "
         "print(sysconfig._get_sysconfigdata_name())').py", f"{BASE_PY} -m venv ../v"),
+    # a driver's script inside a quoted command, or after $PWD/
+    **{f"git-textconv-{form}": Proof(
+        f"{hook('tools/conv.sh')} && echo 'cat \"$1\"' >> tools/conv.sh",
+        "echo b >> a.txt && git diff >/dev/null", ("git",),
+        setup=f"{REPO} && mkdir tools && printf '#!/bin/sh\\ncat \"$1\"\\n' > tools/conv.sh && "
+              "chmod +x tools/conv.sh && echo '*.txt diff=a' > .gitattributes && echo a > a.txt "
+              f"&& git config diff.a.textconv {value} && git add -A && git commit -qm i")
+       for form, value in (("quoted", "\"sh -c 'tools/conv.sh \\\"\\$0\\\"'\""),
+                           ("pwd", "'$PWD/tools/conv.sh'"))},
     # a hook installed as a link to a script of the work tree: the script is the hook
     "git-hook-link-target": Proof(
         hook("scripts/pre-commit"), "git commit -q --allow-empty -m u", ("git",),

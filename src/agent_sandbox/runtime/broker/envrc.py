@@ -38,7 +38,8 @@ _LAYOUT_BINS = {"php": ("vendor/bin",)}
 # words that lead a command in a list (``if [ -f x ]; then source_env x; fi``)
 _LEADERS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "}"})
 # spellings of the ``.envrc``'s own folder
-_PWD = ("$(pwd)", "`pwd`", "${PWD}", '"$PWD"', '"${PWD}"')
+_PWD = ("$(pwd)", "`pwd`", "${PWD}", '"$PWD"', '"${PWD}"', "$(git rev-parse --show-toplevel)",
+        "$(expand_path .)")
 
 
 def _commands(line: str) -> list[list[str]]:
@@ -71,6 +72,10 @@ def names(text: str) -> list[str]:
     out: list[str] = []
     for words in (c for line in text.splitlines() for c in _commands(line)):
         cmd = words[0]
+        if cmd == "for" and "in" in words:  # for f in .envrc.d/*.sh: each file sourced
+            out += [posixpath.dirname(w) for w in words[words.index("in") + 1:]
+                    if ("*" in w or "?" in w) and posixpath.dirname(w)]
+            continue
         if cmd == "export":
             words = words[1:] or [""]
             cmd = words[0]

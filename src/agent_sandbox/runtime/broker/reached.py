@@ -182,12 +182,15 @@ class Reached:
 
     def _bin_before_venv(self, place: Place) -> None:
         """Refuse a name made in ``bin/`` (``Scripts/``) of a folder named as
-        virtualenvs are (``VENV_NAMES``) that holds no ``pyvenv.cfg`` yet:
+        virtualenvs are (``VENV_NAMES``, any name with ``venv`` in it or ending in
+        ``env``: ``.venv-3.11``, ``myenv``) that holds no ``pyvenv.cfg`` yet:
         ``python3 -m venv`` made there later keeps it, and activating puts it first
         on PATH (a ``git`` there runs for git). ``python3 -m venv`` itself writes
         ``pyvenv.cfg`` before its programs."""
         parent, _, folder = place.parent.rpartition("/")
-        if folder not in ("bin", "Scripts") or parent.rsplit("/", 1)[-1] not in VENV_NAMES \
+        root = parent.rsplit("/", 1)[-1].lower()
+        if folder not in ("bin", "Scripts") or not (
+                root in VENV_NAMES or "venv" in root or root.endswith("env")) \
                 or place.folder < 0 or holds(place.folder, "../pyvenv.cfg"):
             return
         raise Refused(f"{place.path} is a program of {parent}, which holds no pyvenv.cfg yet "

@@ -104,7 +104,7 @@ def _path_entries(data: bytes) -> list[tuple[str, str]]:
 
 
 _PER_SUBSECTION = frozenset({"credential", "filter", "diff", "merge", "difftool", "mergetool",
-                             "gpg"})
+                             "gpg", "remote", "man", "browser"})
 
 
 def _config_key(full: str) -> str:
@@ -118,6 +118,21 @@ def _config_key(full: str) -> str:
     if section in ("pager", "alias"):
         return section
     return full
+
+
+def _command_words(value: str) -> list[str]:
+    """The words of a command a configuration value holds, as the shell splits them,
+    a quoted script's words too (``sh -c 'tools/conv.sh "$0"'``)."""
+    import shlex
+
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        return value.split()
+    out: list[str] = []
+    for w in words:
+        out += _command_words(w) if any(c.isspace() for c in w) and w != value else [w]
+    return out
 
 
 # keys whose whole value is one path (a command's words are split)
@@ -141,7 +156,7 @@ def named_paths(fs: FsView, config: str, base: str, depth: int = 0,
         key = _config_key(full)
         if not value:
             continue
-        words = [value] if key in _ONE_PATH else value.split()
+        words = [value] if key in _ONE_PATH else _command_words(value)
         for i, word in enumerate(words):
             if word.startswith("!"):
                 word = word[1:]
@@ -151,6 +166,9 @@ def named_paths(fs: FsView, config: str, base: str, depth: int = 0,
                 # a program git finds on PATH, an option, what git fills in (%f); a
                 # bare word is a file (``python3 strip.py``) when it looks like one
                 continue
+            for pwd in ("$PWD/", "${PWD}/", "$(pwd)/"):  # the worktree git runs it in
+                if word.startswith(pwd):
+                    word = word[len(pwd):]
             if word.startswith("~/") and home:
                 word = posixpath.join(home, word[2:])
             elif word.startswith(("~", "$", "%(")):
