@@ -113,7 +113,8 @@ def test_removed_checkpoints_fail_a_pinned_log(tmp_path: Path, state: Path) -> N
     genuine(repo)
     _rewrite_and_drop_checkpoints(repo)
     bad = verify(repo, state)
-    assert bad.returncode == 1 and "no signed checkpoint" in bad.stdout, bad.stdout + bad.stderr
+    assert bad.returncode == 1 and ("no signed checkpoint" in bad.stdout
+                                    or "does not match" in bad.stdout), bad.stdout + bad.stderr
     # the same with the key pinned by hand (--key)
     pin = Path(repo_pin_path(str(repo))).read_text().strip()
     keyfile = tmp_path / "pinned.pub"
@@ -176,3 +177,32 @@ def test_a_repository_connected_again_is_anchored_again(tmp_path: Path, state: P
     assert append_audit(str(repo), "decision", {"verdict": "allow", "summary": "ls"})
     ok = verify(repo, state)
     assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_checkpoints_removed_and_the_chain_rewritten_below_them_fail(
+        tmp_path: Path, state: Path) -> None:
+    """The forger keeps the key and the old checkpoint, deletes the newer ones and
+    rewrites the records after the old one (an approved run's taken out), chained
+    anew: the log alone looks whole, with the pin too. The newest checkpoint's size
+    and head, noted in the account's state folder as it was signed, say otherwise."""
+    from .conftest import read_lines, rechain, write_lines
+
+    repo = tmp_path / "repo"
+    genuine(repo)  # 5 records, a checkpoint of them
+    audit = repo / ".sandbox" / "audit"
+    assert append_audit(str(repo), "sandbox_started", {"request_id": "r1", "command": "x"})
+    log = AuditLog(audit, key_path=repo_key_path(str(repo)), checkpoint_interval=None)
+    assert log.checkpoint() is not None  # a checkpoint of 6
+    log.close()
+    assert verify(repo, state).returncode == 0  # the control: untouched, it verifies
+    notes = sorted((audit / "checkpoints").glob("*.note"))
+    newest, older = notes[-1], notes[-2]
+    newest.unlink()
+    (audit / "checkpoints" / "latest").write_bytes(older.read_bytes())
+    lines = read_lines(audit)
+    assert b'"x"' in lines[-1]
+    lines[-1] = lines[-1].replace(b'"x"', b'"harmless"')  # the approved run's command
+    write_lines(audit, rechain(lines))
+    r = verify(repo, state)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert "does not match" in r.stdout, r.stdout  # the chain at the noted checkpoint

@@ -44,6 +44,7 @@ import atexit
 import os
 import time
 
+from agent_sandbox.audit import anchors
 from agent_sandbox.audit.canonical import canonical, chain_hash, seal_line
 from agent_sandbox.audit.redact import redact as _redact
 from agent_sandbox.audit.segments import continued_tail, generation, rotate
@@ -227,6 +228,8 @@ class AuditLog:
             )
             if created:
                 fsync_dir(self._dir)
+                if not os.path.isdir(os.path.join(self._dir, CHECKPOINT_DIR)):  # a new log
+                    anchors.forget(self._dir)
         except OSError as exc:
             raise AuditError(f"cannot open audit log {self._log}: {exc}") from exc
         self._pid = pid
@@ -466,6 +469,7 @@ class AuditLog:
             ck.publish_verifier(self.checkpoint_dir, self._signer)
         note: bytes = self._signer.sign_checkpoint(seq, head)
         ck.store(self.checkpoint_dir, seq, note)
+        anchors.note(self._dir, seq, head)  # outside the log: what a rewrite cannot reach
         self._ckpt_size = seq
         self._ckpt_wall = time.time()
         if self.sink is not None:

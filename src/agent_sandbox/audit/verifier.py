@@ -231,6 +231,18 @@ def verify(
     if isinstance(heads, Problem):
         return _fail(result, heads)
     max_ck = max(heads, default=0)
+    from agent_sandbox.audit import anchors
+
+    # the newest checkpoint its writers signed, noted outside the log: the chain must
+    # reach it with that head, whatever checkpoints the log folder still holds
+    noted = anchors.read(str(directory))
+    if noted is not None and heads.get(noted[0], bytes.fromhex(noted[1])).hex() != noted[1]:
+        return _fail(result, Problem("invalid", 0, noted[0], (
+            f"the checkpoint of {noted[0]} records noted outside the log signs another "
+            "head than the one the log holds")))
+    if noted is not None and noted[0] not in heads and noted[0] and (heads or not result.anchored):
+        heads[noted[0]] = bytes.fromhex(noted[1])
+        max_ck = max(max_ck, noted[0])
     from agent_sandbox.audit.segments import segment_files
 
     if not path.exists() and not segment_files(str(directory)):
