@@ -59,25 +59,64 @@ def names(text: str) -> list[str]:
     return out
 
 
+def _tree(paths: tuple[str, ...]) -> dict[str, object]:
+    """``NAMING`` as nested names: ``{".cargo": {"config.toml": {}}, ...}``."""
+    out: dict[str, object] = {}
+    for p in paths:
+        level = out
+        for part in p.split("/"):
+            level = level.setdefault(part, {})  # type: ignore[assignment]
+    return out
+
+
+_NAMING_TREE = _tree(NAMING)
+
+
 class Configs:
-    """The naming configurations above written paths, each read once per identity."""
+    """The naming configurations above written paths, each read once per identity;
+    which of them a folder holds is looked at again only when the folder changes
+    (a write call costs a ``stat`` a folder above it)."""
 
     def __init__(self) -> None:
         self._cache: dict[str, tuple[tuple[int, ...], list[str]]] = {}
+        self._held: dict[str, tuple[tuple[int, ...], list[str]]] = {}
 
     def named(self, path: str, above: bool = False) -> str | None:
         """Why a configuration in a folder above ``path`` names ``path``; ``above``:
         or a folder above what it names (a folder moved there or away)."""
         at = posixpath.dirname(path)
         while True:
-            for rel in NAMING:
-                config = posixpath.join(at, rel)
+            for config in self._present(at, _NAMING_TREE):
                 for named in self._names(config, at):
                     if under(path, named) or (above and under(named, path)):
                         return f"{path} is named by {config} (what the tool runs)"
             if at == "/":
                 return None
             at = posixpath.dirname(at)
+
+    def _present(self, folder: str, tree: dict[str, object]) -> list[str]:
+        """The paths of ``tree`` (``NAMING`` below ``folder``) that exist."""
+        try:
+            st = os.stat(folder)
+        except OSError:
+            return []
+        ident = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+        cached = self._held.get(folder)
+        if cached is None or cached[0] != ident:
+            here = []
+            for name in tree:
+                try:
+                    os.lstat(posixpath.join(folder, name))
+                    here.append(name)
+                except OSError:
+                    continue
+            cached = self._held[folder] = (ident, here)
+        out: list[str] = []
+        for name in cached[1]:
+            below = tree[name]
+            full = posixpath.join(folder, name)
+            out += self._present(full, below) if below else [full]  # type: ignore[arg-type]
+        return out
 
     def _names(self, config: str, folder: str) -> list[str]:
         try:
