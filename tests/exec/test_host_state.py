@@ -129,3 +129,38 @@ def test_a_podman_container_running(tmp_path: Path) -> None:
     finally:
         subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True,
                        timeout=120, env=env)
+
+
+
+def test_a_start_whose_bwrap_ended_during_set_up_is_tried_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bwrap remounts every mount of the host, and one that goes meanwhile (a
+    container stopping) ends its set-up: "Unable to apply mount flags". Here bwrap
+    is ended at that moment of the first start; nothing had run, the start is tried
+    again, and the command runs once and holds its boundary."""
+    from agent_sandbox.runtime.bwrap import run as bwrap_run
+    from agent_sandbox.runtime.failures import SandboxStartError
+    from agent_sandbox.runtime.run import run_sandboxed
+
+    root = tmp_path / "w"
+    root.mkdir()
+    real = bwrap_run.BwrapRun._release
+    ended = []
+
+    def release(self: bwrap_run.BwrapRun, *args: object) -> None:
+        if not ended:  # the first set-up ends before the command, as a vanished mount
+            ended.append(self.proc.pid)  # makes it: bwrap gone, the gate never opened
+            self.proc.kill()
+            self.proc.wait()
+            raise getattr(bwrap_run, "SetupEnded", SandboxStartError)(
+                "the sandbox could not start the command (bwrap said: Unable to apply "
+                "mount flags)")
+        real(self, *args)
+
+    monkeypatch.setattr(bwrap_run.BwrapRun, "_release", release)
+    r = run_sandboxed(["sh", "-c", "echo ran >> runs.txt; echo x > .bashrc"],
+                      json.loads(_settings(tmp_path, root).read_text()), cwd=root)
+    assert ended, "the first start was not ended"
+    assert r.returncode != 125, r.stderr
+    assert (root / "runs.txt").read_text() == "ran\n"  # once, after the second start
+    assert not (root / ".bashrc").exists()

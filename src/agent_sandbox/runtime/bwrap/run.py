@@ -42,6 +42,7 @@ from . import fsview, late_binds, path_entries
 from . import plan as bw
 from .owed import settle_or_refuse, settle_owed
 from .run_records import RunRecord
+from .said import bwrap_said
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -71,6 +72,10 @@ def runtime_paths(home: str, settings_source: str | None = None) -> list[str]:
 
 # refusals said and recorded one by one; the rest of a run's are counted
 REFUSALS_SAID = 100
+
+
+class SetupEnded(SandboxStartError):
+    """bwrap ended before the command could run (``BwrapRun.start`` tries again)."""
 
 class _StartFds:
     """The descriptors of one start: the seccomp filter's memfd and the four pipes
@@ -164,8 +169,18 @@ class BwrapRun:
 
     def start(self, *, capture: bool = False, stdin: Any = None, stdout: Any = None,
               stderr: Any = None) -> None:
-        """Plan, prepare and start the sandbox, held until the command may run."""
-        self._start(capture=capture, stdin=stdin, stdout=stdout, stderr=stderr)
+        """Plan, prepare and start the sandbox, held until the command may run. bwrap
+        ending before the command could run is tried twice more: it remounts every
+        mount of the host, and one that goes meanwhile (a container stopping, a
+        build's mount) fails its set-up; nothing ran, so trying again is safe."""
+        for attempt in range(3):
+            try:
+                self._start(capture=capture, stdin=stdin, stdout=stdout, stderr=stderr)
+                return
+            except SetupEnded:
+                if attempt == 2:
+                    raise
+                self.proc, self.measured = None, False
 
     def _start(self, *, capture: bool, stdin: Any, stdout: Any, stderr: Any) -> None:
         """The start's phases: the filter, the plan under the lock, bwrap spawned with
@@ -317,7 +332,7 @@ class BwrapRun:
             self.proc.wait()
             hint = diagnose_userns()
             raise SandboxStartError(
-                f"bubblewrap could not create the sandbox ({self._bwrap_said()})"
+                f"bubblewrap could not create the sandbox ({bwrap_said(self.proc)})"
                 + (f"; {hint}" if hint else "; check that user namespaces are enabled")
             ) from None
         try:
@@ -363,8 +378,8 @@ class BwrapRun:
             ready = ready and os.write(fds.gate_w, b"go\n") == 3
         if not ready:  # bwrap failed before the command, or ended before the word
             self.proc.wait()
-            raise SandboxStartError("the sandbox could not start the command "
-                                    f"({self._bwrap_said()})")
+            raise SetupEnded("the sandbox could not start the command "
+                             f"({bwrap_said(self.proc)})")
 
     def _refused(self, why: str, more: int = 0) -> None:
         """A call the broker refused: said after the run, and recorded, one by one up
@@ -378,24 +393,6 @@ class BwrapRun:
         with suppress(Exception):
             self._recorder()({"event_kind": "write_refused", "reason": why,
                               **({"repeats": more} if more else {})})
-
-    def _bwrap_said(self) -> str:
-        """bwrap's own message when it failed to set up: quoted from its standard error
-        when that is a pipe this process reads (a captured run: a detached runner has no
-        terminal to show it), else where it went."""
-        pipe = getattr(self.proc, "stderr", None)
-        if pipe is None:
-            return "see bwrap's message above"
-        try:
-            os.set_blocking(pipe.fileno(), False)  # bwrap is gone; never wait on the pipe
-            said = (os.read(pipe.fileno(), 4096) or b"").decode("utf-8", "replace").strip()
-        except (OSError, ValueError):
-            said = ""
-        if not said:
-            return "bwrap said nothing"
-        from agent_sandbox.display import printable_lines
-
-        return f"bwrap said: {printable_lines(said[-1000:])}"
 
     # proxy -----------------------------------------------------------------
 
