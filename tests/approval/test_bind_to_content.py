@@ -369,3 +369,17 @@ def test_a_decision_remembered_for_any_folder_runs_no_script_it_did_not_show(
     _cli("deny", str(repo), rid2)
     hook.communicate(timeout=60)
     assert not (repo / "ops/ran.txt").exists()
+
+
+def test_a_long_script_says_what_the_view_leaves_out(tmp_path: Path) -> None:
+    """The view shows a named script's first bytes; a longer one says how much more
+    there is (a payload after padding is not silently out of sight)."""
+    from agent_sandbox.queue.content import HEAD, named, take
+
+    (tmp_path / "deploy.sh").write_text("#" * HEAD + "\necho payload\n")
+    (tmp_path / "short.sh").write_text("echo ok\n")
+    got = {Path(str(e["path"])).name: str(e["head"])
+           for e in named("bash ./deploy.sh; bash ./short.sh", str(tmp_path),
+                          take([str(tmp_path)]))}
+    assert "more bytes, not shown here" in got["deploy.sh"]
+    assert got["short.sh"] == "echo ok\n"

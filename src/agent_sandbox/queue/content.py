@@ -218,5 +218,8 @@ def named(command: str, cwd: str, entries: dict[str, Entry]) -> list[dict[str, o
             continue
         out.append({"path": path, "sha256": hashlib.sha256(data).hexdigest(),
                     "size": len(data),
-                    "head": data[:HEAD].decode("utf-8", "replace")})
+                    "head": data[:HEAD].decode("utf-8", "replace") + (
+                        f"\n[... {len(data) - HEAD} more bytes, not shown here: read the "
+                        "file; the SHA-256 above is of all of it]" if len(data) > HEAD
+                        else "")})
     return out
