@@ -25,6 +25,7 @@ import os
 import posixpath
 
 from ..bwrap.globs import under
+from .named_text import NamedText
 
 # the configurations that name other files, relative to the folder they serve
 NAMING = (".cargo/config.toml", ".cargo/config", ".yarnrc.yml", ".hg/hgrc",
@@ -34,7 +35,6 @@ NAMING = (".cargo/config.toml", ".cargo/config", ".yarnrc.yml", ".hg/hgrc",
           ".lefthook.yaml", "lefthook-local.yml", ".lefthook-local.yml", "mypy.ini",
           ".mypy.ini", ".flake8", ".pylintrc", "pylintrc", ".cfnlintrc", ".cfnlintrc.yaml",
           "ansible.cfg", ".ansible-lint")
-_READ_LIMIT = 1 << 16
 _SCRIPTS = (".sh", ".bash", ".py", ".js", ".cjs", ".mjs", ".ts", ".rb", ".pl", ".ps1")
 _PATTERN = None  # compiled on first use: the launcher's start stays light
 
@@ -78,7 +78,7 @@ class Configs:
     (a write call costs a ``stat`` a folder above it)."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, tuple[tuple[int, ...], list[str]]] = {}
+        self._text = NamedText(names)
         self._held: dict[str, tuple[tuple[int, ...], list[str]]] = {}
 
     def named(self, path: str, above: bool = False) -> str | None:
@@ -87,7 +87,7 @@ class Configs:
         at = posixpath.dirname(path)
         while True:
             for config in self._present(at, _NAMING_TREE):
-                for named in self._names(config, at):
+                for named in self._text.names(config, at):
                     if under(path, named) or (above and under(named, path)):
                         return f"{path} is named by {config} (what the tool runs)"
             if at == "/":
@@ -117,22 +117,3 @@ class Configs:
             full = posixpath.join(folder, name)
             out += self._present(full, below) if below else [full]  # type: ignore[arg-type]
         return out
-
-    def _names(self, config: str, folder: str) -> list[str]:
-        try:
-            fd = os.open(config, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return []
-        try:
-            st = os.fstat(fd)
-            ident = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-            cached = self._cache.get(config)
-            if cached is not None and cached[0] == ident:
-                return cached[1]
-            data = os.read(fd, _READ_LIMIT)
-        finally:
-            os.close(fd)
-        found = [posixpath.normpath(posixpath.join(folder, n)) for n in
-                 names(data.decode("utf-8", "replace"))]
-        self._cache[config] = (ident, found)
-        return found

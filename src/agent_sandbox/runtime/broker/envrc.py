@@ -16,13 +16,12 @@ Not named here: ``layout node`` puts ``node_modules/.bin`` on ``PATH``, which
 
 from __future__ import annotations
 
-import os
 import posixpath
 
 from ..bwrap.globs import under
+from .named_text import NamedText
 
 ENVRC = ".envrc"
-_READ_LIMIT = 1 << 16
 # command -> the arguments that name paths (slice), and the path when none is given
 _COMMANDS: dict[str, tuple[slice, tuple[str, ...]]] = {
     "source_env": (slice(1, 2), ()), "source_env_if_exists": (slice(1, 2), ()),
@@ -105,7 +104,7 @@ class Envrc:
     """The ``.envrc`` files above written paths, read once per identity."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, tuple[tuple[int, ...], list[str]]] = {}
+        self._text = NamedText(names)
 
     def named(self, path: str, above: bool = False) -> str | None:
         """Why an ``.envrc`` in a folder above ``path`` (up to ``/``: a project's
@@ -114,28 +113,9 @@ class Envrc:
         at = posixpath.dirname(path)
         while True:
             envrc = posixpath.join(at, ENVRC)
-            for named in self._names(envrc, at):
+            for named in self._text.names(envrc, at):
                 if under(path, named) or (above and under(named, path)):
                     return f"{path} is named by {envrc} (direnv runs or reads what is there)"
             if at == "/":
                 return None
             at = posixpath.dirname(at)
-
-    def _names(self, envrc: str, folder: str) -> list[str]:
-        try:
-            fd = os.open(envrc, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return []
-        try:
-            st = os.fstat(fd)
-            ident = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-            cached = self._cache.get(envrc)
-            if cached is not None and cached[0] == ident:
-                return cached[1]
-            data = os.read(fd, _READ_LIMIT)
-        finally:
-            os.close(fd)
-        found = [posixpath.normpath(posixpath.join(folder, n)) for n in
-                 names(data.decode("utf-8", "replace"))]
-        self._cache[envrc] = (ident, found)
-        return found

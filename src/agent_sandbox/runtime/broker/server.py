@@ -191,36 +191,35 @@ class Broker:
         if self.pin is None:
             self._answer(n, cont=True)
             return
-        t = Target(n.pid, self.callers, pinned=False)
-        try:
+        pin, own = self.pin, self.files.written if self.files is not None else set()
+
+        def judged(t: Target) -> None:
             judge_exec(t, AT_FDCWD if name == "execve" else fd_arg(a[0]),
                        a[0] if name == "execve" else a[1],
                        name == "execveat" and bool(a[4] & 0x1000),  # AT_EMPTY_PATH
-                       self.pin, self.files.written if self.files is not None else set())
+                       pin, own)
             if self.listener.valid(n):
                 self._answer(n, cont=True)
-        except Refused as exc:
-            self._refused(exc.reason)
-            self._answer(n, error=exc.errno or errno.EACCES)
-        except OSError as exc:
-            self._answer(n, error=exc.errno or errno.EPERM)
-        finally:
-            t.close()
+
+        self._judged(n, judged)
 
     def _read(self, n: Notification, name: str) -> None:
         """An open that only reads (handed over only when reading is judged): the
         shortest way through, as most of a command's calls are these."""
         a, reads = n.args, self.reads
         assert reads is not None
+        self._judged(n, lambda t: self._hand(n, open_for_reading(
+            reads, t, AT_FDCWD if name == "open" else fd_arg(a[0]),
+            a[0] if name == "open" else a[1], (a[1] if name == "open" else a[2]) & 0xFFFFFFFF,
+            lambda: self.listener.valid(n), self.pin,
+            self.files.written if self.files is not None else None)))
+
+    def _judged(self, n: Notification, call: Callable[[Target], None]) -> None:
+        """``call`` with the caller as a ``Target``; a refusal said and answered
+        ``EACCES``, another failure answered with its error."""
         t = Target(n.pid, self.callers, pinned=False)
         try:
-            result = open_for_reading(
-                reads, t, AT_FDCWD if name == "open" else fd_arg(a[0]),
-                a[0] if name == "open" else a[1],
-                (a[1] if name == "open" else a[2]) & 0xFFFFFFFF,
-                lambda: self.listener.valid(n), self.pin,
-                self.files.written if self.files is not None else None)
-            self._hand(n, result)
+            call(t)
         except Refused as exc:
             self._refused(exc.reason)
             self._answer(n, error=exc.errno or errno.EACCES)
