@@ -164,3 +164,46 @@ def test_a_start_whose_bwrap_ended_during_set_up_is_tried_again(
     assert r.returncode != 125, r.stderr
     assert (root / "runs.txt").read_text() == "ran\n"  # once, after the second start
     assert not (root / ".bashrc").exists()
+
+
+def test_renames_elsewhere_on_the_host_never_fail_an_open(tmp_path: Path) -> None:
+    """The broker opens a command's paths with openat2 and RESOLVE_IN_ROOT; the
+    kernel answers EAGAIN when any rename on the host happens while it resolves a
+    ``..`` (a build, another test, a package manager: a Go build under read globs
+    failed so). With a file renamed back and forth in a loop beside it, 1.5 s of
+    such opens: none fails (each EAGAIN is tried again)."""
+    import errno
+
+    from agent_sandbox.runtime.broker.notify import open_in_root
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a/f").touch()
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            try:
+                os.rename(tmp_path / "a/f", tmp_path / "b/f")
+                os.rename(tmp_path / "b/f", tmp_path / "a/f")
+            except OSError:
+                pass
+
+    worker = threading.Thread(target=churn, daemon=True)
+    worker.start()
+    root = os.open("/", os.O_PATH)
+    failed = opens = 0
+    try:
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            opens += 1
+            try:
+                os.close(open_in_root(root, f"{tmp_path}/a/../b", os.O_PATH))
+            except OSError as exc:
+                assert exc.errno == errno.EAGAIN, exc
+                failed += 1
+    finally:
+        stop.set()
+        worker.join(timeout=10)
+        os.close(root)
+    assert opens > 1000 and failed == 0, (opens, failed)

@@ -66,6 +66,7 @@ _SYSCALLS = {"x86_64": {"seccomp": 317, "pidfd_getfd": 438, "openat2": 437},
              "aarch64": {"seccomp": 277, "pidfd_getfd": 438, "openat2": 437}}
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_IN_ROOT = 0x10
+_OPENAT2_TRIES = 64  # EAGAIN: the host renamed or mounted meanwhile (open_in_root)
 
 # the calls a broker may be handed, by number (x86_64, aarch64)
 _X86 = {
@@ -391,7 +392,15 @@ class _OpenHow(ctypes.Structure):
 def open_in_root(root: int, path: str, flags: int) -> int:
     """``openat2(root, path)`` with ``RESOLVE_IN_ROOT`` and no magic links: the path
     as a process whose root is ``root`` resolves it, in one call (``ENOSYS``
-    before Linux 5.6)."""
+    before Linux 5.6). The kernel answers ``EAGAIN`` when a rename or a mount
+    anywhere on the host happened while it resolved a ``..`` (it cannot tell the
+    walk stayed in the root): tried again then, as openat2(2) says to, a few times
+    (a command's open never fails because the host is busy)."""
     how = _OpenHow(flags | os.O_CLOEXEC, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
-    return _checked(_libc.syscall(_OPENAT2, root, os.fsencode(path),
-                                  ctypes.byref(how), ctypes.sizeof(how)))
+    name = os.fsencode(path)
+    for _ in range(_OPENAT2_TRIES - 1):
+        fd = _libc.syscall(_OPENAT2, root, name, ctypes.byref(how), ctypes.sizeof(how))
+        if fd >= 0 or ctypes.get_errno() != errno.EAGAIN:
+            return _checked(fd)
+    return _checked(_libc.syscall(_OPENAT2, root, name, ctypes.byref(how),
+                                  ctypes.sizeof(how)))
