@@ -130,6 +130,7 @@ def test_sigkill_storm_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> N
     approvers: list[subprocess.Popen[bytes]] = []
     hooks: list[tuple[subprocess.Popen[bytes], float]] = []
     launched = killed_hooks = killed_approvers = killed_runners = 0
+    doomed: dict[int, float] = {}  # a runner's pid: when it is killed
 
     def new_approver() -> None:
         approvers.append(subprocess.Popen([sys.executable, "-I", "-c", APPROVER, str(repo),
@@ -170,8 +171,15 @@ def test_sigkill_storm_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> N
                 victim.wait()
                 killed_approvers += 1
                 new_approver()
+            # each runner, when first seen, is marked for a kill (or not) at a random
+            # moment: how many runs complete then does not hang on how long a run takes
+            # on a loaded machine
             for pid in runner_pids(q):
-                if rng.random() < 0.05 and ours(pid):
+                if pid not in doomed:
+                    doomed[pid] = (now + rng.uniform(0.0, 0.3)
+                                   if rng.random() < 0.4 else float("inf"))
+                if now >= doomed[pid] and ours(pid):
+                    doomed[pid] = float("inf")
                     try:
                         os.kill(pid, signal.SIGKILL)
                         killed_runners += 1

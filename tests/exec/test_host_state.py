@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -164,6 +165,41 @@ def test_a_start_whose_bwrap_ended_during_set_up_is_tried_again(
     assert r.returncode != 125, r.stderr
     assert (root / "runs.txt").read_text() == "ran\n"  # once, after the second start
     assert not (root / ".bashrc").exists()
+
+
+def test_a_sandbox_ended_before_its_broker_is_armed_is_started_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bwrap can end between its "ready" and the broker's arming (killed, or its
+    set-up failing late): the broker then finds no ``/proc/PID/root``. Nothing ran,
+    so the start is tried again, as any set-up that ended; it once failed the run
+    with a bare FileNotFoundError instead."""
+    from agent_sandbox.runtime.bwrap import run as bwrap_run
+    from agent_sandbox.runtime.run import run_sandboxed
+
+    root = tmp_path / "w"
+    root.mkdir()
+    real = bwrap_run.BwrapRun._release
+    ended = []
+
+    def release(self: bwrap_run.BwrapRun, fds: object, binder: object, pid1: int) -> None:
+        if not ended and self.broker is not None:
+            ended.append(pid1)
+            os.kill(pid1, signal.SIGKILL)  # the sandbox's init, and bwrap after it
+            self.proc.wait()
+            while True:  # until its root is gone (a zombie has none)
+                try:
+                    os.close(os.open(f"/proc/{pid1}/root", os.O_PATH))
+                except OSError:
+                    break
+                time.sleep(0.01)
+        real(self, fds, binder, pid1)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bwrap_run.BwrapRun, "_release", release)
+    r = run_sandboxed(["sh", "-c", "echo ran >> runs.txt"],
+                      json.loads(_settings(tmp_path, root).read_text()), cwd=root)
+    assert ended, "no brokered start was ended"
+    assert r.returncode == 0, r.stderr
+    assert (root / "runs.txt").read_text() == "ran\n"
 
 
 def test_renames_elsewhere_on_the_host_never_fail_an_open(tmp_path: Path) -> None:

@@ -370,8 +370,11 @@ class BwrapRun:
         # held: the plan's binds left out of bwrap's command line
         # (bwrap.argv.late_binds) are made then, by the helper
         ready = binder.wait() if binder.kid else read_line(fds.ready_r) == b"ready\n"
-        if self.broker is not None:  # from here on, every brokered call is judged
-            self.broker.arm(pid1)
+        if self.broker is not None and ready:  # from here on, every brokered call is judged
+            try:
+                self.broker.arm(pid1)
+            except (FileNotFoundError, ProcessLookupError):
+                ready = False  # bwrap ended after its word: the command never ran
         if self.limits is not None:  # the launcher out of the run's groups (``leave``):
             self.limits.settle()  # a command pressing on its limits never meets it there
         with suppress(BrokenPipeError):  # the command starts only on this word
