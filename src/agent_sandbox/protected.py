@@ -187,10 +187,10 @@ def cwd_module(path: str) -> str | None:
     for ``NAME.py``, ``.pyc``, an extension module, decided by its folder; 'm'
     for ``NAME/__init__.*``, decided by the folder above the package; else None.
     A folder of that name alone imports nothing (``python -m venv venv``)."""
-    return {"module": "f", "package": "m"}.get(_imported_as(path, CWD_MODULES) or "")
+    return {"module": "f", "package": "m"}.get(imported_as(path, CWD_MODULES) or "")
 
 
-def _imported_as(path: str, names: frozenset[str]) -> str | None:
+def imported_as(path: str, names: frozenset[str]) -> str | None:
     """'module' for ``NAME.py`` (bytecode, an extension module) and 'package' for
     ``NAME/__init__.*``, NAME in ``names``: what the import system loads (``pip.conf``
     is none of it); else None."""
@@ -219,7 +219,7 @@ def stdlib_shadow(path: str) -> str | None:
     run in it imports the module first, which the broker decides when the call is
     made: inside a package, its own ``types.py`` is its code."""
     _shadowable()
-    return {"module": "t", "package": "u"}.get(_imported_as(path, _SHADOWABLE_SET) or "")
+    return {"module": "t", "package": "u"}.get(imported_as(path, _SHADOWABLE_SET) or "")
 
 
 _SHADOWABLE: list[frozenset[str]] = []

@@ -254,6 +254,35 @@ def test_a_script_rewritten_through_a_mapping_never_runs(tmp_path: Path) -> None
     assert not (repo / "ran.txt").exists()
 
 
+def test_a_file_it_reads_unnamed_rewritten_through_a_mapping_never_runs(tmp_path: Path) -> None:
+    """The same with a file the command does not name: ``deploy.sh`` sources
+    ``lib/steps.sh``, which the agent holds mapped shared and dirtied before it asks.
+    A file mapped so when the request is made is recorded by its bytes: the rewrite
+    is seen, nothing runs, and the request waits again."""
+    import mmap
+
+    repo = make_repo(tmp_path / "repo")
+    _write(repo, {"deploy.sh": ". lib/steps.sh\n", "lib/steps.sh": "echo approved > ran.txt\n"},
+           "approved")
+    fd = os.open(repo / "lib/steps.sh", os.O_RDWR)
+    view = mmap.mmap(fd, 0)
+    view[0:4] = b"echo"  # dirtied before the request
+    before = os.stat(repo / "lib/steps.sh")
+    hook = _hook(repo, "bash ./deploy.sh")
+    rid = _pending(repo)
+    assert str(repo / "lib/steps.sh") in _request(repo, rid)["content"]["mapped"]
+    view[5:13] = b"EVILEVIL"
+    assert os.stat(repo / "lib/steps.sh").st_mtime_ns == before.st_mtime_ns
+    assert _cli("approve", str(repo), rid).returncode == 0
+    again = _pending(repo, besides={rid})
+    assert any(str(repo / "lib/steps.sh") in c for c in _request(repo, again)["changed"])
+    assert _cli("deny", str(repo), again).returncode == 0
+    hook.communicate(timeout=120)
+    view.close()
+    os.close(fd)
+    assert not (repo / "ran.txt").exists()
+
+
 def test_a_program_added_after_the_request_is_never_run(tmp_path: Path) -> None:
     """The approved script runs every step it finds; after the request the agent adds
     one whose whole payload is its ``#!`` line (the kernel reads it, no interpreter

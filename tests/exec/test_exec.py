@@ -592,6 +592,11 @@ try:
     socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); out["unix_dgram_pair"] = 0
 except OSError as e:
     out["unix_dgram_pair"] = e.errno
+try:  # Rust's process spawning makes one (cargo, rustc calling the linker)
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+    out["unix_seqpacket_pair"] = 0
+except OSError as e:
+    out["unix_seqpacket_pair"] = e.errno
 try:
     fcntl.ioctl(0, 0x5412, b"x"); out["tiocsti"] = 0
 except OSError as e:
@@ -615,6 +620,7 @@ def test_seccomp_filter_is_live(settings: Path, work: Path) -> None:
     assert got["unix"] == 97 and got["netlink"] == 97
     assert got["vsock"] == 97 and got["alg"] == 97  # an allowlist of families
     assert got["unix_dgram_pair"] == 1  # sendto() could point it at any socket path
+    assert got["unix_seqpacket_pair"] == 0  # connected for good, as a stream pair
     assert got["udp"] == got["udp6"] == got["raw"] == 1
     assert got["tcp"] == 0 and got["socketpair"] == 0
     assert got["io_uring_setup"] == 1 and got["unshare_user"] == 1 and got["mount"] == 1

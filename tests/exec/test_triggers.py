@@ -219,6 +219,13 @@ PROOFS: dict[str, Proof] = {
                                        "exec \"$@\"\\n' > tools/wrap.sh && chmod +x tools/wrap.sh"
                                        " && printf '[build]\\nrustc-wrapper = \"tools/wrap.sh\""
                                        "\\n' > .cargo/config.toml"),
+    # what a repository's hooks run (runtime/broker/hook_scripts.py): pre-commit's
+    # -mpre_commit at the top imports a module there first, lefthook's hook names
+    # its binary below node_modules, husky's puts node_modules/.bin first on PATH
+    "hook-python-module": Proof("printf 'open(\"{M}\", \"w\")\\n' > cfgv.py",
+                                "git commit -q --allow-empty -m u", ("pre-commit",),
+                                setup=f"{REPO} && echo 'repos: []' > .pre-commit-config.yaml"
+                                      " && git add -A && git commit -qm c && pre-commit install"),
     "mypy-plugin": Proof("printf 'from mypy.plugin import Plugin\\nopen(\"{M}\", \"w\")\\n"
                          "def plugin(v):\\n    return Plugin\\n' > plug.py && printf "
                          "'[mypy]\\nplugins = plug.py\\n' > mypy.ini",
@@ -259,6 +266,20 @@ PROOFS: dict[str, Proof] = {
 
 # more forms of the entries above (what an attacker tried next): each run the same way
 VARIANTS: dict[str, Proof] = {
+    "hook-names-tree-program": Proof(
+        hook("node_modules/tool-x/bin/tool"), "git commit -q --allow-empty -m u",
+        setup=REPO + " && mkdir -p node_modules/tool-x/bin && printf '#!/bin/sh\\nexit 0\\n' > "
+        "node_modules/tool-x/bin/tool && chmod +x node_modules/tool-x/bin/tool && printf "
+        "'#!/bin/sh\\ndir=\"$(git rev-parse --show-toplevel)\"\\narch=x\\n"
+        "\"$dir/node_modules/tool-${arch}/bin/tool\" \"$@\"\\n' > .git/hooks/pre-commit && "
+        "chmod +x .git/hooks/pre-commit"),
+    "hook-path-shadow": Proof(
+        f"mkdir -p node_modules/.bin && {hook('node_modules/.bin/sh')}",
+        "git commit -q --allow-empty -m u",
+        setup=REPO + " && mkdir -p .husky/_ && printf '#!/bin/sh\\nexport PATH=\"node_modules/"
+        ".bin:$PATH\"\\nsh -e .husky/pre-commit\\n' > .husky/_/pre-commit && chmod +x "
+        ".husky/_/pre-commit && echo true > .husky/pre-commit && git config core.hooksPath "
+        ".husky/_"),
     "direnv-sourced-file": Proof("echo 'touch {M}' > env.sh", "direnv exec . true", ("direnv",),
                                  setup="echo 'source ./env.sh' > .envrc && touch env.sh && "
                                        "direnv allow ."),

@@ -67,17 +67,22 @@ def pin_content(repo: str, q: FolderQueue, record: dict[str, Any]) -> str | None
     the request to it; the reason when it cannot be."""
     from ..queue import content
 
+    from ..queue import mapped
+
     cwd = str(record.get("cwd") or repo)
     roots, skip = pinned_roots(repo, cwd)
+    inodes = mapped.writable_mappings()
     try:
         entries = content.take(roots, skip)
     except content.TooLarge as exc:
         return f"{exc}: the content of this command cannot be pinned for approval"
+    inodes |= mapped.writable_mappings()
     command = (record.get("params") or {}).get("command")
     named = content.named(command, cwd, entries) if isinstance(command, str) else []
     content.save(q, record["id"], entries)
     record["content"] = {"digest": content.digest(entries), "entries": len(entries),
-                         "roots": roots, "named": named, "cwd_real": os.path.realpath(cwd)}
+                         "roots": roots, "named": named, "cwd_real": os.path.realpath(cwd),
+                         "mapped": mapped.pinned_by_bytes(entries, inodes)}
     return None
 
 
@@ -172,8 +177,11 @@ def _pinned(repo: str, req: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]
         return None, {"status": "refused", "reason": str(exc)}
     named = {str(n.get("path")): str(n.get("sha256")) for n in
              req["content"].get("named") or () if isinstance(n, dict)}
+    mapped = req["content"].get("mapped")
+    if isinstance(mapped, dict):  # mapped shared and writable when the request was made
+        named.update({str(p): str(h) for p, h in mapped.items()})
     # the named files by their bytes too: a write through a shared mapping changes
-    # a file's text and none of the times the record holds
+    # a file's text and none of the times the record holds (``queue.mapped``)
     diff = content.touched(old, now) + [f"changed {p}" for p, h in named.items()
                                         if content.sha256_of(p) != h]
     if not diff:

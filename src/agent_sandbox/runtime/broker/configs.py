@@ -15,8 +15,8 @@ or a file name with a script's extension (``check.py``), each taken relative to
 the folder that holds the configuration (cargo's and Mercurial's: the folder
 above ``.cargo`` and ``.hg``, where they resolve them). Patterns (``^src/.*``)
 are not paths. The same rule for every file: it protects more than a tool reads,
-never less. (Git's configuration and an ``.envrc`` have readers of their own:
-``surroundings``, ``envrc``.)
+never less. An ``.envrc`` is one more such file, read by its own parser
+(``envrc.names``); git's configuration has a reader of its own (``surroundings``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ import os
 import posixpath
 
 from ..bwrap.globs import under
+from .envrc import ENVRC
+from .envrc import names as envrc_names
 from .named_text import NamedText
 
 # the configurations that name other files, relative to the folder they serve
@@ -34,7 +36,8 @@ NAMING = (".cargo/config.toml", ".cargo/config", ".yarnrc.yml", ".hg/hgrc",
           ".pre-commit-config.yaml", "lefthook.yml", "lefthook.yaml", ".lefthook.yml",
           ".lefthook.yaml", "lefthook-local.yml", ".lefthook-local.yml", "mypy.ini",
           ".mypy.ini", ".flake8", ".pylintrc", "pylintrc", ".cfnlintrc", ".cfnlintrc.yaml",
-          "ansible.cfg", ".ansible-lint")
+          "ansible.cfg", ".ansible-lint", ".ansible-lint.yml", ".ansible-lint.yaml",
+          ".config/ansible-lint.yml", ".config/ansible-lint.yaml")
 _SCRIPTS = (".sh", ".bash", ".py", ".js", ".cjs", ".mjs", ".ts", ".rb", ".pl", ".ps1")
 _PATTERN = None  # compiled on first use: the launcher's start stays light
 
@@ -69,7 +72,7 @@ def _tree(paths: tuple[str, ...]) -> dict[str, object]:
     return out
 
 
-_NAMING_TREE = _tree(NAMING)
+_NAMING_TREE = _tree((*NAMING, ENVRC))
 
 
 class Configs:
@@ -79,17 +82,22 @@ class Configs:
 
     def __init__(self) -> None:
         self._text = NamedText(names)
+        self._envrc = NamedText(envrc_names)
         self._held: dict[str, tuple[tuple[int, ...], list[str]]] = {}
 
     def named(self, path: str, above: bool = False) -> str | None:
-        """Why a configuration in a folder above ``path`` names ``path``; ``above``:
-        or a folder above what it names (a folder moved there or away)."""
+        """Why a configuration in a folder above ``path`` (up to ``/``: a project's
+        ``.envrc`` may sit above the writable root) names ``path``; ``above``: or a
+        folder above what it names (a folder moved there or away)."""
         at = posixpath.dirname(path)
         while True:
             for config in self._present(at, _NAMING_TREE):
-                for named in self._text.names(config, at):
+                envrc = config.endswith("/" + ENVRC)
+                for named in (self._envrc if envrc else self._text).names(config, at):
                     if under(path, named) or (above and under(named, path)):
-                        return f"{path} is named by {config} (what the tool runs)"
+                        return f"{path} is named by {config} " + (
+                            "(direnv runs or reads what is there)" if envrc else
+                            "(what the tool runs)")
             if at == "/":
                 return None
             at = posixpath.dirname(at)

@@ -7,8 +7,9 @@ though its name is the user's choice: ``source_env .envrc.local``, ``dotenv``
 (every program there shadows one the user runs), ``PATH=`` assignments, the
 shell's own ``source`` and ``.``, ``layout`` (its ``.direnv`` folder on ``PATH``;
 ``layout php``'s ``vendor/bin`` too), ``use nix`` and ``use flake`` (the nix files
-are evaluated). ``Envrc.named`` finds, when a call writes a path, the
-``.envrc`` files of the folders above it and refuses what they name.
+are evaluated). ``configs.Configs.named`` finds, when a call writes a path, the
+``.envrc`` files of the folders above it, with the other tools' configurations,
+and refuses what they name.
 
 Not named here: ``layout node`` puts ``node_modules/.bin`` on ``PATH``, which
 ``npm install`` writes; a user with it trusts what packages install there.
@@ -17,9 +18,6 @@ Not named here: ``layout node`` puts ``node_modules/.bin`` on ``PATH``, which
 from __future__ import annotations
 
 import posixpath
-
-from ..bwrap.globs import under
-from .named_text import NamedText
 
 ENVRC = ".envrc"
 # command -> the arguments that name paths (slice), and the path when none is given
@@ -98,24 +96,3 @@ def _plain(word: str) -> str:
         if word.startswith(prefix):
             return word[len(prefix):] or "."
     return "" if word.startswith(("$", "~")) else word
-
-
-class Envrc:
-    """The ``.envrc`` files above written paths, read once per identity."""
-
-    def __init__(self) -> None:
-        self._text = NamedText(names)
-
-    def named(self, path: str, above: bool = False) -> str | None:
-        """Why an ``.envrc`` in a folder above ``path`` (up to ``/``: a project's
-        ``.envrc`` may sit above the writable root) names ``path``; ``above``: or a
-        folder above what it names (a folder moved there or away)."""
-        at = posixpath.dirname(path)
-        while True:
-            envrc = posixpath.join(at, ENVRC)
-            for named in self._text.names(envrc, at):
-                if under(path, named) or (above and under(named, path)):
-                    return f"{path} is named by {envrc} (direnv runs or reads what is there)"
-            if at == "/":
-                return None
-            at = posixpath.dirname(at)

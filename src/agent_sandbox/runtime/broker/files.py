@@ -36,7 +36,6 @@ from ..bwrap import gitmeta
 from . import gitfolders, gitwrites
 from .at_calls import caller_id, chmod_at, path_of, renameat2
 from .configs import Configs
-from .envrc import Envrc
 from .handed import Fd, Later
 from .judge import PYCACHE, Judge
 from .made import Made, mark, mark_file, marked
@@ -76,7 +75,6 @@ class Files(Reached):
         self.made = Made()
         self.own_umask = own_umask
         self.around = Surroundings(judge.home)
-        self.envrc = Envrc()
         self.configs = Configs()
         # an approved command's tree (``pinned.Pin``), and the files this run created
         # or opened for writing: its own to read back as they are now
@@ -230,7 +228,7 @@ class Files(Reached):
             if why:
                 raise Refused(why)
         why = self.around.named_by_git(path, folder_moved) or \
-            self.envrc.named(path, folder_moved) or self.configs.named(path, folder_moved)
+            self.configs.named(path, folder_moved)
         if why:
             raise Refused(why)
         site = self.around.imported_at_start(path)

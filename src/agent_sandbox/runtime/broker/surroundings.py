@@ -31,6 +31,7 @@ from agent_sandbox import protected
 from ..bwrap import gitmeta
 from ..bwrap.fsview import RealFs
 from ..bwrap.globs import under
+from .hook_scripts import HookScripts, matches
 
 _EXEC = frozenset(name for name, _, _ in protected.GIT_EXECUTABLE)
 _HOOKS = "hooks"
@@ -63,6 +64,7 @@ class Surroundings:
         self._named: dict[tuple[str, str], tuple[tuple[object, ...], list[str]]] = {}
         self._imports: dict[str, tuple[tuple[object, ...], frozenset[str]]] = {}
         self._links: dict[str, tuple[tuple[object, ...] | None, list[str]]] = {}
+        self.scripts = HookScripts(home)
 
     @staticmethod
     def git_dir_entry(name: str, folder: int, parent_name: str) -> str | None:
@@ -122,6 +124,32 @@ class Surroundings:
             for target in self._hook_links(hooks):
                 if under(path, target) or (above and under(target, path)):
                     return f"{path} is what a hook in {hooks} links to (git runs it)"
+            why = self._hooks_run(hooks, worktree, path, above)
+            if why:
+                return why
+        return None
+
+    def _hooks_run(self, hooks: str, worktree: str, path: str, above: bool) -> str | None:
+        """Why the hooks in ``hooks`` run ``path`` (``hook_scripts``): a path their
+        text names, or a module at the work tree's top that Python, run there by a
+        hook, imports before the installed one of its name."""
+        run = self.scripts.reads(hooks, worktree)
+        for pattern in run.paths:
+            if matches(path, pattern, above):
+                return f"{path} is run by a hook in {hooks} (its text names {pattern})"
+        top = worktree.rstrip("/")
+        if run.modules and (
+                (posixpath.dirname(path) == top and (protected.imported_as(
+                    path, run.modules) or (above and posixpath.basename(path) in run.modules)))
+                or (posixpath.dirname(posixpath.dirname(path)) == top
+                    and protected.imported_as(path, run.modules) == "package")):
+            return f"{path} would be imported in place of an installed module when a hook " \
+                f"in {hooks} runs Python at the top of {worktree}"
+        for folder in run.path_dirs:
+            if (posixpath.dirname(path) == folder and posixpath.basename(path) in run.programs
+                    ) or (above and under(folder, path)):
+                return f"{path} would stand for a program a hook in {hooks} runs (its PATH " \
+                    f"puts {folder} first)"
         return None
 
     def _hook_links(self, hooks: str) -> list[str]:

@@ -9,8 +9,9 @@ needed. What it refuses, with ``EPERM`` unless noted:
   allowed only when the settings allow unix sockets; of the allowed families only
   stream sockets (no UDP, no DNS, no raw sockets, no unix datagrams);
 - ``bind()`` when the settings allow unix sockets by path and not local binding;
-- ``socketpair(AF_UNIX)`` of any type but stream: a datagram pair can be pointed
-  at any socket path with ``sendto()`` or ``connect()``;
+- ``socketpair(AF_UNIX)`` of a datagram type: a datagram pair can be pointed at
+  any socket path with ``sendto()`` or ``connect()`` (a stream or sequenced-packet
+  pair cannot);
 - ``io_uring_*`` (it would bypass this filter), ``clone3`` (``ENOSYS``, so libc
   falls back to ``clone``, whose flags are checked), ``clone``/``unshare``/
   ``setns`` with namespace flags, every mount-API call, ``ptrace``, keyrings,
@@ -49,6 +50,7 @@ EOPNOTSUPP = 95
 
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 SOCK_STREAM = 1
+SOCK_SEQPACKET = 5
 NS_FLAGS = 0x10000000 | 0x20000 | 0x40000000 | 0x08000000 | 0x04000000 | 0x20000000 | 0x02000000
 # CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID
 # | CLONE_NEWCGROUP
@@ -184,13 +186,16 @@ def program(*, allow_unix: bool = False, deny_bind: bool = False,
     code.append(ins(_JEQ_K, "allow", "eperm", SOCK_STREAM))
     # socketpair(domain, type, protocol, sv): a connected pair reaches nothing but
     # itself, except an AF_UNIX datagram one, which sendto() or connect() can point
-    # at any socket path
+    # at any socket path; a stream or sequenced-packet pair stays connected (connect()
+    # answers EISCONN, sendto() ignores an address): Rust's process spawning (cargo,
+    # rustc calling the linker) makes a SOCK_SEQPACKET pair
     label("socketpair")
     code.append(ins(_LD_W_ABS, k=16))
     code.append(ins(_JEQ_K, 0, "allow", AF_UNIX))
     code.append(ins(_LD_W_ABS, k=24))
     code.append(ins(_ALU_AND_K, k=0xF))
-    code.append(ins(_JEQ_K, "allow", "eperm", SOCK_STREAM))
+    code.append(ins(_JEQ_K, "allow", 0, SOCK_STREAM))
+    code.append(ins(_JEQ_K, "allow", "eperm", SOCK_SEQPACKET))
     # clone(flags, ...)
     label("clone")
     code.append(ins(_LD_W_ABS, k=16))
