@@ -65,9 +65,7 @@ def pinned_roots(repo: str, cwd: str) -> tuple[list[str], list[str]]:
 def pin_content(repo: str, q: FolderQueue, record: dict[str, Any]) -> str | None:
     """Record the tree a command request ``record`` may read (``content``) and bind
     the request to it; the reason when it cannot be."""
-    from ..queue import content
-
-    from ..queue import mapped
+    from ..queue import content, mapped
 
     cwd = str(record.get("cwd") or repo)
     roots, skip = pinned_roots(repo, cwd)
