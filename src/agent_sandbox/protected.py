@@ -205,6 +205,13 @@ def imported_as(path: str, names: frozenset[str]) -> str | None:
     return None
 
 
+# Protected names a sandboxed command may not remove either, though removing a
+# protected name plants nothing: their settings switch something off (npm's, yarn's
+# and bun's install scripts, ``ignore-scripts``), which their absence switches on
+REMOVAL_GUARDED = frozenset({".npmrc", ".yarnrc", ".yarnrc.yml", "bunfig.toml", ".bunfig.toml",
+                             ".pnpmrc"})
+
+
 # A folder that is the top of a project: where a user runs ``python3 -m venv``,
 # ``-m pip``, ``-m pytest`` or the REPL, which import the standard library's
 # modules from the working folder first (``stdlib_shadow``)

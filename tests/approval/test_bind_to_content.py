@@ -357,8 +357,9 @@ def test_mcp_run_privileged_waits_on_content_too(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("command", "shown"), [
     ("bash ./deploy.sh#prod", ["deploy.sh#prod"]),
     ("bash ./deploy.sh # prod", ["deploy.sh"]),
-    ("cd ops && bash ./deploy.sh", ["ops/deploy.sh"]),
-    ("cd ops&&bash ./deploy.sh", ["ops/deploy.sh"]),
+    # the cd may fail (the shell goes on in the folder it was in): both are shown
+    ("cd ops && bash ./deploy.sh", ["deploy.sh", "ops/deploy.sh"]),
+    ("cd ops&&bash ./deploy.sh", ["deploy.sh", "ops/deploy.sh"]),
     ("make -C ops deploy", ["ops/Makefile"]),
     ("make --directory=ops deploy", ["ops/Makefile"]),
     ("make deploy", ["Makefile"]),
@@ -367,7 +368,8 @@ def test_the_view_shows_the_file_the_shell_runs(tmp_path: Path, command: str,
                                                 shown: list[str]) -> None:
     """What the human is shown is the file the shell would run: ``#`` starts a
     comment only at a word's start, a ``cd`` in the command and ``make -C`` move
-    where the words are read."""
+    where the words are read (a ``cd`` adds its folder: whether it succeeds is the
+    shell's to find out)."""
     from agent_sandbox.queue.content import named, take
 
     for rel in ("deploy.sh", "deploy.sh#prod", "ops/deploy.sh", "Makefile", "ops/Makefile"):
@@ -412,3 +414,124 @@ def test_a_long_script_says_what_the_view_leaves_out(tmp_path: Path) -> None:
                           take([str(tmp_path)]))}
     assert "more bytes, not shown here" in got["deploy.sh"]
     assert got["short.sh"] == "echo ok\n"
+
+
+# what the view shows is what runs: the file the kernel reaches, in every folder the
+# shell may be in, and nothing the command sees added after the request
+
+
+def test_a_link_added_on_the_way_after_the_request_is_never_followed(tmp_path: Path) -> None:
+    """``bash scripts/../deploy.sh`` with no ``scripts`` at the request reads
+    ``./deploy.sh`` (shown); the agent then makes ``scripts`` a link into
+    ``tools/ci``, so the kernel would reach ``tools/deploy.sh``. The link is on the
+    way as the command gives the path, though not on the normalised one: refused."""
+    repo = make_repo(tmp_path / "repo")
+    _write(repo, {"deploy.sh": "echo approved > ran.txt\n",
+                  "tools/deploy.sh": "echo EVIL > ran.txt\n", "tools/ci/.keep": ""}, "x")
+    hook = _hook(repo, "bash scripts/../deploy.sh")
+    rid = _pending(repo)
+    (repo / "scripts").symlink_to("tools/ci")
+    assert _cli("approve", str(repo), rid).returncode == 0
+    hook.communicate(timeout=120)
+    assert not (repo / "ran.txt").exists() or (repo / "ran.txt").read_text() != "EVIL\n"
+
+
+def test_the_view_names_the_file_the_kernel_reaches(tmp_path: Path) -> None:
+    """Through a link present at the request, in each folder a ``cd`` anywhere in the
+    command may leave the shell in, and in the folder ``make --dir=`` (an
+    abbreviation) or ``make -kC`` is given: each file the command may run is
+    recorded with its bytes."""
+    from agent_sandbox.queue import content
+
+    repo = tmp_path / "repo"
+    for rel in ("deploy.sh", "tools/deploy.sh", "sub/deploy.sh", "Makefile", "sub/Makefile"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(f"# {rel}\n")
+    (repo / "tools/ci").mkdir()
+    (repo / "scripts").symlink_to("tools/ci")
+    entries = content.take([str(repo)])
+    r = os.path.realpath(repo)
+
+    def shown(command: str) -> set[str]:
+        return {os.path.relpath(str(n["path"]), r)
+                for n in content.named(command, str(repo), entries)}
+
+    assert shown("bash scripts/../deploy.sh") == {"tools/deploy.sh"}
+    assert {"deploy.sh", "sub/deploy.sh"} <= shown("cd sub extra; bash deploy.sh")
+    assert {"deploy.sh", "sub/deploy.sh"} <= shown("if cd sub; then bash deploy.sh; fi")
+    assert "sub/Makefile" in shown("make --dir=sub")
+    assert "sub/Makefile" in shown("make -kC sub")
+
+
+def test_a_named_file_swapped_for_a_link_is_never_read_for_the_view(tmp_path: Path) -> None:
+    """The tree is recorded, then the agent swaps ``deploy.sh`` for a link to a file
+    it may not read: the view reads a file only as recorded (no link followed, the
+    same inode), so the secret is in no request."""
+    from agent_sandbox.queue import content
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "deploy.sh").write_text("echo ok\n")
+    secret = tmp_path / "secret"
+    secret.write_text("TOPSECRET\n")
+    entries = content.take([str(repo)])
+    (repo / "deploy.sh").unlink()
+    (repo / "deploy.sh").symlink_to(secret)
+    assert "TOPSECRET" not in json.dumps(content.named("bash deploy.sh", str(repo), entries))
+    (repo / "deploy.sh").unlink()
+    (repo / "deploy.sh").write_text("echo ok\n")  # the same name, another inode
+    assert content.named("bash deploy.sh", str(repo), entries) == []
+
+
+def test_names_added_where_the_command_globs_send_it_to_a_human_again(tmp_path: Path) -> None:
+    """``tar czf b.tgz *`` hands every name in the folder to tar; after the request
+    the agent adds ``--checkpoint-action=exec=...``. An added name counts where the
+    command lists names: nothing runs, and the request waits again naming it."""
+    repo = make_repo(tmp_path / "repo")
+    _write(repo, {"a.txt": "a\n"}, "x")
+    hook = _hook(repo, "tar czf b.tgz * && echo approved > ran.txt")
+    rid = _pending(repo)
+    (repo / "--checkpoint=1").write_text("")
+    (repo / "--checkpoint-action=exec=sh -c 'echo EVIL > ran.txt'").write_text("")
+    assert _cli("approve", str(repo), rid).returncode == 0
+    again = _pending(repo, besides={rid})
+    assert any("--checkpoint" in c for c in _request(repo, again)["changed"])
+    assert _cli("deny", str(repo), again).returncode == 0
+    hook.communicate(timeout=120)
+    assert not (repo / "ran.txt").exists()
+
+
+def test_an_interpreter_added_after_the_request_is_never_run(tmp_path: Path) -> None:
+    """The approved script starts with ``#!tools/t EVIL.txt``, and ``tools/t`` does
+    not exist at the request; the agent adds it after: a binary (a copy of
+    ``touch``), which no process opens: the kernel runs a ``#!`` program itself. It
+    is judged when the script is started, and refused: no ``EVIL.txt``."""
+    import shutil
+
+    repo = make_repo(tmp_path / "repo")
+    _write(repo, {"deploy.sh": "#!tools/t EVIL.txt\necho approved > ran.txt\n"}, "x")
+    (repo / "deploy.sh").chmod(0o755)
+    hook = _hook(repo, "./deploy.sh; echo done >> ran.txt")
+    rid = _pending(repo)
+    (repo / "tools").mkdir()
+    shutil.copy(shutil.which("touch") or "/usr/bin/touch", repo / "tools/t")
+    assert _cli("approve", str(repo), rid).returncode == 0
+    hook.communicate(timeout=120)
+    assert not (repo / "EVIL.txt").exists()
+    assert "done" in (repo / "ran.txt").read_text()
+    done = json.loads((repo / f".sandbox/escalations/done/{rid}.json").read_text())
+    assert any("tools/t" in r for r in done.get("refused_reads", [])), done
+
+
+def test_an_mcp_tools_description_is_bound_by_a_remembered_approval() -> None:
+    """A shell tool's ``description`` only describes the command; an MCP tool's may
+    be what it sends (an issue's text): a remembered approval binds it."""
+    from agent_sandbox.policy.remember import remembered_key
+
+    def key(tool: str, params: dict[str, str]) -> str:
+        return remembered_key(tool, params, "/w", "exact")
+
+    assert key("Bash", {"command": "ls", "description": "a"}) == \
+        key("Bash", {"command": "ls", "description": "b"})
+    assert key("mcp__tracker__create_issue", {"title": "t", "description": "a"}) != \
+        key("mcp__tracker__create_issue", {"title": "t", "description": "b"})

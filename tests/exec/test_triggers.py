@@ -167,6 +167,20 @@ PROOFS: dict[str, Proof] = {
                           "'#env\\nLESSOPEN=|%s/lo.sh %%s\\n' \"$PWD\" > ~/.lesskey",
                           "echo hi > f.txt && less -F f.txt </dev/null >/dev/null", ("less",),
                           home=True),
+    "rc-sourced-nvm": Proof("mkdir -p ~/.nvm && echo 'touch {M}' > ~/.nvm/nvm.sh",
+                            "bash -i -c true </dev/null >/dev/null 2>&1", ("bash",), home=True,
+                            setup="echo '[ -s \"$HOME/.nvm/nvm.sh\" ] && . \"$HOME/.nvm/"
+                                  "nvm.sh\"' >> ~/.bashrc"),
+    "ansible-home-cfg": Proof(f"{hook('inv.sh')} && echo 'echo {{}}' >> inv.sh && printf "
+                              "'[defaults]\\ninventory = %s/inv.sh\\n' \"$PWD\" > ~/.ansible.cfg",
+                              "ansible --list-hosts all >/dev/null 2>&1", ("ansible",), home=True,
+                              path=str(Path(sys.executable).parent)),
+    "mypy-home-plugin": Proof("printf 'from mypy.plugin import Plugin\\nopen(\"{M}\", \"w\")\\n"
+                              "def plugin(v):\\n    return Plugin\\n' > plug.py && mkdir -p "
+                              "~/.config/mypy && printf '[mypy]\\nplugins = %s/plug.py\\n' "
+                              "\"$PWD\" > ~/.config/mypy/config",
+                              "echo 'x = 1' > app.py && mypy app.py >/dev/null 2>&1", ("mypy",),
+                              home=True, path=str(Path(sys.executable).parent)),
     "gdb-init": Proof("echo 'shell touch {M}' > ~/.gdbinit", "gdb -batch -ex quit", ("gdb",),
                       home=True),
     "tmux-conf": Proof("echo 'run-shell \"touch {M}\"' > ~/.tmux.conf",
@@ -266,6 +280,13 @@ PROOFS: dict[str, Proof] = {
 
 # more forms of the entries above (what an attacker tried next): each run the same way
 VARIANTS: dict[str, Proof] = {
+    # a protected setting that switches something off may not be removed either
+    "npm-ignore-scripts-removed": Proof(
+        "rm -f .npmrc; printf '{\"name\":\"x\",\"version\":\"1.0.0\",\"scripts\":"
+        "{\"preinstall\":\"touch {M}\"}}' > package.json",
+        "npm install --offline --no-audit --no-fund >/dev/null 2>&1", ("npm",),
+        setup="echo ignore-scripts=true > .npmrc && echo '{\"name\":\"x\",\"version\":"
+              "\"1.0.0\"}' > package.json"),
     "hook-names-tree-program": Proof(
         hook("node_modules/tool-x/bin/tool"), "git commit -q --allow-empty -m u",
         setup=REPO + " && mkdir -p node_modules/tool-x/bin && printf '#!/bin/sh\\nexit 0\\n' > "

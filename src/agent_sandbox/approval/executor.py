@@ -101,12 +101,12 @@ def pin_remembered(repo: str, q: FolderQueue, record: dict[str, Any],
         now = content.take(list(seen.get("roots") or ()), skip)
     except content.TooLarge:
         return False
-    if content.touched(old, now):
+    cwd = str(record.get("cwd") or repo)
+    command = (record.get("params") or {}).get("command")
+    if content.touched(old, now, command if isinstance(command, str) else None, cwd):
         return False
     # the files this command names, where it runs now, by their bytes: the ones the
     # human was shown (a remembered decision for any folder names others there)
-    cwd = str(record.get("cwd") or repo)
-    command = (record.get("params") or {}).get("command")
     shown = {str(n.get("path")): n.get("sha256") for n in seen.get("named") or ()
              if isinstance(n, dict)}
     if {str(n["path"]): n["sha256"] for n in (content.named(command, cwd, now) if
@@ -133,7 +133,10 @@ def changed_since(repo: str, req: dict[str, Any]) -> list[str] | None:
         return ["the record of the tree it was made with is missing"]
     _, skip = pinned_roots(repo, str(req.get("cwd") or repo))
     try:
-        return content.touched(old, content.take(list(seen.get("roots") or ()), skip))
+        command = (req.get("params") or {}).get("command")
+        return content.touched(old, content.take(list(seen.get("roots") or ()), skip),
+                               command if isinstance(command, str) else None,
+                               str(req.get("cwd") or repo))
     except content.TooLarge as exc:
         return [str(exc)]
 
@@ -180,8 +183,10 @@ def _pinned(repo: str, req: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]
         named.update({str(p): str(h) for p, h in mapped.items()})
     # the named files by their bytes too: a write through a shared mapping changes
     # a file's text and none of the times the record holds (``queue.mapped``)
-    diff = content.touched(old, now) + [f"changed {p}" for p, h in named.items()
-                                        if content.sha256_of(p) != h]
+    command = (req.get("params") or {}).get("command")
+    diff = content.touched(old, now, command if isinstance(command, str) else None,
+                           str(req.get("cwd") or repo))
+    diff += [f"changed {p}" for p, h in named.items() if content.sha256_of(p) != h]
     if not diff:
         return Pin(old, roots, named), None
     again = {k: v for k, v in req.items()

@@ -15,7 +15,9 @@ if TYPE_CHECKING:  # typing costs the hook ~9 ms to import; annotations only
 
 
 REMEMBER_SCOPES = ("exact", "anywhere")
-# Arguments that describe a call without changing what it does.
+# Arguments that describe a shell call without changing what it does (a client's
+# shell tool: ``command`` beside them); for any other tool, an MCP tool's above all,
+# a ``description`` may be what the call sends (an issue's text): bound like the rest
 _COSMETIC = frozenset({"description"})
 
 
@@ -28,8 +30,9 @@ def remembered_key(tool: str, params: Any, cwd: str, scope: str) -> str:
 
     if scope not in REMEMBER_SCOPES:
         raise PolicyError(f"unknown scope {scope!r} (one of {', '.join(REMEMBER_SCOPES)})")
-    args = ({k: v for k, v in params.items() if k not in _COSMETIC}
-            if isinstance(params, dict) else params)
+    shell = isinstance(params, dict) and isinstance(params.get("command"), str) and \
+        not tool.startswith("mcp")
+    args = ({k: v for k, v in params.items() if k not in _COSMETIC} if shell else params)
     body = json.dumps({"tool": tool, "params": args, "cwd": cwd if scope == "exact" else None,
                        "scope": scope}, sort_keys=True, separators=(",", ":"),
                       ensure_ascii=False, default=str)

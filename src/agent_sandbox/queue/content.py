@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
 # a tree larger than this cannot be pinned: the request is refused, saying so
 MAX_ENTRIES = 2_000_000
-NAMED_MAX = 8  # files of the command shown in the views
+NAMED_MAX = 64  # files of the command checked by their bytes
+NAMED_SHOWN = 8  # of them, shown in the views with their first lines
 HEAD = 4000  # characters of each shown
 # programs whose input file is implied, not named: what they read first
 IMPLIED = {"make": ("GNUmakefile", "makefile", "Makefile"), "npm": ("package.json",),
@@ -134,10 +135,41 @@ def changes(old: dict[str, Entry], new: dict[str, Entry]) -> list[str]:
     return sorted(out, key=lambda line: line.split(" ", 1)[1])
 
 
-def touched(old: dict[str, Entry], new: dict[str, Entry]) -> list[str]:
-    """What of the recorded tree is no longer as recorded (``changes`` but the
-    entries added since: a run pinned to ``old`` may not read those anyway)."""
-    return [c for c in changes(old, new) if not c.startswith("added ")]
+def touched(old: dict[str, Entry], new: dict[str, Entry], command: str | None = None,
+            cwd: str = "/") -> list[str]:
+    """What of the recorded tree is no longer as recorded (``changes`` but most
+    entries added since: a run pinned to ``old`` may not read those). An added
+    name still counts where the command would see it: one that reads as an option
+    (``--checkpoint-action=exec=...``: a glob hands it to the program as one), and
+    any in a folder ``command`` expands a glob in (``listed``)."""
+    globbed = listed(command, cwd) if command else []
+    out = []
+    for c in changes(old, new):
+        if c.startswith("added "):
+            path = c[6:]
+            head, _, name = path.rpartition("/")
+            if not (name.startswith("-") or any(
+                    head == folder or (deep and head.startswith(folder.rstrip("/") + "/"))
+                    for folder, deep in globbed)):
+                continue
+        out.append(c)
+    return out
+
+
+def listed(command: str, cwd: str) -> list[tuple[str, bool]]:
+    """The folders a command's glob words list (``*.txt``: its folder; ``**``:
+    its folder and every folder below), read in every folder the shell may be in."""
+    words = _words(command)
+    out: list[tuple[str, bool]] = []
+    for word in words:
+        if not any(ch in word for ch in "*?["):
+            continue
+        head = word.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
+        folder = head.rsplit("/", 1)[0] if "/" in head else ""
+        for at in _folders(words, cwd):
+            out.append((os.path.realpath(os.path.join(at, os.path.expanduser(folder))),
+                        "**" in word or "/" in word[len(head):]))
+    return out
 
 
 def _differs(a: Entry, b: Entry) -> bool:
@@ -165,16 +197,40 @@ def _words(command: str) -> list[str]:
 
 
 def _run_in(args: list[str], cwd: str) -> str:
-    """The folder ``make -C DIR`` / ``--directory=DIR`` or ``npm --prefix DIR`` runs in."""
+    """The folder ``make -C DIR`` (``-kC DIR``, ``-CDIR``, ``--directory=DIR`` and its
+    abbreviations, ``--dir DIR``) or ``npm --prefix DIR`` runs in."""
     for j, a in enumerate(args):
         if a in _SEPARATORS:
             break
-        value = args[j + 1] if a in ("-C", "--directory", "--prefix") and j + 1 < len(args) \
-            else a.split("=", 1)[1] if a.startswith(("--directory=", "--prefix=")) \
-            else a[2:] if a.startswith("-C") and len(a) > 2 else None
+        name, eq, given = a.partition("=")
+        value: str | None = None
+        if a.startswith("--") and len(name) > 3 and ("--directory".startswith(name)
+                                                      or name == "--prefix"):
+            value = given if eq else (args[j + 1] if j + 1 < len(args) else None)
+        elif a.startswith("-") and not a.startswith("--") and "C" in a:
+            rest = a[a.index("C") + 1:]
+            value = rest or (args[j + 1] if j + 1 < len(args) else None)
         if value is not None:
             cwd = os.path.normpath(os.path.join(cwd, os.path.expanduser(value)))
     return cwd
+
+
+def _folders(words: list[str], cwd: str) -> list[str]:
+    """Every folder a word of the command may be read in: the request's, and each
+    one a ``cd`` or ``pushd`` anywhere in it leads to, from the request's folder and
+    from the one before (which of them the shell is in when a word is read depends
+    on what succeeded: ``if cd sub; then ...``, ``cd sub extra``)."""
+    out, at = [cwd], cwd
+    for i, word in enumerate(words[:-1]):
+        if word in ("cd", "pushd"):
+            target = next((w for w in words[i + 1:] if not w.startswith("-")), None)
+            if target is None or target in _SEPARATORS:
+                continue
+            target = os.path.expanduser(target)
+            out += [os.path.normpath(os.path.join(cwd, target)),
+                    os.path.normpath(os.path.join(at, target))]
+            at = out[-1]
+    return list(dict.fromkeys(out))
 
 
 def sha256_of(path: str) -> str | None:
@@ -189,37 +245,60 @@ def sha256_of(path: str) -> str | None:
 
 def named(command: str, cwd: str, entries: dict[str, Entry]) -> list[dict[str, object]]:
     """The files of the tree a shell command names (and the one its program reads
-    without naming it: ``make``'s Makefile), with their digests and first lines,
-    each word read where the shell reads it: after a ``cd`` in the command, in the
-    folder ``make -C`` or ``npm --prefix`` is given, and ``#`` starting a comment
-    only at the start of a word (``./deploy.sh#prod`` is one file)."""
+    without naming it: ``make``'s Makefile), with their digests, and the first
+    lines of the first ``NAMED_SHOWN``. Each word is read in every folder the shell
+    may read it in (``_folders``), in the folder ``make -C`` or ``npm --prefix`` is
+    given, and as the kernel reads a path (its links followed, then ``..``:
+    ``scripts/../deploy.sh`` through a link ``scripts`` is another file); ``#``
+    starts a comment only at the start of a word (``./deploy.sh#prod`` is one
+    file). A file is read only as it was recorded (not through a link, the same
+    inode and times): one swapped since is not shown, and the run refuses it."""
     want: list[str] = []
     words = _words(command)
+    folders = _folders(words, cwd)
     for i, word in enumerate(words):
         first = i == 0 or words[i - 1] in _SEPARATORS or words[i - 1] == "sudo"
-        if first and word == "cd" and i + 1 < len(words):
-            cwd = os.path.normpath(os.path.join(cwd, os.path.expanduser(words[i + 1])))
-            continue
         if word.startswith("-") and "=" in word:
             word = word.split("=", 1)[1]
-        path = os.path.normpath(os.path.join(cwd, os.path.expanduser(word)))
-        if path in entries and stat.S_ISREG(entries[path][4]):
-            want.append(path)
+        for folder in folders:
+            path = os.path.realpath(os.path.join(folder, os.path.expanduser(word)))
+            if path in entries and stat.S_ISREG(entries[path][4]):
+                want.append(path)
         base = os.path.basename(word)
         if base in IMPLIED and first:
-            at = _run_in(words[i + 1:], cwd)
-            want += [p for p in (os.path.join(at, n) for n in IMPLIED[base]) if p in entries]
+            for folder in folders:
+                at = os.path.realpath(_run_in(words[i + 1:], folder))
+                want += [p for p in (os.path.join(at, n) for n in IMPLIED[base])
+                         if p in entries]
     out: list[dict[str, object]] = []
     for path in list(dict.fromkeys(want))[:NAMED_MAX]:
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read(16 << 20)
-        except OSError:
+        data = _recorded_bytes(path, entries[path])
+        if data is None:
             continue
+        head = data[:HEAD].decode("utf-8", "replace") + (
+            f"\n[... {len(data) - HEAD} more bytes, not shown here: read the file; the "
+            "SHA-256 above is of all of it]" if len(data) > HEAD else "")
         out.append({"path": path, "sha256": hashlib.sha256(data).hexdigest(),
-                    "size": len(data),
-                    "head": data[:HEAD].decode("utf-8", "replace") + (
-                        f"\n[... {len(data) - HEAD} more bytes, not shown here: read the "
-                        "file; the SHA-256 above is of all of it]" if len(data) > HEAD
-                        else "")})
+                    "size": len(data), "head": head if len(out) < NAMED_SHOWN else
+                    "[not shown here: read the file; its SHA-256 is above]"})
     return out
+
+
+def _recorded_bytes(path: str, entry: Entry) -> bytes | None:
+    """The first 16 MiB of the file at ``path`` if it is still the regular file
+    ``entry`` recorded (opened without following a link), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_ino, st.st_size, st.st_mtime_ns,
+                                              st.st_ctime_ns) != entry[:4]:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read(16 << 20)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

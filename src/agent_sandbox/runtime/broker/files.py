@@ -91,19 +91,20 @@ class Files(Reached):
             return False
 
     def _check(self, t: Target, place: Place, *, moved: os.stat_result | None = None,
-               leaving: bool = False, removing: bool = False) -> None:
+               leaving: bool = False, removing: bool = False, folder: bool = False) -> None:
         """Refuse changing the name at ``place`` (created, written, replaced, moved or
         removed); ``moved``: the folder a rename brings there or takes away;
         ``leaving``: the name is removed or moved away (bytecode caches may go);
         ``removing``: removed (unlinked), which plants nothing: a protected name
-        of the tree (not the home folder's, not ``denyWrite``) may go."""
+        of the tree (not the home folder's, not ``denyWrite``) may go; ``folder``:
+        an empty folder is made."""
         path = place.path
         why = self.judge.protected(path, removing=removing)
         if why and not self._repository_own(place):
             raise Refused(why)
         self._venv(t, place)
         if not leaving:
-            self._bin_before_venv(place)
+            self._bin_before_venv(t, place, folder)
         root = f"/proc/{t.pid}/root"
         top = self.judge.repository(path)
         container = self.judge.git_container(path)
@@ -378,7 +379,7 @@ class Files(Reached):
             if place.name in (".", "..") or place.lstat() is not None:
                 raise OSError(errno.EEXIST, "exists")
             if place.name != ".git":  # a .git folder alone runs nothing; what goes in is judged
-                self._check(t, place)
+                self._check(t, place, folder=True)
             why = gitfolders.becomes_git_dir(place)  # a folder named HEAD is a mark too
             if why:
                 raise Refused(why)
@@ -472,6 +473,7 @@ class Files(Reached):
                     not_a_mount(dst)
                 self._check(t, src, moved=moved, leaving=True)
                 self._check(t, dst, moved=moved)
+                self._venv_moved(src, dst, moved)
                 why = (gitfolders.moved_git_dir(src, dst) if stat.S_ISDIR(moved.st_mode) else
                        gitfolders.becomes_git_dir(dst)
                        or gitfolders.rewrites(dst, replaced, self._git_meta(dst)))

@@ -113,6 +113,9 @@ class Judge:
         if not self.in_roots(path):
             return None
         parts = path.strip("/").split("/")
+        if removing and parts[-1] in protected.REMOVAL_GUARDED:
+            return (f"{path} is protected: its settings switch something off (npm's "
+                    "ignore-scripts), which removing it would switch on again")
         start = len(base.strip("/").split("/")) if base not in (None, "/") else 0
         for i, part in enumerate(() if removing else parts):
             if i < start:

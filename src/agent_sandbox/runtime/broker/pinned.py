@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import posixpath
 import stat
 
 from .refused import Refused
@@ -70,11 +71,20 @@ class Pin:
     def route(self, named: str) -> None:
         """``Refused`` unless every link on the way to ``named`` (the path as the
         command gave it) below the roots is one recorded: a link made after the
-        approval would lead a recorded name to another recorded file."""
+        approval would lead a recorded name to another recorded file. Read as
+        given and as normalised: ``scripts/../deploy.sh`` passes ``scripts`` (a
+        link there leads elsewhere) where the normalised path does not."""
+        self._route(named)
+        if "/." in named or "//" in named:
+            self._route(posixpath.normpath(named))
+
+    def _route(self, named: str) -> None:
         parts = named.split("/")
         for i in range(2, len(parts) + 1):
+            if parts[i - 1] in ("", ".", ".."):
+                continue  # not a name a link could have
             at = "/".join(parts[:i])
-            if not self.covers(at):
+            if not self.covers(posixpath.normpath(at)):
                 continue
             try:
                 st = os.lstat(at)

@@ -53,6 +53,17 @@ if TYPE_CHECKING:
 
 # the names ``python3 -m venv`` is given (its documentation's and the tutorials')
 VENV_NAMES = frozenset({".venv", "venv", "env", "virtualenv", ".virtualenv"})
+# the folders of a virtualenv (below its root) that hold what it runs
+_VENV_SUBS = frozenset({"bin", "Scripts", "lib", "lib64", "Lib", "include", "Include"})
+
+
+def venv_like(name: str) -> bool:
+    """A folder name virtualenvs are given (``VENV_NAMES``, any with ``venv`` in it or
+    ending in ``env``: ``.venv-3.11``, ``myenv``), or direnv's layout's
+    (``python-3.11.7``)."""
+    low = name.lower()
+    return low in VENV_NAMES or "venv" in low or low.endswith("env") or \
+        (low.startswith(("python-", "pypy-")) and low[-1:].isdigit())
 
 
 class Reached:
@@ -180,21 +191,48 @@ class Reached:
         finally:
             os.close(fd)
 
-    def _bin_before_venv(self, place: Place) -> None:
-        """Refuse a name made in ``bin/`` (``Scripts/``) of a folder named as
-        virtualenvs are (``VENV_NAMES``, any name with ``venv`` in it or ending in
-        ``env``: ``.venv-3.11``, ``myenv``) that holds no ``pyvenv.cfg`` yet:
-        ``python3 -m venv`` made there later keeps it, and activating puts it first
-        on PATH (a ``git`` there runs for git). ``python3 -m venv`` itself writes
-        ``pyvenv.cfg`` before its programs."""
-        parent, _, folder = place.parent.rpartition("/")
-        root = parent.rsplit("/", 1)[-1].lower()
-        if folder not in ("bin", "Scripts") or not (
-                root in VENV_NAMES or "venv" in root or root.endswith("env")) \
-                or place.folder < 0 or holds(place.folder, "../pyvenv.cfg"):
+    def _bin_before_venv(self, t: Target, place: Place, folder: bool = False) -> None:
+        """Refuse a name made in a folder named as virtualenvs are (``venv_like``)
+        that holds no ``pyvenv.cfg`` yet, below its ``bin/`` (``Scripts/``), or, but
+        a folder, below its ``lib/`` (``Lib/``, ``lib64/``, ``include/``):
+        ``python3 -m venv`` made there later keeps it; activating puts ``bin/``
+        first on PATH (a ``git`` there runs for git), and its site folder's modules
+        and entry points (a pytest plugin) are the user's packages. ``python3 -m
+        venv`` itself makes its folders before ``pyvenv.cfg``, and its programs and
+        packages after."""
+        parts = place.path.strip("/").split("/")
+        for i in range(len(parts) - 2):
+            part = parts[i + 1]
+            if not venv_like(parts[i]) or part not in _VENV_SUBS or (
+                    folder and part not in ("bin", "Scripts")):
+                continue
+            root = "/" + "/".join(parts[:i + 1])
+            if not os.path.lexists(f"/proc/{t.pid}/root{root}/pyvenv.cfg"):
+                raise Refused(f"{place.path} is in {root}/{part}, which holds no pyvenv.cfg "
+                              "yet (a virtualenv made there later would keep it)")
+
+    def _venv_moved(self, src: Place, dst: Place, moved: os.stat_result) -> None:
+        """Refuse a folder moved to where a virtualenv would keep what it holds: to a
+        name virtualenvs are given (``mv staging .venv``) while it holds their
+        folders and no ``pyvenv.cfg``, or to one of those folders of a folder so
+        named that holds none (``bin_before_venv``, for a whole folder)."""
+        if not stat.S_ISDIR(moved.st_mode) or dst.folder < 0:
             return
-        raise Refused(f"{place.path} is a program of {parent}, which holds no pyvenv.cfg yet "
-                      "(a virtualenv made there later would keep it)")
+        if dst.name in _VENV_SUBS and venv_like(dst.parent.rsplit("/", 1)[-1]) \
+                and not holds(dst.folder, "pyvenv.cfg"):
+            raise Refused(f"{dst.path} would be a folder of {dst.parent}, which holds no "
+                          "pyvenv.cfg yet (a virtualenv made there later would keep it)")
+        if not venv_like(dst.name):
+            return
+        fd = os.open(src.name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     dir_fd=src.folder)
+        try:
+            if not holds(fd, "pyvenv.cfg") and any(holds(fd, n) for n in _VENV_SUBS):
+                raise Refused(f"{src.path} holds a virtualenv's folders and no pyvenv.cfg: "
+                              f"moved to {dst.path}, a virtualenv made there later would "
+                              "keep them")
+        finally:
+            os.close(fd)
 
     def _existing(self, t: Target, path: str) -> None:
         """Refuse writing the file at ``path`` (reached through a descriptor of the

@@ -30,7 +30,7 @@ import stat
 from .handed import Fd, Later
 from .notify import open_in_root
 from .refused import Refused
-from .target import absolute, fd_alias
+from .target import AT_FDCWD, absolute, fd_alias
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -108,8 +108,8 @@ def open_for_reading(rules: ReadRules, t: Target, dirfd: int, address: int,
         if stat.S_ISLNK(st.st_mode):
             raise OSError(errno.ELOOP, "a link, with O_NOFOLLOW")
         if pin is not None:
-            if real != posixpath.normpath(path):
-                pin.route(posixpath.normpath(path))
+            if real != path:
+                pin.route(path)
             copy = pin.handed(fd, real, st, own or set())
             if copy is not None:
                 return Fd(copy, cloexec)
@@ -179,14 +179,52 @@ def judge_exec(t: Target, dirfd: int, address: int, empty_path: bool, pin: Pin,
         raise Refused("running a program from a descriptor is not judged in an approved run",
                       errno.EACCES)
     path = absolute(t, dirfd, name)
+    for _ in range(5):  # the kernel follows four levels of interpreters
+        try:
+            fd = open_in_root(t.root(), path, os.O_PATH)
+        except OSError:
+            return  # the kernel fails it too
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+            if real != path:
+                pin.route(path)
+            pin.check(real, os.fstat(fd), own)  # outside the tree or the run's own: as is
+            interp = interpreter(fd)
+        finally:
+            os.close(fd)
+        if interp is None:
+            return
+        # the kernel opens a script's #! program, or a binary's program interpreter,
+        # itself, a relative one from the caller's working folder
+        path = absolute(t, AT_FDCWD, interp)
+    raise Refused(f"{path}: too many levels of interpreters", errno.ELOOP)
+
+
+def interpreter(fd: int) -> str | None:
+    """The program the kernel runs for the file at ``fd`` (``O_PATH``): a script's
+    ``#!`` interpreter, or an ELF binary's ``PT_INTERP``; None for neither."""
     try:
-        fd = open_in_root(t.root(), path, os.O_PATH)
-    except OSError:
-        return  # the kernel fails it too
-    try:
-        real = os.readlink(f"/proc/self/fd/{fd}")
-        if real != posixpath.normpath(path):
-            pin.route(posixpath.normpath(path))
-        pin.check(real, os.fstat(fd), own)
-    finally:
-        os.close(fd)
+        with open(f"/proc/self/fd/{fd}", "rb") as fh:
+            head = fh.read(256)
+            if head.startswith(b"#!"):
+                line = head[2:].split(b"\n", 1)[0].strip()
+                word = line.split(None, 1)[0] if line else b""
+                return os.fsdecode(word) or None
+            if head[:5] != b"\x7fELF\x02" or head[5:6] != b"\x01":
+                return None  # only 64-bit little-endian binaries are read
+            import struct
+
+            phoff, = struct.unpack_from("<Q", head, 32)
+            phentsize, phnum = struct.unpack_from("<HH", head, 54)
+            for i in range(min(phnum, 64)):
+                fh.seek(phoff + i * phentsize)
+                ph = fh.read(56)
+                if len(ph) < 56:
+                    return None
+                kind, _, offset, _, _, size = struct.unpack_from("<IIQQQQ", ph)
+                if kind == 3:  # PT_INTERP
+                    fh.seek(offset)
+                    return os.fsdecode(fh.read(min(size, 4096)).split(b"\0", 1)[0]) or None
+    except (OSError, ValueError):
+        return None
+    return None
