@@ -909,3 +909,26 @@ def test_proxy_and_sweep_share_one_audit_writer(settings: Path, work: Path, prox
     kinds = [x.get("event_kind") or x.get("event") for x in audit_records(audit_dir)]
     assert "quarantine" in kinds and "proxy.decision" in kinds
     assert verify(audit_dir).ok
+
+
+TMP_PROBE = ("import os, tempfile; d = tempfile.gettempdir(); print(d); "
+             "open(os.path.join(d, '.bashrc'), 'w').write('x'); "
+             "os.makedirs(os.path.join(d, 'r', '.git', 'hooks')); "
+             "open(os.path.join(d, 'r', '.git', 'hooks', 'pre-commit'), 'w').write('x')")
+
+
+def test_a_run_with_no_temporary_folder_gets_its_own(settings: Path, work: Path) -> None:
+    """With no ``TMPDIR`` and ``/tmp`` not writable, Python's ``tempfile`` would fall
+    back to the working folder (``pip install -e .`` of a flat project then takes
+    its build folder for a package). The run gets a folder of its own instead,
+    where nothing is protected (no host tool meets it), removed when it ends; a
+    ``TMPDIR`` the caller gives is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "TMPDIR"}
+    r = run_sandboxed([PY, "-I", "-c", TMP_PROBE], settings, work, env=env)
+    assert r.returncode == 0, r.stderr
+    used = r.stdout.decode().strip()
+    assert used.startswith("/tmp/agent-sandbox-tmp-") and not os.path.exists(used)
+    assert not list(work.iterdir()) and b"protected" not in r.stderr
+    r = run_sandboxed([PY, "-I", "-c", "import tempfile; print(tempfile.gettempdir())"],
+                      settings, work, env={**env, "TMPDIR": str(work)})
+    assert r.stdout.decode().strip() == str(work)

@@ -280,6 +280,31 @@ PROOFS: dict[str, Proof] = {
 
 # more forms of the entries above (what an attacker tried next): each run the same way
 VARIANTS: dict[str, Proof] = {
+    "pre-commit-module-entry": Proof(
+        "printf 'open(\"{M}\", \"w\")\\n' > tools/lint.py",
+        "git add -A && git commit -q --allow-empty -m u", ("pre-commit",), setup=f"{REPO} && mkdir tools && touch tools/__init__.py tools/lint.py"
+        " && printf 'repos:\\n- repo: local\\n  hooks:\\n  - id: x\\n    name: x\\n    entry: "
+        "python3 -m tools.lint\\n    language: system\\n    pass_filenames: false\\n    "
+        "always_run: true\\n' > .pre-commit-config.yaml && git add -A && git commit -qm c && "
+        "pre-commit install"),
+    "direnv-node-options": Proof("echo \"require('fs').writeFileSync('{M}', '')\" > hook.js",
+                                 "direnv exec . node -e 0", ("direnv", "node"),
+                                 setup="echo 'export NODE_OPTIONS=\"--require ./hook.js\"' > "
+                                       ".envrc && echo '' > hook.js && direnv allow ."),
+    "venv-site-before-pyvenv": Proof(
+        "d=.venv/lib/python$(python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])')"
+        "/site-packages && mkdir -p $d && printf 'open(\"{M}\", \"w\")\\n' > $d/evilmod.py",
+        "python3 -m venv --without-pip .venv && .venv/bin/python -c 'import evilmod'",
+        ("python3",)),
+    "venv-grandparent-moved": Proof(
+        f"mv app app.old; mkdir -p app/backend && python3 -m venv --without-pip "
+        f"app/backend/.venv; {hook('app/backend/.venv/bin/git')}",
+        ". app/backend/.venv/bin/activate && git --version", ("python3",),
+        setup="mkdir -p app/backend && python3 -m venv --without-pip app/backend/.venv"),
+    "venv-renamed-into-place": Proof(
+        f"mkdir -p st/bin && {hook('st/bin/git')} && mv st .venv",
+        "python3 -m venv --without-pip .venv && . .venv/bin/activate && git --version",
+        ("python3",)),
     # a protected setting that switches something off may not be removed either
     "npm-ignore-scripts-removed": Proof(
         "rm -f .npmrc; printf '{\"name\":\"x\",\"version\":\"1.0.0\",\"scripts\":"

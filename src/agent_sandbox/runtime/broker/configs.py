@@ -11,7 +11,8 @@ above it (up to ``/``) and refuses what they name.
 
 What counts as named is read from the text, whatever the format: a word that is
 a relative path of two or more parts (``tools/wrap.sh``, ``./scripts/env.sh``),
-or a file name with a script's extension (``check.py``), each taken relative to
+a file name with a script's extension (``check.py``), or a module Python runs
+(``-m tools.lint``: ``tools/lint.py`` and ``tools/lint/``), each taken relative to
 the folder that holds the configuration (cargo's and Mercurial's: the folder
 above ``.cargo`` and ``.hg``, where they resolve them). Patterns (``^src/.*``)
 are not paths. The same rule for every file: it protects more than a tool reads,
@@ -40,19 +41,26 @@ NAMING = (".cargo/config.toml", ".cargo/config", ".yarnrc.yml", ".hg/hgrc",
           ".config/ansible-lint.yml", ".config/ansible-lint.yaml")
 _SCRIPTS = (".sh", ".bash", ".py", ".js", ".cjs", ".mjs", ".ts", ".rb", ".pl", ".ps1")
 _PATTERN = None  # compiled on first use: the launcher's start stays light
+_MODULE = None
 
 
 def names(text: str) -> list[str]:
     """The paths a configuration's text names, relative to its folder (pure)."""
     import re
 
-    global _PATTERN
+    global _PATTERN, _MODULE
+    if _MODULE is None:
+        _MODULE = re.compile(r"(?:^|[\s\"'\[,])-m\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)")
     if _PATTERN is None:
         part = r"\.?[A-Za-z0-9_@+][A-Za-z0-9_.@+-]*"
         _PATTERN = re.compile(
             rf"(?<![\w./*$\\^-])((?:\./)?(?:{part}/)+{part}|{part}(?:"
             + "|".join(re.escape(s) for s in _SCRIPTS) + r"))(?![\w*$()\\\[?+{|/])")
     out = []
+    # a module Python runs (``entry: python3 -m tools.lint``): its file and its package
+    for m in _MODULE.finditer(text):
+        rel = m.group(1).replace(".", "/")
+        out += [rel + ".py", rel]
     for m in _PATTERN.finditer(text):
         word = m.group(1)
         if "://" in text[max(0, m.start() - 3):m.start() + 3] or ("/" not in word and \

@@ -4,7 +4,9 @@ direnv runs a folder's allowed ``.envrc`` on every ``cd`` into it (the name is
 protected everywhere: ``triggers.json``). What that file names is run as well,
 though its name is the user's choice: ``source_env .envrc.local``, ``dotenv``
 (``.env`` by default: it can set ``LD_PRELOAD`` or ``PATH``), ``PATH_add bin``
-(every program there shadows one the user runs), ``PATH=`` assignments, the
+(every program there shadows one the user runs), ``PATH=`` assignments and those
+of the other variables that lead a program to code (``LD_LIBRARY_PATH``,
+``PYTHONPATH``, ``NODE_OPTIONS``: ``_PATH_VARIABLES``, ``_FILE_VARIABLES``), the
 shell's own ``source`` and ``.``, ``layout`` (its ``.direnv`` folder on ``PATH``;
 ``layout php``'s ``vendor/bin`` too), ``use nix`` and ``use flake`` (the nix files
 are evaluated). ``configs.Configs.named`` finds, when a call writes a path, the
@@ -32,6 +34,15 @@ _USES = {"nix": ("shell.nix", "default.nix"), "flake": ("flake.nix", "flake.lock
 _LAYOUT_BINS = {"php": ("vendor/bin",)}
 
 
+# variables whose value is a list of folders a host program searches for code
+_PATH_VARIABLES = frozenset({"PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "NODE_PATH", "PERL5LIB",
+                             "RUBYLIB", "GEM_PATH", "GOPATH", "CLASSPATH", "MANPATH",
+                             "XDG_DATA_DIRS", "XDG_CONFIG_DIRS"})
+# variables that name files a program loads or runs (``--require FILE`` in NODE_OPTIONS)
+_FILE_VARIABLES = frozenset({"LD_PRELOAD", "NODE_OPTIONS", "BASH_ENV", "ENV", "PYTHONSTARTUP",
+                             "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "KUBECONFIG",
+                             "PERL5OPT", "RUBYOPT", "JAVA_TOOL_OPTIONS", "GEM_HOME",
+                             "PYTHONUSERBASE", "npm_config_userconfig", "NPM_CONFIG_USERCONFIG"})
 # words that lead a command in a list (``if [ -f x ]; then source_env x; fi``)
 _LEADERS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "}"})
 # spellings of the ``.envrc``'s own folder
@@ -76,9 +87,13 @@ def names(text: str) -> list[str]:
         if cmd == "export":
             words = words[1:] or [""]
             cmd = words[0]
-        if cmd.startswith("PATH="):  # PATH="$PWD/scripts:$PATH"
-            out += [e for e in cmd[5:].split(":") if e and not e.startswith("$PATH")
-                    and not e.startswith("${PATH")]
+        var, eq, value = cmd.partition("=")
+        if eq and var in _PATH_VARIABLES:  # PATH="$PWD/scripts:$PATH", LD_LIBRARY_PATH=lib
+            out += [e for e in value.split(":") if e and not e.startswith(("$" + var,
+                                                                             "${" + var))]
+        elif eq and var in _FILE_VARIABLES:  # NODE_OPTIONS="--require ./hook.js"
+            out += [w.split("=", 1)[-1] for w in value.split() if not w.startswith("-")
+                    or "=" in w]
         elif cmd in (".", "source") and len(words) > 1:
             out.append(words[1])
         elif cmd in _COMMANDS:

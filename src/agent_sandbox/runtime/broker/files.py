@@ -33,6 +33,7 @@ import stat
 from agent_sandbox import protected
 
 from ..bwrap import gitmeta
+from ..bwrap.globs import under
 from . import gitfolders, gitwrites
 from .at_calls import caller_id, chmod_at, path_of, renameat2
 from .configs import Configs
@@ -99,6 +100,8 @@ class Files(Reached):
         of the tree (not the home folder's, not ``denyWrite``) may go; ``folder``:
         an empty folder is made."""
         path = place.path
+        if any(under(path, s) for s in self.judge.scratch):
+            return  # the run's own temporary folder, removed when it ends
         why = self.judge.protected(path, removing=removing)
         if why and not self._repository_own(place):
             raise Refused(why)

@@ -88,6 +88,9 @@ class Judge:
         self.reads = reads if reads is not None else ReadRules(())
         # relative PATH entries and the programs a name there would shadow
         self.shadows = tuple(shadows)
+        # folders of the run's own that end with it (``bwrap.private_tmp``): nothing
+        # planted there is met by a host tool, so no protected name is kept there
+        self.scratch: tuple[str, ...] = ()
 
     def in_roots(self, path: str) -> bool:
         return any(under(path, r) for r in self.roots)

@@ -46,13 +46,15 @@ def installer(settings: Settings, *, capture: bool, reads: bool = False,
 
 def start(made: Installer, pid: int | None, plan: Plan, settings: Settings, *, home: str,
           cwd: str, opened: Sequence[str], overlays: Sequence[tuple[str, str, str | None]],
-          absent: Sequence[str], on_deny: Callable[[str], None], pin: Pin | None = None
-          ) -> Broker:
+          absent: Sequence[str], on_deny: Callable[[str], None], pin: Pin | None = None,
+          scratch: Sequence[str] = ()) -> Broker:
     """The broker's thread, started before bwrap sets the sandbox up (bwrap's calls
     are handed over too, and go on unjudged until ``Broker.arm``). ``pid``: the
     child that made the filter; None for a child about to be forked that sends its
     listener (``Installer.send``): the thread then receives it and serves the
-    child's calls from before its ``exec`` (``handed``, once it is forked)."""
+    child's calls from before its ``exec`` (``handed``, once it is forked).
+    ``scratch``: folders of the run's own, removed when it ends (its temporary
+    folder): no host tool meets what is planted there."""
     from agent_sandbox.spec.paths import expand
 
     from .judge import Judge, ReadRules
@@ -71,6 +73,7 @@ def start(made: Installer, pid: int | None, plan: Plan, settings: Settings, *, h
     judge = Judge([*plan.writable_roots, *mine], home,
                   [expand(r, home=home, cwd=cwd) for r in settings.filesystem.deny_write],
                   mine, absent, ReadRules(*plan.read_rules), path_shadows())
+    judge.scratch = tuple(scratch)
     sockets = plan.unix_sockets
     if sockets is None and settings.network.allow_all_unix_sockets:
         sockets = ("/",)

@@ -183,8 +183,7 @@ class Reached:
             if held is not None and not self._sandboxed(fd):
                 raise Refused(f"{path} holds {held} and no sandboxed run made it (what is made "
                               "in its place would be taken for it)")
-            venv = next((n for n in sorted(VENV_NAMES) if holds(fd, f"{n}/pyvenv.cfg") and not
-                         marked_file(f"/proc/self/fd/{fd}/{n}/pyvenv.cfg")), None)
+            venv = _users_venv(fd)
             if venv is not None:
                 raise Refused(f"{path} holds the virtualenv {venv}, which no sandboxed run "
                               "made (one made in its place would be taken for it)")
@@ -271,3 +270,31 @@ class Reached:
                               "virtualenv (one made there later would run it)")
         finally:
             os.close(root)
+
+
+# how deep below a moved folder the user's virtualenvs are looked for (``app/backend/
+# services/.venv``), and the folders never looked into (no virtualenv is kept there)
+_VENV_DEPTH = 4
+_NOT_INTO = frozenset({"node_modules", ".git", "__pycache__", "site-packages", ".tox"})
+
+
+def _users_venv(fd: int) -> str | None:
+    """The first virtualenv below the folder open at ``fd`` (up to ``_VENV_DEPTH``
+    levels, under a name virtualenvs are given) that no sandboxed run made."""
+    for n in sorted(VENV_NAMES):
+        if holds(fd, f"{n}/pyvenv.cfg") and not marked_file(f"/proc/self/fd/{fd}/{n}/pyvenv.cfg"):
+            return n
+    try:
+        for folder, dirs, files, _ in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+            depth = folder.count("/")
+            if "pyvenv.cfg" in files and depth and venv_like(folder.rsplit("/", 1)[-1]) \
+                    and not marked_file(f"/proc/self/fd/{fd}/{folder}/pyvenv.cfg"):
+                return folder[2:]
+            if depth >= _VENV_DEPTH or "pyvenv.cfg" in files:
+                dirs.clear()  # not below a virtualenv either
+            else:
+                dirs[:] = [d for d in dirs if d not in _NOT_INTO]
+    except OSError:
+        return None
+    return None
+

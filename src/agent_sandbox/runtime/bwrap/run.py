@@ -38,7 +38,7 @@ from ..private_state import private_paths
 from ..process import Relay, Spawned, exited, no_inherited_fds, read_all, read_line, suppress
 from ..settings import Settings, loads, require_enforceable
 from . import argv as bwargv
-from . import fsview, late_binds, path_entries
+from . import fsview, late_binds, path_entries, private_tmp
 from . import plan as bw
 from .owed import settle_or_refuse, settle_owed
 from .run_records import RunRecord
@@ -126,6 +126,7 @@ class BwrapRun:
         require_enforceable(settings, "bwrap")
         self.settings, self.command, self.cwd, self.home = settings, list(command), cwd, home
         self.env, self.audit_dir, self._record = env, audit_dir, record
+        self.tmp: str | None = None  # the run's own temporary folder (``private_tmp``)
         self.proc: Any = None
         self.pid1: int | None = None
         self.listeners: list[Any] = []
@@ -173,6 +174,10 @@ class BwrapRun:
         ending before the command could run is tried twice more: it remounts every
         mount of the host, and one that goes meanwhile (a container stopping, a
         build's mount) fails its set-up; nothing ran, so trying again is safe."""
+        env = os.environ if self.env is None else self.env
+        if self.tmp is None and private_tmp.needed(self.settings, env, self.home, self.cwd):
+            self.settings, self.tmp = private_tmp.make(self.settings)
+            self.env = {**env, "TMPDIR": self.tmp}
         for attempt in range(3):
             try:
                 self._start(capture=capture, stdin=stdin, stdout=stdout, stderr=stderr)
@@ -275,7 +280,8 @@ class BwrapRun:
         bounded = limits.before(installer)  # the child is born in the run's cgroup
         broker = dict(plan=p, settings=self.settings, home=self.home, cwd=self.cwd,
                       opened=self.opened, overlays=self.overlays, absent=self.absent,
-                      on_deny=self._refused, pin=self.pin)
+                      on_deny=self._refused, pin=self.pin,
+                      scratch=(self.tmp,) if self.tmp else ())
         try:
             if capture:
                 import subprocess
@@ -357,7 +363,8 @@ class BwrapRun:
         self.guarded, self.before = measure(p, relied)
         self.measured = True
         # owed until this run's own sweep is done (see sweep.settle)
-        self.owed = owe(lock_dir, record, self.home, p.writable_roots, self.before,
+        self.owed = owe(lock_dir, record, self.home,
+                        [w for w in p.writable_roots if w != self.tmp], self.before,
                         spared(p, self.guarded), brokered=self.broker is not None)
         if self.broker is not None and self.broker.files is not None:
             owed = self.owed
@@ -499,13 +506,17 @@ class BwrapRun:
             return False  # owed: swept by a later start once it has ended
         from .sweep import quarantine, spared
 
-        roots = [w for w in self.plan.writable_roots if os.path.isdir(w)]
+        roots = [w for w in self.plan.writable_roots if os.path.isdir(w) and w != self.tmp]
         skip = spared(self.plan, self.guarded)
         ph = self.record
         self.quarantined, notes = quarantine(roots, self.before, self.home, skip,
                                              recorder=self._recorder,
                                              lock_dir=ph.dir if ph else None,
-                                             own=ph.record if ph else "", repos=self._repos)
+                                             own=ph.record if ph else "",
+                                             repos=self._repos if self._repos is None or
+                                             self.tmp is None else  # not in its own folder
+                                             {k: v for k, v in self._repos.items()
+                                              if not k.startswith(self.tmp + "/")})
         self.notices.extend(notes)
         return True
 
@@ -566,6 +577,9 @@ class BwrapRun:
             rc = self.proc.returncode if self.proc is not None else None
             self.notices += [f"sandbox: {n}\n" for n in self.limits.finish(rc)]
             self.limits = None
+        if self.tmp is not None:  # after the sweep: nothing of it is left for a host tool
+            private_tmp.remove(self.tmp)
+            self.tmp = None
         if self.refusals > REFUSALS_SAID:
             self._refused(f"{self.refusals - REFUSALS_SAID} more calls (the first "
                           f"{REFUSALS_SAID} are said above)", self.refusals - REFUSALS_SAID)
