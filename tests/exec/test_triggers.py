@@ -282,8 +282,9 @@ PROOFS: dict[str, Proof] = {
 VARIANTS: dict[str, Proof] = {
     "pre-commit-module-entry": Proof(
         "printf 'open(\"{M}\", \"w\")\\n' > tools/lint.py",
-        "git add -A && git commit -q --allow-empty -m u", ("pre-commit",), setup=f"{REPO} && mkdir tools && touch tools/__init__.py tools/lint.py"
-        " && printf 'repos:\\n- repo: local\\n  hooks:\\n  - id: x\\n    name: x\\n    entry: "
+        "git add -A && git commit -q --allow-empty -m u", ("pre-commit",),
+        setup=f"{REPO} && mkdir tools && touch tools/__init__.py tools/lint.py && printf "
+        "'repos:\\n- repo: local\\n  hooks:\\n  - id: x\\n    name: x\\n    entry: "
         "python3 -m tools.lint\\n    language: system\\n    pass_filenames: false\\n    "
         "always_run: true\\n' > .pre-commit-config.yaml && git add -A && git commit -qm c && "
         "pre-commit install"),
@@ -291,7 +292,7 @@ VARIANTS: dict[str, Proof] = {
                                  "direnv exec . node -e 0", ("direnv", "node"),
                                  setup="echo 'export NODE_OPTIONS=\"--require ./hook.js\"' > "
                                        ".envrc && echo '' > hook.js && direnv allow ."),
-    "venv-site-before-pyvenv": Proof(
+    "venv-site-module-before-pyvenv": Proof(
         "d=.venv/lib/python$(python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])')"
         "/site-packages && mkdir -p $d && printf 'open(\"{M}\", \"w\")\\n' > $d/evilmod.py",
         "python3 -m venv --without-pip .venv && .venv/bin/python -c 'import evilmod'",
