@@ -245,6 +245,14 @@ PROOFS: dict[str, Proof] = {
                          "'[mypy]\\nplugins = plug.py\\n' > mypy.ini",
                          "mypy --no-incremental x.py >/dev/null", ("mypy",),
                          path=str(Path(sys.executable).parent), setup="echo 'x = 1' > x.py"),
+    # a shared configuration's sections that load code (runtime/broker/shared_configs.py)
+    "mypy-pyproject-plugin": Proof(
+        "printf 'from mypy.plugin import Plugin\\nopen(\"{M}\", \"w\")\\ndef plugin(v):\\n"
+        "    return Plugin\\n' > plug.py && printf '[project]\\nname = \"p\"\\n\\n"
+        "[tool.mypy]\\nplugins = [\"plug.py\"]\\n' > pyproject.toml",
+        "mypy --no-incremental x.py >/dev/null", ("mypy",),
+        path=str(Path(sys.executable).parent),
+        setup="echo 'x = 1' > x.py && printf '[project]\\nname = \"p\"\\n' > pyproject.toml"),
     "ansible-cfg-inventory": Proof(f"{hook('inv.sh')} && echo 'echo {{}}' >> inv.sh && printf "
                                    "'[defaults]\\ninventory = ./inv.sh\\n' > ansible.cfg",
                                    "ansible --list-hosts all >/dev/null 2>&1", ("ansible",),

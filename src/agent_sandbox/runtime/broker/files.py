@@ -42,6 +42,7 @@ from .judge import PYCACHE, Judge
 from .made import Made, mark, mark_file, marked
 from .reached import Reached
 from .refused import Refused
+from .shared_configs import SharedConfigs
 from .surroundings import Surroundings
 from .target import (
     AT_FDCWD,
@@ -81,6 +82,7 @@ class Files(Reached):
         # or opened for writing: its own to read back as they are now
         self.pin: Pin | None = None
         self.written: set[tuple[int, int]] = set()
+        self.shared = SharedConfigs()  # shared configurations written, with their bytes before
         self.max_size: int | None = None  # the run's file size limit (runtime.limits)
 
     # the decisions --------------------------------------------------------
@@ -335,6 +337,8 @@ class Files(Reached):
                     os.O_WRONLY | os.O_RDWR | os.O_CREAT):
                 raise OSError(errno.EISDIR, "is a folder")
             self._check(t, place)
+            if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC):
+                self.shared.note(place.path)
             if before is not None and self.judge.reads.denied(place.path):
                 raise Refused(self.judge.reads.denied(place.path) or "", errno.EACCES)
             if place.name in gitwrites.CONFIGS and self._git_meta(place):
@@ -439,6 +443,7 @@ class Files(Reached):
             try:
                 self._check(t, src)  # a second name for it could be written
                 self._check(t, dst)
+                self.shared.note(dst.path)
                 self._exposes(src, dst, None)  # or read
                 why = gitfolders.by_reference(src)  # no second name for git metadata
                 if why:
@@ -477,6 +482,7 @@ class Files(Reached):
                 self._check(t, src, moved=moved, leaving=True)
                 self._check(t, dst, moved=moved)
                 self._venv_moved(src, dst, moved)
+                self.shared.note(dst.path)
                 why = (gitfolders.moved_git_dir(src, dst) if stat.S_ISDIR(moved.st_mode) else
                        gitfolders.becomes_git_dir(dst)
                        or gitfolders.rewrites(dst, replaced, self._git_meta(dst)))

@@ -534,7 +534,9 @@ class BwrapRun:
         if self._installer is not None:  # a start that failed before the hand-over
             self._installer.close()
             self._installer = None
+        shared = None
         if self.broker is not None:  # the sandbox has ended: nothing left to answer
+            shared = self.broker.files.shared if self.broker.files is not None else None
             self.broker.close()
             self.broker = None
         if self.binder is not None:  # the late binds' helper, done or let go
@@ -549,6 +551,8 @@ class BwrapRun:
             with suppress(OSError):
                 os.unlink(self.owed)
             self.owed = None
+        if shared is not None and (swept or not self.measured):  # the command has ended
+            self.notices += [f"sandbox: {n}\n" for n in shared.settle()]
         if self._pid1fd >= 0:
             with suppress(OSError):
                 os.close(self._pid1fd)
