@@ -171,6 +171,13 @@ PROOFS: dict[str, Proof] = {
                             "bash -i -c true </dev/null >/dev/null 2>&1", ("bash",), home=True,
                             setup="echo '[ -s \"$HOME/.nvm/nvm.sh\" ] && . \"$HOME/.nvm/"
                                   "nvm.sh\"' >> ~/.bashrc"),
+    # what the shell's start-up files name (runtime/broker/configs.py reads them as an
+    # .envrc is): a file of the user's they source, a folder they put on PATH
+    "bashrc-sourced-file": Proof("mkdir -p ~/.config/sh && echo 'touch {M}' > "
+                                 "~/.config/sh/aliases.sh",
+                                 "bash -i -c true </dev/null >/dev/null 2>&1", ("bash",),
+                                 home=True, setup="echo '[ -f ~/.config/sh/aliases.sh ] && "
+                                                  "source ~/.config/sh/aliases.sh' >> ~/.bashrc"),
     "ansible-home-cfg": Proof(f"{hook('inv.sh')} && echo 'echo {{}}' >> inv.sh && printf "
                               "'[defaults]\\ninventory = %s/inv.sh\\n' \"$PWD\" > ~/.ansible.cfg",
                               "ansible --list-hosts all >/dev/null 2>&1", ("ansible",), home=True,
@@ -288,6 +295,10 @@ PROOFS: dict[str, Proof] = {
 
 # more forms of the entries above (what an attacker tried next): each run the same way
 VARIANTS: dict[str, Proof] = {
+    "bashrc-path-entry": Proof(f"mkdir -p ~/tools/bin && {hook('~/tools/bin/git')}",
+                               "bash -i -c 'git --version' </dev/null >/dev/null 2>&1",
+                               ("bash",), home=True,
+                               setup="echo 'export PATH=\"$HOME/tools/bin:$PATH\"' >> ~/.bashrc"),
     "pre-commit-module-entry": Proof(
         "printf 'open(\"{M}\", \"w\")\\n' > tools/lint.py",
         "git add -A && git commit -q --allow-empty -m u", ("pre-commit",),

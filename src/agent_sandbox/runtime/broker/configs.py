@@ -26,7 +26,7 @@ import os
 import posixpath
 
 from ..bwrap.globs import under
-from .envrc import ENVRC
+from .envrc import ENVRC, rc_names
 from .envrc import names as envrc_names
 from .named_text import NamedText
 
@@ -80,7 +80,12 @@ def _tree(paths: tuple[str, ...]) -> dict[str, object]:
     return out
 
 
-_NAMING_TREE = _tree((*NAMING, ENVRC))
+# the shell's start-up files, read as an .envrc is, the home folder standing for the
+# folder that holds them: what they source (nvm's, SDKMAN!'s), the folders they put on
+# PATH (``export PATH="$HOME/go/bin:$PATH"``)
+SHELL_RC = (".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zprofile",
+            ".zshenv", ".zlogin", ".kshrc", ".mkshrc")
+_NAMING_TREE = _tree((*NAMING, ENVRC, *SHELL_RC))
 
 
 class Configs:
@@ -91,6 +96,7 @@ class Configs:
     def __init__(self) -> None:
         self._text = NamedText(names)
         self._envrc = NamedText(envrc_names)
+        self._rc = NamedText(rc_names)
         self._held: dict[str, tuple[tuple[int, ...], list[str]]] = {}
 
     def named(self, path: str, above: bool = False) -> str | None:
@@ -100,12 +106,15 @@ class Configs:
         at = posixpath.dirname(path)
         while True:
             for config in self._present(at, _NAMING_TREE):
-                envrc = config.endswith("/" + ENVRC)
-                for named in (self._envrc if envrc else self._text).names(config, at):
+                name = posixpath.basename(config)
+                envrc = name == ENVRC
+                reader = self._envrc if envrc else self._rc if name in SHELL_RC else self._text
+                for named in reader.names(config, at):
                     if under(path, named) or (above and under(named, path)):
                         return f"{path} is named by {config} " + (
                             "(direnv runs or reads what is there)" if envrc else
-                            "(what the tool runs)")
+                            "(the shell runs or reads what is there)" if name in SHELL_RC
+                            else "(what the tool runs)")
             if at == "/":
                 return None
             at = posixpath.dirname(at)

@@ -111,3 +111,12 @@ def _plain(word: str) -> str:
         if word.startswith(prefix):
             return word[len(prefix):] or "."
     return "" if word.startswith(("$", "~")) else word
+
+
+def rc_names(text: str) -> list[str]:
+    """What a shell start-up file in the home folder names (pure): read as an
+    ``.envrc`` is, ``$HOME/`` and ``~/`` standing for its own folder."""
+    for spelling in ("${HOME}/", "$HOME/", '"$HOME"/', "~/"):
+        text = text.replace(spelling, "./")
+    return names(text.replace("\\.", "."))
+
