@@ -14,7 +14,8 @@ J = Judge([ROOT, "/home/u"], HOME, ["/w/repo/secrets/**", "**/*.key"])
     "/w/repo/.bashrc", "/w/repo/a/b/.envrc", "/w/repo/x/.vscode", "/w/repo/x/.vscode/tasks.json",
     "/w/repo/x/.config/fish/config.fish", "/w/repo/.claude/settings.json",
     "/w/repo/deep/.gitmodules", "/home/u/.ssh/authorized_keys", "/home/u/.local/bin/git",
-    "/home/u/bin", "/w/repo/secrets/a", "/w/repo/any/k.key",
+    "/home/u/bin", "/w/repo/secrets/a", "/w/repo/any/k.key", "/w/repo/.env",
+    "/w/repo/node_modules/.envrc", "/w/repo/node_modules/any/k.key",
 ])
 def test_protected(path: str) -> None:
     assert J.protected(path)
@@ -24,6 +25,9 @@ def test_protected(path: str) -> None:
     "/w/repo/src/main.py", "/w/repo/.config/other", "/w/repo/bashrc", "/w/repo/.bashrc.d/x",
     "/w/repo/.git/objects/ab/cd", "/w/repo/.venv/lib/python3.11/site-packages/a.pth",
     "/elsewhere/.bashrc", "/home/u/.cache/x",
+    # a package's own files: no tool starts below node_modules (npm drops what it cannot
+    # write, and a package's .env or .vscode would be lost)
+    "/w/repo/node_modules/p/.env", "/w/repo/node_modules/@s/p/.vscode/settings.json",
 ])
 def test_not_protected(path: str) -> None:
     assert J.protected(path) is None

@@ -123,6 +123,10 @@ class Judge:
         for i, part in enumerate(() if removing else parts):
             if i < start:
                 continue
+            if part == "node_modules" and i < len(parts) - 2:
+                # below it, a package's files (its .env, its .vscode): no tool starts
+                # there, and npm fails a whole install over one name it cannot write
+                break
             for entry, kind in self.multi.get(part, ()):
                 want = entry.split("/")
                 got = parts[i:i + len(want)]
