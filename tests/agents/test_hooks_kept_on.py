@@ -144,13 +144,16 @@ def test_control_the_preloaded_library_answers_for_the_hook(world: World) -> Non
 def test_an_env_file_written_by_an_earlier_run_does_not_switch_the_hooks_off(
         world: World) -> None:
     """Prepare and fire: the first run's model writes ``.env`` (``echo`` is allowed
-    by the policy), the second run's escalated command must still wait."""
+    by the policy), which its sandbox refuses (a project's ``.env`` is protected:
+    Gemini CLI loads it into what it starts); the file then comes there another way
+    (the user's), and the second run's escalated command must still wait."""
     provision(world)
     env = world.repo / ".env"
     ran, asked, detail = escalated_runs(
         world, steps_before=[Shell(f"echo GEMINI_CLI_TRUST_WORKSPACE=false > {env}")])
-    assert env.read_text() == "GEMINI_CLI_TRUST_WORKSPACE=false\n", detail
+    assert not env.exists(), detail
     assert not ran and len(asked) == 1, detail  # the first run still had its hooks
+    env.write_text("GEMINI_CLI_TRUST_WORKSPACE=false\n")
     ran, asked, detail = escalated_runs(world)
     assert not ran and len(asked) == 1, detail
 

@@ -43,6 +43,7 @@ from . import plan as bw
 from .owed import settle_or_refuse, settle_owed
 from .run_records import RunRecord
 from .said import bwrap_said
+from .start_fds import StartFds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -76,39 +77,6 @@ REFUSALS_SAID = 100
 
 class SetupEnded(SandboxStartError):
     """bwrap ended before the command could run (``BwrapRun.start`` tries again)."""
-
-class _StartFds:
-    """The descriptors of one start: the seccomp filter's memfd and the four pipes
-    bwrap is started with (its info, its block fd, the start gate and the gate's
-    "ready"). Each is closed once: bwrap's ends when it holds them
-    (``close_given``), the rest when the start is over (``close``)."""
-
-    def __init__(self, sfd: int) -> None:
-        self.sfd = sfd
-        self.info_r, self.info_w = os.pipe()
-        self.block_r, self.block_w = os.pipe()
-        self.gate_r, self.gate_w = os.pipe()
-        self.ready_r, self.ready_w = os.pipe()
-
-    def given(self) -> tuple[int, ...]:
-        """bwrap's ends, in the order of ``argv.CHILD_FDS``."""
-        return (self.sfd, self.info_w, self.block_r, self.gate_r, self.ready_w)
-
-    def for_bwrap(self) -> bwargv.Fds:
-        return bwargv.Fds(seccomp=self.sfd, info=self.info_w, block=self.block_r,
-                          gate=self.gate_r, ready=self.ready_w)
-
-    def close_given(self) -> None:
-        for fd in (self.info_w, self.block_r, self.gate_r, self.ready_w, self.sfd):
-            os.close(fd)
-        self.info_w = self.block_r = self.gate_r = self.ready_w = self.sfd = -1
-
-    def close(self) -> None:
-        for fd in (self.info_r, self.info_w, self.block_r, self.block_w, self.gate_r,
-                   self.gate_w, self.ready_r, self.ready_w, self.sfd):
-            if fd >= 0:
-                with suppress(OSError):
-                    os.close(fd)
 
 
 class BwrapRun:
@@ -191,7 +159,7 @@ class BwrapRun:
         """The start's phases: the filter, the plan under the lock, bwrap spawned with
         the broker, its namespaces furnished, the sweep's record, the gate opened;
         whatever fails on the way ends bwrap and cleans up."""
-        fds = _StartFds(self._seccomp_fd())
+        fds = StartFds(self._seccomp_fd())
         # the run's cgroup (made early by ``sandbox exec``, or now), the launcher moving
         # into it while it plans
         self.limits = limits_for_run(*self.settings.limits)
@@ -255,7 +223,7 @@ class BwrapRun:
         self.plan = p
         return p, relied
 
-    def _spawn(self, p: bw.Plan, fds: _StartFds, *, capture: bool, stdin: Any, stdout: Any,
+    def _spawn(self, p: bw.Plan, fds: StartFds, *, capture: bool, stdin: Any, stdout: Any,
                stderr: Any) -> tuple[tuple[str, str], ...]:
         """bwrap started with the broker serving its calls, held at its block fd;
         the descriptors it was given closed here. Returns the plan's late binds."""
@@ -315,7 +283,7 @@ class BwrapRun:
         fds.close_given()
         return late
 
-    def _await_setup(self, fds: _StartFds) -> int:
+    def _await_setup(self, fds: StartFds) -> int:
         """The sandbox's init known (bwrap's info), and the proxy's ports (with the
         extra ones) opened in its network namespace, while bwrap waits at its block fd."""
         # While bwrap starts (in its own processes), this one loads what comes next:
@@ -370,7 +338,7 @@ class BwrapRun:
             owed = self.owed
             self.broker.files.made.on_repo = lambda path, ident: owe_repo(owed, path, ident)
 
-    def _release(self, fds: _StartFds, binder: late_binds.Binder, pid1: int) -> None:
+    def _release(self, fds: StartFds, binder: late_binds.Binder, pid1: int) -> None:
         """The command released through the start gate once bwrap's setup is
         complete, the broker armed first."""
         # bwrap's setup is complete once the gate says "ready" and the command still
