@@ -117,7 +117,9 @@ def _part(name: str, pattern: str) -> bool:
     return True
 
 
-def _identity(path: str) -> tuple[int, ...] | None:
+def identity(path: str) -> tuple[int, ...] | None:
+    """What says a file or folder changed (device, inode, times, size), None when
+    it is not there: a cache keyed by it misses the next change."""
     try:
         st = os.stat(path)
     except OSError:
@@ -209,16 +211,16 @@ class HookScripts:
         husky's ``.husky/_/h`` runs ``.husky/pre-commit``."""
         up = posixpath.dirname(hooks)
         with_up = up != worktree and up.startswith(worktree.rstrip("/") + "/")
-        folders = (_identity(hooks), _identity(up) if with_up else None)
+        folders = (identity(hooks), identity(up) if with_up else None)
         if folders[0] is None:
             return _NONE
         cached = self._read.get((hooks, worktree))
         if cached is not None and cached[0] == folders:  # the same hooks: are they changed?
             files, idents, found = cached[1:]
-            if tuple(_identity(f) for f in files) == idents:
+            if tuple(identity(f) for f in files) == idents:
                 return found
         files = _files(hooks) + (_files(up) if with_up else [])
-        idents = tuple(_identity(f) for f in files)
+        idents = tuple(identity(f) for f in files)
         paths: set[str] = set()
         pythons: set[str] = set()
         dirs: set[str] = set()
@@ -261,7 +263,7 @@ class HookScripts:
             sites = self._sites[interp] = _site_folders(interp, self.home)
         names: set[str] = set()
         for site in sites:
-            ident = _identity(site)
+            ident = identity(site)
             cached = self._names.get(site)
             if cached is None or cached[0] != ident:
                 cached = self._names[site] = (ident, frozenset(_top_names(site)))

@@ -31,18 +31,10 @@ from agent_sandbox import protected
 from ..bwrap import gitmeta
 from ..bwrap.fsview import RealFs
 from ..bwrap.globs import under
-from .hook_scripts import HookScripts, matches
+from .hook_scripts import HookScripts, identity, matches
 
 _EXEC = frozenset(name for name, _, _ in protected.GIT_EXECUTABLE)
 _HOOKS = "hooks"
-
-
-def _identity(path: str) -> tuple[int, ...] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 def looks_like_git_dir(folder: int) -> bool:
@@ -156,7 +148,7 @@ class Surroundings:
         """Where the links in the folder ``hooks`` lead (a hook installed as a link to
         a script of the work tree runs that script), read again when the folder
         changes."""
-        ident = _identity(hooks)
+        ident = identity(hooks)
         cached = self._links.get(hooks)
         if cached is not None and cached[0] == ident:
             return cached[1]
@@ -174,7 +166,7 @@ class Surroundings:
         return targets
 
     def _names(self, fs: RealFs, config: str, worktree: str) -> list[str]:
-        ident = _identity(config)
+        ident = identity(config)
         if ident is None:
             return []
         key = (config, worktree)
@@ -204,8 +196,8 @@ class Surroundings:
             names = [n for n in os.listdir(site) if n.endswith(".pth")]
         except OSError:
             return frozenset()
-        idents = tuple(_identity(posixpath.join(site, n)) for n in sorted(names))
-        ident = (_identity(site), idents)
+        idents = tuple(identity(posixpath.join(site, n)) for n in sorted(names))
+        ident = (identity(site), idents)
         cached = self._imports.get(site)
         if cached is not None and cached[0] == ident:
             return cached[1]
