@@ -535,3 +535,50 @@ def test_an_mcp_tools_description_is_bound_by_a_remembered_approval() -> None:
         key("Bash", {"command": "ls", "description": "b"})
     assert key("mcp__tracker__create_issue", {"title": "t", "description": "a"}) != \
         key("mcp__tracker__create_issue", {"title": "t", "description": "b"})
+
+
+WRITER = r"""
+import os, sys, time
+target, payload, end = sys.argv[1], sys.argv[2].encode(), time.time() + 60
+while time.time() < end:
+    if os.path.exists(target):
+        try:
+            with open(target, "ab") as fh:
+                fh.write(payload)
+            print("wrote")
+        except OSError as exc:
+            print("refused", exc.errno)
+        sys.exit(0)
+    time.sleep(0.005)
+"""
+
+
+def test_a_file_the_approved_run_writes_is_kept_from_the_agents_other_runs(
+        tmp_path: Path) -> None:
+    """``python3 gen.py > build.sh && bash build.sh``: the view shows ``gen.py``; a
+    command of the agent's left running in its own sandbox waits for ``build.sh``
+    and appends to it before the approved run reads it back. The approved run's
+    files are claimed while it lives: the append is refused, and only what
+    ``gen.py`` wrote runs. Control: the same writer appends to a file no approved
+    run wrote."""
+    repo = make_repo(tmp_path / "repo")
+    _write(repo, {"gen.py": "print('echo approved > ran.txt')\n"}, "x")
+    settings = str(repo / ".sandbox/srt-settings.json")
+    writer = subprocess.Popen(
+        [sys.executable, "-I", "-m", "agent_sandbox", "exec", "--settings", settings, "--cwd",
+         str(repo), "--", "python3", "-c", WRITER, "build.sh", "echo EVIL > ran.txt\n"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    hook = _hook(repo, "python3 gen.py > build.sh && sleep 1 && bash build.sh")
+    rid = _pending(repo)
+    assert _cli("approve", str(repo), rid).returncode == 0
+    hook.communicate(timeout=120)
+    said, _ = writer.communicate(timeout=90)
+    assert said.decode().startswith("refused"), said
+    assert (repo / "ran.txt").read_text() == "approved\n"
+    # control: the writer appends where no approved run claims the file
+    (repo / "other.sh").write_text("echo ok\n")
+    r = subprocess.run(
+        [sys.executable, "-I", "-m", "agent_sandbox", "exec", "--settings", settings, "--cwd",
+         str(repo), "--", "python3", "-c", WRITER, "other.sh", "echo more\n"],
+        capture_output=True, env=ENV, timeout=90)
+    assert r.stdout.decode().startswith("wrote") and "more" in (repo / "other.sh").read_text()

@@ -34,7 +34,7 @@ from agent_sandbox import protected
 
 from ..bwrap import gitmeta
 from ..bwrap.globs import under
-from . import gitfolders, gitwrites
+from . import approved_files, gitfolders, gitwrites
 from .at_calls import caller_id, chmod_at, path_of, renameat2
 from .configs import Configs
 from .handed import Fd, Later
@@ -83,6 +83,7 @@ class Files(Reached):
         self.pin: Pin | None = None
         self.written: set[tuple[int, int]] = set()
         self.shared = SharedConfigs()  # shared configurations written, with their bytes before
+        self.approved = ""  # an approved run's record, its files' claims (approved_files)
         self.max_size: int | None = None  # the run's file size limit (runtime.limits)
 
     # the decisions --------------------------------------------------------
@@ -104,6 +105,9 @@ class Files(Reached):
         path = place.path
         if any(under(path, s) for s in self.judge.scratch):
             return  # the run's own temporary folder, removed when it ends
+        if place.folder >= 0 and approved_files.claimed(place.name, place.folder, self.approved):
+            raise Refused(f"{path} was written by an approved command that is still running: "
+                          "no other run changes it until that run ends")
         why = self.judge.protected(path, removing=removing)
         if why and not self._repository_own(place):
             raise Refused(why)
@@ -356,14 +360,17 @@ class Files(Reached):
                 # may wait for a reader: opened in a thread of its own (``Later``)
                 folder, place.folder = place.folder, -1
                 return Later(folder, place.name, flags, cloexec)
-            if self.pin is not None and before is not None and flags & os.O_ACCMODE == \
-                    os.O_RDWR and not flags & os.O_TRUNC:  # it reads what is there now
+            if self.pin is not None and before is not None and flags & os.O_ACCMODE in (
+                    os.O_RDWR, os.O_WRONLY) and not flags & os.O_TRUNC:
+                # what is there now is kept (and read back): the file approved, unchanged
                 self.pin.check(place.path, before, self.written)
             becomes = before is None and gitfolders.becomes(place)
             fd = os.open(place.name, flags | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, want,
                          dir_fd=place.folder)
             st = os.fstat(fd)
             self.written.add((st.st_dev, st.st_ino))
+            if self.approved:  # kept from every other run while this one lives
+                approved_files.claim(fd, self.approved)
             if before is None:
                 self._record(place, os.fstat(fd))
                 if place.name == "pyvenv.cfg":
@@ -452,6 +459,8 @@ class Files(Reached):
                 becomes = gitfolders.becomes(dst)
                 os.link(src.name, dst.name, src_dir_fd=src.folder, dst_dir_fd=dst.folder,
                         follow_symlinks=False)
+                if self.approved:
+                    approved_files.claim_at(dst.name, dst.folder, self.approved)
                 self._git_folder(dst, os.stat(dst.name, dir_fd=dst.folder,
                                               follow_symlinks=False))
                 if becomes:
@@ -500,6 +509,8 @@ class Files(Reached):
                     return 0
                 was_git = stat.S_ISDIR(moved.st_mode) or gitfolders.is_git_folder(dst.folder)
                 renameat2(src, dst, flags)
+                if self.approved:
+                    approved_files.claim_at(dst.name, dst.folder, self.approved)
                 if replaced is not None:
                     self.made.drop(replaced)
                 self.made.moved(src.path, dst.path)

@@ -47,14 +47,15 @@ def installer(settings: Settings, *, capture: bool, reads: bool = False,
 def start(made: Installer, pid: int | None, plan: Plan, settings: Settings, *, home: str,
           cwd: str, opened: Sequence[str], overlays: Sequence[tuple[str, str, str | None]],
           absent: Sequence[str], on_deny: Callable[[str], None], pin: Pin | None = None,
-          scratch: Sequence[str] = ()) -> Broker:
+          scratch: Sequence[str] = (), approved: str = "") -> Broker:
     """The broker's thread, started before bwrap sets the sandbox up (bwrap's calls
     are handed over too, and go on unjudged until ``Broker.arm``). ``pid``: the
     child that made the filter; None for a child about to be forked that sends its
     listener (``Installer.send``): the thread then receives it and serves the
     child's calls from before its ``exec`` (``handed``, once it is forked).
     ``scratch``: folders of the run's own, removed when it ends (its temporary
-    folder): no host tool meets what is planted there."""
+    folder): no host tool meets what is planted there. ``approved``: an approved
+    command's run record, which claims the files it writes (``approved_files``)."""
     from agent_sandbox.spec.paths import expand
 
     from .judge import Judge, ReadRules
@@ -78,6 +79,8 @@ def start(made: Installer, pid: int | None, plan: Plan, settings: Settings, *, h
     if sockets is None and settings.network.allow_all_unix_sockets:
         sockets = ("/",)
     broker = Broker(listener, judge, sockets, on_deny=on_deny, pin=pin)
+    if broker.files is not None and pin is not None:
+        broker.files.approved = approved
     if broker.files is not None:  # a truncate the broker makes holds the run's limit too
         from ..limits import DEFAULT_FILE_SIZE
 

@@ -249,7 +249,8 @@ class BwrapRun:
         broker = dict(plan=p, settings=self.settings, home=self.home, cwd=self.cwd,
                       opened=self.opened, overlays=self.overlays, absent=self.absent,
                       on_deny=self._refused, pin=self.pin,
-                      scratch=(self.tmp,) if self.tmp else ())
+                      scratch=(self.tmp,) if self.tmp else (),
+                      approved=self.record.record if self.record is not None else "")
         try:
             if capture:
                 import subprocess
