@@ -144,8 +144,9 @@ LAYERS: list[tuple[str, ...]] = [
     # what everything may use: errors, the host contract, the quick codecs
     ("errors", "contract", "quickjson", "quickhash", "atomic_file", "display"),
     # the host's files and names: below a trusted root, the user's state, the
-    # repository's layout, the protected set
-    ("below_root", "state_paths", "repo_layout", "last_verify", "protected", "windows_host"),
+    # repository's layout, the protected set, the files an approved run claims
+    ("below_root", "state_paths", "repo_layout", "last_verify", "protected", "windows_host",
+     "approved_claims"),
     # the spec and the facts it is rendered for
     ("spec", "inventory", "vault", "starter_policy"),
     # the audit and the policy

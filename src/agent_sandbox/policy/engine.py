@@ -23,6 +23,7 @@ remembered decision override a deny.
 
 from __future__ import annotations
 
+from .. import approved_claims
 from ..spec import paths
 from ..spec.rules import Verdict, command_matches, mcp_name_matches, prefix_matches
 from .commandline import classify_command
@@ -283,6 +284,10 @@ class Policy:
         if any(paths.covers(r, full) for r in self.deny_write):
             d.add(DENY, f"writing {full} is denied by filesystem.deny_write")
             d.risk = "high"
+            return
+        if approved_claims.claimed_path(full):
+            d.add(DENY, f"{full} was written by an approved command that is still running: "
+                        "write it once that run has ended")
             return
         # a rule may tighten a write, never loosen filesystem.allow_write
         self.apply_rules(d, "write", full, None, None)

@@ -30,11 +30,11 @@ import errno
 import os
 import stat
 
-from agent_sandbox import protected
+from agent_sandbox import approved_claims, protected
 
 from ..bwrap import gitmeta
 from ..bwrap.globs import under
-from . import approved_files, gitfolders, gitwrites
+from . import gitfolders, gitwrites
 from .at_calls import caller_id, chmod_at, path_of, renameat2
 from .configs import Configs
 from .handed import Fd, Later
@@ -105,7 +105,7 @@ class Files(Reached):
         path = place.path
         if any(under(path, s) for s in self.judge.scratch):
             return  # the run's own temporary folder, removed when it ends
-        if place.folder >= 0 and approved_files.claimed(place.name, place.folder, self.approved):
+        if place.folder >= 0 and approved_claims.claimed(place.name, place.folder, self.approved):
             raise Refused(f"{path} was written by an approved command that is still running: "
                           "no other run changes it until that run ends")
         why = self.judge.protected(path, removing=removing)
@@ -370,7 +370,7 @@ class Files(Reached):
             st = os.fstat(fd)
             self.written.add((st.st_dev, st.st_ino))
             if self.approved:  # kept from every other run while this one lives
-                approved_files.claim(fd, self.approved)
+                approved_claims.claim(fd, self.approved)
             if before is None:
                 self._record(place, os.fstat(fd))
                 if place.name == "pyvenv.cfg":
@@ -460,7 +460,7 @@ class Files(Reached):
                 os.link(src.name, dst.name, src_dir_fd=src.folder, dst_dir_fd=dst.folder,
                         follow_symlinks=False)
                 if self.approved:
-                    approved_files.claim_at(dst.name, dst.folder, self.approved)
+                    approved_claims.claim_at(dst.name, dst.folder, self.approved)
                 self._git_folder(dst, os.stat(dst.name, dir_fd=dst.folder,
                                               follow_symlinks=False))
                 if becomes:
@@ -510,7 +510,7 @@ class Files(Reached):
                 was_git = stat.S_ISDIR(moved.st_mode) or gitfolders.is_git_folder(dst.folder)
                 renameat2(src, dst, flags)
                 if self.approved:
-                    approved_files.claim_at(dst.name, dst.folder, self.approved)
+                    approved_claims.claim_at(dst.name, dst.folder, self.approved)
                 if replaced is not None:
                     self.made.drop(replaced)
                 self.made.moved(src.path, dst.path)

@@ -55,7 +55,7 @@ def start(made: Installer, pid: int | None, plan: Plan, settings: Settings, *, h
     child's calls from before its ``exec`` (``handed``, once it is forked).
     ``scratch``: folders of the run's own, removed when it ends (its temporary
     folder): no host tool meets what is planted there. ``approved``: an approved
-    command's run record, which claims the files it writes (``approved_files``)."""
+    command's run record, which claims the files it writes (``approved_claims``)."""
     from agent_sandbox.spec.paths import expand
 
     from .judge import Judge, ReadRules

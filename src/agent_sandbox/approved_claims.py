@@ -9,7 +9,8 @@ would run code no one saw. So each file the approved run opens for writing,
 makes, or renames into place carries ``CLAIM`` (an extended attribute naming the
 approved run's record in the lock folder), and any other run's broker refuses to
 write, replace, rename or remove a file whose claim names a run that still lives
-(its record locked). No sandboxed command can set or remove an extended attribute
+(its record locked), and the hook refuses an agent's file tool writing it
+(``policy.engine``). No sandboxed command can set or remove an extended attribute
 (``bwrap.seccomp``); a claim whose run has ended claims nothing."""
 
 from __future__ import annotations
@@ -50,8 +51,14 @@ def claim_at(name: str, folder: int, record: str) -> None:
 def claimed(name: str, folder: int, own: str) -> str | None:
     """The live approved run (its record) that claims the file ``name`` in the folder
     open at ``folder``, when it is not ``own``; else None."""
+    return claimed_path(f"/proc/self/fd/{folder}/{name}", own)
+
+
+def claimed_path(path: str, own: str = "") -> str | None:
+    """``claimed`` of the file at ``path`` (not followed): what the hook asks before
+    an agent's file tool writes it."""
     try:
-        value = os.getxattr(f"/proc/self/fd/{folder}/{name}", CLAIM, follow_symlinks=False)
+        value = os.getxattr(path, CLAIM, follow_symlinks=False)
     except OSError:
         return None
     record = os.fsdecode(value)
