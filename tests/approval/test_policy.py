@@ -389,3 +389,29 @@ def test_forms_that_print_a_denied_file_are_never_allowed(tmp_path: Path, comman
     p = Policy(BASE_POLICY, repo=str(repo), home=str(tmp_path / "home"))
     assert bash(p, command) != Verdict.ALLOW
     assert bash(p, "git log --oneline -3") == Verdict.ALLOW  # the control: no file's text
+
+
+def test_a_file_a_live_approved_run_wrote_is_not_written_by_a_file_tool(policy: Policy,
+                                                                        tmp_path: Path) -> None:
+    """An approved run claims the files it writes (``approved_claims``) while it lives:
+    the agent's Write tool may not change one meanwhile; once the run has ended (its
+    record unlocked) the claim holds nothing."""
+    import fcntl
+
+    from agent_sandbox import approved_claims
+
+    repo = Path(policy.repo or "")
+    target = repo / "build.sh"
+    target.write_text("echo built\n")
+    record = tmp_path / "run-record"
+    record.write_text("")
+    held = os.open(record, os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    fd = os.open(target, os.O_RDONLY)
+    approved_claims.claim(fd, str(record))
+    os.close(fd)
+    call = Call("write", "Write", {}, str(repo), paths=("build.sh",))
+    d = policy.classify(call)
+    assert d.verdict is Verdict.DENY and "approved command" in " ".join(d.reasons), d
+    os.close(held)  # the run ended
+    assert policy.classify(call).verdict is not Verdict.DENY
