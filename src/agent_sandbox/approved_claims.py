@@ -1,15 +1,16 @@
-"""The files an approved command's run writes, kept from every other run while it
-lives.
+"""The files an approved command's run writes, watched while it lives.
 
 An approved run reads back what it wrote as it is (``pinned``: its own files);
 another run of the agent's over the same tree (a command left running in the
 background) could rewrite such a file between the approved run's write and its
 read (``python3 gen.py > build.sh && bash build.sh``), and the approved command
 would run code no one saw. So each file the approved run opens for writing,
-makes, or renames into place carries ``CLAIM`` (an extended attribute naming the
-approved run's record in the lock folder), and any other run's broker refuses to
-write, replace, rename or remove a file whose claim names a run that still lives
-(its record locked), and the hook refuses an agent's file tool writing it
+makes, or renames into place carries ``CLAIM``, an extended attribute naming the
+approved run's record in the lock folder. Another run's broker that writes,
+replaces, moves or removes a file a live run claims goes on (two runs appending
+to one log is ordinary), and marks the claim taken (``taint``); the approved run
+then refuses to read or run that file of its own, unless it writes it whole again.
+The hook refuses an agent's file tool writing a claimed file while the run lives
 (``policy.engine``). No sandboxed command can set or remove an extended attribute
 (``bwrap.seccomp``); a claim whose run has ended claims nothing."""
 
@@ -22,13 +23,49 @@ import os
 CLAIM = "user.agent-sandbox.approved"
 
 
-def claim(fd: int, record: str) -> None:
+TAKEN = "taken:"  # the claim's value once another run changed the file
+
+
+def claim(fd: int, record: str, whole: bool = True) -> None:
     """``CLAIM`` for the run whose record is ``record`` on the file open at ``fd``
-    (not ``O_PATH``); where the file system keeps no extended attributes, nothing."""
+    (not ``O_PATH``); ``whole``: the run writes it whole (made, truncated), which
+    lifts a taint; where the file system keeps no extended attributes, nothing."""
+    try:
+        if not whole and os.fsdecode(os.getxattr(fd, CLAIM)) == TAKEN + record:
+            return
+    except OSError:
+        pass
     try:
         os.setxattr(fd, CLAIM, os.fsencode(record))
     except OSError:
         pass
+
+
+def taint(name: str, folder: int, record: str) -> None:
+    """Mark the claim of ``record`` on the file ``name`` in the folder open at
+    ``folder`` taken: another run is about to change the file."""
+    try:
+        os.setxattr(f"/proc/self/fd/{folder}/{name}", CLAIM, os.fsencode(TAKEN + record),
+                    follow_symlinks=False)
+    except OSError:
+        pass
+
+
+def take(name: str, folder: int, own: str) -> None:
+    """Another run than ``own`` is about to change the file ``name`` in the folder
+    open at ``folder``: the claim of a live approved run on it, if any, is taken."""
+    holder = claimed(name, folder, own)
+    if holder:
+        taint(name, folder, holder)
+
+
+def taken(path: str, record: str) -> bool:
+    """Whether the file at ``path`` (a real path, not followed) is one of ``record``'s
+    that another run changed since it wrote it."""
+    try:
+        return os.fsdecode(os.getxattr(path, CLAIM, follow_symlinks=False)) == TAKEN + record
+    except OSError:
+        return False
 
 
 def claim_at(name: str, folder: int, record: str) -> None:
@@ -62,6 +99,8 @@ def claimed_path(path: str, own: str = "") -> str | None:
     except OSError:
         return None
     record = os.fsdecode(value)
+    if record.startswith(TAKEN):
+        return None  # taken already: the approved run reads it no more
     return record if record != own and _lives(record) else None
 
 

@@ -553,14 +553,15 @@ while time.time() < end:
 """
 
 
-def test_a_file_the_approved_run_writes_is_kept_from_the_agents_other_runs(
+def test_a_file_the_approved_run_wrote_and_another_run_changed_never_runs(
         tmp_path: Path) -> None:
     """``python3 gen.py > build.sh && bash build.sh``: the view shows ``gen.py``; a
     command of the agent's left running in its own sandbox waits for ``build.sh``
     and appends to it before the approved run reads it back. The approved run's
-    files are claimed while it lives: the append is refused, and only what
-    ``gen.py`` wrote runs. Control: the same writer appends to a file no approved
-    run wrote."""
+    files are claimed while it lives: the append goes on (another run is not
+    refused), the claim is taken, and the approved run refuses to run the file:
+    nothing of it runs. Control: the same writer appends to a file no approved run
+    wrote."""
     repo = make_repo(tmp_path / "repo")
     _write(repo, {"gen.py": "print('echo approved > ran.txt')\n"}, "x")
     settings = str(repo / ".sandbox/srt-settings.json")
@@ -573,8 +574,10 @@ def test_a_file_the_approved_run_writes_is_kept_from_the_agents_other_runs(
     assert _cli("approve", str(repo), rid).returncode == 0
     hook.communicate(timeout=120)
     said, _ = writer.communicate(timeout=90)
-    assert said.decode().startswith("refused"), said
-    assert (repo / "ran.txt").read_text() == "approved\n"
+    assert said.decode().startswith("wrote"), said
+    assert not (repo / "ran.txt").exists()
+    done = json.loads((repo / f".sandbox/escalations/done/{rid}.json").read_text())
+    assert any("build.sh" in r for r in done.get("refused_reads", [])), done
     # control: the writer appends where no approved run claims the file
     (repo / "other.sh").write_text("echo ok\n")
     r = subprocess.run(

@@ -105,9 +105,8 @@ class Files(Reached):
         path = place.path
         if any(under(path, s) for s in self.judge.scratch):
             return  # the run's own temporary folder, removed when it ends
-        if place.folder >= 0 and approved_claims.claimed(place.name, place.folder, self.approved):
-            raise Refused(f"{path} was written by an approved command that is still running: "
-                          "no other run changes it until that run ends")
+        if place.folder >= 0:  # a live approved run's file: it reads it no more
+            approved_claims.take(place.name, place.folder, self.approved)
         why = self.judge.protected(path, removing=removing)
         if why and not self._repository_own(place):
             raise Refused(why)
@@ -360,17 +359,18 @@ class Files(Reached):
                 # may wait for a reader: opened in a thread of its own (``Later``)
                 folder, place.folder = place.folder, -1
                 return Later(folder, place.name, flags, cloexec)
-            if self.pin is not None and before is not None and flags & os.O_ACCMODE in (
-                    os.O_RDWR, os.O_WRONLY) and not flags & os.O_TRUNC:
-                # what is there now is kept (and read back): the file approved, unchanged
-                self.pin.check(place.path, before, self.written)
+            pin = self.pin if before is not None and not flags & os.O_TRUNC else None
+            if pin is not None and before is not None and flags & os.O_ACCMODE == os.O_RDWR:
+                pin.check(place.path, before, self.written)  # it reads what is there now
             becomes = before is None and gitfolders.becomes(place)
             fd = os.open(place.name, flags | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, want,
                          dir_fd=place.folder)
             st = os.fstat(fd)
-            self.written.add((st.st_dev, st.st_ino))
-            if self.approved:  # kept from every other run while this one lives
-                approved_claims.claim(fd, self.approved)
+            # its own to read back as it is, unless it keeps what changed since the approval
+            if pin is None or before is None or pin.kept(place.path, before):
+                self.written.add((st.st_dev, st.st_ino))
+                if self.approved:  # watched while this run lives (approved_claims)
+                    approved_claims.claim(fd, self.approved, pin is None)
             if before is None:
                 self._record(place, os.fstat(fd))
                 if place.name == "pyvenv.cfg":

@@ -80,7 +80,7 @@ def start(made: Installer, pid: int | None, plan: Plan, settings: Settings, *, h
         sockets = ("/",)
     broker = Broker(listener, judge, sockets, on_deny=on_deny, pin=pin)
     if broker.files is not None and pin is not None:
-        broker.files.approved = approved
+        broker.files.approved = pin.record = approved
     if broker.files is not None:  # a truncate the broker makes holds the run's limit too
         from ..limits import DEFAULT_FILE_SIZE
 

@@ -20,6 +20,8 @@ import os
 import posixpath
 import stat
 
+from agent_sandbox import approved_claims
+
 from .refused import Refused
 
 TYPE_CHECKING = False
@@ -39,6 +41,7 @@ class Pin:
         self.digests = digests or {}  # the files the human was shown: by their bytes
         self.roots = tuple(r.rstrip("/") or "/" for r in roots)
         self.refused: list[str] = []  # what the run was refused, for its record
+        self.record = ""  # the run's record, which its files' claims name (approved_claims)
 
     def covers(self, path: str) -> bool:
         return any(path == r or path.startswith(r + "/") for r in self.roots)
@@ -56,7 +59,12 @@ class Pin:
         it is not the record's to judge (a folder, not below the roots, or the
         run's own). A pipe, socket or device below the roots is refused: what it
         gives is written while the command runs, never what was approved."""
-        if stat.S_ISDIR(st.st_mode) or not self.covers(path) or (st.st_dev, st.st_ino) in own:
+        if stat.S_ISDIR(st.st_mode) or not self.covers(path):
+            return False
+        if (st.st_dev, st.st_ino) in own:
+            if self.record and approved_claims.taken(path, self.record):
+                self._refuse(f"{path} was changed by another run after this approved "
+                             "command wrote it")
             return False
         if not stat.S_ISREG(st.st_mode):
             self._refuse(f"{path} is not a file of the tree approved (a pipe, socket or "
@@ -67,6 +75,16 @@ class Pin:
         elif (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != want[:4]:
             self._refuse(f"{path} changed after this command was approved")
         return True
+
+    def kept(self, path: str, st: os.stat_result) -> bool:
+        """Whether the file at ``path`` is the one recorded, unchanged (or no file the
+        record judges), without refusing: a write that keeps what is there makes it
+        the run's own only then."""
+        want = self.entries.get(path)
+        if not self.covers(path):
+            return True
+        return want is not None and (st.st_ino, st.st_size, st.st_mtime_ns,
+                                     st.st_ctime_ns) == want[:4]
 
     def route(self, named: str) -> None:
         """``Refused`` unless every link on the way to ``named`` (the path as the
