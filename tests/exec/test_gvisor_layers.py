@@ -199,19 +199,23 @@ def test_a_killed_run_publishes_nothing_and_its_layer_is_kept(
     other = tmp_path / "o"
     other.mkdir()
     so = write_settings(tmp_path / "so.json", {"filesystem": {"allowWrite": [str(other)]}})
+    # .bashrc comes 8 s after .envrc: time enough for the next start to end the
+    # container on a loaded machine; the test waits past it before judging
     script = ("echo x > started.flag; sleep 3; mkdir -p sub; echo 'echo planted' > "
-              "sub/.envrc; sleep 2; echo 'echo planted' > sub/.bashrc")
+              "sub/.envrc; sleep 8; echo 'echo planted' > sub/.bashrc")
     caller = subprocess.Popen([SANDBOX, "exec", "--backend", "gvisor", "--settings",
                                str(world["settings"]), "--", "sh", "-c", script], cwd=root,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     layers = Path(os.environ["AGENT_SANDBOX_STATE_DIR"]) / "layers"
     wait_for_any(layers, "started.flag")
+    started = time.monotonic()
     caller.send_signal(signal.SIGKILL)
     caller.wait(30)
     time.sleep(3.5)  # the command has written .envrc by now, in its layer
     assert subprocess.run([SANDBOX, "exec", "--settings", str(so), "--", "true"],
                           cwd=other, timeout=120).returncode == 0  # the next start
-    time.sleep(2.5)  # and would have written .bashrc, had its container lived on
+    # and would have written .bashrc by now, had its container lived on
+    time.sleep(max(0.0, 13.0 - (time.monotonic() - started)))
     assert sorted(p.name for p in root.iterdir()) == []
     rc, said = finish(gvisor(so, other, "true"))
     assert rc == 0 and "kept in" in said, said

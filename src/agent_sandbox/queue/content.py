@@ -216,12 +216,22 @@ def _run_in(args: list[str], cwd: str) -> str:
 
 
 def _folders(words: list[str], cwd: str) -> list[str]:
-    """Every folder a word of the command may be read in: the request's, and each
+    """Every folder a word of the command may be read in: the request's, each one a
+    ``-C``/``--chdir`` option names (``env -C``, ``git -C``, ``make -C``), and each
     one a ``cd`` or ``pushd`` anywhere in it leads to, from the request's folder and
     from the one before (which of them the shell is in when a word is read depends
     on what succeeded: ``if cd sub; then ...``, ``cd sub extra``)."""
     out, at = [cwd], cwd
-    for i, word in enumerate(words[:-1]):
+    for i, word in enumerate(words):
+        name, eq, given = word.partition("=")
+        if eq and name in ("--chdir", "--directory", "--work-tree", "--git-dir"):
+            out.append(os.path.normpath(os.path.join(cwd, os.path.expanduser(given))))
+        if word.startswith("-C") and len(word) > 2:  # -Cdir, as git and make take it
+            out.append(os.path.normpath(os.path.join(cwd, os.path.expanduser(word[2:]))))
+        if i + 1 >= len(words):
+            break
+        if word in ("-C", "--chdir", "--directory"):  # env -C, git -C, make -C
+            out.append(os.path.normpath(os.path.join(cwd, os.path.expanduser(words[i + 1]))))
         if word in ("cd", "pushd"):
             target = next((w for w in words[i + 1:] if not w.startswith("-")), None)
             if target is None or target in _SEPARATORS:

@@ -154,7 +154,8 @@ class Files(Reached):
             if not leaving and place.name in protected.CWD_MODULES and self.judge.in_roots(path):
                 self._python(place, "f")  # a package moved in where Python imports it
         if place.folder >= 0 and self.judge.in_roots(path):
-            self._around(place, path, moved is not None and stat.S_ISDIR(moved.st_mode))
+            self._around(place, path, moved is not None and stat.S_ISDIR(moved.st_mode),
+                         leaving)
         if moved is not None and stat.S_ISDIR(moved.st_mode) and top is not None \
                 and top != path and not self._own(root + top):
             raise Refused(f"{path} is inside {top}, which this run did not create")
@@ -172,20 +173,6 @@ class Files(Reached):
         repository is."""
         return place.name in protected.REPOSITORY_OWN and place.folder >= 0 and \
             self._sandboxed_path(protected.GIT_DIR, place.folder)
-
-    def _linked(self, place: Place) -> None:
-        """Refuse a link, hard link or node made at ``place`` where what it stands
-        for would be read unjudged: git metadata, a mark that would make its folder
-        a git folder, a package Python imports from the working folder, a folder
-        of a protected name."""
-        why = gitfolders.by_reference(place) or gitfolders.becomes_git_dir(place)
-        if why:
-            raise Refused(why)
-        if place.name in protected.CWD_MODULES and self.judge.in_roots(place.path):
-            self._python(place, "f")  # a link to a package where Python imports it
-        if place.name in self.judge.firsts and self.judge.in_roots(place.path):
-            raise Refused(f"{place.path} would lead to files under a protected name "
-                          f"({place.name}/...): never a link")
 
     def _exposes(self, src: Place, dst: Place, moved: os.stat_result | None) -> None:
         """Refuse a rename or link that would give a file denied for reading
@@ -213,10 +200,12 @@ class Files(Reached):
             place.folder >= 0 and self.around.git_dir_entry(
                 place.name, place.folder, place.parent.rsplit("/", 1)[-1]) == "here")
 
-    def _around(self, place: Place, path: str, folder_moved: bool) -> None:
+    def _around(self, place: Place, path: str, folder_moved: bool, leaving: bool) -> None:
         """The rules the folders around ``place`` decide (``surroundings``);
         ``folder_moved``: a folder is moved to or from ``path``, so a path a
-        configuration names below it would change too."""
+        configuration names below it would change too; ``leaving``: the name goes
+        (removed, moved away), which plants nothing where a path is named: what is
+        made there after is judged (``rm -rf node_modules`` with a hook's binary)."""
         where = self.around.git_dir_entry(place.name, place.folder,
                                           place.parent.rsplit("/", 1)[-1])
         if where is not None:
@@ -236,7 +225,7 @@ class Files(Reached):
             why = gitwrites.rule_for(path, gitdir)
             if why:
                 raise Refused(why)
-        why = self.around.named_by_git(path, folder_moved) or \
+        why = None if leaving else self.around.named_by_git(path, folder_moved) or \
             self.configs.named(path, folder_moved)
         if why:
             raise Refused(why)

@@ -51,6 +51,9 @@ def _patterns() -> tuple[re.Pattern[str], ...]:
             re.compile(r"(?<![\w./-])python[\d.]*(?![\w/.-])"),  # python on PATH
             re.compile(r"(?<![\w$])PATH=([\"']?)([^\"'\s;]*)\1"),  # PATH=...
             re.compile(r"[A-Za-z_][\w.+-]*"),  # a word: perhaps a program it runs
+            # a package runner's program: ``npx lefthook``, ``yarn lint-staged``
+            re.compile(r"(?<![\w/.-])(?:(?:npm|pnpm|yarn) exec|bun x|npx|bunx|pnpx|yarn|pnpm)"
+                       r"\s+(?:-[\w-]+(?:=\S+)?\s+)*([@A-Za-z][\w@./+-]*)"),
         ))
     return tuple(_RE)
 
@@ -71,14 +74,16 @@ class Read:
 
 def hook_reads(text: str) -> Read:
     """What one hook's text says (pure)."""
-    top, inner, absolute, minus_m, interp, bare, assign, word = _patterns()
+    top, inner, absolute, minus_m, interp, bare, assign, word, runner = _patterns()
+    # what a package runner starts: node_modules/.bin/NAME of the work tree
+    runs = [f"node_modules/.bin/{m.rsplit('/', 1)[-1]}" for m in runner.findall(text)]
     path_dirs = [e for m in assign.findall(text) for e in m[1].split(":")
                  if e and not e.startswith(("/", "$", "~"))]
     words = set(word.findall(text))
     text = assign.sub("", text)  # a PATH entry names no program (its programs: path_dirs)
     text = top.sub("", text)
     text = inner.sub(_VAR, text)
-    paths = [p.replace(_VAR, "*") for p in relative_names(text)]
+    paths = runs + [p.replace(_VAR, "*") for p in relative_names(text)]
     paths += [m.replace(_VAR, "*") for m in absolute.findall(text)]
     pythons: list[str] = []
     if minus_m.search(text):
@@ -190,6 +195,11 @@ class Hooks:
 
 
 _NONE = Hooks([], frozenset(), [], frozenset())
+# programs the programs a hook names start by name in their turn (npx's and
+# lint-staged's ``#!/usr/bin/env node``, lint-staged's ``git``): kept on a PATH
+# folder a hook adds, named in its text or not
+_STARTED = frozenset({"node", "nodejs", "sh", "bash", "dash", "env", "git", "python", "python3",
+                      "npm", "npx", "yarn", "pnpm", "corepack", "bun", "deno"})
 _MAX_FILES = 64
 
 
@@ -239,7 +249,7 @@ class HookScripts:
             modules |= self._installed(interp)
         found = Hooks(sorted(posixpath.normpath(p) for p in paths), frozenset(modules),
                       sorted(posixpath.normpath(d) for d in dirs),
-                      frozenset(words & self.programs()) if dirs else frozenset())
+                      frozenset((words | _STARTED) & self.programs()) if dirs else frozenset())
         self._read[(hooks, worktree)] = (folders, files, idents, found)
         return found
 

@@ -41,7 +41,7 @@ import stat
 
 from agent_sandbox import protected
 
-from . import gitwrites
+from . import gitfolders, gitwrites
 from .at_calls import holds
 from .made import marked_file
 from .refused import Refused
@@ -111,6 +111,25 @@ class Reached:
         where = place.parent.rsplit("/", 1)[0] if kind in ("c", "m", "u") else place.parent
         raise Refused(f"{place.path} is Python start-up of {where or '/'}, which no sandboxed "
                       "run made (what its interpreter runs is not the sandbox's to change)")
+
+    def _linked(self, place: Place) -> None:
+        """Refuse a link, hard link or node made at ``place`` where what it stands
+        for would be read unjudged: git metadata, a mark that would make its folder
+        a git folder, a package Python imports from the working folder, a folder
+        of a protected name, a folder of a virtualenv to be (``.venv/lib``)."""
+        why = gitfolders.by_reference(place) or gitfolders.becomes_git_dir(place)
+        if why:
+            raise Refused(why)
+        if place.name in protected.CWD_MODULES and self.judge.in_roots(place.path):
+            self._python(place, "f")  # a link to a package where Python imports it
+        if place.name in self.judge.firsts and self.judge.in_roots(place.path):
+            raise Refused(f"{place.path} would lead to files under a protected name "
+                          f"({place.name}/...): never a link")
+        if place.name in _VENV_SUBS and venv_like(place.parent.rsplit("/", 1)[-1]) and \
+                place.folder >= 0 and not holds(place.folder, "pyvenv.cfg"):
+            raise Refused(f"{place.path} would be a folder of {place.parent}, which holds no "
+                          "pyvenv.cfg yet: never a link (a virtualenv made there later "
+                          "would keep it)")
 
     def _reach(self, t: Target, path: str, *, follow: bool) -> Place:
         """``locate``, each link followed at the last name judged as a write of its
@@ -280,14 +299,14 @@ _NOT_INTO = frozenset({"node_modules", ".git", "__pycache__", "site-packages", "
 
 def _users_venv(fd: int) -> str | None:
     """The first virtualenv below the folder open at ``fd`` (up to ``_VENV_DEPTH``
-    levels, under a name virtualenvs are given) that no sandboxed run made."""
+    levels, whatever its name: ``app/py311``) that no sandboxed run made."""
     for n in sorted(VENV_NAMES):
         if holds(fd, f"{n}/pyvenv.cfg") and not marked_file(f"/proc/self/fd/{fd}/{n}/pyvenv.cfg"):
             return n
     try:
         for folder, dirs, files, _ in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
             depth = folder.count("/")
-            if "pyvenv.cfg" in files and depth and venv_like(folder.rsplit("/", 1)[-1]) \
+            if "pyvenv.cfg" in files and depth \
                     and not marked_file(f"/proc/self/fd/{fd}/{folder}/pyvenv.cfg"):
                 return folder[2:]
             if depth >= _VENV_DEPTH or "pyvenv.cfg" in files:
