@@ -60,3 +60,31 @@ def test_sections_read_as_the_linters_read_them() -> None:
             "[tool.pylint.\"messages control\"]\ndisable = x\n[tool.black]\nline = 1\n")
     got = sorted(loading_sections(text))
     assert got[:2] == ["mypy", "mypy-x.*"] and got[2].startswith("tool.pylint.") and len(got) == 3
+
+
+@pytest.mark.parametrize("script", [
+    # dotted keys, a spaced header: TOML's reading, not the header's text
+    "printf '[project]\\nname = \"p\"\\n[tool]\\nmypy.plugins = [\"x.py\"]\\n' > pyproject.toml",
+    "printf '[project]\\nname = \"p\"\\n[tool . mypy]\\nplugins = [\"x.py\"]\\n' > pyproject.toml",
+    # a folder holding one moved into place after it was written
+    "mkdir s && printf '[tool.mypy]\\nplugins = [\"x.py\"]\\n' > s/pyproject.toml && mv s sub",
+])
+def test_a_code_loading_table_in_any_spelling_is_put_back(tmp_path: Path, script: str) -> None:
+    root = tmp_path / "w"
+    (root / "sub").mkdir(parents=True) if "mv s sub" not in script else root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = \"p\"\n")
+    said = _run(root, script)
+    for f in (root / "pyproject.toml", root / "sub" / "pyproject.toml"):
+        assert "mypy" not in (f.read_text() if f.exists() else ""), said
+
+
+def test_a_shared_configuration_is_never_hard_linked(tmp_path: Path) -> None:
+    """A write through a second name of the same file would never be noted."""
+    root = tmp_path / "w"
+    root.mkdir()
+    (root / "setup.cfg").write_text("[metadata]\nname = p\n")
+    settings = {"network": {"allowedDomains": [], "deniedDomains": []},
+                "filesystem": {"denyRead": [], "allowWrite": [str(root)], "denyWrite": []}}
+    r = run_sandboxed(["sh", "-c", "ln setup.cfg x.tmp && printf '[mypy]\\nplugins = p\\n' "
+                       ">> x.tmp"], json.loads(json.dumps(settings)), root)
+    assert b"never hard-linked" in r.stderr and "mypy" not in (root / "setup.cfg").read_text()

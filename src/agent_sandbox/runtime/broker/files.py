@@ -42,7 +42,7 @@ from .judge import PYCACHE, Judge
 from .made import Made, mark, mark_file, marked
 from .reached import Reached
 from .refused import Refused
-from .shared_configs import SharedConfigs
+from .shared_configs import SHARED, SharedConfigs
 from .surroundings import Surroundings
 from .target import (
     AT_FDCWD,
@@ -439,6 +439,8 @@ class Files(Reached):
             try:
                 self._check(t, src)  # a second name for it could be written
                 self._check(t, dst)
+                if src.name in SHARED:  # written through another name, never noted
+                    raise Refused(f"{src.path} is a shared configuration: never hard-linked")
                 self.shared.note(dst.path)
                 self._exposes(src, dst, None)  # or read
                 why = gitfolders.by_reference(src)  # no second name for git metadata
@@ -481,6 +483,8 @@ class Files(Reached):
                 self._check(t, dst, moved=moved)
                 self._venv_moved(src, dst, moved)
                 self.shared.note(dst.path)
+                if stat.S_ISDIR(moved.st_mode):  # what it brings is written there too
+                    self.shared.note_moved(f"/proc/{t.pid}/root", src.path, dst.path)
                 why = (gitfolders.moved_git_dir(src, dst) if stat.S_ISDIR(moved.st_mode) else
                        gitfolders.becomes_git_dir(dst)
                        or gitfolders.rewrites(dst, replaced, self._git_meta(dst)))

@@ -17,7 +17,7 @@ import os
 import time
 
 SHARED = frozenset({"pyproject.toml", "setup.cfg", "tox.ini"})
-READ_LIMIT = 1 << 20
+READ_LIMIT = 1 << 20  # a larger file is judged by its bytes: any change counts
 # section names (lower case) whose text is judged, or their prefixes before a '.' or ':'
 _JUDGED = ("mypy", "tool.mypy", "pylint", "tool.pylint", "master", "main", "flake8",
            "flake8:local-plugins", "coverage:run", "tool.coverage.run", "tool.coverage")
@@ -40,13 +40,44 @@ def loading_sections(text: str) -> dict[str, str]:
     return {k: "\n".join(v) for k, v in out.items()}
 
 
+def _toml_sections(text: str) -> dict[str, str] | None:
+    """The judged tables of a TOML text as TOML reads them (dotted keys, spaced or
+    quoted headers, inline tables alike), each as canonical JSON; None when it
+    does not parse."""
+    import json
+    import tomllib
+
+    try:
+        doc = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, UnicodeError):
+        return None
+    raw = doc.get("tool")
+    tool = raw if isinstance(raw, dict) else {}
+    return {f"tool.{k}": json.dumps(v, sort_keys=True, default=str) for k, v in tool.items()
+            if any(k == j.split(".", 1)[1] for j in _JUDGED if j.startswith("tool."))}
+
+
+def judged(path: str, data: bytes | None) -> dict[str, str] | None:
+    """What of the file's text is judged: its code-loading sections (a TOML file's
+    as TOML reads them); None when it cannot be read whole (too large, or a TOML
+    text that does not parse): then any change counts."""
+    if data is None:
+        return {}
+    if len(data) > READ_LIMIT:
+        return None
+    text = data.decode("utf-8", "replace")
+    if path.endswith(".toml"):
+        return _toml_sections(text)
+    return loading_sections(text)
+
+
 def _read(path: str) -> bytes | None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        return os.read(fd, READ_LIMIT)
+        return os.read(fd, READ_LIMIT + 1)
     except OSError:
         return None
     finally:
@@ -59,10 +90,31 @@ class SharedConfigs:
     def __init__(self) -> None:
         self.before: dict[str, bytes | None] = {}
 
-    def note(self, path: str) -> None:
-        """``path`` is about to be written: its bytes now, the first time."""
+    def note(self, path: str, was: str | None = None) -> None:
+        """``path`` is about to be written: its bytes now (``was``: those of the file
+        at that path instead, one a folder being moved brings), the first time."""
         if path not in self.before and os.path.basename(path) in SHARED:
-            self.before[path] = _read(path)
+            self.before[path] = _read(was or path)
+
+    def note_moved(self, root: str, src: str, dst: str) -> None:
+        """A folder is moved from ``src`` to ``dst`` (read below ``root``, the caller's
+        root): the shared configurations it holds (three levels down, not into
+        ``node_modules`` or ``.git``) are noted at their new paths, with their bytes
+        now."""
+        top = root + src
+        try:
+            for folder, dirs, files in os.walk(top):
+                depth = folder[len(top):].count("/")
+                dirs[:] = [] if depth >= 3 else [d for d in dirs
+                                                 if d not in ("node_modules", ".git")]
+                for name in SHARED.intersection(files):
+                    rel = os.path.join(folder, name)[len(top):]
+                    if src + rel in self.before:  # written by this run before the move
+                        self.before.setdefault(dst + rel, self.before[src + rel])
+                    else:
+                        self.note(dst + rel, was=top + rel)
+        except OSError:
+            pass
 
     def settle(self) -> list[str]:
         """After the run: each file whose code-loading sections changed put back, the
@@ -70,11 +122,11 @@ class SharedConfigs:
         said = []
         for path, old in self.before.items():
             new = _read(path)
-            was = loading_sections((old or b"").decode("utf-8", "replace"))
-            now = loading_sections((new or b"").decode("utf-8", "replace"))
-            if new == old or now == was:
+            was, now = judged(path, old), judged(path, new)
+            if new == old or (was is not None and now is not None and now == was):
                 continue
-            changed = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))
+            changed = sorted(k for k in set(was or {}) | set(now or {})
+                             if (was or {}).get(k) != (now or {}).get(k)) or ["all of it"]
             aside = f"{path}.sandbox-quarantine-{time.strftime('%Y%m%dT%H%M%S')}"
             try:
                 os.rename(path, aside)
