@@ -12,7 +12,9 @@ to one log is ordinary), and marks the claim taken (``taint``); the approved run
 then refuses to read or run that file of its own, unless it writes it whole again.
 The hook refuses an agent's file tool writing a claimed file while the run lives
 (``policy.engine``). No sandboxed command can set or remove an extended attribute
-(``bwrap.seccomp``); a claim whose run has ended claims nothing."""
+(``bwrap.seccomp``); a claim whose run has ended claims nothing. A file the
+approved run truncates is made anew (``fresh``): a descriptor opened before
+reaches the old one."""
 
 from __future__ import annotations
 
@@ -117,3 +119,25 @@ def _lives(record: str) -> bool:
         return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
     finally:
         os.close(fd)
+
+
+def fresh(name: str, folder: int, flags: int, mode: int) -> int:
+    """The file ``name`` in the folder open at ``folder`` made anew where an approved
+    run truncates it: a new file renamed over the old, opened with ``flags`` (but
+    truncation), so no descriptor another process opened before (a command of the
+    agent's holding it for writing) reaches what the run writes and reads back."""
+    tmp = f".{name[:200]}.approved-{os.urandom(6).hex()}"
+    fd = os.open(tmp, (flags & ~os.O_TRUNC) | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                 | os.O_NOCTTY | os.O_CLOEXEC, mode & 0o7777, dir_fd=folder)
+    try:
+        os.fchmod(fd, mode & 0o7777)
+        os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except OSError:
+        os.close(fd)
+        try:
+            os.unlink(tmp, dir_fd=folder)
+        except OSError:
+            pass
+        raise
+    return fd
+

@@ -585,3 +585,42 @@ def test_a_file_the_approved_run_wrote_and_another_run_changed_never_runs(
          str(repo), "--", "python3", "-c", WRITER, "other.sh", "echo more\n"],
         capture_output=True, env=ENV, timeout=90)
     assert r.stdout.decode().startswith("wrote") and "more" in (repo / "other.sh").read_text()
+
+
+HOLDER = r"""
+import os, sys, time
+fd = os.open("build.sh", os.O_WRONLY)  # held from before the request
+print("holding", flush=True)
+evil, end = b"echo EVIL > ran.txt; exit 0\n", time.time() + 60
+while time.time() < end:
+    size = os.fstat(fd).st_size
+    if size and size != len(evil):
+        os.pwrite(fd, evil, 0)
+    time.sleep(0.002)
+"""
+
+
+def test_a_descriptor_held_from_before_never_reaches_what_the_approved_run_writes(
+        tmp_path: Path) -> None:
+    """A command of the agent's opens ``build.sh`` for writing before it asks and
+    keeps the descriptor (opening changes nothing the record holds); the approved
+    command writes the script whole and runs it, while the holder rewrites
+    whatever it finds there. A file the approved run truncates is made anew: the
+    held descriptor reaches the old one, and the approved text runs."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / "build.sh").write_text("")
+    settings = str(repo / ".sandbox/srt-settings.json")
+    holder = subprocess.Popen(
+        [sys.executable, "-I", "-m", "agent_sandbox", "exec", "--settings", settings, "--cwd",
+         str(repo), "--", "python3", "-c", HOLDER], stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, env=ENV)
+    try:
+        assert holder.stdout and holder.stdout.readline() == b"holding\n"
+        hook = _hook(repo, "echo 'echo approved > ran.txt' > build.sh; sleep 1; sh build.sh")
+        rid = _pending(repo)
+        assert _cli("approve", str(repo), rid).returncode == 0
+        hook.communicate(timeout=120)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (repo / "ran.txt").read_text() == "approved\n"

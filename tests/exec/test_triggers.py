@@ -295,6 +295,23 @@ PROOFS: dict[str, Proof] = {
 
 # more forms of the entries above (what an attacker tried next): each run the same way
 VARIANTS: dict[str, Proof] = {
+    # one level further: what a file a start-up file or an .envrc sources names
+    "bashrc-sourced-then-path": Proof(
+        f"mkdir -p ~/dot/bin && {hook('~/dot/bin/git')}",
+        "bash -i -c 'git --version' </dev/null >/dev/null 2>&1", ("bash",), home=True,
+        setup="mkdir -p ~/dot && echo 'export PATH=\"$HOME/dot/bin:$PATH\"' > ~/dot/main.sh && "
+              "echo 'source ~/dot/main.sh' >> ~/.bashrc"),
+    "envrc-local-path-add": Proof(f"mkdir -p tools && {hook('tools/git')}",
+                                  "direnv exec . git --version", ("direnv",),
+                                  setup="echo 'source_env .envrc.local' > .envrc && echo "
+                                        "'PATH_add tools' > .envrc.local && direnv allow ."),
+    "hook-path-shadow-node": Proof(
+        f"mkdir -p node_modules/.bin && {hook('node_modules/.bin/node')}",
+        "git commit -q --allow-empty -m u", ("npx",),
+        setup=REPO + " && mkdir -p .husky/_ && printf '#!/bin/sh\\nexport PATH=\"node_modules/"
+        ".bin:$PATH\"\\nsh -e .husky/pre-commit\\n' > .husky/_/pre-commit && chmod +x "
+        ".husky/_/pre-commit && echo 'npx --version >/dev/null' > .husky/pre-commit && "
+        "git config core.hooksPath .husky/_"),
     "bashrc-path-entry": Proof(f"mkdir -p ~/tools/bin && {hook('~/tools/bin/git')}",
                                "bash -i -c 'git --version' </dev/null >/dev/null 2>&1",
                                ("bash",), home=True,

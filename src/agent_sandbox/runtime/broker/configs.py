@@ -86,6 +86,7 @@ def _tree(paths: tuple[str, ...]) -> dict[str, object]:
 SHELL_RC = (".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zprofile",
             ".zshenv", ".zlogin", ".kshrc", ".mkshrc")
 _NAMING_TREE = _tree((*NAMING, ENVRC, *SHELL_RC))
+_SOURCED_MAX = 16  # the files a start-up file names, read for what they name in turn
 
 
 class Configs:
@@ -93,7 +94,8 @@ class Configs:
     which of them a folder holds is looked at again only when the folder changes
     (a write call costs a ``stat`` a folder above it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, home: str = "") -> None:
+        self.home = home.rstrip("/") or ""
         self._text = NamedText(names)
         self._envrc = NamedText(envrc_names)
         self._rc = NamedText(rc_names)
@@ -101,23 +103,43 @@ class Configs:
 
     def named(self, path: str, above: bool = False) -> str | None:
         """Why a configuration in a folder above ``path`` (up to ``/``: a project's
-        ``.envrc`` may sit above the writable root) names ``path``; ``above``: or a
-        folder above what it names (a folder moved there or away)."""
+        ``.envrc`` may sit above the writable root), or a shell start-up file of the
+        home folder (it names folders anywhere: ``PATH=/opt/tools/bin:$PATH``), names
+        ``path``; ``above``: or a folder above what it names (a folder moved there
+        or away)."""
         at = posixpath.dirname(path)
+        seen_home = False
         while True:
-            for config in self._present(at, _NAMING_TREE):
-                name = posixpath.basename(config)
-                envrc = name == ENVRC
-                reader = self._envrc if envrc else self._rc if name in SHELL_RC else self._text
-                for named in reader.names(config, at):
-                    if under(path, named) or (above and under(named, path)):
-                        return f"{path} is named by {config} " + (
-                            "(direnv runs or reads what is there)" if envrc else
-                            "(the shell runs or reads what is there)" if name in SHELL_RC
-                            else "(what the tool runs)")
+            seen_home = seen_home or at == self.home
+            why = self._named_from(at, path, above)
+            if why:
+                return why
             if at == "/":
-                return None
+                return None if seen_home or not self.home else \
+                    self._named_from(self.home, path, above)
             at = posixpath.dirname(at)
+
+    def _named_from(self, at: str, path: str, above: bool) -> str | None:
+        """Why a configuration of the folder ``at`` names ``path``. An ``.envrc`` or a
+        shell start-up file is read with what it sources, one level down (an
+        ``.envrc.local`` it names, a ``main.sh`` the ``.bashrc`` sources), as a
+        shell reads them, in the same folder's terms."""
+        for config in self._present(at, _NAMING_TREE):
+            name = posixpath.basename(config)
+            envrc = name == ENVRC
+            reader = self._envrc if envrc else self._rc if name in SHELL_RC else self._text
+            names = reader.names(config, at)
+            if envrc or name in SHELL_RC:
+                names = names + [n for sourced in names[:_SOURCED_MAX]
+                                 if os.path.isfile(sourced)
+                                 for n in reader.names(sourced, at)]
+            for named in names:
+                if under(path, named) or (above and under(named, path)):
+                    return f"{path} is named by {config} " + (
+                        "(direnv runs or reads what is there)" if envrc else
+                        "(the shell runs or reads what is there)" if name in SHELL_RC
+                        else "(what the tool runs)")
+        return None
 
     def _present(self, folder: str, tree: dict[str, object]) -> list[str]:
         """The paths of ``tree`` (``NAMING`` below ``folder``) that exist."""

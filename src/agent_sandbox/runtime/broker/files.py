@@ -77,7 +77,7 @@ class Files(Reached):
         self.made = Made()
         self.own_umask = own_umask
         self.around = Surroundings(judge.home)
-        self.configs = Configs()
+        self.configs = Configs(judge.home)
         # an approved command's tree (``pinned.Pin``), and the files this run created
         # or opened for writing: its own to read back as they are now
         self.pin: Pin | None = None
@@ -352,8 +352,11 @@ class Files(Reached):
             if pin is not None and before is not None and flags & os.O_ACCMODE == os.O_RDWR:
                 pin.check(place.path, before, self.written)  # it reads what is there now
             becomes = before is None and gitfolders.becomes(place)
-            fd = os.open(place.name, flags | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, want,
-                         dir_fd=place.folder)
+            fd = approved_claims.fresh(place.name, place.folder, flags, before.st_mode) if (
+                self.approved and before is not None and flags & os.O_TRUNC and
+                stat.S_ISREG(before.st_mode) and before.st_nlink == 1) else \
+                os.open(place.name, flags | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, want,
+                        dir_fd=place.folder)
             st = os.fstat(fd)
             # its own to read back as it is, unless it keeps what changed since the approval
             if pin is None or before is None or pin.kept(place.path, before):
