@@ -59,12 +59,14 @@ class Pin:
         it is not the record's to judge (a folder, not below the roots, or the
         run's own). A pipe, socket or device below the roots is refused: what it
         gives is written while the command runs, never what was approved."""
-        if stat.S_ISDIR(st.st_mode) or not self.covers(path):
+        if stat.S_ISDIR(st.st_mode):
             return False
-        if (st.st_dev, st.st_ino) in own:
+        if (st.st_dev, st.st_ino) in own:  # its own, wherever (its temporary folder too)
             if self.record and approved_claims.taken(path, self.record):
                 self._refuse(f"{path} was changed by another run after this approved "
                              "command wrote it")
+            return False
+        if not self.covers(path):
             return False
         if not stat.S_ISREG(st.st_mode):
             self._refuse(f"{path} is not a file of the tree approved (a pipe, socket or "
