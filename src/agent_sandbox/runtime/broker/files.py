@@ -422,7 +422,7 @@ class Files(Reached):
         place = self._place(t, dirfd, address, follow=False)
         try:
             self._check(t, place)
-            self._linked(place)
+            self._linked(place, os.fsdecode(target))
             becomes = gitfolders.becomes(place)
             os.symlink(target, place.name, dir_fd=place.folder)
             self._made_at(place, None)

@@ -116,10 +116,11 @@ class Publisher(Files):
             self._file(up, name, st, place, before)
         elif stat.S_ISLNK(st.st_mode):
             self._check(self.caller, place)
-            self._linked(place)
+            text = os.readlink(name, dir_fd=up)
+            self._linked(place, text)
             if before is not None:
                 self._remove(place, before)
-            os.symlink(os.readlink(name, dir_fd=up), name, dir_fd=place.folder)
+            os.symlink(text, name, dir_fd=place.folder)
             self._made_at(place, None)
             self.changed += 1
         else:

@@ -112,11 +112,12 @@ class Reached:
         raise Refused(f"{place.path} is Python start-up of {where or '/'}, which no sandboxed "
                       "run made (what its interpreter runs is not the sandbox's to change)")
 
-    def _linked(self, place: Place) -> None:
+    def _linked(self, place: Place, target: str | None = None) -> None:
         """Refuse a link, hard link or node made at ``place`` where what it stands
         for would be read unjudged: git metadata, a mark that would make its folder
         a git folder, a package Python imports from the working folder, a folder
-        of a protected name, a folder of a virtualenv to be (``.venv/lib``)."""
+        of a protected name, a folder of a virtualenv to be (``.venv/lib``, but a
+        link to its sibling: ``target``, the link's text, ``lib64 -> lib``)."""
         why = gitfolders.by_reference(place) or gitfolders.becomes_git_dir(place)
         if why:
             raise Refused(why)
@@ -126,7 +127,8 @@ class Reached:
             raise Refused(f"{place.path} would lead to files under a protected name "
                           f"({place.name}/...): never a link")
         if place.name in _VENV_SUBS and venv_like(place.parent.rsplit("/", 1)[-1]) and \
-                place.folder >= 0 and not holds(place.folder, "pyvenv.cfg"):
+                target not in _VENV_SUBS and place.folder >= 0 and \
+                not holds(place.folder, "pyvenv.cfg"):  # python3 -m venv's lib64 -> lib
             raise Refused(f"{place.path} would be a folder of {place.parent}, which holds no "
                           "pyvenv.cfg yet: never a link (a virtualenv made there later "
                           "would keep it)")
